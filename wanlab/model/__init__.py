@@ -1,0 +1,1 @@
+"""The experiment model: the immutable IR every front end produces."""

@@ -1,0 +1,389 @@
+"""The experiment IR: immutable, validated, with explicit units.
+
+Every front end (ns-2 Tcl, YAML, Python) produces an :class:`Experiment`;
+everything downstream (store, plan, realize, run) reads only this.
+
+Units are in the field names: ``bandwidth_bps`` (bits/s, 0 = unlimited),
+``delay_s`` (seconds), ``loss`` (probability 0..1), ``time_s`` (seconds after
+t = 0 of the experiment's timeline). The JSON form (:meth:`Experiment.to_json`,
+documented in docs/ir.md) has the top-level lists ``nodes``, ``links``,
+``lans``, ``events``, ``programs`` and ``agents``.
+
+Link directions: a link joins ``a`` and ``b``; ``ab`` shapes frames sent by
+``a`` towards ``b``, ``ba`` the reverse. A LAN member's ``to_lan`` shapes
+frames from the member into the LAN's switch, ``from_lan`` frames from the
+switch to the member; a LAN's delay D is the one-way delay between any two
+members, so each half is D/2 by default (Emulab's semantics).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+from wanlab.errors import SpecError
+
+IR_VERSION = 1
+
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+QUEUE_KINDS = ("droptail", "red", "gred")
+NODE_KINDS = ("emulated", "simulated")
+RTPROTOS = ("static", "manual", "session", "ospf")
+MAX_BANDWIDTH_BPS = 100_000_000_000
+MAX_DELAY_S = 10.0
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an object was declared (for error messages)."""
+
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A link direction's queue: DropTail or (gentle) RED with ns-2's parameters.
+
+    ``limit`` None means "engine default" (50 packets, raised to the
+    bandwidth-delay product); it counts bytes when ``in_bytes``.
+    """
+
+    kind: str = "droptail"
+    limit: int | None = None
+    in_bytes: bool = False
+    thresh: float = 5.0
+    maxthresh: float = 15.0
+    q_weight: float = 0.002
+    linterm: float = 10.0
+    gentle: bool = False
+    mean_pktsize: int = 500
+
+
+@dataclass(frozen=True)
+class LinkParams:
+    """Shaping of one direction: bandwidth, delay, loss and queue."""
+
+    bandwidth_bps: int = 0
+    delay_s: float = 0.0
+    loss: float = 0.0
+    queue: Queue = field(default_factory=Queue)
+
+
+@dataclass(frozen=True)
+class Route:
+    """A manual route on a node (``$node add-route DST NEXTHOP``)."""
+
+    dst: str            # CIDR prefix, or a node name resolved at plan time
+    via: str            # next-hop IP, or a neighbour node name
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node: an emulated network namespace, or a node simulated in the engine."""
+
+    name: str
+    kind: str = "emulated"
+    os: str | None = None
+    hardware: str | None = None
+    startcmd: str | None = None
+    routes: tuple[Route, ...] = ()
+    source: Source = field(default_factory=Source)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A duplex point-to-point link between nodes ``a`` and ``b``."""
+
+    name: str
+    a: str
+    b: str
+    ab: LinkParams = field(default_factory=LinkParams)
+    ba: LinkParams = field(default_factory=LinkParams)
+    ip_a: str | None = None          # address of a's interface (tb-set-ip-link)
+    ip_b: str | None = None
+    netmask: str | None = None       # dotted mask or prefix length (tb-set-netmask)
+    cost: int = 1                    # routing cost ($ns cost), both directions
+    source: Source = field(default_factory=Source)
+
+
+@dataclass(frozen=True)
+class LanMember:
+    """A node's attachment to a LAN, with its own shaping each way."""
+
+    node: str
+    to_lan: LinkParams = field(default_factory=LinkParams)
+    from_lan: LinkParams = field(default_factory=LinkParams)
+    ip: str | None = None
+
+
+@dataclass(frozen=True)
+class Lan:
+    """A switched LAN (``make-lan``); bandwidth/delay/loss are the LAN-wide values."""
+
+    name: str
+    members: tuple[LanMember, ...]
+    bandwidth_bps: int = 0
+    delay_s: float = 0.0
+    loss: float = 0.0
+    netmask: str | None = None
+    cost: int = 1
+    source: Source = field(default_factory=Source)
+
+
+@dataclass(frozen=True)
+class Event:
+    """``$ns at TIME "$obj action args"``: fire ``action`` on ``target`` at ``time_s``."""
+
+    time_s: float
+    target: str
+    action: str
+    args: tuple[str, ...] = ()
+    source: Source = field(default_factory=Source)
+
+
+@dataclass(frozen=True)
+class Program:
+    """An Emulab ``Program`` object: a command run on a node on demand or by events."""
+
+    name: str
+    node: str
+    command: str
+    dir: str | None = None
+    timeout_s: float | None = None
+    expected_exit_code: int | None = None
+    source: Source = field(default_factory=Source)
+
+
+@dataclass(frozen=True)
+class Agent:
+    """A traffic agent or application (``Agent/UDP``, ``Application/Traffic/CBR``, ...).
+
+    Agents sit on a ``node``; applications are ``attached`` to an agent;
+    ``peer`` is the agent this one is ``$ns connect``-ed to.
+    """
+
+    name: str
+    kind: str
+    node: str | None = None
+    attached: str | None = None
+    peer: str | None = None
+    params: tuple[tuple[str, str], ...] = ()
+    source: Source = field(default_factory=Source)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A whole experiment description."""
+
+    name: str
+    nodes: tuple[Node, ...] = ()
+    links: tuple[Link, ...] = ()
+    lans: tuple[Lan, ...] = ()
+    events: tuple[Event, ...] = ()
+    programs: tuple[Program, ...] = ()
+    agents: tuple[Agent, ...] = ()
+    rtproto: str = "static"
+    seed: int = 1
+    warnings: tuple[str, ...] = ()
+    source: Source = field(default_factory=Source)
+
+    # -- lookups -----------------------------------------------------------
+    def node(self, name: str) -> Node:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def object_names(self) -> set[str]:
+        """Names events may target."""
+        names = {o.name for coll in (self.nodes, self.links, self.lans, self.programs,
+                                     self.agents) for o in coll}
+        return names | {"ns", "sim"}
+
+    # -- JSON --------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        """The documented JSON form (docs/ir.md)."""
+        d = _plain(asdict(self))
+        d["version"] = IR_VERSION
+        return d
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=False)
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Experiment":
+        """Inverse of :meth:`to_json` (used by the store)."""
+        def src(x):
+            return Source(**x) if x else Source()
+
+        def queue(x):
+            return Queue(**x) if x else Queue()
+
+        def params(x):
+            x = dict(x or {})
+            x["queue"] = queue(x.get("queue"))
+            return LinkParams(**x)
+
+        nodes = tuple(Node(**{**n, "routes": tuple(Route(**r) for r in n.get("routes", ())),
+                              "source": src(n.get("source"))}) for n in d.get("nodes", ()))
+        links = tuple(Link(**{**l, "ab": params(l.get("ab")), "ba": params(l.get("ba")),
+                              "source": src(l.get("source"))}) for l in d.get("links", ()))
+        lans = tuple(Lan(**{**l, "members": tuple(
+            LanMember(**{**m, "to_lan": params(m.get("to_lan")),
+                         "from_lan": params(m.get("from_lan"))}) for m in l["members"]),
+            "source": src(l.get("source"))}) for l in d.get("lans", ()))
+        events = tuple(Event(**{**e, "args": tuple(e.get("args", ())),
+                                "source": src(e.get("source"))}) for e in d.get("events", ()))
+        programs = tuple(Program(**{**p, "source": src(p.get("source"))})
+                         for p in d.get("programs", ()))
+        agents = tuple(Agent(**{**a, "params": tuple(tuple(kv) for kv in a.get("params", ())),
+                                "source": src(a.get("source"))}) for a in d.get("agents", ()))
+        top = {k: v for k, v in d.items() if k in {f.name for f in fields(Experiment)}}
+        top.update(nodes=nodes, links=links, lans=lans, events=events, programs=programs,
+                   agents=agents, warnings=tuple(d.get("warnings", ())),
+                   source=src(d.get("source")))
+        return Experiment(**top)
+
+    def with_name(self, name: str) -> "Experiment":
+        return replace(self, name=name)
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    return x
+
+
+# -- validation ------------------------------------------------------------
+
+def _err(msg: str, src: Source | None, fld: str | None = None) -> SpecError:
+    return SpecError(msg, file=src.file if src else None, line=src.line if src else None,
+                     field=fld)
+
+
+def _check_params(p: LinkParams, where: str, src: Source) -> None:
+    if not isinstance(p.bandwidth_bps, int) or not 0 <= p.bandwidth_bps <= MAX_BANDWIDTH_BPS:
+        raise _err(f"bandwidth {p.bandwidth_bps!r} bit/s out of range (0 = unlimited, "
+                   f"at most 100Gb)", src, where)
+    if not 0 <= p.delay_s <= MAX_DELAY_S:
+        raise _err(f"delay {p.delay_s!r} s out of range 0..10s", src, where)
+    if not 0 <= p.loss <= 1:
+        raise _err(f"loss {p.loss!r} is not a probability in 0..1", src, where)
+    q = p.queue
+    if q.kind not in QUEUE_KINDS:
+        raise _err(f"queue {q.kind!r} unknown; supported queues are DropTail, RED, GRED",
+                   src, where)
+    if q.limit is not None and q.limit < 1:
+        raise _err(f"queue limit {q.limit} must be at least 1", src, where)
+    if q.kind in ("red", "gred"):
+        if not 0 <= q.thresh < q.maxthresh:
+            raise _err(f"RED thresh_ {q.thresh} must be below maxthresh_ {q.maxthresh}",
+                       src, where)
+        if q.limit is not None and q.maxthresh > q.limit:
+            raise _err(f"RED maxthresh_ {q.maxthresh} exceeds limit_ {q.limit}", src, where)
+        if not 0 < q.q_weight <= 1:
+            raise _err(f"RED q_weight_ {q.q_weight} must be in (0, 1]", src, where)
+        if q.linterm < 1:
+            raise _err(f"RED linterm_ {q.linterm} must be at least 1", src, where)
+
+
+def _check_ip(ip: str | None, where: str, src: Source) -> None:
+    if ip is None:
+        return
+    try:
+        ipaddress.IPv4Address(ip)
+    except ValueError:
+        raise _err(f"{ip!r} is not an IPv4 address", src, where) from None
+
+
+def _check_mask(mask: str | None, where: str, src: Source) -> None:
+    if mask is None:
+        return
+    try:
+        ipaddress.IPv4Network(f"0.0.0.0/{mask}")
+    except ValueError:
+        raise _err(f"{mask!r} is not a netmask", src, where) from None
+
+
+def validate(exp: Experiment) -> Experiment:
+    """Check an experiment is realizable; raise :class:`SpecError` naming the culprit."""
+    seen: dict[str, str] = {}
+
+    def claim(name: str, what: str, src: Source) -> None:
+        if not NAME_RE.match(name):
+            raise _err(f"{what} name {name!r} is not a valid name (a letter, then letters, "
+                       f"digits or '-', at most 32)", src)
+        if name in seen:
+            raise _err(f"{what} name {name!r} already names a {seen[name]}", src)
+        seen[name] = what
+
+    if exp.rtproto not in RTPROTOS:
+        raise _err(f"routing protocol {exp.rtproto!r} unknown; supported are "
+                   f"{', '.join(RTPROTOS)}", exp.source)
+    for n in exp.nodes:
+        claim(n.name, "node", n.source)
+        if n.kind not in NODE_KINDS:
+            raise _err(f"node kind {n.kind!r} unknown; supported kinds are "
+                       f"{', '.join(NODE_KINDS)}", n.source, f"nodes.{n.name}.kind")
+    nodes = {n.name for n in exp.nodes}
+    pairs: set[frozenset[str]] = set()
+    for l in exp.links:
+        claim(l.name, "link", l.source)
+        for end in (l.a, l.b):
+            if end not in nodes:
+                raise _err(f"link {l.name!r} joins unknown node {end!r}", l.source)
+        if l.a == l.b:
+            raise _err(f"link {l.name!r} joins node {l.a!r} to itself", l.source)
+        pairs.add(frozenset((l.a, l.b)))
+        for d in ("ab", "ba"):
+            _check_params(getattr(l, d), f"links.{l.name}.{d}", l.source)
+        _check_ip(l.ip_a, f"links.{l.name}.ip_a", l.source)
+        _check_ip(l.ip_b, f"links.{l.name}.ip_b", l.source)
+        _check_mask(l.netmask, f"links.{l.name}.netmask", l.source)
+        if l.cost < 1:
+            raise _err(f"link {l.name!r} cost {l.cost} must be at least 1", l.source)
+    for lan in exp.lans:
+        claim(lan.name, "lan", lan.source)
+        if len(lan.members) < 1:
+            raise _err(f"LAN {lan.name!r} has no members", lan.source)
+        members = [m.node for m in lan.members]
+        if len(set(members)) != len(members):
+            raise _err(f"LAN {lan.name!r} lists a node twice", lan.source)
+        for m in lan.members:
+            if m.node not in nodes:
+                raise _err(f"LAN {lan.name!r} has unknown member {m.node!r}", lan.source)
+            for d in ("to_lan", "from_lan"):
+                _check_params(getattr(m, d), f"lans.{lan.name}.{m.node}.{d}", lan.source)
+            _check_ip(m.ip, f"lans.{lan.name}.{m.node}.ip", lan.source)
+        _check_mask(lan.netmask, f"lans.{lan.name}.netmask", lan.source)
+    for p in exp.programs:
+        claim(p.name, "program", p.source)
+        if p.node not in nodes:
+            raise _err(f"program {p.name!r} is on unknown node {p.node!r}", p.source)
+    for a in exp.agents:
+        claim(a.name, "agent", a.source)
+        if a.node is not None and a.node not in nodes:
+            raise _err(f"agent {a.name!r} is attached to unknown node {a.node!r}", a.source)
+    agents = {a.name for a in exp.agents}
+    for a in exp.agents:
+        for ref in (a.attached, a.peer):
+            if ref is not None and ref not in agents:
+                raise _err(f"agent {a.name!r} refers to unknown agent {ref!r}", a.source)
+    targets = exp.object_names()
+    for e in exp.events:
+        if e.time_s < 0:
+            raise _err(f"event time {e.time_s} is negative", e.source)
+        if e.target not in targets:
+            raise _err(f"event targets unknown object {e.target!r}", e.source)
+    for n in exp.nodes:
+        for r in n.routes:
+            if not r.dst or not r.via:
+                raise _err("route needs a destination and a next hop", n.source,
+                           f"nodes.{n.name}.routes")
+    return exp
