@@ -1,0 +1,259 @@
+"""The experiment life cycle: a state machine with every transition recorded.
+
+States (as in Emulab)::
+
+    new ──swapin──> activating ──> active ──swapout──> swapping-out ──> swapped
+     ^                  │            │  ^                                 │
+     └── (failure) ─────┘            └──┘ modify                          │
+                                     swapped ──swapin──> activating ───────┘
+
+A failed swap-in removes what it built and returns to the state it left,
+with the reason recorded. ``terminate`` removes the resources, the folder
+and the record. ``cleanup`` removes whatever the store recorded as possibly
+existing (after a crash or kill -9) and leaves the experiment ``swapped``
+so it can be swapped in again. Operations on one experiment are serialised
+by a lock file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+from wanlab.errors import WanlabError
+from wanlab.model.ir import Experiment, validate
+from wanlab.plan.plan import engine_params, make_plan
+from wanlab.realize import engine, netns, swap
+from wanlab.store.db import ExperimentRow, Store
+
+ACTIVE, SWAPPED, NEW = "active", "swapped", "new"
+TRANSIENT = ("activating", "swapping-out", "modifying", "terminating")
+
+
+def _say_stderr(msg: str) -> None:
+    print(f"wanlab: {msg}", file=sys.stderr, flush=True)
+
+
+class Lab:
+    """All operations on experiments; the CLI and the Python API are thin layers over it."""
+
+    def __init__(self, home: str | None = None, progress: bool = False):
+        self.store = Store(home)
+        self.say = _say_stderr if progress else (lambda msg: None)
+
+    def close(self) -> None:
+        self.store.close()
+
+    @contextlib.contextmanager
+    def _locked(self, name: str) -> Iterator[None]:
+        d = os.path.join(self.store.home, "locks")
+        os.makedirs(d, exist_ok=True)
+        with open(os.path.join(d, f"{name}.lock"), "w") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    # -- create / swap ------------------------------------------------------
+    def create(self, exp: Experiment, source_path: str | None = None,
+               swapin: bool = True) -> ExperimentRow:
+        """Store ``exp`` and (by default) swap it in; returns when every node is up."""
+        validate(exp)
+        make_plan(exp, "0000")      # an impossible plan fails here, before anything exists
+        row = self.store.add_experiment(exp, source_path)
+        for w in exp.warnings:
+            self.say(f"warning: {w}")
+        if swapin:
+            try:
+                self.swapin(row.name)
+            except WanlabError:
+                with contextlib.suppress(Exception):
+                    self.store.delete_experiment(row.id)
+                raise
+        return self.store.get(row.name)
+
+    def swapin(self, name: str) -> ExperimentRow:
+        with self._locked(name):
+            row = self.store.get(name)
+            if row.state not in (NEW, SWAPPED):
+                raise WanlabError(f"experiment {name!r} is {row.state}; only new or swapped "
+                                  f"experiments can be swapped in")
+            before = row.state
+            self.store.set_state(row.id, "activating", "swap-in")
+            try:
+                plan = swap.swap_in(self.store, row, self.say)
+            except BaseException as e:
+                self.store.set_state(row.id, before, "swap-in failed", error=str(e))
+                raise
+            for w in plan.warnings:
+                self.say(f"warning: {w}")
+            self.store.set_state(row.id, ACTIVE, "swapped in")
+            self.say(f"{name} is active ({len(plan.nodes)} nodes)")
+            return self.store.get(name)
+
+    def swapout(self, name: str) -> ExperimentRow:
+        with self._locked(name):
+            row = self.store.get(name)
+            if row.state != ACTIVE:
+                raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+            self.store.set_state(row.id, "swapping-out", "swap-out")
+            swap.teardown(self.store, row.id, self.say)
+            self.store.set_state(row.id, SWAPPED, "swapped out")
+            return self.store.get(name)
+
+    def terminate(self, name: str) -> None:
+        with self._locked(name):
+            row = self.store.get(name)
+            self.store.set_state(row.id, "terminating", "terminate")
+            swap.teardown(self.store, row.id, self.say)
+            shutil.rmtree(swap.folder_of(self.store, name), ignore_errors=True)
+            self.store.delete_experiment(row.id)
+
+    def cleanup(self, name: str | None = None) -> list[str]:
+        """Remove recorded resources of one experiment (or all); safe to run twice."""
+        names = [name] if name else [r.name for r in self.store.list()]
+        done = []
+        for n in names:
+            with self._locked(n):
+                row = self.store.get(n)
+                swap.teardown(self.store, row.id, self.say)
+                if row.state in TRANSIENT or row.state == ACTIVE:
+                    self.store.set_state(row.id, SWAPPED, "cleanup")
+                done.append(n)
+        return done
+
+    # -- modify ---------------------------------------------------------------
+    def modify(self, name: str, new: Experiment) -> ExperimentRow:
+        """Apply a new description: link/LAN parameters change live; topology changes
+        (nodes, links, LANs added or removed, addresses) rebuild the experiment."""
+        validate(new)
+        with self._locked(name):
+            row = self.store.get(name)
+            new = replace(new, name=name)
+            if row.state != ACTIVE:
+                self.store.set_ir(row.id, new)
+                return self.store.get(name)
+            changes = _param_changes(row.ir, new)
+            if changes is not None:
+                self.store.set_state(row.id, "modifying", "modify (parameters)")
+                with engine.Client(self._socket(row)) as c:
+                    for req in changes:
+                        c.call("set", **req)
+                self.store.set_ir(row.id, new)
+                self.store.set_state(row.id, ACTIVE, f"modified {len(changes)} parameters")
+                return self.store.get(name)
+            make_plan(new, row.short)
+            self.store.set_state(row.id, "modifying", "modify (topology): rebuild")
+            swap.teardown(self.store, row.id, self.say)
+            old_ir = row.ir
+            self.store.set_ir(row.id, new)
+            try:
+                swap.swap_in(self.store, self.store.get(name), self.say)
+            except BaseException as e:
+                self.store.set_ir(row.id, old_ir)
+                self.store.set_state(row.id, SWAPPED, "modify failed", error=str(e))
+                raise
+            self.store.set_state(row.id, ACTIVE, "modified (rebuilt)")
+            return self.store.get(name)
+
+    # -- inspection -----------------------------------------------------------
+    def list(self) -> list[ExperimentRow]:
+        return self.store.list()
+
+    def get(self, name: str) -> ExperimentRow:
+        return self.store.get(name)
+
+    def show(self, name: str) -> dict[str, Any]:
+        row = self.store.get(name)
+        plan = make_plan(row.ir, row.short)
+        links = {}
+        if row.state == ACTIVE:
+            with contextlib.suppress(Exception):
+                with engine.Client(self._socket(row), timeout=5) as c:
+                    links = c.call("stats")
+        return {"name": row.name, "id": row.short, "state": row.state, "error": row.error,
+                "folder": swap.folder_of(self.store, name),
+                "nodes": {n.name: {"netns": n.netns,
+                                   "interfaces": [{"ifname": i.ifname, "ip": f"{i.ip}/"
+                                                   f"{i.prefixlen}", "mac": i.mac,
+                                                   "network": i.network}
+                                                  for i in n.interfaces],
+                                   "routes": [f"{r.dst} via {r.via} dev {r.dev}"
+                                              for r in n.routes]}
+                          for n in plan.nodes.values()},
+                "links": [{"name": l.name, "a": l.a, "b": l.b, "ab": engine_params(l.ab),
+                           "ba": engine_params(l.ba)} for l in row.ir.links],
+                "lans": [{"name": l.name, "members": [m.node for m in l.members],
+                          "bandwidth_bps": l.bandwidth_bps, "delay_s": l.delay_s,
+                          "loss": l.loss} for l in row.ir.lans],
+                "stats": {k: v for k, v in links.items() if k in ("links", "lans")},
+                "history": [{"at": t, "from": a, "to": b, "reason": r}
+                            for t, a, b, r in self.store.transitions(row.id)]}
+
+    def engine(self, name: str) -> engine.Client:
+        """A control connection to an active experiment's engine."""
+        row = self.store.get(name)
+        if row.state != ACTIVE:
+            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        return engine.Client(self._socket(row))
+
+    def _socket(self, row: ExperimentRow) -> str:
+        return os.path.join(swap.folder_of(self.store, row.name), "engine.sock")
+
+    def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
+        row = self.store.get(name)
+        if row.state != ACTIVE:
+            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        if node not in {n.name for n in row.ir.nodes}:
+            raise WanlabError(f"experiment {name!r} has no node {node!r} (nodes: "
+                              f"{', '.join(n.name for n in row.ir.nodes)})")
+        ns = make_plan(row.ir, row.short).nodes[node].netns
+        if not netns.exists(ns):
+            raise WanlabError(f"node {node!r} has no namespace; run 'wanlab cleanup {name}' "
+                              f"and swap in again")
+        return swap.node_argv(ns, node, argv)
+
+    def exec(self, name: str, node: str, argv: list[str], **kw: Any) -> subprocess.CompletedProcess:
+        """Run ``argv`` in ``node``; keyword arguments go to subprocess.run."""
+        return subprocess.run(self.node_argv(name, node, argv), **kw)
+
+
+def _param_changes(old: Experiment, new: Experiment) -> list[dict[str, Any]] | None:
+    """Engine ``set`` requests turning ``old`` into ``new``, or None if the topology differs."""
+    def shape(e: Experiment):
+        return ([(n.name, n.kind, n.routes, n.startcmd) for n in e.nodes],
+                [(l.name, l.a, l.b, l.ip_a, l.ip_b, l.netmask, l.cost) for l in e.links],
+                [(l.name, tuple((m.node, m.ip) for m in l.members), l.netmask, l.cost)
+                 for l in e.lans], e.rtproto)
+    if shape(old) != shape(new):
+        return None
+    reqs: list[dict[str, Any]] = []
+    for a, b in zip(old.links, new.links):
+        for d in ("ab", "ba"):
+            if getattr(a, d) != getattr(b, d):
+                reqs.append({"target": b.name, "dir": d,
+                             "params": engine_params(getattr(b, d))})
+    for a, b in zip(old.lans, new.lans):
+        for ma, mb in zip(a.members, b.members):
+            for d in ("to_lan", "from_lan"):
+                if getattr(ma, d) != getattr(mb, d):
+                    reqs.append({"target": b.name, "member": f"{mb.node}:"
+                                 f"{_ifname_hint(new, mb.node, b.name)}", "dir": d,
+                                 "params": engine_params(getattr(mb, d))})
+    return reqs
+
+
+def _ifname_hint(exp: Experiment, node: str, network: str) -> str:
+    plan = make_plan(exp, "0000")
+    for i in plan.nodes[node].interfaces:
+        if i.network == network:
+            return i.ifname
+    raise WanlabError(f"node {node} is not on {network}")

@@ -1,0 +1,1 @@
+"""Planning: deterministic names, addresses and routes from the IR."""

@@ -1,0 +1,192 @@
+"""The realization plan: names, interfaces, addresses, routes and the engine topology.
+
+Naming (every kernel object carries the experiment's 4-hex-digit short id):
+  * node namespace ``wl-<short>-<node>``;
+  * TAP device ``wl<short>-<n>`` while in the root namespace (n counts the
+    experiment's ports), renamed ``eth0``, ``eth1``… inside the node in the
+    order the node's links and LANs were declared;
+  * MAC ``02:<short>:<n>`` (locally administered, unique per experiment).
+Engine objects are named after the IR's links and LANs; a port is
+``<node>:<ifname>``.
+
+The plan is a pure function of the IR and the short id.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Any
+
+from wanlab.errors import SpecError
+from wanlab.model.ir import Experiment, LinkParams
+from wanlab.plan.addressing import NetworkSpec, assign
+from wanlab.plan.routes import Attachment, RouteEntry, shortest_path_routes
+
+
+@dataclass(frozen=True)
+class Interface:
+    node: str
+    ifname: str
+    network: str
+    ip: str
+    prefixlen: int
+    mac: str
+    port: str
+    tap: str
+
+
+@dataclass
+class NodePlan:
+    name: str
+    netns: str
+    interfaces: list[Interface] = field(default_factory=list)
+    routes: list[RouteEntry] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    short: str
+    nodes: dict[str, NodePlan]
+    subnets: dict[str, ipaddress.IPv4Network]
+    hosts: str
+    engine: dict[str, Any]
+    warnings: list[str]
+
+
+def netns_name(short: str, node: str) -> str:
+    return f"wl-{short}-{node}"
+
+
+def engine_params(p: LinkParams) -> dict[str, Any]:
+    """IR link parameters → the engine protocol's PARAMS object."""
+    q = p.queue
+    queue: dict[str, Any] = {"kind": "droptail" if q.kind == "droptail" else "red",
+                             "in_bytes": q.in_bytes}
+    if q.limit is not None:
+        queue["limit"] = q.limit
+    if q.kind in ("red", "gred"):
+        queue.update(thresh=q.thresh, maxthresh=q.maxthresh, q_weight=q.q_weight,
+                     linterm=q.linterm, gentle=q.gentle or q.kind == "gred",
+                     mean_pktsize=q.mean_pktsize)
+    return {"bandwidth_bps": p.bandwidth_bps, "delay_us": round(p.delay_s * 1e6, 3),
+            "loss": {"kind": "bernoulli", "p": p.loss} if p.loss > 0 else {"kind": "none"},
+            "queue": queue}
+
+
+def make_plan(exp: Experiment, short: str) -> Plan:
+    warnings: list[str] = []
+    nodes = {n.name: NodePlan(n.name, netns_name(short, n.name)) for n in exp.nodes}
+    for n in exp.nodes:
+        if n.kind == "simulated":
+            warnings.append(f"node {n.name}: simulated nodes run as emulated namespaces until "
+                            f"the engine simulates them")
+
+    # networks in declaration order: links, then LANs
+    specs: list[NetworkSpec] = []
+    members: dict[str, list[str]] = {}
+    costs: dict[str, int] = {}
+    for l in exp.links:
+        specs.append(NetworkSpec(l.name, (l.a, l.b), (l.ip_a, l.ip_b), l.netmask))
+        members[l.name] = [l.a, l.b]
+        costs[l.name] = l.cost
+    for lan in exp.lans:
+        specs.append(NetworkSpec(lan.name, tuple(m.node for m in lan.members),
+                                 tuple(m.ip for m in lan.members), lan.netmask))
+        members[lan.name] = [m.node for m in lan.members]
+        costs[lan.name] = lan.cost
+    addrs = assign(specs)
+
+    port_no = 0
+    atts: dict[str, list[Attachment]] = {}
+    ports_of: dict[str, list[Interface]] = {}
+    for spec in specs:
+        subnet, ips = addrs[spec.name]
+        for node, ip in zip(spec.members, ips):
+            np_ = nodes[node]
+            ifname = f"eth{len(np_.interfaces)}"
+            hi, lo = port_no >> 8 & 0xFF, port_no & 0xFF
+            iface = Interface(node=node, ifname=ifname, network=spec.name, ip=ip,
+                              prefixlen=subnet.prefixlen,
+                              mac=f"02:{short[:2]}:{short[2:4]}:{port_no >> 16 & 0xFF:02x}:"
+                                  f"{hi:02x}:{lo:02x}",
+                              port=f"{node}:{ifname}", tap=f"wl{short}-{port_no}")
+            port_no += 1
+            np_.interfaces.append(iface)
+            ports_of.setdefault(spec.name, []).append(iface)
+            atts.setdefault(spec.name, []).append(Attachment(node, spec.name, ifname, ip))
+
+    # routes
+    proto = exp.rtproto
+    if proto in ("session", "ospf"):
+        warnings.append(f"rtproto {proto}: dynamic routing daemons are not set up yet; "
+                        f"static shortest-path routes are installed instead")
+        proto = "static"
+    if proto == "static":
+        table = shortest_path_routes(
+            list(nodes), {n: (addrs[n][0], atts[n], costs[n]) for n in atts})
+        for name, entries in table.items():
+            nodes[name].routes.extend(entries)
+    for n in exp.nodes:
+        for r in n.routes:
+            nodes[n.name].routes.append(_manual_route(n.name, r.dst, r.via, nodes, exp))
+
+    # hosts file: node name → first interface; node-network → each interface
+    lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
+    for np_ in nodes.values():
+        for i, iface in enumerate(np_.interfaces):
+            names = f"{np_.name}-{iface.network}"
+            if i == 0:
+                names = f"{np_.name} " + names
+            lines.append(f"{iface.ip}\t{names}")
+    hosts = "\n".join(lines) + "\n"
+
+    # engine topology
+    ports = [{"port": i.port, "tap": i.tap} for ifs in ports_of.values() for i in ifs]
+    links = []
+    for l in exp.links:
+        a, b = ports_of[l.name]
+        links.append({"link": l.name, "a": a.port, "b": b.port,
+                      "ab": engine_params(l.ab), "ba": engine_params(l.ba)})
+    lans = []
+    for lan in exp.lans:
+        lans.append({"lan": lan.name, "members": [
+            {"port": i.port, "to_lan": engine_params(m.to_lan),
+             "from_lan": engine_params(m.from_lan)}
+            for m, i in zip(lan.members, ports_of[lan.name])]})
+    engine = {"ports": ports, "links": links, "lans": lans}
+    return Plan(short=short, nodes=nodes, subnets={k: v[0] for k, v in addrs.items()},
+                hosts=hosts, engine=engine, warnings=warnings)
+
+
+def _manual_route(node: str, dst: str, via: str, nodes: dict[str, NodePlan],
+                  exp: Experiment) -> RouteEntry:
+    """Resolve ``$node add-route DST NEXTHOP`` (names or addresses) to a route."""
+    me = nodes[node]
+    if dst in nodes:
+        if not nodes[dst].interfaces:
+            raise SpecError(f"route on {node}: destination node {dst!r} has no interfaces")
+        dst = nodes[dst].interfaces[0].ip + "/32"
+    try:
+        dst_net = ipaddress.IPv4Network(dst, strict=False) if dst != "default" else None
+    except ValueError:
+        raise SpecError(f"route on {node}: destination {dst!r} is neither a node nor a "
+                        f"prefix", field=f"nodes.{node}.routes") from None
+    if via in nodes:
+        shared = [(i, j) for i in me.interfaces for j in nodes[via].interfaces
+                  if i.network == j.network]
+        if not shared:
+            raise SpecError(f"route on {node}: next hop {via!r} is not a neighbour",
+                            field=f"nodes.{node}.routes")
+        mine, theirs = shared[0]
+        return RouteEntry(str(dst_net) if dst_net else "default", theirs.ip, mine.ifname)
+    try:
+        hop = ipaddress.IPv4Address(via)
+    except ValueError:
+        raise SpecError(f"route on {node}: next hop {via!r} is neither a node nor an "
+                        f"address", field=f"nodes.{node}.routes") from None
+    for i in me.interfaces:
+        if hop in ipaddress.IPv4Network(f"{i.ip}/{i.prefixlen}", strict=False):
+            return RouteEntry(str(dst_net) if dst_net else "default", str(hop), i.ifname)
+    raise SpecError(f"route on {node}: next hop {via} is on none of its networks",
+                    field=f"nodes.{node}.routes")

@@ -1,0 +1,165 @@
+"""Named network namespaces, made and entered with system calls, not shell commands.
+
+A namespace is created the way ``ip netns add`` does it, so ``ip netns``
+tools see ours: a thread unshares its network namespace and that namespace
+is bind-mounted on ``/run/netns/NAME``. :func:`netlink` opens a pyroute2
+netlink socket *inside* a namespace (a socket stays bound to the namespace
+it was created in), so configuring a node costs one setns and no fork.
+Per-namespace files under ``/etc/netns/NAME/`` (``hosts``) are bind-mounted
+over ``/etc`` by ``ip netns exec``, which is how commands in a node see its
+hosts file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import threading
+from collections.abc import Iterator
+
+from pyroute2 import IPRoute
+
+NETNS_RUN_DIR = "/run/netns"
+NETNS_ETC_DIR = "/etc/netns"
+
+CLONE_NEWNET = 0x40000000
+MS_BIND = 0x1000
+MS_REC = 0x4000
+MS_SHARED = 1 << 20
+MNT_DETACH = 2
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_lock = threading.Lock()   # setns is per thread; serialize namespace switches
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def _ensure_run_dir() -> None:
+    """Make /run/netns a shared mount point, as iproute2 does, so bind mounts propagate."""
+    os.makedirs(NETNS_RUN_DIR, exist_ok=True)
+    d = NETNS_RUN_DIR.encode()
+    # Making it shared fails with EINVAL until it is a mount point of its own;
+    # only then bind it onto itself. (os.path.ismount cannot tell: a bind
+    # mount of the same file system looks like a plain directory.)
+    if _libc.mount(b"none", d, None, MS_SHARED | MS_REC, None) == 0:
+        return
+    if ctypes.get_errno() != errno.EINVAL:
+        _check(-1, "share /run/netns")
+    _check(_libc.mount(d, d, b"none", MS_BIND | MS_REC, None), "bind /run/netns")
+    _check(_libc.mount(b"none", d, None, MS_SHARED | MS_REC, None), "share /run/netns")
+
+
+def path(name: str) -> str:
+    return os.path.join(NETNS_RUN_DIR, name)
+
+
+def exists(name: str) -> bool:
+    return os.path.exists(path(name))
+
+
+def create(name: str) -> int:
+    """Create namespace ``name``; return its inode (identifies it for process ownership)."""
+    _ensure_run_dir()
+    target = path(name)
+    fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    os.close(fd)
+    result: dict[str, object] = {}
+
+    def work() -> None:
+        # A fresh thread: unshare affects only it, and it ends afterwards,
+        # so the caller's namespace never changes.
+        try:
+            _check(_libc.unshare(CLONE_NEWNET), "unshare")
+            src = f"/proc/self/task/{threading.get_native_id()}/ns/net".encode()
+            _check(_libc.mount(src, target.encode(), b"none", MS_BIND, None), "bind netns")
+        except OSError as e:
+            result["error"] = e
+
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    if "error" in result:
+        with contextlib.suppress(OSError):
+            os.unlink(target)
+        raise result["error"]  # type: ignore[misc]
+    return os.stat(target).st_ino
+
+
+def inode(name: str) -> int | None:
+    try:
+        return os.stat(path(name)).st_ino
+    except FileNotFoundError:
+        return None
+
+
+def delete(name: str) -> bool:
+    """Remove namespace ``name`` (and its /etc/netns folder); False if it was not there."""
+    target = path(name)
+    found = os.path.exists(target)
+    if found:
+        r = _libc.umount2(target.encode(), MNT_DETACH)
+        if r != 0 and ctypes.get_errno() not in (errno.EINVAL, errno.ENOENT):
+            _check(r, f"umount {target}")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target)
+    etc = os.path.join(NETNS_ETC_DIR, name)
+    for f in ("hosts", "hostname"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(etc, f))
+    with contextlib.suppress(FileNotFoundError, OSError):
+        os.rmdir(etc)
+    return found
+
+
+@contextlib.contextmanager
+def entered(name: str) -> Iterator[None]:
+    """Run the body with this thread inside namespace ``name``."""
+    with _lock:
+        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        ns = os.open(path(name), os.O_RDONLY)
+        try:
+            _check(_libc.setns(ns, CLONE_NEWNET), f"setns {name}")
+            try:
+                yield
+            finally:
+                _check(_libc.setns(own, CLONE_NEWNET), "setns back")
+        finally:
+            os.close(ns)
+            os.close(own)
+
+
+def netlink(name: str) -> IPRoute:
+    """A netlink socket bound to namespace ``name`` (the caller closes it)."""
+    with entered(name):
+        return IPRoute()
+
+
+def write_sysctl(name: str, key: str, value: str) -> None:
+    """Write a net sysctl inside namespace ``name`` (/proc/sys/net follows the opener's netns)."""
+    with entered(name):
+        with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
+            f.write(value)
+
+
+def pids_in(ns_inode: int) -> list[int]:
+    """Processes whose network namespace is the one with this inode.
+
+    Used at teardown to stop exactly the processes living in a namespace the
+    experiment recorded (never a match on names).
+    """
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            if os.stat(f"/proc/{d}/ns/net").st_ino == ns_inode:
+                out.append(int(d))
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            continue
+    return out

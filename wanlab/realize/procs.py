@@ -1,0 +1,70 @@
+"""Processes an experiment owns: identified by pid *and* start time, never by name.
+
+A pid alone can be reused after a crash; the pair (pid, start time in clock
+ticks since boot, field 22 of /proc/PID/stat) names one process for ever,
+so teardown never signals a stranger.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+
+def start_time(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    # the command name (field 2) may hold spaces; fields resume after the last ')'
+    return int(stat[stat.rindex(")") + 2:].split()[19])
+
+
+def alive(pid: int, started: int | None) -> bool:
+    st = start_time(pid)
+    return st is not None and (started is None or st == started)
+
+
+def kill(pid: int, started: int | None, grace: float = 1.0) -> bool:
+    """SIGTERM, then SIGKILL after ``grace`` seconds, the process (pid, started) if it lives."""
+    if not alive(pid, started):
+        return False
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return False
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        _reap(pid)
+        if not alive(pid, started):
+            return True
+        time.sleep(0.01)
+    if alive(pid, started):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for _ in range(100):
+        _reap(pid)
+        if not alive(pid, started):
+            break
+        time.sleep(0.01)
+    return True
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return False
+    return stat[stat.rindex(")") + 2] == "Z"

@@ -1,0 +1,222 @@
+"""Swap-in and teardown: the named stages that build and remove an experiment.
+
+Swap-in stages, in order (each resource is recorded in the store *before*
+it is created, so a crash at any point leaves a record of everything that
+may exist):
+
+  1. ``folder``     the experiment's folder (kept across swaps: results live there)
+  2. ``engine``     the experiment's own ``wanlab-engine`` process
+  3. ``namespaces`` one network namespace per node, loopback up, forwarding on
+  4. ``taps``       the engine creates every TAP (``apply``); each is moved into its
+                    node, renamed ``ethN``, given its MAC, address and MTU, brought up
+  5. ``routes``     static/manual routes, per-node ``/etc/netns/<ns>/hosts``
+  6. ``startcmds``  ``tb-set-node-startcmd`` commands, output and exit code kept in
+                    ``<folder>/nodes/<node>/``
+
+Teardown removes exactly the recorded resources, in reverse order, and is
+idempotent: what is already gone is skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Callable
+
+from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+
+from wanlab.errors import WanlabError
+from wanlab.model.ir import Experiment
+from wanlab.plan.plan import Plan, make_plan
+from wanlab.realize import engine, netns, procs
+from wanlab.store.db import ExperimentRow, Store
+
+Progress = Callable[[str], None]
+
+
+def folder_of(store: Store, name: str) -> str:
+    return os.path.join(store.home, "exps", name)
+
+
+def node_argv(ns: str, node: str, argv: list[str]) -> list[str]:
+    """Run ``argv`` inside a node: its namespace, its hosts file, its hostname."""
+    return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c",
+            'hostname "$0" && exec "$@"', node, *argv]
+
+
+def swap_in(store: Store, row: ExperimentRow, progress: Progress | None = None) -> Plan:
+    """Build every resource of ``row``; on failure remove what was built and raise."""
+    say = progress or (lambda msg: None)
+    exp = row.ir
+    plan = make_plan(exp, row.short)
+    try:
+        _build(store, row, exp, plan, say)
+    except BaseException as e:
+        say("swap-in failed; removing what was built")
+        teardown(store, row.id)
+        if isinstance(e, (WanlabError, KeyboardInterrupt)):
+            raise
+        raise WanlabError(f"swap-in of {row.name!r} failed: {e}") from e
+    return plan
+
+
+def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: Progress) -> None:
+    folder = folder_of(store, row.name)
+    os.makedirs(os.path.join(folder, "nodes"), exist_ok=True)
+
+    say("starting the engine")
+    eid = store.record(row.id, "engine", f"engine-{row.short}",
+                       socket=os.path.join(folder, "engine.sock"))
+    proc = engine.start(folder, exp.seed)
+    store.update_resource(eid, "created", pid=proc.pid, started=procs.start_time(proc.pid))
+
+    say(f"creating {len(plan.nodes)} node namespaces")
+    store.record_many(row.id, [("netns", np_.netns, {"node": np_.name})
+                               for np_ in plan.nodes.values()])
+    ns_res = {r.name: r.id for r in store.resources(row.id) if r.kind == "netns"}
+    for np_ in plan.nodes.values():
+        ino = netns.create(np_.netns)
+        store.update_resource(ns_res[np_.netns], "created", inode=ino)
+        os.makedirs(os.path.join(folder, "nodes", np_.name), exist_ok=True)
+        with netns.entered(np_.netns):
+            for key, val in (("net/ipv4/ip_forward", "1"),
+                             ("net/ipv6/conf/default/router_solicitations", "0"),
+                             ("net/ipv6/conf/default/dad_transmits", "0"),
+                             ("net/ipv6/conf/default/accept_ra", "0")):
+                with open("/proc/sys/" + key, "w") as f:
+                    f.write(val)
+
+    ports = [i for np_ in plan.nodes.values() for i in np_.interfaces]
+    say(f"wiring {len(ports)} interfaces into the engine")
+    store.record_many(row.id, [("tap", i.tap, {"node": i.node, "ifname": i.ifname,
+                                               "netns": plan.nodes[i.node].netns})
+                               for i in ports])
+    with engine.Client(os.path.join(folder, "engine.sock")) as c:
+        c.call("apply", **plan.engine)
+    with IPRoute() as root:
+        for i in ports:
+            idx = root.link_lookup(ifname=i.tap)
+            if not idx:
+                raise WanlabError(f"the engine did not create TAP {i.tap}")
+            root.link("set", index=idx[0], net_ns_fd=plan.nodes[i.node].netns)
+
+    say("configuring addresses and routes")
+    for np_ in plan.nodes.values():
+        _configure_node(np_, exp)
+        etc = os.path.join(netns.NETNS_ETC_DIR, np_.netns)
+        os.makedirs(etc, exist_ok=True)
+        with open(os.path.join(etc, "hosts"), "w") as f:
+            f.write(plan.hosts)
+    _mark_created(store, row.id, "tap")
+
+    starts = [n for n in exp.nodes if n.startcmd]
+    if starts:
+        say(f"running {len(starts)} start commands")
+    for n in starts:
+        _start_command(store, row, plan, n.name, n.startcmd or "", folder)
+
+
+def _configure_node(np_, exp: Experiment) -> None:
+    with contextlib.closing(netns.netlink(np_.netns)) as ipr:
+        lo = ipr.link_lookup(ifname="lo")[0]
+        ipr.link("set", index=lo, state="up")
+        index: dict[str, int] = {}
+        for i in np_.interfaces:
+            idx = ipr.link_lookup(ifname=i.tap)[0]
+            ipr.link("set", index=idx, ifname=i.ifname, address=i.mac, mtu=1500)
+            ipr.addr("add", index=idx, address=i.ip, prefixlen=i.prefixlen)
+            ipr.link("set", index=idx, state="up")
+            index[i.ifname] = idx
+        for r in np_.routes:
+            dst = "0.0.0.0/0" if r.dst == "default" else r.dst
+            try:
+                ipr.route("replace", dst=dst, gateway=r.via, oif=index[r.dev])
+            except NetlinkError as e:
+                raise WanlabError(f"node {np_.name}: cannot add route {r.dst} via {r.via} "
+                                  f"dev {r.dev}: {e.args[1] if len(e.args) > 1 else e}") from None
+
+
+def _start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: str,
+                   folder: str) -> None:
+    ndir = os.path.join(folder, "nodes", node)
+    out = os.path.join(ndir, "startcmd.log")
+    code = os.path.join(ndir, "startcmd.exit")
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(code)
+    script = f"{cmd}\necho $? > {shlex.quote(code)}"
+    rid = store.record(row.id, "process", f"startcmd-{node}", node=node)
+    with open(out, "ab") as log:
+        p = subprocess.Popen(node_argv(plan.nodes[node].netns, node, ["sh", "-c", script]),
+                             cwd=ndir, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                             start_new_session=True)
+    store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))
+
+
+def _mark_created(store: Store, exp_id: int, kind: str) -> None:
+    for r in store.resources(exp_id):
+        if r.kind == kind and r.state == "planned":
+            store.update_resource(r.id, "created")
+
+
+def teardown(store: Store, exp_id: int, progress: Progress | None = None) -> None:
+    """Remove every recorded, not yet removed resource of the experiment, newest first."""
+    say = progress or (lambda msg: None)
+    res = store.resources(exp_id)
+    if not res:
+        return
+    say(f"removing {len(res)} resources")
+    removed: list[int] = []
+    # 1. processes: the recorded ones, then anything else living in our namespaces
+    for r in reversed(res):
+        if r.kind == "process":
+            if "pid" in r.detail:
+                procs.kill(r.detail["pid"], r.detail.get("started"))
+            removed.append(r.id)
+    for r in res:
+        if r.kind == "netns" and r.detail.get("inode"):
+            if netns.inode(r.name) == r.detail["inode"]:
+                for pid in netns.pids_in(r.detail["inode"]):
+                    procs.kill(pid, procs.start_time(pid))
+    # 2. the engine (its TAPs vanish with it)
+    for r in res:
+        if r.kind == "engine":
+            sock = r.detail.get("socket")
+            pid, started = r.detail.get("pid"), r.detail.get("started")
+            if pid and procs.alive(pid, started):
+                with contextlib.suppress(Exception):
+                    with engine.Client(sock, timeout=2) as c:
+                        c.call("shutdown")
+                procs.kill(pid, started, grace=2.0)
+            if sock:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(sock)
+            removed.append(r.id)
+    # 3. TAPs still present (e.g. the engine died between create and move): by exact name
+    with IPRoute() as root:
+        for r in res:
+            if r.kind != "tap":
+                continue
+            idx = root.link_lookup(ifname=r.name)
+            if idx:
+                with contextlib.suppress(NetlinkError):
+                    root.link("del", index=idx[0])
+            removed.append(r.id)
+    # 4. namespaces (interfaces inside go with them)
+    for r in reversed(res):
+        if r.kind == "netns":
+            ino = r.detail.get("inode")
+            current = netns.inode(r.name)
+            if current is not None and (ino is None or current == ino):
+                netns.delete(r.name)
+            elif current is None:
+                netns.delete(r.name)   # clears a stale /etc/netns folder, if any
+            removed.append(r.id)
+    store.mark_removed(removed)
+    leftover = [r for r in store.resources(exp_id)]
+    if leftover:
+        print(f"wanlab: {len(leftover)} resources of unknown kind left recorded",
+              file=sys.stderr)

@@ -1,0 +1,1 @@
+"""The embedded SQLite store of experiments, resources and history."""

@@ -1,0 +1,251 @@
+"""The embedded store: one SQLite file holding every experiment's hard state.
+
+Tables: ``experiments`` (name, short id, state, IR as JSON, seed),
+``transitions`` (every state change, with the reason), ``resources`` (every
+namespace, TAP, process and file an experiment creates: recorded *before* it
+is created, marked removed after), ``events`` (the stored timeline).
+Schema changes are numbered migrations applied in order, tracked by
+``PRAGMA user_version``.
+
+The path is ``$WANLAB_HOME/wanlab.db`` (default ``/var/lib/wanlab``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import sqlite3
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from wanlab.errors import WanlabError
+from wanlab.model.ir import Experiment
+
+MIGRATIONS: list[str] = [
+    # 1: the initial schema
+    """
+    CREATE TABLE experiments (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE,
+        short TEXT NOT NULL UNIQUE,
+        state TEXT NOT NULL,
+        ir TEXT NOT NULL,
+        source_path TEXT,
+        seed INTEGER NOT NULL,
+        error TEXT,
+        created REAL NOT NULL,
+        updated REAL NOT NULL
+    );
+    CREATE TABLE transitions (
+        id INTEGER PRIMARY KEY,
+        exp_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+        at REAL NOT NULL,
+        from_state TEXT,
+        to_state TEXT NOT NULL,
+        reason TEXT
+    );
+    CREATE TABLE resources (
+        id INTEGER PRIMARY KEY,
+        exp_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        detail TEXT NOT NULL DEFAULT '{}',
+        state TEXT NOT NULL,
+        created REAL NOT NULL
+    );
+    CREATE INDEX resources_exp ON resources(exp_id, state);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        exp_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+        time_s REAL NOT NULL,
+        target TEXT NOT NULL,
+        action TEXT NOT NULL,
+        args TEXT NOT NULL
+    );
+    """,
+]
+
+
+def default_home() -> str:
+    return os.environ.get("WANLAB_HOME", "/var/lib/wanlab")
+
+
+@dataclass(frozen=True)
+class ExperimentRow:
+    id: int
+    name: str
+    short: str
+    state: str
+    ir: Experiment
+    source_path: str | None
+    seed: int
+    error: str | None
+    created: float
+    updated: float
+
+
+@dataclass(frozen=True)
+class Resource:
+    id: int
+    exp_id: int
+    kind: str
+    name: str
+    detail: dict[str, Any]
+    state: str
+
+
+class Store:
+    """A connection to the store; cheap to open, safe to use from several processes."""
+
+    def __init__(self, home: str | None = None):
+        self.home = home or default_home()
+        os.makedirs(self.home, exist_ok=True)
+        self.path = os.path.join(self.home, "wanlab.db")
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _migrate(self) -> None:
+        (version,) = self.db.execute("PRAGMA user_version").fetchone()
+        for n, script in enumerate(MIGRATIONS[version:], start=version + 1):
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                (now,) = self.db.execute("PRAGMA user_version").fetchone()
+                if now < n:    # another process may have migrated meanwhile
+                    for stmt in script.split(";"):
+                        if stmt.strip():
+                            self.db.execute(stmt)
+                    self.db.execute(f"PRAGMA user_version = {n}")
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+
+    @property
+    def schema_version(self) -> int:
+        return self.db.execute("PRAGMA user_version").fetchone()[0]
+
+    # -- experiments ----------------------------------------------------------
+    def add_experiment(self, exp: Experiment, source_path: str | None) -> ExperimentRow:
+        now = time.time()
+        for _ in range(20):
+            short = secrets.token_hex(2)
+            try:
+                cur = self.db.execute(
+                    "INSERT INTO experiments(name, short, state, ir, source_path, seed, created,"
+                    " updated) VALUES (?,?,?,?,?,?,?,?)",
+                    (exp.name, short, "new", json.dumps(exp.to_json()), source_path, exp.seed,
+                     now, now))
+                break
+            except sqlite3.IntegrityError as e:
+                if "experiments.name" in str(e):
+                    raise WanlabError(f"an experiment named {exp.name!r} already exists "
+                                      f"(choose another with --name, or terminate it)") from None
+        else:
+            raise WanlabError("could not allocate a short id for the experiment")
+        exp_id = cur.lastrowid
+        self.db.execute("INSERT INTO transitions(exp_id, at, from_state, to_state, reason)"
+                        " VALUES (?,?,?,?,?)", (exp_id, now, None, "new", "created"))
+        self.db.executemany(
+            "INSERT INTO events(exp_id, time_s, target, action, args) VALUES (?,?,?,?,?)",
+            [(exp_id, e.time_s, e.target, e.action, json.dumps(list(e.args)))
+             for e in exp.events])
+        return self.get(exp.name)
+
+    def _row(self, r: sqlite3.Row) -> ExperimentRow:
+        return ExperimentRow(id=r["id"], name=r["name"], short=r["short"], state=r["state"],
+                             ir=Experiment.from_json(json.loads(r["ir"])),
+                             source_path=r["source_path"], seed=r["seed"], error=r["error"],
+                             created=r["created"], updated=r["updated"])
+
+    def get(self, name: str) -> ExperimentRow:
+        r = self.db.execute("SELECT * FROM experiments WHERE name = ?", (name,)).fetchone()
+        if r is None:
+            raise WanlabError(f"no experiment named {name!r} (see 'wanlab list')")
+        return self._row(r)
+
+    def find(self, name: str) -> ExperimentRow | None:
+        r = self.db.execute("SELECT * FROM experiments WHERE name = ?", (name,)).fetchone()
+        return self._row(r) if r else None
+
+    def list(self) -> list[ExperimentRow]:
+        return [self._row(r) for r in self.db.execute("SELECT * FROM experiments ORDER BY id")]
+
+    def set_state(self, exp_id: int, state: str, reason: str = "",
+                  error: str | None = None) -> None:
+        now = time.time()
+        self.db.execute("BEGIN IMMEDIATE")
+        (old,) = self.db.execute("SELECT state FROM experiments WHERE id = ?",
+                                 (exp_id,)).fetchone()
+        self.db.execute("UPDATE experiments SET state = ?, updated = ?, error = ? WHERE id = ?",
+                        (state, now, error, exp_id))
+        self.db.execute("INSERT INTO transitions(exp_id, at, from_state, to_state, reason)"
+                        " VALUES (?,?,?,?,?)", (exp_id, now, old, state, reason))
+        self.db.execute("COMMIT")
+
+    def set_ir(self, exp_id: int, exp: Experiment) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.execute("UPDATE experiments SET ir = ?, updated = ? WHERE id = ?",
+                        (json.dumps(exp.to_json()), time.time(), exp_id))
+        self.db.execute("DELETE FROM events WHERE exp_id = ?", (exp_id,))
+        self.db.executemany(
+            "INSERT INTO events(exp_id, time_s, target, action, args) VALUES (?,?,?,?,?)",
+            [(exp_id, e.time_s, e.target, e.action, json.dumps(list(e.args)))
+             for e in exp.events])
+        self.db.execute("COMMIT")
+
+    def transitions(self, exp_id: int) -> list[tuple[float, str | None, str, str]]:
+        return [(r["at"], r["from_state"], r["to_state"], r["reason"]) for r in
+                self.db.execute("SELECT * FROM transitions WHERE exp_id = ? ORDER BY id",
+                                (exp_id,))]
+
+    def delete_experiment(self, exp_id: int) -> None:
+        self.db.execute("DELETE FROM experiments WHERE id = ?", (exp_id,))
+
+    # -- resources ------------------------------------------------------------
+    def record(self, exp_id: int, kind: str, name: str, **detail: Any) -> int:
+        """Record a resource *before* creating it (state 'planned')."""
+        cur = self.db.execute(
+            "INSERT INTO resources(exp_id, kind, name, detail, state, created)"
+            " VALUES (?,?,?,?,?,?)", (exp_id, kind, name, json.dumps(detail), "planned",
+                                      time.time()))
+        return cur.lastrowid
+
+    def record_many(self, exp_id: int, items: list[tuple[str, str, dict[str, Any]]]) -> None:
+        now = time.time()
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany(
+            "INSERT INTO resources(exp_id, kind, name, detail, state, created)"
+            " VALUES (?,?,?,?,?,?)",
+            [(exp_id, k, n, json.dumps(d), "planned", now) for k, n, d in items])
+        self.db.execute("COMMIT")
+
+    def update_resource(self, res_id: int, state: str | None = None, **detail: Any) -> None:
+        if detail:
+            (old,) = self.db.execute("SELECT detail FROM resources WHERE id = ?",
+                                     (res_id,)).fetchone()
+            merged = {**json.loads(old), **detail}
+            self.db.execute("UPDATE resources SET detail = ? WHERE id = ?",
+                            (json.dumps(merged), res_id))
+        if state:
+            self.db.execute("UPDATE resources SET state = ? WHERE id = ?", (state, res_id))
+
+    def resources(self, exp_id: int, live_only: bool = True) -> list[Resource]:
+        q = "SELECT * FROM resources WHERE exp_id = ?"
+        if live_only:
+            q += " AND state != 'removed'"
+        return [Resource(r["id"], r["exp_id"], r["kind"], r["name"], json.loads(r["detail"]),
+                         r["state"]) for r in self.db.execute(q + " ORDER BY id", (exp_id,))]
+
+    def mark_removed(self, res_ids: list[int]) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+        self.db.executemany("UPDATE resources SET state = 'removed' WHERE id = ?",
+                            [(i,) for i in res_ids])
+        self.db.execute("COMMIT")
