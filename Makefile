@@ -1,0 +1,47 @@
+# wanlab: the two commands of the README are `make demo` and `make test`;
+# `make install` is their common first step. All are idempotent.
+
+PYTHON ?= python3
+APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux
+PY := $(shell command -v $(PYTHON))
+
+.PHONY: install deps engine python demo test test-engine test-python validate bench-swap clean
+
+install: deps engine python
+
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing apt packages:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+engine:
+	cargo build --release --workspace
+
+python:
+	$(PY) -m pip install -q -e '.[plot,test]'
+	@printf '#!/bin/sh\nexec %s -m wanlab.cli "$$@"\n' "$(PY)" > /usr/local/bin/wanlab
+	@chmod +x /usr/local/bin/wanlab
+	@ln -sf $(CURDIR)/target/release/wanlab-engine /usr/local/bin/wanlab-engine
+	@ln -sf $(CURDIR)/target/release/wanlab-gen /usr/local/bin/wanlab-gen
+
+demo: install
+	bash examples/demo.sh
+
+test: install test-engine test-python
+
+test-engine:
+	cargo test --release --workspace
+
+test-python:
+	$(PY) -m pytest -q tests
+
+validate: install
+	$(PY) bench/fidelity.py
+
+bench-swap: install
+	$(PY) bench/swap.py
+
+clean:
+	cargo clean

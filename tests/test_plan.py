@@ -1,0 +1,131 @@
+"""Planning: addresses, names and static routes are deterministic and correct."""
+
+import ipaddress
+
+import pytest
+
+from wanlab.errors import SpecError
+from wanlab.model.ir import Experiment, Lan, LanMember, Link, Node, Route, validate
+from wanlab.plan.addressing import NetworkSpec, assign
+from wanlab.plan.plan import make_plan
+from wanlab.plan.routes import _collapse
+
+from conftest import chain, lan
+
+
+def test_each_network_gets_its_own_subnet_in_order():
+    p = make_plan(chain(4), "abcd")
+    assert [str(p.subnets[f"l{i}"]) for i in range(3)] == \
+        ["10.1.0.0/24", "10.1.1.0/24", "10.1.2.0/24"]
+    n1 = p.nodes["n1"]
+    assert [(i.ifname, i.ip) for i in n1.interfaces] == [("eth0", "10.1.0.2"),
+                                                         ("eth1", "10.1.1.1")]
+    assert n1.netns == "wl-abcd-n1"
+    assert all(i.tap.startswith("wlabcd-") and len(i.tap) <= 15 for i in n1.interfaces)
+
+
+def test_plan_is_deterministic():
+    a, b = make_plan(chain(6), "abcd"), make_plan(chain(6), "abcd")
+    assert a.engine == b.engine and a.hosts == b.hosts
+    assert {k: v.routes for k, v in a.nodes.items()} == {k: v.routes for k, v in b.nodes.items()}
+
+
+def test_explicit_addresses_and_netmask_are_honoured():
+    exp = validate(Experiment("x", nodes=(Node("a"), Node("b"), Node("c")), links=(
+        Link("l0", "a", "b", ip_a="192.168.5.10", ip_b="192.168.5.20", netmask="255.255.255.0"),
+        Link("l1", "b", "c"))))
+    p = make_plan(exp, "abcd")
+    assert [i.ip for i in p.nodes["a"].interfaces] == ["192.168.5.10"]
+    assert p.subnets["l0"] == ipaddress.IPv4Network("192.168.5.0/24")
+    assert p.subnets["l1"] == ipaddress.IPv4Network("10.1.0.0/24")
+
+
+def test_overlapping_explicit_subnets_are_an_error():
+    exp = validate(Experiment("x", nodes=(Node("a"), Node("b"), Node("c")), links=(
+        Link("l0", "a", "b", ip_a="10.9.0.1", ip_b="10.9.0.2"),
+        Link("l1", "b", "c", ip_a="10.9.0.3", ip_b="10.9.0.4"))))
+    with pytest.raises(SpecError, match="overlaps"):
+        make_plan(exp, "abcd")
+
+
+def test_big_lan_gets_a_big_enough_subnet():
+    p = make_plan(lan(300), "abcd")
+    assert p.subnets["lan0"].prefixlen == 23
+    assert len({i.ip for n in p.nodes.values() for i in n.interfaces}) == 300
+
+
+def test_static_routes_follow_cost():
+    # a square a-b-c-d-a; make a-b expensive so a reaches b's far side via d, c
+    nodes = tuple(Node(n) for n in "abcd")
+    links = (Link("ab", "a", "b", cost=10), Link("bc", "b", "c"), Link("cd", "c", "d"),
+             Link("da", "d", "a"))
+    p = make_plan(validate(Experiment("sq", nodes=nodes, links=links)), "abcd")
+    routes = {r.dst: r for r in p.nodes["a"].routes}
+    via_d = p.nodes["d"].interfaces[1].ip        # d's address on link da
+    # everything not attached goes via d: a single default route
+    assert list(routes) == ["default"] and routes["default"].via == via_d
+
+
+def test_route_compression_is_exact():
+    nets = [(int(ipaddress.IPv4Address(f"10.1.{i}.0")), 24) for i in range(4)]
+    assert _collapse(nets) == [(int(ipaddress.IPv4Address("10.1.0.0")), 22)]
+    # a gap prevents merging across it
+    nets = [(int(ipaddress.IPv4Address(f"10.1.{i}.0")), 24) for i in (0, 1, 3)]
+    assert len(_collapse(nets)) == 2
+
+
+def test_every_node_reaches_every_subnet_in_a_chain():
+    n = 12
+    p = make_plan(chain(n), "abcd")
+    for name, np_ in p.nodes.items():
+        for net, subnet in p.subnets.items():
+            # walk next hops from this node until a node attached to subnet is reached
+            cur, hops = name, 0
+            while not any(i.network == net for i in p.nodes[cur].interfaces):
+                r = _lookup(p.nodes[cur].routes, subnet)
+                cur = next(m for m, q in p.nodes.items()
+                           for i in q.interfaces if i.ip == r.via)
+                hops += 1
+                assert hops < n
+    assert len(p.nodes["n0"].routes) == 1      # a leaf: only a default route
+
+
+def _lookup(routes, subnet):
+    best = None
+    for r in routes:
+        net = ipaddress.IPv4Network("0.0.0.0/0" if r.dst == "default" else r.dst)
+        if subnet.subnet_of(net) and (best is None or net.prefixlen > best[0].prefixlen):
+            best = (net, r)
+    return best[1]
+
+
+def test_manual_routes_resolve_names():
+    nodes = (Node("a", routes=(Route("c", "b"),)), Node("b"), Node("c"))
+    exp = validate(Experiment("m", nodes=nodes, links=(Link("l0", "a", "b"),
+                                                        Link("l1", "b", "c")),
+                              rtproto="manual"))
+    p = make_plan(exp, "abcd")
+    (r,) = p.nodes["a"].routes
+    assert r.dst == p.nodes["c"].interfaces[0].ip + "/32"
+    assert r.via == p.nodes["b"].interfaces[0].ip and r.dev == "eth0"
+
+
+def test_manual_route_to_non_neighbour_is_an_error():
+    nodes = (Node("a", routes=(Route("10.5.0.0/16", "c"),)), Node("b"), Node("c"))
+    exp = validate(Experiment("m", nodes=nodes, links=(Link("l0", "a", "b"),
+                                                        Link("l1", "b", "c"))))
+    with pytest.raises(SpecError, match="not a neighbour"):
+        make_plan(exp, "abcd")
+
+
+def test_lan_engine_topology_and_hosts():
+    p = make_plan(lan(3, delay=0.01), "abcd")
+    (l,) = p.engine["lans"]
+    assert [m["port"] for m in l["members"]] == ["h0:eth0", "h1:eth0", "h2:eth0"]
+    assert l["members"][0]["to_lan"]["delay_us"] == 5000
+    assert "10.1.0.1\th0 h0-lan0" in p.hosts
+
+
+def test_addressing_rejects_duplicate_fixed_addresses():
+    with pytest.raises(SpecError, match="same address"):
+        assign([NetworkSpec("l", ("a", "b"), ("10.2.0.1", "10.2.0.1"), None)])

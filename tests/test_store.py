@@ -1,0 +1,60 @@
+"""The SQLite store: migrations, experiments, transitions and resources."""
+
+import sqlite3
+
+import pytest
+
+from wanlab.errors import WanlabError
+from wanlab.store.db import MIGRATIONS, Store
+
+from conftest import pair
+
+
+def test_migrations_apply_once_and_record_version(tmp_path):
+    s = Store(str(tmp_path))
+    assert s.schema_version == len(MIGRATIONS)
+    s.close()
+    s = Store(str(tmp_path))           # reopening does not re-run migrations
+    assert s.schema_version == len(MIGRATIONS)
+
+
+def test_experiment_round_trip_and_unique_names(tmp_path):
+    s = Store(str(tmp_path))
+    row = s.add_experiment(pair(), "/x.tcl")
+    assert row.state == "new" and len(row.short) == 4
+    assert s.get("pair").ir == pair()
+    with pytest.raises(WanlabError, match="already exists"):
+        s.add_experiment(pair(), None)
+    with pytest.raises(WanlabError, match="no experiment named"):
+        s.get("nope")
+
+
+def test_transitions_are_recorded(tmp_path):
+    s = Store(str(tmp_path))
+    row = s.add_experiment(pair(), None)
+    s.set_state(row.id, "activating", "swap-in")
+    s.set_state(row.id, "active", "done")
+    assert [(a, b) for _, a, b, _ in s.transitions(row.id)] == \
+        [(None, "new"), ("new", "activating"), ("activating", "active")]
+
+
+def test_resources_recorded_before_creation(tmp_path):
+    s = Store(str(tmp_path))
+    row = s.add_experiment(pair(), None)
+    rid = s.record(row.id, "netns", "wl-x-a", node="a")
+    (r,) = s.resources(row.id)
+    assert r.state == "planned" and r.detail == {"node": "a"}
+    s.update_resource(rid, "created", inode=42)
+    assert s.resources(row.id)[0].detail == {"node": "a", "inode": 42}
+    s.mark_removed([rid])
+    assert s.resources(row.id) == []
+    assert len(s.resources(row.id, live_only=False)) == 1
+
+
+def test_deleting_an_experiment_cascades(tmp_path):
+    s = Store(str(tmp_path))
+    row = s.add_experiment(pair(), None)
+    s.record(row.id, "netns", "wl-x-a")
+    s.delete_experiment(row.id)
+    db = sqlite3.connect(s.path)
+    assert db.execute("SELECT count(*) FROM resources").fetchone()[0] == 0

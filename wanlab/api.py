@@ -1,0 +1,119 @@
+"""The Python API: everything the CLI does, for scripts.
+
+A short script::
+
+    from wanlab.api import Experiment
+    with Experiment.from_file("examples/figure2.tcl") as exp:   # swapped in
+        print(exp.exec("nodeA", ["ping", "-c", "3", "nodeC"]).stdout)
+        exp.set_link("link0", delay="50ms")
+    # terminated: nothing left behind
+
+or built in code with :class:`wanlab.spec.builder.ExperimentBuilder` and
+passed to ``Experiment(ir)``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from wanlab.lifecycle import Lab
+from wanlab.model import ir
+
+
+class Experiment:
+    """A running (or stored) experiment; a context manager that terminates it on exit."""
+
+    def __init__(self, description: "ir.Experiment | Any", name: str | None = None,
+                 home: str | None = None, keep: bool = False, progress: bool = False):
+        if hasattr(description, "build") and not isinstance(description, ir.Experiment):
+            description = description.build()
+        self.ir: ir.Experiment = description.with_name(name) if name else description
+        self.name = self.ir.name
+        self.lab = Lab(home, progress=progress)
+        self.keep = keep
+        self._created = False
+
+    @classmethod
+    def from_file(cls, path: str, **kw: Any) -> "Experiment":
+        from wanlab.spec import load
+        return cls(load(path), **kw)
+
+    # life cycle
+    def create(self) -> "Experiment":
+        self.lab.create(self.ir)
+        self._created = True
+        return self
+
+    def swapout(self) -> None:
+        self.lab.swapout(self.name)
+
+    def swapin(self) -> None:
+        self.lab.swapin(self.name)
+
+    def modify(self, new: ir.Experiment) -> None:
+        self.lab.modify(self.name, new)
+        self.ir = self.lab.get(self.name).ir
+
+    def terminate(self) -> None:
+        self.lab.terminate(self.name)
+        self._created = False
+
+    @property
+    def state(self) -> str:
+        return self.lab.get(self.name).state
+
+    def show(self) -> dict[str, Any]:
+        return self.lab.show(self.name)
+
+    def __enter__(self) -> "Experiment":
+        return self.create()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self._created and not self.keep:
+                self.terminate()
+        finally:
+            self.lab.close()
+
+    # nodes
+    def exec(self, node: str, argv: list[str], check: bool = False,
+             timeout: float | None = None) -> subprocess.CompletedProcess:
+        """Run ``argv`` in ``node``; returns the completed process with text stdout/stderr."""
+        return self.lab.exec(self.name, node, argv, capture_output=True, text=True,
+                             check=check, timeout=timeout)
+
+    def popen(self, node: str, argv: list[str], **kw: Any) -> subprocess.Popen:
+        return subprocess.Popen(self.lab.node_argv(self.name, node, argv), **kw)
+
+    # links
+    def set_link(self, link: str, dir: str = "both", *, bandwidth: str | int | None = None,
+                 delay: str | float | None = None, loss: float | None = None) -> None:
+        """Change a link's (or LAN's) parameters at run time, e.g. ``delay="50ms"``."""
+        from wanlab.spec.units import parse_bandwidth, parse_delay
+        params: dict[str, Any] = {}
+        if bandwidth is not None:
+            params["bandwidth_bps"] = parse_bandwidth(bandwidth)
+        if delay is not None:
+            params["delay_us"] = parse_delay(delay) * 1e6
+        if loss is not None:
+            params["loss"] = {"kind": "bernoulli", "p": float(loss)} if loss else {"kind": "none"}
+        with self.lab.engine(self.name) as c:
+            c.call("set", target=link, dir=dir, params=params)
+
+    def link_down(self, link: str) -> None:
+        with self.lab.engine(self.name) as c:
+            c.call("down", target=link)
+
+    def link_up(self, link: str) -> None:
+        with self.lab.engine(self.name) as c:
+            c.call("up", target=link)
+
+    def stats(self, target: str | None = None) -> dict[str, Any]:
+        with self.lab.engine(self.name) as c:
+            return c.call("stats", **({"target": target} if target else {}))
+
+    def engine_call(self, cmd: str, **args: Any) -> dict[str, Any]:
+        """Any engine protocol request (docs/engine-protocol.md)."""
+        with self.lab.engine(self.name) as c:
+            return c.call(cmd, **args)

@@ -1,0 +1,219 @@
+"""The ``wanlab`` command: a thin layer over :class:`wanlab.lifecycle.Lab`.
+
+Every user mistake is one line on stderr and exit status 2; a traceback
+means a bug in wanlab (set WANLAB_DEBUG=1 to see tracebacks for any error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+from wanlab.errors import WanlabError
+
+
+def _load(path: str):
+    from wanlab.spec import load
+    return load(path)
+
+
+def cmd_parse(lab, a) -> int:
+    exp = _load(a.file)
+    for w in exp.warnings:
+        print(f"wanlab: warning: {w}", file=sys.stderr)
+    if a.json:
+        print(exp.dumps())
+    else:
+        print(f"{exp.name}: {len(exp.nodes)} nodes, {len(exp.links)} links, "
+              f"{len(exp.lans)} LANs, {len(exp.events)} events, {len(exp.programs)} programs, "
+              f"{len(exp.agents)} agents")
+    return 0
+
+
+def cmd_create(lab, a) -> int:
+    exp = _load(a.file)
+    if a.name:
+        exp = exp.with_name(a.name)
+    t0 = time.monotonic()
+    row = lab.create(exp, source_path=os.path.abspath(a.file), swapin=not a.no_swapin)
+    print(f"{row.name}: {row.state} (id {row.short}, {len(row.ir.nodes)} nodes, "
+          f"{time.monotonic() - t0:.2f} s)")
+    return 0
+
+
+def cmd_swapin(lab, a) -> int:
+    row = lab.swapin(a.name)
+    print(f"{row.name}: {row.state}")
+    return 0
+
+
+def cmd_swapout(lab, a) -> int:
+    row = lab.swapout(a.name)
+    print(f"{row.name}: {row.state}")
+    return 0
+
+
+def cmd_modify(lab, a) -> int:
+    row = lab.modify(a.name, _load(a.file))
+    print(f"{row.name}: {row.state} (modified)")
+    return 0
+
+
+def cmd_terminate(lab, a) -> int:
+    lab.terminate(a.name)
+    print(f"{a.name}: terminated")
+    return 0
+
+
+def cmd_cleanup(lab, a) -> int:
+    done = lab.cleanup(a.name)
+    print(f"cleaned up: {', '.join(done) if done else 'nothing recorded'}")
+    return 0
+
+
+def cmd_list(lab, a) -> int:
+    rows = lab.list()
+    if a.json:
+        print(json.dumps([{"name": r.name, "id": r.short, "state": r.state,
+                           "nodes": len(r.ir.nodes)} for r in rows], indent=2))
+        return 0
+    print(f"{'NAME':24} {'ID':6} {'STATE':14} NODES")
+    for r in rows:
+        print(f"{r.name:24} {r.short:6} {r.state:14} {len(r.ir.nodes)}")
+    return 0
+
+
+def cmd_show(lab, a) -> int:
+    info = lab.show(a.name)
+    if a.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"experiment {info['name']} (id {info['id']}): {info['state']}")
+    if info["error"]:
+        print(f"  last error: {info['error']}")
+    print(f"  folder: {info['folder']}")
+    print("nodes:")
+    for n, d in info["nodes"].items():
+        print(f"  {n} (netns {d['netns']})")
+        for i in d["interfaces"]:
+            print(f"    {i['ifname']:6} {i['ip']:18} {i['mac']}  on {i['network']}")
+        for r in d["routes"]:
+            print(f"    route {r}")
+    stats = info.get("stats", {}).get("links", {})
+    if info["links"]:
+        print("links:")
+    for l in info["links"]:
+        line = f"  {l['name']}: {l['a']} <-> {l['b']}"
+        for d in ("ab", "ba"):
+            p = l[d]
+            line += (f"  [{d}: {_bw(p['bandwidth_bps'])}, {p['delay_us'] / 1000:g} ms, "
+                     f"loss {p['loss'].get('p', 0):g}]")
+        st = stats.get(l["name"])
+        if st:
+            line += (f"  {'up' if st.get('up', True) else 'DOWN'}; frames out "
+                     f"ab {st['ab']['out_pkts']} ba {st['ba']['out_pkts']}")
+        print(line)
+    if info["lans"]:
+        print("lans:")
+    for l in info["lans"]:
+        print(f"  {l['name']}: {' '.join(l['members'])}  [{_bw(l['bandwidth_bps'])}, "
+              f"{l['delay_s'] * 1000:g} ms, loss {l['loss']:g}]")
+    return 0
+
+
+def _bw(bps: int) -> str:
+    if bps == 0:
+        return "unlimited"
+    for unit, f in (("Gb", 1e9), ("Mb", 1e6), ("kb", 1e3)):
+        if bps >= f:
+            return f"{bps / f:g}{unit}"
+    return f"{bps}b"
+
+
+def cmd_exec(lab, a) -> int:
+    argv = a.argv[1:] if a.argv and a.argv[0] == "--" else a.argv
+    if not argv:
+        raise WanlabError("exec needs a command after '--'")
+    return subprocess.run(lab.node_argv(a.name, a.node, argv)).returncode
+
+
+def cmd_shell(lab, a) -> int:
+    shell = os.environ.get("SHELL", "/bin/bash")
+    return subprocess.run(lab.node_argv(a.name, a.node, [shell])).returncode
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="wanlab", description="Network experiments on one Linux "
+                                "machine: ns-2/YAML/Python in, namespaces and emulated links out.")
+    p.add_argument("--home", help="state folder (default $WANLAB_HOME or /var/lib/wanlab)")
+    sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
+
+    def add(name, fn, help_):
+        sp = sub.add_parser(name, help=help_, description=help_)
+        sp.set_defaults(fn=fn)
+        return sp
+
+    sp = add("parse", cmd_parse, "parse a description; print its IR (no effect on the kernel)")
+    sp.add_argument("file")
+    sp.add_argument("--json", action="store_true", help="print the IR as JSON")
+    sp = add("create", cmd_create, "parse, store and swap in an experiment")
+    sp.add_argument("file")
+    sp.add_argument("--name")
+    sp.add_argument("--no-swapin", action="store_true", help="store it only")
+    for name, fn, h in (("swapin", cmd_swapin, "swap a stored experiment in"),
+                        ("swapout", cmd_swapout, "swap an experiment out (soft state gone)"),
+                        ("terminate", cmd_terminate, "swap out and forget an experiment")):
+        add(name, fn, h).add_argument("name")
+    sp = add("modify", cmd_modify, "apply a changed description to an experiment")
+    sp.add_argument("name")
+    sp.add_argument("file")
+    sp = add("cleanup", cmd_cleanup, "remove everything the store recorded (all experiments "
+             "if no name); safe to run twice")
+    sp.add_argument("name", nargs="?")
+    sp = add("list", cmd_list, "list experiments")
+    sp.add_argument("--json", action="store_true")
+    sp = add("show", cmd_show, "state, nodes, interfaces, addresses, routes and links")
+    sp.add_argument("name")
+    sp.add_argument("--json", action="store_true")
+    sp = add("exec", cmd_exec, "run a command in a node: wanlab exec NAME NODE -- CMD ARGS...")
+    sp.add_argument("name")
+    sp.add_argument("node")
+    sp.add_argument("argv", nargs=argparse.REMAINDER)
+    sp = add("shell", cmd_shell, "open a shell in a node")
+    sp.add_argument("name")
+    sp.add_argument("node")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.cmd != "parse" and os.geteuid() != 0:
+        print("wanlab: must run as root (namespaces and TAP devices need CAP_NET_ADMIN)",
+              file=sys.stderr)
+        return 2
+    lab = None
+    try:
+        if args.cmd == "parse":
+            return args.fn(None, args)
+        from wanlab.lifecycle import Lab
+        lab = Lab(args.home, progress=True)
+        return args.fn(lab, args)
+    except WanlabError as e:
+        if os.environ.get("WANLAB_DEBUG"):
+            raise
+        print(f"wanlab: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("wanlab: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if lab is not None:
+            lab.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
