@@ -1,1 +1,45 @@
-"""Front ends: ns-2 Tcl scripts, YAML files and Python code, each producing the IR."""
+"""Front ends: ns-2 Tcl scripts, YAML files and Python code, each producing the IR.
+
+:func:`load` picks the front end from the file's extension:
+
+* ``.tcl`` / ``.ns``: an Emulab-style ns-2 script (:mod:`wanlab.spec.ns`);
+* ``.yaml`` / ``.yml``: wanlab's YAML form (:mod:`wanlab.spec.yaml_spec`,
+  docs/yaml.md, schema/experiment.schema.json);
+* ``.py``: Python code, run as a module; it must define a module-level
+  ``experiment`` that is an :class:`~wanlab.model.ir.Experiment` or an
+  :class:`~wanlab.spec.builder.ExperimentBuilder` (:mod:`wanlab.spec.builder`).
+
+Every user mistake is a :class:`~wanlab.errors.SpecError` naming the file and
+line or field; the result is always validated with :func:`wanlab.model.ir.validate`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from wanlab.errors import SpecError
+from wanlab.model.ir import Experiment
+
+SUPPORTED = {".tcl": "ns", ".ns": "ns", ".yaml": "yaml", ".yml": "yaml", ".py": "python"}
+
+
+def load(path: str | os.PathLike[str]) -> Experiment:
+    """Read an experiment description of any supported format."""
+    ext = Path(path).suffix.lower()
+    kind = SUPPORTED.get(ext)
+    if kind == "ns":
+        from wanlab.spec import ns
+        return ns.parse(path)
+    if kind == "yaml":
+        from wanlab.spec import yaml_spec
+        return yaml_spec.load_file(path)
+    if kind == "python":
+        from wanlab.spec import builder
+        return builder.load_python(path)
+    raise SpecError(f"unknown experiment format {ext or '(no extension)'!r}; supported "
+                    f"formats are .tcl/.ns (ns-2), .yaml/.yml (YAML) and .py (Python)",
+                    file=str(path))
+
+
+__all__ = ["load", "SUPPORTED"]

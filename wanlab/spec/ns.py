@@ -1,0 +1,490 @@
+"""The ns-2 front end: run an Emulab-style Tcl script in a real ``tclsh``.
+
+How it works (as Emulab's parser did): the script runs in a real Tcl
+interpreter after wanlab's prelude (``wanlab/spec/tcl/prelude.tcl`` and
+``tb_compat.tcl``), which defines ``Simulator``, nodes, links, LANs, agents,
+``Program``, ``$ns at`` and every ``tb-*`` command.  The prelude records each
+declaration with the file and line it came from; ``run.tcl`` writes these
+records as JSON to a temporary file whose path is passed in ``argv`` (the
+script's own ``puts`` output stays on stdout and never mixes with them).
+:func:`parse` then turns the records into a validated
+:class:`~wanlab.model.ir.Experiment`.
+
+Names follow Emulab: an object is named after the Tcl variable it was first
+assigned to (``set router [$ns node]`` is ``router``; ``set n(3) [$ns node]``
+is ``n-3``; characters other than letters, digits and ``-`` become ``-``).
+Objects never stored in a variable get generated names (``node0``,
+``link0``, ``lan0``, ``prog0``, ``agent0``...).
+
+Errors: a genuine Tcl error (syntax, bad ``expr``, wrong number of arguments)
+or a bad value (``10Xb``) is a :class:`~wanlab.errors.SpecError` citing the
+script's file and line; unknown commands only warn (Emulab's behaviour).  The
+full command reference is docs/ns-reference.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from wanlab.errors import SpecError
+from wanlab.model import ir
+from wanlab.spec import units
+
+TCL_DIR = Path(__file__).resolve().parent / "tcl"
+RUN_TCL = TCL_DIR / "run.tcl"
+DEFAULT_TIMEOUT_S = 60.0
+
+_HANDLE_RE = re.compile(r"^_o[0-9]+$")
+_NAMED_CLASSES = {"Node": "node", "Link": "link", "Lan": "lan", "Program": "prog",
+                  "Agent": "agent", "EventGroup": "group", "EventSequence": "seq",
+                  "EventTimeline": "timeline"}
+_GROUPS = ("EventGroup", "EventSequence", "EventTimeline")
+_RED_PARAMS = ("thresh_", "maxthresh_", "q_weight_", "linterm_", "gentle_", "mean_pktsize_")
+
+
+def tclsh_path() -> str:
+    """The ``tclsh`` used to run scripts (``$WANLAB_TCLSH``, PATH, /usr/bin/tclsh)."""
+    exe = os.environ.get("WANLAB_TCLSH") or shutil.which("tclsh") or shutil.which("tclsh8.6")
+    if not exe and os.path.exists("/usr/bin/tclsh"):
+        exe = "/usr/bin/tclsh"
+    if not exe:
+        raise SpecError("tclsh (Tcl 8.6) is needed to read ns-2 scripts; install the "
+                        "'tcl' package")
+    return exe
+
+
+def sanitize_name(raw: str, fallback: str = "exp") -> str:
+    """Make ``raw`` a valid IR name (letters, digits, '-', starting with a letter)."""
+    s = re.sub(r"[^A-Za-z0-9-]+", "-", raw)
+    s = re.sub(r"^[^A-Za-z]+", "", s)
+    s = re.sub(r"-{2,}", "-", s)[:32].rstrip("-")
+    return s or fallback
+
+
+def parse(path: str | os.PathLike[str], *, params: dict[str, str] | None = None,
+          timeout: float = DEFAULT_TIMEOUT_S, name: str | None = None) -> ir.Experiment:
+    """Run the ns-2 script at ``path`` and return its validated experiment.
+
+    ``params`` override ``define-template-parameter`` defaults; ``name``
+    overrides the experiment name (default: the file's stem, sanitised).
+    """
+    display = str(path)
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError("no such file", file=display)
+    exe = tclsh_path()
+    argv = [exe, str(RUN_TCL), "", str(p.resolve())]
+    for k, v in (params or {}).items():
+        argv += [str(k), str(v)]
+    with tempfile.TemporaryDirectory(prefix="wanlab-ns-") as tmp:
+        rec = Path(tmp) / "records.json"
+        argv[2] = str(rec)
+        try:
+            proc = subprocess.run(argv, cwd=str(p.resolve().parent), stdin=subprocess.DEVNULL,
+                                  capture_output=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise SpecError(f"the script did not finish within {timeout:g} s "
+                            f"(an endless loop?)", file=display) from None
+        try:
+            text = rec.read_text(encoding="utf-8")
+        except OSError:
+            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise SpecError("tclsh stopped without a result"
+                            + (f": {err[-1]}" if err else ""), file=display) from None
+    try:
+        records = json.loads(text)
+    except ValueError as e:
+        raise SpecError(f"internal error reading the ns front end's records: {e}",
+                        file=display) from None
+    return _Records(records, display, p.resolve(), params or {}).experiment(name)
+
+
+# -- errors ---------------------------------------------------------------------
+
+_MARK_RE = re.compile(r'\((?:procedure "(?P<proc>[^"]+)" line (?P<pline>\d+)'
+                      r'|"(?P<cmd>[^"]+)" [a-z ]+ line (?P<bline>\d+)'
+                      r'|file "(?P<file>[^"]+)" line (?P<fline>\d+))\)')
+
+
+def locate_error(errorinfo: str, procs: dict[str, list[Any]]) -> tuple[str | None, int | None]:
+    """The user's file and line of the command that failed, from Tcl's errorInfo.
+
+    errorInfo lists frames innermost first: ``(procedure "p" line K)``,
+    ``("foreach" body line K)``, ``(file "f" line N)``.  Body lines are relative
+    to the start of their body, so they add up until a file or a user procedure
+    (whose definition line we recorded) anchors them.  Frames of the prelude's
+    own procedures reset the count, except after an ``uplevel`` body, which is
+    the user's code run by the prelude (``make-simulated``).
+    """
+    rel = 0
+    through_uplevel = False
+    for m in _MARK_RE.finditer(errorinfo):
+        if m.group("proc"):
+            k = int(m.group("pline"))
+            name = m.group("proc")
+            d = procs.get(name) or procs.get("::" + name.lstrip(":"))
+            if d:
+                return d[0], int(d[1]) + rel + k - 1
+            if not through_uplevel:
+                rel = 0
+        elif m.group("cmd"):
+            if m.group("cmd") == "uplevel":
+                through_uplevel = True
+            rel += int(m.group("bline")) - 1
+        else:
+            f = m.group("file")
+            if Path(f).resolve().parent == TCL_DIR:
+                rel, through_uplevel = 0, False
+                continue
+            return f, int(m.group("fline")) + rel
+    return None, None
+
+
+# -- records -> IR -----------------------------------------------------------------
+
+class _Records:
+    """Turns the prelude's JSON records into IR objects."""
+
+    def __init__(self, rec: dict[str, Any], display: str, script: Path,
+                 params: dict[str, str]):
+        self.rec = rec
+        self.display = display
+        self.script = str(script)
+        self.tparams = params
+        self.warnings: list[tuple[str, str | None, int | None]] = []
+
+    # files and lines
+    def fname(self, f: str | None) -> str | None:
+        if not f:
+            return self.display
+        try:
+            if str(Path(f).resolve()) == self.script:
+                return self.display
+        except OSError:
+            pass
+        return f
+
+    def err(self, msg: str, f: str | None, line: int | None) -> SpecError:
+        return SpecError(msg, file=self.fname(f), line=line or None)
+
+    def warn(self, msg: str, f: str | None = None, line: int | None = None) -> None:
+        self.warnings.append((msg, self.fname(f), line or None))
+
+    def src(self, f: str | None, line: int | None) -> ir.Source:
+        return ir.Source(self.fname(f), line or None)
+
+    # typed values out of located attributes [value, file, line]
+    def val(self, o: dict[str, Any], key: str, default: Any = None) -> Any:
+        a = o["attrs"].get(key)
+        return a[0] if a is not None else default
+
+    def conv(self, o: dict[str, Any], key: str, fn, default: Any = None, **kw) -> Any:
+        a = o["attrs"].get(key)
+        if a is None:
+            return default
+        return fn(a[0], file=self.fname(a[1]), line=a[2] or None, **kw)
+
+    def experiment(self, name: str | None) -> ir.Experiment:
+        rec = self.rec
+        if not rec.get("ok"):
+            self.raise_error(rec["error"])
+        objs = rec["objects"]
+        self.by_h = {o["h"]: o for o in objs}
+        self.sim = rec.get("sim") or ""
+        self.assign_names(objs)
+        nodes = [self.node(o) for o in objs if o["class"] == "Node"]
+        links = [self.link(o) for o in objs if o["class"] == "Link"]
+        lans = [self.lan(o) for o in objs if o["class"] == "Lan"]
+        nodes, links, lans = self.node_ips(objs, nodes, links, lans)
+        programs = [self.program(o) for o in objs if o["class"] == "Program"]
+        agents = [self.agent(o) for o in objs if o["class"] == "Agent"]
+        events: list[ir.Event] = []
+        for e in rec["events"]:
+            events.extend(self.event(e))
+        rt = rec.get("rtproto")
+        rtproto = rt[0] if rt else "static"
+        if not rec.get("ran"):
+            self.warn("the script never calls '$ns run' (Emulab requires it); "
+                      "the declarations made are used anyway")
+        for k in rec.get("unused_params", []):
+            raise SpecError(f"parameter {k!r} is not a define-template-parameter of "
+                            f"this script", file=self.display)
+        for w in rec["warnings"]:
+            self.warn(w[0], w[1], w[2])
+        exp = ir.Experiment(
+            name=name or sanitize_name(Path(self.display).stem),
+            nodes=tuple(nodes), links=tuple(links), lans=tuple(lans),
+            events=tuple(events), programs=tuple(programs), agents=tuple(agents),
+            rtproto=rtproto, warnings=tuple(_coalesce(self.warnings)),
+            source=ir.Source(self.display, None))
+        return ir.validate(exp)
+
+    def raise_error(self, e: dict[str, Any]) -> None:
+        msg = e["message"]
+        f, line = e.get("file") or None, e.get("line") or None
+        if not f:
+            f, line = locate_error(e.get("errorinfo", ""), e.get("procs", {}))
+        if msg.startswith("wrong # args: should be \"set ") and line:
+            msg += " (a '#' comment after a command needs ';#')"
+        raise self.err(msg, f, line)
+
+    # -- names
+    def assign_names(self, objs: list[dict[str, Any]]) -> None:
+        self.names: dict[str, str] = {}
+        taken: set[str] = {"ns", "sim"}
+        for o in objs:
+            if o["class"] not in _NAMED_CLASSES or not o.get("var"):
+                continue
+            raw = "-".join(o["var"])
+            n = sanitize_name(raw, "")
+            if not n:
+                continue
+            if n in taken:
+                i = 1
+                while f"{n}-{i}" in taken:
+                    i += 1
+                n = f"{n}-{i}"
+            if n != raw and len(o["var"]) == 1:
+                self.warn(f"Tcl variable {raw} names object {n!r} (names may contain only "
+                          f"letters, digits and '-')", o["file"], o["line"])
+            self.names[o["h"]] = n
+            taken.add(n)
+        counters: dict[str, int] = {}
+        for o in objs:
+            prefix = _NAMED_CLASSES.get(o["class"])
+            if prefix is None or o["h"] in self.names:
+                continue
+            i = counters.get(prefix, 0)
+            while f"{prefix}{i}" in taken:
+                i += 1
+            counters[prefix] = i + 1
+            self.names[o["h"]] = f"{prefix}{i}"
+            taken.add(f"{prefix}{i}")
+
+    def name_of(self, h: str) -> str:
+        if h == self.sim:
+            return "ns"
+        o = self.by_h.get(h)
+        if o and o["class"] in ("Simplex",):
+            return self.name_of(o["attrs"]["parent"][0])
+        if o and o["class"] == "Queue":
+            return self.name_of(o["attrs"]["dir"][0])
+        return self.names.get(h, h)
+
+    def ref(self, x: str) -> str:
+        """A word that may be an object handle -> the object's name."""
+        return self.name_of(x) if _HANDLE_RE.match(x) and x in self.by_h else x
+
+    # -- objects
+    def node(self, o: dict[str, Any]) -> ir.Node:
+        routes = []
+        for i in range(int(self.val(o, "nroutes", 0))):
+            routes.append(ir.Route(dst=self.ref(self.val(o, f"route,{i},dst")),
+                                   via=self.ref(self.val(o, f"route,{i},via"))))
+        return ir.Node(name=self.names[o["h"]], kind=self.val(o, "kind", "emulated"),
+                       os=self.val(o, "os"), hardware=self.val(o, "hardware"),
+                       startcmd=self.val(o, "startcmd"), routes=tuple(routes),
+                       source=self.src(o["file"], o["line"]))
+
+    def params(self, o: dict[str, Any], pre: str, *, bw: Any, delay: Any, loss: Any,
+               qkind: str, what: str, default_loss: float = 0.0) -> ir.LinkParams:
+        """One direction's LinkParams from attributes ``{pre}bw`` etc. or defaults."""
+        b = self.conv(o, pre + "bw", units.parse_bandwidth) if pre + "bw" in o["attrs"] else bw
+        d = self.conv(o, pre + "delay", units.parse_delay) if pre + "delay" in o["attrs"] \
+            else delay
+        lo = self.conv(o, pre + "loss", units.parse_loss) if pre + "loss" in o["attrs"] \
+            else loss
+        q = ir.Queue(kind=qkind)
+        qa = {k[len(pre) + 2:]: v for k, v in o["attrs"].items() if k.startswith(pre + "q,")}
+        changes: dict[str, Any] = {}
+        for key, (v, f, line) in sorted(qa.items()):
+            kw = dict(file=self.fname(f), line=line or None)
+            if key in _RED_PARAMS and qkind == "droptail":
+                self.warn(f"queue parameter {key} on the DropTail queue of {what} is "
+                          f"ignored (it applies to RED/GRED queues)", f, line)
+                continue
+            if key == "limit_":
+                changes["limit"] = units.parse_int(v, "queue limit_", **kw)
+            elif key == "queue-in-bytes_":
+                changes["in_bytes"] = units.parse_bool(v, "queue-in-bytes_", **kw)
+            elif key == "gentle_":
+                changes["gentle"] = units.parse_bool(v, "gentle_", **kw)
+            elif key == "mean_pktsize_":
+                changes["mean_pktsize"] = units.parse_int(v, "mean_pktsize_", **kw)
+            else:
+                changes[key.rstrip("_")] = units.parse_float(v, key, **kw)
+        if changes:
+            q = replace(q, **changes)
+        return ir.LinkParams(bandwidth_bps=b, delay_s=d, loss=lo, queue=q)
+
+    def link(self, o: dict[str, Any]) -> ir.Link:
+        name = self.names[o["h"]]
+        dirs = {}
+        for d in ("ab", "ba"):
+            dirs[d] = self.params(o, d + ",", bw=0, delay=0.0, loss=0.0,
+                                  qkind=self.val(o, d + ",qkind", "droptail"),
+                                  what=f"link {name}")
+        if self.val(o, "simplex") == "1":
+            self.warn(f"simplex-link {name}: wanlab links are duplex; the reverse direction "
+                      f"gets the same parameters", o["file"], o["line"])
+        cost = self.conv(o, "cost", units.parse_int, 1, what="cost") if "cost" in o["attrs"] \
+            else 1
+        return ir.Link(name=name, a=self.names[self.val(o, "a")],
+                       b=self.names[self.val(o, "b")], ab=dirs["ab"], ba=dirs["ba"],
+                       ip_a=self.val(o, "ip_a"), ip_b=self.val(o, "ip_b"),
+                       netmask=self.val(o, "netmask"), cost=cost,
+                       source=self.src(o["file"], o["line"]))
+
+    def lan(self, o: dict[str, Any]) -> ir.Lan:
+        name = self.names[o["h"]]
+        bw = self.conv(o, "bw", units.parse_bandwidth, 0)
+        delay = self.conv(o, "delay", units.parse_delay, 0.0)
+        loss = self.conv(o, "loss", units.parse_loss, 0.0)
+        qkind = self.val(o, "qkind", "droptail")
+        members = []
+        for h in o["attrs"]["members"][0]:
+            half = dict(bw=bw, delay=delay / 2, loss=units.split_loss(loss), qkind=qkind)
+            members.append(ir.LanMember(
+                node=self.names[h],
+                to_lan=self.params(o, f"m,{h},to,", what=f"LAN {name}", **half),
+                from_lan=self.params(o, f"m,{h},from,", what=f"LAN {name}", **half),
+                ip=self.val(o, f"m,{h},ip")))
+        return ir.Lan(name=name, members=tuple(members), bandwidth_bps=bw, delay_s=delay,
+                      loss=loss, netmask=self.val(o, "netmask"),
+                      source=self.src(o["file"], o["line"]))
+
+    def node_ips(self, objs, nodes, links, lans):
+        """``tb-set-ip node ip``: the address of the node's only interface."""
+        for o in objs:
+            if o["class"] != "Node" or "ip" not in o["attrs"]:
+                continue
+            ip, f, line = o["attrs"]["ip"]
+            n = self.names[o["h"]]
+            ifs = [("link", i) for i, l in enumerate(links) if n in (l.a, l.b)]
+            ifs += [("lan", i) for i, l in enumerate(lans) if n in {m.node for m in l.members}]
+            if not ifs:
+                self.warn(f"tb-set-ip {n}: the node has no link or LAN; address ignored", f,
+                          line)
+                continue
+            if len(ifs) > 1:
+                raise self.err(f"tb-set-ip: node {n!r} has {len(ifs)} interfaces; use "
+                               f"tb-set-ip-link, tb-set-ip-lan or tb-set-ip-interface", f, line)
+            kind, i = ifs[0]
+            if kind == "link":
+                side = "ip_a" if links[i].a == n else "ip_b"
+                if getattr(links[i], side) is None:
+                    links[i] = replace(links[i], **{side: ip})
+            else:
+                lan = lans[i]
+                lans[i] = replace(lan, members=tuple(
+                    replace(m, ip=ip) if m.node == n and m.ip is None else m
+                    for m in lan.members))
+        return nodes, links, lans
+
+    def program(self, o: dict[str, Any]) -> ir.Program:
+        name = self.names[o["h"]]
+        node = self.val(o, "var,node")
+        if not node:
+            raise self.err(f"Program {name!r} has no node (set it with "
+                           f"'${name} set node $n')", o["file"], o["line"])
+        cmd = self.val(o, "var,command")
+        if cmd is None:
+            raise self.err(f"Program {name!r} has no command (set it with "
+                           f"'${name} set command \"...\"')", o["file"], o["line"])
+        timeout = self.conv(o, "var,timeout", units.parse_delay, None, what="timeout") \
+            if "var,timeout" in o["attrs"] else None
+        eec = self.conv(o, "var,expected-exit-code", units.parse_int, None,
+                        what="expected-exit-code") \
+            if "var,expected-exit-code" in o["attrs"] else None
+        return ir.Program(name=name, node=self.names[node], command=cmd,
+                          dir=self.val(o, "var,dir"), timeout_s=timeout,
+                          expected_exit_code=eec, source=self.src(o["file"], o["line"]))
+
+    def agent(self, o: dict[str, Any]) -> ir.Agent:
+        node = self.val(o, "node")
+        attached = self.val(o, "attached")
+        if node is None and attached:
+            node = self.by_h[attached]["attrs"].get("node", [None])[0]
+        params = tuple((k[len("param,"):], v[0]) for k, v in sorted(o["attrs"].items())
+                       if k.startswith("param,"))
+        peer = self.val(o, "peer")
+        return ir.Agent(name=self.names[o["h"]], kind=self.val(o, "kind"),
+                        node=self.names[node] if node else None,
+                        attached=self.names[attached] if attached else None,
+                        peer=self.names[peer] if peer else None,
+                        params=params, source=self.src(o["file"], o["line"]))
+
+    # -- events
+    def event(self, e: dict[str, Any], base: float = 0.0, depth: int = 0) -> list[ir.Event]:
+        f, line = e["file"], e["line"]
+        t = base + units.parse_time(e["time"], file=self.fname(f), line=line or None)
+        words = e.get("words")
+        if words is None:
+            words = _split_words(e["cmd"])
+        if not words:
+            self.warn(f"event at {e['time']} is empty; ignored", f, line)
+            return []
+        target = words[0]
+        if not (_HANDLE_RE.match(target) and target in self.by_h):
+            self.warn(f"event {e['cmd']!r} at {e['time']} does not name a wanlab object "
+                      f"(Tcl procs cannot run at experiment time); ignored", f, line)
+            return []
+        if len(words) < 2:
+            self.warn(f"event {e['cmd']!r} has no action; ignored", f, line)
+            return []
+        o = self.by_h[target]
+        action, args = words[1], tuple(self.ref(w) for w in words[2:])
+        if o["class"] in _GROUPS and depth < 8:
+            return self.expand(o, t, action, args, e, depth)
+        return [ir.Event(time_s=t, target=self.name_of(target), action=action, args=args,
+                         source=self.src(f, line))]
+
+    def expand(self, o, t, action, args, e, depth) -> list[ir.Event]:
+        items = o["attrs"].get("items", [[]])[0]
+        out: list[ir.Event] = []
+        if o["class"] == "EventGroup":
+            for h in items:
+                if h in self.by_h:
+                    out.append(ir.Event(time_s=t, target=self.name_of(h), action=action,
+                                        args=args, source=self.src(e["file"], e["line"])))
+            return out
+        if action not in ("start", "run"):
+            self.warn(f"{o['class']} action {action!r} is not supported; ignored",
+                      e["file"], e["line"])
+            return out
+        for rel, cmd in items:
+            sub = {"time": rel, "cmd": cmd, "words": _split_words(cmd), "file": e["file"],
+                   "line": e["line"]}
+            out.extend(self.event(sub, base=t, depth=depth + 1))
+        return out
+
+
+def _split_words(cmd: str) -> list[str] | None:
+    """Split a simple event string into words (Tcl list syntax, best effort)."""
+    try:
+        import shlex
+        return shlex.split(cmd.replace("{", '"').replace("}", '"'))
+    except ValueError:
+        return None
+
+
+def _coalesce(ws: list[tuple[str, str | None, int | None]]) -> list[str]:
+    """Format warnings 'file:line: msg', folding repeats of the same message."""
+    counts: dict[str, int] = {}
+    first: dict[str, str] = {}
+    for msg, f, line in ws:
+        if msg not in counts:
+            where = f"{f}:{line}: " if f and line else (f"{f}: " if f else "")
+            first[msg] = where + msg
+            counts[msg] = 0
+        counts[msg] += 1
+    return [first[m] + (f" (and {counts[m] - 1} more times)" if counts[m] > 1 else "")
+            for m in first]

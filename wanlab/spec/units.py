@@ -1,0 +1,135 @@
+"""Unit parsing shared by every front end (ns-2 Tcl, YAML, Python builder).
+
+ns-2 conventions:
+
+* bandwidth: ``10Mb``, ``1.5Mb``, ``100kb``, ``1Gb``, ``56kb``, ``10Mbps``,
+  ``100kbps``, ``1.5Gb``, ``10Mbit``; a plain number is bit/s. Prefixes are
+  decimal (k = 1e3, M = 1e6, G = 1e9, T = 1e12, case-insensitive); a final
+  capital ``B`` means bytes (``1MB`` = 8 Mbit/s), as in ns-2.
+* delay / time: ``20ms``, ``1.5s``, ``500us``, ``10ns``; a plain number is seconds.
+* loss: a probability ``0.01`` (or a percentage ``1%``).
+
+Every function raises :class:`~wanlab.errors.SpecError` with a message that
+shows an accepted example; the caller adds file/line or field path.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from wanlab.errors import SpecError
+
+_NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+_BW_RE = re.compile(r"^\s*" + _NUM + r"\s*([kKmMgGtT]?)(b|B|bit|bits|Bytes|bytes)?"
+                    r"(ps|/s)?\s*$")
+_TIME_RE = re.compile(r"^\s*" + _NUM + r"\s*(s|sec|ms|us|µs|ns)?\s*$")
+_PREFIX = {"": 1, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
+_TIME_UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
+               "ns": 1e-9}
+
+
+def _err(msg: str, file: str | None, line: int | None, field: str | None) -> SpecError:
+    return SpecError(msg, file=file, line=line, field=field)
+
+
+def parse_bandwidth(value: object, *, file: str | None = None, line: int | None = None,
+                    field: str | None = None) -> int:
+    """Bandwidth in bit/s (int). ``0`` means unlimited."""
+    if isinstance(value, bool):
+        raise _err(f"bandwidth {value!r} is not a bandwidth", file, line, field)
+    if isinstance(value, (int, float)):
+        bps = float(value)
+    else:
+        m = _BW_RE.match(str(value))
+        if not m:
+            raise _err(f"bandwidth {str(value)!r} not understood; write e.g. 10Mb, 1.5Gb, "
+                       f"100kb, 56kbps, or a plain number of bit/s", file, line, field)
+        bps = float(m.group(1)) * _PREFIX[m.group(2).lower()]
+        if m.group(3) in ("B", "Bytes", "bytes"):
+            bps *= 8
+    if not math.isfinite(bps) or bps < 0:
+        raise _err(f"bandwidth {value!r} must be a non-negative number", file, line, field)
+    return int(round(bps))
+
+
+def parse_delay(value: object, *, file: str | None = None, line: int | None = None,
+                field: str | None = None, what: str = "delay") -> float:
+    """Delay or time in seconds (float)."""
+    if isinstance(value, bool):
+        raise _err(f"{what} {value!r} is not a {what}", file, line, field)
+    if isinstance(value, (int, float)):
+        s = float(value)
+    else:
+        m = _TIME_RE.match(str(value))
+        if not m:
+            raise _err(f"{what} {str(value)!r} not understood; write e.g. 20ms, 1.5s, "
+                       f"500us, or a plain number of seconds", file, line, field)
+        s = float(m.group(1)) * _TIME_UNITS[m.group(2)]
+    if not math.isfinite(s) or s < 0:
+        raise _err(f"{what} {value!r} must be a non-negative number", file, line, field)
+    return s
+
+
+def parse_time(value: object, **kw) -> float:
+    """An event time in seconds after t = 0 (same syntax as a delay)."""
+    return parse_delay(value, what="time", **kw)
+
+
+def parse_loss(value: object, *, file: str | None = None, line: int | None = None,
+               field: str | None = None) -> float:
+    """A loss probability in 0..1 (``0.01``; ``1%`` is accepted too)."""
+    if isinstance(value, bool):
+        raise _err(f"loss {value!r} is not a probability", file, line, field)
+    try:
+        if isinstance(value, str) and value.strip().endswith("%"):
+            p = float(value.strip()[:-1]) / 100
+        else:
+            p = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise _err(f"loss {value!r} not understood; write a probability such as 0.01",
+                   file, line, field) from None
+    if not (0.0 <= p <= 1.0):
+        raise _err(f"loss {value!r} is not a probability in 0..1", file, line, field)
+    return p
+
+
+def split_loss(total: float) -> float:
+    """Per-half loss so that two halves in series lose ``total``: 1 - sqrt(1 - L)."""
+    return 1.0 - math.sqrt(1.0 - total)
+
+
+def parse_int(value: object, what: str, *, file: str | None = None, line: int | None = None,
+              field: str | None = None) -> int:
+    try:
+        f = float(value)  # type: ignore[arg-type]
+        if isinstance(value, bool) or f != int(f):
+            raise ValueError
+        return int(f)
+    except (TypeError, ValueError, OverflowError):
+        raise _err(f"{what} {value!r} must be an integer", file, line, field) from None
+
+
+def parse_float(value: object, what: str, *, file: str | None = None,
+                line: int | None = None, field: str | None = None) -> float:
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        f = float(value)  # type: ignore[arg-type]
+        if not math.isfinite(f):
+            raise ValueError
+        return f
+    except (TypeError, ValueError):
+        raise _err(f"{what} {value!r} must be a number", file, line, field) from None
+
+
+def parse_bool(value: object, what: str, *, file: str | None = None,
+               line: int | None = None, field: str | None = None) -> bool:
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise _err(f"{what} {value!r} must be true/false (or 1/0)", file, line, field)
