@@ -147,7 +147,7 @@ def _start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd:
     code = os.path.join(ndir, "startcmd.exit")
     with contextlib.suppress(FileNotFoundError):
         os.unlink(code)
-    script = f"{cmd}\necho $? > {shlex.quote(code)}"
+    script = f"sh -c {shlex.quote(cmd)}; echo $? > {shlex.quote(code)}"
     rid = store.record(row.id, "process", f"startcmd-{node}", node=node)
     with open(out, "ab") as log:
         p = subprocess.Popen(node_argv(plan.nodes[node].netns, node, ["sh", "-c", script]),

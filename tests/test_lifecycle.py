@@ -1,0 +1,218 @@
+"""End to end on real namespaces: swap in, traffic through the engine, swap out, cleanup.
+
+These build real experiments (namespaces, TAPs, an engine process per
+experiment) and send ping only between the namespaces they created.
+"""
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from wanlab.errors import WanlabError
+from wanlab.model.ir import Experiment, Node
+from wanlab.realize import procs
+
+from conftest import ROOT, chain, lan, leftovers, needs_root, pair, ping_rtts
+
+pytestmark = needs_root
+
+
+def test_pair_swapin_ping_delay_and_teardown(lab):
+    row = lab.create(pair(delay=0.010))
+    assert row.state == "active"
+    rtts = ping_rtts(lab, "pair", "a", "b", count=5)
+    assert len(rtts) == 5
+    # 10 ms each way: RTT 20 ms; allow the engine's scheduling slack
+    assert 19.9 <= statistics.median(rtts) <= 21.0, rtts
+    lab.swapout("pair")
+    assert leftovers(row.short) == []
+    assert lab.get("pair").state == "swapped"
+
+
+def test_names_resolve_and_hostname_is_the_node(lab):
+    lab.create(pair())
+    out = lab.exec("pair", "a", ["sh", "-c", "hostname; getent hosts b"],
+                   capture_output=True, text=True)
+    host, resolved = out.stdout.splitlines()
+    assert host == "a"
+    assert resolved.split()[0] == "10.1.0.2"
+
+
+def test_exec_passes_stdin_stdout_and_exit_code(lab):
+    lab.create(pair())
+    p = lab.exec("pair", "b", ["sh", "-c", "cat; exit 7"], input="hello\n",
+                 capture_output=True, text=True)
+    assert p.returncode == 7 and p.stdout == "hello\n"
+
+
+def test_chain_static_routes_carry_traffic_end_to_end(lab):
+    lab.create(chain(4, delay=0.002))
+    rtts = ping_rtts(lab, "chain", "n0", "n3-l2", count=3)
+    # three links of 2 ms each way
+    assert len(rtts) == 3 and 11.9 <= min(rtts) <= 13.5, rtts
+
+
+def test_lan_members_reach_each_other_with_lan_delay(lab):
+    lab.create(lan(3, delay=0.004))
+    for dst in ("h1", "h2"):
+        rtts = ping_rtts(lab, "lanexp", "h0", dst, count=3)
+        assert len(rtts) == 3 and 7.9 <= min(rtts) <= 9.5, (dst, rtts)
+
+
+def test_swapout_swapin_rebuilds_from_the_store(lab):
+    row = lab.create(pair(delay=0.001))
+    lab.swapout("pair")
+    assert leftovers(row.short) == []
+    lab.swapin("pair")
+    assert len(ping_rtts(lab, "pair", "a", "b", count=2)) == 2
+    states = [b for _, _, b, _ in lab.store.transitions(row.id)]
+    assert states == ["new", "activating", "active", "swapping-out", "swapped",
+                      "activating", "active"]
+
+
+def test_terminate_and_cleanup_twice_leave_nothing(lab):
+    row = lab.create(chain(3))
+    lab.cleanup("chain")
+    lab.cleanup("chain")
+    assert leftovers(row.short) == []
+    lab.terminate("chain")
+    assert lab.list() == []
+
+
+def test_kill_engine_then_cleanup_then_swapin_again(lab):
+    row = lab.create(pair())
+    (eng,) = [r for r in lab.store.resources(row.id) if r.kind == "engine"]
+    os.kill(eng.detail["pid"], signal.SIGKILL)
+    time.sleep(0.2)
+    lab.cleanup("pair")
+    assert leftovers(row.short) == []
+    assert not procs.alive(eng.detail["pid"], eng.detail["started"])
+    lab.swapin("pair")
+    assert len(ping_rtts(lab, "pair", "a", "b", count=2)) == 2
+
+
+def test_kill_cli_during_create_then_cleanup(tmp_path):
+    home = str(tmp_path / "home")
+    spec = tmp_path / "big.py"
+    spec.write_text("from wanlab.spec.builder import ExperimentBuilder\n"
+                    "b = ExperimentBuilder('big')\n"
+                    "ns = [b.node(f'n{i}') for i in range(40)]\n"
+                    "for i in range(39):\n"
+                    "    b.link(ns[i], ns[i + 1], delay='1ms')\n"
+                    "experiment = b\n")
+    cli = subprocess.Popen([sys.executable, "-m", "wanlab.cli", "--home", home, "create",
+                            str(spec)], cwd=ROOT, stderr=subprocess.PIPE)
+    # kill it in the middle of building (after the engine has started)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        line = cli.stderr.readline().decode()
+        if "namespaces" in line or not line:
+            break
+    time.sleep(0.05)
+    cli.kill()
+    cli.wait()
+    from wanlab.lifecycle import Lab
+    lab = Lab(home)
+    try:
+        row = lab.get("big")
+        lab.cleanup("big")
+        assert leftovers(row.short) == []
+        assert lab.get("big").state in ("swapped", "new")
+        engines = [r for r in lab.store.resources(row.id, live_only=False)
+                   if r.kind == "engine" and "pid" in r.detail]
+        assert all(not procs.alive(r.detail["pid"], r.detail["started"]) for r in engines)
+        lab.swapin("big")
+        assert lab.get("big").state == "active"
+    finally:
+        for r in lab.list():
+            lab.terminate(r.name)
+        lab.close()
+
+
+def _ours():
+    return {n for n in os.listdir("/run/netns") if n.startswith("wl-")}
+
+
+def test_failed_swapin_leaves_nothing_and_says_why(lab, monkeypatch):
+    before = _ours()
+    monkeypatch.setenv("WANLAB_ENGINE", "/bin/false")
+    with pytest.raises(WanlabError, match="engine exited"):
+        lab.create(pair())
+    assert lab.list() == []
+    assert _ours() == before
+
+
+def test_failure_midway_removes_namespaces_taps_and_engine(lab, monkeypatch):
+    from wanlab.realize import swap
+    calls = []
+
+    def broken(np_, exp):
+        calls.append(np_.name)
+        raise WanlabError("injected failure while configuring " + np_.name)
+
+    monkeypatch.setattr(swap, "_configure_node", broken)
+    before = _ours()
+    lab.store.add_experiment(pair(), None)
+    with pytest.raises(WanlabError, match="injected failure"):
+        lab.swapin("pair")
+    row = lab.get("pair")
+    assert calls == ["a"]
+    assert row.state == "new" and "injected" in row.error
+    assert leftovers(row.short) == [] and _ours() == before
+    engines = [r for r in lab.store.resources(row.id, live_only=False) if r.kind == "engine"]
+    assert engines and not procs.alive(engines[0].detail["pid"], engines[0].detail["started"])
+
+
+def test_failed_swapin_of_stored_experiment_returns_to_swapped(lab, monkeypatch):
+    row = lab.create(pair())
+    lab.swapout("pair")
+    monkeypatch.setenv("WANLAB_ENGINE", "/bin/false")
+    with pytest.raises(WanlabError):
+        lab.swapin("pair")
+    got = lab.get("pair")
+    assert got.state == "swapped" and "engine" in got.error
+    assert leftovers(row.short) == []
+
+
+def test_two_experiments_with_identical_addresses_are_isolated(lab):
+    a = lab.create(pair(name="one"))
+    b = lab.create(pair(name="two"))
+    before = lab.show("two")["stats"]["links"]["link0"]["ab"]["in_pkts"]
+    assert len(ping_rtts(lab, "one", "a", "10.1.0.2", count=5, interval=0.02)) == 5
+    after = lab.show("two")["stats"]["links"]["link0"]["ab"]["in_pkts"]
+    one = lab.show("one")["stats"]["links"]["link0"]["ab"]["in_pkts"]
+    assert one >= 5
+    assert after - before <= 2      # only the other experiment's own IPv6 chatter, if any
+    assert a.short != b.short
+
+
+def test_modify_parameters_live_and_topology_by_rebuild(lab):
+    lab.create(pair(delay=0.001))
+    lab.modify("pair", pair(delay=0.015))
+    rtts = ping_rtts(lab, "pair", "a", "b", count=3)
+    assert 29.9 <= min(rtts) <= 31.5, rtts
+    bigger = Experiment("pair", nodes=pair().nodes + (Node("c"),), links=pair().links)
+    lab.modify("pair", bigger)
+    assert lab.get("pair").state == "active"
+    assert "c" in lab.show("pair")["nodes"]
+    assert lab.exec("pair", "c", ["true"]).returncode == 0
+
+
+def test_startcmd_output_and_exit_code_are_kept(lab):
+    from dataclasses import replace
+    exp = pair()
+    exp = replace(exp, nodes=(replace(exp.nodes[0], startcmd="echo started on $(hostname); "
+                                                           "exit 3"), exp.nodes[1]))
+    lab.create(exp)
+    folder = os.path.join(lab.store.home, "exps", "pair", "nodes", "a")
+    for _ in range(200):
+        if os.path.exists(os.path.join(folder, "startcmd.exit")):
+            break
+        time.sleep(0.02)
+    assert open(os.path.join(folder, "startcmd.log")).read() == "started on a\n"
+    assert open(os.path.join(folder, "startcmd.exit")).read().strip() == "3"
