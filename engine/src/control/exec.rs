@@ -1,0 +1,286 @@
+//! Executes control requests against the engine state: the network, its TAPs and captures.
+//!
+//! Requests are all-or-nothing: everything is validated (and every TAP of an `apply` created)
+//! before the network changes; on any error the state is as before and the reply names the
+//! offending item.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::BufWriter;
+use std::rc::Rc;
+
+use serde_json::{json, Map, Value};
+
+use super::protocol::{merge_params, ApplyReq, CaptureSel, DirSpec, Request, PROTOCOL_VERSION};
+use crate::io::tap::{check_ifname, Tap};
+use crate::model::network::{Dir, LanSpec, LinkSpec, MemberSpec, Network, Output, PipeIdx, PortIdx, TopologySpec};
+use crate::model::params::LinkParams;
+use crate::pcap::{PcapWriter, DEFAULT_SNAPLEN};
+use crate::time::Instant;
+
+type SharedPcap = Rc<RefCell<PcapWriter<BufWriter<File>>>>;
+
+/// What the server must do besides sending the reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    None,
+    Subscribe { interval_ns: u64, target: Option<String> },
+    Shutdown,
+}
+
+pub struct Engine {
+    pub net: Network,
+    pub out: Sinks,
+    /// Ports created since the driver last looked (it registers their fds).
+    pub new_ports: Vec<PortIdx>,
+}
+
+/// Where network output goes: TAPs and capture files.
+pub struct Sinks {
+    pub taps: HashMap<PortIdx, Tap>,
+    captures: HashMap<PipeIdx, SharedPcap>,
+    /// Unix time of engine instant 0, for capture timestamps.
+    wall_offset_ns: u64,
+    /// Frames a TAP refused (device queue full or interface down).
+    pub tx_errors: u64,
+}
+
+impl Sinks {
+    /// Deliver what the network produced: frames to TAPs, captured copies to pcap files.
+    pub fn handle_output(&mut self, out: Output<'_>) {
+        match out {
+            Output::Frame { port, data } => {
+                if let Some(t) = self.taps.get(&port) {
+                    if !t.send(&data) {
+                        self.tx_errors += 1;
+                    }
+                }
+            }
+            Output::Capture { pipe, at, data } => {
+                let ts = self.wall_offset_ns.saturating_add(at.nanos());
+                let failed = match self.captures.get(&pipe) {
+                    Some(w) => w.borrow_mut().write(ts, data).err(),
+                    None => None,
+                };
+                if let Some(e) = failed {
+                    eprintln!("wanlab-engine: capture write failed, stopping it: {e}");
+                    self.captures.remove(&pipe);
+                }
+            }
+        }
+    }
+}
+
+pub fn engine_version() -> String {
+    format!("wanlab-engine {}", env!("CARGO_PKG_VERSION"))
+}
+
+impl Engine {
+    pub fn new(seed: u64, wall_offset_ns: u64) -> Self {
+        Engine { net: Network::new(seed), out: Sinks { taps: HashMap::new(), captures: HashMap::new(), wall_offset_ns, tx_errors: 0 }, new_ports: Vec::new() }
+    }
+
+    /// Run the network up to `now` and deliver its output.
+    pub fn poll(&mut self, now: Instant) {
+        let Engine { net, out, .. } = self;
+        net.poll(now, |o| out.handle_output(o));
+    }
+
+    pub fn execute(&mut self, req: Request, now: Instant) -> Result<(Map<String, Value>, Effect), String> {
+        let mut body = Map::new();
+        let mut effect = Effect::None;
+        match req {
+            Request::Hello => {
+                body.insert("protocol".into(), json!(PROTOCOL_VERSION));
+                body.insert("engine".into(), json!(engine_version()));
+            }
+            Request::Apply(a) => {
+                let ports = self.apply(a, now)?;
+                body.insert("ports".into(), Value::Object(ports));
+            }
+            Request::Remove(r) => {
+                let gone = self.net.remove(&r.links, &r.lans, &r.ports)?;
+                for p in gone {
+                    self.out.taps.remove(&p);
+                }
+                self.drop_dead_captures();
+            }
+            Request::Set(s) => {
+                let dir = s.dir.map(Dir::from).unwrap_or(Dir::Both);
+                let pipes = self.net.select(&s.target, s.member.as_deref(), dir)?;
+                let mut merged = Vec::new();
+                for &p in &pipes {
+                    let base = self.net.pipe_params(p).cloned().unwrap_or_default();
+                    merged.push((p, merge_params(&base, &s.params, "params")?));
+                }
+                for (p, params) in merged {
+                    self.net.set_pipe_params(p, params, now);
+                }
+            }
+            Request::Down(d) => self.set_up(&d.target, d.member.as_deref(), false, now)?,
+            Request::Up(d) => self.set_up(&d.target, d.member.as_deref(), true, now)?,
+            Request::Stats(s) => {
+                body = self.stats(s.target.as_deref(), now)?;
+            }
+            Request::CaptureStart(c) => {
+                let pipes = self.net.select(&c.target, c.member.as_deref(), c.dir.into())?;
+                if let Some(p) = pipes.iter().find(|p| self.out.captures.contains_key(p)) {
+                    return Err(format!("target: a capture is already running on pipeline {p} of \"{}\"; stop it first", c.target));
+                }
+                let file = File::create(&c.path).map_err(|e| format!("path: cannot create \"{}\": {e}", c.path))?;
+                let w = PcapWriter::new(BufWriter::new(file), c.snaplen.unwrap_or(DEFAULT_SNAPLEN), c.nanos.unwrap_or(false))
+                    .map_err(|e| format!("path: cannot write \"{}\": {e}", c.path))?;
+                let w = Rc::new(RefCell::new(w));
+                for p in pipes {
+                    self.out.captures.insert(p, w.clone());
+                    self.net.set_capture(p, true);
+                }
+            }
+            Request::CaptureStop(sel) => {
+                for p in self.select_captures(&sel)? {
+                    if let Some(w) = self.out.captures.remove(&p) {
+                        let _ = w.borrow_mut().flush();
+                    }
+                    self.net.set_capture(p, false);
+                }
+            }
+            Request::CaptureSnapshot(sel) => {
+                for p in self.select_captures(&sel)? {
+                    if let Some(w) = self.out.captures.get(&p) {
+                        w.borrow_mut().flush().map_err(|e| format!("capture flush failed: {e}"))?;
+                    }
+                }
+            }
+            Request::Subscribe(s) => {
+                if let Some(t) = &s.target {
+                    self.net.stats(Some(t), now)?;
+                }
+                effect = Effect::Subscribe { interval_ns: s.interval_ms.saturating_mul(1_000_000), target: s.target };
+            }
+            Request::Shutdown => effect = Effect::Shutdown,
+        }
+        Ok((body, effect))
+    }
+
+    pub fn stats(&self, target: Option<&str>, now: Instant) -> Result<Map<String, Value>, String> {
+        let s = self.net.stats(target, now)?;
+        match serde_json::to_value(s) {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err("internal: stats not serializable".into()),
+        }
+    }
+
+    fn set_up(&mut self, target: &str, member: Option<&str>, up: bool, now: Instant) -> Result<(), String> {
+        let ports = self.net.set_up(target, member, up, now)?;
+        for p in ports {
+            if let Some(t) = self.out.taps.get(&p) {
+                if let Err(e) = t.set_carrier(up) {
+                    return Err(format!("target: link state changed but carrier of TAP \"{}\" could not be set: {e}", t.name()));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn select_captures(&self, sel: &CaptureSel) -> Result<Vec<PipeIdx>, String> {
+        match &sel.target {
+            None => {
+                if sel.member.is_some() || sel.dir.is_some() {
+                    return Err("target: required when member or dir is given".into());
+                }
+                Ok(self.out.captures.keys().copied().collect())
+            }
+            Some(t) => {
+                let dir = sel.dir.unwrap_or(DirSpec::Both).into();
+                self.net.select(t, sel.member.as_deref(), dir)
+            }
+        }
+    }
+
+    fn drop_dead_captures(&mut self) {
+        let dead: Vec<PipeIdx> = self.out.captures.keys().copied().filter(|p| !self.net.pipe_exists(*p)).collect();
+        for p in dead {
+            if let Some(w) = self.out.captures.remove(&p) {
+                let _ = w.borrow_mut().flush();
+            }
+        }
+    }
+
+    /// Flush every capture (at exit).
+    pub fn flush_captures(&mut self) {
+        for w in self.out.captures.values() {
+            let _ = w.borrow_mut().flush();
+        }
+    }
+
+    fn apply(&mut self, a: ApplyReq, now: Instant) -> Result<Map<String, Value>, String> {
+        let spec = build_topology(&a)?;
+        self.net.check_apply(&spec)?;
+        let existing: HashSet<&str> = self.out.taps.values().map(|t| t.name()).collect();
+        for (i, p) in a.ports.iter().enumerate() {
+            if existing.contains(p.tap.as_str()) {
+                return Err(format!("ports[{i}] (\"{}\"): TAP \"{}\" is already used by another port", p.port, p.tap));
+            }
+        }
+        // Create every TAP before touching the network; on failure the created ones are
+        // dropped (closed, hence deleted) and nothing is added.
+        let mut created = Vec::new();
+        for (i, p) in a.ports.iter().enumerate() {
+            match Tap::create(&p.tap) {
+                Ok(t) => created.push(t),
+                Err(e) => return Err(format!("ports[{i}] (\"{}\"): cannot create TAP \"{}\": {e}", p.port, p.tap)),
+            }
+        }
+        self.net.apply(spec, now);
+        let mut reply = Map::new();
+        for (p, tap) in a.ports.iter().zip(created) {
+            let Some(idx) = self.net.port_index(&p.port) else { continue };
+            reply.insert(p.port.clone(), json!({"tap": tap.name(), "ifindex": tap.ifindex()}));
+            self.out.taps.insert(idx, tap);
+            self.new_ports.push(idx);
+        }
+        Ok(reply)
+    }
+}
+
+/// Validate an `apply` request's values and turn it into a model topology.
+pub fn build_topology(a: &ApplyReq) -> Result<TopologySpec, String> {
+    let mut spec = TopologySpec::default();
+    let mut taps = HashSet::new();
+    for (i, p) in a.ports.iter().enumerate() {
+        check_ifname(&p.tap).map_err(|e| format!("ports[{i}] (\"{}\").{e}", p.port))?;
+        if !taps.insert(p.tap.as_str()) {
+            return Err(format!("ports[{i}] (\"{}\").tap: \"{}\" appears twice", p.port, p.tap));
+        }
+        spec.ports.push(p.port.clone());
+    }
+    let d = LinkParams::default();
+    for (i, l) in a.links.iter().enumerate() {
+        let ctx = format!("links[{i}] (\"{}\")", l.link);
+        spec.links.push(LinkSpec {
+            id: l.link.clone(),
+            a: l.a.clone(),
+            b: l.b.clone(),
+            ab: merge_params(&d, &l.ab, &format!("{ctx}.ab"))?,
+            ba: merge_params(&d, &l.ba, &format!("{ctx}.ba"))?,
+        });
+    }
+    for (i, lan) in a.lans.iter().enumerate() {
+        let mut members = Vec::new();
+        let mut seen = HashSet::new();
+        for (j, m) in lan.members.iter().enumerate() {
+            let ctx = format!("lans[{i}] (\"{}\").members[{j}] (\"{}\")", lan.lan, m.port);
+            if !seen.insert(m.port.as_str()) {
+                return Err(format!("{ctx}: port listed twice"));
+            }
+            members.push(MemberSpec {
+                port: m.port.clone(),
+                to_lan: merge_params(&d, &m.to_lan, &format!("{ctx}.to_lan"))?,
+                from_lan: merge_params(&d, &m.from_lan, &format!("{ctx}.from_lan"))?,
+            });
+        }
+        spec.lans.push(LanSpec { id: lan.lan.clone(), members });
+    }
+    Ok(spec)
+}

@@ -1,0 +1,3 @@
+//! Drivers: thin loops that own the clock and feed the core.
+pub mod realtime;
+pub mod virtual_time;

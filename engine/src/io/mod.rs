@@ -1,0 +1,2 @@
+//! Packet I/O with the kernel: TAP devices.
+pub mod tap;

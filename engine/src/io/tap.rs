@@ -1,0 +1,129 @@
+//! TAP devices opened through `/dev/net/tun` with `IFF_TAP | IFF_NO_PI`, non-blocking.
+//!
+//! The engine creates each TAP in its own (root) network namespace and keeps the fd; the
+//! control plane then moves the interface into a node's namespace. The fd keeps working after
+//! the move. The device is not persistent: closing the fd (dropping [`Tap`]) deletes it, so an
+//! engine that exits, even by crash, leaves no interfaces behind.
+//! Carrier is switched with `TUNSETCARRIER` so a node's kernel sees NO-CARRIER on link down.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+const IFF_TAP: libc::c_short = 0x0002;
+const IFF_NO_PI: libc::c_short = 0x1000;
+/// `_IOW('T', 202, int)`
+const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+/// `_IOW('T', 226, int)`
+const TUNSETCARRIER: libc::c_ulong = 0x4004_54e2;
+
+#[repr(C)]
+struct IfReq {
+    name: [libc::c_char; libc::IFNAMSIZ],
+    flags: libc::c_short,
+    _pad: [u8; 22],
+}
+
+/// Check an interface name as the kernel would (1..=15 bytes, no '/', ':' or whitespace).
+pub fn check_ifname(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 15 {
+        return Err(format!("tap: interface name \"{name}\" must be 1 to 15 bytes"));
+    }
+    if name == "." || name == ".." || name.bytes().any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace() || !b.is_ascii_graphic()) {
+        return Err(format!("tap: interface name \"{name}\" contains a forbidden character"));
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+pub struct Tap {
+    fd: OwnedFd,
+    name: String,
+    ifindex: u32,
+}
+
+impl Tap {
+    /// Create TAP `name` (fails if an interface of that name exists and is not a free TAP).
+    pub fn create(name: &str) -> io::Result<Tap> {
+        check_ifname(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let path = CString::new("/dev/net/tun").expect("static path has no NUL");
+        // SAFETY: plain open(2) with a valid C string.
+        let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: raw is a fresh fd we own.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut req = IfReq { name: [0; libc::IFNAMSIZ], flags: IFF_TAP | IFF_NO_PI, _pad: [0; 22] };
+        for (d, s) in req.name.iter_mut().zip(name.as_bytes()) {
+            *d = *s as libc::c_char;
+        }
+        // SAFETY: TUNSETIFF reads/writes an ifreq we own.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let cname = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
+        // SAFETY: valid C string.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
+        Ok(Tap { fd, name: name.to_string(), ifindex })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// Read one frame into `buf`; `Ok(None)` when nothing is waiting.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+        // SAFETY: buf is valid for writes of buf.len() bytes.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        Ok(Some(n as usize))
+    }
+
+    /// Write one frame. A full device queue or a down interface drops the frame (returns
+    /// false), as a NIC would; we never block the engine on one TAP.
+    pub fn send(&self, frame: &[u8]) -> bool {
+        // SAFETY: frame is valid for reads of frame.len() bytes.
+        let n = unsafe { libc::write(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
+        n == frame.len() as isize
+    }
+
+    pub fn set_carrier(&self, on: bool) -> io::Result<()> {
+        let v: libc::c_int = on.into();
+        // SAFETY: TUNSETCARRIER reads an int.
+        if unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETCARRIER, &v as *const libc::c_int) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl AsRawFd for Tap {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(check_ifname("wl-e1-n1-0").is_ok());
+        assert!(check_ifname("").is_err());
+        assert!(check_ifname("0123456789abcdef").is_err());
+        assert!(check_ifname("a/b").is_err());
+        assert!(check_ifname("a b").is_err());
+        assert!(check_ifname("..").is_err());
+    }
+}

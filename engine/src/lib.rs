@@ -1,0 +1,23 @@
+//! wanlab-engine: the real-time packet engine of wanlab.
+//!
+//! Layers, from the bytes up (each depends only on the ones above it in this list):
+//!
+//! * [`time`], [`rng`]: the caller-owned clock type and the deterministic per-link PRNG.
+//! * [`wire`]: read-only views over frame bytes (Ethernet).
+//! * [`model`]: the core without I/O — link-direction pipelines (queue → rate → delay → loss
+//!   → dup/corrupt), LANs, and the [`model::network::Network`] that schedules them. Every
+//!   entry point takes `now`; every object reports `poll_at()`.
+//! * [`stats`], [`pcap`]: counters and the capture file format.
+//! * [`control`]: the line-oriented JSON control protocol (types, validation, dispatch).
+//! * [`io`]: TAP devices.
+//! * [`driver`]: the real-time driver (epoll, timerfd, spinning) and the virtual-time driver
+//!   (jumps from deadline to deadline), both thin loops over the same `Network`.
+pub mod control;
+pub mod driver;
+pub mod io;
+pub mod model;
+pub mod pcap;
+pub mod rng;
+pub mod stats;
+pub mod time;
+pub mod wire;

@@ -1,0 +1,87 @@
+//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N]`
+//!
+//! Starts the real-time driver with an empty network; the control plane then builds the
+//! topology over the socket (see docs/engine-protocol.md).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use wanlab_engine::control::exec::engine_version;
+use wanlab_engine::driver::realtime::{run, Options};
+
+const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N]";
+
+struct Args {
+    socket: PathBuf,
+    seed: u64,
+    log: Option<PathBuf>,
+    busy_poll: bool,
+    spin_us: u64,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut socket = None;
+    let mut seed = 1u64;
+    let mut log = None;
+    let mut busy_poll = false;
+    let mut spin_us = 50u64;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match a.as_str() {
+            "--socket" => socket = Some(PathBuf::from(val("--socket")?)),
+            "--seed" => seed = val("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
+            "--log" => log = Some(PathBuf::from(val("--log")?)),
+            "--busy-poll" => busy_poll = true,
+            "--spin-us" => spin_us = val("--spin-us")?.parse().map_err(|e| format!("--spin-us: {e}"))?,
+            "--version" => {
+                println!("{}", engine_version());
+                std::process::exit(0);
+            }
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(Args { socket: socket.ok_or("--socket is required")?, seed, log, busy_poll, spin_us })
+}
+
+/// Send stderr to the log file (appending), so diagnostics survive a detached engine.
+fn redirect_stderr(path: &std::path::Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    // SAFETY: dup2 onto fd 2 with a valid fd.
+    if unsafe { libc::dup2(f.as_raw_fd(), 2) } < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("wanlab-engine: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(l) = &args.log {
+        if let Err(e) = redirect_stderr(l) {
+            eprintln!("wanlab-engine: --log {}: {e}", l.display());
+            return ExitCode::from(2);
+        }
+    }
+    eprintln!("{} starting: socket {} seed {}", engine_version(), args.socket.display(), args.seed);
+    match run(&args.socket, args.seed, Options { busy_poll: args.busy_poll, spin_ns: args.spin_us * 1000 }) {
+        Ok(()) => {
+            eprintln!("wanlab-engine: clean exit");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("wanlab-engine: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! A switched LAN: a learning switch with one pipeline pair per member.
+//!
+//! Each member has a `to_lan` pipeline (member → switch) and a `from_lan` pipeline
+//! (switch → member), so per-member bandwidth, delay and loss are modelled on both sides as on
+//! an Emulab LAN. The switch learns source MACs from frames leaving `to_lan` pipelines and
+//! forwards: broadcast, multicast and unknown unicast are flooded to every other member;
+//! known unicast goes to the learned member only (and is filtered if that is the sender).
+//! The switch itself forwards instantly; all timing is in the pipelines.
+
+use std::collections::HashMap;
+
+use crate::wire::ethernet::{Address, Frame};
+
+/// Bound on learned addresses per LAN; when reached the table is flushed (as a switch under
+/// MAC flooding would age entries out), so memory stays bounded for any input.
+pub const MAC_TABLE_MAX: usize = 4096;
+
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub port: usize,
+    pub to_lan: usize,
+    pub from_lan: usize,
+    pub up: bool,
+}
+
+#[derive(Debug)]
+pub struct Lan {
+    pub id: String,
+    pub members: Vec<Member>,
+    macs: HashMap<Address, usize>,
+}
+
+/// Where the switch sends a frame.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Forward {
+    Flood,
+    To(usize),
+    Filter,
+}
+
+impl Lan {
+    pub fn new(id: String, members: Vec<Member>) -> Self {
+        Lan { id, members, macs: HashMap::new() }
+    }
+
+    /// Learn the source of a frame that entered the switch from member `from`, and decide
+    /// where it goes. Frames shorter than a header (cannot happen after ingress checks) are
+    /// filtered.
+    pub fn switch(&mut self, from: usize, frame: &[u8]) -> Forward {
+        let Ok(eth) = Frame::new_checked(frame) else {
+            return Forward::Filter;
+        };
+        let src = eth.src();
+        if !src.is_multicast() {
+            if self.macs.len() >= MAC_TABLE_MAX && !self.macs.contains_key(&src) {
+                self.macs.clear();
+            }
+            self.macs.insert(src, from);
+        }
+        let dst = eth.dst();
+        if dst.is_multicast() {
+            return Forward::Flood;
+        }
+        match self.macs.get(&dst) {
+            None => Forward::Flood,
+            Some(&m) if m == from => Forward::Filter,
+            Some(&m) => Forward::To(m),
+        }
+    }
+
+    pub fn learned(&self, mac: &Address) -> Option<usize> {
+        self.macs.get(mac).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(dst: [u8; 6], src: [u8; 6]) -> Vec<u8> {
+        let mut f = dst.to_vec();
+        f.extend_from_slice(&src);
+        f.extend_from_slice(&[0x08, 0x00, 0xaa]);
+        f
+    }
+
+    #[test]
+    fn learning_and_flooding() {
+        let m = |i| Member { port: i, to_lan: 2 * i, from_lan: 2 * i + 1, up: true };
+        let mut lan = Lan::new("lan0".into(), vec![m(0), m(1), m(2)]);
+        let a = [2, 0, 0, 0, 0, 0xa];
+        let b = [2, 0, 0, 0, 0, 0xb];
+        // Unknown destination: flood; source learned.
+        assert_eq!(lan.switch(0, &frame(b, a)), Forward::Flood);
+        assert_eq!(lan.learned(&Address(a)), Some(0));
+        // Broadcast always floods.
+        assert_eq!(lan.switch(1, &frame([0xff; 6], b)), Forward::Flood);
+        // Now both are known: unicast goes to the learned member only.
+        assert_eq!(lan.switch(1, &frame(a, b)), Forward::To(0));
+        assert_eq!(lan.switch(0, &frame(b, a)), Forward::To(1));
+        // Multicast floods; same-member destination is filtered.
+        assert_eq!(lan.switch(0, &frame([0x01, 0, 0x5e, 0, 0, 1], a)), Forward::Flood);
+        assert_eq!(lan.switch(0, &frame(a, a)), Forward::Filter);
+        // Station moved: relearned.
+        assert_eq!(lan.switch(2, &frame(b, a)), Forward::To(1));
+        assert_eq!(lan.learned(&Address(a)), Some(2));
+        assert_eq!(lan.switch(2, &[1, 2, 3]), Forward::Filter);
+    }
+}

@@ -1,0 +1,559 @@
+//! The network: ports, point-to-point links and LANs, and the timer heap that drives them.
+//!
+//! Ports are where frames enter and leave (a TAP in emulation). A port is attached to at most
+//! one link end or LAN membership; its *ingress* pipeline is the direction that carries its
+//! frames away (link `ab` for port `a`, LAN member `to_lan`).
+//!
+//! Scheduling: each pipeline reports `poll_at()`; the network keeps one heap of timers
+//! ordered by the total key (time, kind, source id, sequence), so the order of simultaneous
+//! events never depends on hash order or on the driver, and an idle link costs nothing.
+//! Timers are invalidated lazily: an entry is acted on only if it is still the pipeline's
+//! scheduled deadline. Pipelines are polled at their event time, not at the driver's `now`,
+//! so a frame crossing a LAN switch enters the next pipeline at its exact time.
+//!
+//! Indices of ports, links, LANs and pipelines are never reused while the engine runs, so a
+//! stale timer or capture can never point at a different object.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+
+use serde::Serialize;
+
+use super::lan::{Forward, Lan, Member};
+use super::params::LinkParams;
+use super::pipeline::Pipeline;
+use crate::rng::stream_seed;
+use crate::stats::Counters;
+use crate::time::Instant;
+use crate::wire::ethernet::HEADER_LEN;
+
+pub type PortIdx = usize;
+pub type PipeIdx = usize;
+
+/// Event kinds in the total order; only pipeline deadlines exist today (simulated routers and
+/// traffic sources will add kinds).
+const KIND_PIPELINE: u8 = 0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Timer {
+    at: Instant,
+    kind: u8,
+    source: u64,
+    seq: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Sink {
+    Port(PortIdx),
+    Lan { lan: usize, member: usize },
+}
+
+#[derive(Debug)]
+struct PipeSlot {
+    pipe: Pipeline,
+    sink: Sink,
+    capture: bool,
+    scheduled: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Port {
+    id: String,
+    ingress: Option<PipeIdx>,
+    /// Frames that arrived on an unattached port (or too short for an unattached port).
+    unattached_drops: u64,
+}
+
+#[derive(Debug)]
+struct Link {
+    id: String,
+    a: PortIdx,
+    b: PortIdx,
+    ab: PipeIdx,
+    ba: PipeIdx,
+    up: bool,
+}
+
+/// What `poll` hands the driver.
+#[derive(Debug)]
+pub enum Output<'a> {
+    /// A frame to write to a port.
+    Frame { port: PortIdx, data: Vec<u8> },
+    /// A frame leaving a pipeline with capture enabled (emitted just before it is delivered).
+    Capture { pipe: PipeIdx, at: Instant, data: &'a [u8] },
+}
+
+/// Topology additions, already validated by the control layer for value ranges.
+#[derive(Debug, Clone)]
+pub struct LinkSpec {
+    pub id: String,
+    pub a: String,
+    pub b: String,
+    pub ab: LinkParams,
+    pub ba: LinkParams,
+}
+
+#[derive(Debug, Clone)]
+pub struct MemberSpec {
+    pub port: String,
+    pub to_lan: LinkParams,
+    pub from_lan: LinkParams,
+}
+
+#[derive(Debug, Clone)]
+pub struct LanSpec {
+    pub id: String,
+    pub members: Vec<MemberSpec>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TopologySpec {
+    pub ports: Vec<String>,
+    pub links: Vec<LinkSpec>,
+    pub lans: Vec<LanSpec>,
+}
+
+/// Which directions a `set`, `capture` or `down` addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dir {
+    Ab,
+    Ba,
+    ToLan,
+    FromLan,
+    Both,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct LinkStats {
+    pub ab: Counters,
+    pub ba: Counters,
+    pub up: bool,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct MemberStats {
+    pub to_lan: Counters,
+    pub from_lan: Counters,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct StatsBody {
+    pub now_ns: u64,
+    pub links: BTreeMap<String, LinkStats>,
+    pub lans: BTreeMap<String, BTreeMap<String, MemberStats>>,
+}
+
+#[derive(Debug)]
+pub struct Network {
+    seed: u64,
+    ports: Vec<Option<Port>>,
+    links: Vec<Option<Link>>,
+    lans: Vec<Option<Lan>>,
+    pipes: Vec<Option<PipeSlot>>,
+    port_ids: HashMap<String, PortIdx>,
+    link_ids: HashMap<String, usize>,
+    lan_ids: HashMap<String, usize>,
+    timers: BinaryHeap<Reverse<Timer>>,
+    seq: u64,
+    scratch: Vec<Vec<u8>>,
+}
+
+impl Network {
+    pub fn new(seed: u64) -> Self {
+        Network {
+            seed,
+            ports: Vec::new(),
+            links: Vec::new(),
+            lans: Vec::new(),
+            pipes: Vec::new(),
+            port_ids: HashMap::new(),
+            link_ids: HashMap::new(),
+            lan_ids: HashMap::new(),
+            timers: BinaryHeap::new(),
+            seq: 0,
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn port_index(&self, id: &str) -> Option<PortIdx> {
+        self.port_ids.get(id).copied()
+    }
+
+    pub fn port_id(&self, port: PortIdx) -> Option<&str> {
+        self.ports.get(port)?.as_ref().map(|p| p.id.as_str())
+    }
+
+    pub fn has_link(&self, id: &str) -> bool {
+        self.link_ids.contains_key(id)
+    }
+    pub fn has_lan(&self, id: &str) -> bool {
+        self.lan_ids.contains_key(id)
+    }
+
+    /// Check that `spec` can be added as a whole: new ids are unique, references resolve to
+    /// existing or new ports, and no port gets two attachments.
+    pub fn check_apply(&self, spec: &TopologySpec) -> Result<(), String> {
+        let mut new_ports = HashMap::new();
+        for p in &spec.ports {
+            if p.is_empty() {
+                return Err("ports: port id must not be empty".into());
+            }
+            if self.port_ids.contains_key(p) || new_ports.insert(p.as_str(), ()).is_some() {
+                return Err(format!("ports: port \"{p}\" already exists"));
+            }
+        }
+        let mut used: HashMap<&str, String> = HashMap::new();
+        let claim = |port: &str, by: String, used: &mut HashMap<&str, String>| -> Result<(), String> {
+            match self.port_ids.get(port) {
+                Some(&i) => {
+                    if self.ports[i].as_ref().is_some_and(|p| p.ingress.is_some()) {
+                        return Err(format!("{by}: port \"{port}\" is already attached"));
+                    }
+                }
+                None if new_ports.contains_key(port) => {}
+                None => return Err(format!("{by}: unknown port \"{port}\"")),
+            }
+            if let Some(other) = used.get(port) {
+                return Err(format!("{by}: port \"{port}\" is also used by {other}"));
+            }
+            Ok(())
+        };
+        let mut seen_links = HashMap::new();
+        for l in &spec.links {
+            let by = format!("link \"{}\"", l.id);
+            if l.id.is_empty() {
+                return Err("links: link id must not be empty".into());
+            }
+            if self.link_ids.contains_key(&l.id) || self.lan_ids.contains_key(&l.id) || seen_links.insert(l.id.as_str(), ()).is_some() {
+                return Err(format!("{by}: id already exists"));
+            }
+            if l.a == l.b {
+                return Err(format!("{by}: a and b are the same port \"{}\"", l.a));
+            }
+            claim(&l.a, by.clone(), &mut used)?;
+            used.insert(l.a.as_str(), by.clone());
+            claim(&l.b, by.clone(), &mut used)?;
+            used.insert(l.b.as_str(), by);
+        }
+        for lan in &spec.lans {
+            let by = format!("lan \"{}\"", lan.id);
+            if lan.id.is_empty() {
+                return Err("lans: lan id must not be empty".into());
+            }
+            if self.lan_ids.contains_key(&lan.id) || self.link_ids.contains_key(&lan.id) || seen_links.insert(lan.id.as_str(), ()).is_some() {
+                return Err(format!("{by}: id already exists"));
+            }
+            for m in &lan.members {
+                claim(&m.port, by.clone(), &mut used)?;
+                used.insert(m.port.as_str(), by.clone());
+            }
+        }
+        Ok(())
+    }
+
+    fn new_pipe(&mut self, params: LinkParams, name: &str, sink: Sink, now: Instant) -> PipeIdx {
+        let seed = stream_seed(self.seed, name);
+        self.pipes.push(Some(PipeSlot { pipe: Pipeline::new(params, seed, now), sink, capture: false, scheduled: None }));
+        self.pipes.len() - 1
+    }
+
+    /// Add a checked topology (call [`Network::check_apply`] first; unchecked input is
+    /// still memory-safe but may leave a port attached twice).
+    pub fn apply(&mut self, spec: TopologySpec, now: Instant) {
+        for p in spec.ports {
+            self.ports.push(Some(Port { id: p.clone(), ingress: None, unattached_drops: 0 }));
+            self.port_ids.insert(p, self.ports.len() - 1);
+        }
+        for l in spec.links {
+            let (Some(a), Some(b)) = (self.port_index(&l.a), self.port_index(&l.b)) else { continue };
+            // RNG streams are named after the objects so they do not depend on creation order.
+            let ab = self.new_pipe(l.ab, &format!("link:{}:ab", l.id), Sink::Port(b), now);
+            let ba = self.new_pipe(l.ba, &format!("link:{}:ba", l.id), Sink::Port(a), now);
+            self.set_ingress(a, ab);
+            self.set_ingress(b, ba);
+            self.links.push(Some(Link { id: l.id.clone(), a, b, ab, ba, up: true }));
+            self.link_ids.insert(l.id, self.links.len() - 1);
+        }
+        for lan in spec.lans {
+            let li = self.lans.len();
+            let mut members = Vec::new();
+            for (mi, m) in lan.members.into_iter().enumerate() {
+                let Some(port) = self.port_index(&m.port) else { continue };
+                let to_lan = self.new_pipe(m.to_lan, &format!("lan:{}:{}:to_lan", lan.id, m.port), Sink::Lan { lan: li, member: mi }, now);
+                let from_lan = self.new_pipe(m.from_lan, &format!("lan:{}:{}:from_lan", lan.id, m.port), Sink::Port(port), now);
+                self.set_ingress(port, to_lan);
+                members.push(Member { port, to_lan, from_lan, up: true });
+            }
+            self.lans.push(Some(Lan::new(lan.id.clone(), members)));
+            self.lan_ids.insert(lan.id, li);
+        }
+    }
+
+    fn set_ingress(&mut self, port: PortIdx, pipe: PipeIdx) {
+        if let Some(Some(p)) = self.ports.get_mut(port) {
+            p.ingress = Some(pipe);
+        }
+    }
+
+    /// Remove links, LANs and ports (in that order) as a whole; ports must not remain
+    /// attached to a link or LAN that is not removed too. Returns the removed port indices.
+    pub fn remove(&mut self, links: &[String], lans: &[String], ports: &[String]) -> Result<Vec<PortIdx>, String> {
+        for l in links {
+            if !self.link_ids.contains_key(l) {
+                return Err(format!("links: unknown link \"{l}\""));
+            }
+        }
+        for l in lans {
+            if !self.lan_ids.contains_key(l) {
+                return Err(format!("lans: unknown lan \"{l}\""));
+            }
+        }
+        let mut freed = std::collections::HashSet::new();
+        for l in links {
+            let link = self.links[self.link_ids[l]].as_ref().expect("id map points at live link");
+            freed.insert(link.a);
+            freed.insert(link.b);
+        }
+        for l in lans {
+            let lan = self.lans[self.lan_ids[l]].as_ref().expect("id map points at live lan");
+            freed.extend(lan.members.iter().map(|m| m.port));
+        }
+        let mut port_idx = Vec::new();
+        for p in ports {
+            let Some(&i) = self.port_ids.get(p) else { return Err(format!("ports: unknown port \"{p}\"")) };
+            let attached = self.ports[i].as_ref().is_some_and(|x| x.ingress.is_some());
+            if attached && !freed.contains(&i) {
+                return Err(format!("ports: port \"{p}\" is still attached to a link or lan; remove that too"));
+            }
+            port_idx.push(i);
+        }
+        for l in links {
+            if let Some(i) = self.link_ids.remove(l) {
+                if let Some(link) = self.links[i].take() {
+                    self.pipes[link.ab] = None;
+                    self.pipes[link.ba] = None;
+                    self.clear_ingress(link.a);
+                    self.clear_ingress(link.b);
+                }
+            }
+        }
+        for l in lans {
+            if let Some(i) = self.lan_ids.remove(l) {
+                if let Some(lan) = self.lans[i].take() {
+                    for m in lan.members {
+                        self.pipes[m.to_lan] = None;
+                        self.pipes[m.from_lan] = None;
+                        self.clear_ingress(m.port);
+                    }
+                }
+            }
+        }
+        for (p, &i) in ports.iter().zip(&port_idx) {
+            self.port_ids.remove(p);
+            self.ports[i] = None;
+        }
+        Ok(port_idx)
+    }
+
+    fn clear_ingress(&mut self, port: PortIdx) {
+        if let Some(Some(p)) = self.ports.get_mut(port) {
+            p.ingress = None;
+        }
+    }
+
+    /// A frame arrived on `port` at `now`.
+    pub fn receive(&mut self, port: PortIdx, frame: Vec<u8>, now: Instant) {
+        let Some(Some(p)) = self.ports.get_mut(port) else { return };
+        let Some(pipe) = p.ingress else {
+            p.unattached_drops += 1;
+            return;
+        };
+        let Some(Some(slot)) = self.pipes.get_mut(pipe) else { return };
+        if frame.len() < HEADER_LEN {
+            slot.pipe.count_malformed(frame.len());
+            return;
+        }
+        slot.pipe.enqueue(frame, now);
+        self.reschedule(pipe);
+    }
+
+    fn reschedule(&mut self, pipe: PipeIdx) {
+        let Some(Some(slot)) = self.pipes.get_mut(pipe) else { return };
+        let at = slot.pipe.poll_at();
+        if at.is_some() && at != slot.scheduled {
+            slot.scheduled = at;
+            self.seq += 1;
+            self.timers.push(Reverse(Timer { at: at.unwrap_or_default(), kind: KIND_PIPELINE, source: pipe as u64, seq: self.seq }));
+        }
+    }
+
+    /// Next deadline (possibly a stale one, which only costs an early wake-up).
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.timers.peek().map(|t| t.0.at)
+    }
+
+    /// Run every event due by `now`, in total order, handing outputs to `emit`.
+    pub fn poll(&mut self, now: Instant, mut emit: impl FnMut(Output<'_>)) {
+        while let Some(Reverse(t)) = self.timers.peek().copied() {
+            if t.at > now {
+                break;
+            }
+            self.timers.pop();
+            let pipe = t.source as usize;
+            let Some(Some(slot)) = self.pipes.get_mut(pipe) else { continue };
+            if slot.scheduled != Some(t.at) {
+                continue; // stale entry
+            }
+            slot.scheduled = None;
+            let mut out = std::mem::take(&mut self.scratch);
+            slot.pipe.poll(t.at, |f| out.push(f));
+            let (sink, capture) = (slot.sink, slot.capture);
+            self.reschedule(pipe);
+            for f in out.drain(..) {
+                if capture {
+                    emit(Output::Capture { pipe, at: t.at, data: &f });
+                }
+                match sink {
+                    Sink::Port(port) => emit(Output::Frame { port, data: f }),
+                    Sink::Lan { lan, member } => self.switch(lan, member, f, t.at),
+                }
+            }
+            self.scratch = out;
+        }
+    }
+
+    fn switch(&mut self, lan: usize, from: usize, frame: Vec<u8>, at: Instant) {
+        let Some(Some(l)) = self.lans.get_mut(lan) else { return };
+        let targets: Vec<PipeIdx> = match l.switch(from, &frame) {
+            Forward::Filter => return,
+            Forward::To(m) => l.members.get(m).map(|m| m.from_lan).into_iter().collect(),
+            Forward::Flood => l.members.iter().enumerate().filter(|(i, _)| *i != from).map(|(_, m)| m.from_lan).collect(),
+        };
+        let last = targets.len().saturating_sub(1);
+        let mut frame = Some(frame);
+        for (i, pipe) in targets.into_iter().enumerate() {
+            // Move the frame into the last target, clone for the others.
+            let f = if i == last { frame.take().unwrap_or_default() } else { frame.clone().unwrap_or_default() };
+            if let Some(Some(slot)) = self.pipes.get_mut(pipe) {
+                slot.pipe.enqueue(f, at);
+                self.reschedule(pipe);
+            }
+        }
+    }
+
+    /// The pipelines addressed by a target (link or LAN id), optional LAN member and dir.
+    pub fn select(&self, target: &str, member: Option<&str>, dir: Dir) -> Result<Vec<PipeIdx>, String> {
+        if let Some(&li) = self.link_ids.get(target) {
+            let l = self.links[li].as_ref().ok_or("target: link vanished")?;
+            if member.is_some() {
+                return Err(format!("member: target \"{target}\" is a link, not a lan"));
+            }
+            return match dir {
+                Dir::Ab => Ok(vec![l.ab]),
+                Dir::Ba => Ok(vec![l.ba]),
+                Dir::Both => Ok(vec![l.ab, l.ba]),
+                _ => Err(format!("dir: link \"{target}\" has directions \"ab\", \"ba\", \"both\"")),
+            };
+        }
+        if let Some(&li) = self.lan_ids.get(target) {
+            let lan = self.lans[li].as_ref().ok_or("target: lan vanished")?;
+            let members: Vec<&Member> = match member {
+                None => lan.members.iter().collect(),
+                Some(m) => {
+                    let pi = self.port_index(m);
+                    let found: Vec<&Member> = lan.members.iter().filter(|x| Some(x.port) == pi).collect();
+                    if found.is_empty() {
+                        return Err(format!("member: port \"{m}\" is not a member of lan \"{target}\""));
+                    }
+                    found
+                }
+            };
+            let mut out = Vec::new();
+            for m in members {
+                match dir {
+                    Dir::ToLan => out.push(m.to_lan),
+                    Dir::FromLan => out.push(m.from_lan),
+                    Dir::Both => out.extend([m.to_lan, m.from_lan]),
+                    _ => return Err(format!("dir: lan \"{target}\" has directions \"to_lan\", \"from_lan\", \"both\"")),
+                }
+            }
+            return Ok(out);
+        }
+        Err(format!("target: no link or lan \"{target}\""))
+    }
+
+    pub fn pipe_params(&self, pipe: PipeIdx) -> Option<&LinkParams> {
+        self.pipes.get(pipe)?.as_ref().map(|s| s.pipe.params())
+    }
+
+    pub fn set_pipe_params(&mut self, pipe: PipeIdx, params: LinkParams, now: Instant) {
+        if let Some(Some(slot)) = self.pipes.get_mut(pipe) {
+            slot.pipe.set_params(params, now);
+        }
+        self.reschedule(pipe);
+    }
+
+    pub fn set_capture(&mut self, pipe: PipeIdx, on: bool) {
+        if let Some(Some(slot)) = self.pipes.get_mut(pipe) {
+            slot.capture = on;
+        }
+    }
+
+    pub fn pipe_exists(&self, pipe: PipeIdx) -> bool {
+        matches!(self.pipes.get(pipe), Some(Some(_)))
+    }
+
+    /// Bring a link, a whole LAN or one LAN member down or up. Returns the ports whose
+    /// carrier follows (the link's two ends, or the affected members' ports).
+    pub fn set_up(&mut self, target: &str, member: Option<&str>, up: bool, now: Instant) -> Result<Vec<PortIdx>, String> {
+        let pipes = self.select(target, member, Dir::Both)?;
+        let mut ports = Vec::new();
+        if let Some(&li) = self.link_ids.get(target) {
+            if let Some(l) = self.links[li].as_mut() {
+                l.up = up;
+                ports.extend([l.a, l.b]);
+            }
+        } else if let Some(&li) = self.lan_ids.get(target) {
+            let pi = member.and_then(|m| self.port_index(m));
+            if let Some(lan) = self.lans[li].as_mut() {
+                for m in lan.members.iter_mut().filter(|m| member.is_none() || Some(m.port) == pi) {
+                    m.up = up;
+                    ports.push(m.port);
+                }
+            }
+        }
+        for p in pipes {
+            if let Some(Some(slot)) = self.pipes.get_mut(p) {
+                slot.pipe.set_up(up, now);
+            }
+            self.reschedule(p);
+        }
+        Ok(ports)
+    }
+
+    fn counters(&self, pipe: PipeIdx) -> Counters {
+        self.pipes.get(pipe).and_then(|s| s.as_ref()).map(|s| s.pipe.counters()).unwrap_or_default()
+    }
+
+    /// Counters of everything, or of one link or LAN.
+    pub fn stats(&self, target: Option<&str>, now: Instant) -> Result<StatsBody, String> {
+        if let Some(t) = target {
+            if !self.has_link(t) && !self.has_lan(t) {
+                return Err(format!("target: no link or lan \"{t}\""));
+            }
+        }
+        let mut body = StatsBody { now_ns: now.nanos(), links: BTreeMap::new(), lans: BTreeMap::new() };
+        for l in self.links.iter().flatten().filter(|l| target.is_none_or(|t| t == l.id)) {
+            body.links.insert(l.id.clone(), LinkStats { ab: self.counters(l.ab), ba: self.counters(l.ba), up: l.up });
+        }
+        for lan in self.lans.iter().flatten().filter(|l| target.is_none_or(|t| t == l.id)) {
+            let mut ms = BTreeMap::new();
+            for m in &lan.members {
+                let name = self.port_id(m.port).unwrap_or("?").to_string();
+                ms.insert(name, MemberStats { to_lan: self.counters(m.to_lan), from_lan: self.counters(m.from_lan) });
+            }
+            body.lans.insert(lan.id.clone(), ms);
+        }
+        Ok(body)
+    }
+}
