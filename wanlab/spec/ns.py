@@ -228,7 +228,7 @@ class _Records:
         return ir.validate(exp)
 
     def raise_error(self, e: dict[str, Any]) -> None:
-        msg = e["message"]
+        msg = " ".join(e["message"].split())
         f, line = e.get("file") or None, e.get("line") or None
         if not f:
             f, line = locate_error(e.get("errorinfo", ""), e.get("procs", {}))

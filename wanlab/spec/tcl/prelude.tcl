@@ -193,7 +193,8 @@ proc ::wl::dispatch {h args} {
     if {[catch {$p $h {*}$args} res opts]} {
         if {[lrange [dict get $opts -errorcode] 0 1] eq {TCL WRONGARGS}
                 && [string match "wrong # args: should be \"$p *" $res]} {
-            fail "wrong # args: should be \"[usage $p "\$[string tolower $c] $m"]\""
+            set pre [expr {$c eq "Simulator" ? "\$ns" : "\$[string tolower $c]"}]
+            fail "wrong # args: should be \"[usage $p "$pre $m"]\""
         }
         dict incr opts -level
         return -options $opts $res

@@ -1,0 +1,381 @@
+"""The Python front end: build an experiment in a few lines, Mininet-style.
+
+::
+
+    from wanlab.spec.builder import ExperimentBuilder
+    b = ExperimentBuilder("figure2", seed=1)
+    a, r, c = b.node("nodeA"), b.node("router"), b.node("nodeC")
+    b.link(a, r, bandwidth="10Mb", delay="10ms", loss=0.01, name="link0")
+    b.lan([a, r, c], bandwidth="100Mb", delay="2ms")
+    b.at(12, "link0", "down")
+    exp = b.build()          # a validated wanlab.model.ir.Experiment
+
+Methods return the new object's name (a ``str``), which is what the other
+methods take.  Values take the same units as ns-2 and YAML
+(:mod:`wanlab.spec.units`): ``"10Mb"`` or a number of bit/s, ``"20ms"`` or a
+number of seconds, loss as a probability.  Semantics are those of the ns-2
+front end (docs/ns-reference.md): a LAN's delay D is member-to-member, so each
+member's half is D/2 and its loss L is split as 1 - sqrt(1 - L) per half.
+
+Every keyword is explicit (no ``**params``), so a typo is a ``TypeError`` at
+the call, and a bad value is a :class:`~wanlab.errors.SpecError` naming the
+argument.  Each object records the file and line of the call that declared it.
+A ``.py`` experiment file passed to :func:`wanlab.spec.load` must define a
+module-level ``experiment`` (an ``Experiment`` or an ``ExperimentBuilder``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import runpy
+import sys
+from dataclasses import replace
+from typing import Any, Iterable, Mapping
+
+from wanlab.errors import SpecError
+from wanlab.model import ir
+from wanlab.spec import units
+
+QUEUE_KEYS = ("kind", "limit", "in_bytes", "thresh", "maxthresh", "q_weight", "linterm",
+              "gentle", "mean_pktsize")
+PARAM_KEYS = ("bandwidth", "delay", "loss", "queue")
+_RTPROTO = {"static": "static", "manual": "manual", "session": "session", "ospf": "ospf"}
+
+QueueSpec = "str | Mapping[str, Any] | ir.Queue | None"
+
+
+def _caller_source(depth: int = 2) -> ir.Source:
+    f = sys._getframe(depth)
+    while f is not None and f.f_globals.get("__name__") == __name__:
+        f = f.f_back
+    if f is None:
+        return ir.Source()
+    return ir.Source(f.f_code.co_filename, f.f_lineno)
+
+
+def unknown_key(key: str, allowed: Iterable[str]) -> str:
+    """'unknown key (did you mean X?)' message."""
+    close = difflib.get_close_matches(key, list(allowed), n=1)
+    return "unknown key" + (f" (did you mean {close[0]}?)" if close else
+                            f"; allowed keys are {', '.join(allowed)}")
+
+
+def make_queue(spec: Any, base: ir.Queue | None = None, field: str = "queue") -> ir.Queue:
+    """A Queue from a kind string (``"RED"``), a mapping of Queue fields, or a Queue."""
+    q = base or ir.Queue()
+    if spec is None:
+        return q
+    if isinstance(spec, ir.Queue):
+        return spec
+    if isinstance(spec, str):
+        return replace(q, kind=_queue_kind(spec, field))
+    if not isinstance(spec, Mapping):
+        raise SpecError(f"queue must be a kind (DropTail, RED, GRED) or a mapping, "
+                        f"not {spec!r}", field=field)
+    ch: dict[str, Any] = {}
+    for k, v in spec.items():
+        f = f"{field}.{k}"
+        if k not in QUEUE_KEYS:
+            raise SpecError(unknown_key(k, QUEUE_KEYS), field=f)
+        if k == "kind":
+            ch[k] = _queue_kind(v, f)
+        elif k in ("limit", "mean_pktsize"):
+            ch[k] = None if v is None and k == "limit" else units.parse_int(v, k, field=f)
+        elif k in ("in_bytes", "gentle"):
+            ch[k] = units.parse_bool(v, k, field=f)
+        else:
+            ch[k] = units.parse_float(v, k, field=f)
+    return replace(q, **ch)
+
+
+def _queue_kind(v: Any, field: str) -> str:
+    k = str(v).lower().removeprefix("queue/")
+    if k not in ir.QUEUE_KINDS:
+        raise SpecError(f"queue {v!r} unknown; supported queues are DropTail, RED, GRED",
+                        field=field)
+    return k
+
+
+class ExperimentBuilder:
+    """Collects nodes, links, LANs, programs, agents and events; :meth:`build` validates."""
+
+    def __init__(self, name: str, *, seed: int = 1, routing: str = "static"):
+        self.name = name
+        self.seed = seed
+        self.routing(routing)
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._links: dict[str, dict[str, Any]] = {}
+        self._lans: dict[str, dict[str, Any]] = {}
+        self._programs: list[ir.Program] = []
+        self._agents: dict[str, dict[str, Any]] = {}
+        self._events: list[ir.Event] = []
+        self._warnings: list[str] = []
+        self._counters: dict[str, int] = {}
+
+    # -- helpers -----------------------------------------------------------
+    def _taken(self) -> set[str]:
+        return (set(self._nodes) | set(self._links) | set(self._lans) | set(self._agents)
+                | {p.name for p in self._programs})
+
+    def _name(self, name: str | None, prefix: str) -> str:
+        if name is not None:
+            if not isinstance(name, str):
+                raise SpecError(f"name {name!r} must be a string", field="name")
+            return name
+        taken = self._taken()
+        i = self._counters.get(prefix, 0)
+        while f"{prefix}{i}" in taken:
+            i += 1
+        self._counters[prefix] = i + 1
+        return f"{prefix}{i}"
+
+    def _warn(self, msg: str, src: ir.Source) -> None:
+        where = f"{src.file}:{src.line}: " if src.file and src.line else \
+            (f"{src.file}: " if src.file else "")
+        self._warnings.append(where + msg)
+
+    def _node_ref(self, n: Any, field: str) -> str:
+        if not isinstance(n, str) or n not in self._nodes:
+            raise SpecError(f"{n!r} is not a node of this experiment (declare it with "
+                            f"node() first)", field=field)
+        return n
+
+    @staticmethod
+    def _params(bandwidth: Any, delay: Any, loss: Any, queue: Any,
+                base: ir.LinkParams | None = None, field: str = "") -> ir.LinkParams:
+        p = base or ir.LinkParams()
+        pre = field + "." if field else ""
+        ch: dict[str, Any] = {}
+        if bandwidth is not None:
+            ch["bandwidth_bps"] = units.parse_bandwidth(bandwidth, field=pre + "bandwidth")
+        if delay is not None:
+            ch["delay_s"] = units.parse_delay(delay, field=pre + "delay")
+        if loss is not None:
+            ch["loss"] = units.parse_loss(loss, field=pre + "loss")
+        if queue is not None:
+            ch["queue"] = make_queue(queue, p.queue, pre + "queue")
+        return replace(p, **ch)
+
+    # -- declarations ------------------------------------------------------
+    def routing(self, proto: str) -> None:
+        """Routing: static (default), manual, session or ospf (ns-2 ``rtproto``)."""
+        r = _RTPROTO.get(str(proto).lower())
+        if r is None:
+            raise SpecError(f"routing {proto!r} unknown; supported are static, manual, "
+                            f"session, ospf", field="routing")
+        self.rtproto = r
+
+    def node(self, name: str | None = None, *, kind: str = "emulated", os: str | None = None,
+             hardware: str | None = None, startcmd: str | None = None,
+             source: ir.Source | None = None) -> str:
+        """Declare a node; returns its name."""
+        src = source or _caller_source()
+        name = self._name(name, "node")
+        if name in self._nodes:
+            raise SpecError(f"node {name!r} is declared twice", src.file, src.line)
+        if os is not None:
+            self._warn(f"node {name}: os {os}: recorded only; every node runs the host's own "
+                       f"filesystem and kernel (the default image)", src)
+        if hardware is not None:
+            self._warn(f"node {name}: hardware {hardware}: recorded; ignored: all nodes run "
+                       f"as namespaces on this host", src)
+        self._nodes[name] = dict(name=name, kind=kind, os=os, hardware=hardware,
+                                 startcmd=startcmd, routes=[], source=src)
+        return name
+
+    def route(self, node: str, dst: str, via: str) -> None:
+        """A manual route on ``node`` (ns ``$node add-route DST NEXTHOP``)."""
+        self._nodes[self._node_ref(node, "node")]["routes"].append(ir.Route(str(dst), str(via)))
+
+    def link(self, a: str, b: str, *, bandwidth: Any = 0, delay: Any = 0, loss: Any = 0,
+             queue: Any = None, name: str | None = None, cost: int = 1,
+             ip_a: str | None = None, ip_b: str | None = None, netmask: str | None = None,
+             source: ir.Source | None = None) -> str:
+        """A duplex link with the same shaping both ways; returns its name."""
+        src = source or _caller_source()
+        a, b = self._node_ref(a, "a"), self._node_ref(b, "b")
+        name = self._name(name, "link")
+        p = self._params(bandwidth, delay, loss, queue)
+        self._links[name] = dict(name=name, a=a, b=b, ab=p, ba=p, ip_a=ip_a, ip_b=ip_b,
+                                 netmask=netmask,
+                                 cost=units.parse_int(cost, "cost", field="cost"),
+                                 source=src)
+        return name
+
+    def direction(self, link: str, src: str, *, bandwidth: Any = None, delay: Any = None,
+                  loss: Any = None, queue: Any = None) -> None:
+        """Change the shaping of one direction of ``link``, from node ``src``
+        (ns ``tb-set-link-simplex-params``, ``[[$ns link $src $dst] queue]``)."""
+        if link not in self._links:
+            raise SpecError(f"{link!r} is not a link of this experiment", field="link")
+        l = self._links[link]
+        if src not in (l["a"], l["b"]):
+            raise SpecError(f"{src!r} is not an end of link {link!r}", field="src")
+        d = "ab" if src == l["a"] else "ba"
+        l[d] = self._params(bandwidth, delay, loss, queue, base=l[d])
+
+    def lan(self, nodes: Iterable[str], *, bandwidth: Any = 0, delay: Any = 0, loss: Any = 0,
+            queue: Any = None, name: str | None = None, netmask: str | None = None,
+            cost: int = 1, source: ir.Source | None = None) -> str:
+        """A switched LAN; ``delay`` is member-to-member (each half D/2)."""
+        src = source or _caller_source()
+        members = [self._node_ref(n, f"nodes[{i}]") for i, n in enumerate(nodes)]
+        name = self._name(name, "lan")
+        self._lans[name] = dict(
+            name=name, members={m: {"to_lan": {}, "from_lan": {}, "ip": None} for m in members},
+            order=members,
+            bandwidth=units.parse_bandwidth(bandwidth, field="bandwidth"),
+            delay=units.parse_delay(delay, field="delay"),
+            loss=units.parse_loss(loss, field="loss"),
+            queue=make_queue(queue), netmask=netmask,
+            cost=units.parse_int(cost, "cost", field="cost"), source=src)
+        return name
+
+    def lan_member(self, lan: str, node: str, *, bandwidth: Any = None, delay: Any = None,
+                   loss: Any = None, ip: str | None = None,
+                   to_lan: Mapping[str, Any] | None = None,
+                   from_lan: Mapping[str, Any] | None = None) -> None:
+        """Per-member settings: ``bandwidth``/``delay``/``loss`` set the member's own
+        attachment both ways (``tb-set-node-lan-params``); ``to_lan``/``from_lan``
+        mappings (keys bandwidth, delay, loss, queue) set one direction
+        (``tb-set-lan-simplex-params``); ``ip`` its address (``tb-set-ip-lan``)."""
+        if lan not in self._lans:
+            raise SpecError(f"{lan!r} is not a LAN of this experiment", field="lan")
+        m = self._lans[lan]["members"].get(node)
+        if m is None:
+            raise SpecError(f"{node!r} is not a member of LAN {lan!r}", field="node")
+        for d in ("to_lan", "from_lan"):
+            for k, v in (("bandwidth", bandwidth), ("delay", delay), ("loss", loss)):
+                if v is not None:
+                    m[d][k] = v
+        for d, spec in (("to_lan", to_lan), ("from_lan", from_lan)):
+            for k, v in (spec or {}).items():
+                if k not in PARAM_KEYS:
+                    raise SpecError(unknown_key(k, PARAM_KEYS), field=f"{d}.{k}")
+                m[d][k] = v
+        if ip is not None:
+            m["ip"] = ip
+        # check the values now, so errors point at this call
+        for d in ("to_lan", "from_lan"):
+            self._params(m[d].get("bandwidth"), m[d].get("delay"), m[d].get("loss"),
+                         m[d].get("queue"), field=d)
+
+    def program(self, node: str, command: str, *, name: str | None = None,
+                dir: str | None = None, timeout: Any = None,
+                expected_exit_code: int | None = None,
+                source: ir.Source | None = None) -> str:
+        """An Emulab Program object on ``node``; returns its name."""
+        src = source or _caller_source()
+        node = self._node_ref(node, "node")
+        name = self._name(name, "prog")
+        self._programs.append(ir.Program(
+            name=name, node=node, command=str(command), dir=dir,
+            timeout_s=None if timeout is None else units.parse_delay(timeout, field="timeout",
+                                                                     what="timeout"),
+            expected_exit_code=None if expected_exit_code is None else units.parse_int(
+                expected_exit_code, "expected_exit_code", field="expected_exit_code"),
+            source=src))
+        return name
+
+    def agent(self, kind: str, *, node: str | None = None, name: str | None = None,
+              attached: str | None = None, peer: str | None = None,
+              params: Mapping[str, Any] | None = None,
+              source: ir.Source | None = None) -> str:
+        """A traffic agent (``Agent/UDP``...) on ``node``, or an application
+        (``Application/Traffic/CBR``...) ``attached`` to an agent."""
+        src = source or _caller_source()
+        if node is not None:
+            self._node_ref(node, "node")
+        name = self._name(name, "agent")
+        self._agents[name] = dict(name=name, kind=str(kind), node=node, attached=attached,
+                                  peer=peer, params=[(str(k), str(v)) for k, v in
+                                                     (params or {}).items()], source=src)
+        return name
+
+    def connect(self, src: str, dst: str) -> None:
+        """``$ns connect``: make two agents peers."""
+        for x in (src, dst):
+            if x not in self._agents:
+                raise SpecError(f"{x!r} is not an agent of this experiment", field="connect")
+        self._agents[src]["peer"], self._agents[dst]["peer"] = dst, src
+
+    def at(self, time: Any, target: str, action: str, *args: Any,
+           source: ir.Source | None = None) -> None:
+        """``$ns at TIME "$target action args"``."""
+        src = source or _caller_source()
+        self._events.append(ir.Event(time_s=units.parse_time(time, field="at"),
+                                     target=str(target), action=str(action),
+                                     args=tuple(str(a) for a in args), source=src))
+
+    # -- result ------------------------------------------------------------
+    def build(self) -> ir.Experiment:
+        """The validated experiment."""
+        nodes = tuple(ir.Node(**{**n, "routes": tuple(n["routes"])}) for n in self._nodes.values())
+        links = tuple(ir.Link(**l) for l in self._links.values())
+        lans = []
+        for l in self._lans.values():
+            half = ir.LinkParams(bandwidth_bps=l["bandwidth"], delay_s=l["delay"] / 2,
+                                 loss=units.split_loss(l["loss"]), queue=l["queue"])
+            members = []
+            for node in l["order"]:
+                m = l["members"][node]
+                to, fr = (self._params(m[d].get("bandwidth"), m[d].get("delay"),
+                                       m[d].get("loss"), m[d].get("queue"), base=half)
+                          for d in ("to_lan", "from_lan"))
+                members.append(ir.LanMember(node=node, to_lan=to, from_lan=fr, ip=m["ip"]))
+            lans.append(ir.Lan(name=l["name"], members=tuple(members),
+                               bandwidth_bps=l["bandwidth"], delay_s=l["delay"],
+                               loss=l["loss"], netmask=l["netmask"], cost=l["cost"],
+                               source=l["source"]))
+        agents = []
+        for a in self._agents.values():
+            node = a["node"]
+            if node is None and a["attached"] in self._agents:
+                node = self._agents[a["attached"]]["node"]
+            agents.append(ir.Agent(name=a["name"], kind=a["kind"], node=node,
+                                   attached=a["attached"], peer=a["peer"],
+                                   params=tuple(a["params"]), source=a["source"]))
+        exp = ir.Experiment(name=self.name, nodes=nodes, links=links, lans=tuple(lans),
+                            events=tuple(self._events), programs=tuple(self._programs),
+                            agents=tuple(agents), rtproto=self.rtproto,
+                            seed=units.parse_int(self.seed, "seed", field="seed"),
+                            warnings=tuple(self._warnings))
+        return ir.validate(exp)
+
+
+def load_python(path: str | os.PathLike[str]) -> ir.Experiment:
+    """Run a ``.py`` experiment file; it must define a module-level ``experiment``."""
+    display = str(path)
+    if not os.path.isfile(path):
+        raise SpecError("no such file", file=display)
+    try:
+        g = runpy.run_path(str(path), run_name="__wanlab_experiment__")
+    except SpecError as e:
+        if e.file:
+            raise
+        raise SpecError(e.message, file=display, line=_tb_line(e, path),
+                        field=e.field) from None
+    except SyntaxError as e:
+        raise SpecError(f"Python syntax error: {e.msg}", file=display, line=e.lineno) from None
+    except Exception as e:  # the user's code failed: report it as a spec error
+        raise SpecError(f"{type(e).__name__}: {e}", file=display,
+                        line=_tb_line(e, path)) from None
+    exp = g.get("experiment")
+    if isinstance(exp, ExperimentBuilder):
+        exp = exp.build()
+    if not isinstance(exp, ir.Experiment):
+        raise SpecError("a Python experiment file must define a module-level 'experiment' "
+                        "(an ExperimentBuilder or an Experiment)", file=display)
+    return ir.validate(exp)
+
+
+def _tb_line(e: BaseException, path: Any) -> int | None:
+    target = os.path.abspath(str(path))
+    line = None
+    tb = e.__traceback__
+    while tb is not None:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == target:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

@@ -1,0 +1,211 @@
+"""The YAML front end (docs/yaml.md; JSON Schema: schema/experiment.schema.json).
+
+The file is checked against the JSON Schema (draft 2020-12) first, so an
+unknown or misspelt key is an error naming its path
+(``links[0].bandwith: unknown key (did you mean bandwidth?)``); then each
+entry is declared through :class:`~wanlab.spec.builder.ExperimentBuilder`, so
+YAML, Python and ns-2 share units and semantics.  Errors cite the file and the
+line of the offending entry; YAML syntax errors cite the line of the mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wanlab.errors import SpecError
+from wanlab.model import ir
+from wanlab.spec.builder import ExperimentBuilder, unknown_key
+from wanlab.spec.ns import sanitize_name
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schema" / "experiment.schema.json"
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+
+
+class _Map(dict):
+    line: int | None = None
+    key_lines: dict[str, int]
+
+
+class _Seq(list):
+    line: int | None = None
+    item_lines: list[int]
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that remembers the line of every mapping, key and list item."""
+
+    def construct_mapping(self, node, deep=False):  # type: ignore[override]
+        m = _Map(super().construct_mapping(node, deep=True))
+        m.line = node.start_mark.line + 1
+        m.key_lines = {}
+        for k, _v in node.value:
+            try:
+                m.key_lines[str(self.construct_object(k))] = k.start_mark.line + 1
+            except Exception:  # noqa: BLE001 - unhashable keys are reported by the schema
+                pass
+        return m
+
+    def construct_sequence(self, node, deep=False):  # type: ignore[override]
+        s = _Seq(super().construct_sequence(node, deep=True))
+        s.line = node.start_mark.line + 1
+        s.item_lines = [n.start_mark.line + 1 for n in node.value]
+        return s
+
+
+_Loader.add_constructor("tag:yaml.org,2002:map", _Loader.construct_mapping)
+_Loader.add_constructor("tag:yaml.org,2002:seq", _Loader.construct_sequence)
+
+
+def _path_str(path: list[Any]) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _line_of(doc: Any, path: list[Any]) -> int | None:
+    line = getattr(doc, "line", None)
+    cur = doc
+    for p in path:
+        try:
+            if isinstance(cur, _Map) and p in cur.key_lines:
+                line = cur.key_lines[p]
+            elif isinstance(cur, _Seq) and isinstance(p, int) and p < len(cur.item_lines):
+                line = cur.item_lines[p]
+            cur = cur[p]
+        except (KeyError, IndexError, TypeError):
+            break
+    return line
+
+
+def _schema_error(doc: Any, file: str) -> None:
+    import jsonschema
+
+    v = jsonschema.Draft202012Validator(schema())
+    errors = list(v.iter_errors(doc))
+    if not errors:
+        return
+    # the most specific error first (deepest path), then document order
+    def best(e):
+        while e.context:
+            e = min(e.context, key=lambda c: -len(c.absolute_path))
+        return e
+    e = best(min(errors, key=lambda e: (-len(e.absolute_path), str(e.absolute_path))))
+    path = list(e.absolute_path)
+    if e.validator == "additionalProperties":
+        allowed = list(e.schema.get("properties", {}))
+        extra = [k for k in e.instance if k not in allowed]
+        if extra:
+            k = extra[0]
+            raise SpecError(unknown_key(str(k), allowed), file=file,
+                            line=_line_of(doc, path + [k]), field=_path_str(path + [k]))
+    if e.validator == "required":
+        msg = e.message.replace("is a required property", "is required")
+    elif e.validator in ("oneOf", "anyOf"):
+        msg = f"{e.instance!r} is not a valid entry here (see docs/yaml.md)"
+    else:
+        msg = e.message
+    raise SpecError(msg, file=file, line=_line_of(doc, path), field=_path_str(path) or None)
+
+
+def load_file(path: str | os.PathLike[str]) -> ir.Experiment:
+    """Read and validate a YAML experiment file."""
+    display = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError("no such file", file=display) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise SpecError(f"cannot read: {e}", file=display) from None
+    return loads(text, file=display, default_name=sanitize_name(Path(display).stem))
+
+
+def loads(text: str, *, file: str = "<yaml>", default_name: str = "experiment") -> ir.Experiment:
+    """Parse YAML text (``file`` is used in error messages)."""
+    try:
+        doc = yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        raise SpecError(f"YAML syntax error: {e.problem or e}", file=file,
+                        line=mark.line + 1 if mark else None) from None
+    except yaml.YAMLError as e:
+        raise SpecError(f"YAML error: {e}", file=file) from None
+    if not isinstance(doc, dict):
+        raise SpecError("the file must be a YAML mapping (name:, nodes:, links: ...)", file=file)
+    _schema_error(doc, file)
+    return _build(doc, file, default_name)
+
+
+def _build(doc: dict[str, Any], file: str, default_name: str) -> ir.Experiment:
+    def at(path: list[Any]):
+        return ir.Source(file, _line_of(doc, path))
+
+    def call(path: list[Any], fn, *args, **kw):
+        try:
+            return fn(*args, **kw)
+        except SpecError as e:
+            sub = _path_str(path) + ("." + e.field if e.field else "")
+            raise SpecError(e.message, file=file, line=_line_of(doc, path), field=sub) from None
+
+    b = call(["name"], ExperimentBuilder, doc.get("name", default_name),
+             seed=doc.get("seed", 1), routing=doc.get("routing", "static"))
+    for i, n in enumerate(doc.get("nodes", [])):
+        if isinstance(n, str):
+            n = {"name": n}
+        node = call(["nodes", i], b.node, n["name"], kind=n.get("kind", "emulated"),
+                    os=n.get("os"), hardware=n.get("hardware"), startcmd=n.get("startcmd"),
+                    source=at(["nodes", i]))
+        for j, r in enumerate(n.get("routes", [])):
+            call(["nodes", i, "routes", j], b.route, node, r["dst"], r["via"])
+    for i, l in enumerate(doc.get("links", [])):
+        p = ["links", i]
+        a, bb = l["nodes"]
+        name = call(p, b.link, a, bb, bandwidth=l.get("bandwidth", 0), delay=l.get("delay", 0),
+                    loss=l.get("loss", 0), queue=l.get("queue"), name=l.get("name"),
+                    cost=l.get("cost", 1), ip_a=(l.get("ips") or [None, None])[0],
+                    ip_b=(l.get("ips") or [None, None])[1], netmask=l.get("netmask"),
+                    source=at(p))
+        for d, src in (("ab", a), ("ba", bb)):
+            if d in l:
+                x = l[d]
+                call(p + [d], b.direction, name, src, bandwidth=x.get("bandwidth"),
+                     delay=x.get("delay"), loss=x.get("loss"), queue=x.get("queue"))
+    for i, l in enumerate(doc.get("lans", [])):
+        p = ["lans", i]
+        members = [m if isinstance(m, str) else m["node"] for m in l["nodes"]]
+        name = call(p, b.lan, members, bandwidth=l.get("bandwidth", 0), delay=l.get("delay", 0),
+                    loss=l.get("loss", 0), queue=l.get("queue"), name=l.get("name"),
+                    netmask=l.get("netmask"), cost=l.get("cost", 1), source=at(p))
+        for j, m in enumerate(l["nodes"]):
+            if isinstance(m, dict):
+                call(p + ["nodes", j], b.lan_member, name, m["node"],
+                     bandwidth=m.get("bandwidth"), delay=m.get("delay"), loss=m.get("loss"),
+                     ip=m.get("ip"), to_lan=m.get("to_lan"), from_lan=m.get("from_lan"))
+    for i, pr in enumerate(doc.get("programs", [])):
+        call(["programs", i], b.program, pr["node"], pr["command"], name=pr.get("name"),
+             dir=pr.get("dir"), timeout=pr.get("timeout"),
+             expected_exit_code=pr.get("expected_exit_code"), source=at(["programs", i]))
+    for i, ag in enumerate(doc.get("agents", [])):
+        call(["agents", i], b.agent, ag["kind"], node=ag.get("node"), name=ag.get("name"),
+             attached=ag.get("attached"), peer=ag.get("peer"), params=ag.get("params"),
+             source=at(["agents", i]))
+    for i, ev in enumerate(doc.get("events", [])):
+        call(["events", i], b.at, ev["at"], ev["target"], ev["action"],
+             *[str(a) for a in ev.get("args", [])], source=at(["events", i]))
+    try:
+        exp = b.build()
+    except SpecError as e:
+        if e.file:
+            raise
+        raise SpecError(e.message, file=file, line=e.line, field=e.field) from None
+    return exp
