@@ -24,7 +24,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from netlab import (ENGINE, GEN, ROOT, Engine, EngineError, EngineTopo, Lab, LabError, RouterTopo,  # noqa: E402
-                    VethTopo, engine_help, link_params, ns_cmd, sh, static_neigh)
+                    VethTopo, MTU, engine_help, link_params, ns_cmd, sh, static_neigh)
 import measure as M  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "bench", "results")
@@ -320,7 +320,7 @@ class Suite:
                 for ns, dev, ip in ((t.ns_a, f"wlb{tag}s{i}a", t.ip_a), (t.ns_b, f"wlb{tag}s{i}b", t.ip_b)):
                     sh(["ip", "link", "set", dev, "netns", ns])
                     sh(ns_cmd(ns, ["ip", "addr", "add", ip + "/24", "dev", dev]))
-                    sh(ns_cmd(ns, ["ip", "link", "set", dev, "up"]))
+                    sh(ns_cmd(ns, ["ip", "link", "set", dev, "mtu", str(MTU), "up"]))
                 static_neigh(t.ns_a, f"wlb{tag}s{i}a", t.ip_a, t.ns_b, f"wlb{tag}s{i}b", t.ip_b)
                 topos.append(t)
             time.sleep(1.0)

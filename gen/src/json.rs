@@ -61,7 +61,9 @@ pub fn fmt_f64(v: f64) -> String {
     if v == v.trunc() && v.abs() < 1e15 {
         format!("{}", v as i64)
     } else {
-        format!("{v:.6}").trim_end_matches('0').to_string()
+        // Rust's Display for f64 is the shortest round-trip form and never
+        // uses exponent notation, so it is always valid JSON.
+        format!("{v}")
     }
 }
 
@@ -98,5 +100,7 @@ mod tests {
         assert_eq!(Obj::new().finish(), "{}");
         assert_eq!(fmt_f64(f64::NAN), "null");
         assert_eq!(num_array(&[1.0, 0.25]), "[1,0.25]");
+        assert_eq!(fmt_f64(1e-7), "0.0000001");
+        assert_eq!(fmt_f64(-2.5), "-2.5");
     }
 }

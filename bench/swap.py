@@ -1,0 +1,200 @@
+"""Swap-in / swap-out time of chains and star LANs, beside a plain-veth floor.
+
+For N in 10, 100, 1000 (``--sizes``) and two shapes (a chain of N nodes
+joined by N-1 links; a star: N nodes on one LAN), it measures:
+
+* wanlab: ``Lab.create`` (parse-free: the IR is built in code; includes
+  planning, store, engine start, namespaces, TAPs, addresses, routes,
+  hosts files) and ``Lab.swapout``;
+* floor: the same namespaces joined by plain veth pairs (chain) or veths on
+  one Linux bridge (star), with the same addresses, built with the same
+  netlink library, and no shaping at all.
+
+Medians of ``--repeats`` runs (1000-node runs once unless asked). Results
+are printed and written to bench/results/swap-latest.md and a dated copy.
+
+    python3 bench/swap.py [--sizes 10,100,1000] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import ipaddress
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from wanlab.lifecycle import Lab  # noqa: E402
+from wanlab.model.ir import (Experiment, Lan, LanMember, Link, LinkParams, Node,  # noqa: E402
+                             validate)
+from wanlab.realize import netns  # noqa: E402
+
+SHAPED = LinkParams(bandwidth_bps=100_000_000, delay_s=0.001)
+
+
+def chain(n: int) -> Experiment:
+    nodes = tuple(Node(f"n{i}") for i in range(n))
+    links = tuple(Link(f"l{i}", f"n{i}", f"n{i + 1}", ab=SHAPED, ba=SHAPED)
+                  for i in range(n - 1))
+    return validate(Experiment(f"chain{n}", nodes=nodes, links=links))
+
+
+def star(n: int) -> Experiment:
+    nodes = tuple(Node(f"h{i}") for i in range(n))
+    half = LinkParams(bandwidth_bps=100_000_000, delay_s=0.0005)
+    members = tuple(LanMember(f"h{i}", to_lan=half, from_lan=half) for i in range(n))
+    return validate(Experiment(f"star{n}", nodes=nodes,
+                               lans=(Lan("lan0", members, 100_000_000, 0.001),)))
+
+
+# -- the floor: plain veths --------------------------------------------------
+
+def floor_build(shape: str, n: int, tag: str) -> list[str]:
+    names = [f"wlf{tag}-{i}" for i in range(n)]
+    for name in names:
+        netns.create(name)
+    if shape == "chain":
+        for i in range(n - 1):
+            subnet = ipaddress.IPv4Network((int(ipaddress.IPv4Address("10.1.0.0")) + 256 * i,
+                                            24))
+            a, b = str(subnet.network_address + 1), str(subnet.network_address + 2)
+            with contextlib.closing(netns.netlink(names[i])) as ipr:
+                fd = os.open(netns.path(names[i + 1]), os.O_RDONLY)
+                try:
+                    ipr.link("add", ifname=f"r{i}", kind="veth",
+                             peer={"ifname": f"l{i}", "net_ns_fd": fd})
+                finally:
+                    os.close(fd)
+                idx = ipr.link_lookup(ifname=f"r{i}")[0]
+                ipr.addr("add", index=idx, address=a, prefixlen=24)
+                ipr.link("set", index=idx, state="up")
+            with contextlib.closing(netns.netlink(names[i + 1])) as ipr:
+                idx = ipr.link_lookup(ifname=f"l{i}")[0]
+                ipr.addr("add", index=idx, address=b, prefixlen=24)
+                ipr.link("set", index=idx, state="up")
+    else:
+        hub = f"wlf{tag}-hub"
+        netns.create(hub)
+        names.append(hub)
+        subnet = ipaddress.IPv4Network("10.1.0.0/16")
+        hosts = subnet.hosts()
+        with contextlib.closing(netns.netlink(hub)) as hipr:
+            hipr.link("add", ifname="br0", kind="bridge")
+            br = hipr.link_lookup(ifname="br0")[0]
+            hipr.link("set", index=br, state="up")
+            for i in range(n):
+                fd = os.open(netns.path(names[i]), os.O_RDONLY)
+                try:
+                    hipr.link("add", ifname=f"p{i}", kind="veth",
+                              peer={"ifname": "eth0", "net_ns_fd": fd})
+                finally:
+                    os.close(fd)
+                p = hipr.link_lookup(ifname=f"p{i}")[0]
+                hipr.link("set", index=p, master=br, state="up")
+                with contextlib.closing(netns.netlink(names[i])) as ipr:
+                    idx = ipr.link_lookup(ifname="eth0")[0]
+                    ipr.addr("add", index=idx, address=str(next(hosts)), prefixlen=16)
+                    ipr.link("set", index=idx, state="up")
+    return names
+
+
+def floor_teardown(names: list[str]) -> None:
+    for name in names:
+        netns.delete(name)
+
+
+# -- runs --------------------------------------------------------------------
+
+def run(sizes: list[int], repeats: int) -> list[dict]:
+    results = []
+    home = tempfile.mkdtemp(prefix="wanlab-bench-")
+    lab = Lab(home)
+    try:
+        for n in sizes:
+            for shape, make in (("chain", chain), ("star", star)):
+                exp = make(n)
+                reps = repeats if n < 1000 else max(1, repeats // 3)
+                w_in, w_out, f_in, f_out = [], [], [], []
+                for r in range(reps):
+                    t = time.monotonic()
+                    lab.create(exp)
+                    w_in.append(time.monotonic() - t)
+                    t = time.monotonic()
+                    lab.swapout(exp.name)
+                    w_out.append(time.monotonic() - t)
+                    lab.terminate(exp.name)
+                    t = time.monotonic()
+                    names = floor_build(shape, n, f"{os.getpid() % 1000}{r}")
+                    f_in.append(time.monotonic() - t)
+                    t = time.monotonic()
+                    floor_teardown(names)
+                    f_out.append(time.monotonic() - t)
+                row = {"shape": shape, "nodes": n, "repeats": reps,
+                       "wanlab_in_s": statistics.median(w_in),
+                       "wanlab_out_s": statistics.median(w_out),
+                       "veth_in_s": statistics.median(f_in),
+                       "veth_out_s": statistics.median(f_out)}
+                row["in_ratio"] = row["wanlab_in_s"] / row["veth_in_s"]
+                results.append(row)
+                print(f"{shape:6} {n:5}: swap-in {row['wanlab_in_s']:.3f} s "
+                      f"(veth floor {row['veth_in_s']:.3f} s, x{row['in_ratio']:.2f}), "
+                      f"swap-out {row['wanlab_out_s']:.3f} s "
+                      f"(floor {row['veth_out_s']:.3f} s)", flush=True)
+    finally:
+        for r in lab.list():
+            with contextlib.suppress(Exception):
+                lab.terminate(r.name)
+        lab.close()
+    return results
+
+
+def write(results: list[dict], cmd: str) -> str:
+    goal = {10: None, 100: 1.0, 1000: 10.0}
+    lines = [f"# Swap-in / swap-out time ({datetime.date.today()})", "",
+             f"Command: `{cmd}`  ", "Machine: 2 cores, Debian 12; medians of repeats. Links "
+             "shaped 100 Mbit/s, 1 ms. Floor: the same namespaces joined by plain veth "
+             "pairs (chain) or veths on a Linux bridge (star), same addressing, no shaping, "
+             "no routes.", "",
+             "| shape | nodes | wanlab swap-in s | veth floor s | ratio | goal | "
+             "wanlab swap-out s | floor teardown s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        g = goal.get(r["nodes"])
+        verdict = "" if g is None else (f"≤ {g:g} s: " +
+                                        ("PASS" if r["wanlab_in_s"] <= g else "MISS"))
+        lines.append(f"| {r['shape']} | {r['nodes']} | {r['wanlab_in_s']:.3f} | "
+                     f"{r['veth_in_s']:.3f} | {r['in_ratio']:.2f} | {verdict} | "
+                     f"{r['wanlab_out_s']:.3f} | {r['veth_out_s']:.3f} |")
+    text = "\n".join(lines) + "\n"
+    out = os.path.join(ROOT, "bench", "results")
+    os.makedirs(out, exist_ok=True)
+    for name in ("swap-latest.md", f"swap-{datetime.date.today():%Y%m%d}.md"):
+        with open(os.path.join(out, name), "w") as f:
+            f.write(text)
+    with open(os.path.join(out, "swap-latest.json"), "w") as f:
+        json.dump(results, f, indent=2)
+    return text
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="10,100,1000")
+    ap.add_argument("--repeats", type=int, default=3)
+    a = ap.parse_args()
+    sizes = [int(x) for x in a.sizes.split(",")]
+    results = run(sizes, a.repeats)
+    print()
+    print(write(results, "python3 bench/swap.py " + " ".join(sys.argv[1:])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
