@@ -217,9 +217,10 @@ impl Engine {
     fn apply(&mut self, a: ApplyReq, now: Instant) -> Result<Map<String, Value>, String> {
         let spec = build_topology(&a)?;
         self.net.check_apply(&spec)?;
-        let existing: HashSet<&str> = self.out.taps.values().map(|t| t.name()).collect();
+        let existing: HashSet<(&str, Option<&str>)> =
+            self.out.taps.values().map(|t| (t.name(), t.netns())).collect();
         for (i, p) in a.ports.iter().enumerate() {
-            if existing.contains(p.tap.as_str()) {
+            if existing.contains(&(p.tap.as_str(), p.netns.as_deref())) {
                 return Err(format!("ports[{i}] (\"{}\"): TAP \"{}\" is already used by another port", p.port, p.tap));
             }
         }
@@ -227,7 +228,7 @@ impl Engine {
         // dropped (closed, hence deleted) and nothing is added.
         let mut created = Vec::new();
         for (i, p) in a.ports.iter().enumerate() {
-            match Tap::create(&p.tap) {
+            match Tap::create_in(&p.tap, p.netns.as_deref()) {
                 Ok(t) => created.push(t),
                 Err(e) => return Err(format!("ports[{i}] (\"{}\"): cannot create TAP \"{}\": {e}", p.port, p.tap)),
             }
@@ -250,7 +251,7 @@ pub fn build_topology(a: &ApplyReq) -> Result<TopologySpec, String> {
     let mut taps = HashSet::new();
     for (i, p) in a.ports.iter().enumerate() {
         check_ifname(&p.tap).map_err(|e| format!("ports[{i}] (\"{}\").{e}", p.port))?;
-        if !taps.insert(p.tap.as_str()) {
+        if !taps.insert((p.tap.as_str(), p.netns.as_deref())) {
             return Err(format!("ports[{i}] (\"{}\").tap: \"{}\" appears twice", p.port, p.tap));
         }
         spec.ports.push(p.port.clone());

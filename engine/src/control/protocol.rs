@@ -213,6 +213,9 @@ fn merge_queue(p: &mut LinkParams, q: &QueueSpec, ctx: &str) -> Result<(), Strin
 pub struct PortReq {
     pub port: String,
     pub tap: String,
+    /// Create the TAP inside this network namespace (path such as `/run/netns/NAME`).
+    #[serde(default)]
+    pub netns: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

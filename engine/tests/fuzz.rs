@@ -1,0 +1,180 @@
+//! Property tests: arbitrary frames and arbitrary control input never panic.
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use wanlab_engine::control::exec::build_topology;
+use wanlab_engine::control::protocol::{merge_params, parse_request, Request, COMMANDS};
+use wanlab_engine::driver::virtual_time::VirtualTime;
+use wanlab_engine::model::network::{Dir, LanSpec, LinkSpec, MemberSpec, Network, TopologySpec};
+use wanlab_engine::model::params::{LinkParams, LossParams, QueueKind, QueueParams, RedParams};
+use wanlab_engine::time::Instant;
+
+fn arb_params() -> impl Strategy<Value = LinkParams> {
+    (0u64..50_000_000, 0u64..5_000_000, 0u64..2_000_000, any::<bool>(), 1u32..40, any::<bool>(), 0u8..4, 0.0f64..1.0, 0.0f64..1.0, any::<bool>())
+        .prop_map(|(bw, delay, jitter, reorder, limit, in_bytes, loss, p, q, red)| LinkParams {
+            bandwidth_bps: bw,
+            delay_ns: delay,
+            jitter_ns: jitter,
+            jitter_reorder: reorder,
+            queue: QueueParams {
+                kind: if red { QueueKind::Red(RedParams { thresh: 1.0, maxthresh: f64::from(limit.max(2)), q_weight: 0.1, linterm: 3.0, gentle: in_bytes }) } else { QueueKind::DropTail },
+                limit: Some(limit.max(2)),
+                in_bytes,
+                mean_pktsize: 500,
+            },
+            loss: match loss {
+                0 => LossParams::None,
+                1 => LossParams::Bernoulli { p },
+                2 => LossParams::Gilbert { p, r: q, k: q, h: p },
+                _ => LossParams::Ordinals { drop: vec![1, 3, 7] },
+            },
+            duplicate: p / 4.0,
+            corrupt: q / 4.0,
+            ..LinkParams::default()
+        })
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Frame { port: usize, at_us: u64, data: Vec<u8> },
+    Set { which: usize, params: LinkParams },
+    Down { which: usize, up: bool },
+}
+
+fn arb_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0usize..5, 0u64..20_000, proptest::collection::vec(any::<u8>(), 0..200)).prop_map(|(port, at_us, data)| Op::Frame { port, at_us, data }),
+        1 => (0usize..8, arb_params()).prop_map(|(which, params)| Op::Set { which, params }),
+        1 => (0usize..3, any::<bool>()).prop_map(|(which, up)| Op::Down { which, up }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_frames_and_changes_never_panic(ab in arb_params(), ba in arb_params(), lan in arb_params(), mut ops in proptest::collection::vec(arb_op(), 0..120)) {
+        let mut net = Network::new(3);
+        let m = |p: &str| MemberSpec { port: p.into(), to_lan: lan.clone(), from_lan: lan.clone() };
+        let spec = TopologySpec {
+            ports: ["a", "b", "c", "d", "e"].iter().map(|s| s.to_string()).collect(),
+            links: vec![LinkSpec { id: "l".into(), a: "a".into(), b: "b".into(), ab, ba }],
+            lans: vec![LanSpec { id: "lan".into(), members: vec![m("c"), m("d"), m("e")] }],
+        };
+        net.check_apply(&spec).unwrap();
+        net.apply(spec, Instant::ZERO);
+        let mut vt = VirtualTime::new(net);
+        ops.sort_by_key(|o| if let Op::Frame { at_us, .. } = o { *at_us } else { 0 });
+        let mut t = Instant::ZERO;
+        for op in ops {
+            match op {
+                Op::Frame { port, at_us, data } => {
+                    t = t.max(Instant::from_micros(at_us));
+                    vt.inject(port, data, t);
+                }
+                Op::Set { which, params } => {
+                    let (target, dir) = [("l", Dir::Ab), ("l", Dir::Ba), ("l", Dir::Both), ("lan", Dir::ToLan), ("lan", Dir::FromLan), ("lan", Dir::Both), ("nope", Dir::Both), ("l", Dir::ToLan)][which];
+                    if let Ok(pipes) = vt.net.select(target, None, dir) {
+                        for p in pipes { vt.net.set_pipe_params(p, params.clone(), t); }
+                    }
+                }
+                Op::Down { which, up } => {
+                    let _ = vt.net.set_up(["l", "lan", "zz"][which], None, up, t);
+                }
+            }
+        }
+        vt.run_to_idle();
+        let s = vt.net.stats(None, vt.now).unwrap();
+        // Conservation on the link: nothing appears from nowhere (duplicates aside).
+        for c in [s.links["l"].ab, s.links["l"].ba] {
+            prop_assert!(c.out_pkts <= c.in_pkts - c.drop_queue - c.drop_down - c.drop_malformed - c.drop_loss + c.duplicated);
+            prop_assert_eq!(c.qlen_pkts, 0);
+        }
+    }
+
+    #[test]
+    fn arbitrary_text_never_panics(line in ".{0,300}") {
+        let _ = parse_request(&line);
+    }
+
+    #[test]
+    fn arbitrary_json_commands_never_panic(cmd in prop::sample::select(COMMANDS.to_vec()), args in arb_json_object(3)) {
+        let mut obj = args;
+        obj.insert("cmd".into(), json!(cmd));
+        obj.insert("id".into(), json!(1));
+        let line = Value::Object(obj).to_string();
+        let (_, r) = parse_request(&line);
+        exercise(r);
+    }
+
+    #[test]
+    fn plausible_apply_and_set_never_panic(doc in arb_apply_doc()) {
+        let (_, r) = parse_request(&doc.to_string());
+        exercise(r);
+    }
+}
+
+/// Run a parsed request against a TAP-less network as far as the model goes.
+fn exercise(r: Result<Request, String>) {
+    let mut net = Network::new(1);
+    match r {
+        Ok(Request::Apply(a)) => {
+            if let Ok(spec) = build_topology(&a) {
+                if net.check_apply(&spec).is_ok() {
+                    net.apply(spec, Instant::ZERO);
+                    let _ = net.stats(None, Instant::ZERO);
+                }
+            }
+        }
+        Ok(Request::Set(s)) => {
+            let _ = merge_params(&LinkParams::default(), &s.params, "params");
+        }
+        _ => {}
+    }
+}
+
+fn arb_scalar() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_map(|f| serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null)),
+        prop::sample::select(vec!["a", "b", "l", "lan", "ab", "ba", "both", "to_lan", "red", "droptail", "bernoulli", "gilbert", "ordinals", "none", ""]).prop_map(Value::from),
+    ]
+}
+
+const KEYS: &[&str] = &[
+    "ports", "links", "lans", "port", "tap", "link", "lan", "a", "b", "ab", "ba", "members", "to_lan", "from_lan", "target", "dir", "member",
+    "params", "bandwidth_bps", "delay_us", "jitter_us", "queue", "kind", "limit", "thresh", "maxthresh", "loss", "p", "r", "k", "h", "drop",
+    "duplicate", "corrupt", "interval_ms", "path", "snaplen", "bogus",
+];
+
+fn arb_json(depth: u32) -> BoxedStrategy<Value> {
+    if depth == 0 {
+        return arb_scalar().boxed();
+    }
+    prop_oneof![
+        3 => arb_scalar(),
+        1 => proptest::collection::vec(arb_json(depth - 1), 0..4).prop_map(Value::Array),
+        2 => arb_json_object(depth - 1).prop_map(Value::Object),
+    ]
+    .boxed()
+}
+
+fn arb_json_object(depth: u32) -> BoxedStrategy<serde_json::Map<String, Value>> {
+    proptest::collection::vec((prop::sample::select(KEYS.to_vec()), arb_json(depth)), 0..5)
+        .prop_map(|kv| kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+        .boxed()
+}
+
+/// Mostly-valid apply documents with random parameter values, to reach deep validation.
+fn arb_apply_doc() -> impl Strategy<Value = Value> {
+    (arb_json(1), arb_json(1), arb_json(1), arb_scalar(), arb_scalar()).prop_map(|(q, loss, d, bw, lim)| {
+        json!({"id": 1, "cmd": "apply",
+            "ports": [{"port": "a", "tap": "t1"}, {"port": "b", "tap": "t2"}, {"port": "c", "tap": "t3"}],
+            "links": [{"link": "l", "a": "a", "b": "b", "ab": {"bandwidth_bps": bw, "queue": q, "loss": loss, "delay_us": d},
+                       "ba": {"queue": {"kind": "red", "limit": lim}}}],
+            "lans": [{"lan": "n", "members": [{"port": "c", "to_lan": {"loss": {"kind": "ordinals", "drop": [1, 2]}}}]}]})
+    })
+}

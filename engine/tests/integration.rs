@@ -1,0 +1,187 @@
+//! End-to-end: the real binary, two TAPs in two network namespaces this test creates, ping
+//! through a 10 ms link, carrier on down, a capture file. Needs root, `ip` and `ping`;
+//! skipped (with a message) otherwise. Only namespaces created here carry traffic, and they are
+//! deleted at the end even on failure.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+struct Fixture {
+    engine: Child,
+    namespaces: Vec<String>,
+    dir: PathBuf,
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let _ = self.engine.kill();
+        let _ = self.engine.wait();
+        for ns in &self.namespaces {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+struct Client {
+    r: BufReader<UnixStream>,
+    w: UnixStream,
+}
+
+impl Client {
+    fn connect(path: &PathBuf) -> Client {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(s) = UnixStream::connect(path) {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                return Client { r: BufReader::new(s.try_clone().unwrap()), w: s };
+            }
+            assert!(Instant::now() < deadline, "engine socket never appeared");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    fn line(&mut self) -> Value {
+        let mut l = String::new();
+        self.r.read_line(&mut l).unwrap();
+        serde_json::from_str(&l).unwrap_or_else(|e| panic!("bad reply {l:?}: {e}"))
+    }
+    fn raw(&mut self, line: &str) -> Value {
+        self.w.write_all(line.as_bytes()).unwrap();
+        self.w.write_all(b"\n").unwrap();
+        loop {
+            let v = self.line();
+            if v.get("event").is_none() {
+                return v;
+            }
+        }
+    }
+    fn req(&mut self, v: Value) -> Value {
+        let r = self.raw(&v.to_string());
+        assert_eq!(r["ok"], json!(true), "request {v} failed: {r}");
+        r
+    }
+}
+
+fn have(cmd: &str) -> bool {
+    Command::new("sh").args(["-c", &format!("command -v {cmd}")]).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+fn sh(args: &[&str]) -> String {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn ping_avg_ms(ns: &str, dst: &str, count: u32) -> f64 {
+    let out = sh(&["ip", "netns", "exec", ns, "ping", "-c", &count.to_string(), "-i", "0.2", "-W", "2", dst]);
+    // "rtt min/avg/max/mdev = 20.1/20.2/20.4/0.1 ms"
+    let line = out.lines().find(|l| l.contains("min/avg/max")).unwrap_or_else(|| panic!("no rtt in {out}"));
+    let nums = line.split('=').nth(1).unwrap().trim().split('/').collect::<Vec<_>>();
+    nums[1].parse().unwrap()
+}
+
+#[test]
+fn two_namespaces_through_a_10ms_link() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !have("ip") {
+        eprintln!("skipping: needs root and ip");
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !have("ping") {
+        assert!(Instant::now() < deadline, "ping never appeared");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("wlt-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("engine.sock");
+    let engine = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
+        .args(["--socket", sock.to_str().unwrap(), "--seed", "7", "--log", dir.join("engine.log").to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let (nsa, nsb) = (format!("wlt-{pid}-a"), format!("wlt-{pid}-b"));
+    let mut fx = Fixture { engine, namespaces: vec![], dir: dir.clone() };
+    let mut c = Client::connect(&sock);
+
+    let hello = c.req(json!({"id": "h", "cmd": "hello"}));
+    assert_eq!(hello["protocol"], json!(1));
+    assert_eq!(hello["id"], json!("h"));
+
+    // Bad requests get errors and the connection stays usable.
+    let bad = c.raw("{not json");
+    assert_eq!(bad["ok"], json!(false));
+    let bad = c.raw(r#"{"id":2,"cmd":"apply","links":[{"link":"x","a":"nope","b":"nope2"}]}"#);
+    assert!(bad["error"].as_str().unwrap().contains("nope"), "{bad}");
+
+    let (ta, tb) = (format!("wlt{pid}a"), format!("wlt{pid}b"));
+    let r = c.req(json!({"id": 3, "cmd": "apply",
+        "ports": [{"port": "a", "tap": ta}, {"port": "b", "tap": tb}],
+        "links": [{"link": "l", "a": "a", "b": "b", "ab": {"delay_us": 10000}, "ba": {"delay_us": 10000}}]}));
+    assert!(r["ports"]["a"]["ifindex"].as_u64().unwrap() > 0);
+
+    for (ns, tap, addr) in [(&nsa, &ta, "10.231.0.1/24"), (&nsb, &tb, "10.231.0.2/24")] {
+        sh(&["ip", "netns", "add", ns]);
+        fx.namespaces.push(ns.clone());
+        sh(&["ip", "link", "set", tap, "netns", ns]);
+        sh(&["ip", "-n", ns, "addr", "add", addr, "dev", tap]);
+        sh(&["ip", "-n", ns, "link", "set", tap, "up"]);
+        sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+    }
+
+    let pcap = dir.join("ab.pcap");
+    c.req(json!({"cmd": "capture_start", "target": "l", "dir": "ab", "path": pcap.to_str().unwrap()}));
+    c.req(json!({"cmd": "subscribe", "interval_ms": 50}));
+
+    // First ping resolves ARP; then RTT ≈ 2 × 10 ms.
+    let _ = ping_avg_ms(&nsa, "10.231.0.2", 1);
+    let avg = ping_avg_ms(&nsa, "10.231.0.2", 5);
+    assert!((19.9..23.0).contains(&avg), "rtt avg {avg} ms");
+
+    c.req(json!({"cmd": "capture_snapshot"}));
+    let bytes = std::fs::read(&pcap).unwrap();
+    assert!(bytes.len() > 24 + 16);
+    assert_eq!(u32::from_ne_bytes(bytes[..4].try_into().unwrap()), 0xa1b2_c3d4);
+
+    // A subscription event arrived meanwhile.
+    let ev = c.line();
+    assert_eq!(ev["event"], json!("stats"), "{ev}");
+
+    let carrier = |ns: &str, tap: &str| sh(&["ip", "netns", "exec", ns, "cat", &format!("/sys/class/net/{tap}/carrier")]).trim().to_string();
+    assert_eq!(carrier(&nsa, &ta), "1");
+    c.req(json!({"cmd": "down", "target": "l"}));
+    assert_eq!(carrier(&nsa, &ta), "0");
+    assert_eq!(carrier(&nsb, &tb), "0");
+    c.req(json!({"cmd": "up", "target": "l"}));
+    assert_eq!(carrier(&nsa, &ta), "1");
+
+    // Run-time change: 30 ms one way.
+    c.req(json!({"cmd": "set", "target": "l", "dir": "ab", "params": {"delay_us": 30000}}));
+    // Carrier loss flushed the neighbour cache: the first ping resolves ARP again.
+    let _ = ping_avg_ms(&nsa, "10.231.0.2", 1);
+    let avg = ping_avg_ms(&nsa, "10.231.0.2", 3);
+    assert!((39.9..43.0).contains(&avg), "rtt avg after set {avg} ms");
+
+    let s = c.req(json!({"cmd": "stats", "target": "l"}));
+    assert!(s["links"]["l"]["ab"]["out_pkts"].as_u64().unwrap() >= 9, "{s}");
+
+    c.req(json!({"cmd": "shutdown"}));
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = fx.engine.try_wait().unwrap() {
+            assert!(st.success());
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "engine did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!sock.exists(), "socket file left behind");
+    // The TAPs went away with the engine.
+    let links = sh(&["ip", "-n", &nsa, "link"]);
+    assert!(!links.contains(&ta), "{links}");
+}
