@@ -7,12 +7,12 @@ source tb_compat.tcl
 define-template-parameter NROUTERS 3 "number of routers in the chain"
 
 proc chain {ns count} {
-    global r
+    global r l
     for {set i 0} {$i < $count} {incr i} {
         set r($i) [$ns node]
         tb-set-hardware $r($i) pc850
         if {$i > 0} {
-            set l [$ns duplex-link $r([expr {$i - 1}]) $r($i) 100Mb 5ms DropTail]
+            set l($i) [$ns duplex-link $r([expr {$i - 1}]) $r($i) 100Mb 5ms DropTail]
         }
     }
 }

@@ -124,20 +124,16 @@ proc ::wl::get_attr {h key {default ""}} {
     return $default
 }
 
-# Name objects after the variables they were assigned to (Emulab's rule):
-# called at every entry into the prelude and at the end, it looks for
-# not-yet-named objects in the caller's variables and then in the globals.
+# Name objects after the global variables they were first assigned to
+# (Emulab's rule): called at every entry into the prelude and at the end, it
+# looks for not-yet-named objects in the global variables and arrays.
 proc ::wl::scan_names {{level 2}} {
     variable pending
     if {![llength $pending]} { return }
     variable var
     set want [dict create]
     foreach h $pending { dict set want $h 1 }
-    set frames [list #0]
-    if {[string is integer -strict $level]} {
-        set lv [expr {[info level] - $level + 1}]
-        if {$lv > 0} { set frames [list #$lv #0] }
-    }
+    set frames [list #0]   ;# globals only: proc-local variables never name objects
     foreach fr $frames {
         if {$fr eq "#0"} { set names [uplevel #0 {info vars}] } else {
             set names [uplevel $fr {info vars}]

@@ -156,7 +156,7 @@ proc ::wl::lan_member {node lan what} {
 
 proc tb-set-lan-simplex-params {lan node todelay tobw toloss fromdelay frombw fromloss} {
     ::wl::lan_member $node $lan tb-set-lan-simplex-params
-    foreach {k v} [list to,delay $todelay to,bw $tobw to,loss $toloss
+    foreach {k v} [list to,delay $todelay to,bw $tobw to,loss $toloss \
                         from,delay $fromdelay from,bw $frombw from,loss $fromloss] {
         ::wl::set_attr $lan m,$node,$k $v
     }

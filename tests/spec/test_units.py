@@ -1,0 +1,49 @@
+import math
+
+import pytest
+
+from wanlab.errors import SpecError
+from wanlab.spec import units
+
+
+@pytest.mark.parametrize("s,bps", [
+    ("10Mb", 10_000_000), ("1.5Mb", 1_500_000), ("100kb", 100_000), ("1Gb", 10**9),
+    ("56kb", 56_000), ("10Mbps", 10_000_000), ("100kbps", 100_000), ("1000", 1000),
+    ("1.5Gb", 1_500_000_000), ("10Mbit", 10_000_000), ("1MB", 8_000_000), (2000, 2000),
+    ("0", 0), ("100Kb", 100_000),
+])
+def test_bandwidth(s, bps):
+    assert units.parse_bandwidth(s) == bps
+
+
+@pytest.mark.parametrize("s,sec", [
+    ("20ms", 0.02), ("1.5s", 1.5), ("500us", 0.0005), ("10ns", 1e-8), ("2", 2.0),
+    (0.5, 0.5), ("0ms", 0.0),
+])
+def test_delay(s, sec):
+    assert math.isclose(units.parse_delay(s), sec)
+
+
+@pytest.mark.parametrize("bad", ["10Xb", "fast", "", "-1Mb", "10 M b"])
+def test_bad_bandwidth(bad):
+    with pytest.raises(SpecError, match="bandwidth"):
+        units.parse_bandwidth(bad, file="x.tcl", line=3)
+
+
+def test_bad_delay_message_has_location_and_example():
+    with pytest.raises(SpecError) as e:
+        units.parse_delay("10parsecs", file="x.tcl", line=7)
+    assert str(e.value).startswith("x.tcl:7: ") and "20ms" in str(e.value)
+
+
+def test_loss():
+    assert units.parse_loss("0.01") == 0.01
+    assert units.parse_loss("1%") == 0.01
+    for bad in ("1.5", "-0.1", "lots"):
+        with pytest.raises(SpecError):
+            units.parse_loss(bad)
+
+
+def test_split_loss_composes():
+    half = units.split_loss(0.19)
+    assert math.isclose(1 - (1 - half) ** 2, 0.19)
