@@ -61,6 +61,10 @@ def unknown_key(key: str, allowed: Iterable[str]) -> str:
                             f"; allowed keys are {', '.join(allowed)}")
 
 
+def _opt_str(x: Any) -> str | None:
+    return None if x is None else str(x)
+
+
 def make_queue(spec: Any, base: ir.Queue | None = None, field: str = "queue") -> ir.Queue:
     """A Queue from a kind string (``"RED"``), a mapping of Queue fields, or a Queue."""
     q = base or ir.Queue()
@@ -197,8 +201,8 @@ class ExperimentBuilder:
         a, b = self._node_ref(a, "a"), self._node_ref(b, "b")
         name = self._name(name, "link")
         p = self._params(bandwidth, delay, loss, queue)
-        self._links[name] = dict(name=name, a=a, b=b, ab=p, ba=p, ip_a=ip_a, ip_b=ip_b,
-                                 netmask=netmask,
+        self._links[name] = dict(name=name, a=a, b=b, ab=p, ba=p, ip_a=_opt_str(ip_a),
+                                 ip_b=_opt_str(ip_b), netmask=_opt_str(netmask),
                                  cost=units.parse_int(cost, "cost", field="cost"),
                                  source=src)
         return name
@@ -228,7 +232,7 @@ class ExperimentBuilder:
             bandwidth=units.parse_bandwidth(bandwidth, field="bandwidth"),
             delay=units.parse_delay(delay, field="delay"),
             loss=units.parse_loss(loss, field="loss"),
-            queue=make_queue(queue), netmask=netmask,
+            queue=make_queue(queue), netmask=_opt_str(netmask),
             cost=units.parse_int(cost, "cost", field="cost"), source=src)
         return name
 
@@ -255,7 +259,7 @@ class ExperimentBuilder:
                     raise SpecError(unknown_key(k, PARAM_KEYS), field=f"{d}.{k}")
                 m[d][k] = v
         if ip is not None:
-            m["ip"] = ip
+            m["ip"] = str(ip)
         # check the values now, so errors point at this call
         for d in ("to_lan", "from_lan"):
             self._params(m[d].get("bandwidth"), m[d].get("delay"), m[d].get("loss"),

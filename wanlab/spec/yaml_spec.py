@@ -98,7 +98,7 @@ def _schema_error(doc: Any, file: str) -> None:
     # the most specific error first (deepest path), then document order
     def best(e):
         while e.context:
-            e = min(e.context, key=lambda c: -len(c.absolute_path))
+            e = min(e.context, key=lambda c: (-len(c.absolute_path), c.validator == "type"))
         return e
     e = best(min(errors, key=lambda e: (-len(e.absolute_path), str(e.absolute_path))))
     path = list(e.absolute_path)
