@@ -514,3 +514,15 @@ def test_locate_error_unit():
     assert ns.locate_error(info, {}) == ("/x/s.tcl", 12)
     info = 'boom\n    (procedure "mk" line 2)\n    invoked from within\n"mk"\n    (file "/x/s.tcl" line 9)'
     assert ns.locate_error(info, {"mk": ["/x/s.tcl", 4]}) == ("/x/s.tcl", 5)
+
+
+def test_warnings_inside_make_simulated_cite_their_line(tcl):
+    e = tcl("""\
+        $ns make-simulated {
+            set s1 [$ns node]
+
+            tb-set-hardware $s1 pc
+        }
+        $ns run
+    """)
+    assert e.warnings[0].startswith(e.source.file + ":6: tb-set-hardware")

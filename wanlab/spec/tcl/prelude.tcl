@@ -20,6 +20,7 @@ namespace eval ::wl {
     variable warnings {}     ;# {msg file line} ...
     variable events {}       ;# {time cmd file line} ...
     variable simulated 0     ;# >0 inside make-simulated
+    variable anchors {}      ;# {file line} of the make-simulated bodies being run
     variable sim ""          ;# the Simulator
     variable rtproto ""
     variable ran 0
@@ -50,6 +51,11 @@ proc ::wl::userloc {} {
             set file [dict get $f file]
             if {[file dirname [file normalize $file]] eq $dir} { continue }
             return [list $file [dict get $f line]]
+        }
+        if {[dict get $f type] eq "eval" && [llength $::wl::anchors]} {
+            # inside a make-simulated body: lines count from the body's first line
+            lassign [lindex $::wl::anchors end] file line
+            return [list $file [expr {$line + [dict get $f line] - 1}]]
         }
         if {[dict get $f type] eq "proc" && [dict exists $f proc]
                 && [info exists procdef([dict get $f proc])]} {
@@ -437,7 +443,9 @@ proc ::wl::m::Simulator::run {self} {
 
 proc ::wl::m::Simulator::make-simulated {self body} {
     incr ::wl::simulated
+    lappend ::wl::anchors [::wl::userloc]
     set code [catch {uplevel 2 $body} res opts]
+    set ::wl::anchors [lrange $::wl::anchors 0 end-1]
     incr ::wl::simulated -1
     if {$code == 1} {
         dict incr opts -level
