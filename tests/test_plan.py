@@ -21,7 +21,7 @@ def test_each_network_gets_its_own_subnet_in_order():
     assert [(i.ifname, i.ip) for i in n1.interfaces] == [("eth0", "10.1.0.2"),
                                                          ("eth1", "10.1.1.1")]
     assert n1.netns == "wl-abcd-n1"
-    assert all(i.tap.startswith("wlabcd-") and len(i.tap) <= 15 for i in n1.interfaces)
+    assert p.engine["ports"][0] == {"port": "n0:eth0", "tap": "eth0", "netns": "/run/netns/wl-abcd-n0"}
 
 
 def test_plan_is_deterministic():

@@ -2,9 +2,9 @@
 
 Naming (every kernel object carries the experiment's 4-hex-digit short id):
   * node namespace ``wl-<short>-<node>``;
-  * TAP device ``wl<short>-<n>`` while in the root namespace (n counts the
-    experiment's ports), renamed ``eth0``, ``eth1``… inside the node in the
-    order the node's links and LANs were declared;
+  * TAP devices ``eth0``, ``eth1``… created by the engine directly inside the
+    node's namespace (never in the root namespace), in the order the node's
+    links and LANs were declared;
   * MAC ``02:<short>:<n>`` (locally administered, unique per experiment).
 Engine objects are named after the IR's links and LANs; a port is
 ``<node>:<ifname>``.
@@ -33,7 +33,6 @@ class Interface:
     prefixlen: int
     mac: str
     port: str
-    tap: str
 
 
 @dataclass
@@ -110,7 +109,7 @@ def make_plan(exp: Experiment, short: str) -> Plan:
                               prefixlen=subnet.prefixlen,
                               mac=f"02:{short[:2]}:{short[2:4]}:{port_no >> 16 & 0xFF:02x}:"
                                   f"{hi:02x}:{lo:02x}",
-                              port=f"{node}:{ifname}", tap=f"wl{short}-{port_no}")
+                              port=f"{node}:{ifname}")
             port_no += 1
             np_.interfaces.append(iface)
             ports_of.setdefault(spec.name, []).append(iface)
@@ -142,7 +141,8 @@ def make_plan(exp: Experiment, short: str) -> Plan:
     hosts = "\n".join(lines) + "\n"
 
     # engine topology
-    ports = [{"port": i.port, "tap": i.tap} for ifs in ports_of.values() for i in ifs]
+    ports = [{"port": i.port, "tap": i.ifname, "netns": f"/run/netns/{nodes[i.node].netns}"}
+             for ifs in ports_of.values() for i in ifs]
     links = []
     for l in exp.links:
         a, b = ports_of[l.name]

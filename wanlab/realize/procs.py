@@ -23,8 +23,10 @@ def start_time(pid: int) -> int | None:
 
 
 def alive(pid: int, started: int | None) -> bool:
+    """True while the process (pid, started) exists and has not exited (zombies are dead)."""
+    _reap(pid)
     st = start_time(pid)
-    return st is not None and (started is None or st == started)
+    return st is not None and (started is None or st == started) and not zombie(pid)
 
 
 def kill(pid: int, started: int | None, grace: float = 1.0) -> bool:
@@ -55,6 +57,7 @@ def kill(pid: int, started: int | None, grace: float = 1.0) -> bool:
 
 
 def _reap(pid: int) -> None:
+    """Collect the exit status if ``pid`` is our own child (otherwise init does)."""
     try:
         os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:

@@ -7,8 +7,9 @@ may exist):
   1. ``folder``     the experiment's folder (kept across swaps: results live there)
   2. ``engine``     the experiment's own ``wanlab-engine`` process
   3. ``namespaces`` one network namespace per node, loopback up, forwarding on
-  4. ``taps``       the engine creates every TAP (``apply``); each is moved into its
-                    node, renamed ``ethN``, given its MAC, address and MTU, brought up
+  4. ``taps``       the engine creates every TAP (``apply``) directly inside its node's
+                    namespace as ``ethN``; each gets its MAC, address and MTU, and is
+                    brought up (TAPs die with the engine process or the namespace)
   5. ``routes``     static/manual routes, per-node ``/etc/netns/<ns>/hosts``
   6. ``startcmds``  ``tb-set-node-startcmd`` commands, output and exit code kept in
                     ``<folder>/nodes/<node>/``
@@ -26,7 +27,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
 from wanlab.errors import WanlabError
@@ -78,9 +78,9 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
     store.record_many(row.id, [("netns", np_.netns, {"node": np_.name})
                                for np_ in plan.nodes.values()])
     ns_res = {r.name: r.id for r in store.resources(row.id) if r.kind == "netns"}
+    inodes: dict[int, int] = {}
     for np_ in plan.nodes.values():
-        ino = netns.create(np_.netns)
-        store.update_resource(ns_res[np_.netns], "created", inode=ino)
+        inodes[ns_res[np_.netns]] = netns.create(np_.netns)
         os.makedirs(os.path.join(folder, "nodes", np_.name), exist_ok=True)
         with netns.entered(np_.netns):
             for key, val in (("net/ipv4/ip_forward", "1"),
@@ -90,19 +90,15 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
                 with open("/proc/sys/" + key, "w") as f:
                     f.write(val)
 
+    store.update_resources("created", {rid: {"inode": ino} for rid, ino in inodes.items()})
+
     ports = [i for np_ in plan.nodes.values() for i in np_.interfaces]
     say(f"wiring {len(ports)} interfaces into the engine")
-    store.record_many(row.id, [("tap", i.tap, {"node": i.node, "ifname": i.ifname,
-                                               "netns": plan.nodes[i.node].netns})
-                               for i in ports])
+    store.record_many(row.id, [("tap", f"{plan.nodes[i.node].netns}/{i.ifname}",
+                                {"node": i.node, "ifname": i.ifname,
+                                 "netns": plan.nodes[i.node].netns}) for i in ports])
     with engine.Client(os.path.join(folder, "engine.sock")) as c:
         c.call("apply", **plan.engine)
-    with IPRoute() as root:
-        for i in ports:
-            idx = root.link_lookup(ifname=i.tap)
-            if not idx:
-                raise WanlabError(f"the engine did not create TAP {i.tap}")
-            root.link("set", index=idx[0], net_ns_fd=plan.nodes[i.node].netns)
 
     say("configuring addresses and routes")
     for np_ in plan.nodes.values():
@@ -111,7 +107,8 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
         os.makedirs(etc, exist_ok=True)
         with open(os.path.join(etc, "hosts"), "w") as f:
             f.write(plan.hosts)
-    _mark_created(store, row.id, "tap")
+    store.update_resources("created", {r.id: {} for r in store.resources(row.id)
+                                       if r.kind == "tap"})
 
     starts = [n for n in exp.nodes if n.startcmd]
     if starts:
@@ -126,8 +123,8 @@ def _configure_node(np_, exp: Experiment) -> None:
         ipr.link("set", index=lo, state="up")
         index: dict[str, int] = {}
         for i in np_.interfaces:
-            idx = ipr.link_lookup(ifname=i.tap)[0]
-            ipr.link("set", index=idx, ifname=i.ifname, address=i.mac, mtu=1500)
+            idx = ipr.link_lookup(ifname=i.ifname)[0]
+            ipr.link("set", index=idx, address=i.mac, mtu=1500)
             ipr.addr("add", index=idx, address=i.ip, prefixlen=i.prefixlen)
             ipr.link("set", index=idx, state="up")
             index[i.ifname] = idx
@@ -154,12 +151,6 @@ def _start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd:
                              cwd=ndir, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                              start_new_session=True)
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))
-
-
-def _mark_created(store: Store, exp_id: int, kind: str) -> None:
-    for r in store.resources(exp_id):
-        if r.kind == kind and r.state == "planned":
-            store.update_resource(r.id, "created")
 
 
 def teardown(store: Store, exp_id: int, progress: Progress | None = None) -> None:
@@ -195,16 +186,9 @@ def teardown(store: Store, exp_id: int, progress: Progress | None = None) -> Non
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(sock)
             removed.append(r.id)
-    # 3. TAPs still present (e.g. the engine died between create and move): by exact name
-    with IPRoute() as root:
-        for r in res:
-            if r.kind != "tap":
-                continue
-            idx = root.link_lookup(ifname=r.name)
-            if idx:
-                with contextlib.suppress(NetlinkError):
-                    root.link("del", index=idx[0])
-            removed.append(r.id)
+    # 3. TAPs are not persistent: they went with the engine's fds (and live only inside
+    #    our namespaces, removed next)
+    removed.extend(r.id for r in res if r.kind == "tap")
     # 4. namespaces (interfaces inside go with them)
     for r in reversed(res):
         if r.kind == "netns":

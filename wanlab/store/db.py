@@ -237,6 +237,23 @@ class Store:
         if state:
             self.db.execute("UPDATE resources SET state = ? WHERE id = ?", (state, res_id))
 
+    def update_resources(self, state: str, details: dict[int, dict[str, Any]]) -> None:
+        """Set many resources' state, merging details, in one transaction."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            for rid, detail in details.items():
+                if detail:
+                    (old,) = self.db.execute("SELECT detail FROM resources WHERE id = ?",
+                                             (rid,)).fetchone()
+                    self.db.execute("UPDATE resources SET detail = ?, state = ? WHERE id = ?",
+                                    (json.dumps({**json.loads(old), **detail}), state, rid))
+                else:
+                    self.db.execute("UPDATE resources SET state = ? WHERE id = ?", (state, rid))
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
     def resources(self, exp_id: int, live_only: bool = True) -> list[Resource]:
         q = "SELECT * FROM resources WHERE exp_id = ?"
         if live_only:

@@ -102,7 +102,9 @@ impl Engine {
             Request::Remove(r) => {
                 let gone = self.net.remove(&r.links, &r.lans, &r.ports)?;
                 for p in gone {
-                    self.out.taps.remove(&p);
+                    if let Some(t) = self.out.taps.remove(&p) {
+                        t.release();
+                    }
                 }
                 self.drop_dead_captures();
             }
