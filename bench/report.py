@@ -46,12 +46,12 @@ def markdown(res):
         L.append("")
     if res["loss"]:
         L += ["## Loss (Bernoulli, measured by sequence gaps at the sink)", "",
-              "| configured | frame (B) | packets | lost | measured % | 99 % interval % | inside | engine drop_loss % | queue drops |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| configured | frame (B) | packets | lost | measured % | 99 % interval % | inside | engine drop_loss/in_pkts % | engine inside | queue drops |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
         for r in res["loss"]:
             L.append(f"| {r['p']*100:g} % | {r['frame']} | {r['expected']} | {r['lost']} | {fmt(r['measured']*100 if r['measured'] is not None else None, 3)} | "
                      f"{fmt(r['lo']*100, 3)} – {fmt(r['hi']*100, 3)} | {pf(r['inside'])} | "
-                     f"{fmt(r['engine_measured']*100 if r['engine_measured'] is not None else None, 3)} | {r['engine_drop_queue']} |")
+                     f"{fmt(r['engine_measured']*100 if r['engine_measured'] is not None else None, 3)} | {pf(r.get('engine_inside'))} | {r['engine_drop_queue']} |")
         L.append("")
     if res["capacity"]:
         L += ["## Capacity: 64-byte frames, wanlab-gen send --max (median of 3)", "",
@@ -78,11 +78,13 @@ def markdown(res):
               "| metric | value | goal |", "|---|---|---|",
               f"| apply time | {fmt(sc.get('apply_s'), 2)} s | |",
               f"| engine idle CPU over 5 s | {fmt(sc.get('idle_cpu_pct'), 2)} % | {pf(sc.get('idle_goal'))} (<= 1 %) |",
-              f"| engine CPU with 10 × 10 Mbit/s | {fmt(sc.get('busy_cpu_pct'), 1)} % | |",
+              f"| engine CPU with 10 × 10 Mbit/s streams | {fmt(sc.get('busy_cpu_pct'), 1)} % | |",
               f"| bandwidth error, 10 links at 10 Mbit/s, 1518 B (max abs) | {fmt(sc.get('bw_max_abs_error_pct'), 3)} % | "
               f"{pf(None if sc.get('bw_max_abs_error_pct') is None else sc['bw_max_abs_error_pct'] <= 0.5)} |",
+              f"| same, single-link table (10 Mbit/s, 1518 B) | {fmt(sc.get('ref_single_bw_error_pct'), 3)} % | |",
               f"| adjusted RTT error, 10 links at 10 ms one-way (max abs) | {fmt(sc.get('rtt_max_abs_adj_error_pct'), 3)} % | "
-              f"{pf(None if sc.get('rtt_max_abs_adj_error_pct') is None else sc['rtt_max_abs_adj_error_pct'] <= 0.5)} |", ""]
+              f"{pf(None if sc.get('rtt_max_abs_adj_error_pct') is None else sc['rtt_max_abs_adj_error_pct'] <= 0.5)} |",
+              f"| same, single-link table (10 ms, 64 B) | {fmt(sc.get('ref_single_rtt_adj_error_pct'), 3)} % | |", ""]
     if res["errors"]:
         L += ["## Errors", ""] + [f"- {e}" for e in res["errors"]] + [""]
     return "\n".join(L)
