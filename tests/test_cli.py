@@ -1,0 +1,72 @@
+"""The CLI: one clear line for user mistakes (exit 2, no traceback), and the commands work."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, leftovers, needs_root
+
+
+def wanlab(home, *args, input=None):
+    return subprocess.run([sys.executable, "-m", "wanlab.cli", "--home", str(home), *args],
+                          cwd=ROOT, capture_output=True, text=True, input=input, timeout=120)
+
+
+def test_parse_json_has_the_documented_top_level_lists(tmp_path):
+    p = wanlab(tmp_path, "parse", os.path.join(ROOT, "examples", "figure2.tcl"), "--json")
+    assert p.returncode == 0, p.stderr
+    ir = json.loads(p.stdout)
+    for key in ("nodes", "links", "lans", "events", "programs", "agents"):
+        assert isinstance(ir[key], list)
+    assert [n["name"] for n in ir["nodes"]] == ["source", "router", "dest"]
+    assert not os.path.exists(tmp_path / "wanlab.db")       # parse touches nothing
+
+
+def test_broken_ns_script_is_one_line_with_file_and_line(tmp_path):
+    bad = tmp_path / "bad.tcl"
+    bad.write_text("set ns [new Simulator]\nset a [$ns node]\n"
+                   "$ns duplex-link $a $nowhere 10Mb 5ms DropTail\n$ns run\n")
+    p = wanlab(tmp_path, "parse", str(bad))
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+    assert f"{bad}:3" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+@needs_root
+def test_bad_yaml_key_creates_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nnodes: [a, b]\nlinks:\n  - {nodes: [a, b], bandwith: 10Mb}\n")
+    p = wanlab(tmp_path, "create", str(bad))
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "bandwith" in p.stderr and "bandwidth" in p.stderr
+    assert json.loads(wanlab(tmp_path, "list", "--json").stdout) == []
+
+
+@needs_root
+def test_unknown_experiment_and_node_are_clear_errors(tmp_path):
+    p = wanlab(tmp_path, "show", "nope")
+    assert p.returncode == 2 and p.stderr.strip() == \
+        "wanlab: error: no experiment named 'nope' (see 'wanlab list')"
+
+
+@needs_root
+def test_create_exec_show_terminate(tmp_path):
+    spec = os.path.join(ROOT, "examples", "lan.yaml")
+    p = wanlab(tmp_path, "create", spec, "--name", "clitest")
+    assert p.returncode == 0, p.stderr
+    short = json.loads(wanlab(tmp_path, "list", "--json").stdout)[0]["id"]
+    show = json.loads(wanlab(tmp_path, "show", "clitest", "--json").stdout)
+    assert show["state"] == "active" and show["lans"]
+    node = next(iter(show["nodes"]))
+    e = wanlab(tmp_path, "exec", "clitest", node, "--", "sh", "-c", "read x; echo got $x; exit 4",
+               input="hi\n")
+    assert e.returncode == 4 and e.stdout == "got hi\n"
+    bad = wanlab(tmp_path, "exec", "clitest", "ghost", "--", "true")
+    assert bad.returncode == 2 and "no node 'ghost'" in bad.stderr
+    assert wanlab(tmp_path, "terminate", "clitest").returncode == 0
+    assert leftovers(short) == []
+    assert wanlab(tmp_path, "cleanup").returncode == 0
+    assert wanlab(tmp_path, "cleanup").returncode == 0
