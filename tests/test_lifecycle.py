@@ -151,11 +151,11 @@ def test_failure_midway_removes_namespaces_taps_and_engine(lab, monkeypatch):
     from wanlab.realize import swap
     calls = []
 
-    def broken(np_, exp):
-        calls.append(np_.name)
-        raise WanlabError("injected failure while configuring " + np_.name)
+    def broken(ipr, iface):
+        calls.append(iface.node)
+        raise WanlabError("injected failure while configuring " + iface.node)
 
-    monkeypatch.setattr(swap, "_configure_node", broken)
+    monkeypatch.setattr(swap, "configure_interface", broken)
     before = _ours()
     lab.store.add_experiment(pair(), None)
     with pytest.raises(WanlabError, match="injected failure"):
@@ -191,16 +191,42 @@ def test_two_experiments_with_identical_addresses_are_isolated(lab):
     assert a.short != b.short
 
 
-def test_modify_parameters_live_and_topology_by_rebuild(lab):
+def test_modify_changes_parameters_live(lab):
     lab.create(pair(delay=0.001))
     lab.modify("pair", pair(delay=0.015))
     rtts = ping_rtts(lab, "pair", "a", "b", count=3)
     assert 29.9 <= min(rtts) <= 31.5, rtts
-    bigger = Experiment("pair", nodes=pair().nodes + (Node("c"),), links=pair().links)
-    lab.modify("pair", bigger)
-    assert lab.get("pair").state == "active"
-    assert "c" in lab.show("pair")["nodes"]
-    assert lab.exec("pair", "c", ["true"]).returncode == 0
+    assert lab.store.transitions(lab.get("pair").id)[-1][3] == "modified: 2 parameters changed"
+
+
+def test_modify_adds_and_removes_nodes_and_links_without_disturbing_the_rest(lab):
+    from wanlab.model.ir import Link
+    lab.create(pair(delay=0.002))
+    # a long-running process on a, which a rebuild would kill
+    sleeper = lab.exec("pair", "a", ["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"],
+                       capture_output=True, text=True)
+    pid = int(sleeper.stdout)
+    base = pair(delay=0.002)
+    grown = Experiment("pair", nodes=base.nodes + (Node("c"),),
+                       links=base.links + (Link("link1", "b", "c", ab=base.links[0].ab,
+                                                ba=base.links[0].ba),))
+    lab.modify("pair", grown)
+    assert procs.alive(pid, None)
+    # c is reachable from a through b with the new static routes: 2 links of 2 ms
+    rtts = ping_rtts(lab, "pair", "a", "c", count=3)
+    assert len(rtts) == 3 and 7.9 <= min(rtts) <= 9.5, rtts
+    row = lab.get("pair")
+    c_ns = lab.show("pair")["nodes"]["c"]["netns"]
+    assert os.path.exists(f"/run/netns/{c_ns}")
+    # and shrink back: c and its link go, a's process still lives, a-b still works
+    lab.modify("pair", base)
+    assert not os.path.exists(f"/run/netns/{c_ns}")
+    assert procs.alive(pid, None)
+    assert len(ping_rtts(lab, "pair", "a", "b", count=2)) == 2
+    assert "c" not in lab.show("pair")["nodes"]
+    live = [r.name for r in lab.store.resources(row.id) if r.kind in ("netns", "tap")]
+    assert c_ns not in live and not any(n.startswith(c_ns + "/") for n in live)
+    os.kill(pid, 9)
 
 
 def test_startcmd_output_and_exit_code_are_kept(lab):

@@ -5,7 +5,7 @@ import ipaddress
 import pytest
 
 from wanlab.errors import SpecError
-from wanlab.model.ir import Experiment, Lan, LanMember, Link, Node, Route, validate
+from wanlab.model.ir import Experiment, Link, Node, Route, validate
 from wanlab.plan.addressing import NetworkSpec, assign
 from wanlab.plan.plan import make_plan
 from wanlab.plan.routes import _collapse

@@ -30,7 +30,7 @@ from typing import Any
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment, validate
 from wanlab.plan.plan import engine_params, make_plan
-from wanlab.realize import engine, netns, swap
+from wanlab.realize import engine, modify, netns, swap
 from wanlab.store.db import ExperimentRow, Store
 
 ACTIVE, SWAPPED, NEW = "active", "swapped", "new"
@@ -131,36 +131,34 @@ class Lab:
 
     # -- modify ---------------------------------------------------------------
     def modify(self, name: str, new: Experiment) -> ExperimentRow:
-        """Apply a new description: link/LAN parameters change live; topology changes
-        (nodes, links, LANs added or removed, addresses) rebuild the experiment."""
+        """Apply a new description. A stored (not active) experiment just takes the new
+        IR; an active one changes only what differs (wanlab/realize/modify.py)."""
         validate(new)
         with self._locked(name):
             row = self.store.get(name)
             new = replace(new, name=name)
+            make_plan(new, row.short)           # an impossible plan fails before any change
             if row.state != ACTIVE:
                 self.store.set_ir(row.id, new)
                 return self.store.get(name)
-            changes = _param_changes(row.ir, new)
-            if changes is not None:
-                self.store.set_state(row.id, "modifying", "modify (parameters)")
-                with engine.Client(self._socket(row)) as c:
-                    for req in changes:
-                        c.call("set", **req)
-                self.store.set_ir(row.id, new)
-                self.store.set_state(row.id, ACTIVE, f"modified {len(changes)} parameters")
-                return self.store.get(name)
-            make_plan(new, row.short)
-            self.store.set_state(row.id, "modifying", "modify (topology): rebuild")
-            swap.teardown(self.store, row.id, self.say)
-            old_ir = row.ir
-            self.store.set_ir(row.id, new)
+            self.store.set_state(row.id, "modifying", "modify")
             try:
-                swap.swap_in(self.store, self.store.get(name), self.say)
+                counts = modify.apply_diff(self.store, row, new, self.say)
             except BaseException as e:
-                self.store.set_ir(row.id, old_ir)
-                self.store.set_state(row.id, SWAPPED, "modify failed", error=str(e))
+                # the experiment is part old, part new: rebuild it from the old description
+                self.say(f"modify failed ({e}); rebuilding the previous description")
+                swap.teardown(self.store, row.id, self.say)
+                try:
+                    swap.swap_in(self.store, row, self.say)
+                    self.store.set_state(row.id, ACTIVE, "modify failed; rebuilt",
+                                         error=str(e))
+                except BaseException as e2:
+                    self.store.set_state(row.id, SWAPPED, "modify failed", error=str(e2))
                 raise
-            self.store.set_state(row.id, ACTIVE, "modified (rebuilt)")
+            self.store.set_ir(row.id, new)
+            summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v)
+            self.store.set_state(row.id, ACTIVE, f"modified: {summary or 'no change'}")
+            self.say(f"modified: {summary or 'no change'}")
             return self.store.get(name)
 
     # -- inspection -----------------------------------------------------------
@@ -223,36 +221,3 @@ class Lab:
     def exec(self, name: str, node: str, argv: list[str], **kw: Any) -> subprocess.CompletedProcess:
         """Run ``argv`` in ``node``; keyword arguments go to subprocess.run."""
         return subprocess.run(self.node_argv(name, node, argv), **kw)
-
-
-def _param_changes(old: Experiment, new: Experiment) -> list[dict[str, Any]] | None:
-    """Engine ``set`` requests turning ``old`` into ``new``, or None if the topology differs."""
-    def shape(e: Experiment):
-        return ([(n.name, n.kind, n.routes, n.startcmd) for n in e.nodes],
-                [(l.name, l.a, l.b, l.ip_a, l.ip_b, l.netmask, l.cost) for l in e.links],
-                [(l.name, tuple((m.node, m.ip) for m in l.members), l.netmask, l.cost)
-                 for l in e.lans], e.rtproto)
-    if shape(old) != shape(new):
-        return None
-    reqs: list[dict[str, Any]] = []
-    for a, b in zip(old.links, new.links):
-        for d in ("ab", "ba"):
-            if getattr(a, d) != getattr(b, d):
-                reqs.append({"target": b.name, "dir": d,
-                             "params": engine_params(getattr(b, d))})
-    for a, b in zip(old.lans, new.lans):
-        for ma, mb in zip(a.members, b.members):
-            for d in ("to_lan", "from_lan"):
-                if getattr(ma, d) != getattr(mb, d):
-                    reqs.append({"target": b.name, "member": f"{mb.node}:"
-                                 f"{_ifname_hint(new, mb.node, b.name)}", "dir": d,
-                                 "params": engine_params(getattr(mb, d))})
-    return reqs
-
-
-def _ifname_hint(exp: Experiment, node: str, network: str) -> str:
-    plan = make_plan(exp, "0000")
-    for i in plan.nodes[node].interfaces:
-        if i.network == network:
-            return i.ifname
-    raise WanlabError(f"node {node} is not on {network}")

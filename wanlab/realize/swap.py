@@ -31,7 +31,8 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
-from wanlab.plan.plan import Plan, make_plan
+from wanlab.plan.plan import Interface, NodePlan, Plan, make_plan
+from wanlab.plan.routes import RouteEntry
 from wanlab.realize import engine, netns, procs
 from wanlab.store.db import ExperimentRow, Store
 
@@ -82,14 +83,7 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
     for np_ in plan.nodes.values():
         inodes[ns_res[np_.netns]] = netns.create(np_.netns)
         os.makedirs(os.path.join(folder, "nodes", np_.name), exist_ok=True)
-        with netns.entered(np_.netns):
-            for key, val in (("net/ipv4/ip_forward", "1"),
-                             ("net/ipv6/conf/default/router_solicitations", "0"),
-                             ("net/ipv6/conf/default/dad_transmits", "0"),
-                             ("net/ipv6/conf/default/accept_ra", "0")):
-                with open("/proc/sys/" + key, "w") as f:
-                    f.write(val)
-
+        prepare_namespace(np_.netns)
     store.update_resources("created", {rid: {"inode": ino} for rid, ino in inodes.items()})
 
     ports = [i for np_ in plan.nodes.values() for i in np_.interfaces]
@@ -102,11 +96,12 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
 
     say("configuring addresses and routes")
     for np_ in plan.nodes.values():
-        _configure_node(np_, exp)
-        etc = os.path.join(netns.NETNS_ETC_DIR, np_.netns)
-        os.makedirs(etc, exist_ok=True)
-        with open(os.path.join(etc, "hosts"), "w") as f:
-            f.write(plan.hosts)
+        with contextlib.closing(netns.netlink(np_.netns)) as ipr:
+            ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+            for i in np_.interfaces:
+                configure_interface(ipr, i)
+        install_routes(np_, [])
+        write_hosts(np_.netns, plan.hosts)
     store.update_resources("created", {r.id: {} for r in store.resources(row.id)
                                        if r.kind == "tap"})
 
@@ -114,20 +109,38 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
     if starts:
         say(f"running {len(starts)} start commands")
     for n in starts:
-        _start_command(store, row, plan, n.name, n.startcmd or "", folder)
+        start_command(store, row, plan, n.name, n.startcmd or "", folder)
 
 
-def _configure_node(np_, exp: Experiment) -> None:
+def prepare_namespace(ns: str) -> None:
+    """Kernel settings of a fresh node: forwarding on (any node may route), no IPv6
+    router solicitations or DAD delays (they would only add chatter and start-up lag)."""
+    with netns.entered(ns):
+        for key, val in (("net/ipv4/ip_forward", "1"),
+                         ("net/ipv6/conf/default/router_solicitations", "0"),
+                         ("net/ipv6/conf/default/dad_transmits", "0"),
+                         ("net/ipv6/conf/default/accept_ra", "0")):
+            with open("/proc/sys/" + key, "w") as f:
+                f.write(val)
+
+
+def configure_interface(ipr, i: Interface) -> None:
+    """MAC, MTU, address and up for a TAP the engine created in the node (``ipr`` is
+    a netlink socket in that node)."""
+    idx = ipr.link_lookup(ifname=i.ifname)[0]
+    ipr.link("set", index=idx, address=i.mac, mtu=1500)
+    ipr.addr("add", index=idx, address=i.ip, prefixlen=i.prefixlen)
+    ipr.link("set", index=idx, state="up")
+
+
+def install_routes(np_: NodePlan, old: list[RouteEntry]) -> None:
+    """Make the node's routes ``np_.routes``: delete those of ``old`` no longer wanted."""
     with contextlib.closing(netns.netlink(np_.netns)) as ipr:
-        lo = ipr.link_lookup(ifname="lo")[0]
-        ipr.link("set", index=lo, state="up")
-        index: dict[str, int] = {}
-        for i in np_.interfaces:
-            idx = ipr.link_lookup(ifname=i.ifname)[0]
-            ipr.link("set", index=idx, address=i.mac, mtu=1500)
-            ipr.addr("add", index=idx, address=i.ip, prefixlen=i.prefixlen)
-            ipr.link("set", index=idx, state="up")
-            index[i.ifname] = idx
+        index = {i.ifname: ipr.link_lookup(ifname=i.ifname)[0] for i in np_.interfaces}
+        for r in old:
+            if r not in np_.routes:
+                with contextlib.suppress(NetlinkError):
+                    ipr.route("del", dst="0.0.0.0/0" if r.dst == "default" else r.dst)
         for r in np_.routes:
             dst = "0.0.0.0/0" if r.dst == "default" else r.dst
             try:
@@ -137,8 +150,16 @@ def _configure_node(np_, exp: Experiment) -> None:
                                   f"dev {r.dev}: {e.args[1] if len(e.args) > 1 else e}") from None
 
 
-def _start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: str,
-                   folder: str) -> None:
+def write_hosts(ns: str, hosts: str) -> None:
+    etc = os.path.join(netns.NETNS_ETC_DIR, ns)
+    os.makedirs(etc, exist_ok=True)
+    with open(os.path.join(etc, "hosts"), "w") as f:
+        f.write(hosts)
+
+
+def start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: str,
+                  folder: str) -> None:
+    """Run a node's start command in the background; output and exit code in its folder."""
     ndir = os.path.join(folder, "nodes", node)
     out = os.path.join(ndir, "startcmd.log")
     code = os.path.join(ndir, "startcmd.exit")
