@@ -316,3 +316,36 @@ fn deterministic_event_order_across_runs() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn remove_requires_detached_ports_and_is_atomic() {
+    let mut vt = link(r#"{"delay_us":1000}"#, "{}");
+    vt.inject(0, frame(100, 2, 1, 0), Instant::ZERO);
+    // Port still attached to "l": refused, nothing removed.
+    assert!(vt.net.remove(&[], &[], &["a".into()]).unwrap_err().contains("attached"));
+    assert!(vt.net.has_link("l"));
+    assert!(vt.net.remove(&["zz".into()], &[], &[]).unwrap_err().contains("zz"));
+    // Link and ports together: fine; the frame in flight is discarded.
+    let gone = vt.net.remove(&["l".into()], &[], &["a".into(), "b".into()]).unwrap();
+    assert_eq!(gone, vec![0, 1]);
+    vt.run_to_idle();
+    assert!(vt.take().is_empty());
+    assert!(vt.net.port_index("a").is_none());
+    // Ids can be reused after removal.
+    let spec = TopologySpec { ports: vec!["a".into()], links: vec![], lans: vec![] };
+    vt.net.check_apply(&spec).unwrap();
+}
+
+#[test]
+fn apply_checks_references_and_double_attachment() {
+    let vt = link("{}", "{}");
+    let l = |id: &str, a: &str, b: &str| LinkSpec { id: id.into(), a: a.into(), b: b.into(), ab: params("{}"), ba: params("{}") };
+    let spec = TopologySpec { ports: vec!["c".into()], links: vec![l("l2", "a", "c")], lans: vec![] };
+    assert!(vt.net.check_apply(&spec).unwrap_err().contains("already attached"));
+    let spec = TopologySpec { ports: vec!["c".into(), "d".into()], links: vec![l("l", "c", "d")], lans: vec![] };
+    assert!(vt.net.check_apply(&spec).unwrap_err().contains("already exists"));
+    let spec = TopologySpec { ports: vec!["c".into()], links: vec![l("l3", "c", "nope")], lans: vec![] };
+    assert!(vt.net.check_apply(&spec).unwrap_err().contains("nope"));
+    let spec = TopologySpec { ports: vec!["c".into(), "d".into(), "e".into()], links: vec![l("l4", "c", "d"), l("l5", "d", "e")], lans: vec![] };
+    assert!(vt.net.check_apply(&spec).unwrap_err().contains("also used by"));
+}

@@ -182,6 +182,13 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
             }
         };
         let n = ep.wait(&mut events, timeout);
+        if n == 0 && timeout == 0 {
+            // Spinning with nothing to do: let other runnable tasks on this core (the kernel's
+            // softirq thread, the node's programs) go first, or we would delay the very
+            // packets we are waiting for.
+            // SAFETY: no arguments.
+            unsafe { libc::sched_yield() };
+        }
         for ev in &events[..n] {
             let token = ev.u64;
             match token {
