@@ -3,19 +3,8 @@
 //!
 //! Subcommands: `send`, `sink`, `echo`, `ping` (see `wanlab-gen help`).
 
-mod args;
-mod clock;
-mod echo;
-mod json;
-mod net;
-mod pacer;
-mod packet;
-mod ping;
-mod send;
-mod sink;
-mod stats;
-
-use args::Args;
+use wanlab_gen::args::Args;
+use wanlab_gen::{echo, json, net, packet, ping, send, sink};
 use send::SendCfg;
 use sink::StopRule;
 use std::process::ExitCode;

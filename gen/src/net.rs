@@ -94,6 +94,18 @@ impl Batch {
         b
     }
 
+    /// Batch pre-filled as if `msgs` had just been received (for tests).
+    #[cfg(test)]
+    pub fn from_msgs(msgs: &[Vec<u8>]) -> Batch {
+        let slot = msgs.iter().map(|m| m.len()).max().unwrap_or(1);
+        let mut b = Batch::new(msgs.len(), slot);
+        for (i, m) in msgs.iter().enumerate() {
+            b.slot_mut(i)[..m.len()].copy_from_slice(m);
+            b.hdrs[i].msg_len = m.len() as u32;
+        }
+        b
+    }
+
     pub fn len(&self) -> usize {
         self.hdrs.len()
     }

@@ -21,7 +21,6 @@ impl Pacer {
         Pacer { start_ns, num: pps_num, den: pps_den.max(1) }
     }
 
-    #[cfg(test)]
     /// Pacer for a bit rate where each packet costs `bits_per_pkt` bits.
     pub fn for_bitrate(start_ns: u64, bps: u64, bits_per_pkt: u64) -> Pacer {
         Pacer::new(start_ns, bps as u128, bits_per_pkt.max(1) as u128)

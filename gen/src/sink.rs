@@ -180,3 +180,44 @@ pub fn run(sock: &UdpSocket, rule: StopRule, batch: usize, interval_ns: u64) -> 
     }
     Ok(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::Batch;
+
+    fn pkt(kind: Kind, seq: u64, tx: u64, len: usize) -> Vec<u8> {
+        let mut v = vec![0u8; len];
+        Header { kind, seq, tx_ns: tx }.write(&mut v);
+        v
+    }
+
+    #[test]
+    fn receiver_accounts_batch() {
+        let mut r = Receiver::new(1_000_000_000);
+        let b = Batch::from_msgs(&[
+            pkt(Kind::Data, 0, 1_000, 100),
+            pkt(Kind::Data, 2, 2_000, 100),
+            pkt(Kind::Data, 1, 3_000, 100),
+            pkt(Kind::Data, 1, 3_000, 100),
+            vec![9u8; 30],
+        ]);
+        r.on_batch(&b, 5, 11_000);
+        let b2 = Batch::from_msgs(&[pkt(Kind::Data, 4, 1_011_000, 100), pkt(Kind::Fin, 6, 0, 100)]);
+        r.on_batch(&b2, 2, 1_011_000 + 1_000_000_000);
+        assert_eq!(r.pkts, 5);
+        assert_eq!(r.foreign, 1);
+        assert_eq!(r.seq.duplicates, 1);
+        assert_eq!(r.seq.reordered, 1);
+        assert_eq!(r.seq.expected(), 6);
+        assert_eq!(r.seq.lost(), 2); // 3 and 5
+        assert_eq!(r.delay.min_ns, 8_000);
+        assert_eq!(r.delay.max_ns, 1_000_000_000);
+        assert_eq!(r.intervals.pkts, vec![4, 1]);
+        let j = r.to_json("sink", "owd");
+        assert!(j.contains("\"lost\":2"), "{j}");
+        assert!(j.contains("\"fin_seen\":true"), "{j}");
+        // 4 packets after the first: 400 bytes over 1.001 s
+        assert!(j.contains("\"bps_payload\":3199.96"), "{j}");
+    }
+}
