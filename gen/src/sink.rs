@@ -218,6 +218,6 @@ mod tests {
         assert!(j.contains("\"lost\":2"), "{j}");
         assert!(j.contains("\"fin_seen\":true"), "{j}");
         // 4 packets after the first: 400 bytes over 1.001 s
-        assert!(j.contains("\"bps_payload\":3199.96"), "{j}");
+        assert!(j.contains("\"bps_payload\":3196.80"), "{j}");
     }
 }
