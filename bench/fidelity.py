@@ -407,6 +407,7 @@ class Suite:
                      "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
                      "engine_built": self.engine_ok, "busy_poll_variant": self.busy_poll,
                      "git": sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).strip()})
+        meta["loadavg_start"] = os.getloadavg()
         t0 = time.monotonic()
         for name in ["delay", "bandwidth", "loss", "capacity", "scale"]:
             if self.only and name not in self.only:
@@ -419,6 +420,7 @@ class Suite:
                 traceback.print_exc()
             meta[f"{name}_s"] = round(time.monotonic() - t1, 1)
         meta["total_s"] = round(time.monotonic() - t0, 1)
+        meta["loadavg_end"] = os.getloadavg()
 
 
 def main():

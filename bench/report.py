@@ -18,7 +18,9 @@ def markdown(res):
     L = [f"# wanlab fidelity & capacity ({'quick' if m.get('quick') else 'full'} run)", "",
          f"{m.get('date')} · kernel {m.get('kernel')} · {m.get('cpus')} CPUs · git {m.get('git')} · "
          f"engine built: {m.get('engine_built')} · busy-poll variant: {m.get('busy_poll_variant')} · "
-         f"total {m.get('total_s')} s", ""]
+         f"total {m.get('total_s')} s · load average at start/end "
+         f"{fmt((m.get('loadavg_start') or [None])[0], 2)}/{fmt((m.get('loadavg_end') or [None])[0], 2)} "
+         "(other work on the host skews capacity numbers)", ""]
     if res["delay"]:
         L += ["## Delay (RTT through one link, wanlab-gen ping at 1000 pps)", "",
               "Goal: adjusted error <= max(0.5 %, 50 us); engine base RTT <= veth RTT + 30 us.", "",
