@@ -154,12 +154,9 @@ fn merge_queue(p: &mut LinkParams, q: &QueueSpec, ctx: &str) -> Result<(), Strin
     let qp = &mut p.queue;
     match q.kind {
         Some(QueueKindSpec::Droptail) => qp.kind = QueueKind::DropTail,
-        Some(QueueKindSpec::Red) => {
-            if !matches!(qp.kind, QueueKind::Red(_)) {
-                qp.kind = QueueKind::Red(RedParams::default());
-            }
-        }
-        None => {}
+        // Switching to RED starts from the ns-2 defaults; RED stays RED with its values.
+        Some(QueueKindSpec::Red) if !matches!(qp.kind, QueueKind::Red(_)) => qp.kind = QueueKind::Red(RedParams::default()),
+        Some(QueueKindSpec::Red) | None => {}
     }
     if let Some(l) = q.limit {
         if l == 0 || l > MAX_LIMIT_PKTS {

@@ -78,7 +78,7 @@ impl Pipeline {
         let bw = self.params.bandwidth_bps;
         if bw == 0 {
             // Unlimited: no serialization and therefore no queue.
-            self.to_delay(frame, now);
+            self.send_to_delay(frame, now);
             return;
         }
         if self.queue.enqueue(frame, now, bw, &mut self.rng).is_err() {
@@ -104,7 +104,7 @@ impl Pipeline {
     /// its exact time, up to `now`.
     fn advance(&mut self, now: Instant) {
         while let Some(done) = self.rate.finish(now) {
-            self.to_delay(done.frame, done.done);
+            self.send_to_delay(done.frame, done.done);
             match self.queue.dequeue() {
                 Some(next) => {
                     self.queue.mark_busy();
@@ -115,7 +115,7 @@ impl Pipeline {
         }
     }
 
-    fn to_delay(&mut self, frame: Vec<u8>, sent: Instant) {
+    fn send_to_delay(&mut self, frame: Vec<u8>, sent: Instant) {
         let p = &self.params;
         let at = self.delay.arrival(sent, p.delay_ns, p.jitter_ns, p.jitter_dist, p.jitter_reorder, &mut self.rng);
         self.delay.push(frame, at);
