@@ -41,6 +41,8 @@ validate: install
 	$(PY) bench/fidelity.py
 
 bench-swap: install
+	@dpkg -s mininet bridge-utils >/dev/null 2>&1 || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mininet bridge-utils
 	$(PY) bench/swap.py
 
 clean:

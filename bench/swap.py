@@ -10,6 +10,11 @@ joined by N-1 links; a star: N nodes on one LAN), it measures:
   one Linux bridge (star), with the same addresses, built with the same
   netlink library, and no shaping at all.
 
+* Mininet (when ``mn`` is installed; stars only, up to ``--mininet-max``
+  nodes): ``mn --topo single,N --switch lxbr --controller none --test build``,
+  which builds N hosts on one Linux bridge without shaping and stops them;
+  Mininet reports the total, so its column is build + stop.
+
 Medians of ``--repeats`` runs (1000-node runs once unless asked). Results
 are printed and written to bench/results/swap-latest.md and a dated copy.
 
@@ -24,7 +29,10 @@ import datetime
 import ipaddress
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -111,9 +119,20 @@ def floor_teardown(names: list[str]) -> None:
         netns.delete(name)
 
 
+def mininet_seconds(n: int) -> float | None:
+    """Mininet's own 'completed in' time for building and stopping N hosts on a bridge."""
+    if not shutil.which("mn"):
+        return None
+    p = subprocess.run(["mn", "--topo", f"single,{n}", "--switch", "lxbr", "--controller",
+                        "none", "--test", "build"], capture_output=True, text=True,
+                       timeout=600)
+    m = re.search(r"completed in ([\d.]+) seconds", p.stdout + p.stderr)
+    return float(m.group(1)) if m else None
+
+
 # -- runs --------------------------------------------------------------------
 
-def run(sizes: list[int], repeats: int) -> list[dict]:
+def run(sizes: list[int], repeats: int, mininet_max: int) -> list[dict]:
     results = []
     home = tempfile.mkdtemp(prefix="wanlab-bench-")
     lab = Lab(home)
@@ -143,6 +162,10 @@ def run(sizes: list[int], repeats: int) -> list[dict]:
                        "veth_in_s": statistics.median(f_in),
                        "veth_out_s": statistics.median(f_out)}
                 row["in_ratio"] = row["wanlab_in_s"] / row["veth_in_s"]
+                mn = [mininet_seconds(n) for _ in range(reps)] \
+                    if shape == "star" and n <= mininet_max else []
+                mn = [x for x in mn if x is not None]
+                row["mininet_build_stop_s"] = statistics.median(mn) if mn else None
                 results.append(row)
                 print(f"{shape:6} {n:5}: swap-in {row['wanlab_in_s']:.3f} s "
                       f"(veth floor {row['veth_in_s']:.3f} s, x{row['in_ratio']:.2f}), "
@@ -162,17 +185,21 @@ def write(results: list[dict], cmd: str) -> str:
              f"Command: `{cmd}`  ", "Machine: 2 cores, Debian 12; medians of repeats. Links "
              "shaped 100 Mbit/s, 1 ms. Floor: the same namespaces joined by plain veth "
              "pairs (chain) or veths on a Linux bridge (star), same addressing, no shaping, "
-             "no routes.", "",
+             "no routes. Mininet: `mn --topo single,N --switch lxbr --controller none --test "
+             "build` (build + stop, no shaping), stars only.", "",
              "| shape | nodes | wanlab swap-in s | veth floor s | ratio | goal | "
-             "wanlab swap-out s | floor teardown s |",
-             "|---|---|---|---|---|---|---|---|"]
+             "wanlab swap-out s | floor teardown s | wanlab in+out s | Mininet build+stop s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         g = goal.get(r["nodes"])
         verdict = "" if g is None else (f"≤ {g:g} s: " +
                                         ("PASS" if r["wanlab_in_s"] <= g else "MISS"))
         lines.append(f"| {r['shape']} | {r['nodes']} | {r['wanlab_in_s']:.3f} | "
                      f"{r['veth_in_s']:.3f} | {r['in_ratio']:.2f} | {verdict} | "
-                     f"{r['wanlab_out_s']:.3f} | {r['veth_out_s']:.3f} |")
+                     f"{r['wanlab_out_s']:.3f} | {r['veth_out_s']:.3f} | "
+                     f"{r['wanlab_in_s'] + r['wanlab_out_s']:.3f} | "
+                     + (f"{r['mininet_build_stop_s']:.3f} |" if r.get("mininet_build_stop_s")
+                        else "– |"))
     text = "\n".join(lines) + "\n"
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
@@ -188,9 +215,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="10,100,1000")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--mininet-max", type=int, default=100,
+                    help="largest star to build with Mininet too (0: never)")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
-    results = run(sizes, a.repeats)
+    results = run(sizes, a.repeats, a.mininet_max)
     print()
     print(write(results, "python3 bench/swap.py " + " ".join(sys.argv[1:])))
     return 0
