@@ -5,8 +5,11 @@
 //! the `open`+`TUNSETIFF` (a TAP is born in the namespace of the thread that opens
 //! `/dev/net/tun`). Creating it in place matters for swap-in time: moving an interface between
 //! namespaces costs ~20 ms of kernel synchronisation on this machine class, creating it costs
-//! ~0.1 ms. The fd keeps working whatever namespace the interface is in. The device is not persistent: closing the fd (dropping [`Tap`]) deletes it, so an
-//! engine that exits, even by crash, leaves no interfaces behind.
+//! ~0.1 ms. The fd keeps working whatever namespace the interface is in.
+//!
+//! A TAP in the root namespace is not persistent: closing the fd deletes it, so an engine that
+//! exits, even by crash, leaves no interfaces there. A TAP inside a node's namespace is
+//! persistent and goes with that namespace (see [`Tap::create_in`]).
 //! Carrier is switched with `TUNSETCARRIER` so a node's kernel sees NO-CARRIER on link down.
 
 use std::ffi::CString;
