@@ -14,3 +14,4 @@ pub mod ping;
 pub mod send;
 pub mod sink;
 pub mod stats;
+pub mod stop;

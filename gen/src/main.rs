@@ -35,6 +35,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let rest = &argv[2..];
+    wanlab_gen::stop::install();
     let r = match cmd.as_str() {
         "send" => cmd_send(rest),
         "sink" => cmd_sink(rest),

@@ -87,7 +87,7 @@ pub fn run(sock: &UdpSocket, cfg: &SendCfg) -> Result<SendReport, String> {
     let mut rep = SendReport { size: cfg.size, target_pps: cfg.pps_num as f64 / cfg.pps_den.max(1) as f64, ..Default::default() };
     let mut seq = 0u64;
     sleep_until(start);
-    while seq < limit {
+    while seq < limit && !crate::stop::requested() {
         let now = now_ns();
         if let Some(e) = end {
             if now >= e {
@@ -126,7 +126,7 @@ pub fn run(sock: &UdpSocket, cfg: &SendCfg) -> Result<SendReport, String> {
         }
     }
     rep.sent = seq;
-    if let (Some(e), false) = (end, pacer.unpaced()) {
+    if let (Some(e), false, false) = (end, pacer.unpaced(), crate::stop::requested()) {
         // A timed paced run lasts its full duration even if the last packet
         // was due earlier, so sent/elapsed is the configured rate.
         sleep_until(e);

@@ -162,6 +162,9 @@ pub fn run(sock: &UdpSocket, rule: StopRule, batch: usize, interval_ns: u64) -> 
             r.on_batch(&b, n, now);
             last_activity = now;
         }
+        if crate::stop::requested() {
+            break;
+        }
         if let Some(d) = rule.duration_ns {
             if now >= start + d {
                 break;
