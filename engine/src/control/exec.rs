@@ -50,9 +50,9 @@ impl Sinks {
     /// Deliver what the network produced: frames to TAPs, captured copies to pcap files.
     pub fn handle_output(&mut self, out: Output<'_>) {
         match out {
-            Output::Frame { port, data } => {
+            Output::Frame { port, data, vnet } => {
                 if let Some(t) = self.taps.get(&port) {
-                    if !t.send(&data) {
+                    if !t.send(&vnet, &data) {
                         self.tx_errors += 1;
                     }
                 }

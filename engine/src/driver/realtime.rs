@@ -20,12 +20,11 @@ use std::path::Path;
 
 use crate::control::exec::Engine;
 use crate::control::server::Server;
+use crate::model::packet::Packet;
 use crate::time::{min_deadline, Instant};
 
 /// Frames read per TAP per wake-up.
 pub const BATCH: usize = 64;
-/// Largest frame we accept from a TAP (jumbo frames up to 64 KiB).
-const FRAME_BUF: usize = 65_536;
 
 const TOKEN_TIMER: u64 = 1;
 const TOKEN_SIGNAL: u64 = 2;
@@ -151,7 +150,7 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     ep.add(server.listener_fd(), libc::EPOLLIN as u32, TOKEN_LISTENER)?;
 
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-    let mut buf = vec![0u8; FRAME_BUF];
+    let mut buf: Vec<u8> = Vec::new();
     let mut armed: Option<Instant> = None;
     let mut next_push: Option<Instant> = None;
     let mut shutdown = false;
@@ -223,9 +222,9 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                     for _ in 0..BATCH {
                         let Some(tap) = engine.out.taps.get(&port) else { break };
                         match tap.recv(&mut buf) {
-                            Ok(Some(len)) => {
+                            Ok(Some((vnet, data))) => {
                                 last_activity = clock.now();
-                                engine.net.receive(port, buf[..len].to_vec(), last_activity);
+                                engine.net.receive_packet(port, Packet { data, vnet }, last_activity);
                             }
                             Ok(None) => break,
                             Err(_) => break,

@@ -4,7 +4,9 @@
 //! leave the network are collected with their delivery time instead of written to TAPs.
 
 use crate::model::network::{Network, Output, PortIdx};
+use crate::model::packet::Packet;
 use crate::time::Instant;
+use crate::wire::vnet::VnetHdr;
 
 /// A frame delivered to a port at a virtual time.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,6 +14,8 @@ pub struct Delivered {
     pub at: Instant,
     pub port: PortIdx,
     pub data: Vec<u8>,
+    /// Offload metadata (default: a plain wire frame).
+    pub vnet: VnetHdr,
 }
 
 pub struct VirtualTime {
@@ -35,8 +39,8 @@ impl VirtualTime {
             let now = self.now;
             let delivered = &mut self.delivered;
             self.net.poll(now, |o| {
-                if let Output::Frame { port, data } = o {
-                    delivered.push(Delivered { at: now, port, data });
+                if let Output::Frame { port, data, vnet } = o {
+                    delivered.push(Delivered { at: now, port, data, vnet });
                 }
             });
         }
@@ -48,6 +52,12 @@ impl VirtualTime {
         while let Some(d) = self.net.poll_at() {
             self.run_until(d.max(self.now));
         }
+    }
+
+    /// Advance to `at` and hand the network a frame with offload metadata received on `port`.
+    pub fn inject_packet(&mut self, port: PortIdx, pkt: Packet, at: Instant) {
+        self.run_until(at);
+        self.net.receive_packet(port, pkt, self.now);
     }
 
     /// Advance to `at` and hand the network a frame received on `port`.

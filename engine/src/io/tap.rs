@@ -1,4 +1,14 @@
-//! TAP devices opened through `/dev/net/tun` with `IFF_TAP | IFF_NO_PI`, non-blocking.
+//! TAP devices opened through `/dev/net/tun` with `IFF_TAP | IFF_NO_PI | IFF_VNET_HDR`,
+//! non-blocking.
+//!
+//! Offloads: every frame read or written is preceded by a 12-byte `virtio_net_hdr`
+//! ([`crate::wire::vnet`], `TUNSETVNETHDRSZ` 12), and `TUNSETOFFLOAD` enables
+//! `TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN`: the node's kernel then hands the
+//! engine TCP super-frames of up to 64 KB with partial checksums instead of segmenting and
+//! checksumming every 1500-byte frame itself, and accepts the same from the engine. What the
+//! engine does with them (pass whole over unlimited links, segment in software elsewhere) is in
+//! [`crate::model::packet`]. UDP segmentation offload (USO/UFO) is not enabled, so UDP always
+//! arrives as wire-sized datagrams.
 //!
 //! The engine creates each TAP either in its own (root) network namespace or, when the port
 //! names one, directly inside a node's namespace: the engine enters it with `setns` just for
@@ -16,8 +26,24 @@ use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
+use crate::wire::vnet::{self, VnetHdr};
+
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
+const IFF_VNET_HDR: libc::c_short = 0x4000;
+/// `_IOW('T', 208, unsigned int)`
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+/// `_IOW('T', 216, int)`
+const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
+const TUN_F_CSUM: libc::c_uint = 0x01;
+const TUN_F_TSO4: libc::c_uint = 0x02;
+const TUN_F_TSO6: libc::c_uint = 0x04;
+const TUN_F_TSO_ECN: libc::c_uint = 0x08;
+/// Largest frame read from a TAP: a 64 KB IP super-frame plus Ethernet/VLAN headers.
+pub const MAX_FRAME: usize = 65_536 + 256;
+/// Frames up to this size are copied into a right-sized buffer after a read; larger ones
+/// (super-frames) keep the read buffer, so they are never copied.
+const COPY_BELOW: usize = 4096;
 /// `_IOW('T', 202, int)`
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 /// `_IOW('T', 203, int)`
@@ -88,12 +114,22 @@ impl Tap {
         }
         // SAFETY: raw is a fresh fd we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut req = IfReq { name: [0; libc::IFNAMSIZ], flags: IFF_TAP | IFF_NO_PI, _pad: [0; 22] };
+        let mut req = IfReq { name: [0; libc::IFNAMSIZ], flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR, _pad: [0; 22] };
         for (d, s) in req.name.iter_mut().zip(name.as_bytes()) {
             *d = *s as libc::c_char;
         }
         // SAFETY: TUNSETIFF reads/writes an ifreq we own.
         if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETIFF, &mut req as *mut IfReq) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let hdr_len = vnet::LEN as libc::c_int;
+        // SAFETY: TUNSETVNETHDRSZ reads an int; TUNSETOFFLOAD takes its argument by value.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETVNETHDRSZ, &hdr_len as *const libc::c_int) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let offload = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN;
+        // SAFETY: as above.
+        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, offload as libc::c_ulong) } < 0 {
             return Err(io::Error::last_os_error());
         }
         let cname = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
@@ -113,10 +149,19 @@ impl Tap {
         self.netns.as_deref()
     }
 
-    /// Read one frame into `buf`; `Ok(None)` when nothing is waiting.
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        // SAFETY: buf is valid for writes of buf.len() bytes.
-        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    /// Read one frame with its `virtio_net_hdr`; `Ok(None)` when nothing is waiting.
+    /// `spare` is a reusable read buffer (capacity [`MAX_FRAME`] is ensured): a small frame
+    /// is copied out of it, a large one takes it over (no copy) and `spare` is replaced.
+    pub fn recv(&self, spare: &mut Vec<u8>) -> io::Result<Option<(VnetHdr, Vec<u8>)>> {
+        let mut hdr = [0u8; vnet::LEN];
+        spare.clear();
+        spare.reserve(MAX_FRAME);
+        let iov = [
+            libc::iovec { iov_base: hdr.as_mut_ptr().cast(), iov_len: hdr.len() },
+            libc::iovec { iov_base: spare.as_mut_ptr().cast(), iov_len: spare.capacity() },
+        ];
+        // SAFETY: both iovecs point at memory we own, valid for writes of their lengths.
+        let n = unsafe { libc::readv(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
         if n < 0 {
             let e = io::Error::last_os_error();
             return match e.kind() {
@@ -124,15 +169,32 @@ impl Tap {
                 _ => Err(e),
             };
         }
-        Ok(Some(n as usize))
+        let n = n as usize;
+        let Some(h) = VnetHdr::parse(&hdr[..n.min(vnet::LEN)]) else {
+            return Ok(Some((VnetHdr::default(), Vec::new()))); // shorter than the header
+        };
+        let len = n - vnet::LEN;
+        // SAFETY: readv initialised the first `len` bytes of spare's buffer.
+        unsafe { spare.set_len(len) };
+        if len < COPY_BELOW {
+            Ok(Some((h, spare.as_slice().to_vec())))
+        } else {
+            Ok(Some((h, std::mem::replace(spare, Vec::with_capacity(MAX_FRAME)))))
+        }
     }
 
-    /// Write one frame. A full device queue or a down interface drops the frame (returns
-    /// false), as a NIC would; we never block the engine on one TAP.
-    pub fn send(&self, frame: &[u8]) -> bool {
-        // SAFETY: frame is valid for reads of frame.len() bytes.
-        let n = unsafe { libc::write(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len()) };
-        n == frame.len() as isize
+    /// Write one frame with its `virtio_net_hdr` (default for a plain wire frame). A full
+    /// device queue or a down interface drops the frame (returns false), as a NIC would; we
+    /// never block the engine on one TAP.
+    pub fn send(&self, hdr: &VnetHdr, frame: &[u8]) -> bool {
+        let h = hdr.to_bytes();
+        let iov = [
+            libc::iovec { iov_base: h.as_ptr() as *mut libc::c_void, iov_len: h.len() },
+            libc::iovec { iov_base: frame.as_ptr() as *mut libc::c_void, iov_len: frame.len() },
+        ];
+        // SAFETY: both iovecs are valid for reads of their lengths; writev does not write them.
+        let n = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
+        n == (h.len() + frame.len()) as isize
     }
 
     fn set_persist(&self, on: bool) -> io::Result<()> {

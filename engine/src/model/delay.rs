@@ -11,6 +11,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::params::JitterDist;
+use super::packet::Packet;
 use crate::rng::Rng;
 use crate::time::Instant;
 
@@ -18,7 +19,7 @@ use crate::time::Instant;
 struct InFlight {
     at: Instant,
     seq: u64,
-    frame: Vec<u8>,
+    frame: Packet,
 }
 
 impl PartialEq for InFlight {
@@ -76,7 +77,7 @@ impl Delay {
         }
     }
 
-    pub fn push(&mut self, frame: Vec<u8>, at: Instant) {
+    pub fn push(&mut self, frame: Packet, at: Instant) {
         self.last_arrival = self.last_arrival.max(at);
         self.seq += 1;
         self.heap.push(Reverse(InFlight { at, seq: self.seq, frame }));
@@ -87,7 +88,7 @@ impl Delay {
     }
 
     /// Next frame that has arrived by `now`.
-    pub fn pop_due(&mut self, now: Instant) -> Option<Vec<u8>> {
+    pub fn pop_due(&mut self, now: Instant) -> Option<Packet> {
         if self.next_at()? <= now {
             self.heap.pop().map(|r| r.0.frame)
         } else {
@@ -102,7 +103,7 @@ impl Delay {
         self.heap.is_empty()
     }
 
-    pub fn drain(&mut self) -> impl Iterator<Item = Vec<u8>> + '_ {
+    pub fn drain(&mut self) -> impl Iterator<Item = Packet> + '_ {
         self.heap.drain().map(|r| r.0.frame)
     }
 }

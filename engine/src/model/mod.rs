@@ -7,6 +7,7 @@ pub mod delay;
 pub mod lan;
 pub mod loss;
 pub mod network;
+pub mod packet;
 pub mod params;
 pub mod pipeline;
 pub mod queue;

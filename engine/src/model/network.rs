@@ -20,12 +20,14 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use serde::Serialize;
 
 use super::lan::{Forward, Lan, Member};
+use super::packet::Packet;
 use super::params::LinkParams;
 use super::pipeline::Pipeline;
 use crate::rng::stream_seed;
 use crate::stats::Counters;
 use crate::time::Instant;
 use crate::wire::ethernet::HEADER_LEN;
+use crate::wire::vnet::VnetHdr;
 
 pub type PortIdx = usize;
 pub type PipeIdx = usize;
@@ -77,8 +79,9 @@ struct Link {
 /// What `poll` hands the driver.
 #[derive(Debug)]
 pub enum Output<'a> {
-    /// A frame to write to a port.
-    Frame { port: PortIdx, data: Vec<u8> },
+    /// A frame to write to a port; `vnet` is its offload metadata (default for a plain wire
+    /// frame; a super-frame or partial checksum only after crossing unlimited pipelines).
+    Frame { port: PortIdx, data: Vec<u8>, vnet: VnetHdr },
     /// A frame leaving a pipeline with capture enabled (emitted just before it is delivered).
     Capture { pipe: PipeIdx, at: Instant, data: &'a [u8] },
 }
@@ -155,7 +158,7 @@ pub struct Network {
     lan_ids: HashMap<String, usize>,
     timers: BinaryHeap<Reverse<Timer>>,
     seq: u64,
-    scratch: Vec<Vec<u8>>,
+    scratch: Vec<Packet>,
 }
 
 impl Network {
@@ -361,8 +364,13 @@ impl Network {
         }
     }
 
-    /// A frame arrived on `port` at `now`.
+    /// A plain wire frame arrived on `port` at `now`.
     pub fn receive(&mut self, port: PortIdx, frame: Vec<u8>, now: Instant) {
+        self.receive_packet(port, Packet::plain(frame), now);
+    }
+
+    /// A frame with offload metadata arrived on `port` at `now`.
+    pub fn receive_packet(&mut self, port: PortIdx, frame: Packet, now: Instant) {
         let Some(Some(p)) = self.ports.get_mut(port) else { return };
         let Some(pipe) = p.ingress else {
             p.unattached_drops += 1;
@@ -373,7 +381,7 @@ impl Network {
             slot.pipe.count_malformed(frame.len());
             return;
         }
-        slot.pipe.enqueue(frame, now);
+        slot.pipe.enqueue_packet(frame, now);
         self.reschedule(pipe);
     }
 
@@ -410,21 +418,34 @@ impl Network {
             let (sink, capture) = (slot.sink, slot.capture);
             self.reschedule(pipe);
             for f in out.drain(..) {
+                if capture && f.vnet.is_offloaded() {
+                    // A capture sees wire frames: segment (and checksum) what would otherwise
+                    // cross whole, and forward those frames instead.
+                    for w in f.into_wire().unwrap_or_default() {
+                        emit(Output::Capture { pipe, at: t.at, data: &w });
+                        self.forward(sink, Packet::plain(w), t.at, &mut emit);
+                    }
+                    continue;
+                }
                 if capture {
-                    emit(Output::Capture { pipe, at: t.at, data: &f });
+                    emit(Output::Capture { pipe, at: t.at, data: &f.data });
                 }
-                match sink {
-                    Sink::Port(port) => emit(Output::Frame { port, data: f }),
-                    Sink::Lan { lan, member } => self.switch(lan, member, f, t.at),
-                }
+                self.forward(sink, f, t.at, &mut emit);
             }
             self.scratch = out;
         }
     }
 
-    fn switch(&mut self, lan: usize, from: usize, frame: Vec<u8>, at: Instant) {
+    fn forward(&mut self, sink: Sink, f: Packet, at: Instant, emit: &mut impl FnMut(Output<'_>)) {
+        match sink {
+            Sink::Port(port) => emit(Output::Frame { port, data: f.data, vnet: f.vnet }),
+            Sink::Lan { lan, member } => self.switch(lan, member, f, at),
+        }
+    }
+
+    fn switch(&mut self, lan: usize, from: usize, frame: Packet, at: Instant) {
         let Some(Some(l)) = self.lans.get_mut(lan) else { return };
-        let targets: Vec<PipeIdx> = match l.switch(from, &frame) {
+        let targets: Vec<PipeIdx> = match l.switch(from, &frame.data) {
             Forward::Filter => return,
             Forward::To(m) => l.members.get(m).map(|m| m.from_lan).into_iter().collect(),
             Forward::Flood => l.members.iter().enumerate().filter(|(i, _)| *i != from).map(|(_, m)| m.from_lan).collect(),
@@ -433,9 +454,9 @@ impl Network {
         let mut frame = Some(frame);
         for (i, pipe) in targets.into_iter().enumerate() {
             // Move the frame into the last target, clone for the others.
-            let f = if i == last { frame.take().unwrap_or_default() } else { frame.clone().unwrap_or_default() };
+            let Some(f) = (if i == last { frame.take() } else { frame.clone() }) else { continue };
             if let Some(Some(slot)) = self.pipes.get_mut(pipe) {
-                slot.pipe.enqueue(f, at);
+                slot.pipe.enqueue_packet(f, at);
                 self.reschedule(pipe);
             }
         }

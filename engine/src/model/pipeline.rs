@@ -11,7 +11,8 @@
 
 use super::delay::Delay;
 use super::loss::Loss;
-use super::params::LinkParams;
+use super::packet::Packet;
+use super::params::{LinkParams, LossParams};
 use super::queue::Queue;
 use super::rate::Rate;
 use crate::rng::Rng;
@@ -66,21 +67,54 @@ impl Pipeline {
         self.params = params;
     }
 
-    /// Offer a frame arriving at `now`.
+    /// Something in this direction acts on individual wire frames other than the queue and
+    /// serializer: loss, duplication or corruption.
+    fn per_packet(&self) -> bool {
+        self.params.loss != LossParams::None || self.params.duplicate > 0.0 || self.params.corrupt > 0.0
+    }
+
+    /// Whether an offloaded packet (super-frame or partial checksum) may cross this direction
+    /// whole: only when nothing here acts per wire frame (unlimited bandwidth, no
+    /// loss/dup/corrupt). Otherwise it is segmented on arrival.
+    pub fn passes_whole(&self) -> bool {
+        self.params.bandwidth_bps == 0 && !self.per_packet()
+    }
+
+    /// Offer a plain wire frame arriving at `now`.
     pub fn enqueue(&mut self, frame: Vec<u8>, now: Instant) {
-        self.counters.in_pkts += 1;
-        self.counters.in_bytes += frame.len() as u64;
+        self.enqueue_packet(Packet::plain(frame), now);
+    }
+
+    /// Offer a packet arriving at `now`. An offloaded packet is segmented into wire frames
+    /// first unless [`Pipeline::passes_whole`]; a malformed one is counted as `drop_malformed`.
+    pub fn enqueue_packet(&mut self, pkt: Packet, now: Instant) {
+        if pkt.vnet.is_offloaded() && !self.passes_whole() {
+            let len = pkt.len();
+            match pkt.into_wire() {
+                Ok(frames) => {
+                    for f in frames {
+                        self.enqueue_packet(Packet::plain(f), now);
+                    }
+                }
+                Err(_) => self.count_malformed(len),
+            }
+            return;
+        }
+        let (pkts, bytes) = pkt.wire_size();
+        self.counters.in_pkts += pkts;
+        self.counters.in_bytes += bytes;
         if !self.up {
-            self.counters.drop_down += 1;
+            self.counters.drop_down += pkts;
             return;
         }
         self.advance(now);
         let bw = self.params.bandwidth_bps;
         if bw == 0 {
             // Unlimited: no serialization and therefore no queue.
-            self.send_to_delay(frame, now);
+            self.send_to_delay(pkt, now);
             return;
         }
+        let frame = pkt.data;
         if self.queue.enqueue(frame, now, bw, &mut self.rng).is_err() {
             self.counters.drop_queue += 1;
             return;
@@ -104,7 +138,7 @@ impl Pipeline {
     /// its exact time, up to `now`.
     fn advance(&mut self, now: Instant) {
         while let Some(done) = self.rate.finish(now) {
-            self.send_to_delay(done.frame, done.done);
+            self.send_to_delay(Packet::plain(done.frame), done.done);
             match self.queue.dequeue() {
                 Some(next) => {
                     self.queue.mark_busy();
@@ -115,37 +149,57 @@ impl Pipeline {
         }
     }
 
-    fn send_to_delay(&mut self, frame: Vec<u8>, sent: Instant) {
+    fn send_to_delay(&mut self, frame: Packet, sent: Instant) {
         let p = &self.params;
         let at = self.delay.arrival(sent, p.delay_ns, p.jitter_ns, p.jitter_dist, p.jitter_reorder, &mut self.rng);
         self.delay.push(frame, at);
     }
 
     /// Deliver every frame due by `now` through `emit`.
-    pub fn poll(&mut self, now: Instant, mut emit: impl FnMut(Vec<u8>)) {
+    pub fn poll(&mut self, now: Instant, mut emit: impl FnMut(Packet)) {
         self.advance(now);
-        while let Some(mut frame) = self.delay.pop_due(now) {
-            if self.loss.lose(&mut self.rng) {
-                self.counters.drop_loss += 1;
-                continue;
+        while let Some(pkt) = self.delay.pop_due(now) {
+            if pkt.vnet.is_offloaded() && self.per_packet() {
+                // Loss/dup/corrupt were set while this super-frame was in flight: decide them
+                // per wire frame.
+                match pkt.into_wire() {
+                    Ok(frames) => {
+                        for f in frames {
+                            self.deliver(Packet::plain(f), &mut emit);
+                        }
+                    }
+                    Err(_) => self.counters.drop_malformed += 1,
+                }
+            } else {
+                self.deliver(pkt, &mut emit);
             }
-            let dup = if self.rng.chance(self.params.duplicate) { Some(frame.clone()) } else { None };
-            if frame.len() > HEADER_LEN && self.rng.chance(self.params.corrupt) {
-                // Flip one bit past the Ethernet header so the switch still forwards it.
-                let idx = HEADER_LEN + self.rng.below((frame.len() - HEADER_LEN) as u64) as usize;
-                let bit = self.rng.below(8) as u32;
-                frame[idx] ^= 1u8 << bit;
-                self.counters.corrupted += 1;
-            }
-            self.counters.out_pkts += 1;
-            self.counters.out_bytes += frame.len() as u64;
-            emit(frame);
-            if let Some(d) = dup {
-                self.counters.duplicated += 1;
-                self.counters.out_pkts += 1;
-                self.counters.out_bytes += d.len() as u64;
-                emit(d);
-            }
+        }
+    }
+
+    /// Loss, duplication and corruption of one frame leaving the delay stage.
+    fn deliver(&mut self, mut pkt: Packet, emit: &mut impl FnMut(Packet)) {
+        let (pkts, bytes) = pkt.wire_size();
+        if self.loss.lose(&mut self.rng) {
+            self.counters.drop_loss += pkts;
+            return;
+        }
+        let dup = if self.rng.chance(self.params.duplicate) { Some(pkt.clone()) } else { None };
+        let frame = &mut pkt.data;
+        if frame.len() > HEADER_LEN && self.rng.chance(self.params.corrupt) {
+            // Flip one bit past the Ethernet header so the switch still forwards it.
+            let idx = HEADER_LEN + self.rng.below((frame.len() - HEADER_LEN) as u64) as usize;
+            let bit = self.rng.below(8) as u32;
+            frame[idx] ^= 1u8 << bit;
+            self.counters.corrupted += 1;
+        }
+        self.counters.out_pkts += pkts;
+        self.counters.out_bytes += bytes;
+        emit(pkt);
+        if let Some(d) = dup {
+            self.counters.duplicated += pkts;
+            self.counters.out_pkts += pkts;
+            self.counters.out_bytes += bytes;
+            emit(d);
         }
     }
 
@@ -157,7 +211,7 @@ impl Pipeline {
     /// Down drops everything queued, being serialized or in flight, and later arrivals.
     pub fn set_up(&mut self, up: bool, now: Instant) {
         if !up && self.up {
-            let mut n = self.queue.drain().count() as u64 + self.delay.drain().count() as u64;
+            let mut n = self.queue.drain().count() as u64 + self.delay.drain().map(|p| p.wire_size().0).sum::<u64>();
             if self.rate.current.take().is_some() {
                 n += 1;
             }
