@@ -8,7 +8,10 @@ use wanlab_engine::control::protocol::{merge_params, parse_request, Request, COM
 use wanlab_engine::driver::virtual_time::VirtualTime;
 use wanlab_engine::model::network::{Dir, LanSpec, LinkSpec, MemberSpec, Network, TopologySpec};
 use wanlab_engine::model::params::{LinkParams, LossParams, QueueKind, QueueParams, RedParams};
+use wanlab_engine::model::packet::Packet;
 use wanlab_engine::time::Instant;
+use wanlab_engine::wire::gso;
+use wanlab_engine::wire::vnet::VnetHdr;
 
 fn arb_params() -> impl Strategy<Value = LinkParams> {
     (0u64..50_000_000, 0u64..5_000_000, 0u64..2_000_000, any::<bool>(), 1u32..40, any::<bool>(), 0u8..4, 0.0f64..1.0, 0.0f64..1.0, any::<bool>())
@@ -38,6 +41,7 @@ fn arb_params() -> impl Strategy<Value = LinkParams> {
 #[derive(Debug, Clone)]
 enum Op {
     Frame { port: usize, at_us: u64, data: Vec<u8> },
+    Offloaded { port: usize, at_us: u64, vnet: [u8; 12], data: Vec<u8> },
     Set { which: usize, params: LinkParams },
     Down { which: usize, up: bool },
 }
@@ -45,8 +49,45 @@ enum Op {
 fn arb_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => (0usize..5, 0u64..20_000, proptest::collection::vec(any::<u8>(), 0..200)).prop_map(|(port, at_us, data)| Op::Frame { port, at_us, data }),
+        4 => (0usize..5, 0u64..20_000, arb_vnet(), arb_offload_frame()).prop_map(|(port, at_us, vnet, data)| Op::Offloaded { port, at_us, vnet, data }),
         1 => (0usize..8, arb_params()).prop_map(|(which, params)| Op::Set { which, params }),
         1 => (0usize..3, any::<bool>()).prop_map(|(which, up)| Op::Down { which, up }),
+    ]
+}
+
+/// Arbitrary 12-byte vnet headers, or plausible TSO headers with arbitrary sizes and offsets.
+fn arb_vnet() -> impl Strategy<Value = [u8; 12]> {
+    prop_oneof![
+        any::<[u8; 12]>(),
+        (prop::sample::select(vec![0u8, 1, 3, 4, 5, 0x81, 0x84]), 0u16..3000, prop::sample::select(vec![34u16, 54, 0, 20, 200]), any::<bool>()).prop_map(|(g, mss, start, csum)| {
+            VnetHdr { flags: u8::from(csum), gso_type: g, hdr_len: start + 20, gso_size: mss, csum_start: start, csum_offset: 16 }.to_bytes()
+        }),
+    ]
+}
+
+/// Arbitrary bytes, or an IPv4/IPv6 TCP super-frame (possibly truncated or with a damaged byte).
+fn arb_offload_frame() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        proptest::collection::vec(any::<u8>(), 0..300),
+        (any::<bool>(), 0usize..4000, 0usize..4100, any::<(usize, u8)>(), 0u8..16).prop_map(|(v6, payload, cut, (at, val), doff)| {
+            let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+            if v6 {
+                f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 0, 6, 64]);
+                f.extend_from_slice(&[0xfd; 32]);
+            } else {
+                f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+            }
+            f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 0, 0, 0, 1, 0, 0, 0, 1, doff << 4, 0x99, 0xff, 0xff, 0, 0, 0, 0]);
+            f.extend((0..payload).map(|i| i as u8));
+            if at % 3 == 0 {
+                let i = at % f.len();
+                f[i] = val;
+            }
+            if cut < f.len() && at % 5 == 0 {
+                f.truncate(cut);
+            }
+            f
+        }),
     ]
 }
 
@@ -65,13 +106,21 @@ proptest! {
         net.check_apply(&spec).unwrap();
         net.apply(spec, Instant::ZERO);
         let mut vt = VirtualTime::new(net);
-        ops.sort_by_key(|o| if let Op::Frame { at_us, .. } = o { *at_us } else { 0 });
+        ops.sort_by_key(|o| match o { Op::Frame { at_us, .. } | Op::Offloaded { at_us, .. } => *at_us, _ => 0 });
         let mut t = Instant::ZERO;
         for op in ops {
             match op {
                 Op::Frame { port, at_us, data } => {
                     t = t.max(Instant::from_micros(at_us));
                     vt.inject(port, data, t);
+                }
+                Op::Offloaded { port, at_us, vnet, data } => {
+                    t = t.max(Instant::from_micros(at_us));
+                    let vnet = VnetHdr::parse(&vnet).unwrap();
+                    let mut out = Vec::new();
+                    let _ = gso::to_wire(&vnet, &data, &mut out);
+                    let _ = gso::wire_size(&vnet, &data);
+                    vt.inject_packet(port, Packet { data, vnet }, t);
                 }
                 Op::Set { which, params } => {
                     let (target, dir) = [("l", Dir::Ab), ("l", Dir::Ba), ("l", Dir::Both), ("lan", Dir::ToLan), ("lan", Dir::FromLan), ("lan", Dir::Both), ("nope", Dir::Both), ("l", Dir::ToLan)][which];

@@ -1,0 +1,127 @@
+//! Offloaded frames (virtio_net_hdr: TSO super-frames, partial checksums) through the model,
+//! in virtual time: whole across unlimited links, wire frames everywhere else.
+
+use wanlab_engine::control::protocol::{merge_params, ParamsSpec};
+use wanlab_engine::driver::virtual_time::VirtualTime;
+use wanlab_engine::model::network::{Dir, LinkSpec, Network, TopologySpec};
+use wanlab_engine::model::packet::Packet;
+use wanlab_engine::model::params::LinkParams;
+use wanlab_engine::time::Instant;
+use wanlab_engine::wire::gso;
+use wanlab_engine::wire::vnet::{VnetHdr, F_NEEDS_CSUM, GSO_TCPV4};
+
+fn params(json: &str) -> LinkParams {
+    let spec: ParamsSpec = serde_json::from_str(json).unwrap();
+    merge_params(&LinkParams::default(), &spec, "test").unwrap()
+}
+
+fn link(ab: &str) -> VirtualTime {
+    let mut net = Network::new(1);
+    let spec = TopologySpec {
+        ports: vec!["a".into(), "b".into()],
+        links: vec![LinkSpec { id: "l".into(), a: "a".into(), b: "b".into(), ab: params(ab), ba: params("{}") }],
+        lans: vec![],
+    };
+    net.check_apply(&spec).unwrap();
+    net.apply(spec, Instant::ZERO);
+    VirtualTime::new(net)
+}
+
+/// IPv4 TCP super-frame with `segs` × `mss` payload bytes, as the kernel hands it over.
+fn super_frame(mss: usize, segs: usize) -> Packet {
+    let payload = mss * segs;
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+    let tot = (40 + payload) as u16;
+    f.extend_from_slice(&[0x45, 0, (tot >> 8) as u8, tot as u8, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+    f.extend((0..payload).map(|i| (i % 251) as u8));
+    let vnet = VnetHdr { flags: F_NEEDS_CSUM, gso_type: GSO_TCPV4, hdr_len: 54, gso_size: mss as u16, csum_start: 34, csum_offset: 16 };
+    Packet { data: f, vnet }
+}
+
+const MS: u64 = 1_000_000;
+
+#[test]
+fn super_frame_on_shaped_link_leaves_as_wire_frames_at_exact_times() {
+    let sf = super_frame(1000, 3);
+    let segs = sf.clone().into_wire().unwrap();
+    assert_eq!(segs.iter().map(Vec::len).collect::<Vec<_>>(), vec![1054; 3]);
+
+    let mut vt = link(r#"{"bandwidth_bps":1000000,"delay_us":10000}"#);
+    vt.inject_packet(0, sf, Instant::ZERO);
+    vt.run_to_idle();
+    let got = vt.take();
+
+    let mut reference = link(r#"{"bandwidth_bps":1000000,"delay_us":10000}"#);
+    for s in &segs {
+        reference.inject(0, s.clone(), Instant::ZERO);
+    }
+    reference.run_to_idle();
+    let want = reference.take();
+
+    // 1054 B at 1 Mbit/s = 8.432 ms each, + 10 ms.
+    let times: Vec<u64> = got.iter().map(|d| d.at.nanos()).collect();
+    assert_eq!(times, vec![18_432_000, 26_864_000, 35_296_000]);
+    assert_eq!(got, want);
+    assert!(got.iter().all(|d| d.vnet == VnetHdr::default() && d.port == 1));
+    let c = vt.net.stats(Some("l"), vt.now).unwrap().links["l"].ab;
+    assert_eq!((c.in_pkts, c.out_pkts, c.in_bytes, c.out_bytes), (3, 3, 3162, 3162));
+}
+
+#[test]
+fn super_frame_crosses_unlimited_link_whole() {
+    let sf = super_frame(1448, 40);
+    let mut vt = link(r#"{"delay_us":1000}"#);
+    vt.inject_packet(0, sf.clone(), Instant::ZERO);
+    vt.run_to_idle();
+    let got = vt.take();
+    assert_eq!(got.len(), 1);
+    assert_eq!((got[0].at.nanos(), &got[0].data, got[0].vnet), (MS, &sf.data, sf.vnet));
+    // Counted as the 40 wire frames it stands for.
+    let c = vt.net.stats(Some("l"), vt.now).unwrap().links["l"].ab;
+    assert_eq!((c.in_pkts, c.out_pkts, c.out_bytes), (40, 40, 40 * (54 + 1448)));
+}
+
+#[test]
+fn per_packet_effects_and_captures_see_wire_frames() {
+    // Ordinal loss on an unlimited link: segmented on arrival, the 2nd segment is dropped.
+    let mut vt = link(r#"{"loss":{"kind":"ordinals","drop":[2]}}"#);
+    vt.inject_packet(0, super_frame(500, 3), Instant::ZERO);
+    vt.run_to_idle();
+    let got = vt.take();
+    assert_eq!(got.len(), 2);
+    assert_eq!(&got[1].data[38..42], &(1 + 1000u32).to_be_bytes()); // 3rd segment's seq
+
+    // Loss set while the super-frame is in flight: decided per wire frame on delivery.
+    let mut vt = link(r#"{"delay_us":1000}"#);
+    vt.inject_packet(0, super_frame(500, 3), Instant::ZERO);
+    let pipe = vt.net.select("l", None, Dir::Ab).unwrap()[0];
+    vt.net.set_pipe_params(pipe, params(r#"{"delay_us":1000,"loss":{"kind":"ordinals","drop":[1]}}"#), Instant(10));
+    vt.run_to_idle();
+    let got = vt.take();
+    assert_eq!(got.len(), 2);
+    assert!(got.iter().all(|d| d.vnet == VnetHdr::default()));
+
+    // Capture on an unlimited link: the capture and the receiver get the wire frames.
+    let mut vt = link("{}");
+    vt.net.set_capture(pipe, true);
+    vt.inject_packet(0, super_frame(500, 3), Instant::ZERO);
+    vt.run_to_idle();
+    assert_eq!(vt.take().len(), 3);
+}
+
+#[test]
+fn partial_checksum_completed_on_shaped_link() {
+    let mut p = super_frame(100, 1);
+    p.vnet.gso_type = 0;
+    // Put the pseudo-header sum in the field, as the sending kernel does.
+    let pseudo = [10, 0, 0, 1, 10, 0, 0, 2, 0, 6, 0, 120];
+    p.data[50..52].copy_from_slice(&gso::fold(gso::sum(&pseudo, 0)).to_be_bytes());
+    let mut vt = link(r#"{"bandwidth_bps":100000000}"#);
+    vt.inject_packet(0, p, Instant::ZERO);
+    vt.run_to_idle();
+    let d = vt.take();
+    assert_eq!(d.len(), 1);
+    let s = &d[0].data;
+    assert_eq!(!gso::fold(gso::sum(&s[34..], gso::sum(&pseudo, 0))), 0, "TCP checksum verifies");
+}
