@@ -31,7 +31,11 @@ def rtt(lab, topo, frame, rate, duration, wait=None):
                      ns=topo.ns_a)
     rep = wait_json(ping, duration + (wait or 1.0) + 30)
     echo.terminate()
-    echo.wait(timeout=5)
+    try:
+        echo.wait(timeout=5)
+    except Exception:
+        echo.kill()
+        echo.wait(timeout=5)
     return rep
 
 

@@ -17,7 +17,7 @@ const SPIN_NS: u64 = 30_000;
 pub fn sleep_until(deadline_ns: u64) {
     loop {
         let now = now_ns();
-        if now >= deadline_ns {
+        if now >= deadline_ns || crate::stop::requested() {
             return;
         }
         let left = deadline_ns - now;

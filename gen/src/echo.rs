@@ -21,7 +21,7 @@ pub fn run(sock: &UdpSocket, rule: StopRule, batch: usize) -> Result<String, Str
             tx += b.reflect(sock, n).map_err(|e| format!("send failed: {e}"))? as u64;
             last = now;
         }
-        if rule.duration_ns.is_some_and(|d| now >= start + d) || rule.idle_ns.is_some_and(|i| now >= last + i) {
+        if crate::stop::requested() || rule.duration_ns.is_some_and(|d| now >= start + d) || rule.idle_ns.is_some_and(|i| now >= last + i) {
             break;
         }
     }

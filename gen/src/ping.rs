@@ -28,7 +28,7 @@ pub fn run(sock: UdpSocket, cfg: &SendCfg, wait_ns: u64) -> Result<(SendReport, 
                 r.on_batch(&b, n, now);
             }
             let d = done2.load(Ordering::Acquire);
-            if d != 0 && (now >= d + wait_ns || (r.seq.fin_total.is_some() && r.seq.lost() == 0)) {
+            if crate::stop::requested() || d != 0 && (now >= d + wait_ns || (r.seq.fin_total.is_some() && r.seq.lost() == 0)) {
                 return Ok(r);
             }
         }
