@@ -407,6 +407,11 @@ class Suite:
                      "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
                      "engine_built": self.engine_ok, "busy_poll_variant": self.busy_poll,
                      "git": sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).strip()})
+        if self.engine_ok:
+            import hashlib
+            with open(ENGINE, "rb") as f:
+                meta["engine_sha256"] = hashlib.sha256(f.read()).hexdigest()[:12]
+            meta["engine_mtime"] = datetime.datetime.fromtimestamp(os.path.getmtime(ENGINE)).isoformat(timespec="seconds")
         meta["loadavg_start"] = os.getloadavg()
         t0 = time.monotonic()
         for name in ["delay", "bandwidth", "loss", "capacity", "scale"]:

@@ -17,7 +17,7 @@ def markdown(res):
     m = res["meta"]
     L = [f"# wanlab fidelity & capacity ({'quick' if m.get('quick') else 'full'} run)", "",
          f"{m.get('date')} · kernel {m.get('kernel')} · {m.get('cpus')} CPUs · git {m.get('git')} · "
-         f"engine built: {m.get('engine_built')} · busy-poll variant: {m.get('busy_poll_variant')} · "
+         f"engine built: {m.get('engine_built')} (binary {m.get('engine_sha256')}, {m.get('engine_mtime')}) · busy-poll variant: {m.get('busy_poll_variant')} · "
          f"total {m.get('total_s')} s · load average at start/end "
          f"{fmt((m.get('loadavg_start') or [None])[0], 2)}/{fmt((m.get('loadavg_end') or [None])[0], 2)} "
          "(other work on the host skews capacity numbers)", ""]
