@@ -146,6 +146,64 @@ def cmd_shell(lab, a) -> int:
     return subprocess.run(lab.node_argv(a.name, a.node, [shell])).returncode
 
 
+def cmd_tevc(lab, a) -> int:
+    r = lab.tevc(a.name, a.time, a.object, a.event, a.args, wait=a.w)
+    if a.w:
+        late = r.get("lateness_s")
+        print(f"{a.object} {a.event}: {r.get('outcome')} ({r.get('detail')}); "
+              f"fired at t={r.get('t', 0):.6f} s" + (f", {late * 1e3:.3f} ms late"
+                                                    if late is not None else ""))
+        return 0 if r.get("outcome") == "ok" else 1
+    print(f"scheduled at t={r['scheduled_s']:.6f} s")
+    return 0
+
+
+def _event_line(e: dict) -> str:
+    t = e.get("fired_s", e.get("t"))
+    late = e.get("lateness_s")
+    when = f"{t:10.6f}" if t is not None else "         -"
+    args = " ".join(e.get("args") or [])
+    return (f"{when}  {e['origin']:8} {e['target']} {e['action']} {args}".rstrip() +
+            f"  -> {e['outcome']}" + (f" ({e['detail']})" if e.get("detail") else "") +
+            (f"  [late {late * 1e3:.3f} ms]" if late is not None else ""))
+
+
+def cmd_events(lab, a) -> int:
+    if a.follow:
+        for e in lab.follow(a.name):
+            print(json.dumps(e) if a.json else _event_line(e), flush=True)
+        return 0
+    log = lab.event_log(a.name)
+    if a.json:
+        print(json.dumps(log, indent=2))
+        return 0
+    for e in log:
+        print(_event_line(e))
+    return 0
+
+
+def cmd_flows(lab, a) -> int:
+    flows = lab.flows(a.name)
+    if a.json:
+        print(json.dumps(flows, indent=2))
+        return 0
+    for f in flows:
+        r = f["result"]
+        dur = (f["stopped_s"] or f["started_s"]) - f["started_s"]
+        rate = r.get("bytes", 0) * 8 / dur if dur > 0 else 0
+        extra = f", lost {r.get('lost', 0)}" if f["kind"] == "cbr" else ""
+        print(f"{f['agent']:12} {f['kind']:4} t={f['started_s']:.3f}..{f['stopped_s'] or 0:.3f} s"
+              f"  {r.get('bytes', 0)} bytes ({rate / 1e6:.3f} Mbit/s){extra}")
+    return 0
+
+
+def cmd_plot(lab, a) -> int:
+    from wanlab.report.plots import plot_throughput
+    path = plot_throughput(lab, a.name, a.output)
+    print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wanlab", description="Network experiments on one Linux "
                                 "machine: ns-2/YAML/Python in, namespaces and emulated links out.")
@@ -183,6 +241,24 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("name")
     sp.add_argument("node")
     sp.add_argument("argv", nargs=argparse.REMAINDER)
+    sp = add("tevc", cmd_tevc, "send an event: wanlab tevc [-w] NAME TIME OBJECT EVENT [ARGS] "
+             "(TIME: now, +SECONDS, or SECONDS since t = 0)")
+    sp.add_argument("-w", action="store_true", help="wait for the event and print its result")
+    sp.add_argument("name")
+    sp.add_argument("time")
+    sp.add_argument("object")
+    sp.add_argument("event")
+    sp.add_argument("args", nargs="*")
+    sp = add("events", cmd_events, "the event log of the current run (--follow: as they fire)")
+    sp.add_argument("name")
+    sp.add_argument("--follow", "-f", action="store_true")
+    sp.add_argument("--json", action="store_true")
+    sp = add("flows", cmd_flows, "results of the traffic agents' flows")
+    sp.add_argument("name")
+    sp.add_argument("--json", action="store_true")
+    sp = add("plot", cmd_plot, "plot throughput over time of every flow (PNG)")
+    sp.add_argument("name")
+    sp.add_argument("-o", "--output", help="PNG path (default: <folder>/plots/throughput.png)")
     sp = add("shell", cmd_shell, "open a shell in a node")
     sp.add_argument("name")
     sp.add_argument("node")

@@ -195,6 +195,37 @@ class Lab:
                 "history": [{"at": t, "from": a, "to": b, "reason": r}
                             for t, a, b, r in self.store.transitions(row.id)]}
 
+    # -- events -------------------------------------------------------------------
+    def tevc(self, name: str, time_spec: str, target: str, action: str,
+             args: list[str] | None = None, wait: bool = False) -> dict[str, Any]:
+        """Send an event to an active experiment (Emulab's tevc); ``wait`` returns its result."""
+        from wanlab.run.client import EventClient
+        row = self.store.get(name)
+        if row.state != ACTIVE:
+            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        with EventClient(swap.folder_of(self.store, name)) as c:
+            return c.event(time_spec, target, action, list(args or []), wait)
+
+    def follow(self, name: str):
+        """Yield events of an active experiment as they fire (until it is swapped out)."""
+        from wanlab.run.client import EventClient
+        row = self.store.get(name)
+        if row.state != ACTIVE:
+            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        c = EventClient(swap.folder_of(self.store, name))
+        try:
+            yield from c.follow()
+        finally:
+            c.close()
+
+    def event_log(self, name: str) -> list[dict[str, Any]]:
+        """The event log of the experiment's latest run (t = 0 at its last swap-in)."""
+        return self.store.event_log(self.store.get(name).id)
+
+    def flows(self, name: str) -> list[dict[str, Any]]:
+        """Results of every traffic-agent flow (latest first run last)."""
+        return self.store.flows(self.store.get(name).id)
+
     def engine(self, name: str) -> engine.Client:
         """A control connection to an active experiment's engine."""
         row = self.store.get(name)

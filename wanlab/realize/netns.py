@@ -147,6 +147,22 @@ def write_sysctl(name: str, key: str, value: str) -> None:
             f.write(value)
 
 
+def listening(name: str, proto: str, port: int) -> bool:
+    """Whether a socket in namespace ``name`` listens (tcp) or is bound (udp) on ``port``,
+    over IPv4 or IPv6 (a dual-stack socket shows only in the ``6`` table)."""
+    lines: list[str] = []
+    with entered(name):
+        for table in (proto, proto + "6"):
+            with open(f"/proc/thread-self/net/{table}") as f:
+                lines += f.read().splitlines()[1:]
+    for line in lines:
+        fields = line.split()
+        local, state = fields[1], fields[3]
+        if int(local.rsplit(":", 1)[1], 16) == port and (proto == "udp" or state == "0A"):
+            return True
+    return False
+
+
 def pids_in(ns_inode: int) -> list[int]:
     """Processes whose network namespace is the one with this inode.
 

@@ -13,6 +13,8 @@ may exist):
   5. ``routes``     static/manual routes, per-node ``/etc/netns/<ns>/hosts``
   6. ``startcmds``  ``tb-set-node-startcmd`` commands, output and exit code kept in
                     ``<folder>/nodes/<node>/``
+  7. ``clock``      the event scheduler (started with the engine, so its start-up
+                    overlaps the building) is told to start: this is t = 0
 
 Teardown removes exactly the recorded resources, in reverse order, and is
 idempotent: what is already gone is skipped.
@@ -66,6 +68,7 @@ def swap_in(store: Store, row: ExperimentRow, progress: Progress | None = None) 
 
 
 def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: Progress) -> None:
+    from wanlab.run import scheduler     # run/ builds on realize/: import at use
     folder = folder_of(store, row.name)
     os.makedirs(os.path.join(folder, "nodes"), exist_ok=True)
 
@@ -74,6 +77,8 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
                        socket=os.path.join(folder, "engine.sock"))
     proc = engine.start(folder, exp.seed)
     store.update_resource(eid, "created", pid=proc.pid, started=procs.start_time(proc.pid))
+    # the event scheduler starts now so its start-up overlaps the building; t = 0 comes last
+    scheduler.start(store, row, folder)
 
     say(f"creating {len(plan.nodes)} node namespaces")
     store.record_many(row.id, [("netns", np_.netns, {"node": np_.name})
@@ -110,6 +115,9 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
         say(f"running {len(starts)} start commands")
     for n in starts:
         start_command(store, row, plan, n.name, n.startcmd or "", folder)
+
+    say("starting the clock (t = 0)")
+    scheduler.go(folder)
 
 
 def prepare_namespace(ns: str) -> None:
@@ -182,6 +190,13 @@ def teardown(store: Store, exp_id: int, progress: Progress | None = None) -> Non
         return
     say(f"removing {len(res)} resources")
     removed: list[int] = []
+    # 0. the event scheduler first: on SIGTERM it stops its agents and programs, so
+    #    their flows are recorded
+    for r in res:
+        if r.kind == "scheduler":
+            if "pid" in r.detail:
+                procs.kill(r.detail["pid"], r.detail.get("started"), grace=15.0)
+            removed.append(r.id)
     # 1. processes: the recorded ones, then anything else living in our namespaces
     for r in reversed(res):
         if r.kind == "process":

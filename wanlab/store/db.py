@@ -65,6 +65,34 @@ MIGRATIONS: list[str] = [
         args TEXT NOT NULL
     );
     """,
+    # 2: the event log (every fired event with its lateness and outcome) and flow results
+    """
+    CREATE TABLE event_log (
+        id INTEGER PRIMARY KEY,
+        exp_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+        t0 REAL NOT NULL,
+        origin TEXT NOT NULL,
+        scheduled_s REAL NOT NULL,
+        fired_s REAL,
+        lateness_s REAL,
+        target TEXT NOT NULL,
+        action TEXT NOT NULL,
+        args TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        detail TEXT
+    );
+    CREATE INDEX event_log_exp ON event_log(exp_id, t0);
+    CREATE TABLE flows (
+        id INTEGER PRIMARY KEY,
+        exp_id INTEGER NOT NULL REFERENCES experiments(id) ON DELETE CASCADE,
+        t0 REAL NOT NULL,
+        agent TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        started_s REAL NOT NULL,
+        stopped_s REAL,
+        result TEXT NOT NULL
+    );
+    """,
 ]
 
 
@@ -99,11 +127,13 @@ class Resource:
 class Store:
     """A connection to the store; cheap to open, safe to use from several processes."""
 
-    def __init__(self, home: str | None = None):
+    def __init__(self, home: str | None = None, shared: bool = False):
+        """``shared``: the connection may be used from several threads (callers serialise)."""
         self.home = home or default_home()
         os.makedirs(self.home, exist_ok=True)
         self.path = os.path.join(self.home, "wanlab.db")
-        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
+                                  check_same_thread=not shared)
         self.db.row_factory = sqlite3.Row
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA foreign_keys=ON")
@@ -260,6 +290,43 @@ class Store:
             q += " AND state != 'removed'"
         return [Resource(r["id"], r["exp_id"], r["kind"], r["name"], json.loads(r["detail"]),
                          r["state"]) for r in self.db.execute(q + " ORDER BY id", (exp_id,))]
+
+    # -- event log and flows ----------------------------------------------------
+    def log_event(self, exp_id: int, t0: float, origin: str, scheduled_s: float,
+                  fired_s: float | None, target: str, action: str, args: list[str],
+                  outcome: str, detail: str | None = None) -> int:
+        lateness = None if fired_s is None else fired_s - scheduled_s
+        cur = self.db.execute(
+            "INSERT INTO event_log(exp_id, t0, origin, scheduled_s, fired_s, lateness_s, target,"
+            " action, args, outcome, detail) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            (exp_id, t0, origin, scheduled_s, fired_s, lateness, target, action,
+             json.dumps(args), outcome, detail))
+        return cur.lastrowid
+
+    def event_log(self, exp_id: int, t0: float | None = None) -> list[dict[str, Any]]:
+        """The log of the run starting at ``t0`` (default: the latest run)."""
+        if t0 is None:
+            r = self.db.execute("SELECT max(t0) FROM event_log WHERE exp_id = ?",
+                                (exp_id,)).fetchone()
+            t0 = r[0]
+        rows = self.db.execute("SELECT * FROM event_log WHERE exp_id = ? AND t0 = ? ORDER BY"
+                               " id", (exp_id, t0))
+        return [{**dict(r), "args": json.loads(r["args"])} for r in rows]
+
+    def add_flow(self, exp_id: int, t0: float, agent: str, kind: str, started_s: float,
+                 stopped_s: float | None, result: dict[str, Any]) -> None:
+        self.db.execute("INSERT INTO flows(exp_id, t0, agent, kind, started_s, stopped_s, result)"
+                        " VALUES (?,?,?,?,?,?,?)", (exp_id, t0, agent, kind, started_s,
+                                                    stopped_s, json.dumps(result)))
+
+    def flows(self, exp_id: int, t0: float | None = None) -> list[dict[str, Any]]:
+        q = "SELECT * FROM flows WHERE exp_id = ?"
+        args: tuple = (exp_id,)
+        if t0 is not None:
+            q += " AND t0 = ?"
+            args = (exp_id, t0)
+        return [{**dict(r), "result": json.loads(r["result"])}
+                for r in self.db.execute(q + " ORDER BY id", args)]
 
     def mark_removed(self, res_ids: list[int]) -> None:
         self.db.execute("BEGIN IMMEDIATE")

@@ -1,0 +1,164 @@
+"""Control over time on real namespaces: the timeline, tevc, programs and traffic agents."""
+
+import os
+import re
+import statistics
+import subprocess
+import time
+
+import pytest
+
+from wanlab.errors import WanlabError
+from wanlab.spec import load
+
+from conftest import needs_root, ping_rtts
+
+pytestmark = needs_root
+
+HEADER = """set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+set link0 [$ns duplex-link $a $b 10Mb 5ms DropTail]
+"""
+
+CBR = """set udp0 [new Agent/UDP]
+$ns attach-agent $a $udp0
+set null0 [new Agent/Null]
+$ns attach-agent $b $null0
+$ns connect $udp0 $null0
+set cbr0 [new Application/Traffic/CBR]
+$cbr0 set packetSize_ 1000
+$cbr0 set rate_ 1Mb
+$cbr0 attach-agent $udp0
+"""
+
+
+def create(lab, tmp_path, body, name):
+    path = tmp_path / f"{name}.tcl"
+    path.write_text(HEADER + body + "$ns run\n")
+    return lab.create(load(str(path)))
+
+
+def wait_for(fn, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def t0_of(lab, name):
+    with open(os.path.join(lab.store.home, "exps", name, "t0")) as f:
+        return float(f.read())
+
+
+def test_cbr_delivers_its_rate_for_its_duration(lab, tmp_path):
+    create(lab, tmp_path, CBR + '$ns at 0.5 "$cbr0 start"\n$ns at 5.5 "$cbr0 stop"\n', "cbr")
+    flows = wait_for(lambda: lab.flows("cbr"))
+    (f,) = flows
+    r = f["result"]
+    # 1 Mbit/s of 1000-byte packets for 5 s: 625 000 bytes, within 1 %
+    assert abs(r["bytes"] - 625_000) <= 6_250, r["bytes"]
+    assert r["lost"] == 0 and r["packets"] == r["bytes"] // 1000
+    assert r["throughput_bps"] and all(b > 0 for _, b in r["throughput_bps"][2:-2])
+    log = lab.event_log("cbr")
+    assert [(e["target"], e["action"], e["outcome"]) for e in log] == \
+        [("cbr0", "start", "ok"), ("cbr0", "stop", "ok")]
+    assert all(0 <= e["lateness_s"] < 0.05 for e in log)
+
+
+def test_ping_shows_the_gap_of_a_link_down_from_2_to_4_s(lab, tmp_path):
+    create(lab, tmp_path, '$ns at 2 "$link0 down"\n$ns at 4 "$link0 up"\n', "gap")
+    t0 = t0_of(lab, "gap")
+    out = lab.exec("gap", "a", ["ping", "-n", "-D", "-i", "0.05", "-c", "110", "-W", "1",
+                                "b"], capture_output=True, text=True).stdout
+    replies = [float(t) - t0 for t in re.findall(r"^\[([\d.]+)\] \d+ bytes from", out, re.M)]
+    gaps = [(x, y) for x, y in zip(replies, replies[1:]) if y - x > 0.5]
+    assert len(gaps) == 1, gaps
+    last_before, first_after = gaps[0]
+    # replies stop when the link goes down at 2 s and resume after it is up at 4 s
+    # (ping every 50 ms, RTT 10 ms, and ARP to redo once carrier is back)
+    assert 1.9 <= last_before <= 2.02, (last_before, replies)
+    assert 4.0 <= first_after <= 4.15, (first_after, replies)
+    # carrier: the node saw its interface lose and regain carrier
+    log = lab.event_log("gap")
+    assert [e["outcome"] for e in log] == ["ok", "ok"]
+
+
+def test_tevc_delay_changes_rtt_within_one_rtt(lab, tmp_path):
+    create(lab, tmp_path, "", "tevc")
+    t0 = t0_of(lab, "tevc")
+    ping = subprocess.Popen(lab.node_argv("tevc", "a", ["ping", "-n", "-D", "-i", "0.02", "-c",
+                                                         "100", "b"]),
+                            stdout=subprocess.PIPE, text=True)
+    time.sleep(0.6)
+    r = lab.tevc("tevc", "now", "link0", "delay", ["50ms"], wait=True)
+    assert r["outcome"] == "ok"
+    changed = r["t"]
+    out, _ = ping.communicate(timeout=30)
+    samples = [(float(ts) - t0, float(rtt)) for ts, rtt in
+               re.findall(r"^\[([\d.]+)\] .* time=([\d.]+) ms", out, re.M)]
+    sent = [(t - rtt / 1000, rtt) for t, rtt in samples]
+    before = [rtt for s, rtt in sent if s < changed - 0.011]
+    after = [rtt for s, rtt in sent if s > changed + 0.001]
+    assert before and after
+    assert statistics.median(before) < 11.5
+    # every ping sent after the change sees 2 x 50 ms
+    assert min(after) >= 99.9 and statistics.median(after) < 101.5, after
+
+
+def test_program_with_unexpected_exit_code_is_reported_failed(lab, tmp_path):
+    body = ('set prog [new Program $ns]\n$prog set node $b\n'
+            '$prog set command "echo hello; exit 3"\n$prog set expected-exit-code 0\n'
+            'set ok [new Program $ns]\n$ok set node $a\n$ok set command "hostname"\n')
+    create(lab, tmp_path, body, "prog")
+    r = lab.tevc("prog", "now", "prog", "run", wait=True)
+    assert r["outcome"] == "failed" and "exited 3, expected 0" in r["detail"]
+    r = lab.tevc("prog", "now", "ok", "run", wait=True)
+    assert r["outcome"] == "ok"
+    d = os.path.join(lab.store.home, "exps", "prog", "programs")
+    assert open(os.path.join(d, "prog", "run-1.out")).read() == "hello\n"
+    assert open(os.path.join(d, "ok", "run-1.out")).read() == "a\n"
+    assert open(os.path.join(d, "prog", "run-1.exit")).read().strip() == "3"
+    # start / stop of a long-running program, and set command=
+    lab.tevc("prog", "now", "ok", "set", ["command=sleep 30"], wait=True)
+    assert lab.tevc("prog", "now", "ok", "start", wait=True)["outcome"] == "ok"
+    r = lab.tevc("prog", "now", "ok", "stop", wait=True)
+    assert r["outcome"] == "ok" and "run 2 ended" in r["detail"]
+
+
+def test_unknown_object_is_refused_with_its_name(lab, tmp_path):
+    create(lab, tmp_path, "", "unknown")
+    with pytest.raises(WanlabError, match="no object named 'ghost'"):
+        lab.tevc("unknown", "now", "ghost", "start")
+    r = lab.tevc("unknown", "now", "link0", "frobnicate", wait=True)
+    assert r["outcome"] == "error" and "unknown event" in r["detail"]
+
+
+def test_follow_streams_events_as_they_fire(lab, tmp_path):
+    create(lab, tmp_path, '$ns at 1.0 "$link0 delay 20ms"\n$ns at 1.2 "$ns msg hello"\n',
+           "follow")
+    seen = []
+    for e in lab.follow("follow"):
+        seen.append((e["target"], e["action"], e["outcome"]))
+        if len(seen) == 2:
+            break
+    assert seen == [("link0", "delay", "ok"), ("ns", "msg", "ok")]
+    assert len(ping_rtts(lab, "follow", "a", "b", count=2)) == 2
+
+
+def test_ftp_bulk_transfer_fills_the_link(lab, tmp_path):
+    body = ("set tcp0 [new Agent/TCP]\n$ns attach-agent $a $tcp0\n"
+            "set sink0 [new Agent/TCPSink]\n$ns attach-agent $b $sink0\n"
+            "$ns connect $tcp0 $sink0\nset ftp0 [new Application/FTP]\n"
+            "$ftp0 attach-agent $tcp0\n"
+            '$ns at 0.3 "$ftp0 start"\n$ns at 3.3 "$ftp0 stop"\n')
+    create(lab, tmp_path, body, "ftp")
+    (f,) = wait_for(lambda: lab.flows("ftp"))
+    got = f["result"]["bytes"]
+    # 10 Mbit/s for ~3 s: TCP goodput between 80 % and 100 % of the link rate
+    assert 0.8 * 10e6 * 3 / 8 * 0.9 <= got <= 10e6 * 3.2 / 8, got
+    assert f["result"]["throughput_bps"]

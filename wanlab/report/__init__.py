@@ -1,0 +1,1 @@
+"""Reports: plots and summaries of an experiment's results."""

@@ -1,0 +1,288 @@
+"""The objects events act on, and what each event does (docs/ns-reference.md § Events).
+
+| object | events |
+|---|---|
+| link, LAN | ``up``, ``down``, ``bandwidth B``, ``delay D``, ``plr P``, ``set PARAM V`` (queue: ``limit_``, ``thresh_``, ``maxthresh_``, ``q_weight_``, ``linterm_``, ``queue-in-bytes_``, ``gentle_``), ``trace start|stop|snapshot`` |
+| Program | ``start``, ``stop``, ``kill``, ``run``, ``set command=CMD`` |
+| CBR / FTP application | ``start``, ``stop``, ``reset``, ``set PARAM V`` |
+| node | ``reboot`` (its processes are stopped and its start command runs again) |
+| ``ns`` (the simulator) | ``halt`` (no further timeline events), ``terminate``, ``swapout``, ``stoprun`` (stop every program and agent), ``msg TEXT``, ``log TEXT`` |
+
+A LAN's ``delay D`` gives each member's half D/2, and its ``plr P`` gives each
+half 1 - sqrt(1 - P), as at creation. Link changes go to the engine's ``set``
+and take effect without reordering.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any, Callable
+
+from wanlab.plan.plan import engine_params, make_plan
+from wanlab.realize import engine, netns, procs, swap
+from wanlab.run.programs import ProgramRunner
+from wanlab.run.traffic import TrafficAgent
+from wanlab.spec.units import parse_bandwidth, parse_delay, parse_loss
+from wanlab.store.db import ExperimentRow, Store
+
+Outcome = tuple[str, str]          # ("ok" | "failed" | "timeout" | "error", detail)
+
+QUEUE_PARAMS = {"limit_": ("limit", int), "thresh_": ("thresh", float),
+                "maxthresh_": ("maxthresh", float), "q_weight_": ("q_weight", float),
+                "linterm_": ("linterm", float), "mean_pktsize_": ("mean_pktsize", int),
+                "queue-in-bytes_": ("in_bytes", "bool"), "gentle_": ("gentle", "bool")}
+
+
+def _bool(v: str) -> bool:
+    if v.lower() in ("1", "true", "yes", "on"):
+        return True
+    if v.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{v!r} is not a boolean")
+
+
+class Runtime:
+    """Everything the scheduler of one running experiment knows and can touch."""
+
+    def __init__(self, store: Store, row: ExperimentRow, t0_mono: float, t0_wall: float):
+        self.store, self.row, self.exp = store, row, row.ir
+        self.plan = make_plan(row.ir, row.short)
+        self.folder = swap.folder_of(store, row.name)
+        self.sock = os.path.join(self.folder, "engine.sock")
+        self.t0_mono, self.t0_wall = t0_mono, t0_wall
+        self.db_lock = threading.Lock()
+        self.halted = False
+        self.on_halt: Callable[[], None] = lambda: None
+        self.programs = {p.name: ProgramRunner(self, p) for p in row.ir.programs}
+        self.agents: dict[str, TrafficAgent] = {}
+        apps = [a for a in row.ir.agents if a.kind.startswith("Application/")]
+        for i, a in enumerate(apps):
+            if a.kind.endswith("CBR") or a.kind.endswith("FTP"):
+                try:
+                    self.agents[a.name] = TrafficAgent(self, a, i)
+                except ValueError as e:
+                    self.log_note(f"agent {a.name} unusable: {e}")
+        self.links = {l.name: l for l in row.ir.links}
+        self.lans = {l.name: l for l in row.ir.lans}
+        # current engine parameters of every direction, starting from the IR
+        self.params: dict[tuple[str, str], dict[str, Any]] = {}
+        for l in row.ir.links:
+            self.params[(l.name, "ab")] = engine_params(l.ab)
+            self.params[(l.name, "ba")] = engine_params(l.ba)
+        for lan in row.ir.lans:
+            for m, iface in zip(lan.members, self._lan_ports(lan.name)):
+                self.params[(lan.name, f"{iface}/to_lan")] = engine_params(m.to_lan)
+                self.params[(lan.name, f"{iface}/from_lan")] = engine_params(m.from_lan)
+
+    # -- bookkeeping ------------------------------------------------------------
+    def now(self) -> float:
+        return time.monotonic() - self.t0_mono
+
+    def record_process(self, name: str, node: str) -> int:
+        with self.db_lock:
+            return self.store.record(self.row.id, "process", name, node=node)
+
+    def process_started(self, rid: int, pid: int) -> None:
+        with self.db_lock:
+            self.store.update_resource(rid, "created", pid=pid, started=procs.start_time(pid))
+
+    def flow_done(self, agent: str, kind: str, start: float, stop: float,
+                  result: dict[str, Any]) -> None:
+        with self.db_lock:
+            self.store.add_flow(self.row.id, self.t0_wall, agent, kind, start, stop, result)
+
+    def log_note(self, text: str) -> None:
+        with open(os.path.join(self.folder, "scheduler.log"), "a") as f:
+            f.write(f"{self.now():.6f} {text}\n")
+
+    def _lan_ports(self, lan: str) -> list[str]:
+        return [i.port for np_ in self.plan.nodes.values() for i in np_.interfaces
+                if i.network == lan]
+
+    def objects(self) -> dict[str, str]:
+        kinds = {"ns": "simulator"}
+        kinds.update({n.name: "node" for n in self.exp.nodes})
+        kinds.update({n: "link" for n in self.links})
+        kinds.update({n: "lan" for n in self.lans})
+        kinds.update({n: "program" for n in self.programs})
+        kinds.update({n: "agent" for n in self.agents})
+        return kinds
+
+    # -- dispatch ---------------------------------------------------------------
+    def fire(self, target: str, action: str, args: list[str]) -> Outcome:
+        kinds = self.objects()
+        kind = kinds.get(target)
+        if kind is None:
+            other = {a.name for a in self.exp.agents} - set(self.agents)
+            if target in other:
+                return "error", f"{target} is a transport agent; send events to its application"
+            return "error", f"no object named {target!r}"
+        try:
+            return getattr(self, f"_{kind}")(target, action, args)
+        except (ValueError, KeyError) as e:
+            return "error", f"{target} {action}: {e}"
+        except Exception as e:     # an engine refusal, a failed process start, ...
+            return "error", f"{target} {action}: {e}"
+
+    # links and LANs
+    def _directions(self, target: str) -> list[tuple[str, str]]:
+        return [k for k in self.params if k[0] == target]
+
+    def _push(self, target: str, keys: list[tuple[str, str]]) -> None:
+        with engine.Client(self.sock) as c:
+            for key in keys:
+                _, d = key
+                if "/" in d:
+                    port, dirn = d.split("/")
+                    c.call("set", target=target, member=port, dir=dirn, params=self.params[key])
+                else:
+                    c.call("set", target=target, dir=d, params=self.params[key])
+
+    def _link(self, target: str, action: str, args: list[str]) -> Outcome:
+        return self._shaped(target, action, args, lan=False)
+
+    def _lan(self, target: str, action: str, args: list[str]) -> Outcome:
+        return self._shaped(target, action, args, lan=True)
+
+    def _shaped(self, target: str, action: str, args: list[str], lan: bool) -> Outcome:
+        keys = self._directions(target)
+        if action in ("up", "down"):
+            with engine.Client(self.sock) as c:
+                c.call(action, target=target)
+            return "ok", f"{target} is {action}"
+        if action in ("bandwidth", "delay", "plr"):
+            if len(args) != 1:
+                raise ValueError(f"{action} needs one value")
+            if action == "bandwidth":
+                bps = parse_bandwidth(args[0])
+                for k in keys:
+                    self.params[k]["bandwidth_bps"] = bps
+            elif action == "delay":
+                d = parse_delay(args[0]) / (2 if lan else 1)
+                for k in keys:
+                    self.params[k]["delay_us"] = round(d * 1e6, 3)
+            else:
+                p = parse_loss(args[0])
+                if lan:
+                    p = 1 - math.sqrt(1 - p)
+                for k in keys:
+                    self.params[k]["loss"] = {"kind": "bernoulli", "p": p} if p > 0 \
+                        else {"kind": "none"}
+            self._push(target, keys)
+            return "ok", f"{target} {action} {args[0]}"
+        if action == "set":
+            if len(args) != 2 or args[0] not in QUEUE_PARAMS:
+                raise ValueError(f"set needs a queue parameter ({', '.join(QUEUE_PARAMS)}) "
+                                 f"and a value")
+            field, conv = QUEUE_PARAMS[args[0]]
+            value = _bool(args[1]) if conv == "bool" else conv(float(args[1]))
+            for k in keys:
+                q = dict(self.params[k]["queue"])
+                q[field] = value
+                if field in ("thresh", "maxthresh", "q_weight", "linterm") and q["kind"] != "red":
+                    raise ValueError(f"{args[0]} applies to RED queues; {target} is DropTail")
+                self.params[k]["queue"] = q
+            self._push(target, keys)
+            return "ok", f"{target} {args[0]} = {args[1]}"
+        if action == "trace":
+            op = args[0] if args else "start"
+            d = os.path.join(self.folder, "traces")
+            os.makedirs(d, exist_ok=True)
+            with engine.Client(self.sock) as c:
+                for k in keys:
+                    sel: dict[str, Any] = {"target": target}
+                    name = k[1]
+                    if "/" in k[1]:
+                        port, dirn = k[1].split("/")
+                        sel.update(member=port, dir=dirn)
+                        name = f"{port.replace(':', '-')}-{dirn}"
+                    else:
+                        sel["dir"] = k[1]
+                    if op == "start":
+                        c.call("capture_start", path=os.path.join(d, f"{target}-{name}.pcap"),
+                               **sel)
+                    elif op == "stop":
+                        c.call("capture_stop", **sel)
+                    elif op == "snapshot":
+                        c.call("capture_snapshot", **sel)
+                    else:
+                        raise ValueError("trace takes start, stop or snapshot")
+            return "ok", f"trace {op}: {d}"
+        raise ValueError("unknown event; links take up, down, bandwidth, delay, plr, set, "
+                         "trace")
+
+    # programs and agents
+    def _program(self, target: str, action: str, args: list[str]) -> Outcome:
+        p = self.programs[target]
+        if action == "start":
+            return p.start()
+        if action == "run":
+            return p.run()
+        if action == "stop":
+            return p.stop(signal.SIGTERM)
+        if action == "kill":
+            return p.stop(signal.SIGKILL)
+        if action == "set":
+            return p.set(args)
+        raise ValueError("unknown event; programs take start, stop, kill, run, set")
+
+    def _agent(self, target: str, action: str, args: list[str]) -> Outcome:
+        a = self.agents[target]
+        if action in ("start", "stop", "reset"):
+            return getattr(a, action)()
+        if action == "set":
+            return a.set(args)
+        raise ValueError("unknown event; traffic agents take start, stop, reset, set")
+
+    # nodes and the simulator
+    def _node(self, target: str, action: str, args: list[str]) -> Outcome:
+        if action != "reboot":
+            raise ValueError("unknown event; nodes take reboot")
+        ns = self.plan.nodes[target].netns
+        ino = netns.inode(ns)
+        killed = 0
+        for pid in netns.pids_in(ino) if ino else []:
+            if procs.kill(pid, procs.start_time(pid)):
+                killed += 1
+        node = next(n for n in self.exp.nodes if n.name == target)
+        if node.startcmd:
+            with self.db_lock:
+                swap.start_command(self.store, self.row, self.plan, target, node.startcmd,
+                                   self.folder)
+        return "ok", f"{killed} processes stopped" + (", start command rerun"
+                                                      if node.startcmd else "")
+
+    def stop_all(self) -> None:
+        for a in self.agents.values():
+            a.stop()
+        for p in self.programs.values():
+            p.stop(signal.SIGTERM)
+
+    def _simulator(self, target: str, action: str, args: list[str]) -> Outcome:
+        if action in ("msg", "log"):
+            self.log_note(" ".join(args))
+            return "ok", " ".join(args)
+        if action == "stoprun":
+            self.stop_all()
+            return "ok", "every program and agent stopped"
+        if action in ("halt", "terminate", "swapout"):
+            self.halted = True
+            self.on_halt()
+            if action == "halt":
+                return "ok", "timeline halted"
+            # the swap-out kills this scheduler: run it from a process of its own
+            subprocess.Popen([sys.executable, "-m", "wanlab.cli", "--home", self.store.home,
+                              "terminate" if action == "terminate" else "swapout",
+                              self.row.name], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+            return "ok", f"{action} requested"
+        raise ValueError("unknown event; ns takes halt, terminate, swapout, stoprun, msg, log")
+
+

@@ -1,0 +1,270 @@
+"""The per-experiment event scheduler (one process per active experiment).
+
+``python -m wanlab.run.scheduler --home H --name NAME`` is started early in
+swap-in, so the interpreter's start-up overlaps the building, and it is
+recorded in the store before it starts. It waits for a ``go`` from swap-in's
+last stage. That moment is **t = 0**: every node is up, and the start
+commands have been launched; ``create`` returns right after it.
+Timeline events (``$ns at T``) fire at t0 + T on the monotonic clock. Dynamic
+events arrive on ``<folder>/events.sock``. The scheduler sleeps until about
+1 ms before a deadline and spins for the rest, so lateness stays small. Every
+fired event is logged in the store's ``event_log``, with its scheduled time,
+actual time, lateness and outcome. Each action runs in its own thread, so a
+long ``run`` of a Program never delays the next event.
+
+Socket protocol (one JSON object per line):
+
+* ``{"cmd": "event", "time": "now" | "+S" | "S", "target": T, "action": A,
+  "args": [...], "wait": bool}``. The reply is
+  ``{"ok": true, "scheduled_s": S}``; with ``wait``, it comes after the event
+  ran, with ``outcome``, ``detail`` and ``lateness_s``.
+* ``{"cmd": "subscribe"}``. Every fired event follows, one JSON line each.
+* ``{"cmd": "status"}``. Returns t0, now, the pending events, and whether the
+  timeline was halted.
+
+On SIGTERM (teardown), the scheduler stops every traffic agent and program,
+so their flows are recorded, and then it exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import itertools
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from typing import Any
+
+from wanlab.errors import WanlabError
+from wanlab.run.objects import Runtime
+from wanlab.store.db import Store
+
+SPIN_S = 0.001
+
+
+class Scheduler:
+    def __init__(self, store: Store, name: str):
+        self.store = store
+        row = store.get(name)
+        self.t0_wall = 0.0
+        self.t0_mono = time.monotonic()
+        self.started = False
+        self.rt = Runtime(store, row, self.t0_mono, self.t0_wall)
+        self.rt.on_halt = self._halt
+        self.folder = self.rt.folder
+        self.cond = threading.Condition()
+        self.heap: list[tuple[float, int, str, str, str, list[str], Any]] = []
+        self.seq = itertools.count()
+        self.subscribers: list[socket.socket] = []
+        self.stopping = False
+        self.timeline = [(e.time_s, list(e.args), e.target, e.action) for e in row.ir.events]
+
+    def go(self) -> None:
+        """t = 0: start the clock and the timeline."""
+        with self.cond:
+            if self.started:
+                return
+            self.t0_wall, self.t0_mono = time.time(), time.monotonic()
+            self.rt.t0_wall, self.rt.t0_mono = self.t0_wall, self.t0_mono
+            with open(os.path.join(self.folder, "t0"), "w") as f:
+                f.write(f"{self.t0_wall:.6f}\n")
+            self.started = True
+            for at, args, target, action in self.timeline:
+                heapq.heappush(self.heap, (at, next(self.seq), "timeline", target, action, args,
+                                           None))
+            self.cond.notify()
+
+    # -- queue ----------------------------------------------------------------
+    def _push(self, at: float, origin: str, target: str, action: str, args: list[str],
+              waiter: Any) -> None:
+        with self.cond:
+            heapq.heappush(self.heap, (at, next(self.seq), origin, target, action, args, waiter))
+            self.cond.notify()
+
+    def _halt(self) -> None:
+        with self.cond:
+            cancelled = [e for e in self.heap if e[2] == "timeline"]
+            self.heap = [e for e in self.heap if e[2] != "timeline"]
+            heapq.heapify(self.heap)
+        for at, _, origin, target, action, args, _ in cancelled:
+            self._record(at, None, origin, target, action, args, "cancelled", "halted")
+
+    def run(self) -> None:
+        while True:
+            with self.cond:
+                while not self.stopping and (not self.started or not self.heap):
+                    self.cond.wait()
+                if self.stopping:
+                    return
+                at = self.heap[0][0]
+                left = at - self.rt.now()
+                if left > SPIN_S:
+                    self.cond.wait(left - SPIN_S)
+                    continue
+                while self.rt.now() < at:       # the last millisecond: spin
+                    pass
+                ev = heapq.heappop(self.heap)
+            threading.Thread(target=self._execute, args=(ev,), daemon=True).start()
+
+    def _execute(self, ev) -> None:
+        at, _, origin, target, action, args, waiter = ev
+        fired = self.rt.now()
+        outcome, detail = self.rt.fire(target, action, args)
+        msg = self._record(at, fired, origin, target, action, args, outcome, detail)
+        if waiter is not None:
+            waiter(msg)
+
+    def _record(self, at, fired, origin, target, action, args, outcome, detail) -> dict:
+        with self.rt.db_lock:
+            self.store.log_event(self.rt.row.id, self.t0_wall, origin, at, fired, target, action,
+                                 args, outcome, detail)
+        msg = {"event": "fired" if fired is not None else outcome, "t": fired,
+               "scheduled_s": at, "lateness_s": None if fired is None else fired - at,
+               "origin": origin, "target": target, "action": action, "args": args,
+               "outcome": outcome, "detail": detail}
+        line = (json.dumps(msg) + "\n").encode()
+        for s in list(self.subscribers):
+            try:
+                s.sendall(line)
+            except OSError:
+                self.subscribers.remove(s)
+        return msg
+
+    # -- control socket -----------------------------------------------------------
+    def serve(self) -> None:
+        path = os.path.join(self.folder, "events.sock")
+        if os.path.exists(path):
+            os.unlink(path)
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(16)
+        while True:
+            conn, _ = srv.accept()
+            threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+
+    def _client(self, conn: socket.socket) -> None:
+        f = conn.makefile("rb")
+        try:
+            for line in f:
+                try:
+                    req = json.loads(line)
+                    reply = self._handle(conn, req)
+                except (ValueError, KeyError, TypeError) as e:
+                    reply = {"ok": False, "error": str(e)}
+                if reply is not None:
+                    conn.sendall((json.dumps(reply) + "\n").encode())
+        except OSError:
+            pass
+
+    def _handle(self, conn: socket.socket, req: dict) -> dict | None:
+        cmd = req.get("cmd")
+        if cmd == "go":
+            self.go()
+            return {"ok": True, "t0": self.t0_wall}
+        if not self.started:
+            return {"ok": False, "error": "the experiment's clock has not started (swap-in is "
+                                          "not finished)"}
+        if cmd == "subscribe":
+            self.subscribers.append(conn)
+            return {"ok": True, "t0": self.t0_wall, "now_s": self.rt.now()}
+        if cmd == "status":
+            with self.cond:
+                pending = [{"at": e[0], "target": e[3], "action": e[4], "args": e[5]}
+                           for e in sorted(self.heap)]
+            return {"ok": True, "t0": self.t0_wall, "now_s": self.rt.now(),
+                    "halted": self.rt.halted, "pending": pending}
+        if cmd != "event":
+            return {"ok": False, "error": f"unknown cmd {cmd!r}; use event, subscribe, status, "
+                                          f"go"}
+        target, action = str(req["target"]), str(req["action"])
+        args = [str(a) for a in req.get("args", [])]
+        if target not in self.rt.objects():
+            return {"ok": False, "error": f"no object named {target!r} in this experiment"}
+        at = parse_time(str(req.get("time", "now")), self.rt.now())
+        if not req.get("wait"):
+            self._push(at, "tevc", target, action, args, None)
+            return {"ok": True, "scheduled_s": at}
+        done = threading.Event()
+        box: dict = {}
+
+        def waiter(msg):
+            box.update(msg)
+            done.set()
+        self._push(at, "tevc", target, action, args, waiter)
+        done.wait()
+        return {"ok": box.get("outcome") == "ok", **box}
+
+    def shutdown(self, *_: Any) -> None:
+        self.stopping = True
+        with self.cond:
+            self.cond.notify_all()
+        self.rt.stop_all()
+        os._exit(0)
+
+
+def parse_time(text: str, now: float) -> float:
+    """tevc TIME: ``now``, ``+SECONDS`` (from now) or ``SECONDS`` (since t = 0)."""
+    if text == "now":
+        return now
+    if text.startswith("+"):
+        return now + float(text[1:])
+    value = float(text)
+    if value < 0:
+        raise ValueError("time must not be negative")
+    return value
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="wanlab-scheduler")
+    ap.add_argument("--home", required=True)
+    ap.add_argument("--name", required=True)
+    a = ap.parse_args(argv)
+    store = Store(a.home, shared=True)
+    try:
+        sched = Scheduler(store, a.name)
+    except WanlabError as e:
+        print(f"scheduler: {e}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, sched.shutdown)
+    signal.signal(signal.SIGINT, sched.shutdown)
+    threading.Thread(target=sched.serve, daemon=True).start()
+    sched.run()
+    return 0
+
+
+def start(store: Store, row, folder: str) -> None:
+    """Launch the scheduler for ``row`` (recorded first); :func:`go` starts its clock."""
+    import subprocess
+
+    from wanlab.realize import procs
+    sock = os.path.join(folder, "events.sock")
+    if os.path.exists(sock):
+        os.unlink(sock)
+    rid = store.record(row.id, "scheduler", f"scheduler-{row.short}")
+    log = open(os.path.join(folder, "scheduler.log"), "ab")
+    p = subprocess.Popen([sys.executable, "-m", "wanlab.run.scheduler", "--home", store.home,
+                          "--name", row.name], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                         start_new_session=True, cwd=os.path.dirname(os.path.dirname(
+                             os.path.dirname(os.path.abspath(__file__)))))
+    log.close()
+    store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))
+
+
+def go(folder: str) -> float:
+    """t = 0 for the scheduler of the experiment in ``folder``; returns t0 (wall clock)."""
+    from wanlab.run.client import EventClient
+    with EventClient(folder) as c:
+        reply = c.request({"cmd": "go"})
+    if not reply.get("ok"):
+        raise WanlabError(f"the event scheduler refused to start: {reply.get('error')}")
+    return reply["t0"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

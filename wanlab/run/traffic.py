@@ -1,0 +1,228 @@
+"""Traffic agents realised as real traffic between the nodes' namespaces.
+
+* ``Application/Traffic/CBR`` on an ``Agent/UDP``, connected to an
+  ``Agent/Null``. The project's generator runs on both ends: ``wanlab-gen
+  sink`` on the sink's node and ``wanlab-gen send`` on the source's.
+  ``rate_`` counts ``packetSize_`` bytes, as in ns-2 (packetSize_ is the UDP
+  payload here, so a frame is 42 bytes longer). ``interval_``, when set,
+  overrides ``rate_``. The defaults are ns-2's: 210 bytes and 448 kbit/s.
+* ``Application/FTP`` on an ``Agent/TCP`` (any variant), connected to an
+  ``Agent/TCPSink``. iperf3 runs as a bulk transfer: a one-shot server on the
+  sink's node and a client on the source's.
+
+Each ``start`` … ``stop`` is one flow. Stopping sends SIGINT to the sender,
+which ends cleanly (wanlab-gen sends its FIN, iperf3 prints its report), then
+to the receiver. The flow's result (bytes, packets, loss, throughput over
+time) is stored in the ``flows`` table and in
+``<folder>/flows/<agent>-<n>.json``. ``set`` on a running agent restarts it
+with the new value, which starts a new flow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from wanlab.model.ir import Agent
+from wanlab.realize import engine as engine_mod
+from wanlab.realize import netns, swap
+from wanlab.spec.units import parse_bandwidth, parse_time
+
+if TYPE_CHECKING:
+    from wanlab.run.objects import Runtime
+
+NS2_DEFAULTS = {"packetSize_": "210", "rate_": "448Kb"}
+BASE_PORT = 20000
+
+
+def gen_binary() -> str:
+    return os.path.join(os.path.dirname(engine_mod.engine_binary()), "wanlab-gen")
+
+
+class TrafficAgent:
+    """One application (CBR or FTP) with its transport agents and peer."""
+
+    def __init__(self, rt: "Runtime", app: Agent, index: int):
+        self.rt, self.app = rt, app
+        agents = {a.name: a for a in rt.exp.agents}
+        self.transport = agents.get(app.attached or "")
+        if self.transport is None or self.transport.node is None:
+            raise ValueError(f"application {app.name} is not attached to an agent on a node")
+        self.peer = agents.get(self.transport.peer or "")
+        if self.peer is None or self.peer.node is None:
+            raise ValueError(f"agent {self.transport.name} is not connected to a sink")
+        self.kind = "cbr" if app.kind.endswith("CBR") else "ftp"
+        self.port = BASE_PORT + index
+        self.initial = {**(NS2_DEFAULTS if self.kind == "cbr" else {}), **dict(app.params)}
+        self.params = dict(self.initial)
+        self.flows = 0
+        self.lock = threading.Lock()
+        self.sender: subprocess.Popen | None = None
+        self.receiver: subprocess.Popen | None = None
+        self.started_s = 0.0
+        self.base = ""
+
+    # -- helpers ----------------------------------------------------------------
+    def _dst_ip(self) -> str:
+        return self.rt.plan.nodes[self.peer.node].interfaces[0].ip
+
+    def _spawn(self, node: str, argv: list[str], out: str) -> subprocess.Popen:
+        ns = self.rt.plan.nodes[node].netns
+        rid = self.rt.record_process(f"agent-{self.app.name}-{self.flows}-{argv[0]}", node)
+        with open(out, "wb") as f:
+            p = subprocess.Popen(swap.node_argv(ns, node, argv), stdin=subprocess.DEVNULL,
+                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        self.rt.process_started(rid, p.pid)
+        return p
+
+    def _wait_bound(self, node: str, proto: str) -> None:
+        """Wait until the receiver listens, so the sender's first packets are not lost."""
+        ns = self.rt.plan.nodes[node].netns
+        deadline = time.monotonic() + 5
+        while not netns.listening(ns, proto, self.port):
+            if self.receiver is not None and self.receiver.poll() is not None:
+                raise ValueError(f"the receiver of {self.app.name} exited; see {self.base}"
+                                 f".sink.json")
+            if time.monotonic() > deadline:
+                raise ValueError(f"the receiver of {self.app.name} did not start in 5 s")
+            time.sleep(0.005)
+
+    def _cbr_rate_args(self) -> list[str]:
+        size = int(float(self.params["packetSize_"]))
+        if "interval_" in self.params:
+            interval = parse_time(self.params["interval_"])
+            if interval <= 0:
+                raise ValueError("interval_ must be positive")
+            return ["--size", str(size), "--rate", f"{1 / interval:.9g}"]
+        bps = parse_bandwidth(self.params["rate_"])
+        return ["--size", str(size), "--bitrate", str(bps), "--bitrate-counts", "payload"]
+
+    # -- events -------------------------------------------------------------------
+    def running(self) -> bool:
+        return self.sender is not None and self.sender.poll() is None
+
+    def start(self) -> tuple[str, str]:
+        with self.lock:
+            if self.running():
+                return "error", f"{self.app.name} is already running"
+            self.flows += 1
+            d = os.path.join(self.rt.folder, "flows")
+            os.makedirs(d, exist_ok=True)
+            self.base = os.path.join(d, f"{self.app.name}-{self.flows}")
+            dst = self._dst_ip()
+            src, sink = self.transport.node, self.peer.node
+            assert src is not None and sink is not None
+            if self.kind == "cbr":
+                gen = gen_binary()
+                self.receiver = self._spawn(sink, [gen, "sink", "--bind", f"0.0.0.0:{self.port}",
+                                                   "--duration", "864000", "--interval", "0.1",
+                                                   "--json"], self.base + ".sink.json")
+                self._wait_bound(sink, "udp")
+                argv = [gen, "send", "--dst", f"{dst}:{self.port}", *self._cbr_rate_args(),
+                        "--duration", "864000", "--json"]
+                if "iptos_" in self.params:
+                    argv += ["--tos", str(int(float(self.params["iptos_"])))]
+                self.sender = self._spawn(src, argv, self.base + ".send.json")
+            else:
+                self.receiver = self._spawn(sink, ["iperf3", "-s", "-1", "-p", str(self.port),
+                                                   "-J", "-i", "0.1"], self.base + ".sink.json")
+                self._wait_bound(sink, "tcp")
+                self.sender = self._spawn(src, ["iperf3", "-c", dst, "-p", str(self.port),
+                                                "-t", "86400", "-J", "-i", "0.1"],
+                                          self.base + ".send.json")
+            self.started_s = self.rt.now()
+            return "ok", f"flow {self.flows} started ({self.kind} {src} -> {sink})"
+
+    def stop(self) -> tuple[str, str]:
+        with self.lock:
+            if self.sender is None:
+                return "ok", "not running"
+            stopped = self.rt.now()
+            for p, grace in ((self.sender, 0.0), (self.receiver, 0.3)):
+                if p is None:
+                    continue
+                time.sleep(grace)
+                if p.poll() is None:
+                    try:
+                        os.killpg(p.pid, signal.SIGINT)
+                    except ProcessLookupError:
+                        pass
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+            self.sender = self.receiver = None
+            result = self._result()
+            self.rt.flow_done(self.app.name, self.kind, self.started_s, stopped, result)
+            with open(self.base + ".json", "w") as f:
+                json.dump(result, f, indent=2)
+            if self.kind == "cbr":
+                return "ok", (f"flow {self.flows}: {result.get('bytes', 0)} bytes, "
+                              f"{result.get('packets', 0)} packets, "
+                              f"{result.get('lost', 0)} lost")
+            return "ok", f"flow {self.flows}: {result.get('bytes', 0)} bytes received"
+
+    def reset(self) -> tuple[str, str]:
+        self.stop()
+        self.params = dict(self.initial)
+        return "ok", "stopped; parameters reset"
+
+    def set(self, args: list[str]) -> tuple[str, str]:
+        if len(args) < 2:
+            return "error", f"{self.app.name}: set needs a parameter and a value"
+        key, value = args[0], " ".join(args[1:])
+        if key not in ("packetSize_", "rate_", "interval_", "iptos_", "maxpkts_"):
+            return "error", f"{self.app.name}: unknown parameter {key!r}"
+        self.params[key] = value
+        if key == "rate_":
+            self.params.pop("interval_", None)
+        if self.running():
+            self.stop()
+            self.start()
+            return "ok", f"{key} = {value} (restarted as flow {self.flows})"
+        return "ok", f"{key} = {value}"
+
+    # -- results ------------------------------------------------------------------
+    def _result(self) -> dict[str, Any]:
+        send = _load_json(self.base + ".send.json")
+        sink = _load_json(self.base + ".sink.json")
+        if self.kind == "cbr":
+            size = int(float(self.params["packetSize_"]))
+            interval = sink.get("interval_s") or 0.1
+            series = [[round((i + 1) * interval, 6), n * size * 8 / interval]
+                      for i, n in enumerate(sink.get("interval_pkts", []))]
+            return {"kind": "cbr", "sent_packets": send.get("sent_pkts"),
+                    "sent_bytes": send.get("payload_bytes"), "packets": sink.get("pkts", 0),
+                    "bytes": sink.get("bytes", 0), "lost": sink.get("lost", 0),
+                    "loss_ratio": sink.get("loss_ratio", 0), "owd_avg_us": sink.get("owd_avg_us"),
+                    "throughput_bps": series, "sender": send, "sink": sink}
+        recv_intervals = [(iv["sum"]["end"], iv["sum"]["bits_per_second"])
+                          for iv in sink.get("intervals", []) if "sum" in iv]
+        received = sink.get("end", {}).get("sum_received", {}).get("bytes")
+        if not received:
+            received = int(sum(bps * 0.1 / 8 for _, bps in recv_intervals))
+        return {"kind": "ftp", "bytes": received,
+                "sent_bytes": send.get("end", {}).get("sum_sent", {}).get("bytes"),
+                "throughput_bps": [[round(t, 6), bps] for t, bps in recv_intervals],
+                "error": sink.get("error") or None}
+
+
+def _load_json(path: str) -> dict[str, Any]:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return {}
+    # wanlab-gen prints one JSON object on its last line; iperf3 prints one document
+    for candidate in (text, text.strip().splitlines()[-1] if text.strip() else ""):
+        try:
+            return json.loads(candidate)
+        except (json.JSONDecodeError, IndexError):
+            continue
+    return {"unparsed": text[-2000:]}
