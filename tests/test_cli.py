@@ -69,3 +69,39 @@ def test_create_exec_show_terminate(tmp_path):
     assert leftovers(short) == []
     assert wanlab(tmp_path, "cleanup").returncode == 0
     assert wanlab(tmp_path, "cleanup").returncode == 0
+
+
+@needs_root
+def test_run_plays_the_timeline_and_keeps_results(tmp_path):
+    spec = tmp_path / "short.tcl"
+    spec.write_text("""set ns [new Simulator]
+set a [$ns node]
+set b [$ns node]
+set link0 [$ns duplex-link $a $b 10Mb 2ms DropTail]
+set udp0 [new Agent/UDP]
+$ns attach-agent $a $udp0
+set null0 [new Agent/Null]
+$ns attach-agent $b $null0
+$ns connect $udp0 $null0
+set cbr0 [new Application/Traffic/CBR]
+$cbr0 set packetSize_ 500
+$cbr0 set rate_ 400kb
+$cbr0 attach-agent $udp0
+$ns at 0.2 "$cbr0 start"
+$ns at 0.7 "$link0 delay 10ms"
+$ns at 1.2 "$cbr0 stop"
+$ns run
+""")
+    p = wanlab(tmp_path, "run", str(spec))
+    assert p.returncode == 0, p.stderr
+    assert "cbr0 start  -> ok" in p.stdout and "link0 delay 10ms  -> ok" in p.stdout
+    plot = next(line.split(": ", 1)[1] for line in p.stdout.splitlines()
+                if line.startswith("plot: "))
+    with open(plot, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    listed = json.loads(wanlab(tmp_path, "list", "--json").stdout)
+    assert listed[0]["state"] == "swapped"
+    flows = json.loads(wanlab(tmp_path, "flows", "short", "--json").stdout)
+    # 400 kbit/s of 500-byte packets for 1 s: 100 packets
+    assert abs(flows[0]["result"]["packets"] - 100) <= 2
+    assert wanlab(tmp_path, "terminate", "short").returncode == 0

@@ -162,3 +162,36 @@ def test_ftp_bulk_transfer_fills_the_link(lab, tmp_path):
     # 10 Mbit/s for ~3 s: TCP goodput between 80 % and 100 % of the link rate
     assert 0.8 * 10e6 * 3 / 8 * 0.9 <= got <= 10e6 * 3.2 / 8, got
     assert f["result"]["throughput_bps"]
+
+
+def test_down_and_up_reach_the_nodes_as_carrier(lab, tmp_path):
+    create(lab, tmp_path, "", "carrier")
+
+    def carrier(node):
+        return lab.exec("carrier", node, ["cat", "/sys/class/net/eth0/carrier"],
+                        capture_output=True, text=True).stdout.strip()
+    assert (carrier("a"), carrier("b")) == ("1", "1")
+    lab.tevc("carrier", "now", "link0", "down", wait=True)
+    assert (carrier("a"), carrier("b")) == ("0", "0")
+    assert ping_rtts(lab, "carrier", "a", "b", count=1) == []
+    lab.tevc("carrier", "now", "link0", "up", wait=True)
+    assert (carrier("a"), carrier("b")) == ("1", "1")
+    assert len(ping_rtts(lab, "carrier", "a", "b", count=2)) == 2
+
+
+def test_node_reboot_restarts_its_processes(lab, tmp_path):
+    create(lab, tmp_path, 'tb-set-node-startcmd $b "echo booted >> boots.log; sleep 600"\n',
+           "reboot")
+    log = os.path.join(lab.store.home, "exps", "reboot", "nodes", "b", "boots.log")
+    wait_for(lambda: os.path.exists(log))
+    r = lab.tevc("reboot", "now", "b", "reboot", wait=True)
+    assert r["outcome"] == "ok" and "start command rerun" in r["detail"]
+    wait_for(lambda: open(log).read() == "booted\nbooted\n")
+
+
+def test_halt_cancels_the_rest_of_the_timeline(lab, tmp_path):
+    create(lab, tmp_path, '$ns at 0.5 "$ns halt"\n$ns at 1.5 "$link0 down"\n', "halt")
+    time.sleep(2.0)
+    log = {(e["target"], e["action"]): e["outcome"] for e in lab.event_log("halt")}
+    assert log == {("ns", "halt"): "ok", ("link0", "down"): "cancelled"}
+    assert len(ping_rtts(lab, "halt", "a", "b", count=1)) == 1

@@ -45,6 +45,24 @@ def cmd_create(lab, a) -> int:
     return 0
 
 
+def cmd_run(lab, a) -> int:
+    exp = _load(a.file)
+    if a.name:
+        exp = exp.with_name(a.name)
+    s = lab.run(exp, source_path=os.path.abspath(a.file), terminate=a.terminate)
+    for e in s["events"]:
+        print(_event_line(e))
+    for f in s["flows"]:
+        r = f["result"]
+        dur = (f["stopped_s"] or f["started_s"]) - f["started_s"]
+        print(f"flow {f['agent']} ({f['kind']}): {r.get('bytes', 0)} bytes in {dur:.2f} s"
+              f" = {r.get('bytes', 0) * 8 / dur / 1e6 if dur > 0 else 0:.3f} Mbit/s")
+    if s.get("plot"):
+        print(f"plot: {s['plot']}")
+    print(f"results: {s['folder']}" + (" (removed: --terminate)" if a.terminate else ""))
+    return 0
+
+
 def cmd_swapin(lab, a) -> int:
     row = lab.swapin(a.name)
     print(f"{row.name}: {row.state}")
@@ -222,6 +240,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("file")
     sp.add_argument("--name")
     sp.add_argument("--no-swapin", action="store_true", help="store it only")
+    sp = add("run", cmd_run, "create an experiment, play its whole timeline, collect flows "
+             "and plots, swap it out (results stay in its folder)")
+    sp.add_argument("file")
+    sp.add_argument("--name")
+    sp.add_argument("--terminate", action="store_true", help="forget it afterwards")
     for name, fn, h in (("swapin", cmd_swapin, "swap a stored experiment in"),
                         ("swapout", cmd_swapout, "swap an experiment out (soft state gone)"),
                         ("terminate", cmd_terminate, "swap out and forget an experiment")):

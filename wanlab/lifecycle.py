@@ -218,6 +218,38 @@ class Lab:
         finally:
             c.close()
 
+    def run(self, exp: Experiment, source_path: str | None = None,
+            terminate: bool = False) -> dict[str, Any]:
+        """Create, swap in, play the whole timeline, collect results, swap out.
+
+        Returns a summary (events, flows, plot path). Results stay in the
+        experiment's folder unless ``terminate``."""
+        import time as _time
+        row = self.create(exp, source_path)
+        n = len(row.ir.events)
+        last = max((e.time_s for e in row.ir.events), default=0.0)
+        self.say(f"running the timeline: {n} events over {last:g} s")
+        deadline = _time.monotonic() + last + 120
+        while _time.monotonic() < deadline:
+            log = self.store.event_log(row.id)
+            if len([e for e in log if e["origin"] == "timeline"]) >= n:
+                break
+            _time.sleep(0.1)
+        summary: dict[str, Any] = {"name": row.name, "events": self.store.event_log(row.id)}
+        self.swapout(row.name)             # stops agents: their flows are recorded
+        summary["flows"] = self.store.flows(row.id)
+        if summary["flows"]:
+            from wanlab.report.plots import plot_throughput
+            summary["plot"] = plot_throughput(self, row.name)
+        folder = swap.folder_of(self.store, row.name)
+        with open(os.path.join(folder, "summary.json"), "w") as f:
+            import json as _json
+            _json.dump(summary, f, indent=2)
+        summary["folder"] = folder
+        if terminate:
+            self.terminate(row.name)
+        return summary
+
     def event_log(self, name: str) -> list[dict[str, Any]]:
         """The event log of the experiment's latest run (t = 0 at its last swap-in)."""
         return self.store.event_log(self.store.get(name).id)
