@@ -13,7 +13,7 @@ use std::rc::Rc;
 use serde_json::{json, Map, Value};
 
 use super::protocol::{merge_params, ApplyReq, CaptureSel, DirSpec, Request, PROTOCOL_VERSION};
-use crate::io::tap::{check_ifname, Tap};
+use crate::io::tap::{check_ifname, Tap, MAX_FRAME};
 use crate::model::network::{Dir, LanSpec, LinkSpec, MemberSpec, Network, Output, PipeIdx, PortIdx, TopologySpec};
 use crate::model::params::LinkParams;
 use crate::pcap::{PcapWriter, DEFAULT_SNAPLEN};
@@ -44,7 +44,12 @@ pub struct Sinks {
     wall_offset_ns: u64,
     /// Frames a TAP refused (device queue full or interface down).
     pub tx_errors: u64,
+    /// Recycled super-frame buffers (capacity [`MAX_FRAME`]) for the next TAP reads.
+    pub pool: Vec<Vec<u8>>,
 }
+
+/// Buffers kept for reuse; enough for a full read batch.
+const POOL_MAX: usize = 128;
 
 impl Sinks {
     /// Deliver what the network produced: frames to TAPs, captured copies to pcap files.
@@ -55,6 +60,9 @@ impl Sinks {
                     if !t.send(&vnet, &data) {
                         self.tx_errors += 1;
                     }
+                }
+                if data.capacity() >= MAX_FRAME && self.pool.len() < POOL_MAX {
+                    self.pool.push(data);
                 }
             }
             Output::Capture { pipe, at, data } => {
@@ -78,7 +86,7 @@ pub fn engine_version() -> String {
 
 impl Engine {
     pub fn new(seed: u64, wall_offset_ns: u64) -> Self {
-        Engine { net: Network::new(seed), out: Sinks { taps: HashMap::new(), captures: HashMap::new(), wall_offset_ns, tx_errors: 0 }, new_ports: Vec::new() }
+        Engine { net: Network::new(seed), out: Sinks { taps: HashMap::new(), captures: HashMap::new(), wall_offset_ns, tx_errors: 0, pool: Vec::new() }, new_ports: Vec::new() }
     }
 
     /// Run the network up to `now` and deliver its output.

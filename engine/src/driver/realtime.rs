@@ -221,7 +221,8 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                     let port = (t & !TAG_MASK) as usize;
                     for _ in 0..BATCH {
                         let Some(tap) = engine.out.taps.get(&port) else { break };
-                        match tap.recv(&mut buf) {
+                        let pool = &mut engine.out.pool;
+                        match tap.recv(&mut buf, || pool.pop().unwrap_or_default()) {
                             Ok(Some((vnet, data))) => {
                                 last_activity = clock.now();
                                 engine.net.receive_packet(port, Packet { data, vnet }, last_activity);

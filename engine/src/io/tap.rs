@@ -151,8 +151,9 @@ impl Tap {
 
     /// Read one frame with its `virtio_net_hdr`; `Ok(None)` when nothing is waiting.
     /// `spare` is a reusable read buffer (capacity [`MAX_FRAME`] is ensured): a small frame
-    /// is copied out of it, a large one takes it over (no copy) and `spare` is replaced.
-    pub fn recv(&self, spare: &mut Vec<u8>) -> io::Result<Option<(VnetHdr, Vec<u8>)>> {
+    /// is copied out of it, a large one takes it over (no copy) and `spare` is replaced by
+    /// `refill()` (a recycled buffer, so super-frames cost no allocation or page faults).
+    pub fn recv(&self, spare: &mut Vec<u8>, refill: impl FnOnce() -> Vec<u8>) -> io::Result<Option<(VnetHdr, Vec<u8>)>> {
         let mut hdr = [0u8; vnet::LEN];
         spare.clear();
         spare.reserve(MAX_FRAME);
@@ -179,7 +180,7 @@ impl Tap {
         if len < COPY_BELOW {
             Ok(Some((h, spare.as_slice().to_vec())))
         } else {
-            Ok(Some((h, std::mem::replace(spare, Vec::with_capacity(MAX_FRAME)))))
+            Ok(Some((h, std::mem::replace(spare, refill()))))
         }
     }
 
