@@ -9,8 +9,15 @@ Timeline events (``$ns at T``) fire at t0 + T on the monotonic clock. Dynamic
 events arrive on ``<folder>/events.sock``. The scheduler sleeps until about
 1 ms before a deadline and spins for the rest, so lateness stays small. Every
 fired event is logged in the store's ``event_log``, with its scheduled time,
-actual time, lateness and outcome. Each action runs in its own thread, so a
-long ``run`` of a Program never delays the next event.
+actual time, lateness and outcome.
+
+Timing. The loop thread runs at real-time priority (``SCHED_FIFO``, reset for
+the processes it starts), so busy traffic generators and the engine cannot
+starve it. Quick actions run inline on that thread: link and LAN changes
+(one engine request each) and messages. Anything that may block (Programs,
+traffic agents, reboot, swap-out) runs in a thread of its own at normal
+priority, so a long ``run`` of a Program never delays the next event.
+Logging happens off the loop thread.
 
 Socket protocol (one JSON object per line):
 
@@ -33,6 +40,7 @@ import heapq
 import itertools
 import json
 import os
+import queue
 import signal
 import socket
 import sys
@@ -45,6 +53,17 @@ from wanlab.run.objects import Runtime
 from wanlab.store.db import Store
 
 SPIN_S = 0.001
+RT_PRIORITY = 10
+INLINE_KINDS = ("link", "lan")
+
+
+def _realtime() -> None:
+    """Make the calling thread SCHED_FIFO; children it forks revert to normal."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO | os.SCHED_RESET_ON_FORK,
+                              os.sched_param(RT_PRIORITY))
+    except (PermissionError, OSError, AttributeError):
+        pass          # not permitted here: run at normal priority
 
 
 class Scheduler:
@@ -62,6 +81,8 @@ class Scheduler:
         self.seq = itertools.count()
         self.subscribers: list[socket.socket] = []
         self.stopping = False
+        self.log_queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._logger, daemon=True).start()
         self.timeline = [(e.time_s, list(e.args), e.target, e.action) for e in row.ir.events]
 
     def go(self) -> None:
@@ -95,6 +116,7 @@ class Scheduler:
             self._record(at, None, origin, target, action, args, "cancelled", "halted")
 
     def run(self) -> None:
+        _realtime()
         while True:
             with self.cond:
                 while not self.stopping and (not self.started or not self.heap):
@@ -109,15 +131,25 @@ class Scheduler:
                 while self.rt.now() < at:       # the last millisecond: spin
                     pass
                 ev = heapq.heappop(self.heap)
-            threading.Thread(target=self._execute, args=(ev,), daemon=True).start()
+            fired = self.rt.now()
+            kind = self.rt.objects().get(ev[3])
+            if kind in INLINE_KINDS or (kind == "simulator" and ev[4] in ("msg", "log")):
+                self._execute(ev, fired)
+            else:
+                threading.Thread(target=self._execute, args=(ev, fired), daemon=True).start()
 
-    def _execute(self, ev) -> None:
+    def _execute(self, ev, fired: float) -> None:
         at, _, origin, target, action, args, waiter = ev
-        fired = self.rt.now()
         outcome, detail = self.rt.fire(target, action, args)
-        msg = self._record(at, fired, origin, target, action, args, outcome, detail)
-        if waiter is not None:
-            waiter(msg)
+        self.log_queue.put((at, fired, origin, target, action, args, outcome, detail, waiter))
+
+    def _logger(self) -> None:
+        """Store and broadcast fired events, off the timing thread."""
+        while True:
+            *rec, waiter = self.log_queue.get()
+            msg = self._record(*rec)
+            if waiter is not None:
+                waiter(msg)
 
     def _record(self, at, fired, origin, target, action, args, outcome, detail) -> dict:
         with self.rt.db_lock:
