@@ -160,7 +160,12 @@ class Suite:
                 # enough packets for a meaningful window even at 56 kbit/s
                 dur = 2.5 if self.quick else (8.0 if rate < 1e6 else 4.0)
                 try:
-                    t.set(bandwidth_bps=rate, queue=100)
+                    # 50 ms of backlog (at least 100 frames): the host's 2 CPUs are shared by
+                    # sender, engine and sink, and a queue shorter than a scheduling gap
+                    # (100 x 64 B at 100 Mbit/s is 0.5 ms) would idle the link and
+                    # measure the scheduler instead of the shaper.
+                    qlim = max(100, int(rate * 0.05 / (fr * 8)))
+                    t.set(bandwidth_bps=rate, queue=qlim)
                     time.sleep(0.05)
                     samples = []
 
@@ -174,7 +179,7 @@ class Suite:
 
                     s, k, eng_bps = M.stream(self.lab, t, fr, dur, bitrate=rate * 1.03, during=sample)
                     meas = k["bps_frame"]
-                    row = {"rate_bps": rate, "frame": fr, "offered_bps": s["bps_frame"], "measured_bps": meas,
+                    row = {"rate_bps": rate, "frame": fr, "queue_limit": qlim, "offered_bps": s["bps_frame"], "measured_bps": meas,
                            "error_pct": (meas - rate) / rate * 100 if meas else None,
                            "engine_bps": eng_bps, "engine_error_pct": (eng_bps - rate) / rate * 100,
                            "pkts": k["pkts"], "sink_lost": k["lost"],
