@@ -1,4 +1,4 @@
-//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N]`
+//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N]`
 //!
 //! Starts the real-time driver with an empty network; the control plane then builds the
 //! topology over the socket (see docs/engine-protocol.md).
@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use wanlab_engine::control::exec::engine_version;
 use wanlab_engine::driver::realtime::{run, Options};
 
-const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N]";
+const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N]";
 
 struct Args {
     socket: PathBuf,
@@ -18,6 +18,7 @@ struct Args {
     busy_poll: bool,
     spin_us: u64,
     linger_us: u64,
+    anticipate_us: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -27,6 +28,7 @@ fn parse_args() -> Result<Args, String> {
     let mut busy_poll = false;
     let mut spin_us = 50u64;
     let mut linger_us = 100u64;
+    let mut anticipate_us = 100u64;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -37,6 +39,7 @@ fn parse_args() -> Result<Args, String> {
             "--busy-poll" => busy_poll = true,
             "--spin-us" => spin_us = val("--spin-us")?.parse().map_err(|e| format!("--spin-us: {e}"))?,
             "--linger-us" => linger_us = val("--linger-us")?.parse().map_err(|e| format!("--linger-us: {e}"))?,
+            "--anticipate-us" => anticipate_us = val("--anticipate-us")?.parse().map_err(|e| format!("--anticipate-us: {e}"))?,
             "--version" => {
                 println!("{}", engine_version());
                 std::process::exit(0);
@@ -48,7 +51,7 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    Ok(Args { socket: socket.ok_or("--socket is required")?, seed, log, busy_poll, spin_us, linger_us })
+    Ok(Args { socket: socket.ok_or("--socket is required")?, seed, log, busy_poll, spin_us, linger_us, anticipate_us })
 }
 
 /// Send stderr to the log file (appending), so diagnostics survive a detached engine.
@@ -77,7 +80,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!("{} starting: socket {} seed {}", engine_version(), args.socket.display(), args.seed);
-    match run(&args.socket, args.seed, Options { busy_poll: args.busy_poll, spin_ns: args.spin_us.saturating_mul(1000), linger_ns: args.linger_us.saturating_mul(1000) }) {
+    match run(&args.socket, args.seed, Options { busy_poll: args.busy_poll, spin_ns: args.spin_us.saturating_mul(1000), linger_ns: args.linger_us.saturating_mul(1000), anticipate_ns: args.anticipate_us.saturating_mul(1000) }) {
         Ok(()) => {
             eprintln!("wanlab-engine: clean exit");
             ExitCode::SUCCESS
