@@ -15,7 +15,7 @@ wanlab-gen: sendmmsg/recvmmsg UDP generator and sink
 
   wanlab-gen send --dst IP:PORT --size BYTES (--rate PPS | --bitrate BPS | --max)
                   (--duration SECS | --count N) [--batch 64] [--tos N] [--bind IP:PORT]
-                  [--bitrate-counts frame|ip|payload] [--fin N] [--json]
+                  [--bitrate-counts frame|ip|payload] [--fin N] [--wait-signal] [--json]
   wanlab-gen sink --bind IP:PORT (--duration SECS | --idle-exit SECS) [--interval SECS]
                   [--fin-exit SECS] [--batch 256] [--json]
   wanlab-gen echo --bind IP:PORT (--duration SECS | --idle-exit SECS) [--batch 64] [--json]
@@ -24,6 +24,7 @@ wanlab-gen: sendmmsg/recvmmsg UDP generator and sink
 
 --size is the UDP payload (>= 20); the Ethernet frame is size + 42 bytes.
 --bitrate counts Ethernet frame bytes by default (--bitrate-counts).
+--wait-signal: set everything up, then start sending on SIGUSR1.
 Datagrams carry a sequence number and a CLOCK_MONOTONIC send timestamp;
 the sink reports loss (sequence gaps), reordering, duplicates, one-way delay
 and throughput. Numbers accept k/M/G suffixes (decimal).";
@@ -116,8 +117,11 @@ fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg
 }
 
 fn cmd_send(rest: &[String]) -> Result<(), String> {
-    let a = Args::parse(rest, SEND_OPTS, &["max", "json"])?;
+    let a = Args::parse(rest, SEND_OPTS, &["max", "json", "wait-signal"])?;
     let (sock, cfg) = send_setup(&a, true)?;
+    if a.has("wait-signal") && !wanlab_gen::stop::wait_go() {
+        return Ok(()); // stopped before it was started: nothing sent, nothing to report
+    }
     let rep = send::run(&sock, &cfg)?;
     if a.has("json") {
         println!("{}", rep.to_json());

@@ -258,9 +258,14 @@ class Runtime:
         return "ok", f"{killed} processes stopped" + (", start command rerun"
                                                       if node.startcmd else "")
 
+    def prepare_agents(self) -> None:
+        """At t = 0: start every agent's receiver (and paused CBR sender) in the background."""
+        for a in self.agents.values():
+            threading.Thread(target=a._prepare_quietly, daemon=True).start()
+
     def stop_all(self) -> None:
         for a in self.agents.values():
-            a.stop()
+            a.stop(prepare_next=False)
         for p in self.programs.values():
             p.stop(signal.SIGTERM)
 

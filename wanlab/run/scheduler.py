@@ -99,6 +99,7 @@ class Scheduler:
                 heapq.heappush(self.heap, (at, next(self.seq), "timeline", target, action, args,
                                            None))
             self.cond.notify()
+        self.rt.prepare_agents()
 
     # -- queue ----------------------------------------------------------------
     def _push(self, at: float, origin: str, target: str, action: str, args: list[str],

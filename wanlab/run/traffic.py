@@ -10,6 +10,8 @@
   ``Agent/TCPSink``. iperf3 runs as a bulk transfer: a one-shot server on the
   sink's node and a client on the source's.
 
+Receivers (and CBR senders, paused until a signal) are started ahead of time,
+at t = 0 and after each flow, so a ``start`` event begins the flow at once.
 Each ``start`` … ``stop`` is one flow. Stopping sends SIGINT to the sender,
 which ends cleanly (wanlab-gen sends its FIN, iperf3 prints its report), then
 to the receiver. The flow's result (bytes, packets, loss, throughput over
@@ -64,6 +66,7 @@ class TrafficAgent:
         self.lock = threading.Lock()
         self.sender: subprocess.Popen | None = None
         self.receiver: subprocess.Popen | None = None
+        self.sending = False
         self.started_s = 0.0
         self.base = ""
 
@@ -104,73 +107,133 @@ class TrafficAgent:
 
     # -- events -------------------------------------------------------------------
     def running(self) -> bool:
-        return self.sender is not None and self.sender.poll() is None
+        return self.sender is not None and self.sender.poll() is None and self.sending
+
+    def prepare(self) -> None:
+        """Start the receiver (and, for CBR, a sender waiting for its signal) ahead of time,
+        so a ``start`` event costs one signal, not the start-up of two processes."""
+        with self.lock:
+            self._prepare()
+
+    def _prepare(self) -> None:
+        if self.receiver is not None:
+            return
+        self.flows += 1
+        d = os.path.join(self.rt.folder, "flows")
+        os.makedirs(d, exist_ok=True)
+        self.base = os.path.join(d, f"{self.app.name}-{self.flows}")
+        src, sink = self.transport.node, self.peer.node
+        assert src is not None and sink is not None
+        if self.kind == "cbr":
+            gen = gen_binary()
+            self.receiver = self._spawn(sink, [gen, "sink", "--bind", f"0.0.0.0:{self.port}",
+                                               "--duration", "864000", "--interval", "0.1",
+                                               "--json"], self.base + ".sink.json")
+            self._wait_bound(sink, "udp")
+            argv = [gen, "send", "--dst", f"{self._dst_ip()}:{self.port}",
+                    *self._cbr_rate_args(), "--duration", "864000", "--wait-signal", "--json"]
+            if "iptos_" in self.params:
+                argv += ["--tos", str(int(float(self.params["iptos_"])))]
+            self.sender = self._spawn(src, argv, self.base + ".send.json")
+            self._wait_signal_ready(self.sender)
+        else:
+            self.receiver = self._spawn(sink, ["iperf3", "-s", "-1", "-p", str(self.port),
+                                               "-J", "-i", "0.1"], self.base + ".sink.json")
+            self._wait_bound(sink, "tcp")
 
     def start(self) -> tuple[str, str]:
         with self.lock:
             if self.running():
                 return "error", f"{self.app.name} is already running"
-            self.flows += 1
-            d = os.path.join(self.rt.folder, "flows")
-            os.makedirs(d, exist_ok=True)
-            self.base = os.path.join(d, f"{self.app.name}-{self.flows}")
-            dst = self._dst_ip()
-            src, sink = self.transport.node, self.peer.node
-            assert src is not None and sink is not None
+            self._prepare()
             if self.kind == "cbr":
-                gen = gen_binary()
-                self.receiver = self._spawn(sink, [gen, "sink", "--bind", f"0.0.0.0:{self.port}",
-                                                   "--duration", "864000", "--interval", "0.1",
-                                                   "--json"], self.base + ".sink.json")
-                self._wait_bound(sink, "udp")
-                argv = [gen, "send", "--dst", f"{dst}:{self.port}", *self._cbr_rate_args(),
-                        "--duration", "864000", "--json"]
-                if "iptos_" in self.params:
-                    argv += ["--tos", str(int(float(self.params["iptos_"])))]
-                self.sender = self._spawn(src, argv, self.base + ".send.json")
+                assert self.sender is not None
+                os.kill(self.sender.pid, signal.SIGUSR1)
             else:
-                self.receiver = self._spawn(sink, ["iperf3", "-s", "-1", "-p", str(self.port),
-                                                   "-J", "-i", "0.1"], self.base + ".sink.json")
-                self._wait_bound(sink, "tcp")
-                self.sender = self._spawn(src, ["iperf3", "-c", dst, "-p", str(self.port),
-                                                "-t", "86400", "-J", "-i", "0.1"],
-                                          self.base + ".send.json")
+                self.sender = self._spawn(self.transport.node or "", [
+                    "iperf3", "-c", self._dst_ip(), "-p", str(self.port), "-t", "86400", "-J",
+                    "-i", "0.1"], self.base + ".send.json")
+            self.sending = True
             self.started_s = self.rt.now()
-            return "ok", f"flow {self.flows} started ({self.kind} {src} -> {sink})"
+            return "ok", (f"flow {self.flows} started ({self.kind} {self.transport.node} -> "
+                          f"{self.peer.node})")
 
-    def stop(self) -> tuple[str, str]:
+    def stop(self, prepare_next: bool = True) -> tuple[str, str]:
         with self.lock:
-            if self.sender is None:
+            if not self.sending:
+                if not prepare_next:
+                    self._discard()
                 return "ok", "not running"
             stopped = self.rt.now()
-            for p, grace in ((self.sender, 0.0), (self.receiver, 0.3)):
-                if p is None:
-                    continue
-                time.sleep(grace)
-                if p.poll() is None:
-                    try:
-                        os.killpg(p.pid, signal.SIGINT)
-                    except ProcessLookupError:
-                        pass
-                try:
-                    p.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    os.killpg(p.pid, signal.SIGKILL)
-                    p.wait()
+            flow = self.flows
+            self._end(self.sender, 0.0)
+            self._end(self.receiver, 0.3)
             self.sender = self.receiver = None
+            self.sending = False
             result = self._result()
             self.rt.flow_done(self.app.name, self.kind, self.started_s, stopped, result)
             with open(self.base + ".json", "w") as f:
                 json.dump(result, f, indent=2)
-            if self.kind == "cbr":
-                return "ok", (f"flow {self.flows}: {result.get('bytes', 0)} bytes, "
-                              f"{result.get('packets', 0)} packets, "
-                              f"{result.get('lost', 0)} lost")
-            return "ok", f"flow {self.flows}: {result.get('bytes', 0)} bytes received"
+        if prepare_next:
+            threading.Thread(target=self._prepare_quietly, daemon=True).start()
+        if self.kind == "cbr":
+            return "ok", (f"flow {flow}: {result.get('bytes', 0)} bytes, "
+                          f"{result.get('packets', 0)} packets, {result.get('lost', 0)} lost")
+        return "ok", f"flow {flow}: {result.get('bytes', 0)} bytes received"
+
+    def _prepare_quietly(self) -> None:
+        try:
+            self.prepare()
+        except Exception as e:           # reported again by the next start
+            self.rt.log_note(f"{self.app.name}: could not prepare the next flow: {e}")
+
+    def _discard(self) -> None:
+        """Stop prepared processes of a flow that never started (at shutdown)."""
+        for p in (self.sender, self.receiver):
+            self._end(p, 0.0)
+        self.sender = self.receiver = None
+
+    @staticmethod
+    def _end(p: subprocess.Popen | None, grace: float) -> None:
+        if p is None:
+            return
+        time.sleep(grace)
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+    @staticmethod
+    def _wait_signal_ready(p: subprocess.Popen) -> None:
+        """Wait until the sender (after the exec chain of ip netns exec / unshare / sh) has
+        installed its SIGUSR1 handler: signalling earlier would kill it."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                with open(f"/proc/{p.pid}/status") as f:
+                    for line in f:
+                        if line.startswith("SigCgt:") and int(line.split()[1], 16) & (
+                                1 << (signal.SIGUSR1 - 1)):
+                            return
+            except FileNotFoundError:
+                break
+            if p.poll() is not None:
+                break
+            time.sleep(0.002)
+        raise ValueError("the CBR sender did not start")
 
     def reset(self) -> tuple[str, str]:
-        self.stop()
-        self.params = dict(self.initial)
+        self.stop(prepare_next=False)
+        with self.lock:
+            self._discard()
+            self.params = dict(self.initial)
+        self._prepare_quietly()
         return "ok", "stopped; parameters reset"
 
     def set(self, args: list[str]) -> tuple[str, str]:
@@ -179,13 +242,17 @@ class TrafficAgent:
         key, value = args[0], " ".join(args[1:])
         if key not in ("packetSize_", "rate_", "interval_", "iptos_", "maxpkts_"):
             return "error", f"{self.app.name}: unknown parameter {key!r}"
-        self.params[key] = value
-        if key == "rate_":
-            self.params.pop("interval_", None)
-        if self.running():
-            self.stop()
+        was_running = self.running()
+        self.stop(prepare_next=False)
+        with self.lock:
+            self._discard()          # a prepared sender has the old rate: make a new one
+            self.params[key] = value
+            if key == "rate_":
+                self.params.pop("interval_", None)
+        if was_running:
             self.start()
             return "ok", f"{key} = {value} (restarted as flow {self.flows})"
+        self._prepare_quietly()
         return "ok", f"{key} = {value}"
 
     # -- results ------------------------------------------------------------------
