@@ -1,0 +1,56 @@
+"""Unprivileged checks of the bench's statistics and report rendering
+(run with `python3 -m pytest bench/test_bench_math.py`)."""
+
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import measure as M  # noqa: E402
+import report  # noqa: E402
+
+
+def test_binom_interval_matches_normal_approx():
+    lo, hi = M.binom_interval(100_000, 0.008)
+    mean, sd = 800, math.sqrt(100_000 * 0.008 * 0.992)
+    assert abs(lo - (mean - 2.576 * sd)) <= 2
+    assert abs(hi - (mean + 2.576 * sd)) <= 2
+    assert M.binom_interval(0, 0.1) == (0, 0)
+
+
+def test_binom_interval_coverage_tail():
+    # the 99 % interval must be wider than the 90 % one
+    a = M.binom_interval(200_000, 0.12, 0.99)
+    b = M.binom_interval(200_000, 0.12, 0.90)
+    assert a[0] < b[0] and a[1] > b[1]
+
+
+def test_payload_for_frame():
+    assert M.payload_for_frame(64) == 22
+    assert M.payload_for_frame(1518) == 1476
+
+
+def test_markdown_renders_all_sections():
+    res = {
+        "meta": {"quick": True, "loadavg_start": [1.0], "loadavg_end": [2.0]},
+        "delay": [{"path": "engine", "delay_ms": 0, "frame": 64, "rtt_us": 30.0, "stdev_us": 5.0,
+                   "adj_rtt_us": 0.0, "base_goal": True, "veth_rtt_us": 28.0},
+                  {"path": "engine", "delay_ms": 5, "frame": 64, "rtt_us": 10030.0, "stdev_us": 5.0,
+                   "error_pct": 0.3, "adj_rtt_us": 10000.0, "adj_error_pct": 0.0, "goal": True}],
+        "bandwidth": [{"rate_bps": 56e3, "frame": 64, "offered_bps": 57e3, "measured_bps": 56e3, "error_pct": 0.0,
+                       "engine_bps": 56e3, "engine_error_pct": 0.0, "goal": True}],
+        "loss": [{"p": 0.008, "frame": 64, "expected": 100000, "lost": 800, "measured": 0.008, "lo": 0.0073,
+                  "hi": 0.0087, "inside": True, "engine_measured": 0.008, "engine_inside": True,
+                  "engine_drop_queue": 0}],
+        "capacity": [{"path": "veth", "pps_median": 2e5, "tx_pps_median": 2e5, "loss_median": 0.0,
+                      "ratio_veth": 1.0, "ratio_router": 1.2}],
+        "tcp": [{"path": "veth", "parallel": 1, "bps_median": 1e10, "ratio_veth": 1.0, "ratio_router": None}],
+        "scale": {"links": 1000, "taps": 2000, "active": 10, "idle_cpu_pct": 0.0, "idle_goal": True},
+        "errors": ["x: y"],
+    }
+    md = report.markdown(res)
+    for h in ["## Delay", "## Bandwidth", "## Loss", "## Capacity", "## TCP", "## Scale", "## Errors"]:
+        assert h in md
+    assert "| engine | 5 | 64 | 10.0300 |" in md
+    assert "56 kbit/s" in md
