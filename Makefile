@@ -2,7 +2,7 @@
 # `make install` is their common first step. All are idempotent.
 
 PYTHON ?= python3
-APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux
+APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux frr traceroute
 PY := $(shell command -v $(PYTHON))
 
 .PHONY: install deps engine python demo test test-engine test-python validate bench-swap clean

@@ -215,6 +215,14 @@ def cmd_flows(lab, a) -> int:
     return 0
 
 
+def cmd_routes(lab, a) -> int:
+    for node, table in lab.routes(a.name, a.node).items():
+        print(f"{node}:")
+        for line in table.splitlines():
+            print(f"  {line}")
+    return 0
+
+
 def cmd_plot(lab, a) -> int:
     from wanlab.report.plots import plot_throughput
     path = plot_throughput(lab, a.name, a.output)
@@ -279,6 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("flows", cmd_flows, "results of the traffic agents' flows")
     sp.add_argument("name")
     sp.add_argument("--json", action="store_true")
+    sp = add("routes", cmd_routes, "each node's routing table (changes over time: "
+             "<folder>/nodes/<node>/routes.log with dynamic routing)")
+    sp.add_argument("name")
+    sp.add_argument("node", nargs="?")
     sp = add("plot", cmd_plot, "plot throughput over time of every flow (PNG)")
     sp.add_argument("name")
     sp.add_argument("-o", "--output", help="PNG path (default: <folder>/plots/throughput.png)")

@@ -258,6 +258,21 @@ class Lab:
         """Results of every traffic-agent flow (latest first run last)."""
         return self.store.flows(self.store.get(name).id)
 
+    def routes(self, name: str, node: str | None = None) -> dict[str, str]:
+        """Each node's kernel routing table (``ip route``), as text."""
+        row = self.store.get(name)
+        if row.state != ACTIVE:
+            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        plan = make_plan(row.ir, row.short)
+        if node is not None and node not in plan.nodes:
+            raise WanlabError(f"experiment {name!r} has no node {node!r}")
+        out = {}
+        for n, np_ in plan.nodes.items():
+            if node is None or n == node:
+                out[n] = subprocess.run(["ip", "-n", np_.netns, "route", "show"],
+                                        capture_output=True, text=True).stdout
+        return out
+
     def engine(self, name: str) -> engine.Client:
         """A control connection to an active experiment's engine."""
         row = self.store.get(name)

@@ -187,6 +187,8 @@ class Experiment:
     programs: tuple[Program, ...] = ()
     agents: tuple[Agent, ...] = ()
     rtproto: str = "static"
+    ospf_hello_s: int = 1            # OSPF timers for rtproto session/ospf (FRR's own
+    ospf_dead_s: int = 4             # defaults, 10/40 s, make failures slow to notice)
     seed: int = 1
     warnings: tuple[str, ...] = ()
     source: Source = field(default_factory=Source)
@@ -323,6 +325,9 @@ def validate(exp: Experiment) -> Experiment:
             raise _err(f"{what} name {name!r} already names a {seen[name]}", src)
         seen[name] = what
 
+    if not 1 <= exp.ospf_hello_s < exp.ospf_dead_s <= 65535:
+        raise _err(f"OSPF timers hello {exp.ospf_hello_s} s / dead {exp.ospf_dead_s} s: need "
+                   f"1 <= hello < dead <= 65535", exp.source)
     if exp.rtproto not in RTPROTOS:
         raise _err(f"routing protocol {exp.rtproto!r} unknown; supported are "
                    f"{', '.join(RTPROTOS)}", exp.source)

@@ -116,11 +116,8 @@ def make_plan(exp: Experiment, short: str) -> Plan:
             atts.setdefault(spec.name, []).append(Attachment(node, spec.name, ifname, ip))
 
     # routes
+    # session/ospf: routes come from the nodes' OSPF daemons (wanlab/realize/frr.py)
     proto = exp.rtproto
-    if proto in ("session", "ospf"):
-        warnings.append(f"rtproto {proto}: dynamic routing daemons are not set up yet; "
-                        f"static shortest-path routes are installed instead")
-        proto = "static"
     if proto == "static":
         table = shortest_path_routes(
             list(nodes), {n: (addrs[n][0], atts[n], costs[n]) for n in atts})

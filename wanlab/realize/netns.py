@@ -16,6 +16,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import shutil
 import threading
 from collections.abc import Iterator
 
@@ -108,12 +109,8 @@ def delete(name: str) -> bool:
             _check(r, f"umount {target}")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(target)
-    etc = os.path.join(NETNS_ETC_DIR, name)
-    for f in ("hosts", "hostname"):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(os.path.join(etc, f))
-    with contextlib.suppress(FileNotFoundError, OSError):
-        os.rmdir(etc)
+    # the node's /etc overlay (hosts, FRR configuration): ours, named after the namespace
+    shutil.rmtree(os.path.join(NETNS_ETC_DIR, name), ignore_errors=True)
     return found
 
 

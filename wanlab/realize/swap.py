@@ -35,7 +35,7 @@ from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.plan import Interface, NodePlan, Plan, make_plan
 from wanlab.plan.routes import RouteEntry
-from wanlab.realize import engine, netns, procs
+from wanlab.realize import engine, frr, netns, procs
 from wanlab.store.db import ExperimentRow, Store
 
 Progress = Callable[[str], None]
@@ -45,10 +45,17 @@ def folder_of(store: Store, name: str) -> str:
     return os.path.join(store.home, "exps", name)
 
 
+# Inside the node: its hostname, and (when it runs FRR) its own /run/frr, so vtysh and the
+# daemons meet there (/etc/frr is already the node's own: ip netns exec binds /etc/netns/NS/*).
+NODE_SHELL = ('hostname "$0" || exit 111; '
+              'if [ -d /etc/frr/run ]; then mkdir -p /run/frr && '
+              'mount --bind /etc/frr/run /run/frr || exit 111; fi; exec "$@"')
+
+
 def node_argv(ns: str, node: str, argv: list[str]) -> list[str]:
-    """Run ``argv`` inside a node: its namespace, its hosts file, its hostname."""
-    return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c",
-            'hostname "$0" && exec "$@"', node, *argv]
+    """Run ``argv`` inside a node: its namespace, hosts file, hostname and FRR sockets."""
+    return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c", NODE_SHELL, node,
+            *argv]
 
 
 def swap_in(store: Store, row: ExperimentRow, progress: Progress | None = None) -> Plan:
@@ -109,6 +116,12 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
         write_hosts(np_.netns, plan.hosts)
     store.update_resources("created", {r.id: {} for r in store.resources(row.id)
                                        if r.kind == "tap"})
+
+    if exp.rtproto in frr.DYNAMIC:
+        frr.start(store, row, exp, plan, folder, say)
+        took = frr.wait_converged(plan, timeout=60 + 3 * exp.ospf_dead_s,
+                                  settle=max(1.0, float(exp.ospf_hello_s)), say=say)
+        say(f"OSPF converged in {took:.1f} s")
 
     starts = [n for n in exp.nodes if n.startcmd]
     if starts:

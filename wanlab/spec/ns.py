@@ -211,6 +211,7 @@ class _Records:
             events.extend(self.event(e))
         rt = rec.get("rtproto")
         rtproto = rt[0] if rt else "static"
+        timers = rec.get("ospf") or [ir.Experiment.ospf_hello_s, ir.Experiment.ospf_dead_s]
         if not rec.get("ran"):
             self.warn("the script never calls '$ns run' (Emulab requires it); "
                       "the declarations made are used anyway")
@@ -223,7 +224,8 @@ class _Records:
             name=name or sanitize_name(Path(self.display).stem),
             nodes=tuple(nodes), links=tuple(links), lans=tuple(lans),
             events=tuple(events), programs=tuple(programs), agents=tuple(agents),
-            rtproto=rtproto, warnings=tuple(_coalesce(self.warnings)),
+            rtproto=rtproto, ospf_hello_s=int(timers[0]), ospf_dead_s=int(timers[1]),
+            warnings=tuple(_coalesce(self.warnings)),
             source=ir.Source(self.display, None))
         return ir.validate(exp)
 

@@ -23,6 +23,7 @@ namespace eval ::wl {
     variable anchors {}      ;# {file line} of the make-simulated bodies being run
     variable sim ""          ;# the Simulator
     variable rtproto ""
+    variable ospf ""
     variable ran 0
     variable tparams {}      ;# template parameters given by the caller
     variable procdef         ;# proc name -> {file line} of its definition
@@ -406,6 +407,18 @@ proc ::wl::set_rtproto {p what} {
         default { ::wl::fail "$what '$p' unknown; supported are Static, Session, ospf, Manual" }
     }
     set ::wl::rtproto [::wl::lv $r]
+}
+
+# wanlab extension: OSPF hello and dead intervals (seconds) for rtproto Session/ospf
+proc tb-set-ospf-timers {hello dead} {
+    foreach {v what} [list $hello hello $dead dead] {
+        if {![string is integer -strict $v] || $v < 1 || $v > 65535} {
+            ::wl::fail "tb-set-ospf-timers: $what interval '$v' must be a whole number of seconds (1-65535)"
+        }
+    }
+    if {$dead <= $hello} { ::wl::fail "tb-set-ospf-timers: the dead interval ($dead) must exceed the hello interval ($hello)" }
+    set ::wl::ospf [list $hello $dead]
+    return ""
 }
 
 proc ::wl::m::Simulator::rtproto {self proto args} {

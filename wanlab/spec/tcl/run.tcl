@@ -80,7 +80,7 @@ proc ::wl::emit {fh} {
         lappend ws [::wl::json::lv $w]
     }
     set rt [expr {$::wl::rtproto eq "" ? "null" : [::wl::json::lv $::wl::rtproto]}]
-    puts $fh "\{\"ok\":true,\"sim\":[::wl::json::str $::wl::sim],\"rtproto\":$rt,\"ran\":$::wl::ran,\"unused_params\":[::wl::json::strs [dict keys $::wl::tparams]],\"objects\":\[[join $objs ,\n]\],\"events\":\[[join $evs ,\n]\],\"warnings\":\[[join $ws ,\n]\]\}"
+    puts $fh "\{\"ok\":true,\"sim\":[::wl::json::str $::wl::sim],\"rtproto\":$rt,\"ospf\":\[[join $::wl::ospf ,]\],\"ran\":$::wl::ran,\"unused_params\":[::wl::json::strs [dict keys $::wl::tparams]],\"objects\":\[[join $objs ,\n]\],\"events\":\[[join $evs ,\n]\],\"warnings\":\[[join $ws ,\n]\]\}"
 }
 
 proc ::wl::emit_error {fh msg opts} {

@@ -1,0 +1,174 @@
+"""Dynamic routing with real daemons: FRR's zebra and ospfd in every node.
+
+This is used for ``$ns rtproto Session`` and ``$ns rtproto ospf`` (YAML
+``routing: ospf``). Every node runs zebra and ospfd in its own namespace.
+Their configuration is generated from the topology:
+
+* every interface goes in area 0;
+* links are OSPF point-to-point networks, and LANs are broadcast networks;
+* an interface's cost is its link's ``$ns cost``;
+* the hello and dead intervals come from ``tb-set-ospf-timers`` (default
+  1 s / 4 s);
+* the router id is the node's first address.
+
+Where the files live, per node, so the daemons of different nodes never
+meet:
+
+* ``/etc/netns/<ns>/frr/`` holds zebra.conf, ospfd.conf and vtysh.conf.
+  ``ip netns exec`` bind-mounts it over ``/etc/frr`` for every command run
+  in the node.
+* ``/etc/netns/<ns>/frr/run/`` holds the daemons' sockets and pid files.
+  The node's command wrapper (:func:`wanlab.realize.swap.node_argv`)
+  bind-mounts it over ``/run/frr``, so a plain ``vtysh -c 'show ip ospf
+  neighbor'`` run with ``wanlab exec`` reaches that node's own daemons.
+* The daemons' logs go to ``<folder>/nodes/<node>/{zebra,ospfd}.log``.
+  Each node's route changes, with timestamps (``ip monitor route``), go to
+  ``<folder>/nodes/<node>/routes.log``.
+
+Link failures reach the daemons as carrier loss on the interface (the
+engine's ``down``), so OSPF reconverges without any change to its
+configuration.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import ipaddress
+import os
+import pwd
+import subprocess
+import time
+
+from wanlab.errors import WanlabError
+from wanlab.model.ir import Experiment
+from wanlab.plan.plan import NodePlan, Plan
+from wanlab.realize import netns, procs
+
+FRR_BIN = "/usr/lib/frr"
+DYNAMIC = ("session", "ospf")
+
+
+def etc_dir(ns: str) -> str:
+    return os.path.join(netns.NETNS_ETC_DIR, ns, "frr")
+
+
+def configs(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str) -> dict[str, str]:
+    """The node's zebra.conf, ospfd.conf and vtysh.conf."""
+    costs = {l.name: l.cost for l in exp.links} | {l.name: l.cost for l in exp.lans}
+    p2p = {l.name for l in exp.links}
+    zebra = [f"hostname {np_.name}", f"log file {logdir}/zebra.log", "!"]
+    ospf = [f"hostname {np_.name}", f"log file {logdir}/ospfd.log", "!"]
+    for i in np_.interfaces:
+        ospf += [f"interface {i.ifname}",
+                 *([" ip ospf network point-to-point"] if i.network in p2p else []),
+                 f" ip ospf cost {costs[i.network]}",
+                 f" ip ospf hello-interval {exp.ospf_hello_s}",
+                 f" ip ospf dead-interval {exp.ospf_dead_s}", "!"]
+    rid = np_.interfaces[0].ip if np_.interfaces else "10.255.255.255"
+    ospf += ["router ospf", f" ospf router-id {rid}",
+             # Failures are noticed at once (carrier) or after the dead interval; what follows
+             # should not add seconds. SPF runs 0 ms after a change, backing off to 1 s;
+             # LSAs may be re-originated and accepted without FRR's default 5 s / 1 s
+             # minimum intervals (which made start-up convergence ~10 s).
+             " timers throttle spf 0 50 1000",
+             " timers throttle lsa all 0",
+             " timers lsa min-arrival 0"]
+    for i in np_.interfaces:
+        net = ipaddress.IPv4Network(f"{i.ip}/{i.prefixlen}", strict=False)
+        ospf.append(f" network {net} area 0.0.0.0")
+    ospf.append("!")
+    return {"zebra.conf": "\n".join(zebra) + "\n", "ospfd.conf": "\n".join(ospf) + "\n",
+            "vtysh.conf": "! wanlab: per-node vtysh configuration\n"}
+
+
+def _chown_frr(path: str) -> None:
+    os.chown(path, pwd.getpwnam("frr").pw_uid, grp.getgrnam("frr").gr_gid)
+
+
+def check_installed() -> None:
+    if not os.path.exists(os.path.join(FRR_BIN, "ospfd")):
+        raise WanlabError("rtproto Session/ospf needs FRR: run 'make install' "
+                          "(apt package frr)")
+
+
+def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
+    """Write every node's configuration and start its zebra and ospfd (recorded first)."""
+    from wanlab.realize.swap import node_argv
+    check_installed()
+    say(f"starting FRR (zebra + ospfd) in {len(plan.nodes)} nodes")
+    for np_ in plan.nodes.values():
+        etc = etc_dir(np_.netns)
+        run = os.path.join(etc, "run")
+        os.makedirs(run, exist_ok=True)
+        logdir = os.path.join(folder, "nodes", np_.name)
+        os.makedirs(logdir, exist_ok=True)
+        for d in (etc, run, logdir):
+            _chown_frr(d)
+        for name, text in configs(exp, plan, np_, logdir).items():
+            path = os.path.join(etc, name)
+            with open(path, "w") as f:
+                f.write(text)
+            _chown_frr(path)
+            os.chmod(path, 0o640)
+        for daemon in ("zebra", "ospfd"):
+            argv = [os.path.join(FRR_BIN, daemon), "-f", f"/etc/frr/{daemon}.conf",
+                    "-i", f"/run/frr/{daemon}.pid", "-P", "0", "-u", "frr", "-g", "frr"]
+            _spawn(store, row, np_, f"frr-{daemon}-{np_.name}",
+                   node_argv(np_.netns, np_.name, argv), os.path.join(logdir, f"{daemon}.out"))
+            if daemon == "zebra":
+                _wait_socket(os.path.join(run, "zserv.api"))
+        _spawn(store, row, np_, f"route-monitor-{np_.name}",
+               ["ip", "-n", np_.netns, "-ts", "monitor", "route"],
+               os.path.join(logdir, "routes.log"))
+
+
+def _spawn(store, row, np_: NodePlan, name: str, argv: list[str], out: str) -> None:
+    rid = store.record(row.id, "process", name, node=np_.name)
+    with open(out, "ab") as f:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=f,
+                             start_new_session=True)
+    store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))
+
+
+def _wait_socket(path: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise WanlabError(f"zebra did not start (no {path}); see the node's zebra.log")
+        time.sleep(0.01)
+
+
+def _tables(plan: Plan) -> dict[str, set[tuple[str, str]]]:
+    out = {}
+    for name, np_ in plan.nodes.items():
+        with contextlib.closing(netns.netlink(np_.netns)) as ipr:
+            out[name] = {(f"{r.get_attr('RTA_DST')}/{r['dst_len']}",
+                          str(r.get_attr("RTA_GATEWAY") or r.get_attr("RTA_MULTIPATH") or ""))
+                         for r in ipr.get_routes(family=2, table=254)
+                         if r.get_attr("RTA_DST")}
+    return out
+
+
+def wait_converged(plan: Plan, timeout: float, settle: float, say) -> float:
+    """Wait until every node has a route to every subnet and no table has changed for
+    ``settle`` seconds; return the seconds until the last change."""
+    t0 = time.monotonic()
+    subnets = {str(n) for n in plan.subnets.values()}
+    say("waiting for OSPF to converge")
+    last, last_change = None, t0
+    while True:
+        tables = _tables(plan)
+        now = time.monotonic()
+        if tables != last:
+            last, last_change = tables, now
+        complete = all(subnets <= {dst for dst, _ in t} for t in tables.values())
+        if complete and now - last_change >= settle:
+            return last_change - t0
+        if now - t0 > timeout:
+            missing = ", ".join(sorted(n for n, t in tables.items()
+                                       if not subnets <= {dst for dst, _ in t}))
+            why = f"nodes missing routes: {missing}" if missing else "routes keep changing"
+            raise WanlabError(f"OSPF did not converge within {timeout:g} s ({why}); see the "
+                              f"nodes' ospfd.log")
+        time.sleep(0.05)
