@@ -329,3 +329,28 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anticipation_needs_two_equal_gaps_and_cancels_on_a_miss() {
+        let ms = |x: u64| Instant(x * 1_000_000);
+        let mut a = Anticipation::default();
+        a.burst(ms(0));
+        a.burst(ms(10));
+        assert_eq!(a.window(ms(11), 100_000), None); // one gap seen: no prediction
+        a.burst(Instant(20_050_000)); // 10.05 ms ≈ 10 ms
+        assert_eq!(a.window(ms(21), 100_000), Some((Instant(29_999_999 + 1), Instant(30_200_000))));
+        // No burst in the window: the prediction is dropped, and stays so.
+        assert_eq!(a.window(ms(31), 100_000), None);
+        assert_eq!(a.window(ms(41), 100_000), None);
+        // Irregular gaps never predict.
+        let mut b = Anticipation::default();
+        for t in [0, 10, 35, 37, 90] {
+            b.burst(ms(t));
+        }
+        assert_eq!(b.window(ms(91), 100_000), None);
+    }
+}
