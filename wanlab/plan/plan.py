@@ -41,6 +41,7 @@ class NodePlan:
     netns: str
     interfaces: list[Interface] = field(default_factory=list)
     routes: list[RouteEntry] = field(default_factory=list)
+    loopback: str | None = None      # a /32 on lo, with dynamic routing (the router id)
 
 
 @dataclass
@@ -127,12 +128,24 @@ def make_plan(exp: Experiment, short: str) -> Plan:
         for r in n.routes:
             nodes[n.name].routes.append(_manual_route(n.name, r.dst, r.via, nodes, exp))
 
-    # hosts file: node name → first interface; node-network → each interface
+    # With dynamic routing every node also gets a loopback address (10.255.0.0/16, in
+    # declaration order), advertised by OSPF: a router's name then stays reachable
+    # whichever of its links fail, as on a real backbone.
+    if exp.rtproto in ("session", "ospf"):
+        if len(nodes) > 65534:
+            raise SpecError("too many nodes for the 10.255.0.0/16 loopback range")
+        for k, np_ in enumerate(nodes.values(), start=1):
+            np_.loopback = f"10.255.{k >> 8}.{k & 0xFF}"
+
+    # hosts file: node name → its loopback, else its first interface; node-network → each
+    # interface
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
     for np_ in nodes.values():
+        if np_.loopback:
+            lines.append(f"{np_.loopback}\t{np_.name}")
         for i, iface in enumerate(np_.interfaces):
             names = f"{np_.name}-{iface.network}"
-            if i == 0:
+            if i == 0 and not np_.loopback:
                 names = f"{np_.name} " + names
             lines.append(f"{iface.ip}\t{names}")
     hosts = "\n".join(lines) + "\n"

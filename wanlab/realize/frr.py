@@ -9,7 +9,8 @@ Their configuration is generated from the topology:
 * an interface's cost is its link's ``$ns cost``;
 * the hello and dead intervals come from ``tb-set-ospf-timers`` (default
   1 s / 4 s);
-* the router id is the node's first address.
+* every node has a loopback address in 10.255.0.0/16, which OSPF advertises,
+  which is the router id, and which the node's name resolves to.
 
 Where the files live, per node, so the daemons of different nodes never
 meet:
@@ -65,7 +66,7 @@ def configs(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str) -> dict[str
                  f" ip ospf cost {costs[i.network]}",
                  f" ip ospf hello-interval {exp.ospf_hello_s}",
                  f" ip ospf dead-interval {exp.ospf_dead_s}", "!"]
-    rid = np_.interfaces[0].ip if np_.interfaces else "10.255.255.255"
+    rid = np_.loopback or (np_.interfaces[0].ip if np_.interfaces else "10.255.255.255")
     ospf += ["router ospf", f" ospf router-id {rid}",
              # Failures are noticed at once (carrier) or after the dead interval; what follows
              # should not add seconds. SPF runs 0 ms after a change, backing off to 1 s;
@@ -77,6 +78,8 @@ def configs(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str) -> dict[str
     for i in np_.interfaces:
         net = ipaddress.IPv4Network(f"{i.ip}/{i.prefixlen}", strict=False)
         ospf.append(f" network {net} area 0.0.0.0")
+    if np_.loopback:
+        ospf.append(f" network {np_.loopback}/32 area 0.0.0.0")
     ospf.append("!")
     return {"zebra.conf": "\n".join(zebra) + "\n", "ospfd.conf": "\n".join(ospf) + "\n",
             "vtysh.conf": "! wanlab: per-node vtysh configuration\n"}
@@ -154,20 +157,22 @@ def wait_converged(plan: Plan, timeout: float, settle: float, say) -> float:
     """Wait until every node has a route to every subnet and no table has changed for
     ``settle`` seconds; return the seconds until the last change."""
     t0 = time.monotonic()
-    subnets = {str(n) for n in plan.subnets.values()}
+    subnets = {str(n) for n in plan.subnets.values()} | {
+        f"{np_.loopback}/32" for np_ in plan.nodes.values() if np_.loopback}
     say("waiting for OSPF to converge")
+    own = {n: {f"{np_.loopback}/32"} for n, np_ in plan.nodes.items()}
     last, last_change = None, t0
     while True:
         tables = _tables(plan)
         now = time.monotonic()
         if tables != last:
             last, last_change = tables, now
-        complete = all(subnets <= {dst for dst, _ in t} for t in tables.values())
+        complete = all(subnets - own[n] <= {dst for dst, _ in t} for n, t in tables.items())
         if complete and now - last_change >= settle:
             return last_change - t0
         if now - t0 > timeout:
             missing = ", ".join(sorted(n for n, t in tables.items()
-                                       if not subnets <= {dst for dst, _ in t}))
+                                       if not subnets - own[n] <= {dst for dst, _ in t}))
             why = f"nodes missing routes: {missing}" if missing else "routes keep changing"
             raise WanlabError(f"OSPF did not converge within {timeout:g} s ({why}); see the "
                               f"nodes' ospfd.log")

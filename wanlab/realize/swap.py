@@ -109,7 +109,10 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
     say("configuring addresses and routes")
     for np_ in plan.nodes.values():
         with contextlib.closing(netns.netlink(np_.netns)) as ipr:
-            ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+            lo = ipr.link_lookup(ifname="lo")[0]
+            ipr.link("set", index=lo, state="up")
+            if np_.loopback:
+                ipr.addr("add", index=lo, address=np_.loopback, prefixlen=32)
             for i in np_.interfaces:
                 configure_interface(ipr, i)
         install_routes(np_, [])
