@@ -170,6 +170,10 @@ class ExperimentBuilder:
                             f"session, ospf", field="routing")
         self.rtproto = r
 
+    def ospf_timers(self, hello: int, dead: int) -> None:
+        """OSPF hello and dead intervals in seconds, for routing session/ospf (default 1/4)."""
+        self.ospf_hello_s, self.ospf_dead_s = int(hello), int(dead)
+
     def node(self, name: str | None = None, *, kind: str = "emulated", os: str | None = None,
              hardware: str | None = None, startcmd: str | None = None,
              source: ir.Source | None = None) -> str:
@@ -343,6 +347,8 @@ class ExperimentBuilder:
         exp = ir.Experiment(name=self.name, nodes=nodes, links=links, lans=tuple(lans),
                             events=tuple(self._events), programs=tuple(self._programs),
                             agents=tuple(agents), rtproto=self.rtproto,
+                            ospf_hello_s=getattr(self, "ospf_hello_s", ir.Experiment.ospf_hello_s),
+                            ospf_dead_s=getattr(self, "ospf_dead_s", ir.Experiment.ospf_dead_s),
                             seed=units.parse_int(self.seed, "seed", field="seed"),
                             warnings=tuple(self._warnings))
         return ir.validate(exp)

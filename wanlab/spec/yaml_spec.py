@@ -159,6 +159,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str) -> ir.Experiment:
 
     b = call(["name"], ExperimentBuilder, doc.get("name", default_name),
              seed=doc.get("seed", 1), routing=doc.get("routing", "static"))
+    if "ospf" in doc:
+        call(["ospf"], b.ospf_timers, doc["ospf"].get("hello", 1), doc["ospf"].get("dead", 4))
     for i, n in enumerate(doc.get("nodes", [])):
         if isinstance(n, str):
             n = {"name": n}
