@@ -199,3 +199,21 @@ def test_halt_cancels_the_rest_of_the_timeline(lab, tmp_path):
     log = {(e["target"], e["action"]): e["outcome"] for e in lab.event_log("halt")}
     assert log == {("ns", "halt"): "ok", ("link0", "down"): "cancelled"}
     assert len(ping_rtts(lab, "halt", "a", "b", count=1)) == 1
+
+
+def test_trace_captures_a_link_to_pcap_and_the_api_sends_events(tmp_path):
+    from wanlab.api import Experiment
+    path = tmp_path / "trace.tcl"
+    path.write_text(HEADER + "$ns run\n")
+    with Experiment.from_file(str(path), home=str(tmp_path / "home")) as exp:
+        assert exp.tevc("link0", "trace", "start", wait=True)["outcome"] == "ok"
+        assert exp.exec("a", ["ping", "-c", "3", "-i", "0.05", "b"]).returncode == 0
+        assert exp.tevc("link0", "trace", "snapshot", wait=True)["outcome"] == "ok"
+        exp.tevc("link0", "trace", "stop", wait=True)
+        traces = tmp_path / "home" / "exps" / "trace" / "traces"
+        ab = (traces / "link0-ab.pcap").read_bytes()
+        ba = (traces / "link0-ba.pcap").read_bytes()
+        # classic pcap (µs timestamps), Ethernet; at least the 3 echo requests / replies
+        assert ab[:4] == b"\xd4\xc3\xb2\xa1" and ba[:4] == b"\xd4\xc3\xb2\xa1"
+        assert ab.count(b"\x08\x00\x45") >= 3 and ba.count(b"\x08\x00\x45") >= 3
+        assert [e["action"] for e in exp.events()] == ["trace", "trace", "trace"]

@@ -69,3 +69,40 @@ def test_ospf_converges_and_reroutes_on_link_failure(lab, tmp_path):
     log = open(os.path.join(lab.store.home, "exps", "square", "nodes", "a",
                             "routes.log")).read()
     assert "proto ospf" in log and "Deleted" in log
+
+
+def test_bgp_sessions_between_three_ases(lab):
+    from wanlab.spec.builder import ExperimentBuilder
+    b = ExperimentBuilder("bgp")
+    b.routing("bgp")
+    for n, asn in (("a", 65001), ("b", 65002), ("c", 65003)):
+        b.node(n)
+        b.bgp_as(n, asn)
+    b.link("a", "b", delay="2ms", name="ab")
+    b.link("b", "c", delay="2ms", name="bc")
+    b.bgp_session("a", "b")
+    b.bgp_session("b", "c")
+    lab.create(b.build())
+    out = lab.exec("bgp", "b", ["vtysh", "-c", "show bgp summary"],
+                   capture_output=True, text=True).stdout
+    assert "65001" in out and "65003" in out
+    assert "proto bgp" in lab.routes("bgp", "a")["a"]
+    # c's loopback (its name) is learnt through AS 65002: two links of 2 ms each way
+    rtts = ping_rtts(lab, "bgp", "a", "c", count=3)
+    assert len(rtts) == 3 and 7.9 <= min(rtts) <= 9.5, rtts
+
+
+def test_bgp_session_must_join_neighbours():
+    import pytest
+    from wanlab.errors import SpecError
+    from wanlab.spec.builder import ExperimentBuilder
+    b = ExperimentBuilder("bad")
+    b.routing("bgp")
+    for n in "abc":
+        b.node(n)
+        b.bgp_as(n, 65000 + ord(n))
+    b.link("a", "b")
+    b.link("b", "c")
+    b.bgp_session("a", "c")
+    with pytest.raises(SpecError, match="share no link or LAN"):
+        b.build()

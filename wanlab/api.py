@@ -113,6 +113,29 @@ class Experiment:
         with self.lab.engine(self.name) as c:
             return c.call("stats", **({"target": target} if target else {}))
 
+    # events, results, routing
+    def tevc(self, target: str, action: str, *args: str, at: str = "now",
+             wait: bool = False) -> dict[str, Any]:
+        """Send an event, as ``wanlab tevc``: ``exp.tevc("link0", "delay", "50ms")``;
+        ``at`` is ``now``, ``+SECONDS`` or ``SECONDS`` since t = 0; ``wait`` returns the
+        outcome."""
+        return self.lab.tevc(self.name, at, target, action, list(args), wait=wait)
+
+    def events(self) -> list[dict[str, Any]]:
+        """The event log of this run (scheduled and fired times, lateness, outcome)."""
+        return self.lab.event_log(self.name)
+
+    def follow(self):
+        """Iterate over events as they fire."""
+        return self.lab.follow(self.name)
+
+    def flows(self) -> list[dict[str, Any]]:
+        """Results of the traffic agents' flows."""
+        return self.lab.flows(self.name)
+
+    def routes(self, node: str | None = None) -> dict[str, str]:
+        return self.lab.routes(self.name, node)
+
     def engine_call(self, cmd: str, **args: Any) -> dict[str, Any]:
         """Any engine protocol request (docs/engine-protocol.md)."""
         with self.lab.engine(self.name) as c:

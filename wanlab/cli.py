@@ -53,10 +53,7 @@ def cmd_run(lab, a) -> int:
     for e in s["events"]:
         print(_event_line(e))
     for f in s["flows"]:
-        r = f["result"]
-        dur = (f["stopped_s"] or f["started_s"]) - f["started_s"]
-        print(f"flow {f['agent']} ({f['kind']}): {r.get('bytes', 0)} bytes in {dur:.2f} s"
-              f" = {r.get('bytes', 0) * 8 / dur / 1e6 if dur > 0 else 0:.3f} Mbit/s")
+        print(_flow_line(f))
     if s.get("plot"):
         print(f"plot: {s['plot']}")
     print(f"results: {s['folder']}" + (" (removed: --terminate)" if a.terminate else ""))
@@ -206,13 +203,17 @@ def cmd_flows(lab, a) -> int:
         print(json.dumps(flows, indent=2))
         return 0
     for f in flows:
-        r = f["result"]
-        dur = (f["stopped_s"] or f["started_s"]) - f["started_s"]
-        rate = r.get("bytes", 0) * 8 / dur if dur > 0 else 0
-        extra = f", lost {r.get('lost', 0)}" if f["kind"] == "cbr" else ""
-        print(f"{f['agent']:12} {f['kind']:4} t={f['started_s']:.3f}..{f['stopped_s'] or 0:.3f} s"
-              f"  {r.get('bytes', 0)} bytes ({rate / 1e6:.3f} Mbit/s){extra}")
+        print(_flow_line(f))
     return 0
+
+
+def _flow_line(f: dict) -> str:
+    r = f["result"]
+    dur = (f["stopped_s"] or f["started_s"]) - f["started_s"]
+    rate = r.get("bytes", 0) * 8 / dur if dur > 0 else 0
+    extra = f", lost {r.get('lost', 0)}" if f["kind"] == "cbr" else ""
+    return (f"{f['agent']:12} {f['kind']:4} t={f['started_s']:.3f}..{f['stopped_s'] or 0:.3f} s"
+            f"  {r.get('bytes', 0)} bytes ({rate / 1e6:.3f} Mbit/s){extra}")
 
 
 def cmd_routes(lab, a) -> int:

@@ -31,7 +31,7 @@ IR_VERSION = 1
 NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 QUEUE_KINDS = ("droptail", "red", "gred")
 NODE_KINDS = ("emulated", "simulated")
-RTPROTOS = ("static", "manual", "session", "ospf")
+RTPROTOS = ("static", "manual", "session", "ospf", "bgp")
 MAX_BANDWIDTH_BPS = 100_000_000_000
 MAX_DELAY_S = 10.0
 
@@ -176,6 +176,14 @@ class Agent:
 
 
 @dataclass(frozen=True)
+class BgpSession:
+    """A BGP session between two directly connected nodes (eBGP if their ASes differ)."""
+
+    a: str
+    b: str
+
+
+@dataclass(frozen=True)
 class Experiment:
     """A whole experiment description."""
 
@@ -189,6 +197,8 @@ class Experiment:
     rtproto: str = "static"
     ospf_hello_s: int = 1            # OSPF timers for rtproto session/ospf (FRR's own
     ospf_dead_s: int = 4             # defaults, 10/40 s, make failures slow to notice)
+    asns: tuple[tuple[str, int], ...] = ()            # BGP: node -> AS number
+    bgp_sessions: tuple[BgpSession, ...] = ()
     seed: int = 1
     warnings: tuple[str, ...] = ()
     source: Source = field(default_factory=Source)
@@ -247,6 +257,8 @@ class Experiment:
         top = {k: v for k, v in d.items() if k in {f.name for f in fields(Experiment)}}
         top.update(nodes=nodes, links=links, lans=lans, events=events, programs=programs,
                    agents=agents, warnings=tuple(d.get("warnings", ())),
+                   asns=tuple((n, int(a)) for n, a in d.get("asns", ())),
+                   bgp_sessions=tuple(BgpSession(**x) for x in d.get("bgp_sessions", ())),
                    source=src(d.get("source")))
         return Experiment(**top)
 
@@ -380,6 +392,30 @@ def validate(exp: Experiment) -> Experiment:
         for ref in (a.attached, a.peer):
             if ref is not None and ref not in agents:
                 raise _err(f"agent {a.name!r} refers to unknown agent {ref!r}", a.source)
+    asn = dict(exp.asns)
+    for n, a in exp.asns:
+        if n not in nodes:
+            raise _err(f"BGP: AS number given for unknown node {n!r}", exp.source, "bgp.as")
+        if not 1 <= a <= 4294967295:
+            raise _err(f"BGP: AS number {a} of {n!r} out of range", exp.source, "bgp.as")
+    neighbours = {frozenset((l.a, l.b)) for l in exp.links}
+    for lan in exp.lans:
+        ms = [m.node for m in lan.members]
+        neighbours |= {frozenset((x, y)) for x in ms for y in ms if x != y}
+    for sess in exp.bgp_sessions:
+        for end in (sess.a, sess.b):
+            if end not in asn:
+                raise _err(f"BGP session {sess.a}-{sess.b}: node {end!r} has no AS number",
+                           exp.source, "bgp.sessions")
+        if frozenset((sess.a, sess.b)) not in neighbours:
+            raise _err(f"BGP session {sess.a}-{sess.b}: the nodes share no link or LAN "
+                       f"(sessions are between direct neighbours)", exp.source, "bgp.sessions")
+    if exp.rtproto == "bgp" and set(asn) != nodes:
+        missing = ", ".join(sorted(nodes - set(asn)))
+        raise _err(f"routing bgp: every node needs an AS number (missing: {missing})",
+                   exp.source, "bgp.as")
+    if exp.bgp_sessions and exp.rtproto not in ("session", "ospf", "bgp"):
+        raise _err("BGP sessions need routing bgp, ospf or session", exp.source, "routing")
     targets = exp.object_names()
     for e in exp.events:
         if e.time_s < 0:

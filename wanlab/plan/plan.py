@@ -131,7 +131,7 @@ def make_plan(exp: Experiment, short: str) -> Plan:
     # With dynamic routing every node also gets a loopback address (10.255.0.0/16, in
     # declaration order), advertised by OSPF: a router's name then stays reachable
     # whichever of its links fail, as on a real backbone.
-    if exp.rtproto in ("session", "ospf"):
+    if exp.rtproto in ("session", "ospf", "bgp"):
         if len(nodes) > 65534:
             raise SpecError("too many nodes for the 10.255.0.0/16 loopback range")
         for k, np_ in enumerate(nodes.values(), start=1):

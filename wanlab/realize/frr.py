@@ -47,7 +47,7 @@ from wanlab.plan.plan import NodePlan, Plan
 from wanlab.realize import netns, procs
 
 FRR_BIN = "/usr/lib/frr"
-DYNAMIC = ("session", "ospf")
+DYNAMIC = ("session", "ospf", "bgp")
 
 
 def etc_dir(ns: str) -> str:
@@ -55,7 +55,8 @@ def etc_dir(ns: str) -> str:
 
 
 def configs(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str) -> dict[str, str]:
-    """The node's zebra.conf, ospfd.conf and vtysh.conf."""
+    """The node's zebra.conf, ospfd.conf (unless routing is bgp only), bgpd.conf (if it has
+    an AS number) and vtysh.conf."""
     costs = {l.name: l.cost for l in exp.links} | {l.name: l.cost for l in exp.lans}
     p2p = {l.name for l in exp.links}
     zebra = [f"hostname {np_.name}", f"log file {logdir}/zebra.log", "!"]
@@ -81,8 +82,39 @@ def configs(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str) -> dict[str
     if np_.loopback:
         ospf.append(f" network {np_.loopback}/32 area 0.0.0.0")
     ospf.append("!")
-    return {"zebra.conf": "\n".join(zebra) + "\n", "ospfd.conf": "\n".join(ospf) + "\n",
-            "vtysh.conf": "! wanlab: per-node vtysh configuration\n"}
+    out = {"zebra.conf": "\n".join(zebra) + "\n",
+           "vtysh.conf": "! wanlab: per-node vtysh configuration\n"}
+    if exp.rtproto != "bgp":
+        out["ospfd.conf"] = "\n".join(ospf) + "\n"
+    bgp = bgp_config(exp, plan, np_, logdir, rid)
+    if bgp:
+        out["bgpd.conf"] = bgp
+    return out
+
+
+def bgp_config(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str, rid: str) -> str:
+    """bgpd.conf: one neighbour per declared session, addressed on the shared network;
+    connected networks (and the loopback) are announced."""
+    asn = dict(exp.asns)
+    if np_.name not in asn:
+        return ""
+    lines = [f"hostname {np_.name}", f"log file {logdir}/bgpd.log", "!",
+             f"router bgp {asn[np_.name]}", f" bgp router-id {rid}",
+             # sessions between emulated routers carry everything: no policy is needed,
+             # and connect retries must not wait FRR's default 120 s
+             " no bgp ebgp-requires-policy", " no bgp network import-check"]
+    mine = {i.network: i for i in np_.interfaces}
+    for sess in exp.bgp_sessions:
+        if np_.name not in (sess.a, sess.b):
+            continue
+        peer = sess.b if sess.a == np_.name else sess.a
+        shared = next(i for i in plan.nodes[peer].interfaces if i.network in mine)
+        lines += [f" neighbor {shared.ip} remote-as {asn[peer]}",
+                  f" neighbor {shared.ip} timers connect 1",
+                  f" neighbor {shared.ip} advertisement-interval 0"]
+    lines += [" !", " address-family ipv4 unicast", "  redistribute connected",
+              " exit-address-family", "!"]
+    return "\n".join(lines) + "\n"
 
 
 def _chown_frr(path: str) -> None:
@@ -99,7 +131,9 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
     """Write every node's configuration and start its zebra and ospfd (recorded first)."""
     from wanlab.realize.swap import node_argv
     check_installed()
-    say(f"starting FRR (zebra + ospfd) in {len(plan.nodes)} nodes")
+    what = "zebra + " + ("bgpd" if exp.rtproto == "bgp" else
+                         "ospfd" + (" + bgpd" if exp.asns else ""))
+    say(f"starting FRR ({what}) in {len(plan.nodes)} nodes")
     for np_ in plan.nodes.values():
         etc = etc_dir(np_.netns)
         run = os.path.join(etc, "run")
@@ -114,7 +148,9 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
                 f.write(text)
             _chown_frr(path)
             os.chmod(path, 0o640)
-        for daemon in ("zebra", "ospfd"):
+        daemons = ["zebra"] + (["ospfd"] if exp.rtproto != "bgp" else []) + (
+            ["bgpd"] if np_.name in dict(exp.asns) else [])
+        for daemon in daemons:
             argv = [os.path.join(FRR_BIN, daemon), "-f", f"/etc/frr/{daemon}.conf",
                     "-i", f"/run/frr/{daemon}.pid", "-P", "0", "-u", "frr", "-g", "frr"]
             _spawn(store, row, np_, f"frr-{daemon}-{np_.name}",
@@ -159,7 +195,7 @@ def wait_converged(plan: Plan, timeout: float, settle: float, say) -> float:
     t0 = time.monotonic()
     subnets = {str(n) for n in plan.subnets.values()} | {
         f"{np_.loopback}/32" for np_ in plan.nodes.values() if np_.loopback}
-    say("waiting for OSPF to converge")
+    say("waiting for routing to converge")
     own = {n: {f"{np_.loopback}/32"} for n, np_ in plan.nodes.items()}
     last, last_change = None, t0
     while True:
@@ -174,6 +210,6 @@ def wait_converged(plan: Plan, timeout: float, settle: float, say) -> float:
             missing = ", ".join(sorted(n for n, t in tables.items()
                                        if not subnets - own[n] <= {dst for dst, _ in t}))
             why = f"nodes missing routes: {missing}" if missing else "routes keep changing"
-            raise WanlabError(f"OSPF did not converge within {timeout:g} s ({why}); see the "
+            raise WanlabError(f"routing did not converge within {timeout:g} s ({why}); see the "
                               f"nodes' ospfd.log")
         time.sleep(0.05)

@@ -124,7 +124,7 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
         frr.start(store, row, exp, plan, folder, say)
         took = frr.wait_converged(plan, timeout=60 + 3 * exp.ospf_dead_s,
                                   settle=max(1.0, float(exp.ospf_hello_s)), say=say)
-        say(f"OSPF converged in {took:.1f} s")
+        say(f"routing converged in {took:.1f} s")
 
     starts = [n for n in exp.nodes if n.startcmd]
     if starts:

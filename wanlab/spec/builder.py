@@ -40,7 +40,8 @@ from wanlab.spec import units
 QUEUE_KEYS = ("kind", "limit", "in_bytes", "thresh", "maxthresh", "q_weight", "linterm",
               "gentle", "mean_pktsize")
 PARAM_KEYS = ("bandwidth", "delay", "loss", "queue")
-_RTPROTO = {"static": "static", "manual": "manual", "session": "session", "ospf": "ospf"}
+_RTPROTO = {"static": "static", "manual": "manual", "session": "session", "ospf": "ospf",
+            "bgp": "bgp"}
 
 QueueSpec = "str | Mapping[str, Any] | ir.Queue | None"
 
@@ -167,8 +168,16 @@ class ExperimentBuilder:
         r = _RTPROTO.get(str(proto).lower())
         if r is None:
             raise SpecError(f"routing {proto!r} unknown; supported are static, manual, "
-                            f"session, ospf", field="routing")
+                            f"session, ospf, bgp", field="routing")
         self.rtproto = r
+
+    def bgp_as(self, node: str, asn: int) -> None:
+        """Give ``node`` a BGP AS number (it then runs bgpd)."""
+        self._asns = {**getattr(self, "_asns", {}), node: int(asn)}
+
+    def bgp_session(self, a: str, b: str) -> None:
+        """A BGP session between neighbours ``a`` and ``b`` (eBGP if their ASes differ)."""
+        self._bgp = [*getattr(self, "_bgp", []), ir.BgpSession(a, b)]
 
     def ospf_timers(self, hello: int, dead: int) -> None:
         """OSPF hello and dead intervals in seconds, for routing session/ospf (default 1/4)."""
@@ -349,6 +358,8 @@ class ExperimentBuilder:
                             agents=tuple(agents), rtproto=self.rtproto,
                             ospf_hello_s=getattr(self, "ospf_hello_s", ir.Experiment.ospf_hello_s),
                             ospf_dead_s=getattr(self, "ospf_dead_s", ir.Experiment.ospf_dead_s),
+                            asns=tuple(getattr(self, "_asns", {}).items()),
+                            bgp_sessions=tuple(getattr(self, "_bgp", [])),
                             seed=units.parse_int(self.seed, "seed", field="seed"),
                             warnings=tuple(self._warnings))
         return ir.validate(exp)

@@ -161,6 +161,10 @@ def _build(doc: dict[str, Any], file: str, default_name: str) -> ir.Experiment:
              seed=doc.get("seed", 1), routing=doc.get("routing", "static"))
     if "ospf" in doc:
         call(["ospf"], b.ospf_timers, doc["ospf"].get("hello", 1), doc["ospf"].get("dead", 4))
+    for node, asn in (doc.get("bgp", {}).get("as") or {}).items():
+        call(["bgp", "as", node], b.bgp_as, node, asn)
+    for i, (x, y) in enumerate(doc.get("bgp", {}).get("sessions") or []):
+        call(["bgp", "sessions", i], b.bgp_session, x, y)
     for i, n in enumerate(doc.get("nodes", [])):
         if isinstance(n, str):
             n = {"name": n}
