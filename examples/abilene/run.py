@@ -109,6 +109,7 @@ def main() -> int:
     exp = ns.parse(os.path.join(HERE, "abilene.tcl"), params={"TRAFFIC": traffic},
                    name=f"abilene-{traffic}")
     lab = Lab(home, progress=True)
+    summary = None
     try:
         summary = lab.run(exp)
         folder = summary["folder"]
@@ -193,8 +194,9 @@ def main() -> int:
         with open(md, "w") as f:
             f.write("\n".join(lines) + "\n")
         print("\n".join(lines))
-        lab.terminate(summary["name"])
     finally:
+        if summary is not None:
+            lab.terminate(summary["name"])    # results were copied to bench/results/
         lab.close()
     return 0
 
