@@ -217,3 +217,17 @@ def test_trace_captures_a_link_to_pcap_and_the_api_sends_events(tmp_path):
         assert ab[:4] == b"\xd4\xc3\xb2\xa1" and ba[:4] == b"\xd4\xc3\xb2\xa1"
         assert ab.count(b"\x08\x00\x45") >= 3 and ba.count(b"\x08\x00\x45") >= 3
         assert [e["action"] for e in exp.events()] == ["trace", "trace", "trace"]
+
+
+def test_event_sequence_waits_for_each_step(lab, tmp_path):
+    body = ('set slow [new Program $ns]\n$slow set node $a\n$slow set command "sleep 1"\n'
+            'set seq [$ns event-sequence {\n  $slow run\n  $link0 delay 20ms\n}]\n'
+            '$ns at 0.3 "$seq start"\n')
+    create(lab, tmp_path, body, "seq")
+    log = wait_for(lambda: len(lab.event_log("seq")) == 2 and lab.event_log("seq"))
+    run, delay = log
+    assert (run["target"], run["action"], run["origin"]) == ("slow", "run", "sequence")
+    assert (delay["target"], delay["action"], delay["outcome"]) == ("link0", "delay", "ok")
+    # the second step starts only when the program has exited, 1 s later
+    assert 1.0 <= delay["fired_s"] - run["fired_s"] < 1.5
+    assert abs(run["fired_s"] - 0.3) < 0.05

@@ -232,7 +232,7 @@ class Lab:
         deadline = _time.monotonic() + last + 120
         while _time.monotonic() < deadline:
             log = self.store.event_log(row.id)
-            if len([e for e in log if e["origin"] == "timeline"]) >= n:
+            if len([e for e in log if e["origin"] in ("timeline", "sequence")]) >= n:
                 break
             _time.sleep(0.1)
         summary: dict[str, Any] = {"name": row.name, "events": self.store.event_log(row.id)}

@@ -136,13 +136,20 @@ class Lan:
 
 @dataclass(frozen=True)
 class Event:
-    """``$ns at TIME "$obj action args"``: fire ``action`` on ``target`` at ``time_s``."""
+    """``$ns at TIME "$obj action args"``: fire ``action`` on ``target`` at ``time_s``.
+
+    Steps of an event sequence share ``sequence`` (one key per started sequence) and are
+    numbered by ``step``: step k starts when step k-1 has completed (a Program's ``run``
+    completes when the program exits).
+    """
 
     time_s: float
     target: str
     action: str
     args: tuple[str, ...] = ()
     source: Source = field(default_factory=Source)
+    sequence: str | None = None
+    step: int = 0
 
 
 @dataclass(frozen=True)

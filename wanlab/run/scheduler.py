@@ -83,7 +83,18 @@ class Scheduler:
         self.stopping = False
         self.log_queue: queue.Queue = queue.Queue()
         threading.Thread(target=self._logger, daemon=True).start()
-        self.timeline = [(e.time_s, list(e.args), e.target, e.action) for e in row.ir.events]
+        # plain events, and one entry per started event sequence carrying its steps
+        self.timeline: list[tuple[float, str, str, str, Any]] = []
+        steps: dict[str, list] = {}
+        for e in row.ir.events:
+            if e.sequence is None:
+                self.timeline.append((e.time_s, "timeline", e.target, e.action, list(e.args)))
+            else:
+                steps.setdefault(e.sequence, []).append(e)
+        for key, evs in steps.items():
+            evs.sort(key=lambda e: e.step)
+            self.timeline.append((evs[0].time_s, "sequence", key, "run",
+                                  [(e.target, e.action, list(e.args)) for e in evs]))
 
     def go(self) -> None:
         """t = 0: start the clock and the timeline."""
@@ -95,8 +106,8 @@ class Scheduler:
             with open(os.path.join(self.folder, "t0"), "w") as f:
                 f.write(f"{self.t0_wall:.6f}\n")
             self.started = True
-            for at, args, target, action in self.timeline:
-                heapq.heappush(self.heap, (at, next(self.seq), "timeline", target, action, args,
+            for at, origin, target, action, args in self.timeline:
+                heapq.heappush(self.heap, (at, next(self.seq), origin, target, action, args,
                                            None))
             self.cond.notify()
         self.rt.prepare_agents()
@@ -110,11 +121,12 @@ class Scheduler:
 
     def _halt(self) -> None:
         with self.cond:
-            cancelled = [e for e in self.heap if e[2] == "timeline"]
-            self.heap = [e for e in self.heap if e[2] != "timeline"]
+            cancelled = [e for e in self.heap if e[2] in ("timeline", "sequence")]
+            self.heap = [e for e in self.heap if e[2] not in ("timeline", "sequence")]
             heapq.heapify(self.heap)
         for at, _, origin, target, action, args, _ in cancelled:
-            self._record(at, None, origin, target, action, args, "cancelled", "halted")
+            for t, a, ar in (args if origin == "sequence" else [(target, action, args)]):
+                self._record(at, None, origin, t, a, ar, "cancelled", "halted")
 
     def run(self) -> None:
         _realtime()
@@ -134,7 +146,9 @@ class Scheduler:
                 ev = heapq.heappop(self.heap)
             fired = self.rt.now()
             kind = self.rt.objects().get(ev[3])
-            if kind in INLINE_KINDS or (kind == "simulator" and ev[4] in ("msg", "log")):
+            if ev[2] == "sequence":
+                threading.Thread(target=self._sequence, args=(ev, fired), daemon=True).start()
+            elif kind in INLINE_KINDS or (kind == "simulator" and ev[4] in ("msg", "log")):
                 self._execute(ev, fired)
             else:
                 threading.Thread(target=self._execute, args=(ev, fired), daemon=True).start()
@@ -143,6 +157,20 @@ class Scheduler:
         at, _, origin, target, action, args, waiter = ev
         outcome, detail = self.rt.fire(target, action, args)
         self.log_queue.put((at, fired, origin, target, action, args, outcome, detail, waiter))
+
+    def _sequence(self, ev, fired: float) -> None:
+        """An event sequence: each step starts when the previous one has completed (a
+        failed step is logged and the sequence goes on)."""
+        at, steps = ev[0], ev[5]
+        for target, action, args in steps:
+            if self.rt.halted:
+                self.log_queue.put((at, None, "sequence", target, action, args, "cancelled",
+                                    "halted", None))
+                continue
+            outcome, detail = self.rt.fire(target, action, args)
+            self.log_queue.put((at, fired, "sequence", target, action, args, outcome, detail,
+                                None))
+            at = fired = self.rt.now()
 
     def _logger(self) -> None:
         """Store and broadcast fired events, off the timing thread."""

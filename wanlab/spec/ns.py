@@ -466,6 +466,10 @@ class _Records:
             sub = {"time": rel, "cmd": cmd, "words": _split_words(cmd), "file": e["file"],
                    "line": e["line"]}
             out.extend(self.event(sub, base=t, depth=depth + 1))
+        if o["class"] == "EventSequence":
+            # one key per started sequence: its steps run one after another at run time
+            key = f"{self.name_of(o['h'])}@{t:g}"
+            out = [replace(ev, sequence=key, step=i) for i, ev in enumerate(out)]
         return out
 
 

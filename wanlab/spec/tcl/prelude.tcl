@@ -501,7 +501,7 @@ proc ::wl::m::Simulator::event-sequence {self {body ""}} {
         }
     }
     ::wl::set_attr $h items $items
-    ::wl::warn "event-sequence: supported best effort (its events fire together when the sequence starts, without waiting for each other)"
+    ::wl::warn "event-sequence: its steps run one after another when the sequence is started by \$ns at (tevc cannot start it)"
     return $h
 }
 
