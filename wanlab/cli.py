@@ -224,6 +224,17 @@ def cmd_routes(lab, a) -> int:
     return 0
 
 
+def cmd_validate(lab, a) -> int:
+    from wanlab.realize.engine import REPO_ROOT
+    suite = os.path.join(REPO_ROOT, "bench", "fidelity.py")
+    if not os.path.exists(suite):
+        raise WanlabError("the fidelity suite (bench/fidelity.py) is part of the source "
+                          "checkout; run wanlab validate from there")
+    argv = [sys.executable, suite] + (["--quick"] if a.quick else []) + (
+        ["--only", a.only] if a.only else [])
+    return subprocess.run(argv, cwd=REPO_ROOT).returncode
+
+
 def cmd_plot(lab, a) -> int:
     from wanlab.report.plots import plot_throughput
     path = plot_throughput(lab, a.name, a.output)
@@ -288,6 +299,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("flows", cmd_flows, "results of the traffic agents' flows")
     sp.add_argument("name")
     sp.add_argument("--json", action="store_true")
+    sp = add("validate", cmd_validate, "run the fidelity and capacity suite (Netbed's "
+             "validation tables; results in bench/results/)")
+    sp.add_argument("--quick", action="store_true", help="reduced set, under 3 minutes")
+    sp.add_argument("--only", help="subset: delay,bandwidth,loss,capacity,scale")
     sp = add("routes", cmd_routes, "each node's routing table (changes over time: "
              "<folder>/nodes/<node>/routes.log with dynamic routing)")
     sp.add_argument("name")
