@@ -102,6 +102,7 @@ proptest! {
             ports: ["a", "b", "c", "d", "e"].iter().map(|s| s.to_string()).collect(),
             links: vec![LinkSpec { id: "l".into(), a: "a".into(), b: "b".into(), ab, ba }],
             lans: vec![LanSpec { id: "lan".into(), members: vec![m("c"), m("d"), m("e")] }],
+            routers: vec![],
         };
         net.check_apply(&spec).unwrap();
         net.apply(spec, Instant::ZERO);

@@ -21,6 +21,7 @@ fn link(ab: &str) -> VirtualTime {
         ports: vec!["a".into(), "b".into()],
         links: vec![LinkSpec { id: "l".into(), a: "a".into(), b: "b".into(), ab: params(ab), ba: params("{}") }],
         lans: vec![],
+        routers: vec![],
     };
     net.check_apply(&spec).unwrap();
     net.apply(spec, Instant::ZERO);

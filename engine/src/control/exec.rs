@@ -14,7 +14,10 @@ use serde_json::{json, Map, Value};
 
 use super::protocol::{merge_params, ApplyReq, CaptureSel, DirSpec, Request, PROTOCOL_VERSION};
 use crate::io::tap::{check_ifname, Tap, MAX_FRAME};
-use crate::model::network::{Dir, LanSpec, LinkSpec, MemberSpec, Network, Output, PipeIdx, PortIdx, TopologySpec};
+use crate::model::network::{Dir, LanSpec, LinkSpec, MemberSpec, Network, Output, PipeIdx, PortIdx, RouterSpec, TopologySpec};
+use crate::model::sim::router::{Interface, Route};
+use crate::wire::ethernet::Address;
+use crate::wire::ipv4;
 use crate::model::params::LinkParams;
 use crate::pcap::{PcapWriter, DEFAULT_SNAPLEN};
 use crate::time::Instant;
@@ -108,7 +111,7 @@ impl Engine {
                 body.insert("ports".into(), Value::Object(ports));
             }
             Request::Remove(r) => {
-                let gone = self.net.remove(&r.links, &r.lans, &r.ports)?;
+                let gone = self.net.remove_with_routers(&r.links, &r.lans, &r.routers, &r.ports)?;
                 for p in gone {
                     if let Some(t) = self.out.taps.remove(&p) {
                         t.release();
@@ -293,5 +296,37 @@ pub fn build_topology(a: &ApplyReq) -> Result<TopologySpec, String> {
         }
         spec.lans.push(LanSpec { id: lan.lan.clone(), members });
     }
+    for (i, r) in a.routers.iter().enumerate() {
+        let ctx = format!("routers[{i}] (\"{}\")", r.router);
+        let mut interfaces = Vec::new();
+        for (j, f) in r.interfaces.iter().enumerate() {
+            let mac = parse_mac(&f.mac).map_err(|e| format!("{ctx}.interfaces[{j}].mac: {e}"))?;
+            let (ip, prefix) = ipv4::parse_cidr(&f.ip).map_err(|e| format!("{ctx}.interfaces[{j}].ip: {e}"))?;
+            interfaces.push((f.port.clone(), Interface { mac, ip, prefix }));
+        }
+        let mut routes = Vec::new();
+        for (j, rt) in r.routes.iter().enumerate() {
+            let (dst, prefix) = ipv4::parse_cidr(&rt.dst).map_err(|e| format!("{ctx}.routes[{j}].dst: {e}"))?;
+            let via = ipv4::parse_addr(&rt.via).map_err(|e| format!("{ctx}.routes[{j}].via: {e}"))?;
+            routes.push(Route { dst, prefix, via });
+        }
+        spec.routers.push(RouterSpec { id: r.router.clone(), interfaces, routes });
+    }
     Ok(spec)
+}
+
+/// Parse `"02:00:00:00:00:01"` (hex, `:`-separated).
+pub fn parse_mac(s: &str) -> Result<Address, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let mut m = [0u8; 6];
+    if parts.len() != 6 {
+        return Err(format!("expected 6 hex bytes separated by ':', got \"{s}\""));
+    }
+    for (b, p) in m.iter_mut().zip(parts) {
+        if p.len() != 2 {
+            return Err(format!("expected 6 hex bytes separated by ':', got \"{s}\""));
+        }
+        *b = u8::from_str_radix(p, 16).map_err(|_| format!("bad hex byte \"{p}\" in \"{s}\""))?;
+    }
+    Ok(Address(m))
 }

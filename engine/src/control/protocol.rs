@@ -253,6 +253,35 @@ pub struct ApplyReq {
     pub links: Vec<LinkReq>,
     #[serde(default)]
     pub lans: Vec<LanReq>,
+    #[serde(default)]
+    pub routers: Vec<RouterReq>,
+}
+
+/// A simulated router (see `model/sim/router.rs`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RouterReq {
+    pub router: String,
+    pub interfaces: Vec<RouterIfaceReq>,
+    #[serde(default)]
+    pub routes: Vec<RouteReq>,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RouterIfaceReq {
+    pub port: String,
+    pub mac: String,
+    /// `"a.b.c.d/len"`.
+    pub ip: String,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RouteReq {
+    /// `"a.b.c.d/len"`.
+    pub dst: String,
+    pub via: String,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -264,6 +293,8 @@ pub struct RemoveReq {
     pub lans: Vec<String>,
     #[serde(default)]
     pub ports: Vec<String>,
+    #[serde(default)]
+    pub routers: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]

@@ -12,3 +12,4 @@ pub mod params;
 pub mod pipeline;
 pub mod queue;
 pub mod rate;
+pub mod sim;

@@ -23,6 +23,7 @@ use super::lan::{Forward, Lan, Member};
 use super::packet::Packet;
 use super::params::LinkParams;
 use super::pipeline::Pipeline;
+use super::sim::router::{self, Interface, Route, Router, RouterCounters};
 use crate::rng::stream_seed;
 use crate::stats::Counters;
 use crate::time::Instant;
@@ -62,6 +63,8 @@ struct PipeSlot {
 struct Port {
     id: String,
     ingress: Option<PipeIdx>,
+    /// A simulated port: (router, interface index); frames delivered to it go to the router.
+    sim: Option<(usize, usize)>,
     /// Frames that arrived on an unattached port (or too short for an unattached port).
     unattached_drops: u64,
 }
@@ -109,11 +112,27 @@ pub struct LanSpec {
     pub members: Vec<MemberSpec>,
 }
 
+/// A simulated router; each interface creates the simulated port `port`.
+#[derive(Debug, Clone)]
+pub struct RouterSpec {
+    pub id: String,
+    pub interfaces: Vec<(String, Interface)>,
+    pub routes: Vec<Route>,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct TopologySpec {
     pub ports: Vec<String>,
     pub links: Vec<LinkSpec>,
     pub lans: Vec<LanSpec>,
+    pub routers: Vec<RouterSpec>,
+}
+
+#[derive(Debug)]
+struct SimRouter {
+    id: String,
+    ports: Vec<PortIdx>,
+    router: Router,
 }
 
 /// Which directions a `set`, `capture` or `down` addresses.
@@ -144,6 +163,7 @@ pub struct StatsBody {
     pub now_ns: u64,
     pub links: BTreeMap<String, LinkStats>,
     pub lans: BTreeMap<String, BTreeMap<String, MemberStats>>,
+    pub routers: BTreeMap<String, RouterCounters>,
 }
 
 #[derive(Debug)]
@@ -156,6 +176,8 @@ pub struct Network {
     port_ids: HashMap<String, PortIdx>,
     link_ids: HashMap<String, usize>,
     lan_ids: HashMap<String, usize>,
+    routers: Vec<Option<SimRouter>>,
+    router_ids: HashMap<String, usize>,
     timers: BinaryHeap<Reverse<Timer>>,
     seq: u64,
     scratch: Vec<Packet>,
@@ -172,6 +194,8 @@ impl Network {
             port_ids: HashMap::new(),
             link_ids: HashMap::new(),
             lan_ids: HashMap::new(),
+            routers: Vec::new(),
+            router_ids: HashMap::new(),
             timers: BinaryHeap::new(),
             seq: 0,
             scratch: Vec::new(),
@@ -192,6 +216,21 @@ impl Network {
     pub fn has_lan(&self, id: &str) -> bool {
         self.lan_ids.contains_key(id)
     }
+    pub fn has_router(&self, id: &str) -> bool {
+        self.router_ids.contains_key(id)
+    }
+
+    /// Counters of a simulated router.
+    pub fn router_counters(&self, id: &str) -> Option<RouterCounters> {
+        let &i = self.router_ids.get(id)?;
+        self.routers[i].as_ref().map(|r| r.router.counters)
+    }
+
+    /// The simulated router behind a port, if it is a simulated port: (router id, interface).
+    pub fn sim_port(&self, port: PortIdx) -> Option<(&str, usize)> {
+        let (r, i) = self.ports.get(port)?.as_ref()?.sim?;
+        Some((self.routers.get(r)?.as_ref()?.id.as_str(), i))
+    }
 
     /// Check that `spec` can be added as a whole: new ids are unique, references resolve to
     /// existing or new ports, and no port gets two attachments.
@@ -204,6 +243,28 @@ impl Network {
             if self.port_ids.contains_key(p) || new_ports.insert(p.as_str(), ()).is_some() {
                 return Err(format!("ports: port \"{p}\" already exists"));
             }
+        }
+        let mut seen_routers = HashMap::new();
+        for (i, r) in spec.routers.iter().enumerate() {
+            let by = format!("routers[{i}] (\"{}\")", r.id);
+            if r.id.is_empty() {
+                return Err(format!("{by}.router: id must not be empty"));
+            }
+            let clash = self.router_ids.contains_key(&r.id) || self.link_ids.contains_key(&r.id) || self.lan_ids.contains_key(&r.id)
+                || spec.links.iter().any(|l| l.id == r.id) || spec.lans.iter().any(|l| l.id == r.id);
+            if clash || seen_routers.insert(r.id.as_str(), ()).is_some() {
+                return Err(format!("{by}.router: id already exists (routers, links and lans share ids)"));
+            }
+            for (j, (p, _)) in r.interfaces.iter().enumerate() {
+                if p.is_empty() {
+                    return Err(format!("{by}.interfaces[{j}].port: port id must not be empty"));
+                }
+                if self.port_ids.contains_key(p) || new_ports.insert(p.as_str(), ()).is_some() {
+                    return Err(format!("{by}.interfaces[{j}].port: port \"{p}\" already exists"));
+                }
+            }
+            let ifs: Vec<Interface> = r.interfaces.iter().map(|(_, f)| f.clone()).collect();
+            router::validate(&ifs, &r.routes).map_err(|e| format!("{by}.{e}"))?;
         }
         let mut used: HashMap<&str, String> = HashMap::new();
         let claim = |port: &str, by: String, used: &mut HashMap<&str, String>| -> Result<(), String> {
@@ -227,7 +288,7 @@ impl Network {
             if l.id.is_empty() {
                 return Err("links: link id must not be empty".into());
             }
-            if self.link_ids.contains_key(&l.id) || self.lan_ids.contains_key(&l.id) || seen_links.insert(l.id.as_str(), ()).is_some() {
+            if self.link_ids.contains_key(&l.id) || self.lan_ids.contains_key(&l.id) || self.router_ids.contains_key(&l.id) || seen_links.insert(l.id.as_str(), ()).is_some() {
                 return Err(format!("{by}: id already exists"));
             }
             if l.a == l.b {
@@ -243,7 +304,7 @@ impl Network {
             if lan.id.is_empty() {
                 return Err("lans: lan id must not be empty".into());
             }
-            if self.lan_ids.contains_key(&lan.id) || self.link_ids.contains_key(&lan.id) || seen_links.insert(lan.id.as_str(), ()).is_some() {
+            if self.lan_ids.contains_key(&lan.id) || self.link_ids.contains_key(&lan.id) || self.router_ids.contains_key(&lan.id) || seen_links.insert(lan.id.as_str(), ()).is_some() {
                 return Err(format!("{by}: id already exists"));
             }
             for m in &lan.members {
@@ -264,8 +325,22 @@ impl Network {
     /// still memory-safe but may leave a port attached twice).
     pub fn apply(&mut self, spec: TopologySpec, now: Instant) {
         for p in spec.ports {
-            self.ports.push(Some(Port { id: p.clone(), ingress: None, unattached_drops: 0 }));
+            self.ports.push(Some(Port { id: p.clone(), ingress: None, sim: None, unattached_drops: 0 }));
             self.port_ids.insert(p, self.ports.len() - 1);
+        }
+        for r in spec.routers {
+            let ri = self.routers.len();
+            let mut ports = Vec::new();
+            let mut ifs = Vec::new();
+            for (j, (p, f)) in r.interfaces.into_iter().enumerate() {
+                self.ports.push(Some(Port { id: p.clone(), ingress: None, sim: Some((ri, j)), unattached_drops: 0 }));
+                self.port_ids.insert(p, self.ports.len() - 1);
+                ports.push(self.ports.len() - 1);
+                ifs.push(f);
+            }
+            let router = Router::new(ifs, &r.routes);
+            self.routers.push(Some(SimRouter { id: r.id.clone(), ports, router }));
+            self.router_ids.insert(r.id, ri);
         }
         for l in spec.links {
             let (Some(a), Some(b)) = (self.port_index(&l.a), self.port_index(&l.b)) else { continue };
@@ -301,6 +376,12 @@ impl Network {
     /// Remove links, LANs and ports (in that order) as a whole; ports must not remain
     /// attached to a link or LAN that is not removed too. Returns the removed port indices.
     pub fn remove(&mut self, links: &[String], lans: &[String], ports: &[String]) -> Result<Vec<PortIdx>, String> {
+        self.remove_with_routers(links, lans, &[], ports)
+    }
+
+    /// [`Network::remove`] plus simulated routers (with their simulated ports, which must
+    /// not remain attached either).
+    pub fn remove_with_routers(&mut self, links: &[String], lans: &[String], routers: &[String], ports: &[String]) -> Result<Vec<PortIdx>, String> {
         for l in links {
             if !self.link_ids.contains_key(l) {
                 return Err(format!("links: unknown link \"{l}\""));
@@ -321,9 +402,28 @@ impl Network {
             let lan = self.lans[self.lan_ids[l]].as_ref().expect("id map points at live lan");
             freed.extend(lan.members.iter().map(|m| m.port));
         }
+        let mut router_idx = Vec::new();
+        for r in routers {
+            let Some(&ri) = self.router_ids.get(r) else { return Err(format!("routers: unknown router \"{r}\"")) };
+            if router_idx.contains(&ri) {
+                return Err(format!("routers: router \"{r}\" listed twice"));
+            }
+            let sr = self.routers[ri].as_ref().ok_or("routers: router vanished")?;
+            for &i in &sr.ports {
+                let attached = self.ports[i].as_ref().is_some_and(|x| x.ingress.is_some());
+                if attached && !freed.contains(&i) {
+                    let name = self.port_id(i).unwrap_or("?");
+                    return Err(format!("routers: port \"{name}\" of router \"{r}\" is still attached to a link or lan; remove that too"));
+                }
+            }
+            router_idx.push(ri);
+        }
         let mut port_idx = Vec::new();
         for p in ports {
             let Some(&i) = self.port_ids.get(p) else { return Err(format!("ports: unknown port \"{p}\"")) };
+            if self.ports[i].as_ref().is_some_and(|x| x.sim.is_some()) {
+                return Err(format!("ports: port \"{p}\" belongs to a simulated router; remove the router"));
+            }
             let attached = self.ports[i].as_ref().is_some_and(|x| x.ingress.is_some());
             if attached && !freed.contains(&i) {
                 return Err(format!("ports: port \"{p}\" is still attached to a link or lan; remove that too"));
@@ -354,6 +454,17 @@ impl Network {
         for (p, &i) in ports.iter().zip(&port_idx) {
             self.port_ids.remove(p);
             self.ports[i] = None;
+        }
+        for (r, ri) in routers.iter().zip(router_idx) {
+            self.router_ids.remove(r);
+            if let Some(sr) = self.routers[ri].take() {
+                for i in sr.ports {
+                    if let Some(Some(p)) = self.ports.get(i) {
+                        self.port_ids.remove(&p.id);
+                    }
+                    self.ports[i] = None;
+                }
+            }
         }
         Ok(port_idx)
     }
@@ -438,8 +549,27 @@ impl Network {
 
     fn forward(&mut self, sink: Sink, f: Packet, at: Instant, emit: &mut impl FnMut(Output<'_>)) {
         match sink {
-            Sink::Port(port) => emit(Output::Frame { port, data: f.data, vnet: f.vnet }),
+            Sink::Port(port) => match self.ports.get(port).and_then(|p| p.as_ref()).and_then(|p| p.sim) {
+                Some((r, iface)) => self.route(r, iface, f, at),
+                None => emit(Output::Frame { port, data: f.data, vnet: f.vnet }),
+            },
             Sink::Lan { lan, member } => self.switch(lan, member, f, at),
+        }
+    }
+
+    /// Hand a frame to a simulated router and enqueue what it sends at the same instant.
+    fn route(&mut self, r: usize, iface: usize, f: Packet, at: Instant) {
+        let Some(Some(sr)) = self.routers.get_mut(r) else { return };
+        let Ok(frames) = f.into_wire() else {
+            sr.router.counters.dropped_other += 1;
+            return;
+        };
+        let mut out = Vec::new();
+        for w in frames {
+            out.extend(sr.router.receive(iface, &w).into_iter().filter_map(|(i, d)| sr.ports.get(i).map(|&p| (p, d))));
+        }
+        for (port, d) in out {
+            self.receive_packet(port, Packet::plain(d), at);
         }
     }
 
@@ -559,11 +689,14 @@ impl Network {
     /// Counters of everything, or of one link or LAN.
     pub fn stats(&self, target: Option<&str>, now: Instant) -> Result<StatsBody, String> {
         if let Some(t) = target {
-            if !self.has_link(t) && !self.has_lan(t) {
-                return Err(format!("target: no link or lan \"{t}\""));
+            if !self.has_link(t) && !self.has_lan(t) && !self.has_router(t) {
+                return Err(format!("target: no link, lan or router \"{t}\""));
             }
         }
-        let mut body = StatsBody { now_ns: now.nanos(), links: BTreeMap::new(), lans: BTreeMap::new() };
+        let mut body = StatsBody { now_ns: now.nanos(), links: BTreeMap::new(), lans: BTreeMap::new(), routers: BTreeMap::new() };
+        for r in self.routers.iter().flatten().filter(|r| target.is_none_or(|t| t == r.id)) {
+            body.routers.insert(r.id.clone(), r.router.counters);
+        }
         for l in self.links.iter().flatten().filter(|l| target.is_none_or(|t| t == l.id)) {
             body.links.insert(l.id.clone(), LinkStats { ab: self.counters(l.ab), ba: self.counters(l.ba), up: l.up });
         }

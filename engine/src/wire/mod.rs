@@ -1,5 +1,9 @@
-//! Wire formats: views over frame bytes (Ethernet), the `virtio_net_hdr` of offloaded TAP
-//! frames, and the software segmentation that turns offloaded frames into wire frames.
+//! Wire formats: views over frame bytes (Ethernet, ARP, IPv4, ICMP), the `virtio_net_hdr` of
+//! offloaded TAP frames, and the software segmentation that turns offloaded frames into wire
+//! frames.
+pub mod arp;
 pub mod ethernet;
 pub mod gso;
+pub mod icmp;
+pub mod ipv4;
 pub mod vnet;

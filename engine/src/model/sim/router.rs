@@ -1,0 +1,332 @@
+//! A simulated IPv4 router: ARP, longest-prefix-match forwarding, TTL, ICMP.
+//!
+//! Its interfaces are *simulated ports* of the network: a frame a pipeline delivers to such a
+//! port is handed to [`Router::receive`], which returns the frames the router sends, each on
+//! one of its interfaces; the network enqueues them in that port's ingress pipeline at the
+//! same instant (processing takes no time). The router holds no clock and no timer, so it is
+//! deterministic and needs no event kind of its own.
+//!
+//! Behaviour (as a Linux router with `ip_forward=1`, simplified where noted):
+//! * Accepts frames addressed to the interface MAC or to broadcast; others are ignored.
+//! * ARP: answers requests for the receiving interface's address; learns the sender of any
+//!   request/reply whose sender address is in that interface's subnet. Unresolved next hop:
+//!   the packet waits in a per-next-hop queue of [`ARP_QUEUE`] packets (more are dropped,
+//!   `arp_queue_drops`) and an ARP request is broadcast for every packet that arrives for it
+//!   (no timer retransmits: traffic does); a reply releases the queue in order. Entries never
+//!   expire.
+//! * IPv4 to one of its own addresses (any interface, weak host model): an echo request with
+//!   a valid checksum gets an echo reply from that address; anything else is counted in
+//!   `dropped_other`. Multicast/broadcast destinations, bad header checksums, IPv6 and
+//!   non-IP frames are dropped (`dropped_other`).
+//! * Forwarding: route lookup first (no route → ICMP net unreachable, `dropped_no_route`),
+//!   then TTL ≤ 1 → ICMP time exceeded (`dropped_ttl`), else TTL − 1 with an RFC 1624
+//!   checksum update. ICMP errors quote the original header + 8 bytes, come from the
+//!   incoming interface's address with TTL 64, are not rate-limited, and are not sent about
+//!   ICMP errors, non-first fragments or packets from 0/127/multicast sources (RFC 1812).
+//!   No MTU, no fragmentation, no redirects, no IP options processing.
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::wire::ethernet::{self, Address, Frame};
+use crate::wire::ipv4::{self, Addr};
+use crate::wire::{arp, icmp};
+
+/// Packets queued per unresolved next hop (Linux `unres_qlen` is larger; this is the brief).
+pub const ARP_QUEUE: usize = 3;
+const ETH_IPV4: u16 = 0x0800;
+const ICMP_TTL: u8 = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    pub mac: Address,
+    pub ip: Addr,
+    pub prefix: u8,
+}
+
+/// A static route `dst/prefix via gateway` (the gateway must be on a connected subnet).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    pub dst: Addr,
+    pub prefix: u8,
+    pub via: Addr,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct RouterCounters {
+    pub forwarded: u64,
+    pub icmp_sent: u64,
+    pub arp_replies: u64,
+    pub dropped_no_route: u64,
+    pub dropped_ttl: u64,
+    pub dropped_other: u64,
+    pub arp_queue_drops: u64,
+}
+
+#[derive(Debug)]
+pub struct Router {
+    ifaces: Vec<Interface>,
+    /// Connected routes first, then static ones; lookup takes the longest prefix, first wins.
+    table: Vec<(Addr, u8, usize, Option<Addr>)>,
+    neighbours: BTreeMap<(usize, Addr), Address>,
+    pending: BTreeMap<(usize, Addr), Vec<(Vec<u8>, bool)>>,
+    ident: u16,
+    pub counters: RouterCounters,
+}
+
+/// Check interfaces and routes; the error names the field (`interfaces[i].ip`, `routes[j].via`).
+pub fn validate(ifaces: &[Interface], routes: &[Route]) -> Result<(), String> {
+    if ifaces.is_empty() {
+        return Err("interfaces: a router needs at least one interface".into());
+    }
+    for (i, f) in ifaces.iter().enumerate() {
+        if f.mac.is_multicast() || f.mac.0 == [0; 6] {
+            return Err(format!("interfaces[{i}].mac: must be a unicast, non-zero MAC"));
+        }
+        if ipv4::is_special(f.ip) || f.prefix == 0 {
+            return Err(format!("interfaces[{i}].ip: must be a unicast address with a prefix of 1..=32"));
+        }
+        if ifaces[..i].iter().any(|g| g.ip == f.ip) {
+            return Err(format!("interfaces[{i}].ip: address appears twice"));
+        }
+    }
+    for (j, r) in routes.iter().enumerate() {
+        if u32::from_be_bytes(r.dst) & !ipv4::mask(r.prefix) != 0 {
+            return Err(format!("routes[{j}].dst: host bits set for the prefix length"));
+        }
+        if !ifaces.iter().any(|f| ipv4::in_subnet(r.via, f.ip, f.prefix)) {
+            return Err(format!("routes[{j}].via: gateway is not on a connected subnet"));
+        }
+        if ifaces.iter().any(|f| f.ip == r.via) {
+            return Err(format!("routes[{j}].via: gateway is one of the router's own addresses"));
+        }
+    }
+    Ok(())
+}
+
+impl Router {
+    /// Build a router (call [`validate`] first; invalid routes are skipped).
+    pub fn new(ifaces: Vec<Interface>, routes: &[Route]) -> Self {
+        let mut table = Vec::new();
+        for (i, f) in ifaces.iter().enumerate() {
+            let net = (u32::from_be_bytes(f.ip) & ipv4::mask(f.prefix)).to_be_bytes();
+            table.push((net, f.prefix, i, None));
+        }
+        for r in routes {
+            if let Some(i) = ifaces.iter().position(|f| ipv4::in_subnet(r.via, f.ip, f.prefix)) {
+                table.push((r.dst, r.prefix, i, Some(r.via)));
+            }
+        }
+        Router { ifaces, table, neighbours: BTreeMap::new(), pending: BTreeMap::new(), ident: 0, counters: RouterCounters::default() }
+    }
+
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.ifaces
+    }
+
+    /// Longest-prefix match: (outgoing interface, next hop).
+    pub fn lookup(&self, dst: Addr) -> Option<(usize, Addr)> {
+        let mut best: Option<&(Addr, u8, usize, Option<Addr>)> = None;
+        for e in &self.table {
+            if ipv4::in_subnet(dst, e.0, e.1) && best.is_none_or(|b| e.1 > b.1) {
+                best = Some(e);
+            }
+        }
+        best.map(|e| (e.2, e.3.unwrap_or(dst)))
+    }
+
+    /// A frame arrived on interface `iface`; returns the frames to send, as (interface, frame).
+    pub fn receive(&mut self, iface: usize, frame: &[u8]) -> Vec<(usize, Vec<u8>)> {
+        let mut out = Vec::new();
+        let Some(me) = self.ifaces.get(iface).cloned() else { return out };
+        let Ok(eth) = Frame::new_checked(frame) else {
+            self.counters.dropped_other += 1;
+            return out;
+        };
+        if eth.dst() != me.mac && eth.dst() != Address::BROADCAST {
+            self.counters.dropped_other += 1;
+            return out;
+        }
+        match eth.ethertype() {
+            arp::ETHERTYPE => self.receive_arp(iface, &me, eth.payload(), &mut out),
+            ETH_IPV4 => self.receive_ipv4(&me, eth.dst() == Address::BROADCAST, eth.payload(), &mut out),
+            _ => self.counters.dropped_other += 1,
+        }
+        out
+    }
+
+    fn receive_arp(&mut self, iface: usize, me: &Interface, payload: &[u8], out: &mut Vec<(usize, Vec<u8>)>) {
+        let Ok(a) = arp::Packet::new_checked(payload) else {
+            self.counters.dropped_other += 1;
+            return;
+        };
+        let (smac, sip) = (a.sender_mac(), a.sender_ip());
+        let op = a.operation();
+        if op != arp::OP_REQUEST && op != arp::OP_REPLY {
+            self.counters.dropped_other += 1;
+            return;
+        }
+        let valid_sender = !smac.is_multicast() && sip != me.ip && ipv4::in_subnet(sip, me.ip, me.prefix) && !ipv4::is_special(sip);
+        if valid_sender {
+            self.neighbours.insert((iface, sip), smac);
+            if let Some(q) = self.pending.remove(&(iface, sip)) {
+                for (pkt, fwd) in q {
+                    if fwd {
+                        self.counters.forwarded += 1;
+                    }
+                    out.push((iface, ethernet::build(smac, me.mac, ETH_IPV4, &pkt)));
+                }
+            }
+        }
+        if op == arp::OP_REQUEST && a.target_ip() == me.ip && !smac.is_multicast() {
+            let reply = arp::build(arp::OP_REPLY, me.mac, me.ip, smac, sip);
+            out.push((iface, ethernet::build(smac, me.mac, arp::ETHERTYPE, &reply)));
+            self.counters.arp_replies += 1;
+        } else if !valid_sender {
+            self.counters.dropped_other += 1;
+        }
+    }
+
+    fn receive_ipv4(&mut self, me: &Interface, l2_broadcast: bool, payload: &[u8], out: &mut Vec<(usize, Vec<u8>)>) {
+        let Ok(ip) = ipv4::Packet::new_checked(payload) else {
+            self.counters.dropped_other += 1;
+            return;
+        };
+        let dst = ip.dst();
+        if !ip.verify_checksum() || ipv4::is_special(dst) || l2_broadcast {
+            self.counters.dropped_other += 1;
+            return;
+        }
+        if let Some(own) = self.ifaces.iter().find(|f| f.ip == dst).map(|f| f.ip) {
+            // Local delivery: only unfragmented echo requests get an answer.
+            let reply = (ip.protocol() == ipv4::PROTO_ICMP && ip.frag_offset() == 0 && !ip.more_frags())
+                .then(|| icmp::echo_reply(ip.payload()))
+                .flatten();
+            match reply {
+                Some(msg) => {
+                    self.counters.icmp_sent += 1;
+                    self.originate(own, ip.src(), &msg, out);
+                }
+                None => self.counters.dropped_other += 1,
+            }
+            return;
+        }
+        if self.ifaces.iter().any(|f| f.prefix < 31 && dst == (u32::from_be_bytes(f.ip) | !ipv4::mask(f.prefix)).to_be_bytes()) {
+            self.counters.dropped_other += 1; // directed broadcast: not forwarded (Linux default)
+            return;
+        }
+        let Some((oif, hop)) = self.lookup(dst) else {
+            self.counters.dropped_no_route += 1;
+            self.icmp_error(me.ip, icmp::DEST_UNREACHABLE, 0, &ip, out);
+            return;
+        };
+        if ip.ttl() <= 1 {
+            self.counters.dropped_ttl += 1;
+            self.icmp_error(me.ip, icmp::TIME_EXCEEDED, 0, &ip, out);
+            return;
+        }
+        let mut pkt = ip.packet().to_vec();
+        ipv4::decrement_ttl(&mut pkt);
+        self.send(oif, hop, pkt, true, out);
+    }
+
+    fn icmp_error(&mut self, from: Addr, t: u8, code: u8, orig: &ipv4::Packet<&[u8]>, out: &mut Vec<(usize, Vec<u8>)>) {
+        let src = orig.src();
+        if orig.frag_offset() != 0 || ipv4::is_special(src) || self.ifaces.iter().any(|f| f.ip == src) {
+            return;
+        }
+        if orig.protocol() == ipv4::PROTO_ICMP && orig.payload().first().is_none_or(|t| icmp::is_error(*t)) {
+            return;
+        }
+        let msg = icmp::error(t, code, orig.packet(), orig.header_len());
+        self.counters.icmp_sent += 1;
+        self.originate(from, src, &msg, out);
+    }
+
+    /// Send an ICMP message of our own: route it like any packet (silently dropped if there
+    /// is no route back).
+    fn originate(&mut self, src: Addr, dst: Addr, msg: &[u8], out: &mut Vec<(usize, Vec<u8>)>) {
+        let Some((oif, hop)) = self.lookup(dst) else { return };
+        self.ident = self.ident.wrapping_add(1);
+        let mut pkt = ipv4::header(src, dst, ipv4::PROTO_ICMP, ICMP_TTL, self.ident, msg.len()).to_vec();
+        pkt.extend_from_slice(msg);
+        self.send(oif, hop, pkt, false, out);
+    }
+
+    /// Transmit an IP packet to `hop` on `oif`, resolving its MAC first if needed.
+    fn send(&mut self, oif: usize, hop: Addr, pkt: Vec<u8>, forwarded: bool, out: &mut Vec<(usize, Vec<u8>)>) {
+        let Some(f) = self.ifaces.get(oif).cloned() else { return };
+        if let Some(mac) = self.neighbours.get(&(oif, hop)) {
+            if forwarded {
+                self.counters.forwarded += 1;
+            }
+            out.push((oif, ethernet::build(*mac, f.mac, ETH_IPV4, &pkt)));
+            return;
+        }
+        let q = self.pending.entry((oif, hop)).or_default();
+        if q.len() < ARP_QUEUE {
+            q.push((pkt, forwarded));
+        } else {
+            self.counters.arp_queue_drops += 1;
+        }
+        let req = arp::build(arp::OP_REQUEST, f.mac, f.ip, Address([0; 6]), hop);
+        out.push((oif, ethernet::build(Address::BROADCAST, f.mac, arp::ETHERTYPE, &req)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r() -> Router {
+        let ifs = vec![
+            Interface { mac: Address([2, 0, 0, 0, 1, 1]), ip: [10, 1, 1, 1], prefix: 24 },
+            Interface { mac: Address([2, 0, 0, 0, 1, 2]), ip: [10, 1, 2, 1], prefix: 24 },
+        ];
+        let routes = vec![Route { dst: [10, 9, 0, 0], prefix: 16, via: [10, 1, 2, 2] }, Route { dst: [10, 9, 9, 0], prefix: 24, via: [10, 1, 1, 2] }];
+        validate(&ifs, &routes).unwrap();
+        Router::new(ifs, &routes)
+    }
+
+    #[test]
+    fn longest_prefix_match() {
+        let r = r();
+        assert_eq!(r.lookup([10, 1, 1, 7]), Some((0, [10, 1, 1, 7])));
+        assert_eq!(r.lookup([10, 9, 1, 1]), Some((1, [10, 1, 2, 2])));
+        assert_eq!(r.lookup([10, 9, 9, 1]), Some((0, [10, 1, 1, 2])));
+        assert_eq!(r.lookup([10, 10, 0, 1]), None);
+    }
+
+    #[test]
+    fn validation_names_fields() {
+        let ifs = vec![Interface { mac: Address([2, 0, 0, 0, 1, 1]), ip: [10, 1, 1, 1], prefix: 24 }];
+        assert!(validate(&[], &[]).unwrap_err().starts_with("interfaces:"));
+        let bad = [Route { dst: [10, 9, 0, 1], prefix: 16, via: [10, 1, 1, 2] }];
+        assert!(validate(&ifs, &bad).unwrap_err().starts_with("routes[0].dst"));
+        let bad = [Route { dst: [10, 9, 0, 0], prefix: 16, via: [10, 2, 1, 2] }];
+        assert!(validate(&ifs, &bad).unwrap_err().starts_with("routes[0].via"));
+        let mut m = ifs.clone();
+        m[0].mac = Address([1, 0, 0, 0, 0, 0]);
+        assert!(validate(&m, &[]).unwrap_err().starts_with("interfaces[0].mac"));
+    }
+
+    #[test]
+    fn arp_queue_bounded() {
+        let mut r = r();
+        let mut h = ipv4::header([10, 1, 1, 5], [10, 1, 2, 9], 17, 64, 1, 0).to_vec();
+        h.truncate(20);
+        let f = ethernet::build(Address([2, 0, 0, 0, 1, 1]), Address([2, 0, 0, 0, 0, 5]), ETH_IPV4, &h);
+        for _ in 0..5 {
+            let out = r.receive(0, &f);
+            assert_eq!(out.len(), 1, "one ARP request per packet");
+            assert_eq!(out[0].0, 1);
+            assert_eq!(&out[0].1[12..14], &[8, 6]);
+        }
+        assert_eq!(r.counters.arp_queue_drops, 2);
+        let reply = arp::build(arp::OP_REPLY, Address([2, 0, 0, 0, 0, 9]), [10, 1, 2, 9], Address([2, 0, 0, 0, 1, 2]), [10, 1, 2, 1]);
+        let out = r.receive(1, &ethernet::build(Address([2, 0, 0, 0, 1, 2]), Address([2, 0, 0, 0, 0, 9]), arp::ETHERTYPE, &reply));
+        assert_eq!(out.len(), 3);
+        assert_eq!(r.counters.forwarded, 3);
+        assert!(out.iter().all(|(i, f)| *i == 1 && f[..6] == [2, 0, 0, 0, 0, 9] && f[14 + 8] == 63));
+    }
+}
