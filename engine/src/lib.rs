@@ -3,9 +3,10 @@
 //! Layers, from the bytes up (each depends only on the ones above it in this list):
 //!
 //! * [`time`], [`rng`]: the caller-owned clock type and the deterministic per-link PRNG.
-//! * [`wire`]: read-only views over frame bytes (Ethernet).
+//! * [`wire`]: views over frame bytes (Ethernet, ARP, IPv4, ICMP) and offload handling.
 //! * [`model`]: the core without I/O — link-direction pipelines (queue → rate → delay → loss
-//!   → dup/corrupt), LANs, and the [`model::network::Network`] that schedules them. Every
+//!   → dup/corrupt), LANs, simulated routers (`model::sim`), and the
+//!   [`model::network::Network`] that schedules them. Every
 //!   entry point takes `now`; every object reports `poll_at()`.
 //! * [`stats`], [`pcap`]: counters and the capture file format.
 //! * [`control`]: the line-oriented JSON control protocol (types, validation, dispatch).

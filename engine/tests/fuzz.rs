@@ -1,4 +1,5 @@
-//! Property tests: arbitrary frames and arbitrary control input never panic.
+//! Property tests: arbitrary frames (also into a simulated router on the LAN) and arbitrary
+//! control input never panic. More router fuzzing: `tests/sim_router.rs`.
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
@@ -6,7 +7,9 @@ use serde_json::{json, Value};
 use wanlab_engine::control::exec::build_topology;
 use wanlab_engine::control::protocol::{merge_params, parse_request, Request, COMMANDS};
 use wanlab_engine::driver::virtual_time::VirtualTime;
-use wanlab_engine::model::network::{Dir, LanSpec, LinkSpec, MemberSpec, Network, TopologySpec};
+use wanlab_engine::model::network::{Dir, LanSpec, LinkSpec, MemberSpec, Network, RouterSpec, TopologySpec};
+use wanlab_engine::model::sim::router::{Interface, Route};
+use wanlab_engine::wire::ethernet::Address;
 use wanlab_engine::model::params::{LinkParams, LossParams, QueueKind, QueueParams, RedParams};
 use wanlab_engine::model::packet::Packet;
 use wanlab_engine::time::Instant;
@@ -101,8 +104,17 @@ proptest! {
         let spec = TopologySpec {
             ports: ["a", "b", "c", "d", "e"].iter().map(|s| s.to_string()).collect(),
             links: vec![LinkSpec { id: "l".into(), a: "a".into(), b: "b".into(), ab, ba }],
-            lans: vec![LanSpec { id: "lan".into(), members: vec![m("c"), m("d"), m("e")] }],
-            routers: vec![],
+            lans: vec![LanSpec { id: "lan".into(), members: vec![m("c"), m("d"), m("e"), m("rc")] }],
+            // A simulated router on the LAN: flooded and unicast frames reach it, and what it
+            // sends (ARP, ICMP, forwarded packets) goes back through the LAN pipelines.
+            routers: vec![RouterSpec {
+                id: "r".into(),
+                interfaces: vec![
+                    ("rc".into(), Interface { mac: Address([2, 0, 0, 0, 0, 0x10]), ip: [10, 0, 0, 1], prefix: 8 }),
+                    ("rg".into(), Interface { mac: Address([2, 0, 0, 0, 0, 0x11]), ip: [192, 168, 0, 1], prefix: 24 }),
+                ],
+                routes: vec![Route { dst: [0, 0, 0, 0], prefix: 0, via: [10, 0, 0, 2] }],
+            }],
         };
         net.check_apply(&spec).unwrap();
         net.apply(spec, Instant::ZERO);

@@ -33,8 +33,8 @@ use crate::wire::vnet::VnetHdr;
 pub type PortIdx = usize;
 pub type PipeIdx = usize;
 
-/// Event kinds in the total order; only pipeline deadlines exist today (simulated routers and
-/// traffic sources will add kinds).
+/// Event kinds in the total order; only pipeline deadlines exist today (simulated routers need
+/// none: they answer at the instant a frame is delivered; traffic sources will add kinds).
 const KIND_PIPELINE: u8 = 0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -58,6 +58,16 @@ impl<T: AsRef<[u8]>> Frame<T> {
     }
 }
 
+/// A frame: header (`dst`, `src`, `ethertype`) followed by `payload` (no padding, no FCS).
+pub fn build(dst: Address, src: Address, ethertype: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(HEADER_LEN + payload.len());
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -85,14 +95,4 @@ mod tests {
         }
         assert!(Frame::new_checked(&ARP[..HEADER_LEN]).unwrap().payload().is_empty());
     }
-}
-
-/// A frame: header (`dst`, `src`, `ethertype`) followed by `payload` (no padding, no FCS).
-pub fn build(dst: Address, src: Address, ethertype: u16, payload: &[u8]) -> Vec<u8> {
-    let mut f = Vec::with_capacity(HEADER_LEN + payload.len());
-    f.extend_from_slice(&dst.0);
-    f.extend_from_slice(&src.0);
-    f.extend_from_slice(&ethertype.to_be_bytes());
-    f.extend_from_slice(payload);
-    f
 }

@@ -196,7 +196,7 @@ mod tests {
         assert_eq!((p.src(), p.dst()), ([10, 0, 0, 1], [10, 0, 0, 2]));
         assert_eq!(p.payload().len(), 64);
         assert!(p.verify_checksum());
-        assert!(p.more_frags() == false && p.frag_offset() == 0);
+        assert!(!p.more_frags() && p.frag_offset() == 0);
         buf.extend_from_slice(&[0; 6]); // padding is cut off
         assert_eq!(Packet::new_checked(&buf[..]).unwrap().packet().len(), 84);
     }

@@ -63,13 +63,16 @@ pub struct RouterCounters {
     pub arp_queue_drops: u64,
 }
 
+type Pending = (Vec<u8>, bool);
+
 #[derive(Debug)]
 pub struct Router {
     ifaces: Vec<Interface>,
     /// Connected routes first, then static ones; lookup takes the longest prefix, first wins.
     table: Vec<(Addr, u8, usize, Option<Addr>)>,
     neighbours: BTreeMap<(usize, Addr), Address>,
-    pending: BTreeMap<(usize, Addr), Vec<(Vec<u8>, bool)>>,
+    /// IP packets waiting for ARP per (interface, next hop), with "is forwarded".
+    pending: BTreeMap<(usize, Addr), Vec<Pending>>,
     ident: u16,
     pub counters: RouterCounters,
 }
