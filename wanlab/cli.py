@@ -113,7 +113,8 @@ def cmd_show(lab, a) -> int:
     print(f"  folder: {info['folder']}")
     print("nodes:")
     for n, d in info["nodes"].items():
-        print(f"  {n} (netns {d['netns']})")
+        print(f"  {n} (" + ("simulated in the engine" if d.get("simulated")
+                            else f"netns {d['netns']}") + ")")
         for i in d["interfaces"]:
             print(f"    {i['ifname']:6} {i['ip']:18} {i['mac']}  on {i['network']}")
         for r in d["routes"]:

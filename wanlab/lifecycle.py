@@ -141,6 +141,9 @@ class Lab:
             if row.state != ACTIVE:
                 self.store.set_ir(row.id, new)
                 return self.store.get(name)
+            if any(n.kind == "simulated" for n in (*row.ir.nodes, *new.nodes)):
+                raise WanlabError("modify of a running experiment with simulated nodes is not "
+                                  "supported yet: swap it out, modify, swap it in")
             self.store.set_state(row.id, "modifying", "modify")
             try:
                 counts = modify.apply_diff(self.store, row, new, self.say)
@@ -178,7 +181,8 @@ class Lab:
                     links = c.call("stats")
         return {"name": row.name, "id": row.short, "state": row.state, "error": row.error,
                 "folder": swap.folder_of(self.store, name),
-                "nodes": {n.name: {"netns": n.netns,
+                "nodes": {n.name: {"netns": None if n.simulated else n.netns,
+                                   "simulated": n.simulated,
                                    "interfaces": [{"ifname": i.ifname, "ip": f"{i.ip}/"
                                                    f"{i.prefixlen}", "mac": i.mac,
                                                    "network": i.network}
@@ -268,7 +272,10 @@ class Lab:
             raise WanlabError(f"experiment {name!r} has no node {node!r}")
         out = {}
         for n, np_ in plan.nodes.items():
-            if node is None or n == node:
+            if np_.simulated:
+                out[n] = "".join(f"{r.dst} via {r.via} dev {r.dev} (simulated router)\n"
+                                 for r in np_.routes)
+            elif node is None or n == node:
                 out[n] = subprocess.run(["ip", "-n", np_.netns, "route", "show"],
                                         capture_output=True, text=True).stdout
         return out
@@ -290,7 +297,11 @@ class Lab:
         if node not in {n.name for n in row.ir.nodes}:
             raise WanlabError(f"experiment {name!r} has no node {node!r} (nodes: "
                               f"{', '.join(n.name for n in row.ir.nodes)})")
-        ns = make_plan(row.ir, row.short).nodes[node].netns
+        np_ = make_plan(row.ir, row.short).nodes[node]
+        if np_.simulated:
+            raise WanlabError(f"node {node!r} is simulated inside the engine: it runs no "
+                              f"programs (ping or traceroute it from an emulated node)")
+        ns = np_.netns
         if not netns.exists(ns):
             raise WanlabError(f"node {node!r} has no namespace; run 'wanlab cleanup {name}' "
                               f"and swap in again")

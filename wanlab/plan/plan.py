@@ -42,6 +42,7 @@ class NodePlan:
     interfaces: list[Interface] = field(default_factory=list)
     routes: list[RouteEntry] = field(default_factory=list)
     loopback: str | None = None      # a /32 on lo, with dynamic routing (the router id)
+    simulated: bool = False          # a router inside the engine: no namespace
 
 
 @dataclass
@@ -76,11 +77,11 @@ def engine_params(p: LinkParams) -> dict[str, Any]:
 
 def make_plan(exp: Experiment, short: str) -> Plan:
     warnings: list[str] = []
-    nodes = {n.name: NodePlan(n.name, netns_name(short, n.name)) for n in exp.nodes}
-    for n in exp.nodes:
-        if n.kind == "simulated":
-            warnings.append(f"node {n.name}: simulated nodes run as emulated namespaces until "
-                            f"the engine simulates them")
+    nodes = {n.name: NodePlan(n.name, netns_name(short, n.name), simulated=n.kind ==
+                              "simulated") for n in exp.nodes}
+    if any(np_.simulated for np_ in nodes.values()) and exp.rtproto != "static":
+        raise SpecError(f"simulated nodes (make-simulated) are routers inside the engine with "
+                        f"static routes; routing {exp.rtproto!r} needs every node emulated")
 
     # networks in declaration order: links, then LANs
     specs: list[NetworkSpec] = []
@@ -152,7 +153,14 @@ def make_plan(exp: Experiment, short: str) -> Plan:
 
     # engine topology
     ports = [{"port": i.port, "tap": i.ifname, "netns": f"/run/netns/{nodes[i.node].netns}"}
-             for ifs in ports_of.values() for i in ifs]
+             for ifs in ports_of.values() for i in ifs if not nodes[i.node].simulated]
+    # simulated nodes are the engine's own routers: their interfaces are ports without TAPs
+    routers = [{"router": np_.name,
+                "interfaces": [{"port": i.port, "mac": i.mac, "ip": f"{i.ip}/{i.prefixlen}"}
+                               for i in np_.interfaces],
+                "routes": [{"dst": "0.0.0.0/0" if r.dst == "default" else r.dst, "via": r.via}
+                           for r in np_.routes]}
+               for np_ in nodes.values() if np_.simulated]
     links = []
     for l in exp.links:
         a, b = ports_of[l.name]
@@ -165,6 +173,8 @@ def make_plan(exp: Experiment, short: str) -> Plan:
              "from_lan": engine_params(m.from_lan)}
             for m, i in zip(lan.members, ports_of[lan.name])]})
     engine = {"ports": ports, "links": links, "lans": lans}
+    if routers:
+        engine["routers"] = routers
     return Plan(short=short, nodes=nodes, subnets={k: v[0] for k, v in addrs.items()},
                 hosts=hosts, engine=engine, warnings=warnings)
 

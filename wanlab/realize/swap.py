@@ -87,19 +87,21 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
     # the event scheduler starts now so its start-up overlaps the building; t = 0 comes last
     scheduler.start(store, row, folder)
 
-    say(f"creating {len(plan.nodes)} node namespaces")
-    store.record_many(row.id, [("netns", np_.netns, {"node": np_.name})
-                               for np_ in plan.nodes.values()])
+    emulated = [np_ for np_ in plan.nodes.values() if not np_.simulated]
+    say(f"creating {len(emulated)} node namespaces")
+    store.record_many(row.id, [("netns", np_.netns, {"node": np_.name}) for np_ in emulated])
     ns_res = {r.name: r.id for r in store.resources(row.id) if r.kind == "netns"}
     inodes: dict[int, int] = {}
-    for np_ in plan.nodes.values():
+    for np_ in emulated:
         inodes[ns_res[np_.netns]] = netns.create(np_.netns)
         os.makedirs(os.path.join(folder, "nodes", np_.name), exist_ok=True)
         prepare_namespace(np_.netns)
     store.update_resources("created", {rid: {"inode": ino} for rid, ino in inodes.items()})
 
-    ports = [i for np_ in plan.nodes.values() for i in np_.interfaces]
-    say(f"wiring {len(ports)} interfaces into the engine")
+    ports = [i for np_ in emulated for i in np_.interfaces]
+    n_sim = len(plan.nodes) - len(emulated)
+    say(f"wiring {len(ports)} interfaces into the engine"
+        + (f" ({n_sim} simulated routers inside it)" if n_sim else ""))
     store.record_many(row.id, [("tap", f"{plan.nodes[i.node].netns}/{i.ifname}",
                                 {"node": i.node, "ifname": i.ifname,
                                  "netns": plan.nodes[i.node].netns}) for i in ports])
@@ -107,7 +109,7 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
         c.call("apply", **plan.engine)
 
     say("configuring addresses and routes")
-    for np_ in plan.nodes.values():
+    for np_ in emulated:
         with contextlib.closing(netns.netlink(np_.netns)) as ipr:
             lo = ipr.link_lookup(ifname="lo")[0]
             ipr.link("set", index=lo, state="up")
@@ -126,7 +128,7 @@ def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: P
                                   settle=max(1.0, float(exp.ospf_hello_s)), say=say)
         say(f"routing converged in {took:.1f} s")
 
-    starts = [n for n in exp.nodes if n.startcmd]
+    starts = [n for n in exp.nodes if n.startcmd and not plan.nodes[n.name].simulated]
     if starts:
         say(f"running {len(starts)} start commands")
     for n in starts:
