@@ -242,3 +242,12 @@ def test_startcmd_output_and_exit_code_are_kept(lab):
         time.sleep(0.02)
     assert open(os.path.join(folder, "startcmd.log")).read() == "started on a\n"
     assert open(os.path.join(folder, "startcmd.exit")).read().strip() == "3"
+
+
+def test_modify_changes_lan_parameters_live(lab):
+    lab.create(lan(3, delay=0.002))
+    lab.modify("lanexp", lan(3, delay=0.010))
+    # member to member: 10 ms one way after the change
+    rtts = ping_rtts(lab, "lanexp", "h0", "h2", count=3)
+    assert len(rtts) == 3 and 19.9 <= min(rtts) <= 21.0, rtts
+    assert "parameters changed" in lab.store.transitions(lab.get("lanexp").id)[-1][3]
