@@ -115,6 +115,7 @@ proptest! {
                 ],
                 routes: vec![Route { dst: [0, 0, 0, 0], prefix: 0, via: [10, 0, 0, 2] }],
             }],
+            ..Default::default()
         };
         net.check_apply(&spec).unwrap();
         net.apply(spec, Instant::ZERO);

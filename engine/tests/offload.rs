@@ -22,6 +22,7 @@ fn link(ab: &str) -> VirtualTime {
         links: vec![LinkSpec { id: "l".into(), a: "a".into(), b: "b".into(), ab: params(ab), ba: params("{}") }],
         lans: vec![],
         routers: vec![],
+        ..Default::default()
     };
     net.check_apply(&spec).unwrap();
     net.apply(spec, Instant::ZERO);

@@ -34,6 +34,7 @@ fn link(ab: &str, ba: &str) -> VirtualTime {
         links: vec![LinkSpec { id: "l".into(), a: "a".into(), b: "b".into(), ab: params(ab), ba: params(ba) }],
         lans: vec![],
         routers: vec![],
+        ..Default::default()
     };
     net.check_apply(&spec).unwrap();
     net.apply(spec, Instant::ZERO);
@@ -257,6 +258,7 @@ fn lan_learning_flooding_and_member_delays() {
             members: vec![m("p0", r#"{"delay_us":1000}"#), m("p1", r#"{"delay_us":2000}"#), m("p2", r#"{"delay_us":3000}"#)],
         }],
         routers: vec![],
+        ..Default::default()
     };
     net.check_apply(&spec).unwrap();
     net.apply(spec, Instant::ZERO);
@@ -334,7 +336,7 @@ fn remove_requires_detached_ports_and_is_atomic() {
     assert!(vt.take().is_empty());
     assert!(vt.net.port_index("a").is_none());
     // Ids can be reused after removal.
-    let spec = TopologySpec { ports: vec!["a".into()], links: vec![], lans: vec![], routers: vec![] };
+    let spec = TopologySpec { ports: vec!["a".into()], links: vec![], lans: vec![], routers: vec![], ..Default::default() };
     vt.net.check_apply(&spec).unwrap();
 }
 
@@ -342,12 +344,12 @@ fn remove_requires_detached_ports_and_is_atomic() {
 fn apply_checks_references_and_double_attachment() {
     let vt = link("{}", "{}");
     let l = |id: &str, a: &str, b: &str| LinkSpec { id: id.into(), a: a.into(), b: b.into(), ab: params("{}"), ba: params("{}") };
-    let spec = TopologySpec { ports: vec!["c".into()], links: vec![l("l2", "a", "c")], lans: vec![], routers: vec![] };
+    let spec = TopologySpec { ports: vec!["c".into()], links: vec![l("l2", "a", "c")], lans: vec![], routers: vec![], ..Default::default() };
     assert!(vt.net.check_apply(&spec).unwrap_err().contains("already attached"));
-    let spec = TopologySpec { ports: vec!["c".into(), "d".into()], links: vec![l("l", "c", "d")], lans: vec![], routers: vec![] };
+    let spec = TopologySpec { ports: vec!["c".into(), "d".into()], links: vec![l("l", "c", "d")], lans: vec![], routers: vec![], ..Default::default() };
     assert!(vt.net.check_apply(&spec).unwrap_err().contains("already exists"));
-    let spec = TopologySpec { ports: vec!["c".into()], links: vec![l("l3", "c", "nope")], lans: vec![], routers: vec![] };
+    let spec = TopologySpec { ports: vec!["c".into()], links: vec![l("l3", "c", "nope")], lans: vec![], routers: vec![], ..Default::default() };
     assert!(vt.net.check_apply(&spec).unwrap_err().contains("nope"));
-    let spec = TopologySpec { ports: vec!["c".into(), "d".into(), "e".into()], links: vec![l("l4", "c", "d"), l("l5", "d", "e")], lans: vec![], routers: vec![] };
+    let spec = TopologySpec { ports: vec!["c".into(), "d".into(), "e".into()], links: vec![l("l4", "c", "d"), l("l5", "d", "e")], lans: vec![], routers: vec![], ..Default::default() };
     assert!(vt.net.check_apply(&spec).unwrap_err().contains("also used by"));
 }

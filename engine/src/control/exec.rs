@@ -12,9 +12,11 @@ use std::rc::Rc;
 
 use serde_json::{json, Map, Value};
 
-use super::protocol::{merge_params, ApplyReq, CaptureSel, DirSpec, Request, PROTOCOL_VERSION};
+use super::protocol::{merge_params, AgentAction, ApplyReq, CaptureSel, DirSpec, Request, PROTOCOL_VERSION};
 use crate::io::tap::{check_ifname, Tap, MAX_FRAME};
-use crate::model::network::{Dir, LanSpec, LinkSpec, MemberSpec, Network, Output, PipeIdx, PortIdx, RouterSpec, TopologySpec};
+use crate::model::network::{AgentKindSpec, AgentSpec, Dir, HostSpec, LanSpec, LinkSpec, MemberSpec, Network, Output, PipeIdx, PortIdx, RouterSpec, TopologySpec};
+use crate::model::sim::agent::{CbrSpec, MIN_SIZE};
+use crate::model::sim::host::HostConfig;
 use crate::model::sim::router::{Interface, Route};
 use crate::wire::ethernet::Address;
 use crate::wire::ipv4;
@@ -171,6 +173,9 @@ impl Engine {
                 }
                 effect = Effect::Subscribe { interval_ns: s.interval_ms.saturating_mul(1_000_000), target: s.target };
             }
+            Request::Agent(a) => {
+                self.net.agent_action(&a.agent, a.action == AgentAction::Start, now)?;
+            }
             Request::Shutdown => effect = Effect::Shutdown,
         }
         Ok((body, effect))
@@ -312,6 +317,16 @@ pub fn build_topology(a: &ApplyReq) -> Result<TopologySpec, String> {
         }
         spec.routers.push(RouterSpec { id: r.router.clone(), interfaces, routes });
     }
+    for (i, h) in a.hosts.iter().enumerate() {
+        let ctx = format!("hosts[{i}] (\"{}\")", h.host);
+        let mac = parse_mac(&h.mac).map_err(|e| format!("{ctx}.mac: {e}"))?;
+        let (ip, prefix) = ipv4::parse_cidr(&h.ip).map_err(|e| format!("{ctx}.ip: {e}"))?;
+        let gateway = h.gateway.as_deref().map(ipv4::parse_addr).transpose().map_err(|e| format!("{ctx}.gateway: {e}"))?;
+        spec.hosts.push(HostSpec { id: h.host.clone(), port: h.port.clone(), cfg: HostConfig { mac, ip, prefix, gateway } });
+    }
+    for (i, g) in a.agents.iter().enumerate() {
+        spec.agents.push(build_agent(g).map_err(|e| format!("agents[{i}] (\"{}\").{e}", g.agent))?);
+    }
     Ok(spec)
 }
 
@@ -329,4 +344,61 @@ pub fn parse_mac(s: &str) -> Result<Address, String> {
         *b = u8::from_str_radix(p, 16).map_err(|_| format!("bad hex byte \"{p}\" in \"{s}\""))?;
     }
     Ok(Address(m))
+}
+
+/// Largest CBR payload: a UDP datagram in one IPv4 packet without fragmentation of a
+/// 65535-byte packet.
+const MAX_CBR_SIZE: u64 = 65535 - 20 - 8;
+
+fn build_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
+    let kind = match g.kind.as_str() {
+        "cbr" => {
+            if g.port.is_some() {
+                return Err("port: only for kind \"sink\"".into());
+            }
+            let dst = g.dst.as_deref().ok_or("dst: required for kind \"cbr\" (\"a.b.c.d:port\")")?;
+            let (ip, port) = dst.rsplit_once(':').ok_or_else(|| format!("dst: expected \"a.b.c.d:port\", got \"{dst}\""))?;
+            let ip = ipv4::parse_addr(ip).map_err(|e| format!("dst: {e}"))?;
+            if ipv4::is_special(ip) {
+                return Err(format!("dst: must be a unicast address, got \"{dst}\""));
+            }
+            let dport: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(|| format!("dst: port must be 1..=65535, got \"{port}\""))?;
+            let size = g.size.ok_or("size: required for kind \"cbr\" (UDP payload bytes)")?;
+            if !(MIN_SIZE as u64..=MAX_CBR_SIZE).contains(&size) {
+                return Err(format!("size: must be {MIN_SIZE}..={MAX_CBR_SIZE} (sequence number + timestamp fit in 16 bytes), got {size}"));
+            }
+            let (num, den) = match (g.rate_bps, g.interval_us) {
+                (Some(_), Some(_)) => return Err("rate_bps: give either rate_bps or interval_us, not both".into()),
+                (None, None) => return Err("rate_bps: one of rate_bps or interval_us is required".into()),
+                (Some(r), None) => {
+                    if !(1..=100_000_000_000).contains(&r) {
+                        return Err(format!("rate_bps: must be 1..=100000000000, got {r}"));
+                    }
+                    (u128::from(size) * 8 * 1_000_000_000, u128::from(r))
+                }
+                (None, Some(us)) => {
+                    if !(1..=3_600_000_000).contains(&us) {
+                        return Err(format!("interval_us: must be 1..=3600000000, got {us}"));
+                    }
+                    (u128::from(us) * 1000, 1)
+                }
+            };
+            if num / den == 0 {
+                return Err("rate_bps: interval below 1 ns".into());
+            }
+            AgentKindSpec::Cbr(CbrSpec { dst: ip, dport, size: size as usize, period_num: num, period_den: den })
+        }
+        "sink" => {
+            for (set, f) in [(g.dst.is_some(), "dst"), (g.size.is_some(), "size"), (g.rate_bps.is_some(), "rate_bps"), (g.interval_us.is_some(), "interval_us")] {
+                if set {
+                    return Err(format!("{f}: only for kind \"cbr\""));
+                }
+            }
+            let port = g.port.ok_or("port: required for kind \"sink\"")?;
+            let port = u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| format!("port: must be 1..=65535, got {port}"))?;
+            AgentKindSpec::Sink { port }
+        }
+        k => return Err(format!("kind: unknown agent kind \"{k}\"; supported: \"cbr\", \"sink\"")),
+    };
+    Ok(AgentSpec { id: g.agent.clone(), host: g.host.clone(), kind })
 }

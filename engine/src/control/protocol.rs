@@ -255,6 +255,60 @@ pub struct ApplyReq {
     pub lans: Vec<LanReq>,
     #[serde(default)]
     pub routers: Vec<RouterReq>,
+    #[serde(default)]
+    pub hosts: Vec<HostReq>,
+    #[serde(default)]
+    pub agents: Vec<AgentReq>,
+}
+
+/// A simulated host (see `model/sim/host.rs`).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostReq {
+    pub host: String,
+    pub port: String,
+    pub mac: String,
+    /// `"a.b.c.d/len"`.
+    pub ip: String,
+    #[serde(default)]
+    pub gateway: Option<String>,
+}
+
+/// A traffic agent on a simulated host (see `model/sim/agent.rs`); which fields are allowed
+/// depends on `kind` and is checked by `build_topology`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentReq {
+    pub agent: String,
+    pub host: String,
+    pub kind: String,
+    /// cbr: `"a.b.c.d:port"`.
+    #[serde(default)]
+    pub dst: Option<String>,
+    /// cbr: UDP payload bytes.
+    #[serde(default)]
+    pub size: Option<u64>,
+    #[serde(default)]
+    pub rate_bps: Option<u64>,
+    #[serde(default)]
+    pub interval_us: Option<u64>,
+    /// sink: UDP port.
+    #[serde(default)]
+    pub port: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentAction {
+    Start,
+    Stop,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentCmdReq {
+    pub agent: String,
+    pub action: AgentAction,
 }
 
 /// A simulated router (see `model/sim/router.rs`).
@@ -387,11 +441,12 @@ pub enum Request {
     CaptureStop(CaptureSel),
     CaptureSnapshot(CaptureSel),
     Subscribe(SubscribeReq),
+    Agent(AgentCmdReq),
     Shutdown,
 }
 
 pub const COMMANDS: &[&str] = &[
-    "hello", "apply", "remove", "set", "down", "up", "stats", "capture_start", "capture_stop", "capture_snapshot", "subscribe", "shutdown",
+    "hello", "apply", "remove", "set", "down", "up", "stats", "capture_start", "capture_stop", "capture_snapshot", "subscribe", "agent", "shutdown",
 ];
 
 fn args<T: serde::de::DeserializeOwned>(cmd: &str, v: Value) -> Result<T, String> {
@@ -440,6 +495,7 @@ pub fn parse_request(line: &str) -> (Value, Result<Request, String>) {
                 Ok(Request::Subscribe(s))
             }
         }),
+        "agent" => args(&cmd, rest).map(Request::Agent),
         "shutdown" => args::<Empty>(&cmd, rest).map(|_| Request::Shutdown),
         other => Err(format!("cmd: unknown command \"{other}\"; supported commands are {}", COMMANDS.join(", "))),
     };

@@ -23,6 +23,8 @@ use super::lan::{Forward, Lan, Member};
 use super::packet::Packet;
 use super::params::LinkParams;
 use super::pipeline::Pipeline;
+use super::sim::agent::{AgentStats, Cbr, CbrSpec, UdpSink};
+use super::sim::host::{self, Host, HostConfig, HostCounters};
 use super::sim::router::{self, Interface, Route, Router, RouterCounters};
 use crate::rng::stream_seed;
 use crate::stats::Counters;
@@ -36,6 +38,8 @@ pub type PipeIdx = usize;
 /// Event kinds in the total order; only pipeline deadlines exist today (simulated routers need
 /// none: they answer at the instant a frame is delivered; traffic sources will add kinds).
 const KIND_PIPELINE: u8 = 0;
+/// A traffic source's next send time (after pipeline events at the same instant).
+const KIND_AGENT: u8 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Timer {
@@ -65,6 +69,8 @@ struct Port {
     ingress: Option<PipeIdx>,
     /// A simulated port: (router, interface index); frames delivered to it go to the router.
     sim: Option<(usize, usize)>,
+    /// A simulated host's port: frames delivered to it go to that host.
+    host: Option<usize>,
     /// Frames that arrived on an unattached port (or too short for an unattached port).
     unattached_drops: u64,
 }
@@ -120,12 +126,57 @@ pub struct RouterSpec {
     pub routes: Vec<Route>,
 }
 
+/// A simulated host; it creates the simulated port `port`.
+#[derive(Debug, Clone)]
+pub struct HostSpec {
+    pub id: String,
+    pub port: String,
+    pub cfg: HostConfig,
+}
+
+#[derive(Debug, Clone)]
+pub enum AgentKindSpec {
+    Cbr(CbrSpec),
+    Sink { port: u16 },
+}
+
+/// A traffic agent on a (new or existing) simulated host.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    pub id: String,
+    pub host: String,
+    pub kind: AgentKindSpec,
+}
+
 #[derive(Debug, Clone, Default)]
 pub struct TopologySpec {
     pub ports: Vec<String>,
     pub links: Vec<LinkSpec>,
     pub lans: Vec<LanSpec>,
     pub routers: Vec<RouterSpec>,
+    pub hosts: Vec<HostSpec>,
+    pub agents: Vec<AgentSpec>,
+}
+
+#[derive(Debug)]
+struct SimHost {
+    id: String,
+    port: PortIdx,
+    host: Host,
+}
+
+#[derive(Debug)]
+enum AgentKind {
+    Cbr(Cbr),
+    Sink(UdpSink),
+}
+
+#[derive(Debug)]
+struct Agent {
+    id: String,
+    host: usize,
+    kind: AgentKind,
+    scheduled: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -164,6 +215,8 @@ pub struct StatsBody {
     pub links: BTreeMap<String, LinkStats>,
     pub lans: BTreeMap<String, BTreeMap<String, MemberStats>>,
     pub routers: BTreeMap<String, RouterCounters>,
+    pub hosts: BTreeMap<String, HostCounters>,
+    pub agents: BTreeMap<String, AgentStats>,
 }
 
 #[derive(Debug)]
@@ -178,6 +231,10 @@ pub struct Network {
     lan_ids: HashMap<String, usize>,
     routers: Vec<Option<SimRouter>>,
     router_ids: HashMap<String, usize>,
+    hosts: Vec<Option<SimHost>>,
+    host_ids: HashMap<String, usize>,
+    agents: Vec<Option<Agent>>,
+    agent_ids: HashMap<String, usize>,
     timers: BinaryHeap<Reverse<Timer>>,
     seq: u64,
     scratch: Vec<Packet>,
@@ -196,6 +253,10 @@ impl Network {
             lan_ids: HashMap::new(),
             routers: Vec::new(),
             router_ids: HashMap::new(),
+            hosts: Vec::new(),
+            host_ids: HashMap::new(),
+            agents: Vec::new(),
+            agent_ids: HashMap::new(),
             timers: BinaryHeap::new(),
             seq: 0,
             scratch: Vec::new(),
@@ -266,6 +327,48 @@ impl Network {
             let ifs: Vec<Interface> = r.interfaces.iter().map(|(_, f)| f.clone()).collect();
             router::validate(&ifs, &r.routes).map_err(|e| format!("{by}.{e}"))?;
         }
+        let mut seen_hosts = HashMap::new();
+        for (i, h) in spec.hosts.iter().enumerate() {
+            let by = format!("hosts[{i}] (\"{}\")", h.id);
+            if h.id.is_empty() {
+                return Err(format!("{by}.host: id must not be empty"));
+            }
+            if self.host_ids.contains_key(&h.id) || seen_hosts.insert(h.id.as_str(), ()).is_some() {
+                return Err(format!("{by}.host: id already exists"));
+            }
+            if h.port.is_empty() {
+                return Err(format!("{by}.port: port id must not be empty"));
+            }
+            if self.port_ids.contains_key(&h.port) || new_ports.insert(h.port.as_str(), ()).is_some() {
+                return Err(format!("{by}.port: port \"{}\" already exists", h.port));
+            }
+            host::validate(&h.cfg).map_err(|e| format!("{by}.{e}"))?;
+        }
+        let mut seen_agents = HashMap::new();
+        let mut sink_ports: HashMap<(String, u16), ()> = HashMap::new();
+        for a in self.agents.iter().flatten() {
+            if let AgentKind::Sink(s) = &a.kind {
+                let h = self.hosts[a.host].as_ref().map(|h| h.id.clone()).unwrap_or_default();
+                sink_ports.insert((h, s.port), ());
+            }
+        }
+        for (i, a) in spec.agents.iter().enumerate() {
+            let by = format!("agents[{i}] (\"{}\")", a.id);
+            if a.id.is_empty() {
+                return Err(format!("{by}.agent: id must not be empty"));
+            }
+            if self.agent_ids.contains_key(&a.id) || seen_agents.insert(a.id.as_str(), ()).is_some() {
+                return Err(format!("{by}.agent: id already exists"));
+            }
+            if !self.host_ids.contains_key(&a.host) && !seen_hosts.contains_key(a.host.as_str()) {
+                return Err(format!("{by}.host: unknown host \"{}\"", a.host));
+            }
+            if let AgentKindSpec::Sink { port } = a.kind {
+                if sink_ports.insert((a.host.clone(), port), ()).is_some() {
+                    return Err(format!("{by}.port: host \"{}\" already has a sink on port {port}", a.host));
+                }
+            }
+        }
         let mut used: HashMap<&str, String> = HashMap::new();
         let claim = |port: &str, by: String, used: &mut HashMap<&str, String>| -> Result<(), String> {
             match self.port_ids.get(port) {
@@ -325,7 +428,7 @@ impl Network {
     /// still memory-safe but may leave a port attached twice).
     pub fn apply(&mut self, spec: TopologySpec, now: Instant) {
         for p in spec.ports {
-            self.ports.push(Some(Port { id: p.clone(), ingress: None, sim: None, unattached_drops: 0 }));
+            self.ports.push(Some(Port { id: p.clone(), ingress: None, sim: None, host: None, unattached_drops: 0 }));
             self.port_ids.insert(p, self.ports.len() - 1);
         }
         for r in spec.routers {
@@ -333,7 +436,7 @@ impl Network {
             let mut ports = Vec::new();
             let mut ifs = Vec::new();
             for (j, (p, f)) in r.interfaces.into_iter().enumerate() {
-                self.ports.push(Some(Port { id: p.clone(), ingress: None, sim: Some((ri, j)), unattached_drops: 0 }));
+                self.ports.push(Some(Port { id: p.clone(), ingress: None, sim: Some((ri, j)), host: None, unattached_drops: 0 }));
                 self.port_ids.insert(p, self.ports.len() - 1);
                 ports.push(self.ports.len() - 1);
                 ifs.push(f);
@@ -341,6 +444,25 @@ impl Network {
             let router = Router::new(ifs, &r.routes);
             self.routers.push(Some(SimRouter { id: r.id.clone(), ports, router }));
             self.router_ids.insert(r.id, ri);
+        }
+        for h in spec.hosts {
+            let hi = self.hosts.len();
+            self.ports.push(Some(Port { id: h.port.clone(), ingress: None, sim: None, host: Some(hi), unattached_drops: 0 }));
+            let port = self.ports.len() - 1;
+            self.port_ids.insert(h.port, port);
+            self.hosts.push(Some(SimHost { id: h.id.clone(), port, host: Host::new(h.cfg) }));
+            self.host_ids.insert(h.id, hi);
+        }
+        for a in spec.agents {
+            let Some(&hi) = self.host_ids.get(&a.host) else { continue };
+            let ai = self.agents.len();
+            let kind = match a.kind {
+                // Source ports are deterministic: 49152 + agent index (mod the dynamic range).
+                AgentKindSpec::Cbr(c) => AgentKind::Cbr(Cbr::new(c, 49152 + (ai % 16384) as u16)),
+                AgentKindSpec::Sink { port } => AgentKind::Sink(UdpSink::new(port)),
+            };
+            self.agents.push(Some(Agent { id: a.id.clone(), host: hi, kind, scheduled: None }));
+            self.agent_ids.insert(a.id, ai);
         }
         for l in spec.links {
             let (Some(a), Some(b)) = (self.port_index(&l.a), self.port_index(&l.b)) else { continue };
@@ -423,6 +545,9 @@ impl Network {
             let Some(&i) = self.port_ids.get(p) else { return Err(format!("ports: unknown port \"{p}\"")) };
             if self.ports[i].as_ref().is_some_and(|x| x.sim.is_some()) {
                 return Err(format!("ports: port \"{p}\" belongs to a simulated router; remove the router"));
+            }
+            if self.ports[i].as_ref().is_some_and(|x| x.host.is_some()) {
+                return Err(format!("ports: port \"{p}\" belongs to a simulated host (hosts cannot be removed yet)"));
             }
             let attached = self.ports[i].as_ref().is_some_and(|x| x.ingress.is_some());
             if attached && !freed.contains(&i) {
@@ -518,6 +643,10 @@ impl Network {
                 break;
             }
             self.timers.pop();
+            if t.kind == KIND_AGENT {
+                self.fire_agent(t.source as usize, t.at);
+                continue;
+            }
             let pipe = t.source as usize;
             let Some(Some(slot)) = self.pipes.get_mut(pipe) else { continue };
             if slot.scheduled != Some(t.at) {
@@ -549,10 +678,14 @@ impl Network {
 
     fn forward(&mut self, sink: Sink, f: Packet, at: Instant, emit: &mut impl FnMut(Output<'_>)) {
         match sink {
-            Sink::Port(port) => match self.ports.get(port).and_then(|p| p.as_ref()).and_then(|p| p.sim) {
-                Some((r, iface)) => self.route(r, iface, f, at),
-                None => emit(Output::Frame { port, data: f.data, vnet: f.vnet }),
-            },
+            Sink::Port(port) => {
+                let p = self.ports.get(port).and_then(|p| p.as_ref());
+                match (p.and_then(|p| p.sim), p.and_then(|p| p.host)) {
+                    (Some((r, iface)), _) => self.route(r, iface, f, at),
+                    (None, Some(h)) => self.host_receive(h, f, at),
+                    (None, None) => emit(Output::Frame { port, data: f.data, vnet: f.vnet }),
+                }
+            }
             Sink::Lan { lan, member } => self.switch(lan, member, f, at),
         }
     }
@@ -571,6 +704,112 @@ impl Network {
         for (port, d) in out {
             self.receive_packet(port, Packet::plain(d), at);
         }
+    }
+
+    /// Hand a frame to a simulated host: its answers are enqueued at the same instant, a UDP
+    /// datagram goes to the sink bound to its port (or is counted as dropped).
+    fn host_receive(&mut self, h: usize, f: Packet, at: Instant) {
+        let Some(Some(sh)) = self.hosts.get_mut(h) else { return };
+        let Ok(frames) = f.into_wire() else {
+            sh.host.counters.dropped_other += 1;
+            return;
+        };
+        let port = sh.port;
+        let mut out = Vec::new();
+        let mut dgrams = Vec::new();
+        for w in frames {
+            let (o, d) = sh.host.receive(&w);
+            out.extend(o);
+            dgrams.extend(d);
+        }
+        for d in dgrams {
+            let sink = self.agents.iter_mut().flatten().find_map(|a| match &mut a.kind {
+                AgentKind::Sink(s) if a.host == h && s.port == d.dport => Some(s),
+                _ => None,
+            });
+            match sink {
+                Some(s) => s.receive(&d.payload, at),
+                None => {
+                    if let Some(Some(sh)) = self.hosts.get_mut(h) {
+                        sh.host.counters.dropped_other += 1;
+                    }
+                }
+            }
+        }
+        for d in out {
+            self.receive_packet(port, Packet::plain(d), at);
+        }
+    }
+
+    /// A source's send time: send its packet and schedule the next one.
+    fn fire_agent(&mut self, ai: usize, at: Instant) {
+        let Some(Some(a)) = self.agents.get_mut(ai) else { return };
+        if a.scheduled != Some(at) {
+            return; // stale
+        }
+        a.scheduled = None;
+        let h = a.host;
+        let AgentKind::Cbr(c) = &mut a.kind else { return };
+        let Some(payload) = c.poll(at) else {
+            self.reschedule_agent(ai);
+            return;
+        };
+        let (dst, sport, dport) = (c.spec.dst, c.sport, c.spec.dport);
+        self.reschedule_agent(ai);
+        let Some(Some(sh)) = self.hosts.get_mut(h) else { return };
+        let port = sh.port;
+        for d in sh.host.send_udp(dst, sport, dport, &payload) {
+            self.receive_packet(port, Packet::plain(d), at);
+        }
+    }
+
+    fn reschedule_agent(&mut self, ai: usize) {
+        let Some(Some(a)) = self.agents.get_mut(ai) else { return };
+        let AgentKind::Cbr(c) = &a.kind else { return };
+        let at = c.poll_at();
+        if at.is_some() && at != a.scheduled {
+            a.scheduled = at;
+            self.seq += 1;
+            self.timers.push(Reverse(Timer { at: at.unwrap_or_default(), kind: KIND_AGENT, source: ai as u64, seq: self.seq }));
+        }
+    }
+
+    pub fn has_agent(&self, id: &str) -> bool {
+        self.agent_ids.contains_key(id)
+    }
+
+    /// Start or stop a traffic source at `now`. Starting a running source or stopping a
+    /// stopped one is a no-op; a restarted source continues its sequence numbers.
+    pub fn agent_action(&mut self, id: &str, start: bool, now: Instant) -> Result<(), String> {
+        let Some(&ai) = self.agent_ids.get(id) else { return Err(format!("agent: unknown agent \"{id}\"")) };
+        let Some(Some(a)) = self.agents.get_mut(ai) else { return Err(format!("agent: unknown agent \"{id}\"")) };
+        let AgentKind::Cbr(c) = &mut a.kind else { return Err(format!("agent: \"{id}\" is a sink; only sources start and stop")) };
+        if start {
+            c.start(now);
+        } else {
+            c.stop();
+            a.scheduled = None;
+        }
+        self.reschedule_agent(ai);
+        Ok(())
+    }
+
+    /// Stats of one agent.
+    pub fn agent_stats(&self, id: &str) -> Option<AgentStats> {
+        let a = self.agents.get(*self.agent_ids.get(id)?)?.as_ref()?;
+        Some(Self::stats_of(a))
+    }
+
+    fn stats_of(a: &Agent) -> AgentStats {
+        match &a.kind {
+            AgentKind::Cbr(c) => AgentStats::Cbr { running: c.running(), sent_pkts: c.sent_pkts, sent_bytes: c.sent_bytes },
+            AgentKind::Sink(s) => s.stats(),
+        }
+    }
+
+    /// Counters of a simulated host.
+    pub fn host_counters(&self, id: &str) -> Option<HostCounters> {
+        self.hosts.get(*self.host_ids.get(id)?)?.as_ref().map(|h| h.host.counters)
     }
 
     fn switch(&mut self, lan: usize, from: usize, frame: Packet, at: Instant) {
@@ -689,11 +928,17 @@ impl Network {
     /// Counters of everything, or of one link or LAN.
     pub fn stats(&self, target: Option<&str>, now: Instant) -> Result<StatsBody, String> {
         if let Some(t) = target {
-            if !self.has_link(t) && !self.has_lan(t) && !self.has_router(t) {
-                return Err(format!("target: no link, lan or router \"{t}\""));
+            if !self.has_link(t) && !self.has_lan(t) && !self.has_router(t) && !self.host_ids.contains_key(t) && !self.has_agent(t) {
+                return Err(format!("target: no link, lan, router, host or agent \"{t}\""));
             }
         }
-        let mut body = StatsBody { now_ns: now.nanos(), links: BTreeMap::new(), lans: BTreeMap::new(), routers: BTreeMap::new() };
+        let mut body = StatsBody { now_ns: now.nanos(), links: BTreeMap::new(), lans: BTreeMap::new(), routers: BTreeMap::new(), hosts: BTreeMap::new(), agents: BTreeMap::new() };
+        for h in self.hosts.iter().flatten().filter(|h| target.is_none_or(|t| t == h.id)) {
+            body.hosts.insert(h.id.clone(), h.host.counters);
+        }
+        for a in self.agents.iter().flatten().filter(|a| target.is_none_or(|t| t == a.id)) {
+            body.agents.insert(a.id.clone(), Self::stats_of(a));
+        }
         for r in self.routers.iter().flatten().filter(|r| target.is_none_or(|t| t == r.id)) {
             body.routers.insert(r.id.clone(), r.router.counters);
         }

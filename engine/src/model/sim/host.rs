@@ -1,0 +1,222 @@
+//! A simulated IPv4 host: one interface, no forwarding. It answers ARP requests for its
+//! address and ICMP echo requests, resolves its next hop (the destination when it is on the
+//! interface's subnet, else the default gateway) with ARP, and hands UDP datagrams addressed
+//! to it to the network, which delivers them to the sink agent bound to the port.
+//!
+//! Like [`super::router::Router`] it holds no clock and no timer: ARP as in the router (a
+//! queue of [`super::router::ARP_QUEUE`] packets per unresolved next hop, one request per
+//! packet, entries never expire, learning from any ARP whose sender is on the subnet).
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::router::ARP_QUEUE;
+use crate::wire::ethernet::{self, Address, Frame};
+use crate::wire::ipv4::{self, Addr};
+use crate::wire::{arp, icmp};
+
+const ETH_IPV4: u16 = 0x0800;
+pub const PROTO_UDP: u8 = 17;
+pub const UDP_HEADER_LEN: usize = 8;
+const TTL: u8 = 64;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    pub mac: Address,
+    pub ip: Addr,
+    pub prefix: u8,
+    pub gateway: Option<Addr>,
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct HostCounters {
+    pub udp_sent: u64,
+    pub udp_received: u64,
+    pub icmp_sent: u64,
+    pub arp_replies: u64,
+    pub dropped_no_route: u64,
+    pub dropped_other: u64,
+    pub arp_queue_drops: u64,
+}
+
+/// A UDP datagram addressed to the host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datagram {
+    pub src: Addr,
+    pub sport: u16,
+    pub dport: u16,
+    pub payload: Vec<u8>,
+}
+
+#[derive(Debug)]
+pub struct Host {
+    pub cfg: HostConfig,
+    neighbours: BTreeMap<Addr, Address>,
+    pending: BTreeMap<Addr, Vec<Vec<u8>>>,
+    ident: u16,
+    pub counters: HostCounters,
+}
+
+/// Check a host configuration; the error names the field.
+pub fn validate(c: &HostConfig) -> Result<(), String> {
+    if c.mac.is_multicast() || c.mac.0 == [0; 6] {
+        return Err("mac: must be a unicast, non-zero MAC".into());
+    }
+    if ipv4::is_special(c.ip) || c.prefix == 0 {
+        return Err("ip: must be a unicast address with a prefix of 1..=32".into());
+    }
+    if let Some(g) = c.gateway {
+        if !ipv4::in_subnet(g, c.ip, c.prefix) || g == c.ip || ipv4::is_special(g) {
+            return Err("gateway: must be another unicast address on the host's subnet".into());
+        }
+    }
+    Ok(())
+}
+
+/// The UDP checksum of a datagram (header with a zero checksum field + payload).
+fn udp_checksum(src: Addr, dst: Addr, udp: &[u8]) -> u16 {
+    let mut pseudo = Vec::with_capacity(12 + udp.len());
+    pseudo.extend_from_slice(&src);
+    pseudo.extend_from_slice(&dst);
+    pseudo.extend_from_slice(&[0, PROTO_UDP]);
+    pseudo.extend_from_slice(&(udp.len() as u16).to_be_bytes());
+    pseudo.extend_from_slice(udp);
+    match ipv4::checksum(&pseudo) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+impl Host {
+    pub fn new(cfg: HostConfig) -> Self {
+        Host { cfg, neighbours: BTreeMap::new(), pending: BTreeMap::new(), ident: 0, counters: HostCounters::default() }
+    }
+
+    /// A frame arrived; returns the frames to send and a UDP datagram for the host, if any.
+    pub fn receive(&mut self, frame: &[u8]) -> (Vec<Vec<u8>>, Option<Datagram>) {
+        let mut out = Vec::new();
+        let Ok(eth) = Frame::new_checked(frame) else {
+            self.counters.dropped_other += 1;
+            return (out, None);
+        };
+        if eth.dst() != self.cfg.mac && eth.dst() != Address::BROADCAST {
+            self.counters.dropped_other += 1;
+            return (out, None);
+        }
+        let mut dgram = None;
+        match eth.ethertype() {
+            arp::ETHERTYPE => self.receive_arp(eth.payload(), &mut out),
+            ETH_IPV4 if eth.dst() == self.cfg.mac => dgram = self.receive_ipv4(eth.payload(), &mut out),
+            _ => self.counters.dropped_other += 1,
+        }
+        (out, dgram)
+    }
+
+    fn receive_arp(&mut self, payload: &[u8], out: &mut Vec<Vec<u8>>) {
+        let me = self.cfg.clone();
+        let Ok(a) = arp::Packet::new_checked(payload) else {
+            self.counters.dropped_other += 1;
+            return;
+        };
+        let (smac, sip, op) = (a.sender_mac(), a.sender_ip(), a.operation());
+        if op != arp::OP_REQUEST && op != arp::OP_REPLY {
+            self.counters.dropped_other += 1;
+            return;
+        }
+        let valid_sender = !smac.is_multicast() && sip != me.ip && ipv4::in_subnet(sip, me.ip, me.prefix) && !ipv4::is_special(sip);
+        if valid_sender {
+            self.neighbours.insert(sip, smac);
+            for pkt in self.pending.remove(&sip).unwrap_or_default() {
+                out.push(ethernet::build(smac, me.mac, ETH_IPV4, &pkt));
+            }
+        }
+        if op == arp::OP_REQUEST && a.target_ip() == me.ip && !smac.is_multicast() {
+            let reply = arp::build(arp::OP_REPLY, me.mac, me.ip, smac, sip);
+            out.push(ethernet::build(smac, me.mac, arp::ETHERTYPE, &reply));
+            self.counters.arp_replies += 1;
+        } else if !valid_sender {
+            self.counters.dropped_other += 1;
+        }
+    }
+
+    fn receive_ipv4(&mut self, payload: &[u8], out: &mut Vec<Vec<u8>>) -> Option<Datagram> {
+        let Ok(ip) = ipv4::Packet::new_checked(payload) else {
+            self.counters.dropped_other += 1;
+            return None;
+        };
+        if !ip.verify_checksum() || ip.dst() != self.cfg.ip || ip.frag_offset() != 0 || ip.more_frags() {
+            self.counters.dropped_other += 1;
+            return None;
+        }
+        match ip.protocol() {
+            ipv4::PROTO_ICMP => match icmp::echo_reply(ip.payload()) {
+                Some(msg) => {
+                    self.counters.icmp_sent += 1;
+                    self.send_ip(ip.src(), ipv4::PROTO_ICMP, &msg, out);
+                }
+                None => self.counters.dropped_other += 1,
+            },
+            PROTO_UDP => {
+                let u = ip.payload();
+                let len = u.get(4..6).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])));
+                let Some(len) = len.filter(|l| *l >= UDP_HEADER_LEN && *l <= u.len()) else {
+                    self.counters.dropped_other += 1;
+                    return None;
+                };
+                self.counters.udp_received += 1;
+                return Some(Datagram {
+                    src: ip.src(),
+                    sport: u16::from_be_bytes([u[0], u[1]]),
+                    dport: u16::from_be_bytes([u[2], u[3]]),
+                    payload: u[UDP_HEADER_LEN..len].to_vec(),
+                });
+            }
+            _ => self.counters.dropped_other += 1,
+        }
+        None
+    }
+
+    /// Send a UDP datagram; returns the frames to transmit (the datagram itself, or an ARP
+    /// request while the next hop is unresolved).
+    pub fn send_udp(&mut self, dst: Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<Vec<u8>> {
+        let mut udp = Vec::with_capacity(UDP_HEADER_LEN + payload.len());
+        udp.extend_from_slice(&sport.to_be_bytes());
+        udp.extend_from_slice(&dport.to_be_bytes());
+        udp.extend_from_slice(&((UDP_HEADER_LEN + payload.len()).min(0xffff) as u16).to_be_bytes());
+        udp.extend_from_slice(&[0, 0]);
+        udp.extend_from_slice(payload);
+        let c = udp_checksum(self.cfg.ip, dst, &udp);
+        udp[6..8].copy_from_slice(&c.to_be_bytes());
+        let mut out = Vec::new();
+        if self.send_ip(dst, PROTO_UDP, &udp, &mut out) {
+            self.counters.udp_sent += 1;
+        }
+        out
+    }
+
+    fn send_ip(&mut self, dst: Addr, proto: u8, msg: &[u8], out: &mut Vec<Vec<u8>>) -> bool {
+        let c = &self.cfg;
+        let hop = if ipv4::in_subnet(dst, c.ip, c.prefix) { Some(dst) } else { c.gateway };
+        let Some(hop) = hop.filter(|h| *h != c.ip && !ipv4::is_special(dst)) else {
+            self.counters.dropped_no_route += 1;
+            return false;
+        };
+        self.ident = self.ident.wrapping_add(1);
+        let mut pkt = ipv4::header(c.ip, dst, proto, TTL, self.ident, msg.len()).to_vec();
+        pkt.extend_from_slice(msg);
+        if let Some(mac) = self.neighbours.get(&hop) {
+            out.push(ethernet::build(*mac, c.mac, ETH_IPV4, &pkt));
+            return true;
+        }
+        let (mac, ip) = (c.mac, c.ip);
+        let q = self.pending.entry(hop).or_default();
+        if q.len() < ARP_QUEUE {
+            q.push(pkt);
+        } else {
+            self.counters.arp_queue_drops += 1;
+        }
+        let req = arp::build(arp::OP_REQUEST, mac, ip, Address([0; 6]), hop);
+        out.push(ethernet::build(Address::BROADCAST, mac, arp::ETHERTYPE, &req));
+        true
+    }
+}
