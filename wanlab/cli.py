@@ -49,6 +49,12 @@ def cmd_run(lab, a) -> int:
     exp = _load(a.file)
     if a.name:
         exp = exp.with_name(a.name)
+    if a.simulate:
+        return _print_simulation(lab.simulate(exp, out=a.out, seed=a.seed,
+                                              duration_s=a.duration))
+    if a.seed is not None or a.duration is not None or a.out:
+        raise WanlabError("--seed, --duration and --out go with --simulate (an emulation "
+                          "takes its seed from the spec and runs to its last event)")
     s = lab.run(exp, source_path=os.path.abspath(a.file), terminate=a.terminate)
     for e in s["events"]:
         print(_event_line(e))
@@ -57,6 +63,60 @@ def cmd_run(lab, a) -> int:
     if s.get("plot"):
         print(f"plot: {s['plot']}")
     print(f"results: {s['folder']}" + (" (removed: --terminate)" if a.terminate else ""))
+    return 0
+
+
+def _print_simulation(s: dict) -> int:
+    for w in s.get("warnings", []):
+        print(f"wanlab: warning: {w}", file=sys.stderr)
+    for e in s["events"]:
+        print(_event_line(e))
+    for f in s["flows"]:
+        print(_flow_line(f))
+    print(f"{'link':12} {'dir':3} {'out pkts':>10} {'out bytes':>12} {'q drops':>8} "
+          f"{'loss drops':>10} {'down drops':>10}")
+    for name, l in s["links"].items():
+        for d in ("ab", "ba"):
+            c = l[d]
+            print(f"{name:12} {d:3} {c['out_pkts']:10} {c['out_bytes']:12} {c['drop_queue']:8} "
+                  f"{c['drop_loss']:10} {c['drop_down']:10}")
+    e = s["engine"]
+    print(f"simulated {s['until_s']:g} s in {e['wall_s']:.3f} s of wall time "
+          f"({e['speedup']}x real time; {e['events']} engine events, {e['events_per_s']}/s; "
+          f"seed {s['seed']})")
+    for p in s.get("plots", []):
+        print(f"plot: {p}")
+    print(f"results: {s['folder']}")
+    return 0
+
+
+def cmd_compare(lab, a) -> int:
+    exp = _load(a.file)
+    r = lab.compare(exp, out=a.out, source_path=os.path.abspath(a.file))
+    print(f"{'flow':16} {'kind':6} {'emulated':>16} {'simulated':>16} {'ratio':>7}  details")
+    for row in r["flows"]:
+        e, s = row["emulated"], row["simulated"]
+        extra = []
+        for k in ("retransmits", "rtt_ms", "loss_ratio", "owd_ms"):
+            if k in e or k in s:
+                extra.append(f"{k} {e.get(k)} / {s.get(k)}")
+        fmt = lambda x: f"{x['mbps']:.3f} Mbit/s" if x.get("mbps") is not None else "-"  # noqa
+        print(f"{row['flow']:16} {row['kind']:6} {fmt(e):>16} {fmt(s):>16} "
+              f"{row.get('throughput_ratio', '-'):>7}  " + "; ".join(extra))
+    for name, l in r["links"].items():
+        parts = []
+        for which in ("emulated", "simulated"):
+            if which in l:
+                d = l[which]
+                parts.append(f"{which} out {d['ab']['out_pkts']}/{d['ba']['out_pkts']} pkts, "
+                             f"drops {d['ab']['drop_queue'] + d['ab']['drop_loss']}/"
+                             f"{d['ba']['drop_queue'] + d['ba']['drop_loss']}")
+        print(f"link {name}: " + "; ".join(parts))
+    sp = r["simulation_speed"]
+    print(f"simulation: {sp['wall_s']} s wall, {sp['speedup']}x real time")
+    for p in r["plots"]:
+        print(f"plot: {p}")
+    print(f"results: {r['folder']}")
     return 0
 
 
@@ -212,7 +272,11 @@ def _flow_line(f: dict) -> str:
     r = f["result"]
     dur = (f["stopped_s"] or f["started_s"]) - f["started_s"]
     rate = r.get("bytes", 0) * 8 / dur if dur > 0 else 0
-    extra = f", lost {r.get('lost', 0)}" if f["kind"] == "cbr" else ""
+    extra = f", lost {r.get('lost', 0)}" if "lost" in r else ""
+    if r.get("retransmits") is not None:
+        extra += f", {r['retransmits']} retransmits"
+    if r.get("simulated"):
+        extra += " [simulated]"
     return (f"{f['agent']:12} {f['kind']:4} t={f['started_s']:.3f}..{f['stopped_s'] or 0:.3f} s"
             f"  {r.get('bytes', 0)} bytes ({rate / 1e6:.3f} Mbit/s){extra}")
 
@@ -266,6 +330,18 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("file")
     sp.add_argument("--name")
     sp.add_argument("--terminate", action="store_true", help="forget it afterwards")
+    sp.add_argument("--simulate", action="store_true", help="run it as a pure simulation in "
+                    "virtual time instead (every node simulated in the engine; programs "
+                    "skipped); results in --out (default <home>/sims/<name>)")
+    sp.add_argument("--seed", type=int, help="with --simulate: the random seed (default: the "
+                    "spec's)")
+    sp.add_argument("--duration", type=float, help="with --simulate: seconds to simulate "
+                    "(default: up to the last event)")
+    sp.add_argument("--out", help="with --simulate: results folder")
+    sp = add("compare", cmd_compare, "run a spec emulated and simulated; print and plot the "
+             "two side by side (throughput, RTT, loss, cwnd)")
+    sp.add_argument("file")
+    sp.add_argument("--out", help="results folder (default <home>/compare/<name>)")
     for name, fn, h in (("swapin", cmd_swapin, "swap a stored experiment in"),
                         ("swapout", cmd_swapout, "swap an experiment out (soft state gone)"),
                         ("terminate", cmd_terminate, "swap out and forget an experiment")):

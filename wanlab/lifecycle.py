@@ -195,7 +195,8 @@ class Lab:
                 "lans": [{"name": l.name, "members": [m.node for m in l.members],
                           "bandwidth_bps": l.bandwidth_bps, "delay_s": l.delay_s,
                           "loss": l.loss} for l in row.ir.lans],
-                "stats": {k: v for k, v in links.items() if k in ("links", "lans")},
+                "stats": {k: v for k, v in links.items() if k in ("links", "lans", "routers", "hosts",
+                                                                "agents", "realtime")},
                 "history": [{"at": t, "from": a, "to": b, "reason": r}
                             for t, a, b, r in self.store.transitions(row.id)]}
 
@@ -240,6 +241,12 @@ class Lab:
                 break
             _time.sleep(0.1)
         summary: dict[str, Any] = {"name": row.name, "events": self.store.event_log(row.id)}
+        try:
+            with self.engine(row.name) as c:
+                stats = c.call("stats")
+            summary["links"], summary["lans"] = stats.get("links", {}), stats.get("lans", {})
+        except WanlabError as e:          # the engine stopped with the timeline (ns halt)
+            self.say(f"no final link statistics: {e}")
         self.swapout(row.name)             # stops agents: their flows are recorded
         summary["flows"] = self.store.flows(row.id)
         if summary["flows"]:
@@ -253,6 +260,24 @@ class Lab:
         if terminate:
             self.terminate(row.name)
         return summary
+
+    def simulate(self, exp: Experiment, out: str | None = None, seed: int | None = None,
+                 duration_s: float | None = None) -> dict[str, Any]:
+        """Run ``exp`` as a pure simulation in virtual time (no namespaces, no engine
+        process left behind); results in ``out`` (default <home>/sims/<name>)."""
+        from wanlab.sim.runner import simulate
+        validate(exp)
+        out = out or os.path.join(self.store.home, "sims", exp.name)
+        self.say(f"simulating {exp.name} in virtual time")
+        return simulate(exp, out, seed=seed, duration_s=duration_s)
+
+    def compare(self, exp: Experiment, out: str | None = None,
+                source_path: str | None = None) -> dict[str, Any]:
+        """Run ``exp`` emulated and simulated; results and side-by-side plots in ``out``."""
+        from wanlab.sim.compare import compare
+        validate(exp)
+        out = out or os.path.join(self.store.home, "compare", exp.name)
+        return compare(self, exp, out, source_path)
 
     def event_log(self, name: str) -> list[dict[str, Any]]:
         """The event log of the experiment's latest run (t = 0 at its last swap-in)."""

@@ -15,7 +15,7 @@ The plan is a pure function of the IR and the short id.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wanlab.errors import SpecError
@@ -75,10 +75,16 @@ def engine_params(p: LinkParams) -> dict[str, Any]:
             "queue": queue}
 
 
-def make_plan(exp: Experiment, short: str) -> Plan:
+def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
+    """The plan of ``exp``; with ``simulate_all`` every node is simulated in the engine
+    (pure simulation: no namespaces, dynamic routing replaced by static routes)."""
     warnings: list[str] = []
-    nodes = {n.name: NodePlan(n.name, netns_name(short, n.name), simulated=n.kind ==
-                              "simulated") for n in exp.nodes}
+    nodes = {n.name: NodePlan(n.name, netns_name(short, n.name), simulated=simulate_all or
+                              n.kind == "simulated") for n in exp.nodes}
+    if simulate_all and exp.rtproto != "static":
+        warnings.append(f"routing {exp.rtproto!r} is simulated with static shortest-path "
+                        f"routes (no routing daemons run in simulation)")
+        exp = replace(exp, rtproto="static")
     if any(np_.simulated for np_ in nodes.values()) and exp.rtproto != "static":
         raise SpecError(f"simulated nodes (make-simulated) are routers inside the engine with "
                         f"static routes; routing {exp.rtproto!r} needs every node emulated")
@@ -154,13 +160,11 @@ def make_plan(exp: Experiment, short: str) -> Plan:
     # engine topology
     ports = [{"port": i.port, "tap": i.ifname, "netns": f"/run/netns/{nodes[i.node].netns}"}
              for ifs in ports_of.values() for i in ifs if not nodes[i.node].simulated]
-    # simulated nodes are the engine's own routers: their interfaces are ports without TAPs
-    routers = [{"router": np_.name,
-                "interfaces": [{"port": i.port, "mac": i.mac, "ip": f"{i.ip}/{i.prefixlen}"}
-                               for i in np_.interfaces],
-                "routes": [{"dst": "0.0.0.0/0" if r.dst == "default" else r.dst, "via": r.via}
-                           for r in np_.routes]}
-               for np_ in nodes.values() if np_.simulated]
+    # simulated nodes are the engine's own hosts and routers (ports without TAPs), and
+    # applications between simulated nodes its traffic agents
+    from wanlab.sim.flows import engine_agents, sim_flows
+    from wanlab.sim.nodes import engine_nodes
+    routers, sim_hosts = engine_nodes([np_ for np_ in nodes.values() if np_.simulated])
     links = []
     for l in exp.links:
         a, b = ports_of[l.name]
@@ -175,8 +179,14 @@ def make_plan(exp: Experiment, short: str) -> Plan:
     engine = {"ports": ports, "links": links, "lans": lans}
     if routers:
         engine["routers"] = routers
-    return Plan(short=short, nodes=nodes, subnets={k: v[0] for k, v in addrs.items()},
+    plan = Plan(short=short, nodes=nodes, subnets={k: v[0] for k, v in addrs.items()},
                 hosts=hosts, engine=engine, warnings=warnings)
+    if sim_hosts:
+        engine["hosts"] = sim_hosts
+        flows = sim_flows(exp, plan, {n for n, np_ in nodes.items() if np_.simulated})
+        if flows:
+            engine["agents"] = engine_agents(flows)
+    return plan
 
 
 def _manual_route(node: str, dst: str, via: str, nodes: dict[str, NodePlan],

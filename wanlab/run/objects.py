@@ -15,7 +15,6 @@ and take effect without reordering.
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import subprocess
@@ -26,26 +25,14 @@ from typing import Any, Callable
 
 from wanlab.plan.plan import engine_params, make_plan
 from wanlab.realize import engine, netns, procs, swap
+from wanlab.run.link_events import requests_for
 from wanlab.run.programs import ProgramRunner
+from wanlab.run.sim_traffic import SimTrafficAgent
 from wanlab.run.traffic import TrafficAgent
-from wanlab.spec.units import parse_bandwidth, parse_delay, parse_loss
+from wanlab.sim.flows import sim_flows
 from wanlab.store.db import ExperimentRow, Store
 
 Outcome = tuple[str, str]          # ("ok" | "failed" | "timeout" | "error", detail)
-
-QUEUE_PARAMS = {"limit_": ("limit", int), "thresh_": ("thresh", float),
-                "maxthresh_": ("maxthresh", float), "q_weight_": ("q_weight", float),
-                "linterm_": ("linterm", float), "mean_pktsize_": ("mean_pktsize", int),
-                "queue-in-bytes_": ("in_bytes", "bool"), "gentle_": ("gentle", "bool")}
-
-
-def _bool(v: str) -> bool:
-    if v.lower() in ("1", "true", "yes", "on"):
-        return True
-    if v.lower() in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"{v!r} is not a boolean")
-
 
 class Runtime:
     """Everything the scheduler of one running experiment knows and can touch."""
@@ -60,9 +47,14 @@ class Runtime:
         self.halted = False
         self.on_halt: Callable[[], None] = lambda: None
         self.programs = {p.name: ProgramRunner(self, p) for p in row.ir.programs}
-        self.agents: dict[str, TrafficAgent] = {}
+        self.agents: dict[str, TrafficAgent | SimTrafficAgent] = {}
+        sim = {n for n, np_ in self.plan.nodes.items() if np_.simulated}
+        for f in sim_flows(row.ir, self.plan, sim) if sim else []:
+            self.agents[f.app] = SimTrafficAgent(self, f)
         apps = [a for a in row.ir.agents if a.kind.startswith("Application/")]
         for i, a in enumerate(apps):
+            if a.name in self.agents:
+                continue
             if a.kind.endswith("CBR") or a.kind.endswith("FTP"):
                 try:
                     self.agents[a.name] = TrafficAgent(self, a, i)
@@ -131,19 +123,6 @@ class Runtime:
             return "error", f"{target} {action}: {e}"
 
     # links and LANs
-    def _directions(self, target: str) -> list[tuple[str, str]]:
-        return [k for k in self.params if k[0] == target]
-
-    def _push(self, target: str, keys: list[tuple[str, str]]) -> None:
-        with engine.Client(self.sock) as c:
-            for key in keys:
-                _, d = key
-                if "/" in d:
-                    port, dirn = d.split("/")
-                    c.call("set", target=target, member=port, dir=dirn, params=self.params[key])
-                else:
-                    c.call("set", target=target, dir=d, params=self.params[key])
-
     def _link(self, target: str, action: str, args: list[str]) -> Outcome:
         return self._shaped(target, action, args, lan=False)
 
@@ -151,71 +130,14 @@ class Runtime:
         return self._shaped(target, action, args, lan=True)
 
     def _shaped(self, target: str, action: str, args: list[str], lan: bool) -> Outcome:
-        keys = self._directions(target)
-        if action in ("up", "down"):
-            with engine.Client(self.sock) as c:
-                c.call(action, target=target)
-            return "ok", f"{target} is {action}"
-        if action in ("bandwidth", "delay", "plr"):
-            if len(args) != 1:
-                raise ValueError(f"{action} needs one value")
-            if action == "bandwidth":
-                bps = parse_bandwidth(args[0])
-                for k in keys:
-                    self.params[k]["bandwidth_bps"] = bps
-            elif action == "delay":
-                d = parse_delay(args[0]) / (2 if lan else 1)
-                for k in keys:
-                    self.params[k]["delay_us"] = round(d * 1e6, 3)
-            else:
-                p = parse_loss(args[0])
-                if lan:
-                    p = 1 - math.sqrt(1 - p)
-                for k in keys:
-                    self.params[k]["loss"] = {"kind": "bernoulli", "p": p} if p > 0 \
-                        else {"kind": "none"}
-            self._push(target, keys)
-            return "ok", f"{target} {action} {args[0]}"
-        if action == "set":
-            if len(args) != 2 or args[0] not in QUEUE_PARAMS:
-                raise ValueError(f"set needs a queue parameter ({', '.join(QUEUE_PARAMS)}) "
-                                 f"and a value")
-            field, conv = QUEUE_PARAMS[args[0]]
-            value = _bool(args[1]) if conv == "bool" else conv(float(args[1]))
-            for k in keys:
-                q = dict(self.params[k]["queue"])
-                q[field] = value
-                if field in ("thresh", "maxthresh", "q_weight", "linterm") and q["kind"] != "red":
-                    raise ValueError(f"{args[0]} applies to RED queues; {target} is DropTail")
-                self.params[k]["queue"] = q
-            self._push(target, keys)
-            return "ok", f"{target} {args[0]} = {args[1]}"
-        if action == "trace":
-            op = args[0] if args else "start"
-            d = os.path.join(self.folder, "traces")
-            os.makedirs(d, exist_ok=True)
-            with engine.Client(self.sock) as c:
-                for k in keys:
-                    sel: dict[str, Any] = {"target": target}
-                    name = k[1]
-                    if "/" in k[1]:
-                        port, dirn = k[1].split("/")
-                        sel.update(member=port, dir=dirn)
-                        name = f"{port.replace(':', '-')}-{dirn}"
-                    else:
-                        sel["dir"] = k[1]
-                    if op == "start":
-                        c.call("capture_start", path=os.path.join(d, f"{target}-{name}.pcap"),
-                               **sel)
-                    elif op == "stop":
-                        c.call("capture_stop", **sel)
-                    elif op == "snapshot":
-                        c.call("capture_snapshot", **sel)
-                    else:
-                        raise ValueError("trace takes start, stop or snapshot")
-            return "ok", f"trace {op}: {d}"
-        raise ValueError("unknown event; links take up, down, bandwidth, delay, plr, set, "
-                         "trace")
+        trace_dir = os.path.join(self.folder, "traces")
+        reqs, detail = requests_for(self.params, target, action, args, lan, trace_dir)
+        if any(r["cmd"] == "capture_start" for r in reqs):
+            os.makedirs(trace_dir, exist_ok=True)
+        with engine.Client(self.sock) as c:
+            for r in reqs:
+                c.call(r.pop("cmd"), **r)
+        return "ok", detail
 
     # programs and agents
     def _program(self, target: str, action: str, args: list[str]) -> Outcome:

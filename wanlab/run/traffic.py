@@ -8,7 +8,11 @@
   overrides ``rate_``. The defaults are ns-2's: 210 bytes and 448 kbit/s.
 * ``Application/FTP`` on an ``Agent/TCP`` (any variant), connected to an
   ``Agent/TCPSink``. iperf3 runs as a bulk transfer: a one-shot server on the
-  sink's node and a client on the source's.
+  sink's node and a client on the source's. ``/Reno`` and ``/Newreno`` use
+  Linux ``reno`` (which recovers as NewReno), ``/Linux`` its ``select_ca``;
+  ``packetSize_`` sets the MSS and ``window_`` the socket buffers
+  (window_ × packetSize_ bytes). The result keeps Linux's cwnd and RTT every
+  0.1 s from the sender's report.
 
 Receivers (and CBR senders, paused until a signal) are started ahead of time,
 at t = 0 and after each flow, so a ``start`` event begins the flow at once.
@@ -105,6 +109,25 @@ class TrafficAgent:
         bps = parse_bandwidth(self.params["rate_"])
         return ["--size", str(size), "--bitrate", str(bps), "--bitrate-counts", "payload"]
 
+    def _tcp_args(self) -> list[str]:
+        """Linux congestion control and MSS from the ns-2 TCP agent: /Reno and /Newreno
+        run Linux "reno" (NewReno recovery), /Linux its select_ca; plain Agent/TCP keeps
+        the host's default. packetSize_, when set, becomes the MSS."""
+        kind, tp = self.transport.kind, dict(self.transport.params)
+        cc = {"Agent/TCP/Reno": "reno", "Agent/TCP/Newreno": "reno",
+              "Agent/TCP/NewReno": "reno"}.get(kind)
+        if kind == "Agent/TCP/Linux":
+            cc = {"reno": "reno", "newreno": "reno"}.get(tp.get("select_ca", "cubic").lower(),
+                                                          tp.get("select_ca", "cubic").lower())
+        args = ["-C", cc] if cc else []
+        if "packetSize_" in tp:
+            args += ["-M", str(int(float(tp["packetSize_"])))]
+        if "window_" in tp:
+            # ns-2's window_ (packets) as the socket buffers: Linux then caps its window
+            size = int(float(tp.get("packetSize_", 1000)))
+            args += ["-w", str(int(float(tp["window_"])) * size)]
+        return args
+
     # -- events -------------------------------------------------------------------
     def running(self) -> bool:
         return self.sender is not None and self.sender.poll() is None and self.sending
@@ -152,7 +175,7 @@ class TrafficAgent:
             else:
                 self.sender = self._spawn(self.transport.node or "", [
                     "iperf3", "-c", self._dst_ip(), "-p", str(self.port), "-t", "86400", "-J",
-                    "-i", "0.1"], self.base + ".send.json")
+                    "-i", "0.1", *self._tcp_args()], self.base + ".send.json")
             self.sending = True
             self.started_s = self.rt.now()
             return "ok", (f"flow {self.flows} started ({self.kind} {self.transport.node} -> "
@@ -274,8 +297,21 @@ class TrafficAgent:
         received = sink.get("end", {}).get("sum_received", {}).get("bytes")
         if not received:
             received = int(sum(bps * 0.1 / 8 for _, bps in recv_intervals))
+        # the sender's report has Linux's congestion window and RTT every 0.1 s
+        mss = send.get("start", {}).get("tcp_mss_default") or 1448
+        cwnd, rtt = [], []
+        for iv in send.get("intervals", []):
+            st = (iv.get("streams") or [{}])[0]
+            if "snd_cwnd" in st:
+                cwnd.append([round(st["end"], 6), st["snd_cwnd"] / mss])
+            if st.get("rtt"):
+                rtt.append([round(st["end"], 6), st["rtt"]])
+        sender_end = (send.get("end", {}).get("streams") or [{}])[0].get("sender", {})
         return {"kind": "ftp", "bytes": received,
                 "sent_bytes": send.get("end", {}).get("sum_sent", {}).get("bytes"),
+                "retransmits": send.get("end", {}).get("sum_sent", {}).get("retransmits"),
+                "srtt_us": sender_end.get("mean_rtt"), "cc": send.get("end", {}).get(
+                    "sender_tcp_congestion"), "mss": mss, "cwnd": cwnd, "rtt_us": rtt,
                 "throughput_bps": [[round(t, 6), bps] for t, bps in recv_intervals],
                 "error": sink.get("error") or None}
 

@@ -238,7 +238,8 @@ proc new {class args} {
             ::wl::set_attr $h kind $class
             if {![string match Agent/UDP* $class] && ![string match Agent/TCP* $class]
                     && $class ni {Agent/Null Agent/LossMonitor Application/FTP Application/Telnet
-                        Application/Traffic/CBR}} {
+                        Application/Traffic/CBR Application/Traffic/Exponential
+                        Application/Traffic/Pareto Application/Traffic/Poisson}} {
                 ::wl::warn "new $class: recorded as an agent of kind $class; wanlab may not generate its traffic"
             }
             return $h
@@ -636,6 +637,10 @@ namespace eval ::wl::m::Agent {
     proc attach-agent {self agent} {
         ::wl::need $agent Agent "attach-agent"
         ::wl::set_attr $self attached $agent
+        return ""
+    }
+    proc select_ca {self ca} {
+        ::wl::set_attr $self param,select_ca $ca
         return ""
     }
     proc attach-app {self kind} {

@@ -1,0 +1,139 @@
+"""Real-time scale of simulation: how large a simulated network can run beside a live
+TCP flow without disturbing it (Netbed §7.2: nse kept a live 2 Mbit/s TCP flow at full
+rate beside 150 simulated links / 300 nodes on an 850 MHz PC).
+
+Topology: two emulated nodes ``a`` and ``b`` joined through a simulated router ``r``
+(a —100 Mbit/s 1 ms— r —BW 10 ms— b), and N simulated hosts in N/2 pairs, each pair on
+its own simulated link (2 Mbit/s, 50 ms), each sending CBR of RATE bit/s of 1000-byte
+payloads. The live flow is iperf3 a → b for DURATION s (Linux TCP, cubic) and ping a → b.
+
+For every N the run is compared with N = 0 in the same invocation: the goal is
+throughput and RTT within 2 % with N ≥ 10 000 simulated nodes. The engine's
+``realtime`` counters tell whether the simulator fell behind.
+
+    python3 bench/sim_scale.py [--nodes 0,1000,5000,10000,20000] [--rate 64000]
+
+Results: bench/results/sim-scale-latest.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from wanlab.lifecycle import Lab  # noqa: E402
+from wanlab.spec import ns  # noqa: E402
+
+
+def script(n_nodes: int, rate: int, bw: str) -> str:
+    lines = ["set ns [new Simulator]", "source tb_compat.tcl",
+             "set a [$ns node]", "set b [$ns node]",
+             "$ns make-simulated {", "  set r [$ns node]"]
+    for i in range(n_nodes // 2):
+        lines += [f"  set s{i} [$ns node]", f"  set d{i} [$ns node]",
+                  f"  $ns duplex-link $s{i} $d{i} 2Mb 50ms DropTail",
+                  f"  set u{i} [new Agent/UDP]", f"  $ns attach-agent $s{i} $u{i}",
+                  f"  set n{i} [new Agent/Null]", f"  $ns attach-agent $d{i} $n{i}",
+                  f"  $ns connect $u{i} $n{i}",
+                  f"  set c{i} [new Application/Traffic/CBR]",
+                  f"  $c{i} set packetSize_ 1000", f"  $c{i} set rate_ {rate}",
+                  f"  $c{i} attach-agent $u{i}"]
+    lines += ["}", "$ns duplex-link $a $r 100Mb 1ms DropTail",
+              f"$ns duplex-link $r $b {bw} 10ms DropTail", "$ns run"]
+    return "\n".join(lines) + "\n"
+
+
+def run_one(lab: Lab, n: int, rate: int, bw: str, duration: int) -> dict:
+    name = f"scale{n}"
+    with tempfile.NamedTemporaryFile("w", suffix=".tcl", delete=False) as f:
+        f.write(script(n, rate, bw))
+        path = f.name
+    t0 = time.monotonic()
+    exp = ns.parse(path).with_name(name)
+    lab.create(exp)
+    swap_s = time.monotonic() - t0
+    try:
+        with lab.engine(name) as c:
+            for i in range(n // 2):
+                c.call("agent", agent=f"c{i}", action="start")
+            time.sleep(1.0)
+            before = c.call("stats")
+            ping = lab.exec(name, "a", ["ping", "-n", "-q", "-c", "50", "-i", "0.02", "b"],
+                            capture_output=True, text=True).stdout
+            lab.exec(name, "b", ["iperf3", "-s", "-1", "-D"], capture_output=True)
+            time.sleep(0.3)
+            out = lab.exec(name, "a", ["iperf3", "-c", "b", "-t", str(duration), "-J", "-C",
+                                       "cubic"], capture_output=True, text=True).stdout
+            after = c.call("stats")
+    finally:
+        lab.terminate(name)
+        os.unlink(path)
+    rep = json.loads(out)
+    bps = rep["end"]["sum_received"]["bits_per_second"]
+    m = re.search(r"= [\d.]+/([\d.]+)/", ping)
+    rtt = float(m.group(1)) if m else None
+    dt = (after["now_ns"] - before["now_ns"]) / 1e9
+    sim_pkts = sum(a.get("pkts", 0) for k, a in after["agents"].items() if k.endswith(".sink")) \
+        - sum(a.get("pkts", 0) for k, a in before["agents"].items() if k.endswith(".sink"))
+    return {"nodes": n, "links": n // 2 + 2, "swapin_s": round(swap_s, 2), "tcp_bps": bps,
+            "rtt_ms": rtt, "sim_pps": round(sim_pkts / dt) if dt > 0 else None,
+            "realtime": after.get("realtime")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", default="0,1000,5000,10000,20000")
+    ap.add_argument("--rate", type=int, default=64000, help="CBR bit/s per simulated pair")
+    ap.add_argument("--bw", default="20Mb", help="live flow's bottleneck (r — b)")
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--repeats", type=int, default=1)
+    a = ap.parse_args()
+    lab = Lab(progress=True)
+    rows = []
+    for n in [int(x) for x in a.nodes.split(",")]:
+        runs = [run_one(lab, n, a.rate, a.bw, a.duration) for _ in range(a.repeats)]
+        r = dict(runs[0])
+        r["tcp_bps"] = statistics.median(x["tcp_bps"] for x in runs)
+        rtts = [x["rtt_ms"] for x in runs if x["rtt_ms"] is not None]
+        r["rtt_ms"] = statistics.median(rtts) if rtts else None
+        rows.append(r)
+        print(json.dumps(r), flush=True)
+    base = rows[0]
+    lines = [f"# Real-time scale of simulation ({datetime.date.today()})", "",
+             f"`python3 bench/sim_scale.py --nodes {a.nodes} --rate {a.rate} --bw {a.bw} "
+             f"--duration {a.duration} --repeats {a.repeats}`", "",
+             f"Live iperf3 (cubic) a → b through a simulated router and a {a.bw}, 10 ms "
+             f"simulated link, beside N simulated hosts in pairs sending {a.rate} bit/s CBR "
+             f"each. Baseline: the first row.", "",
+             "| simulated nodes | links | sim packets/s | swap-in | TCP Mbit/s | ratio | RTT ms "
+             "| ratio | late events (max µs) | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        tr = r["tcp_bps"] / base["tcp_bps"] if base["tcp_bps"] else None
+        rr = r["rtt_ms"] / base["rtt_ms"] if base["rtt_ms"] and r["rtt_ms"] else None
+        ok = tr is not None and rr is not None and abs(tr - 1) <= 0.02 and abs(rr - 1) <= 0.02
+        rt = r.get("realtime") or {}
+        lines.append(f"| {r['nodes']} | {r['links']} | {r['sim_pps']} | {r['swapin_s']} s | "
+                     f"{r['tcp_bps'] / 1e6:.2f} | {tr:.4f} | {r['rtt_ms']} | "
+                     f"{rr:.4f} | {rt.get('late_events', '-')} ({rt.get('max_late_us', '-')}) | "
+                     f"{'PASS' if ok else 'MISS'} |")
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "results", "sim-scale-latest.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(ROOT, "bench", "results", "sim-scale-latest.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
