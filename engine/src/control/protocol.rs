@@ -295,6 +295,17 @@ pub struct AgentReq {
     /// sink: UDP port.
     #[serde(default)]
     pub port: Option<u64>,
+    /// onoff: mean ON (burst) and OFF (idle) times in µs.
+    #[serde(default)]
+    pub on_us: Option<f64>,
+    #[serde(default)]
+    pub off_us: Option<f64>,
+    /// onoff: `"exponential"` (default) or `"pareto"`.
+    #[serde(default)]
+    pub dist: Option<String>,
+    /// onoff pareto: shape > 1 (default 1.5, as ns-2).
+    #[serde(default)]
+    pub shape: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]

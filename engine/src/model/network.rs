@@ -458,7 +458,7 @@ impl Network {
             let ai = self.agents.len();
             let kind = match a.kind {
                 // Source ports are deterministic: 49152 + agent index (mod the dynamic range).
-                AgentKindSpec::Cbr(c) => AgentKind::Cbr(Cbr::new(c, 49152 + (ai % 16384) as u16)),
+                AgentKindSpec::Cbr(c) => AgentKind::Cbr(Cbr::new(c, 49152 + (ai % 16384) as u16, stream_seed(self.seed, &format!("agent:{}", a.id)))),
                 AgentKindSpec::Sink { port } => AgentKind::Sink(UdpSink::new(port)),
             };
             self.agents.push(Some(Agent { id: a.id.clone(), host: hi, kind, scheduled: None }));
