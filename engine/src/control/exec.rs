@@ -39,6 +39,16 @@ pub struct Engine {
     pub out: Sinks,
     /// Ports created since the driver last looked (it registers their fds).
     pub new_ports: Vec<PortIdx>,
+    /// Set by the real-time driver: reported in `stats` as `"realtime"` (with the network's
+    /// lateness counters); None in virtual time, where the object is absent.
+    pub realtime: Option<RealtimeState>,
+}
+
+/// Whether the real-time driver is behind its timers (see `driver/realtime.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RealtimeState {
+    /// Since when the last polls ran events later than the threshold (None: keeping up).
+    pub behind_since: Option<Instant>,
 }
 
 /// Where network output goes: TAPs and capture files.
@@ -91,7 +101,7 @@ pub fn engine_version() -> String {
 
 impl Engine {
     pub fn new(seed: u64, wall_offset_ns: u64) -> Self {
-        Engine { net: Network::new(seed), out: Sinks { taps: HashMap::new(), captures: HashMap::new(), wall_offset_ns, tx_errors: 0, pool: Vec::new() }, new_ports: Vec::new() }
+        Engine { net: Network::new(seed), out: Sinks { taps: HashMap::new(), captures: HashMap::new(), wall_offset_ns, tx_errors: 0, pool: Vec::new() }, new_ports: Vec::new(), realtime: None }
     }
 
     /// Run the network up to `now` and deliver its output.
@@ -183,10 +193,24 @@ impl Engine {
 
     pub fn stats(&self, target: Option<&str>, now: Instant) -> Result<Map<String, Value>, String> {
         let s = self.net.stats(target, now)?;
-        match serde_json::to_value(s) {
-            Ok(Value::Object(m)) => Ok(m),
-            _ => Err("internal: stats not serializable".into()),
+        let mut m = match serde_json::to_value(s) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err("internal: stats not serializable".into()),
+        };
+        if let (Some(rt), Some(l)) = (self.realtime, self.net.lateness()) {
+            m.insert(
+                "realtime".into(),
+                json!({
+                    "timer_events": self.net.events(),
+                    "late_events": l.late_events,
+                    "max_late_us": l.max_late_ns as f64 / 1000.0,
+                    "threshold_us": l.threshold_ns as f64 / 1000.0,
+                    "behind": rt.behind_since.is_some(),
+                    "behind_since_ns": rt.behind_since.map(|t| t.nanos()),
+                }),
+            );
         }
+        Ok(m)
     }
 
     fn set_up(&mut self, target: &str, member: Option<&str>, up: bool, now: Instant) -> Result<(), String> {

@@ -478,6 +478,11 @@ pub fn parse_request(line: &str) -> (Value, Result<Request, String>) {
         Ok(v) => v,
         Err(e) => return (Value::Null, Err(format!("bad JSON: {e}"))),
     };
+    parse_request_value(v)
+}
+
+/// [`parse_request`] of an already parsed JSON value (used by `simulate` scenarios).
+pub fn parse_request_value(v: Value) -> (Value, Result<Request, String>) {
     let Value::Object(mut obj) = v else {
         return (Value::Null, Err("request must be a JSON object".into()));
     };
