@@ -1,4 +1,4 @@
-//! Traffic agents on simulated hosts: a constant-bit-rate UDP source and a UDP sink.
+//! Traffic agents on simulated hosts: UDP sources (constant bit rate, Poisson, on/off) and a UDP sink.
 //!
 //! CBR payload (ns-2 counts `packetSize_` as the payload): bytes 0..8 a sequence number
 //! (u64 big endian, 0-based, continuing across stop/start), bytes 8..16 the send time in
@@ -49,16 +49,6 @@ pub enum OnOffDist {
     Pareto { shape: f64 },
 }
 
-impl Pattern {
-    /// Name used in docs and errors.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Pattern::Cbr => "cbr",
-            Pattern::Poisson => "poisson",
-            Pattern::OnOff { .. } => "onoff",
-        }
-    }
-}
 
 #[derive(Debug)]
 pub struct Cbr {
