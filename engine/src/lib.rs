@@ -11,8 +11,9 @@
 //! * [`stats`], [`pcap`]: counters and the capture file format.
 //! * [`control`]: the line-oriented JSON control protocol (types, validation, dispatch).
 //! * [`io`]: TAP devices.
-//! * [`driver`]: the real-time driver (epoll, timerfd, spinning) and the virtual-time driver
-//!   (jumps from deadline to deadline), both thin loops over the same `Network`.
+//! * [`driver`]: the real-time driver (epoll, timerfd, spinning), the virtual-time driver
+//!   (jumps from deadline to deadline) and batch simulation (`simulate`: scenario files run in
+//!   virtual time through the control layer), all thin loops over the same `Network`.
 pub mod control;
 pub mod driver;
 pub mod io;

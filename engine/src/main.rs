@@ -1,7 +1,10 @@
-//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N]`
+//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N] [--behind-us N]`
 //!
 //! Starts the real-time driver with an empty network; the control plane then builds the
 //! topology over the socket (see docs/engine-protocol.md).
+//!
+//! `wanlab-engine simulate SCENARIO.json [--out RESULT.json]` runs a scenario in virtual time
+//! instead (see `driver/simulate.rs`) and writes the result to RESULT.json (or stdout).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,7 +12,35 @@ use std::process::ExitCode;
 use wanlab_engine::control::exec::engine_version;
 use wanlab_engine::driver::realtime::{run, Options};
 
-const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N]";
+const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N] [--behind-us N]\n       wanlab-engine simulate SCENARIO.json [--out RESULT.json]";
+
+/// `simulate SCENARIO [--out PATH]` (arguments after `simulate`).
+fn simulate_main(args: &[String]) -> ExitCode {
+    let mut scenario = None;
+    let mut out = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--out" => match it.next() {
+                Some(p) => out = Some(PathBuf::from(p)),
+                None => {
+                    eprintln!("wanlab-engine: --out needs a value\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            s if !s.starts_with('-') && scenario.is_none() => scenario = Some(PathBuf::from(s)),
+            other => {
+                eprintln!("wanlab-engine: simulate: unexpected argument {other:?}\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let Some(scenario) = scenario else {
+        eprintln!("wanlab-engine: simulate needs a scenario file\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    ExitCode::from(wanlab_engine::driver::simulate::main(&scenario, out.as_deref()))
+}
 
 struct Args {
     socket: PathBuf,
@@ -19,6 +50,7 @@ struct Args {
     spin_us: u64,
     linger_us: u64,
     anticipate_us: u64,
+    behind_us: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -29,6 +61,7 @@ fn parse_args() -> Result<Args, String> {
     let mut spin_us = 50u64;
     let mut linger_us = 100u64;
     let mut anticipate_us = 100u64;
+    let mut behind_us = 1000u64;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -40,6 +73,7 @@ fn parse_args() -> Result<Args, String> {
             "--spin-us" => spin_us = val("--spin-us")?.parse().map_err(|e| format!("--spin-us: {e}"))?,
             "--linger-us" => linger_us = val("--linger-us")?.parse().map_err(|e| format!("--linger-us: {e}"))?,
             "--anticipate-us" => anticipate_us = val("--anticipate-us")?.parse().map_err(|e| format!("--anticipate-us: {e}"))?,
+            "--behind-us" => behind_us = val("--behind-us")?.parse().map_err(|e| format!("--behind-us: {e}"))?,
             "--version" => {
                 println!("{}", engine_version());
                 std::process::exit(0);
@@ -51,7 +85,7 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    Ok(Args { socket: socket.ok_or("--socket is required")?, seed, log, busy_poll, spin_us, linger_us, anticipate_us })
+    Ok(Args { socket: socket.ok_or("--socket is required")?, seed, log, busy_poll, spin_us, linger_us, anticipate_us, behind_us })
 }
 
 /// Send stderr to the log file (appending), so diagnostics survive a detached engine.
@@ -66,6 +100,10 @@ fn redirect_stderr(path: &std::path::Path) -> std::io::Result<()> {
 }
 
 fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("simulate") {
+        return simulate_main(&argv[2..]);
+    }
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -80,7 +118,7 @@ fn main() -> ExitCode {
         }
     }
     eprintln!("{} starting: socket {} seed {}", engine_version(), args.socket.display(), args.seed);
-    match run(&args.socket, args.seed, Options { busy_poll: args.busy_poll, spin_ns: args.spin_us.saturating_mul(1000), linger_ns: args.linger_us.saturating_mul(1000), anticipate_ns: args.anticipate_us.saturating_mul(1000) }) {
+    match run(&args.socket, args.seed, Options { busy_poll: args.busy_poll, spin_ns: args.spin_us.saturating_mul(1000), linger_ns: args.linger_us.saturating_mul(1000), anticipate_ns: args.anticipate_us.saturating_mul(1000), behind_ns: args.behind_us.saturating_mul(1000) }) {
         Ok(()) => {
             eprintln!("wanlab-engine: clean exit");
             ExitCode::SUCCESS

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use super::protocol::{merge_params, AgentAction, ApplyReq, CaptureSel, DirSpec, Request, PROTOCOL_VERSION};
 use crate::io::tap::{check_ifname, Tap, MAX_FRAME};
 use crate::model::network::{AgentKindSpec, AgentSpec, Dir, HostSpec, LanSpec, LinkSpec, MemberSpec, Network, Output, PipeIdx, PortIdx, RouterSpec, TopologySpec};
-use crate::model::sim::agent::{CbrSpec, MIN_SIZE};
+use crate::model::sim::agent::{CbrSpec, OnOffDist, Pattern, MIN_SIZE};
 use crate::model::sim::host::HostConfig;
 use crate::model::sim::router::{Interface, Route};
 use crate::wire::ethernet::Address;
@@ -39,6 +39,16 @@ pub struct Engine {
     pub out: Sinks,
     /// Ports created since the driver last looked (it registers their fds).
     pub new_ports: Vec<PortIdx>,
+    /// Set by the real-time driver: reported in `stats` as `"realtime"` (with the network's
+    /// lateness counters); None in virtual time, where the object is absent.
+    pub realtime: Option<RealtimeState>,
+}
+
+/// Whether the real-time driver is behind its timers (see `driver/realtime.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RealtimeState {
+    /// Since when the last polls ran events later than the threshold (None: keeping up).
+    pub behind_since: Option<Instant>,
 }
 
 /// Where network output goes: TAPs and capture files.
@@ -91,7 +101,7 @@ pub fn engine_version() -> String {
 
 impl Engine {
     pub fn new(seed: u64, wall_offset_ns: u64) -> Self {
-        Engine { net: Network::new(seed), out: Sinks { taps: HashMap::new(), captures: HashMap::new(), wall_offset_ns, tx_errors: 0, pool: Vec::new() }, new_ports: Vec::new() }
+        Engine { net: Network::new(seed), out: Sinks { taps: HashMap::new(), captures: HashMap::new(), wall_offset_ns, tx_errors: 0, pool: Vec::new() }, new_ports: Vec::new(), realtime: None }
     }
 
     /// Run the network up to `now` and deliver its output.
@@ -183,10 +193,24 @@ impl Engine {
 
     pub fn stats(&self, target: Option<&str>, now: Instant) -> Result<Map<String, Value>, String> {
         let s = self.net.stats(target, now)?;
-        match serde_json::to_value(s) {
-            Ok(Value::Object(m)) => Ok(m),
-            _ => Err("internal: stats not serializable".into()),
+        let mut m = match serde_json::to_value(s) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err("internal: stats not serializable".into()),
+        };
+        if let (Some(rt), Some(l)) = (self.realtime, self.net.lateness()) {
+            m.insert(
+                "realtime".into(),
+                json!({
+                    "timer_events": self.net.events(),
+                    "late_events": l.late_events,
+                    "max_late_us": l.max_late_ns as f64 / 1000.0,
+                    "threshold_us": l.threshold_ns as f64 / 1000.0,
+                    "behind": rt.behind_since.is_some(),
+                    "behind_since_ns": rt.behind_since.map(|t| t.nanos()),
+                }),
+            );
         }
+        Ok(m)
     }
 
     fn set_up(&mut self, target: &str, member: Option<&str>, up: bool, now: Instant) -> Result<(), String> {
@@ -261,6 +285,48 @@ impl Engine {
         }
         Ok(reply)
     }
+}
+
+/// Longest mean ON/OFF time: one hour.
+const MAX_ONOFF_US: f64 = 3_600_000_000.0;
+
+/// The departure pattern of a source of kind `k` ("cbr", "poisson" or "onoff").
+fn build_pattern(k: &str, g: &super::protocol::AgentReq) -> Result<Pattern, String> {
+    if k != "onoff" {
+        for (set, f) in [(g.on_us.is_some(), "on_us"), (g.off_us.is_some(), "off_us"), (g.dist.is_some(), "dist"), (g.shape.is_some(), "shape")] {
+            if set {
+                return Err(format!("{f}: only for kind \"onoff\""));
+            }
+        }
+        return Ok(if k == "poisson" { Pattern::Poisson } else { Pattern::Cbr });
+    }
+    let us = |f: &str, v: Option<f64>, min: f64| -> Result<f64, String> {
+        let v = v.ok_or(format!("{f}: required for kind \"onoff\" (mean, µs)"))?;
+        if v.is_finite() && v >= min && v <= MAX_ONOFF_US {
+            Ok(v * 1000.0)
+        } else {
+            Err(format!("{f}: must be in [{min}, {MAX_ONOFF_US}] µs, got {v}"))
+        }
+    };
+    let on_ns = us("on_us", g.on_us, 0.001)?;
+    let off_ns = us("off_us", g.off_us, 0.0)?;
+    let dist = match g.dist.as_deref().unwrap_or("exponential") {
+        "exponential" => {
+            if g.shape.is_some() {
+                return Err("shape: only for dist \"pareto\"".into());
+            }
+            OnOffDist::Exponential
+        }
+        "pareto" => {
+            let shape = g.shape.unwrap_or(1.5);
+            if !(shape.is_finite() && shape > 1.0 && shape <= 100.0) {
+                return Err(format!("shape: must be > 1 and <= 100, got {shape}"));
+            }
+            OnOffDist::Pareto { shape }
+        }
+        d => return Err(format!("dist: unknown distribution \"{d}\"; supported: \"exponential\", \"pareto\"")),
+    };
+    Ok(Pattern::OnOff { on_ns, off_ns, dist })
 }
 
 /// Validate an `apply` request's values and turn it into a model topology.
@@ -352,18 +418,18 @@ const MAX_CBR_SIZE: u64 = 65535 - 20 - 8;
 
 fn build_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
     let kind = match g.kind.as_str() {
-        "cbr" => {
+        k @ ("cbr" | "poisson" | "onoff") => {
             if g.port.is_some() {
                 return Err("port: only for kind \"sink\"".into());
             }
-            let dst = g.dst.as_deref().ok_or("dst: required for kind \"cbr\" (\"a.b.c.d:port\")")?;
+            let dst = g.dst.as_deref().ok_or(format!("dst: required for kind \"{k}\" (\"a.b.c.d:port\")"))?;
             let (ip, port) = dst.rsplit_once(':').ok_or_else(|| format!("dst: expected \"a.b.c.d:port\", got \"{dst}\""))?;
             let ip = ipv4::parse_addr(ip).map_err(|e| format!("dst: {e}"))?;
             if ipv4::is_special(ip) {
                 return Err(format!("dst: must be a unicast address, got \"{dst}\""));
             }
             let dport: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(|| format!("dst: port must be 1..=65535, got \"{port}\""))?;
-            let size = g.size.ok_or("size: required for kind \"cbr\" (UDP payload bytes)")?;
+            let size = g.size.ok_or(format!("size: required for kind \"{k}\" (UDP payload bytes)"))?;
             if !(MIN_SIZE as u64..=MAX_CBR_SIZE).contains(&size) {
                 return Err(format!("size: must be {MIN_SIZE}..={MAX_CBR_SIZE} (sequence number + timestamp fit in 16 bytes), got {size}"));
             }
@@ -386,19 +452,21 @@ fn build_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
             if num / den == 0 {
                 return Err("rate_bps: interval below 1 ns".into());
             }
-            AgentKindSpec::Cbr(CbrSpec { dst: ip, dport, size: size as usize, period_num: num, period_den: den })
+            let pattern = build_pattern(k, g)?;
+            AgentKindSpec::Cbr(CbrSpec { dst: ip, dport, size: size as usize, period_num: num, period_den: den, pattern })
         }
         "sink" => {
-            for (set, f) in [(g.dst.is_some(), "dst"), (g.size.is_some(), "size"), (g.rate_bps.is_some(), "rate_bps"), (g.interval_us.is_some(), "interval_us")] {
+            let onoff = [(g.on_us.is_some(), "on_us"), (g.off_us.is_some(), "off_us"), (g.dist.is_some(), "dist"), (g.shape.is_some(), "shape")];
+            for (set, f) in [(g.dst.is_some(), "dst"), (g.size.is_some(), "size"), (g.rate_bps.is_some(), "rate_bps"), (g.interval_us.is_some(), "interval_us")].into_iter().chain(onoff) {
                 if set {
-                    return Err(format!("{f}: only for kind \"cbr\""));
+                    return Err(format!("{f}: not valid for kind \"sink\""));
                 }
             }
             let port = g.port.ok_or("port: required for kind \"sink\"")?;
             let port = u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| format!("port: must be 1..=65535, got {port}"))?;
             AgentKindSpec::Sink { port }
         }
-        k => return Err(format!("kind: unknown agent kind \"{k}\"; supported: \"cbr\", \"sink\"")),
+        k => return Err(format!("kind: unknown agent kind \"{k}\"; supported: \"cbr\", \"poisson\", \"onoff\", \"sink\"")),
     };
     Ok(AgentSpec { id: g.agent.clone(), host: g.host.clone(), kind })
 }

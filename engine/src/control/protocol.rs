@@ -295,6 +295,17 @@ pub struct AgentReq {
     /// sink: UDP port.
     #[serde(default)]
     pub port: Option<u64>,
+    /// onoff: mean ON (burst) and OFF (idle) times in µs.
+    #[serde(default)]
+    pub on_us: Option<f64>,
+    #[serde(default)]
+    pub off_us: Option<f64>,
+    /// onoff: `"exponential"` (default) or `"pareto"`.
+    #[serde(default)]
+    pub dist: Option<String>,
+    /// onoff pareto: shape > 1 (default 1.5, as ns-2).
+    #[serde(default)]
+    pub shape: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -467,6 +478,11 @@ pub fn parse_request(line: &str) -> (Value, Result<Request, String>) {
         Ok(v) => v,
         Err(e) => return (Value::Null, Err(format!("bad JSON: {e}"))),
     };
+    parse_request_value(v)
+}
+
+/// [`parse_request`] of an already parsed JSON value (used by `simulate` scenarios).
+pub fn parse_request_value(v: Value) -> (Value, Result<Request, String>) {
     let Value::Object(mut obj) = v else {
         return (Value::Null, Err("request must be a JSON object".into()));
     };

@@ -1,3 +1,4 @@
 //! Drivers: thin loops that own the clock and feed the core.
 pub mod realtime;
+pub mod simulate;
 pub mod virtual_time;

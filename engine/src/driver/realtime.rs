@@ -50,6 +50,48 @@ pub struct Options {
     pub linger_ns: u64,
     /// Half-width of the polling window around an expected periodic burst (0 = off).
     pub anticipate_ns: u64,
+    /// A timer event that runs later than this behind its deadline counts as late.
+    pub behind_ns: u64,
+}
+
+/// Timer events per network poll, so an engine that fell behind still reads its socket and
+/// TAPs between batches (and can answer `stats` or `agent stop`).
+pub const POLL_LIMIT: u64 = 16_384;
+
+/// Reports of falling behind go to stderr at most this often.
+const BEHIND_LOG_NS: u64 = 1_000_000_000;
+
+/// Falling-behind bookkeeping: the state in `engine.realtime` plus log rate limiting.
+#[derive(Debug, Default)]
+struct Behind {
+    last_log: Option<Instant>,
+    late_since_log: u64,
+}
+
+impl Behind {
+    /// After a poll at `now`: late events in it mean behind (logged at most once per
+    /// [`BEHIND_LOG_NS`]); a poll without late events means keeping up again.
+    fn update(&mut self, engine: &mut Engine, late_before: u64, now: Instant) {
+        let (Some(l), Some(rt)) = (engine.net.lateness(), engine.realtime.as_mut()) else { return };
+        let new_late = l.late_events - late_before;
+        if new_late == 0 {
+            rt.behind_since = None;
+            return;
+        }
+        rt.behind_since.get_or_insert(now);
+        self.late_since_log += new_late;
+        if self.last_log.is_none_or(|t| now.nanos_since(t) >= BEHIND_LOG_NS) {
+            eprintln!(
+                "wanlab-engine: behind real time by {:.3} ms ({} late events since the last report, {} in total, threshold {} µs)",
+                l.last_poll_max_ns as f64 / 1e6,
+                self.late_since_log,
+                l.late_events,
+                l.threshold_ns / 1000
+            );
+            self.last_log = Some(now);
+            self.late_since_log = 0;
+        }
+    }
 }
 
 /// Predicts the start of the next burst of sparse periodic traffic (see the module docs).
@@ -187,6 +229,10 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     let clock = Clock::new();
     let wall_offset = unix_now_ns().saturating_sub(clock.now().nanos());
     let mut engine = Engine::new(seed, wall_offset);
+    engine.net.track_lateness(opts.behind_ns);
+    engine.net.set_poll_limit(Some(POLL_LIMIT));
+    engine.realtime = Some(Default::default());
+    let mut behind = Behind::default();
     let mut server = Server::bind(socket)?;
     let ep = Epoll::new()?;
     // SAFETY: plain syscalls creating fds we own until exit.
@@ -211,7 +257,9 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
 
     while !shutdown {
         let now = clock.now();
+        let late_before = engine.net.lateness().map_or(0, |l| l.late_events);
         engine.poll(now);
+        behind.update(&mut engine, late_before, now);
         let mut deadline = min_deadline(engine.net.poll_at(), next_push);
         lingering = last_activity != Instant::ZERO && now.nanos_since(last_activity) < opts.linger_ns;
         let mut in_window = false;

@@ -238,6 +238,23 @@ pub struct Network {
     timers: BinaryHeap<Reverse<Timer>>,
     seq: u64,
     scratch: Vec<Packet>,
+    /// Timer events acted on (stale heap entries not counted).
+    events: u64,
+    /// Lateness of timer events behind the `now` they were polled at (real-time driver only).
+    lateness: Option<Lateness>,
+    /// At most this many events per `poll` call (None: all that are due).
+    poll_limit: Option<u64>,
+}
+
+/// How late timer events ran: lateness = the `now` passed to [`Network::poll`] − deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lateness {
+    pub threshold_ns: u64,
+    /// Events with lateness > threshold.
+    pub late_events: u64,
+    pub max_late_ns: u64,
+    /// Largest lateness in the last `poll` call (0 if nothing ran).
+    pub last_poll_max_ns: u64,
 }
 
 impl Network {
@@ -260,6 +277,41 @@ impl Network {
             timers: BinaryHeap::new(),
             seq: 0,
             scratch: Vec::new(),
+            events: 0,
+            lateness: None,
+            poll_limit: None,
+        }
+    }
+
+    /// Timer events processed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Measure lateness of timer events against the `now` of each poll (real-time driver).
+    pub fn track_lateness(&mut self, threshold_ns: u64) {
+        self.lateness = Some(Lateness { threshold_ns, ..Default::default() });
+    }
+
+    pub fn lateness(&self) -> Option<Lateness> {
+        self.lateness
+    }
+
+    /// Process at most `max` events per [`Network::poll`] call, so a driver that fell
+    /// behind still gets to service its I/O between batches (None: no limit).
+    pub fn set_poll_limit(&mut self, max: Option<u64>) {
+        self.poll_limit = max;
+    }
+
+    fn count_event(&mut self, at: Instant, now: Instant) {
+        self.events += 1;
+        if let Some(l) = self.lateness.as_mut() {
+            let late = now.nanos().saturating_sub(at.nanos());
+            if late > l.threshold_ns {
+                l.late_events += 1;
+            }
+            l.max_late_ns = l.max_late_ns.max(late);
+            l.last_poll_max_ns = l.last_poll_max_ns.max(late);
         }
     }
 
@@ -458,7 +510,7 @@ impl Network {
             let ai = self.agents.len();
             let kind = match a.kind {
                 // Source ports are deterministic: 49152 + agent index (mod the dynamic range).
-                AgentKindSpec::Cbr(c) => AgentKind::Cbr(Cbr::new(c, 49152 + (ai % 16384) as u16)),
+                AgentKindSpec::Cbr(c) => AgentKind::Cbr(Cbr::new(c, 49152 + (ai % 16384) as u16, stream_seed(self.seed, &format!("agent:{}", a.id)))),
                 AgentKindSpec::Sink { port } => AgentKind::Sink(UdpSink::new(port)),
             };
             self.agents.push(Some(Agent { id: a.id.clone(), host: hi, kind, scheduled: None }));
@@ -638,12 +690,19 @@ impl Network {
 
     /// Run every event due by `now`, in total order, handing outputs to `emit`.
     pub fn poll(&mut self, now: Instant, mut emit: impl FnMut(Output<'_>)) {
+        if let Some(l) = self.lateness.as_mut() {
+            l.last_poll_max_ns = 0;
+        }
+        let stop_at = self.poll_limit.map(|n| self.events.saturating_add(n));
         while let Some(Reverse(t)) = self.timers.peek().copied() {
-            if t.at > now {
+            if t.at > now || stop_at.is_some_and(|s| self.events >= s) {
                 break;
             }
             self.timers.pop();
             if t.kind == KIND_AGENT {
+                if self.agents.get(t.source as usize).and_then(|a| a.as_ref()).is_some_and(|a| a.scheduled == Some(t.at)) {
+                    self.count_event(t.at, now);
+                }
                 self.fire_agent(t.source as usize, t.at);
                 continue;
             }
@@ -653,6 +712,8 @@ impl Network {
                 continue; // stale entry
             }
             slot.scheduled = None;
+            self.count_event(t.at, now);
+            let Some(Some(slot)) = self.pipes.get_mut(pipe) else { continue };
             let mut out = std::mem::take(&mut self.scratch);
             slot.pipe.poll(t.at, |f| out.push(f));
             let (sink, capture) = (slot.sink, slot.capture);

@@ -1,27 +1,54 @@
-//! Traffic agents on simulated hosts: a constant-bit-rate UDP source and a UDP sink.
+//! Traffic agents on simulated hosts: UDP sources (constant bit rate, Poisson, on/off) and a UDP sink.
 //!
 //! CBR payload (ns-2 counts `packetSize_` as the payload): bytes 0..8 a sequence number
 //! (u64 big endian, 0-based, continuing across stop/start), bytes 8..16 the send time in
 //! engine ns; the rest zeros. The k-th packet after a `start` at time S leaves at exactly
 //! S + floor(k · size · 8 · 10⁹ / rate_bps) ns (or S + k · interval), so no rounding error
 //! accumulates.
+//!
+//! The same source also sends with random departure patterns ([`Pattern`]): Poisson
+//! (exponential inter-departure times) and ns-2 style on/off (exponential or Pareto burst and
+//! idle lengths). Their randomness comes from the agent's own generator, seeded from
+//! `stream_seed(experiment seed, "agent:<id>")`, so a seed gives the same departures.
 use serde::Serialize;
 
+use crate::rng::Rng;
 use crate::time::Instant;
 use crate::wire::ipv4::Addr;
 
 /// Minimum CBR payload: sequence number + timestamp.
 pub const MIN_SIZE: usize = 16;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CbrSpec {
     pub dst: Addr,
     pub dport: u16,
     pub size: usize,
-    /// Period as a fraction of ns: num / den.
+    /// Period as a fraction of ns: num / den (Poisson: the mean; on/off: during ON).
     pub period_num: u128,
     pub period_den: u128,
+    pub pattern: Pattern,
 }
+
+/// When a source sends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Pattern {
+    /// Exactly every period, first packet at the start.
+    Cbr,
+    /// Exponential inter-departure times with mean = period; first packet one draw after start.
+    Poisson,
+    /// ns-2 `Application/Traffic/Exponential` or `/Pareto`: bursts of packets one period apart,
+    /// separated by idle times (see [`Cbr::next_gap_ns`]).
+    OnOff { on_ns: f64, off_ns: f64, dist: OnOffDist },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum OnOffDist {
+    Exponential,
+    /// Pareto with shape > 1 (ns-2 `shape_`, default 1.5).
+    Pareto { shape: f64 },
+}
+
 
 #[derive(Debug)]
 pub struct Cbr {
@@ -32,11 +59,59 @@ pub struct Cbr {
     seq: u64,
     pub sent_pkts: u64,
     pub sent_bytes: u64,
+    /// Random patterns: the generator, the next departure as ns since the start (kept in f64
+    /// so rounding to whole ns never accumulates), and the packets left in the current burst.
+    rng: Rng,
+    offset_ns: f64,
+    burst_left: u64,
 }
 
 impl Cbr {
-    pub fn new(spec: CbrSpec, sport: u16) -> Self {
-        Cbr { spec, sport, start: None, k: 0, seq: 0, sent_pkts: 0, sent_bytes: 0 }
+    /// `seed`: the agent's stream, `stream_seed(experiment seed, "agent:<id>")` (unused by CBR).
+    pub fn new(spec: CbrSpec, sport: u16, seed: u64) -> Self {
+        Cbr { spec, sport, start: None, k: 0, seq: 0, sent_pkts: 0, sent_bytes: 0, rng: Rng::new(seed), offset_ns: 0.0, burst_left: 0 }
+    }
+
+    fn period_ns(&self) -> f64 {
+        self.spec.period_num as f64 / self.spec.period_den.max(1) as f64
+    }
+
+    /// Exponential sample with the given mean (inverse transform; 1 − u ∈ (0, 1]).
+    fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * (1.0 - self.rng.next_f64()).ln()
+    }
+
+    /// Pareto sample with mean `mean` (ns-2 `RNG::pareto(scale, shape)` with
+    /// scale = mean·(shape − 1)/shape: scale / u^(1/shape), u ∈ (0, 1]).
+    fn pareto(&mut self, mean: f64, shape: f64) -> f64 {
+        let scale = mean * (shape - 1.0) / shape;
+        scale / (1.0 - self.rng.next_f64()).powf(1.0 / shape)
+    }
+
+    /// Time from one departure (or the start) to the next, for the random patterns. On/off
+    /// follows ns-2's `next_interval`: at the start of each burst draw its length in packets,
+    /// `int(X + 0.5)` at least 1, with X of mean on/period, and an idle time of mean off; the
+    /// gap before the burst's first packet is period + idle, the others are one period.
+    fn next_gap_ns(&mut self) -> f64 {
+        let period = self.period_ns();
+        match self.spec.pattern {
+            Pattern::Cbr => period,
+            Pattern::Poisson => self.exponential(period),
+            Pattern::OnOff { on_ns, off_ns, dist } => {
+                let mut t = period;
+                if self.burst_left == 0 {
+                    let (len, idle) = match dist {
+                        OnOffDist::Exponential => (self.exponential(on_ns / period), self.exponential(off_ns)),
+                        OnOffDist::Pareto { shape } => (self.pareto(on_ns / period, shape), self.pareto(off_ns, shape)),
+                    };
+                    // Saturating float-to-int cast; a burst of at least one packet.
+                    self.burst_left = ((len + 0.5) as u64).max(1);
+                    t += idle;
+                }
+                self.burst_left -= 1;
+                t
+            }
+        }
     }
 
     pub fn running(&self) -> bool {
@@ -48,6 +123,11 @@ impl Cbr {
         if self.start.is_none() {
             self.start = Some(now);
             self.k = 0;
+            self.burst_left = 0;
+            self.offset_ns = 0.0;
+            if self.spec.pattern != Pattern::Cbr {
+                self.offset_ns = self.next_gap_ns();
+            }
         }
     }
 
@@ -57,6 +137,11 @@ impl Cbr {
 
     pub fn poll_at(&self) -> Option<Instant> {
         let s = self.start?;
+        if self.spec.pattern != Pattern::Cbr {
+            let off = self.offset_ns.round();
+            // Saturating cast: a gap beyond u64 ns means "never".
+            return Some(Instant::from_nanos(s.nanos().saturating_add(off as u64)));
+        }
         let off = u128::from(self.k) * self.spec.period_num / self.spec.period_den.max(1);
         Some(Instant::from_nanos(s.nanos().saturating_add(u64::try_from(off).unwrap_or(u64::MAX))))
     }
@@ -72,6 +157,9 @@ impl Cbr {
         p[8..16].copy_from_slice(&at.nanos().to_be_bytes());
         self.seq += 1;
         self.k += 1;
+        if self.spec.pattern != Pattern::Cbr {
+            self.offset_ns += self.next_gap_ns();
+        }
         self.sent_pkts += 1;
         self.sent_bytes += p.len() as u64;
         Some(p)
