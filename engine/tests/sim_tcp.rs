@@ -214,6 +214,7 @@ fn cubic_grows_faster_than_newreno() {
     // Growth since the reduction.
     let gc = f(&tc, "cwnd") - ac.ssthresh;
     let gn = f(&tn, "cwnd") - an.ssthresh;
+    eprintln!("loss at cwnd {}: cubic ssthresh {} now {} (+{gc}); newreno ssthresh {} now {} (+{gn})", bc.cwnd, ac.ssthresh, f(&tc, "cwnd"), an.ssthresh, f(&tn, "cwnd"));
     assert!(gn > 0.0 && gc > 3.0 * gn, "cubic +{gc}, newreno +{gn}");
     assert!(u(&stats(&cu, "s1"), "bytes") > u(&stats(&nr, "s1"), "bytes"));
 }
@@ -253,6 +254,7 @@ fn two_flows_share_fairly() {
     let x1 = u(&stats(&vt, "s1"), "bytes") as f64;
     let x2 = u(&stats(&vt, "s2"), "bytes") as f64;
     let jain = (x1 + x2).powi(2) / (2.0 * (x1 * x1 + x2 * x2));
+    eprintln!("jain {jain}: {x1} {x2}");
     assert!(jain > 0.9, "jain {jain}: {x1} {x2}");
     let total = (x1 + x2) * 8.0 / 60.0;
     assert!(total > 0.9 * 10e6 * 1000.0 / 1054.0, "{total}");
