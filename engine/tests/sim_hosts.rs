@@ -171,7 +171,7 @@ fn protocol() {
         (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":0}}]}}"#), "agents[0] (\"x\").port"),
         (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":9,"size":5}}]}}"#), "agents[0] (\"x\").size"),
         (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":9}},{{"agent":"y","host":"h","kind":"sink","port":9}}]}}"#), "agents[1] (\"y\").port"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"tcp"}}]}}"#), "agents[0] (\"x\").kind"),
+        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"quic"}}]}}"#), "agents[0] (\"x\").kind"),
         (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2","size":100,"rate_bps":1}}]}}"#), "agents[0] (\"x\").dst"),
         (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":10,"rate_bps":1}}]}}"#), "agents[0] (\"x\").size"),
         (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":100}}]}}"#), "agents[0] (\"x\").rate_bps"),

@@ -17,6 +17,8 @@ use crate::io::tap::{check_ifname, Tap, MAX_FRAME};
 use crate::model::network::{AgentKindSpec, AgentSpec, Dir, HostSpec, LanSpec, LinkSpec, MemberSpec, Network, Output, PipeIdx, PortIdx, RouterSpec, TopologySpec};
 use crate::model::sim::agent::{CbrSpec, OnOffDist, Pattern, MIN_SIZE};
 use crate::model::sim::host::HostConfig;
+use crate::model::sim::tcp::sender::{Cc, TcpSpec, DEFAULT_INITIAL_WINDOW, DEFAULT_MIN_RTO_NS, DEFAULT_MSS, DEFAULT_WINDOW};
+use crate::model::sim::tcp::MAX_MSS;
 use crate::model::sim::router::{Interface, Route};
 use crate::wire::ethernet::Address;
 use crate::wire::ipv4;
@@ -185,6 +187,14 @@ impl Engine {
             }
             Request::Agent(a) => {
                 self.net.agent_action(&a.agent, a.action == AgentAction::Start, now)?;
+            }
+            Request::Trace(t) => {
+                if !self.net.has_agent(&t.agent) {
+                    return Err(format!("agent: unknown agent \"{}\"", t.agent));
+                }
+                let samples = if t.clear { self.net.take_agent_trace(&t.agent) } else { self.net.agent_trace(&t.agent).map(<[_]>::to_vec) };
+                let samples = samples.ok_or_else(|| format!("agent: \"{}\" is not a tcp agent", t.agent))?;
+                body.insert("samples".into(), serde_json::to_value(samples).map_err(|e| format!("internal: {e}"))?);
             }
             Request::Shutdown => effect = Effect::Shutdown,
         }
@@ -416,6 +426,103 @@ pub fn parse_mac(s: &str) -> Result<Address, String> {
 /// 65535-byte packet.
 const MAX_CBR_SIZE: u64 = 65535 - 20 - 8;
 
+/// TCP-only fields on another kind are an error.
+fn reject_tcp_fields(g: &super::protocol::AgentReq) -> Result<(), String> {
+    let tcp = [
+        (g.cc.is_some(), "cc"),
+        (g.mss.is_some(), "mss"),
+        (g.window.is_some(), "window"),
+        (g.initial_window.is_some(), "initial_window"),
+        (g.min_rto_us.is_some(), "min_rto_us"),
+        (g.bytes.is_some(), "bytes"),
+        (g.trace_interval_us.is_some(), "trace_interval_us"),
+    ];
+    for (set, f) in tcp {
+        if set {
+            return Err(format!("{f}: only for kind \"tcp\""));
+        }
+    }
+    if g.delayed_ack.is_some() {
+        return Err("delayed_ack: only for kind \"tcp_sink\"".into());
+    }
+    Ok(())
+}
+
+fn parse_dst(dst: &str) -> Result<(ipv4::Addr, u16), String> {
+    let (ip, port) = dst.rsplit_once(':').ok_or_else(|| format!("dst: expected \"a.b.c.d:port\", got \"{dst}\""))?;
+    let ip = ipv4::parse_addr(ip).map_err(|e| format!("dst: {e}"))?;
+    if ipv4::is_special(ip) {
+        return Err(format!("dst: must be a unicast address, got \"{dst}\""));
+    }
+    let dport: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(|| format!("dst: port must be 1..=65535, got \"{port}\""))?;
+    Ok((ip, dport))
+}
+
+/// Kinds `tcp` and `tcp_sink` (see `model/sim/tcp`).
+fn build_tcp_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
+    for (set, f) in [(g.size.is_some(), "size"), (g.rate_bps.is_some(), "rate_bps"), (g.interval_us.is_some(), "interval_us")] {
+        if set {
+            return Err(format!("{f}: only for kind \"cbr\""));
+        }
+    }
+    let range = |v: Option<u64>, f: &str, lo: u64, hi: u64, def: u64| -> Result<u64, String> {
+        match v {
+            None => Ok(def),
+            Some(x) if (lo..=hi).contains(&x) => Ok(x),
+            Some(x) => Err(format!("{f}: must be {lo}..={hi}, got {x}")),
+        }
+    };
+    let kind = if g.kind == "tcp" {
+        if g.port.is_some() {
+            return Err("port: only for kind \"sink\" and \"tcp_sink\"".into());
+        }
+        if g.delayed_ack.is_some() {
+            return Err("delayed_ack: only for kind \"tcp_sink\"".into());
+        }
+        let dst = g.dst.as_deref().ok_or("dst: required for kind \"tcp\" (\"a.b.c.d:port\")")?;
+        let (dst, dport) = parse_dst(dst)?;
+        let cc = match g.cc.as_deref() {
+            None => Cc::NewReno,
+            Some(c) => Cc::parse(c).ok_or_else(|| format!("cc: unknown congestion control \"{c}\"; supported: {}", Cc::NAMES.join(", ")))?,
+        };
+        let mss = range(g.mss, "mss", 1, MAX_MSS as u64, DEFAULT_MSS as u64)?;
+        let window = range(g.window, "window", 1, 1 << 30, u64::from(DEFAULT_WINDOW))?;
+        let initial_window = range(g.initial_window, "initial_window", 1, 1 << 30, u64::from(DEFAULT_INITIAL_WINDOW))?;
+        let min_rto_us = range(g.min_rto_us, "min_rto_us", 1, 60_000_000, DEFAULT_MIN_RTO_NS / 1000)?;
+        let trace_us = range(g.trace_interval_us, "trace_interval_us", 0, 3_600_000_000, 0)?;
+        AgentKindSpec::Tcp(TcpSpec {
+            dst,
+            dport,
+            cc,
+            mss: mss as usize,
+            window: window as u32,
+            initial_window: initial_window as u32,
+            min_rto_ns: min_rto_us * 1000,
+            bytes: g.bytes,
+            trace_interval_ns: trace_us * 1000,
+        })
+    } else {
+        for (set, f) in [
+            (g.dst.is_some(), "dst"),
+            (g.cc.is_some(), "cc"),
+            (g.mss.is_some(), "mss"),
+            (g.window.is_some(), "window"),
+            (g.initial_window.is_some(), "initial_window"),
+            (g.min_rto_us.is_some(), "min_rto_us"),
+            (g.bytes.is_some(), "bytes"),
+            (g.trace_interval_us.is_some(), "trace_interval_us"),
+        ] {
+            if set {
+                return Err(format!("{f}: only for kind \"tcp\""));
+            }
+        }
+        let port = g.port.ok_or("port: required for kind \"tcp_sink\"")?;
+        let port = u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| format!("port: must be 1..=65535, got {port}"))?;
+        AgentKindSpec::TcpSink { port, delayed_ack: g.delayed_ack.unwrap_or(false) }
+    };
+    Ok(AgentSpec { id: g.agent.clone(), host: g.host.clone(), kind })
+}
+
 fn build_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
     let kind = match g.kind.as_str() {
         k @ ("cbr" | "poisson" | "onoff") => {
@@ -466,7 +573,9 @@ fn build_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
             let port = u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| format!("port: must be 1..=65535, got {port}"))?;
             AgentKindSpec::Sink { port }
         }
-        k => return Err(format!("kind: unknown agent kind \"{k}\"; supported: \"cbr\", \"poisson\", \"onoff\", \"sink\"")),
+        "tcp" | "tcp_sink" => return build_tcp_agent(g),
+        k => return Err(format!("kind: unknown agent kind \"{k}\"; supported: \"cbr\", \"poisson\", \"onoff\", \"sink\", \"tcp\", \"tcp_sink\"")),
     };
+    reject_tcp_fields(g)?;
     Ok(AgentSpec { id: g.agent.clone(), host: g.host.clone(), kind })
 }

@@ -306,6 +306,38 @@ pub struct AgentReq {
     /// onoff pareto: shape > 1 (default 1.5, as ns-2).
     #[serde(default)]
     pub shape: Option<f64>,
+    /// tcp: congestion control, `"newreno"` (default), `"reno"`, `"tahoe"`, `"cubic"`.
+    #[serde(default)]
+    pub cc: Option<String>,
+    /// tcp: payload bytes per segment.
+    #[serde(default)]
+    pub mss: Option<u64>,
+    /// tcp: maximum cwnd in segments.
+    #[serde(default)]
+    pub window: Option<u64>,
+    /// tcp: initial cwnd in segments.
+    #[serde(default)]
+    pub initial_window: Option<u64>,
+    #[serde(default)]
+    pub min_rto_us: Option<u64>,
+    /// tcp: total payload bytes (absent: infinite).
+    #[serde(default)]
+    pub bytes: Option<u64>,
+    #[serde(default)]
+    pub trace_interval_us: Option<u64>,
+    /// tcp_sink.
+    #[serde(default)]
+    pub delayed_ack: Option<bool>,
+}
+
+/// `trace`: a TCP sender's samples.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TraceReq {
+    pub agent: String,
+    /// Clear the samples after returning them.
+    #[serde(default)]
+    pub clear: bool,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -453,11 +485,12 @@ pub enum Request {
     CaptureSnapshot(CaptureSel),
     Subscribe(SubscribeReq),
     Agent(AgentCmdReq),
+    Trace(TraceReq),
     Shutdown,
 }
 
 pub const COMMANDS: &[&str] = &[
-    "hello", "apply", "remove", "set", "down", "up", "stats", "capture_start", "capture_stop", "capture_snapshot", "subscribe", "agent", "shutdown",
+    "hello", "apply", "remove", "set", "down", "up", "stats", "capture_start", "capture_stop", "capture_snapshot", "subscribe", "agent", "trace", "shutdown",
 ];
 
 fn args<T: serde::de::DeserializeOwned>(cmd: &str, v: Value) -> Result<T, String> {
@@ -512,6 +545,7 @@ pub fn parse_request_value(v: Value) -> (Value, Result<Request, String>) {
             }
         }),
         "agent" => args(&cmd, rest).map(Request::Agent),
+        "trace" => args(&cmd, rest).map(Request::Trace),
         "shutdown" => args::<Empty>(&cmd, rest).map(|_| Request::Shutdown),
         other => Err(format!("cmd: unknown command \"{other}\"; supported commands are {}", COMMANDS.join(", "))),
     };

@@ -107,10 +107,18 @@ fn run_until(engine: &mut Engine, t: Instant) {
     }
 }
 
-/// Per-agent (or other) data added to the result besides replies, samples and stats.
-/// This is the place for e.g. a `"traces"` object (per-agent time series of simulated TCP):
-/// insert it into `result` here. Nothing is added yet.
-fn add_extras(_engine: &Engine, _result: &mut Map<String, Value>) {}
+/// Per-agent data added to the result besides replies, samples and stats.
+fn add_extras(engine: &Engine, result: &mut Map<String, Value>) {
+    // "traces": every TCP sender's samples, [t_ns, cwnd, ssthresh, srtt_us, acked_bytes,
+    // retransmits] as the `trace` command returns them
+    let traces: Map<String, Value> = engine
+        .net
+        .tcp_traces()
+        .into_iter()
+        .map(|(id, s)| (id.to_string(), serde_json::to_value(s).unwrap_or(Value::Null)))
+        .collect();
+    result.insert("traces".into(), Value::Object(traces));
+}
 
 /// Run a scenario. Errors name the failing request (`requests[i] ...: field: message`).
 pub fn simulate(sc: &Scenario) -> Result<Outcome, String> {

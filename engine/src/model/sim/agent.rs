@@ -225,4 +225,22 @@ impl UdpSink {
 pub enum AgentStats {
     Cbr { running: bool, sent_pkts: u64, sent_bytes: u64 },
     Sink { port: u16, pkts: u64, bytes: u64, lost: u64, owd_min_us: Option<f64>, owd_avg_us: Option<f64>, owd_max_us: Option<f64> },
+    /// A TCP sender (see `tcp/sender.rs`); windows in segments, payload bytes.
+    Tcp {
+        state: super::tcp::sender::State,
+        cc: super::tcp::sender::Cc,
+        sent_pkts: u64,
+        sent_bytes: u64,
+        retransmits: u64,
+        timeouts: u64,
+        fast_retransmits: u64,
+        acked_bytes: u64,
+        cwnd: f64,
+        ssthresh: f64,
+        srtt_us: Option<f64>,
+        min_rtt_us: Option<f64>,
+        rto_us: f64,
+    },
+    /// A TCP sink: `bytes` = in-order payload delivered.
+    TcpSink { port: u16, pkts: u64, bytes: u64, dup_pkts: u64, ooo_pkts: u64 },
 }

@@ -1,7 +1,8 @@
 //! A simulated IPv4 host: one interface, no forwarding. It answers ARP requests for its
 //! address and ICMP echo requests, resolves its next hop (the destination when it is on the
 //! interface's subnet, else the default gateway) with ARP, and hands UDP datagrams addressed
-//! to it to the network, which delivers them to the sink agent bound to the port.
+//! to it to the network, which delivers them to the sink agent bound to the port; TCP
+//! segments likewise go to the TCP agent bound to the destination port.
 //!
 //! Like [`super::router::Router`] it holds no clock and no timer: ARP as in the router (a
 //! queue of [`super::router::ARP_QUEUE`] packets per unresolved next hop, one request per
@@ -11,6 +12,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::router::ARP_QUEUE;
+use super::tcp::{self, Segment};
 use crate::wire::ethernet::{self, Address, Frame};
 use crate::wire::ipv4::{self, Addr};
 use crate::wire::{arp, icmp};
@@ -18,6 +20,7 @@ use crate::wire::{arp, icmp};
 const ETH_IPV4: u16 = 0x0800;
 pub const PROTO_UDP: u8 = 17;
 pub const UDP_HEADER_LEN: usize = 8;
+pub const PROTO_TCP: u8 = 6;
 const TTL: u8 = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,6 +35,8 @@ pub struct HostConfig {
 pub struct HostCounters {
     pub udp_sent: u64,
     pub udp_received: u64,
+    pub tcp_sent: u64,
+    pub tcp_received: u64,
     pub icmp_sent: u64,
     pub arp_replies: u64,
     pub dropped_no_route: u64,
@@ -46,6 +51,13 @@ pub struct Datagram {
     pub sport: u16,
     pub dport: u16,
     pub payload: Vec<u8>,
+}
+
+/// What a host hands up to its agents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Up {
+    Udp(Datagram),
+    Tcp(Segment),
 }
 
 #[derive(Debug)]
@@ -93,7 +105,21 @@ impl Host {
     }
 
     /// A frame arrived; returns the frames to send and a UDP datagram for the host, if any.
+    /// (A TCP segment counts as `dropped_other` here; see [`Host::receive_any`].)
     pub fn receive(&mut self, frame: &[u8]) -> (Vec<Vec<u8>>, Option<Datagram>) {
+        match self.receive_any(frame) {
+            (out, Some(Up::Udp(d))) => (out, Some(d)),
+            (out, Some(Up::Tcp(_))) => {
+                self.counters.dropped_other += 1;
+                (out, None)
+            }
+            (out, None) => (out, None),
+        }
+    }
+
+    /// A frame arrived; returns the frames to send and a UDP datagram or TCP segment
+    /// addressed to the host, if any.
+    pub fn receive_any(&mut self, frame: &[u8]) -> (Vec<Vec<u8>>, Option<Up>) {
         let mut out = Vec::new();
         let Ok(eth) = Frame::new_checked(frame) else {
             self.counters.dropped_other += 1;
@@ -139,7 +165,7 @@ impl Host {
         }
     }
 
-    fn receive_ipv4(&mut self, payload: &[u8], out: &mut Vec<Vec<u8>>) -> Option<Datagram> {
+    fn receive_ipv4(&mut self, payload: &[u8], out: &mut Vec<Vec<u8>>) -> Option<Up> {
         let Ok(ip) = ipv4::Packet::new_checked(payload) else {
             self.counters.dropped_other += 1;
             return None;
@@ -164,13 +190,20 @@ impl Host {
                     return None;
                 };
                 self.counters.udp_received += 1;
-                return Some(Datagram {
+                return Some(Up::Udp(Datagram {
                     src: ip.src(),
                     sport: u16::from_be_bytes([u[0], u[1]]),
                     dport: u16::from_be_bytes([u[2], u[3]]),
                     payload: u[UDP_HEADER_LEN..len].to_vec(),
-                });
+                }));
             }
+            PROTO_TCP => match tcp::parse(ip.src(), ip.dst(), ip.payload()) {
+                Some(seg) => {
+                    self.counters.tcp_received += 1;
+                    return Some(Up::Tcp(seg));
+                }
+                None => self.counters.dropped_other += 1,
+            },
             _ => self.counters.dropped_other += 1,
         }
         None
@@ -190,6 +223,17 @@ impl Host {
         let mut out = Vec::new();
         if self.send_ip(dst, PROTO_UDP, &udp, &mut out) {
             self.counters.udp_sent += 1;
+        }
+        out
+    }
+
+    /// Send a TCP segment (20-byte header, `payload_len` zero bytes of payload); returns the
+    /// frames to transmit like [`Host::send_udp`].
+    pub fn send_tcp(&mut self, dst: Addr, sport: u16, dport: u16, seg: &tcp::TxSeg) -> Vec<Vec<u8>> {
+        let msg = tcp::build(self.cfg.ip, dst, sport, dport, seg);
+        let mut out = Vec::new();
+        if self.send_ip(dst, PROTO_TCP, &msg, &mut out) {
+            self.counters.tcp_sent += 1;
         }
         out
     }

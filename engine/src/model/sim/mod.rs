@@ -4,3 +4,4 @@
 pub mod agent;
 pub mod host;
 pub mod router;
+pub mod tcp;

@@ -1,0 +1,568 @@
+//! The TCP sender with an FTP application (ns-2 `Agent/TCP/{Tahoe,Reno,Newreno}` /
+//! Linux-style CUBIC + `Application/FTP`).
+//!
+//! Sequence space: the SYN has sequence number ISS = 0; payload byte offset `o` (0-based)
+//! has sequence number ISS + 1 + o (mod 2³²), the FIN ISS + 1 + bytes. Internally offsets are
+//! 64-bit. Segments start at multiples of `mss`, so a retransmission re-sends exactly one
+//! earlier segment.
+//!
+//! * Windows are in segments (f64), the usable window is ⌊min(cwnd, window)⌋ segments.
+//!   Initial ssthresh: 2³² − 1 segments ("infinite"). Initial cwnd `initial_window`, 1 if the
+//!   SYN had to be retransmitted.
+//! * Slow start: cwnd += min(acked segments, 2) per new ACK (RFC 3465, L = 2); congestion
+//!   avoidance: cwnd += acked/cwnd (Reno family) or CUBIC ([`super::cubic`]).
+//! * Three duplicate ACKs (an ACK with no payload, no SYN/FIN, equal to snd_una, while data
+//!   is outstanding) trigger fast retransmit of snd_una, unless snd_una has not passed
+//!   `recover` (the highest sequence sent at the last reduction, RFC 6582 §3.2 step 2; for
+//!   every variant). ssthresh = max(FlightSize/2, 2) (CUBIC: max(0.7·cwnd, 2)).
+//!   Tahoe: cwnd = 1 and go-back-N from snd_una. Reno: cwnd = ssthresh + 3, +1 per further
+//!   dup ACK, the first new ACK ends recovery with cwnd = ssthresh. NewReno and CUBIC
+//!   (SACK-less Linux recovers like NewReno): a partial ACK (below `recover`) retransmits
+//!   the next hole, deflates cwnd by the acked amount (+1 segment if ≥ 1 segment was acked)
+//!   and restarts the timer only on the first partial ACK ("impatient" variant); the full
+//!   ACK sets cwnd = ssthresh.
+//! * Retransmission timer (RFC 6298): one RTT sample per new ACK, from the latest segment
+//!   it covers, unless any segment it covers was retransmitted (Karn); SRTT/RTTVAR with
+//!   gains 1/8 and 1/4, RTO = SRTT + 4·RTTVAR clamped to [min_rto, 60 s] (1 s before the
+//!   first sample). Expiry: the RTO doubles (capped at 60 s) until the next valid sample,
+//!   ssthresh as for a loss (FlightSize/2 or CUBIC β), cwnd = 1, go-back-N from snd_una,
+//!   `recover` = highest sequence sent. The timer is restarted on every new ACK and stopped
+//!   when nothing is outstanding. Timers are exact (no tick granularity).
+//! * `bytes`: when everything is acknowledged the sender sends one FIN (not retransmitted)
+//!   and is `done`. `stop` pauses the agent (no sending, no timers, incoming ACKs ignored);
+//!   `start` resumes it.
+use std::collections::VecDeque;
+
+use serde::Serialize;
+
+use super::cubic::Cubic;
+use super::{unwrap_seq, Segment, TcpSample, TxSeg, ACK, FIN, PSH, SYN};
+use crate::time::Instant;
+use crate::wire::ipv4::Addr;
+
+pub const DEFAULT_MSS: usize = 1000;
+pub const DEFAULT_WINDOW: u32 = 100_000;
+pub const DEFAULT_INITIAL_WINDOW: u32 = 10;
+pub const DEFAULT_MIN_RTO_NS: u64 = 200_000_000;
+pub const MAX_RTO_NS: u64 = 60_000_000_000;
+pub const INITIAL_RTO_NS: u64 = 1_000_000_000;
+pub const INITIAL_SSTHRESH: f64 = 4_294_967_295.0;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cc {
+    Tahoe,
+    Reno,
+    #[serde(rename = "newreno")]
+    NewReno,
+    Cubic,
+}
+
+impl Cc {
+    pub const NAMES: &'static [&'static str] = &["newreno", "reno", "tahoe", "cubic"];
+
+    pub fn parse(s: &str) -> Option<Cc> {
+        match s {
+            "tahoe" => Some(Cc::Tahoe),
+            "reno" => Some(Cc::Reno),
+            "newreno" => Some(Cc::NewReno),
+            "cubic" => Some(Cc::Cubic),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Cc::Tahoe => "tahoe",
+            Cc::Reno => "reno",
+            Cc::NewReno => "newreno",
+            Cc::Cubic => "cubic",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TcpSpec {
+    pub dst: Addr,
+    pub dport: u16,
+    pub cc: Cc,
+    /// Payload bytes per segment.
+    pub mss: usize,
+    /// Maximum cwnd in segments.
+    pub window: u32,
+    pub initial_window: u32,
+    pub min_rto_ns: u64,
+    /// Total payload bytes; `None` = infinite.
+    pub bytes: Option<u64>,
+    /// 0 = no trace.
+    pub trace_interval_ns: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Idle,
+    Handshake,
+    Established,
+    Done,
+}
+
+/// A data segment in flight, for RTT sampling.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    start: u64,
+    end: u64,
+    at: Instant,
+    retx: bool,
+}
+
+#[derive(Debug)]
+pub struct TcpSender {
+    pub spec: TcpSpec,
+    pub sport: u16,
+    running: bool,
+    state: State,
+    iss: u32,
+    /// Next sequence number expected from the peer (after its SYN).
+    rcv_nxt: u32,
+    syn_at: Option<Instant>,
+    syn_retx: bool,
+    snd_una: u64,
+    snd_nxt: u64,
+    snd_max: u64,
+    cwnd: f64,
+    ssthresh: f64,
+    dupacks: u32,
+    in_recovery: bool,
+    partial_seen: bool,
+    recover: Option<u64>,
+    srtt_ns: Option<f64>,
+    rttvar_ns: f64,
+    min_rtt_ns: Option<u64>,
+    rto_ns: u64,
+    rto_at: Option<Instant>,
+    sent: VecDeque<Sent>,
+    cubic: Cubic,
+    pub sent_pkts: u64,
+    pub sent_bytes: u64,
+    pub retransmits: u64,
+    pub timeouts: u64,
+    pub fast_retransmits: u64,
+    pub acked_bytes: u64,
+    trace: Vec<TcpSample>,
+    last_sample: Option<Instant>,
+}
+
+impl TcpSender {
+    pub fn new(spec: TcpSpec, sport: u16) -> Self {
+        let cwnd = f64::from(spec.initial_window.max(1));
+        let rto_ns = INITIAL_RTO_NS.max(spec.min_rto_ns).min(MAX_RTO_NS);
+        TcpSender {
+            spec,
+            sport,
+            running: false,
+            state: State::Idle,
+            iss: 0,
+            rcv_nxt: 0,
+            syn_at: None,
+            syn_retx: false,
+            snd_una: 0,
+            snd_nxt: 0,
+            snd_max: 0,
+            cwnd,
+            ssthresh: INITIAL_SSTHRESH,
+            dupacks: 0,
+            in_recovery: false,
+            partial_seen: false,
+            recover: None,
+            srtt_ns: None,
+            rttvar_ns: 0.0,
+            min_rtt_ns: None,
+            rto_ns,
+            rto_at: None,
+            sent: VecDeque::new(),
+            cubic: Cubic::default(),
+            sent_pkts: 0,
+            sent_bytes: 0,
+            retransmits: 0,
+            timeouts: 0,
+            fast_retransmits: 0,
+            acked_bytes: 0,
+            trace: Vec::new(),
+            last_sample: None,
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        self.running
+    }
+
+    /// The reported state: `idle` also while stopped.
+    pub fn state(&self) -> State {
+        match self.state {
+            State::Done => State::Done,
+            _ if !self.running => State::Idle,
+            s => s,
+        }
+    }
+    pub fn cwnd(&self) -> f64 {
+        self.cwnd
+    }
+    pub fn ssthresh(&self) -> f64 {
+        self.ssthresh
+    }
+    pub fn srtt_us(&self) -> Option<f64> {
+        self.srtt_ns.map(|s| s / 1000.0)
+    }
+    pub fn min_rtt_us(&self) -> Option<f64> {
+        self.min_rtt_ns.map(|s| s as f64 / 1000.0)
+    }
+    pub fn rto_us(&self) -> f64 {
+        self.rto_ns as f64 / 1000.0
+    }
+    pub fn trace(&self) -> &[TcpSample] {
+        &self.trace
+    }
+    pub fn take_trace(&mut self) -> Vec<TcpSample> {
+        std::mem::take(&mut self.trace)
+    }
+
+    /// The retransmission deadline.
+    pub fn poll_at(&self) -> Option<Instant> {
+        if self.running {
+            self.rto_at
+        } else {
+            None
+        }
+    }
+
+    fn limit(&self) -> u64 {
+        self.spec.bytes.unwrap_or(u64::MAX)
+    }
+
+    fn wire(&self, off: u64) -> u32 {
+        self.iss.wrapping_add(1).wrapping_add(off as u32)
+    }
+
+    fn mss(&self) -> u64 {
+        self.spec.mss.max(1) as u64
+    }
+
+    /// Start (or resume) at `now`; pushes the segments to send.
+    pub fn start(&mut self, now: Instant, out: &mut Vec<TxSeg>) {
+        if self.running || self.state == State::Done {
+            return;
+        }
+        self.running = true;
+        match self.state {
+            State::Idle | State::Handshake => {
+                if self.state == State::Handshake {
+                    self.syn_retx = true;
+                }
+                self.state = State::Handshake;
+                self.send_syn(now, out);
+            }
+            State::Established => {
+                self.fill(now, out);
+                if self.snd_max > self.snd_una {
+                    self.arm(now);
+                }
+            }
+            State::Done => {}
+        }
+    }
+
+    pub fn stop(&mut self) {
+        self.running = false;
+        self.rto_at = None;
+    }
+
+    fn send_syn(&mut self, now: Instant, out: &mut Vec<TxSeg>) {
+        self.syn_at = Some(now);
+        out.push(TxSeg { seq: self.iss, ack: 0, flags: SYN, len: 0 });
+        self.arm(now);
+    }
+
+    fn arm(&mut self, now: Instant) {
+        self.rto_at = Some(now.add_nanos(self.rto_ns));
+    }
+
+    fn rtt_sample(&mut self, r_ns: u64) {
+        let r = r_ns as f64;
+        match self.srtt_ns {
+            None => {
+                self.srtt_ns = Some(r);
+                self.rttvar_ns = r / 2.0;
+            }
+            Some(s) => {
+                self.rttvar_ns = 0.75 * self.rttvar_ns + 0.25 * (s - r).abs();
+                self.srtt_ns = Some(0.875 * s + 0.125 * r);
+            }
+        }
+        self.min_rtt_ns = Some(self.min_rtt_ns.map_or(r_ns, |m| m.min(r_ns)));
+        let srtt = self.srtt_ns.unwrap_or(r);
+        // Granularity G = 1 µs (timers are exact).
+        let rto = srtt + (4.0 * self.rttvar_ns).max(1000.0);
+        self.rto_ns = (rto as u64).clamp(self.spec.min_rto_ns, MAX_RTO_NS);
+    }
+
+    /// Send the data segment starting at `start` (new or retransmitted).
+    fn send_data(&mut self, start: u64, now: Instant, out: &mut Vec<TxSeg>) {
+        let end = start.saturating_add(self.mss()).min(self.limit());
+        if end <= start {
+            return;
+        }
+        let len = (end - start) as usize;
+        let retx = start < self.snd_max;
+        out.push(TxSeg { seq: self.wire(start), ack: self.rcv_nxt, flags: ACK | PSH, len });
+        self.sent_pkts += 1;
+        self.sent_bytes += len as u64;
+        if retx {
+            self.retransmits += 1;
+            match self.sent.iter_mut().find(|s| s.start == start) {
+                Some(s) => s.retx = true,
+                None => {
+                    let i = self.sent.partition_point(|s| s.start < start);
+                    self.sent.insert(i, Sent { start, end, at: now, retx: true });
+                }
+            }
+        } else {
+            self.sent.push_back(Sent { start, end, at: now, retx: false });
+        }
+        self.snd_max = self.snd_max.max(end);
+    }
+
+    /// Send new (or go-back-N) data as the window allows; arm the timer if needed.
+    fn fill(&mut self, now: Instant, out: &mut Vec<TxSeg>) {
+        if !self.running || self.state != State::Established {
+            return;
+        }
+        let win = self.cwnd.min(f64::from(self.spec.window)).max(1.0).floor() as u64;
+        let allowed = self.snd_una.saturating_add(win.saturating_mul(self.mss()));
+        let limit = self.limit();
+        while self.snd_nxt < limit && self.snd_nxt < allowed {
+            let s = self.snd_nxt;
+            self.send_data(s, now, out);
+            self.snd_nxt = s.saturating_add(self.mss()).min(limit);
+        }
+        if self.rto_at.is_none() && self.snd_max > self.snd_una {
+            self.arm(now);
+        }
+    }
+
+    fn sample(&mut self, now: Instant, force: bool) {
+        let iv = self.spec.trace_interval_ns;
+        if iv == 0 {
+            return;
+        }
+        if force || self.last_sample.is_none_or(|t| now.nanos_since(t) >= iv) {
+            self.trace.push(TcpSample {
+                t_ns: now.nanos(),
+                cwnd: self.cwnd,
+                ssthresh: self.ssthresh,
+                srtt_us: self.srtt_us(),
+                acked_bytes: self.acked_bytes,
+                retransmits: self.retransmits,
+            });
+            self.last_sample = Some(now);
+        }
+    }
+
+    fn flight_segments(&self) -> f64 {
+        (self.snd_max - self.snd_una) as f64 / self.mss() as f64
+    }
+
+    fn loss_ssthresh(&mut self) -> f64 {
+        match self.spec.cc {
+            Cc::Cubic => self.cubic.on_loss(self.cwnd),
+            _ => (self.flight_segments() / 2.0).max(2.0),
+        }
+    }
+
+    /// A segment from the peer arrived at `now`.
+    pub fn receive(&mut self, seg: &Segment, now: Instant, out: &mut Vec<TxSeg>) {
+        if !self.running {
+            return;
+        }
+        match self.state {
+            State::Handshake => {
+                if seg.flags & (SYN | ACK) != SYN | ACK || seg.ack != self.iss.wrapping_add(1) {
+                    return;
+                }
+                if let (false, Some(t)) = (self.syn_retx, self.syn_at) {
+                    self.rtt_sample(now.nanos_since(t));
+                }
+                self.rcv_nxt = seg.seq.wrapping_add(1);
+                self.state = State::Established;
+                if self.syn_retx {
+                    self.cwnd = 1.0;
+                }
+                self.rto_at = None;
+                out.push(TxSeg { seq: self.wire(0), ack: self.rcv_nxt, flags: ACK, len: 0 });
+                self.sample(now, true);
+                if self.limit() == 0 {
+                    self.finish(out);
+                    return;
+                }
+                self.fill(now, out);
+            }
+            State::Established => {
+                if seg.flags & SYN != 0 {
+                    // Our handshake ACK was lost and the peer repeats its SYN/ACK.
+                    out.push(TxSeg { seq: self.wire(self.snd_nxt), ack: self.rcv_nxt, flags: ACK, len: 0 });
+                    return;
+                }
+                self.on_ack(seg, now, out);
+            }
+            State::Idle | State::Done => {}
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<TxSeg>) {
+        out.push(TxSeg { seq: self.wire(self.limit()), ack: self.rcv_nxt, flags: FIN | ACK, len: 0 });
+        self.state = State::Done;
+        self.rto_at = None;
+        self.sent.clear();
+    }
+
+    fn on_ack(&mut self, seg: &Segment, now: Instant, out: &mut Vec<TxSeg>) {
+        if seg.flags & ACK == 0 {
+            return;
+        }
+        let Some(ack) = unwrap_seq(self.snd_una, self.wire(self.snd_una), seg.ack) else { return };
+        if ack > self.snd_max {
+            return;
+        }
+        let before = self.cwnd;
+        if ack > self.snd_una {
+            self.new_ack(ack, now, out);
+            if self.state == State::Done {
+                self.sample(now, true);
+                return;
+            }
+        } else if ack == self.snd_una && seg.payload_len == 0 && seg.flags & (SYN | FIN) == 0 && self.snd_max > self.snd_una {
+            self.dup_ack(now, out);
+        } else {
+            return;
+        }
+        self.fill(now, out);
+        self.sample(now, self.cwnd < before);
+    }
+
+    fn new_ack(&mut self, ack: u64, now: Instant, out: &mut Vec<TxSeg>) {
+        let acked = ack - self.snd_una;
+        self.acked_bytes += acked;
+        let mut last = None;
+        let mut ambiguous = false;
+        while let Some(s) = self.sent.front() {
+            if s.end > ack {
+                break;
+            }
+            ambiguous |= s.retx;
+            last = Some(s.at);
+            self.sent.pop_front();
+        }
+        if let (false, Some(t)) = (ambiguous, last) {
+            self.rtt_sample(now.nanos_since(t));
+        }
+        self.snd_una = ack;
+        self.snd_nxt = self.snd_nxt.max(ack);
+        let acked_segs = acked as f64 / self.mss() as f64;
+        let mut restart_timer = true;
+        if self.in_recovery {
+            let full = self.recover.is_none_or(|r| ack >= r);
+            if self.spec.cc == Cc::Reno || full {
+                self.cwnd = self.ssthresh;
+                self.in_recovery = false;
+                self.dupacks = 0;
+            } else {
+                // NewReno partial ACK: retransmit the next hole, deflate.
+                self.send_data(ack, now, out);
+                self.cwnd = (self.cwnd - acked_segs).max(1.0);
+                if acked >= self.mss() {
+                    self.cwnd += 1.0;
+                }
+                restart_timer = !self.partial_seen;
+                self.partial_seen = true;
+            }
+        } else {
+            self.dupacks = 0;
+            self.grow(acked_segs, now);
+        }
+        if ack >= self.limit() {
+            self.finish(out);
+            return;
+        }
+        if self.snd_una >= self.snd_max {
+            self.rto_at = None;
+        } else if restart_timer || self.rto_at.is_none() {
+            self.arm(now);
+        }
+    }
+
+    fn grow(&mut self, acked_segs: f64, now: Instant) {
+        if self.cwnd < self.ssthresh {
+            self.cwnd += acked_segs.min(2.0);
+        } else if self.spec.cc == Cc::Cubic {
+            let rtt_s = self.srtt_ns.unwrap_or(0.0) / 1e9;
+            self.cwnd = self.cubic.on_ack(self.cwnd, acked_segs, now, rtt_s);
+        } else {
+            self.cwnd += acked_segs / self.cwnd;
+        }
+        self.cwnd = self.cwnd.min(f64::from(self.spec.window));
+    }
+
+    fn dup_ack(&mut self, now: Instant, out: &mut Vec<TxSeg>) {
+        self.dupacks += 1;
+        if self.in_recovery {
+            self.cwnd += 1.0;
+            return;
+        }
+        if self.dupacks != 3 || self.recover.is_some_and(|r| self.snd_una < r) {
+            return;
+        }
+        self.fast_retransmits += 1;
+        self.recover = Some(self.snd_max);
+        self.ssthresh = self.loss_ssthresh();
+        if self.spec.cc == Cc::Tahoe {
+            self.cwnd = 1.0;
+            self.snd_nxt = self.snd_una;
+            self.sent.clear();
+        } else {
+            let s = self.snd_una;
+            self.send_data(s, now, out);
+            self.cwnd = self.ssthresh + 3.0;
+            self.in_recovery = true;
+            self.partial_seen = false;
+        }
+        self.arm(now);
+    }
+
+    /// The retransmission timer fired at `now` (ignored unless it is due).
+    pub fn on_timer(&mut self, now: Instant, out: &mut Vec<TxSeg>) {
+        if !self.running || self.rto_at.is_none_or(|t| t > now) {
+            return;
+        }
+        self.rto_at = None;
+        self.rto_ns = self.rto_ns.saturating_mul(2).min(MAX_RTO_NS);
+        match self.state {
+            State::Handshake => {
+                self.syn_retx = true;
+                self.send_syn(now, out);
+            }
+            State::Established => {
+                self.timeouts += 1;
+                self.ssthresh = self.loss_ssthresh();
+                self.cwnd = 1.0;
+                self.in_recovery = false;
+                self.dupacks = 0;
+                self.recover = Some(self.snd_max);
+                self.snd_nxt = self.snd_una;
+                self.sent.clear();
+                self.fill(now, out);
+                self.sample(now, true);
+            }
+            State::Idle | State::Done => {}
+        }
+    }
+}
