@@ -5,13 +5,13 @@
 //! segments likewise go to the TCP agent bound to the destination port.
 //!
 //! Like [`super::router::Router`] it holds no clock and no timer: ARP as in the router (a
-//! queue of [`super::router::ARP_QUEUE`] packets per unresolved next hop, one request per
-//! packet, entries never expire, learning from any ARP whose sender is on the subnet).
+//! queue of [`super::router::ARP_QUEUE`] packets per unresolved next hop, a request for each
+//! of the first [`super::router::ARP_REQUESTS`], entries never expire, learning from any ARP whose sender is on the subnet).
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::router::ARP_QUEUE;
+use super::router::{ARP_QUEUE, ARP_REQUESTS};
 use super::tcp::{self, Segment};
 use crate::wire::ethernet::{self, Address, Frame};
 use crate::wire::ipv4::{self, Addr};
@@ -259,8 +259,10 @@ impl Host {
         } else {
             self.counters.arp_queue_drops += 1;
         }
-        let req = arp::build(arp::OP_REQUEST, mac, ip, Address([0; 6]), hop);
-        out.push(ethernet::build(Address::BROADCAST, mac, arp::ETHERTYPE, &req));
+        if q.len() <= ARP_REQUESTS {
+            let req = arp::build(arp::OP_REQUEST, mac, ip, Address([0; 6]), hop);
+            out.push(ethernet::build(Address::BROADCAST, mac, arp::ETHERTYPE, &req));
+        }
         true
     }
 }

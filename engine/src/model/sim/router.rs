@@ -11,9 +11,9 @@
 //! * ARP: answers requests for the receiving interface's address; learns the sender of any
 //!   request/reply whose sender address is in that interface's subnet. Unresolved next hop:
 //!   the packet waits in a per-next-hop queue of [`ARP_QUEUE`] packets (more are dropped,
-//!   `arp_queue_drops`) and an ARP request is broadcast for every packet that arrives for it
-//!   (no timer retransmits: traffic does); a reply releases the queue in order. Entries never
-//!   expire.
+//!   `arp_queue_drops`); each of the first [`ARP_REQUESTS`] waiting packets broadcasts an ARP
+//!   request (no timer retransmits: traffic does); a reply releases the queue in order.
+//!   Entries never expire.
 //! * IPv4 to one of its own addresses (any interface, weak host model): an echo request with
 //!   a valid checksum gets an echo reply from that address; anything else is counted in
 //!   `dropped_other`. Multicast/broadcast destinations, bad header checksums, IPv6 and
@@ -32,8 +32,11 @@ use crate::wire::ethernet::{self, Address, Frame};
 use crate::wire::ipv4::{self, Addr};
 use crate::wire::{arp, icmp};
 
-/// Packets queued per unresolved next hop (Linux `unres_qlen` is larger; this is the brief).
-pub const ARP_QUEUE: usize = 3;
+/// Packets queued per unresolved next hop (Linux's `unres_qlen` default is 101): enough for
+/// an initial TCP window plus cross traffic while the first ARP exchange is under way.
+pub const ARP_QUEUE: usize = 100;
+/// Queued packets that each send an ARP request (retries without timers); later ones wait.
+pub const ARP_REQUESTS: usize = 3;
 const ETH_IPV4: u16 = 0x0800;
 const ICMP_TTL: u8 = 64;
 
@@ -272,8 +275,10 @@ impl Router {
         } else {
             self.counters.arp_queue_drops += 1;
         }
-        let req = arp::build(arp::OP_REQUEST, f.mac, f.ip, Address([0; 6]), hop);
-        out.push((oif, ethernet::build(Address::BROADCAST, f.mac, arp::ETHERTYPE, &req)));
+        if q.len() <= ARP_REQUESTS {
+            let req = arp::build(arp::OP_REQUEST, f.mac, f.ip, Address([0; 6]), hop);
+            out.push((oif, ethernet::build(Address::BROADCAST, f.mac, arp::ETHERTYPE, &req)));
+        }
     }
 }
 
@@ -319,17 +324,21 @@ mod tests {
         let mut h = ipv4::header([10, 1, 1, 5], [10, 1, 2, 9], 17, 64, 1, 0).to_vec();
         h.truncate(20);
         let f = ethernet::build(Address([2, 0, 0, 0, 1, 1]), Address([2, 0, 0, 0, 0, 5]), ETH_IPV4, &h);
-        for _ in 0..5 {
+        let n = ARP_QUEUE + 2;
+        for i in 0..n {
             let out = r.receive(0, &f);
-            assert_eq!(out.len(), 1, "one ARP request per packet");
-            assert_eq!(out[0].0, 1);
-            assert_eq!(&out[0].1[12..14], &[8, 6]);
+            // an ARP request for each of the first ARP_REQUESTS packets, then silence
+            assert_eq!(out.len(), usize::from(i < ARP_REQUESTS), "packet {i}");
+            if let Some((oif, req)) = out.first() {
+                assert_eq!(*oif, 1);
+                assert_eq!(&req[12..14], &[8, 6]);
+            }
         }
         assert_eq!(r.counters.arp_queue_drops, 2);
         let reply = arp::build(arp::OP_REPLY, Address([2, 0, 0, 0, 0, 9]), [10, 1, 2, 9], Address([2, 0, 0, 0, 1, 2]), [10, 1, 2, 1]);
         let out = r.receive(1, &ethernet::build(Address([2, 0, 0, 0, 1, 2]), Address([2, 0, 0, 0, 0, 9]), arp::ETHERTYPE, &reply));
-        assert_eq!(out.len(), 3);
-        assert_eq!(r.counters.forwarded, 3);
+        assert_eq!(out.len(), ARP_QUEUE);
+        assert_eq!(r.counters.forwarded, ARP_QUEUE as u64);
         assert!(out.iter().all(|(i, f)| *i == 1 && f[..6] == [2, 0, 0, 0, 0, 9] && f[14 + 8] == 63));
     }
 }

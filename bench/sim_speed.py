@@ -1,0 +1,159 @@
+"""Virtual-time speed of the engine's simulation against ns-3, on the same dumbbell.
+
+N senders —(10×B, 1 ms)— L —(B, D = 32 ms, DropTail of one BDP)— R —(10×B, 1 ms)— N
+receivers; N bulk TCP NewReno flows (1000-byte segments, initial window 10, no SACK,
+an ACK per segment) for T simulated seconds. wanlab runs it with
+``wanlab run --simulate`` (the engine's virtual-time driver); ns-3 runs the same scenario
+(bench/ns3_dumbbell.py, ``pip install ns3``) in the same invocation.
+
+Reported per case (median of ``--repeats`` runs): wall seconds, delivered TCP segments
+per wall second (the like-for-like figure), engine or scheduler events per second (the
+two count different things: ns-3 schedules an event per packet hop and timer, the
+engine one per link-direction deadline and agent timer), goodput, and the ratio
+wanlab / ns-3 of delivered segments per wall second. The goal is ≥ 10×.
+
+    python3 bench/sim_speed.py [--flows 1,10,100] [--bottlenecks 10e6,1e9] [--duration 20]
+
+Results: bench/results/sim-speed-latest.md and .json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+from wanlab.sim.runner import simulate  # noqa: E402
+from wanlab.spec import ns  # noqa: E402
+
+SEG = 1000
+
+
+def dumbbell(flows: int, bps: float, delay_ms: float, duration: float, cc: str) -> str:
+    bdp = max(10, round(bps * 2 * (delay_ms + 2) / 1e3 / 8 / SEG))
+    access = f"{int(max(1e9, 10 * bps))}"
+    agent = {"newreno": "Agent/TCP/Newreno", "cubic": "Agent/TCP/Linux"}[cc]
+    lines = ["set ns [new Simulator]", "set L [$ns node]", "set R [$ns node]",
+             f"$ns duplex-link $L $R {int(bps)} {delay_ms}ms DropTail",
+             f"$ns queue-limit $L $R {bdp}", f"$ns queue-limit $R $L {bdp}"]
+    for i in range(flows):
+        lines += [f"set s{i} [$ns node]", f"set r{i} [$ns node]",
+                  f"$ns duplex-link $s{i} $L {access} 1ms DropTail",
+                  f"$ns duplex-link $R $r{i} {access} 1ms DropTail",
+                  f"$ns queue-limit $s{i} $L 100000", f"$ns queue-limit $R $r{i} 100000",
+                  f"set t{i} [new {agent}]", f"$t{i} set packetSize_ {SEG}",
+                  f"$ns attach-agent $s{i} $t{i}"]
+        if cc == "cubic":
+            lines.append(f"$t{i} select_ca cubic")
+        lines += [f"set k{i} [new Agent/TCPSink]", f"$ns attach-agent $r{i} $k{i}",
+                  f"$ns connect $t{i} $k{i}", f"set f{i} [new Application/FTP]",
+                  f"$f{i} attach-agent $t{i}", f"$ns at 0 \"$f{i} start\"",
+                  f"$ns at {duration} \"$f{i} stop\""]
+    lines.append("$ns run")
+    return "\n".join(lines) + "\n"
+
+
+def run_wanlab(flows: int, bps: float, delay_ms: float, duration: float, cc: str) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "dumbbell.tcl")
+        with open(path, "w") as f:
+            f.write(dumbbell(flows, bps, delay_ms, duration, cc))
+        s = simulate(ns.parse(path), os.path.join(d, "out"), plot=False)
+    delivered = sum(f["result"]["packets"] for f in s["flows"])
+    wall = s["engine"]["wall_s"]
+    return {"wall_s": wall, "events": s["engine"]["events"],
+            "events_per_s": s["engine"]["events"] / wall, "delivered_pkts": delivered,
+            "delivered_pkts_per_wall_s": delivered / wall,
+            "goodput_bps": sum(f["result"]["bytes"] for f in s["flows"]) * 8 / duration}
+
+
+def run_ns3(flows: int, bps: float, delay_ms: float, duration: float, cc: str) -> dict | None:
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "ns3_dumbbell.py"),
+                        "--flows", str(flows), "--bottleneck", str(bps), "--duration",
+                        str(duration), "--delay-ms", str(delay_ms), "--cc", cc],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        print(f"ns-3 failed: {p.stderr.strip()[-500:]}", file=sys.stderr)
+        return None
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def median_run(fn, repeats: int, *args) -> dict | None:
+    runs = [r for r in (fn(*args) for _ in range(repeats)) if r is not None]
+    if not runs:
+        return None
+    walls = [r["wall_s"] for r in runs]
+    best = sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]
+    best = dict(best)
+    best["wall_s_all"] = walls
+    best["wall_s"] = statistics.median(walls)
+    best["delivered_pkts_per_wall_s"] = best["delivered_pkts"] / best["wall_s"]
+    best["events_per_s"] = best["events"] / best["wall_s"]
+    return best
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--flows", default="1,10,100")
+    ap.add_argument("--bottlenecks", default="10e6,1e9")
+    ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--delay-ms", type=float, default=32.0)
+    ap.add_argument("--cc", default="newreno", choices=("newreno", "cubic"))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-ns3", action="store_true")
+    a = ap.parse_args()
+    import importlib.util
+    # the ns-3 wheel's package is "ns" (imported by bench/ns3_dumbbell.py in a subprocess)
+    have_ns3 = not a.no_ns3 and importlib.util.find_spec("ns") is not None \
+        and importlib.util.find_spec("ns").origin != ns.__file__
+    if not have_ns3 and not a.no_ns3:
+        print("ns-3 not installed (pip install ns3): wanlab only", file=sys.stderr)
+    rows = []
+    for bps in [float(x) for x in a.bottlenecks.split(",")]:
+        for n in [int(x) for x in a.flows.split(",")]:
+            w = median_run(run_wanlab, a.repeats, n, bps, a.delay_ms, a.duration, a.cc)
+            t = median_run(run_ns3, a.repeats, n, bps, a.delay_ms, a.duration, a.cc) \
+                if have_ns3 else None
+            row = {"flows": n, "bottleneck_bps": bps, "wanlab": w, "ns3": t}
+            if t:
+                row["ratio_delivered_per_wall_s"] = (w["delivered_pkts_per_wall_s"] /
+                                                     t["delivered_pkts_per_wall_s"])
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    lines = [f"# Simulation speed: wanlab engine vs ns-3 ({datetime.date.today()})", "",
+             f"`python3 bench/sim_speed.py --flows {a.flows} --bottlenecks {a.bottlenecks} "
+             f"--duration {a.duration} --delay-ms {a.delay_ms} --cc {a.cc} --repeats "
+             f"{a.repeats}`", "",
+             f"Dumbbell, {a.cc}, {a.duration:g} simulated s, bottleneck delay {a.delay_ms} ms, "
+             f"DropTail of one BDP; medians of {a.repeats}. Ratio = wanlab / ns-3 delivered "
+             f"TCP segments per wall second (goal ≥ 10).", "",
+             "| bottleneck | flows | wanlab wall s | wanlab seg/wall s | wanlab events/s | "
+             "wanlab goodput Mb/s | ns-3 wall s | ns-3 seg/wall s | ns-3 events/s | "
+             "ns-3 goodput Mb/s | ratio |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        w, t = r["wanlab"], r["ns3"]
+        ns3 = (f"{t['wall_s']:.3f} | {t['delivered_pkts_per_wall_s']:.0f} | "
+               f"{t['events_per_s']:.0f} | {t['goodput_bps'] / 1e6:.2f}") if t else "- | - | - | -"
+        ratio = f"{r['ratio_delivered_per_wall_s']:.1f}×" if t else "-"
+        lines.append(f"| {r['bottleneck_bps'] / 1e6:g} Mb/s | {r['flows']} | {w['wall_s']:.3f} | "
+                     f"{w['delivered_pkts_per_wall_s']:.0f} | {w['events_per_s']:.0f} | "
+                     f"{w['goodput_bps'] / 1e6:.2f} | {ns3} | {ratio} |")
+    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
+    with open(os.path.join(ROOT, "bench", "results", "sim-speed-latest.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(ROOT, "bench", "results", "sim-speed-latest.json"), "w") as f:
+        json.dump(rows, f, indent=1)
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
