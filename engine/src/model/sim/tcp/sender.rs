@@ -8,7 +8,7 @@
 //!
 //! * Windows are in segments (f64), the usable window is ⌊min(cwnd, window)⌋ segments.
 //!   Initial ssthresh: 2³² − 1 segments ("infinite"). Initial cwnd `initial_window`, 1 if the
-//!   SYN had to be retransmitted.
+//!   SYN had to be retransmitted (and then the RTO is at least 3 s until the first sample).
 //! * Slow start: cwnd += min(acked segments, 2) per new ACK (RFC 3465, L = 2); congestion
 //!   avoidance: cwnd += acked/cwnd (Reno family) or CUBIC ([`super::cubic`]).
 //! * Three duplicate ACKs (an ACK with no payload, no SYN/FIN, equal to snd_una, while data
@@ -395,7 +395,10 @@ impl TcpSender {
                 self.rcv_nxt = seg.seq.wrapping_add(1);
                 self.state = State::Established;
                 if self.syn_retx {
+                    // RFC 5681 §3.1 / RFC 6298 §5.7: after a lost SYN, IW = 1 and RTO ≥ 3 s
+                    // until the first data RTT sample.
                     self.cwnd = 1.0;
+                    self.rto_ns = self.rto_ns.clamp(3 * INITIAL_RTO_NS, MAX_RTO_NS);
                 }
                 self.rto_at = None;
                 out.push(TxSeg { seq: self.wire(0), ack: self.rcv_nxt, flags: ACK, len: 0 });
