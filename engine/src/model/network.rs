@@ -27,7 +27,6 @@ use super::sim::agent::{AgentStats, Cbr, CbrSpec, UdpSink};
 use super::sim::host::{self, Host, HostConfig, HostCounters, Up};
 use super::sim::tcp::sender::{TcpSender, TcpSpec};
 use super::sim::tcp::sink::TcpSink;
-use super::sim::tcp::TcpSample;
 use super::sim::router::{self, Interface, Route, Router, RouterCounters};
 use crate::rng::stream_seed;
 use crate::stats::Counters;
@@ -725,7 +724,8 @@ impl Network {
     }
 
     /// Hand a frame to a simulated host: its answers are enqueued at the same instant, a UDP
-    /// datagram goes to the sink bound to its port (or is counted as dropped).
+    /// datagram goes to the sink bound to its port (or is counted as dropped), a TCP segment
+    /// to the TCP agent bound to its port (see `tcp_agents`).
     fn host_receive(&mut self, h: usize, f: Packet, at: Instant) {
         let Some(Some(sh)) = self.hosts.get_mut(h) else { return };
         let Ok(frames) = f.into_wire() else {
@@ -833,38 +833,7 @@ impl Network {
         match &a.kind {
             AgentKind::Cbr(c) => AgentStats::Cbr { running: c.running(), sent_pkts: c.sent_pkts, sent_bytes: c.sent_bytes },
             AgentKind::Sink(s) => s.stats(),
-            AgentKind::Tcp(t) => AgentStats::Tcp {
-                state: t.state(),
-                cc: t.spec.cc,
-                sent_pkts: t.sent_pkts,
-                sent_bytes: t.sent_bytes,
-                retransmits: t.retransmits,
-                timeouts: t.timeouts,
-                fast_retransmits: t.fast_retransmits,
-                acked_bytes: t.acked_bytes,
-                cwnd: t.cwnd(),
-                ssthresh: t.ssthresh(),
-                srtt_us: t.srtt_us(),
-                min_rtt_us: t.min_rtt_us(),
-                rto_us: t.rto_us(),
-            },
-            AgentKind::TcpSink(s) => AgentStats::TcpSink { port: s.port, pkts: s.pkts, bytes: s.bytes, dup_pkts: s.dup_pkts, ooo_pkts: s.ooo_pkts },
-        }
-    }
-
-    /// A TCP sender's trace (`None` if `id` is not a TCP sender).
-    pub fn agent_trace(&self, id: &str) -> Option<&[TcpSample]> {
-        match &self.agents.get(*self.agent_ids.get(id)?)?.as_ref()?.kind {
-            AgentKind::Tcp(t) => Some(t.trace()),
-            _ => None,
-        }
-    }
-
-    /// Take (and clear) a TCP sender's trace.
-    pub fn take_agent_trace(&mut self, id: &str) -> Option<Vec<TcpSample>> {
-        match &mut self.agents.get_mut(*self.agent_ids.get(id)?)?.as_mut()?.kind {
-            AgentKind::Tcp(t) => Some(t.take_trace()),
-            _ => None,
+            AgentKind::Tcp(_) | AgentKind::TcpSink(_) => tcp_agents::stats(&a.kind),
         }
     }
 

@@ -4,13 +4,29 @@
 use std::cmp::Reverse;
 use std::collections::HashMap;
 
-use super::{AgentKind, AgentKindSpec, Network, Timer, TopologySpec, KIND_TCP};
+use super::{AgentKind, AgentKindSpec, AgentStats, Network, Timer, TopologySpec, KIND_TCP};
 use crate::model::packet::Packet;
-use crate::model::sim::tcp::{Segment, TxSeg};
+use crate::model::sim::tcp::{Segment, TcpSample, TxSeg};
 use crate::time::Instant;
 use crate::wire::ipv4::Addr;
 
 impl Network {
+    /// A TCP sender's trace (`None` if `id` is not a TCP sender).
+    pub fn agent_trace(&self, id: &str) -> Option<&[TcpSample]> {
+        match &self.agents.get(*self.agent_ids.get(id)?)?.as_ref()?.kind {
+            AgentKind::Tcp(t) => Some(t.trace()),
+            _ => None,
+        }
+    }
+
+    /// Take (and clear) a TCP sender's trace.
+    pub fn take_agent_trace(&mut self, id: &str) -> Option<Vec<TcpSample>> {
+        match &mut self.agents.get_mut(*self.agent_ids.get(id)?)?.as_mut()?.kind {
+            AgentKind::Tcp(t) => Some(t.take_trace()),
+            _ => None,
+        }
+    }
+
     /// At most one TCP sink per (host, port), counting existing ones.
     pub(super) fn check_tcp_sinks(&self, spec: &TopologySpec) -> Result<(), String> {
         let mut ports: HashMap<(String, u16), ()> = HashMap::new();
@@ -140,5 +156,28 @@ impl Network {
         self.tcp_send(ai, out, now);
         self.reschedule_tcp(ai);
         Ok(())
+    }
+}
+
+/// Stats of a TCP agent (`kind` is `Tcp` or `TcpSink`).
+pub(super) fn stats(kind: &AgentKind) -> AgentStats {
+    match kind {
+        AgentKind::Tcp(t) => AgentStats::Tcp {
+            state: t.state(),
+            cc: t.spec.cc,
+            sent_pkts: t.sent_pkts,
+            sent_bytes: t.sent_bytes,
+            retransmits: t.retransmits,
+            timeouts: t.timeouts,
+            fast_retransmits: t.fast_retransmits,
+            acked_bytes: t.acked_bytes,
+            cwnd: t.cwnd(),
+            ssthresh: t.ssthresh(),
+            srtt_us: t.srtt_us(),
+            min_rtt_us: t.min_rtt_us(),
+            rto_us: t.rto_us(),
+        },
+        AgentKind::TcpSink(s) => AgentStats::TcpSink { port: s.port, pkts: s.pkts, bytes: s.bytes, dup_pkts: s.dup_pkts, ooo_pkts: s.ooo_pkts },
+        _ => unreachable!("tcp_agents::stats of a non-TCP agent"),
     }
 }
