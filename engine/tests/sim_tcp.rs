@@ -399,3 +399,87 @@ proptest! {
         let _ = vt.net.stats(None, vt.now).unwrap();
     }
 }
+
+#[test]
+fn tahoe_restarts_from_one() {
+    let vt = lossy("tahoe", &[100], 1_000_000);
+    let (before, at) = reduction(vt.net.agent_trace("t1").unwrap());
+    assert_eq!(at.cwnd, 1.0);
+    assert_eq!(at.ssthresh, before.cwnd / 2.0);
+    assert_eq!(u(&stats(&vt, "s1"), "bytes"), 1_000_000);
+}
+
+#[test]
+fn lost_syn_is_retransmitted() {
+    // Frame 2 on lb is the SYN (after the router's ARP request).
+    let vt = lossy("newreno", &[2], 100_000);
+    let t = stats(&vt, "t1");
+    assert_eq!(t["state"], "done");
+    assert_eq!((u(&t, "retransmits"), u(&t, "timeouts")), (0, 0), "SYN retransmissions are not data: {t}");
+    let trace = vt.net.agent_trace("t1").unwrap();
+    // Established after the 1 s initial RTO, with an initial window of 1.
+    assert!(trace[0].t_ns > SEC && trace[0].t_ns < SEC + 100 * MS, "{:?}", trace[0]);
+    assert_eq!(trace[0].cwnd, 1.0);
+    assert_eq!(u(&stats(&vt, "s1"), "bytes"), 100_000);
+}
+
+#[test]
+fn stop_pauses_and_start_resumes() {
+    let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 10_000});
+    let mut vt = net(topo(fast(), lb, vec![sender("t1", 5001, json!({"bytes": 5_000_000})), sink("s1", 5001)]), 1);
+    vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
+    vt.run_until(Instant::from_nanos(SEC));
+    vt.net.agent_action("t1", false, vt.now).unwrap();
+    assert_eq!(stats(&vt, "t1")["state"], "idle");
+    vt.run_until(Instant::from_nanos(3 * SEC));
+    let sent = u(&stats(&vt, "t1"), "sent_pkts");
+    let got = u(&stats(&vt, "s1"), "bytes");
+    assert!(got > 100_000 && got < 5_000_000, "{got}");
+    vt.run_until(Instant::from_nanos(5 * SEC));
+    assert_eq!(u(&stats(&vt, "t1"), "sent_pkts"), sent, "nothing sent while stopped");
+    vt.net.agent_action("t1", true, vt.now).unwrap();
+    vt.run_until(Instant::from_nanos(30 * SEC));
+    let t = stats(&vt, "t1");
+    assert_eq!(t["state"], "done", "{t}");
+    assert_eq!(u(&stats(&vt, "s1"), "bytes"), 5_000_000);
+    assert!(vt.net.poll_at().is_none(), "no timers left");
+}
+
+#[test]
+fn captured_segments_are_valid_tcp() {
+    use wanlab_engine::model::network::{Dir, Output};
+    use wanlab_engine::wire::{ethernet, ipv4};
+    let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 1_000});
+    let mut vt = net(topo(fast(), lb, vec![sender("t1", 5001, json!({"bytes": 20_000, "mss": 1460})), sink("s1", 5001)]), 1);
+    for p in vt.net.select("lb", None, Dir::Both).unwrap() {
+        vt.net.set_capture(p, true);
+    }
+    vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
+    let mut frames = Vec::new();
+    while let Some(t) = vt.net.poll_at() {
+        vt.net.poll(t, |o| {
+            if let Output::Capture { data, .. } = o {
+                frames.push(data.to_vec());
+            }
+        });
+    }
+    let mut flags = Vec::new();
+    let mut payload = 0;
+    for f in &frames {
+        let eth = ethernet::Frame::new_checked(&f[..]).unwrap();
+        if eth.ethertype() != 0x0800 {
+            continue;
+        }
+        let ip = ipv4::Packet::new_checked(eth.payload()).unwrap();
+        assert!(ip.verify_checksum());
+        assert_eq!(ip.protocol(), 6);
+        let seg = tcp::parse(ip.src(), ip.dst(), ip.payload()).expect("valid TCP checksum");
+        payload += seg.payload_len;
+        flags.push(seg.flags);
+    }
+    assert_eq!(payload, 20_000);
+    assert_eq!(&flags[..3], &[tcp::SYN, tcp::SYN | tcp::ACK, tcp::ACK]);
+    assert!(flags.contains(&(tcp::FIN | tcp::ACK)));
+    // 14 data segments (13 × 1460 + 440) and their 14 ACKs, handshake, FIN and its ACK.
+    assert_eq!(flags.len(), 3 + 14 + 14 + 2);
+}

@@ -28,7 +28,8 @@ def compare(lab, exp: Experiment, out: str, source_path: str | None = None) -> d
         lab.terminate(emu_name)
     lab.say(f"{exp.name}: emulating (as {emu_name})")
     emu = lab.run(exp.with_name(emu_name), source_path=source_path)
-    shutil.copytree(emu["folder"], os.path.join(out, "emulated"), dirs_exist_ok=True)
+    shutil.copytree(emu["folder"], os.path.join(out, "emulated"), dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("*.sock"))
     lab.terminate(emu_name)
     emu["folder"] = os.path.join(out, "emulated")
     rows = table(emu, sim)

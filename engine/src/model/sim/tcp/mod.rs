@@ -1,8 +1,8 @@
 //! Simulated TCP on simulated hosts (ns-2 `Agent/TCP/*` + `Application/FTP` and
 //! `Agent/TCPSink`), with real TCP/IPv4 segments on the wire.
 //!
-//! * [`wire`] items here: a 20-byte TCP header without options, valid checksums, payload of
-//!   zero bytes (only lengths matter).
+//! * Wire format ([`build`], [`parse`]): a 20-byte TCP header without options, valid
+//!   checksums, payload of zero bytes (only lengths matter).
 //! * [`sender::TcpSender`]: 3-way handshake, then bulk data (infinite or `bytes`-limited)
 //!   with Tahoe / Reno / NewReno (RFC 5681, RFC 6582) or CUBIC (RFC 9438) congestion control
 //!   and an RFC 6298 retransmission timer. **No SACK, no timestamps, no window scaling**;

@@ -8,7 +8,7 @@
 //!
 //! * Windows are in segments (f64), the usable window is ⌊min(cwnd, window)⌋ segments.
 //!   Initial ssthresh: 2³² − 1 segments ("infinite"). Initial cwnd `initial_window`, 1 if the
-//!   SYN had to be retransmitted.
+//!   SYN had to be retransmitted (and then the RTO is at least 3 s until the first sample).
 //! * Slow start: cwnd += min(acked segments, 2) per new ACK (RFC 3465, L = 2); congestion
 //!   avoidance: cwnd += acked/cwnd (Reno family) or CUBIC ([`super::cubic`]).
 //! * Three duplicate ACKs (an ACK with no payload, no SYN/FIN, equal to snd_una, while data
@@ -395,7 +395,10 @@ impl TcpSender {
                 self.rcv_nxt = seg.seq.wrapping_add(1);
                 self.state = State::Established;
                 if self.syn_retx {
+                    // RFC 5681 §3.1 / RFC 6298 §5.7: after a lost SYN, IW = 1 and RTO ≥ 3 s
+                    // until the first data RTT sample.
                     self.cwnd = 1.0;
+                    self.rto_ns = self.rto_ns.clamp(3 * INITIAL_RTO_NS, MAX_RTO_NS);
                 }
                 self.rto_at = None;
                 out.push(TxSeg { seq: self.wire(0), ack: self.rcv_nxt, flags: ACK, len: 0 });
@@ -565,4 +568,81 @@ impl TcpSender {
             State::Idle | State::Done => {}
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sink::TcpSink;
+    use super::*;
+
+    fn spec(bytes: u64, mss: usize) -> TcpSpec {
+        TcpSpec { dst: [10, 0, 0, 2], dport: 80, cc: Cc::NewReno, mss, window: 64, initial_window: 10, min_rto_ns: DEFAULT_MIN_RTO_NS, bytes: Some(bytes), trace_interval_ns: 0 }
+    }
+
+    fn to_seg(t: &TxSeg, src: Addr, sport: u16, dport: u16) -> Segment {
+        Segment { src, sport, dport, seq: t.seq, ack: t.ack, flags: t.flags, payload_len: t.len }
+    }
+
+    /// Sender and sink back to back, one round trip per millisecond, `drop(i)` loses the
+    /// i-th data segment.
+    fn pump(s: &mut TcpSender, k: &mut TcpSink, drop: impl Fn(u64) -> bool) -> u64 {
+        let mut now = Instant::ZERO;
+        let mut out = Vec::new();
+        s.start(now, &mut out);
+        let mut n = 0u64;
+        for _ in 0..1_000_000 {
+            if s.state() == State::Done {
+                break;
+            }
+            let mut replies = Vec::new();
+            for t in out.drain(..) {
+                if t.len > 0 {
+                    n += 1;
+                    if drop(n) {
+                        continue;
+                    }
+                }
+                k.receive(&to_seg(&t, [10, 0, 0, 1], s.sport, 80), now, &mut replies);
+            }
+            now = now.add_nanos(1_000_000);
+            k.on_timer(now, &mut replies);
+            for (_, _, r) in replies {
+                s.receive(&to_seg(&r, [10, 0, 0, 2], 80, s.sport), now, &mut out);
+            }
+            if out.is_empty() {
+                if let Some(t) = s.poll_at() {
+                    now = now.max(t);
+                    s.on_timer(now, &mut out);
+                }
+            }
+        }
+        n
+    }
+
+    #[test]
+    fn sequence_numbers_wrap() {
+        // 5 GB in 65495-byte segments crosses 2³² in both directions' ACK numbers.
+        let bytes = 5_000_000_000;
+        let mut s = TcpSender::new(spec(bytes, MAX_MSS_TEST), 49152);
+        let mut k = TcpSink::new(80, false);
+        pump(&mut s, &mut k, |_| false);
+        assert_eq!(s.state(), State::Done);
+        assert_eq!(k.bytes, bytes);
+        assert_eq!(s.acked_bytes, bytes);
+        assert_eq!((s.retransmits, s.timeouts), (0, 0));
+    }
+
+    #[test]
+    fn losses_across_the_wrap_are_recovered() {
+        let bytes = 4_400_000_000;
+        let mut s = TcpSender::new(spec(bytes, MAX_MSS_TEST), 49152);
+        let mut k = TcpSink::new(80, true);
+        // Lose every 5000th data segment (one near the wrap at 2³²/65495 ≈ 65578).
+        pump(&mut s, &mut k, |i| i % 5000 == 0 || i == 65578);
+        assert_eq!(s.state(), State::Done);
+        assert_eq!(k.bytes, bytes);
+        assert!(s.fast_retransmits + s.timeouts >= 13, "{} {}", s.fast_retransmits, s.timeouts);
+    }
+
+    const MAX_MSS_TEST: usize = super::super::MAX_MSS;
 }

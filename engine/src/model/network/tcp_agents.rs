@@ -1,0 +1,197 @@
+//! TCP agents in the network (see `model/sim/tcp`): segment delivery to the agent bound to
+//! (host, destination port), their timers (kind `KIND_TCP` in the heap), start/stop and
+//! validation. Kept apart from `network.rs` so the UDP agents can evolve independently.
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, HashMap};
+
+use super::{AgentKind, AgentKindSpec, AgentStats, Network, Timer, TopologySpec, KIND_TCP};
+use crate::model::packet::Packet;
+use crate::model::sim::tcp::{Segment, TcpSample, TxSeg};
+use crate::time::Instant;
+use crate::wire::ipv4::Addr;
+
+impl Network {
+    /// A TCP sender's trace (`None` if `id` is not a TCP sender).
+    pub fn agent_trace(&self, id: &str) -> Option<&[TcpSample]> {
+        match &self.agents.get(*self.agent_ids.get(id)?)?.as_ref()?.kind {
+            AgentKind::Tcp(t) => Some(t.trace()),
+            _ => None,
+        }
+    }
+
+    /// Every TCP sender's trace, by agent id.
+    pub fn tcp_traces(&self) -> BTreeMap<&str, &[TcpSample]> {
+        self.agents
+            .iter()
+            .flatten()
+            .filter_map(|a| match &a.kind {
+                AgentKind::Tcp(t) => Some((a.id.as_str(), t.trace())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Take (and clear) a TCP sender's trace.
+    pub fn take_agent_trace(&mut self, id: &str) -> Option<Vec<TcpSample>> {
+        match &mut self.agents.get_mut(*self.agent_ids.get(id)?)?.as_mut()?.kind {
+            AgentKind::Tcp(t) => Some(t.take_trace()),
+            _ => None,
+        }
+    }
+
+    /// At most one TCP sink per (host, port), counting existing ones.
+    pub(super) fn check_tcp_sinks(&self, spec: &TopologySpec) -> Result<(), String> {
+        let mut ports: HashMap<(String, u16), ()> = HashMap::new();
+        for a in self.agents.iter().flatten() {
+            if let AgentKind::TcpSink(s) = &a.kind {
+                let h = self.hosts[a.host].as_ref().map(|h| h.id.clone()).unwrap_or_default();
+                ports.insert((h, s.port), ());
+            }
+        }
+        for (i, a) in spec.agents.iter().enumerate() {
+            if let AgentKindSpec::TcpSink { port, .. } = a.kind {
+                if ports.insert((a.host.clone(), port), ()).is_some() {
+                    return Err(format!("agents[{i}] (\"{}\").port: host \"{}\" already has a tcp_sink on port {port}", a.id, a.host));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// A TCP segment for host `h`: to the sender whose source port or the sink whose port is
+    /// the destination port (none: `dropped_other`).
+    pub(super) fn tcp_receive(&mut self, h: usize, seg: Segment, at: Instant) {
+        let found = self.agents.iter().position(|a| {
+            a.as_ref().is_some_and(|a| {
+                a.host == h
+                    && match &a.kind {
+                        AgentKind::Tcp(t) => t.sport == seg.dport,
+                        AgentKind::TcpSink(s) => s.port == seg.dport,
+                        _ => false,
+                    }
+            })
+        });
+        let Some(ai) = found else {
+            if let Some(Some(sh)) = self.hosts.get_mut(h) {
+                sh.host.counters.dropped_other += 1;
+            }
+            return;
+        };
+        let mut out = Vec::new();
+        if let Some(Some(a)) = self.agents.get_mut(ai) {
+            match &mut a.kind {
+                AgentKind::Tcp(t) => {
+                    let mut segs = Vec::new();
+                    t.receive(&seg, at, &mut segs);
+                    out.extend(segs.into_iter().map(|s| (t.spec.dst, t.spec.dport, s)));
+                }
+                AgentKind::TcpSink(s) => s.receive(&seg, at, &mut out),
+                _ => {}
+            }
+        }
+        self.tcp_send(ai, out, at);
+        self.reschedule_tcp(ai);
+    }
+
+    fn tcp_send(&mut self, ai: usize, segs: Vec<(Addr, u16, TxSeg)>, at: Instant) {
+        if segs.is_empty() {
+            return;
+        }
+        let Some(Some(a)) = self.agents.get(ai) else { return };
+        let sport = match &a.kind {
+            AgentKind::Tcp(t) => t.sport,
+            AgentKind::TcpSink(s) => s.port,
+            _ => return,
+        };
+        let Some(Some(sh)) = self.hosts.get_mut(a.host) else { return };
+        let port = sh.port;
+        let mut frames = Vec::new();
+        for (dst, dport, s) in segs {
+            frames.extend(sh.host.send_tcp(dst, sport, dport, &s));
+        }
+        for f in frames {
+            self.receive_packet(port, Packet::plain(f), at);
+        }
+    }
+
+    pub(super) fn fire_tcp(&mut self, ai: usize, at: Instant, now: Instant) {
+        let Some(Some(a)) = self.agents.get(ai) else { return };
+        if a.scheduled != Some(at) {
+            return; // stale
+        }
+        self.count_event(at, now);
+        let Some(Some(a)) = self.agents.get_mut(ai) else { return };
+        a.scheduled = None;
+        let mut out = Vec::new();
+        match &mut a.kind {
+            AgentKind::Tcp(t) => {
+                let mut segs = Vec::new();
+                t.on_timer(at, &mut segs);
+                out.extend(segs.into_iter().map(|s| (t.spec.dst, t.spec.dport, s)));
+            }
+            AgentKind::TcpSink(s) => s.on_timer(at, &mut out),
+            _ => return,
+        }
+        self.tcp_send(ai, out, at);
+        self.reschedule_tcp(ai);
+    }
+
+    fn reschedule_tcp(&mut self, ai: usize) {
+        let Some(Some(a)) = self.agents.get_mut(ai) else { return };
+        let at = match &a.kind {
+            AgentKind::Tcp(t) => t.poll_at(),
+            AgentKind::TcpSink(s) => s.poll_at(),
+            _ => return,
+        };
+        if at != a.scheduled {
+            a.scheduled = at;
+            if let Some(at) = at {
+                self.seq += 1;
+                self.timers.push(Reverse(Timer { at, kind: KIND_TCP, source: ai as u64, seq: self.seq }));
+            }
+        }
+    }
+
+    pub(super) fn tcp_action(&mut self, ai: usize, start: bool, now: Instant) -> Result<(), String> {
+        let Some(Some(a)) = self.agents.get_mut(ai) else { return Err("agent: unknown agent".into()) };
+        let mut out = Vec::new();
+        match &mut a.kind {
+            AgentKind::Tcp(t) => {
+                if start {
+                    let mut segs = Vec::new();
+                    t.start(now, &mut segs);
+                    out.extend(segs.into_iter().map(|s| (t.spec.dst, t.spec.dport, s)));
+                } else {
+                    t.stop();
+                }
+            }
+            _ => return Err(format!("agent: \"{}\" is a tcp_sink; only sources start and stop", a.id)),
+        }
+        self.tcp_send(ai, out, now);
+        self.reschedule_tcp(ai);
+        Ok(())
+    }
+}
+
+/// Stats of a TCP agent (`kind` is `Tcp` or `TcpSink`).
+pub(super) fn stats(kind: &AgentKind) -> AgentStats {
+    match kind {
+        AgentKind::Tcp(t) => AgentStats::Tcp {
+            state: t.state(),
+            cc: t.spec.cc,
+            sent_pkts: t.sent_pkts,
+            sent_bytes: t.sent_bytes,
+            retransmits: t.retransmits,
+            timeouts: t.timeouts,
+            fast_retransmits: t.fast_retransmits,
+            acked_bytes: t.acked_bytes,
+            cwnd: t.cwnd(),
+            ssthresh: t.ssthresh(),
+            srtt_us: t.srtt_us(),
+            min_rtt_us: t.min_rtt_us(),
+            rto_us: t.rto_us(),
+        },
+        AgentKind::TcpSink(s) => AgentStats::TcpSink { port: s.port, pkts: s.pkts, bytes: s.bytes, dup_pkts: s.dup_pkts, ooo_pkts: s.ooo_pkts },
+        _ => unreachable!("tcp_agents::stats of a non-TCP agent"),
+    }
+}
