@@ -5,7 +5,7 @@ PYTHON ?= python3
 APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux frr traceroute
 PY := $(shell command -v $(PYTHON))
 
-.PHONY: install deps engine python demo test test-engine test-python validate bench-swap clean
+.PHONY: install deps engine python demo test test-engine test-python validate bench-swap bench-sim clean
 
 install: deps engine python
 
@@ -44,6 +44,12 @@ bench-swap: install
 	@dpkg -s mininet bridge-utils >/dev/null 2>&1 || \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mininet bridge-utils
 	$(PY) bench/swap.py
+
+# simulation speed against ns-3 (the PyPI wheel, ~70 MB) and real-time scale
+bench-sim: install
+	@$(PY) -c 'import ns' 2>/dev/null || $(PY) -m pip install -q ns3
+	$(PY) bench/sim_speed.py
+	$(PY) bench/sim_scale.py
 
 clean:
 	cargo clean

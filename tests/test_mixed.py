@@ -77,3 +77,58 @@ def test_traffic_between_emulated_and_simulated_is_refused(lab, tmp_path):
     with pytest.raises(SpecError, match="between an emulated and a simulated node"):
         lab.create(load(str(spec)))
     assert lab.list() == [] or all(r.state != "active" for r in lab.list())
+
+
+COMPARE = """set ns [new Simulator]
+source tb_compat.tcl
+set s [$ns node]
+set r [$ns node]
+set d [$ns node]
+$ns duplex-link $s $r 100Mb 1ms DropTail
+set bott [$ns duplex-link $r $d 5Mb 10ms DropTail]
+$ns queue-limit $r $d 100
+set udp [new Agent/UDP]
+$ns attach-agent $s $udp
+set null [new Agent/Null]
+$ns attach-agent $d $null
+$ns connect $udp $null
+set cbr [new Application/Traffic/CBR]
+$cbr set packetSize_ 1000
+$cbr set rate_ 2Mb
+$cbr attach-agent $udp
+set tcp [new Agent/TCP/Newreno]
+$tcp set packetSize_ 1000
+$tcp set window_ 20
+$ns attach-agent $s $tcp
+set sink [new Agent/TCPSink]
+$ns attach-agent $d $sink
+$ns connect $tcp $sink
+set ftp [new Application/FTP]
+$ftp attach-agent $tcp
+$ns at 0.2 "$cbr start"
+$ns at 0.2 "$ftp start"
+$ns at 2.7 "$cbr stop"
+$ns at 2.7 "$ftp stop"
+$ns run
+"""
+
+
+def test_compare_emulated_and_simulated(lab, tmp_path):
+    spec = tmp_path / "cmp.tcl"
+    spec.write_text(COMPARE)
+    r = lab.compare(load(str(spec)), out=str(tmp_path / "cmp"))
+    rows = {row["flow"]: row for row in r["flows"]}
+    cbr, ftp = rows["cbr#1"], rows["ftp#1"]
+    # CBR is the same traffic either way: 2 Mbit/s within a few %
+    assert cbr["emulated"]["mbps"] == pytest.approx(2.0, rel=0.05)
+    assert cbr["simulated"]["mbps"] == pytest.approx(2.0, rel=0.05)
+    # TCP takes the rest of 5 Mbit/s in both (window 20 × 1000 B / ~25 ms RTT is more);
+    # Linux and the simulation agree within 25 % over 2.5 s including slow start
+    assert 1.5 < ftp["simulated"]["mbps"] < 3.0 and 1.5 < ftp["emulated"]["mbps"] < 3.0
+    assert ftp["throughput_ratio"] == pytest.approx(1.0, rel=0.25)
+    # both ran through the same link models: the bottleneck carried data in both
+    l = r["links"]["bott"]
+    assert l["emulated"]["ab"]["out_pkts"] > 500 and l["simulated"]["ab"]["out_pkts"] > 500
+    assert any(p.endswith("compare-throughput.png") for p in r["plots"])
+    assert (tmp_path / "cmp" / "compare.json").exists()
+    assert [x.name for x in lab.list()] == []       # the emulation was terminated

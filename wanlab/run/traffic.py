@@ -193,7 +193,7 @@ class TrafficAgent:
             self._end(self.receiver, 0.3)
             self.sender = self.receiver = None
             self.sending = False
-            result = self._result()
+            result = self._result(stopped - self.started_s)
             self.rt.flow_done(self.app.name, self.kind, self.started_s, stopped, result)
             with open(self.base + ".json", "w") as f:
                 json.dump(result, f, indent=2)
@@ -279,7 +279,7 @@ class TrafficAgent:
         return "ok", f"{key} = {value}"
 
     # -- results ------------------------------------------------------------------
-    def _result(self) -> dict[str, Any]:
+    def _result(self, ran_s: float) -> dict[str, Any]:
         send = _load_json(self.base + ".send.json")
         sink = _load_json(self.base + ".sink.json")
         if self.kind == "cbr":
@@ -297,23 +297,27 @@ class TrafficAgent:
         received = sink.get("end", {}).get("sum_received", {}).get("bytes")
         if not received:
             received = int(sum(bps * 0.1 / 8 for _, bps in recv_intervals))
-        # the sender's report has Linux's congestion window and RTT every 0.1 s
+        # the sender's report has Linux's congestion window and RTT every 0.1 s. iperf3's
+        # clock starts after its control exchange, some RTTs after the start event: the
+        # test ran for end.sum_sent.end up to the stop, which places its start
         mss = send.get("start", {}).get("tcp_mss_default") or 1448
+        test_s = send.get("end", {}).get("sum_sent", {}).get("end") or ran_s
+        lag = max(0.0, ran_s - test_s)
         cwnd, rtt = [], []
         for iv in send.get("intervals", []):
             st = (iv.get("streams") or [{}])[0]
             if "snd_cwnd" in st:
-                cwnd.append([round(st["end"], 6), st["snd_cwnd"] / mss])
+                cwnd.append([round(st["end"] + lag, 6), st["snd_cwnd"] / mss])
             if st.get("rtt"):
-                rtt.append([round(st["end"], 6), st["rtt"]])
+                rtt.append([round(st["end"] + lag, 6), st["rtt"]])
         sender_end = (send.get("end", {}).get("streams") or [{}])[0].get("sender", {})
         return {"kind": "ftp", "bytes": received,
                 "sent_bytes": send.get("end", {}).get("sum_sent", {}).get("bytes"),
                 "retransmits": send.get("end", {}).get("sum_sent", {}).get("retransmits"),
                 "srtt_us": sender_end.get("mean_rtt"), "cc": send.get("end", {}).get(
                     "sender_tcp_congestion"), "mss": mss, "cwnd": cwnd, "rtt_us": rtt,
-                "throughput_bps": [[round(t, 6), bps] for t, bps in recv_intervals],
-                "error": sink.get("error") or None}
+                "throughput_bps": [[round(t + lag, 6), bps] for t, bps in recv_intervals],
+                "start_lag_s": round(lag, 6), "error": sink.get("error") or None}
 
 
 def _load_json(path: str) -> dict[str, Any]:

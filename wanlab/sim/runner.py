@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import time
@@ -47,7 +48,10 @@ def simulate(exp: Experiment, out: str, seed: int | None = None,
                           f"{(p.stderr or p.stdout).strip()[-2000:]}")
     with open(res_path) as f:
         result = json.load(f)
+    m = re.search(r"in ([\d.]+) s wall time", p.stderr)
     summary = summarize(sc, result, seed, wall)
+    # the engine's own time for the run (without reading and writing JSON): ns-3's Run()
+    summary["engine"]["run_wall_s"] = float(m.group(1)) if m else None
     for app, rows in summary.pop("_cwnd").items():
         with open(os.path.join(traces, f"{app}-cwnd.csv"), "w") as f:
             f.write("time_s,cwnd_pkts,ssthresh_pkts,srtt_ms,acked_bytes,retransmits\n")
