@@ -62,8 +62,11 @@ class Scenario:
     windows: list[FlowWindow] = field(default_factory=list)
 
     def engine_json(self, seed: int, sample_interval_s: float) -> dict[str, Any]:
+        # samples of the sinks only: throughput over time (full samples cost more than
+        # the simulation in big networks)
         return {"seed": seed, "until_ns": round(self.until_s * NS),
                 "sample_interval_ns": round(sample_interval_s * NS),
+                "sample_agents": sorted(f.sink_id for f in self.flows.values()),
                 "requests": self.requests}
 
 

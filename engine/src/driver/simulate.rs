@@ -2,7 +2,8 @@
 //! time, as fast as the CPU allows, with a deterministic JSON result.
 //!
 //! A scenario is the control protocol's requests with virtual times:
-//! `{"seed", "until_ns", "sample_interval_ns"?, "epoch_ns"?, "requests":[{"at_ns", "cmd", ...}]}`.
+//! `{"seed", "until_ns", "sample_interval_ns"?, "sample_agents"?, "epoch_ns"?,
+//! "requests":[{"at_ns", "cmd", ...}]}`.
 //! Requests run through the same parser and executor as the socket ([`Engine::execute`]), so
 //! their semantics are identical; only TAP ports, `subscribe` and `shutdown` are refused.
 //!
@@ -26,6 +27,10 @@ pub struct Scenario {
     pub until_ns: u64,
     #[serde(default)]
     pub sample_interval_ns: Option<u64>,
+    /// Only these agents in each sample (`{"t_ns", "agents": {...}}`): a full stats body
+    /// per sample costs more than the simulation itself in big networks.
+    #[serde(default)]
+    pub sample_agents: Option<Vec<String>>,
     /// Unix time (ns) of virtual time 0 for capture timestamps (default 0: the epoch).
     #[serde(default)]
     pub epoch_ns: Option<u64>,
@@ -156,7 +161,16 @@ pub fn simulate(sc: &Scenario) -> Result<Outcome, String> {
         if t_sample == Some(t) {
             let mut m = Map::new();
             m.insert("t_ns".into(), json!(t));
-            m.extend(engine.stats(None, now)?);
+            match &sc.sample_agents {
+                None => m.extend(engine.stats(None, now)?),
+                Some(ids) => {
+                    let agents: Map<String, Value> = ids
+                        .iter()
+                        .filter_map(|id| Some((id.clone(), serde_json::to_value(engine.net.agent_stats(id)?).ok()?)))
+                        .collect();
+                    m.insert("agents".into(), Value::Object(agents));
+                }
+            }
             samples.push(Value::Object(m));
             next_sample = sc.sample_interval_ns.and_then(|i| t.checked_add(i));
         }
