@@ -144,3 +144,41 @@ def test_cli_run_simulate(tmp_path):
     p = subprocess.run([sys.executable, "-m", "wanlab.cli", "--home", str(tmp_path / "h"), "run",
                         "--seed", "3", spec], capture_output=True, text=True)
     assert p.returncode == 2 and "go with --simulate" in p.stderr
+
+
+YAML = """name: yamlsim
+seed: 3
+nodes: [a, r, b]
+links:
+  - {name: l1, nodes: [a, r], bandwidth: 10Mb, delay: 5ms}
+  - {name: l2, nodes: [r, b], bandwidth: 2Mb, delay: 20ms, queue: {kind: DropTail, limit: 20}}
+agents:
+  - {name: tcp0, kind: Agent/TCP/Linux, node: a, peer: sink0, params: {select_ca: cubic}}
+  - {name: sink0, kind: Agent/TCPSink, node: b, peer: tcp0}
+  - {name: ftp0, kind: Application/FTP, attached: tcp0}
+  - {name: udp0, kind: Agent/UDP, node: a, peer: null0}
+  - {name: null0, kind: Agent/Null, node: b, peer: udp0}
+  - {name: poi0, kind: Application/Traffic/Exponential, attached: udp0,
+     params: {packetSize_: 500, burst_time_: 0, idle_time_: 10ms}}
+events:
+  - {at: 0, target: ftp0, action: start}
+  - {at: 0, target: poi0, action: start}
+  - {at: 10, target: poi0, action: stop}
+  - {at: 10, target: ftp0, action: stop}
+"""
+
+
+def test_yaml_spec_simulates_cubic_and_poisson(lab, tmp_path):
+    s = lab.simulate(load(write(tmp_path, YAML, "exp.yaml")), out=str(tmp_path / "out"))
+    flows = {f["agent"]: f["result"] for f in s["flows"]}
+    ftp, poi = flows["ftp0"], flows["poi0"]
+    assert ftp["cc"] == "cubic" and poi["kind"] == "poisson"
+    # Poisson with a mean gap of 10 ms: ~1000 packets in 10 s (± 4 σ ≈ ± 130)
+    assert abs(poi["sent_packets"] - 1000) < 130
+    # CUBIC fills what the Poisson traffic (0.4 Mbit/s) leaves of the 2 Mbit/s bottleneck,
+    # losing packets at its 20-packet queue and recovering
+    total = (ftp["bytes"] + poi["bytes"]) * 8 / 10
+    assert 0.8 * 2e6 * 1000 / 1054 < total <= 2e6
+    assert ftp["retransmits"] > 0 and s["links"]["l2"]["ab"]["drop_queue"] > 0
+    # every loss is a queue drop at l2, shared between the two flows
+    assert poi["lost"] + ftp["retransmits"] >= s["links"]["l2"]["ab"]["drop_queue"] > poi["lost"]

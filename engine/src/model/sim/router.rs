@@ -24,7 +24,7 @@
 //!   incoming interface's address with TTL 64, are not rate-limited, and are not sent about
 //!   ICMP errors, non-first fragments or packets from 0/127/multicast sources (RFC 1812).
 //!   No MTU, no fragmentation, no redirects, no IP options processing.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -71,8 +71,13 @@ type Pending = (Vec<u8>, bool);
 #[derive(Debug)]
 pub struct Router {
     ifaces: Vec<Interface>,
-    /// Connected routes first, then static ones; lookup takes the longest prefix, first wins.
-    table: Vec<(Addr, u8, usize, Option<Addr>)>,
+    /// Routes by prefix length, longest first: network → (interface, gateway). Connected
+    /// routes were inserted first, then static ones, and the first entry for a network
+    /// wins, so lookup costs one hash probe per distinct prefix length, not one per route.
+    table: Vec<(u8, HashMap<u32, (usize, Option<Addr>)>)>,
+    /// Own addresses → interface, and directed-broadcast addresses (prefix < 31).
+    own: HashMap<Addr, usize>,
+    broadcasts: HashSet<Addr>,
     neighbours: BTreeMap<(usize, Addr), Address>,
     /// IP packets waiting for ARP per (interface, next hop), with "is forwarded".
     pending: BTreeMap<(usize, Addr), Vec<Pending>>,
@@ -113,17 +118,26 @@ pub fn validate(ifaces: &[Interface], routes: &[Route]) -> Result<(), String> {
 impl Router {
     /// Build a router (call [`validate`] first; invalid routes are skipped).
     pub fn new(ifaces: Vec<Interface>, routes: &[Route]) -> Self {
-        let mut table = Vec::new();
+        let mut by_len: BTreeMap<u8, HashMap<u32, (usize, Option<Addr>)>> = BTreeMap::new();
+        let mut add = |net: Addr, prefix: u8, i: usize, via: Option<Addr>| {
+            let key = u32::from_be_bytes(net) & ipv4::mask(prefix);
+            by_len.entry(prefix).or_default().entry(key).or_insert((i, via));
+        };
         for (i, f) in ifaces.iter().enumerate() {
-            let net = (u32::from_be_bytes(f.ip) & ipv4::mask(f.prefix)).to_be_bytes();
-            table.push((net, f.prefix, i, None));
+            add(f.ip, f.prefix, i, None);
         }
         for r in routes {
             if let Some(i) = ifaces.iter().position(|f| ipv4::in_subnet(r.via, f.ip, f.prefix)) {
-                table.push((r.dst, r.prefix, i, Some(r.via)));
+                add(r.dst, r.prefix, i, Some(r.via));
             }
         }
-        Router { ifaces, table, neighbours: BTreeMap::new(), pending: BTreeMap::new(), ident: 0, counters: RouterCounters::default() }
+        let table = by_len.into_iter().rev().collect();
+        let mut own = HashMap::new();
+        for (i, f) in ifaces.iter().enumerate() {
+            own.entry(f.ip).or_insert(i);
+        }
+        let broadcasts = ifaces.iter().filter(|f| f.prefix < 31).map(|f| (u32::from_be_bytes(f.ip) | !ipv4::mask(f.prefix)).to_be_bytes()).collect();
+        Router { ifaces, table, own, broadcasts, neighbours: BTreeMap::new(), pending: BTreeMap::new(), ident: 0, counters: RouterCounters::default() }
     }
 
     pub fn interfaces(&self) -> &[Interface] {
@@ -132,13 +146,8 @@ impl Router {
 
     /// Longest-prefix match: (outgoing interface, next hop).
     pub fn lookup(&self, dst: Addr) -> Option<(usize, Addr)> {
-        let mut best: Option<&(Addr, u8, usize, Option<Addr>)> = None;
-        for e in &self.table {
-            if ipv4::in_subnet(dst, e.0, e.1) && best.is_none_or(|b| e.1 > b.1) {
-                best = Some(e);
-            }
-        }
-        best.map(|e| (e.2, e.3.unwrap_or(dst)))
+        let d = u32::from_be_bytes(dst);
+        self.table.iter().find_map(|(len, nets)| nets.get(&(d & ipv4::mask(*len)))).map(|&(i, via)| (i, via.unwrap_or(dst)))
     }
 
     /// A frame arrived on interface `iface`; returns the frames to send, as (interface, frame).
@@ -203,7 +212,7 @@ impl Router {
             self.counters.dropped_other += 1;
             return;
         }
-        if let Some(own) = self.ifaces.iter().find(|f| f.ip == dst).map(|f| f.ip) {
+        if let Some(own) = self.own.contains_key(&dst).then_some(dst) {
             // Local delivery: only unfragmented echo requests get an answer.
             let reply = (ip.protocol() == ipv4::PROTO_ICMP && ip.frag_offset() == 0 && !ip.more_frags())
                 .then(|| icmp::echo_reply(ip.payload()))
@@ -217,7 +226,7 @@ impl Router {
             }
             return;
         }
-        if self.ifaces.iter().any(|f| f.prefix < 31 && dst == (u32::from_be_bytes(f.ip) | !ipv4::mask(f.prefix)).to_be_bytes()) {
+        if self.broadcasts.contains(&dst) {
             self.counters.dropped_other += 1; // directed broadcast: not forwarded (Linux default)
             return;
         }
@@ -238,7 +247,7 @@ impl Router {
 
     fn icmp_error(&mut self, from: Addr, t: u8, code: u8, orig: &ipv4::Packet<&[u8]>, out: &mut Vec<(usize, Vec<u8>)>) {
         let src = orig.src();
-        if orig.frag_offset() != 0 || ipv4::is_special(src) || self.ifaces.iter().any(|f| f.ip == src) {
+        if orig.frag_offset() != 0 || ipv4::is_special(src) || self.own.contains_key(&src) {
             return;
         }
         if orig.protocol() == ipv4::PROTO_ICMP && orig.payload().first().is_none_or(|t| icmp::is_error(*t)) {
