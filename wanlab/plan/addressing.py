@@ -69,12 +69,13 @@ def assign(networks: list[NetworkSpec]) -> dict[str, tuple[ipaddress.IPv4Network
             subnet = ipaddress.IPv4Network((cursor, prefix))
             if subnet.broadcast_address not in POOL:
                 raise SpecError("ran out of addresses in 10.0.0.0/8", field=net.name)
+            # automatic subnets are handed out at an increasing cursor and never overlap
+            # each other: only the fixed ones can be in the way
             clash = next((t for t in taken if t.overlaps(subnet)), None)
             if clash is None:
                 break
             cursor = max(cursor + size, int(clash.broadcast_address) + 1)
             cursor = (cursor + size - 1) // size * size
-        taken.append(subnet)
         cursor += size
         out[net.name] = (subnet, _hosts(net, subnet))
     return out

@@ -74,7 +74,11 @@ def shortest_path_routes(nodes: list[str],
         first = _first_hops(adj, "n:" + src)
         attached = attached_to[src]
         groups: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
-        for name, (_, atts, _) in networks.items():
+        # only networks with a reachable member can have a route (the choice below is a
+        # minimum, so the order of this set does not matter)
+        reachable = {net for v in first for net in attached_to[v[2:]]}
+        for name in reachable:
+            _, atts, _ = networks[name]
             if name in attached:
                 continue
             best = None

@@ -119,18 +119,17 @@ class ExperimentBuilder:
         self._counters: dict[str, int] = {}
 
     # -- helpers -----------------------------------------------------------
-    def _taken(self) -> set[str]:
-        return (set(self._nodes) | set(self._links) | set(self._lans) | set(self._agents)
-                | {p.name for p in self._programs})
+    def _is_taken(self, name: str) -> bool:
+        return (name in self._nodes or name in self._links or name in self._lans
+                or name in self._agents or any(p.name == name for p in self._programs))
 
     def _name(self, name: str | None, prefix: str) -> str:
         if name is not None:
             if not isinstance(name, str):
                 raise SpecError(f"name {name!r} must be a string", field="name")
             return name
-        taken = self._taken()
         i = self._counters.get(prefix, 0)
-        while f"{prefix}{i}" in taken:
+        while self._is_taken(f"{prefix}{i}"):
             i += 1
         self._counters[prefix] = i + 1
         return f"{prefix}{i}"
