@@ -13,11 +13,11 @@ set h2 [$ns node]
 $ns duplex-link $h1 $r1 1Gb 0.01ms DropTail
 set bottleneck [$ns duplex-link $r1 $r2 10Mb 64ms DropTail]
 $ns duplex-link $r2 $h2 1Gb 0.01ms DropTail
-# 64 KB buffers: 64 packets of 1000-byte segments, on every interface
-foreach {x y} [list $h1 $r1 $r1 $r2 $r2 $h2] {
-    $ns queue-limit $x $y 64
-    $ns queue-limit $y $x 64
-}
+# 64 KB buffers (64 packets of 1000-byte segments) on the routers' interfaces. A host's
+# own interface keeps Linux's txqueuelen of 1000 packets: an emulated host has it whatever
+# the link says, so the simulated host gets it too
+foreach {x y} [list $r1 $h1 $r1 $r2 $r2 $r1 $r2 $h2] { $ns queue-limit $x $y 64 }
+foreach {x y} [list $h1 $r1 $h2 $r2] { $ns queue-limit $x $y 1000 }
 
 set tcp [new Agent/TCP/Linux]
 $tcp select_ca cubic

@@ -11,10 +11,13 @@ set core [$ns duplex-link $r1 $r2 10Mb 64ms DropTail]
 foreach n {a1 a2 b1 b2} { set $n [$ns node] }
 set access [list $a1 $r1 $a2 $r1 $r2 $b1 $r2 $b2]
 foreach {x y} $access { $ns duplex-link $x $y 1Gb 0.01ms DropTail }
-# 64 KB buffers everywhere: 64 packets of 1000-byte segments
-foreach {x y} [concat [list $r1 $r2] $access] {
-    $ns queue-limit $x $y 64
-    $ns queue-limit $y $x 64
+# 64 KB buffers (64 packets of 1000-byte segments) on the routers' interfaces; the hosts'
+# own interfaces keep Linux's txqueuelen of 1000 packets (as in dumbbell.tcl)
+$ns queue-limit $r1 $r2 64
+$ns queue-limit $r2 $r1 64
+foreach {host router} [list $a1 $r1 $a2 $r1 $b1 $r2 $b2 $r2] {
+    $ns queue-limit $host $router 1000
+    $ns queue-limit $router $host 64
 }
 
 foreach {i src dst start} [list 1 $a1 $b1 0.5 2 $a2 $b2 20.5] {

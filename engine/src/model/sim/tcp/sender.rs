@@ -10,7 +10,8 @@
 //!   Initial ssthresh: 2³² − 1 segments ("infinite"). Initial cwnd `initial_window`, 1 if the
 //!   SYN had to be retransmitted (and then the RTO is at least 3 s until the first sample).
 //! * Slow start: cwnd += min(acked segments, 2) per new ACK (RFC 3465, L = 2); congestion
-//!   avoidance: cwnd += acked/cwnd (Reno family) or CUBIC ([`super::cubic`]).
+//!   avoidance: cwnd += acked/cwnd (Reno family) or CUBIC ([`super::cubic`]). CUBIC leaves
+//!   slow start early, as Linux does (HyStart: ACK train and delay increase, [`HyStart`]).
 //! * Three duplicate ACKs (an ACK with no payload, no SYN/FIN, equal to snd_una, while data
 //!   is outstanding) trigger fast retransmit of snd_una, unless snd_una has not passed
 //!   `recover` (the highest sequence sent at the last reduction, RFC 6582 §3.2 step 2; for
@@ -19,13 +20,14 @@
 //!   dup ACK, the first new ACK ends recovery with cwnd = ssthresh. NewReno and CUBIC
 //!   (SACK-less Linux recovers like NewReno): a partial ACK (below `recover`) retransmits
 //!   the next hole, deflates cwnd by the acked amount (+1 segment if ≥ 1 segment was acked)
-//!   and restarts the timer only on the first partial ACK ("impatient" variant); the full
-//!   ACK sets cwnd = ssthresh.
+//!   and restarts the timer only on the first partial ACK ("impatient" variant; CUBIC, as
+//!   Linux, on every partial ACK: "slow but steady"); the full ACK sets cwnd = ssthresh.
 //! * Retransmission timer (RFC 6298): one RTT sample per new ACK, from the latest segment
 //!   it covers, unless any segment it covers was retransmitted (Karn); SRTT/RTTVAR with
 //!   gains 1/8 and 1/4, RTO = SRTT + 4·RTTVAR clamped to [min_rto, 60 s] (1 s before the
 //!   first sample). Expiry: the RTO doubles (capped at 60 s) until the next valid sample,
-//!   ssthresh as for a loss (FlightSize/2 or CUBIC β), cwnd = 1, go-back-N from snd_una,
+//!   ssthresh as for a loss (FlightSize/2 or CUBIC β; kept if in fast recovery, as Linux),
+//!   cwnd = 1, go-back-N from snd_una,
 //!   `recover` = highest sequence sent. The timer is restarted on every new ACK and stopped
 //!   when nothing is outstanding. Timers are exact (no tick granularity).
 //! * `bytes`: when everything is acknowledged the sender sends one FIN (not retransmitted)
@@ -151,7 +153,28 @@ pub struct TcpSender {
     pub acked_bytes: u64,
     trace: Vec<TcpSample>,
     last_sample: Option<Instant>,
+    hystart: HyStart,
 }
+
+/// HyStart (CUBIC only, as Linux's default `hystart_detect` = ACK train + delay): leaves
+/// slow start (ssthresh = cwnd) before the queue overflows, once cwnd ≥
+/// [`HYSTART_LOW_WINDOW`], when in one round of data either
+/// * the train of closely spaced ACKs (gaps ≤ [`HYSTART_ACK_DELTA_NS`]) since the round's
+///   start lasts half the minimum RTT (the window fills the path), or
+/// * the least of the round's first [`HYSTART_SAMPLES`] RTT samples exceeds the
+///   connection's minimum RTT by clamp(min/8, 4 ms, 16 ms) (a queue is building).
+#[derive(Debug, Default)]
+struct HyStart {
+    round_end: u64,
+    round_start: Instant,
+    last_ack: Instant,
+    round_min_ns: Option<u64>,
+    samples: u32,
+}
+
+const HYSTART_ACK_DELTA_NS: u64 = 2_000_000;
+const HYSTART_SAMPLES: u32 = 8;
+const HYSTART_LOW_WINDOW: f64 = 16.0;
 
 impl TcpSender {
     pub fn new(spec: TcpSpec, sport: u16) -> Self {
@@ -190,6 +213,7 @@ impl TcpSender {
             acked_bytes: 0,
             trace: Vec::new(),
             last_sample: None,
+            hystart: HyStart::default(),
         }
     }
 
@@ -304,6 +328,40 @@ impl TcpSender {
         // Granularity G = 1 µs (timers are exact).
         let rto = srtt + (4.0 * self.rttvar_ns).max(1000.0);
         self.rto_ns = (rto as u64).clamp(self.spec.min_rto_ns, MAX_RTO_NS);
+    }
+
+    /// HyStart (see [`HyStart`]): a new ACK in slow start, with its RTT sample if any.
+    fn hystart(&mut self, now: Instant, rtt_ns: Option<u64>) {
+        if self.spec.cc != Cc::Cubic || self.cwnd >= self.ssthresh || self.in_recovery {
+            return;
+        }
+        let h = &mut self.hystart;
+        if self.snd_una >= h.round_end {
+            // a new round: the data sent from now on
+            h.round_end = self.snd_max;
+            h.round_start = now;
+            h.last_ack = now;
+            h.round_min_ns = None;
+            h.samples = 0;
+        }
+        if let Some(r) = rtt_ns.filter(|_| h.samples < HYSTART_SAMPLES) {
+            h.samples += 1;
+            h.round_min_ns = Some(h.round_min_ns.map_or(r, |m| m.min(r)));
+        }
+        let Some(base) = self.min_rtt_ns else { return };
+        if self.cwnd < HYSTART_LOW_WINDOW {
+            return;
+        }
+        let mut exit = false;
+        if now.nanos_since(h.last_ack) <= HYSTART_ACK_DELTA_NS {
+            h.last_ack = now;
+            exit |= now.nanos_since(h.round_start) >= base / 2;
+        }
+        let eta = (base / 8).clamp(4_000_000, 16_000_000);
+        exit |= h.samples >= HYSTART_SAMPLES && h.round_min_ns.is_some_and(|m| m >= base + eta);
+        if exit {
+            self.ssthresh = self.cwnd;
+        }
     }
 
     /// Send the data segment starting at `start` (new or retransmitted).
@@ -465,7 +523,9 @@ impl TcpSender {
             last = Some(s.at);
             self.sent.pop_front();
         }
+        let mut rtt = None;
         if let (false, Some(t)) = (ambiguous, last) {
+            rtt = Some(now.nanos_since(t));
             self.rtt_sample(now.nanos_since(t));
         }
         self.snd_una = ack;
@@ -485,11 +545,16 @@ impl TcpSender {
                 if acked >= self.mss() {
                     self.cwnd += 1.0;
                 }
-                restart_timer = !self.partial_seen;
+                // NewReno/Reno: only the first partial ACK restarts the timer ("impatient",
+                // RFC 6582 §4: after a burst of losses the timeout's go-back-N beats one
+                // hole per RTT); CUBIC, modelled on Linux, restarts it on every ACK that
+                // advances ("slow but steady", what Linux does without SACK)
+                restart_timer = self.spec.cc == Cc::Cubic || !self.partial_seen;
                 self.partial_seen = true;
             }
         } else {
             self.dupacks = 0;
+            self.hystart(now, rtt);
             self.grow(acked_segs, now);
         }
         if ack >= self.limit() {
@@ -555,9 +620,14 @@ impl TcpSender {
             }
             State::Established => {
                 self.timeouts += 1;
-                self.ssthresh = self.loss_ssthresh();
+                // a timeout during fast recovery keeps the ssthresh that recovery set (as
+                // Linux): the inflated cwnd of recovery is not a measure of the path
+                if !self.in_recovery {
+                    self.ssthresh = self.loss_ssthresh();
+                }
                 self.cwnd = 1.0;
                 self.in_recovery = false;
+                self.hystart = HyStart::default();
                 self.dupacks = 0;
                 self.recover = Some(self.snd_max);
                 self.snd_nxt = self.snd_una;
