@@ -182,3 +182,23 @@ def test_yaml_spec_simulates_cubic_and_poisson(lab, tmp_path):
     assert ftp["retransmits"] > 0 and s["links"]["l2"]["ab"]["drop_queue"] > 0
     # every loss is a queue drop at l2, shared between the two flows
     assert poi["lost"] + ftp["retransmits"] >= s["links"]["l2"]["ab"]["drop_queue"] > poi["lost"]
+
+
+def test_python_api_simulate_with_builder(tmp_path):
+    from wanlab.api import simulate
+    from wanlab.spec.builder import ExperimentBuilder
+    b = ExperimentBuilder("apisim", seed=5)
+    h1, r, h2 = b.node("h1"), b.node("r"), b.node("h2")
+    b.link(h1, r, bandwidth="100Mb", delay="1ms")
+    b.link(r, h2, bandwidth="5Mb", delay="20ms")
+    t = b.agent("Agent/TCP/Newreno", node=h1, name="t")
+    k = b.agent("Agent/TCPSink", node=h2, name="k")
+    b.connect(t, k)
+    b.agent("Application/FTP", attached=t, name="ftp")
+    b.at(0.1, "ftp", "start")
+    b.at(5.1, "ftp", "stop")
+    s = simulate(b, out=str(tmp_path / "o"), home=str(tmp_path / "h"))
+    (f,) = s["flows"]
+    assert f["result"]["cc"] == "newreno" and s["seed"] == 5
+    # 5 s of a 5 Mbit/s bottleneck, minus slow start
+    assert 0.7 * 5e6 * 1000 / 1054 < f["result"]["bytes"] * 8 / 5 <= 5e6

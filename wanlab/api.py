@@ -9,7 +9,12 @@ A short script::
     # terminated: nothing left behind
 
 or built in code with :class:`wanlab.spec.builder.ExperimentBuilder` and
-passed to ``Experiment(ir)``.
+passed to ``Experiment(ir)``. The same description as a pure simulation in virtual
+time (no namespaces; see docs/simulation.md)::
+
+    from wanlab.api import simulate
+    summary = simulate("examples/onedrop/onedrop.tcl", seed=7)
+    print(summary["flows"][0]["result"]["cwnd"][:5])
 """
 
 from __future__ import annotations
@@ -140,3 +145,20 @@ class Experiment:
         """Any engine protocol request (docs/engine-protocol.md)."""
         with self.lab.engine(self.name) as c:
             return c.call(cmd, **args)
+
+
+def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
+             seed: int | None = None, duration_s: float | None = None,
+             home: str | None = None) -> dict[str, Any]:
+    """Run a spec file, IR or builder as a pure simulation (``wanlab run --simulate``);
+    returns the summary (event log, flows, per-link statistics, engine speed)."""
+    if isinstance(description, str):
+        from wanlab.spec import load
+        description = load(description)
+    elif hasattr(description, "build") and not isinstance(description, ir.Experiment):
+        description = description.build()
+    lab = Lab(home)
+    try:
+        return lab.simulate(description, out=out, seed=seed, duration_s=duration_s)
+    finally:
+        lab.close()
