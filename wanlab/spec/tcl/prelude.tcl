@@ -16,7 +16,7 @@
 namespace eval ::wl {
     variable seq 0
     variable order {}        ;# object handles in creation order
-    variable pending {}      ;# handles not yet found in a variable
+    variable pending {}      ;# dict: handles not yet found in a variable
     variable warnings {}     ;# {msg file line} ...
     variable events {}       ;# {time cmd file line} ...
     variable simulated 0     ;# >0 inside make-simulated
@@ -42,8 +42,17 @@ namespace eval ::wl::m {}
 
 # -- locations, warnings, errors ---------------------------------------------
 
-# The innermost frame in the user's code: {file line}, or {"" 0}.
+# The innermost frame in the user's code: {file line}, or {"" 0}. Within one call
+# from the user's code into an object (dispatch) or `new`, it is computed once: `info
+# frame` costs time proportional to the position in the script, and one command
+# records several located values.
+variable ::wl::here ""
 proc ::wl::userloc {} {
+    if {$::wl::here ne ""} { return $::wl::here }
+    return [::wl::find_userloc]
+}
+
+proc ::wl::find_userloc {} {
     variable dir
     variable procdef
     for {set i [expr {[info frame] - 1}]} {$i > 0} {incr i -1} {
@@ -95,7 +104,7 @@ proc ::wl::new_obj {class {named 1}} {
     set h "_o[incr seq]"
     set cls($h) $class
     lappend order $h
-    if {$named} { lappend pending $h }
+    if {$named} { dict set pending $h 1 }
     lassign [userloc] file line
     set A($h,@file) $file
     set A($h,@line) $line
@@ -132,14 +141,33 @@ proc ::wl::get_attr {h key {default ""}} {
 }
 
 # Name objects after the global variables they were first assigned to
-# (Emulab's rule): called at every entry into the prelude and at the end, it
-# looks for not-yet-named objects in the global variables and arrays.
-proc ::wl::scan_names {{level 2}} {
-    variable pending
-    if {![llength $pending]} { return }
+# (Emulab's rule). A global `set VAR [...]` names the object at once (on_set, an
+# execution trace on `set`); objects assigned otherwise (`global x` in a proc,
+# `array set`, ...) are looked for in the global variables and arrays once, when
+# the script has finished (scan_names). Looking at every entry into the prelude
+# instead cost one pass over all globals per call: quadratic in large scripts.
+proc ::wl::on_set {cmd code result op} {
+    if {$code != 0 || [llength $cmd] != 3 || [info level] != 1} { return }
+    variable cls
     variable var
-    set want [dict create]
-    foreach h $pending { dict set want $h 1 }
+    if {![info exists cls($result)] || [info exists var($result)]} { return }
+    variable pending
+    if {![dict exists $pending $result]} { return }
+    set name [string trimleft [lindex $cmd 1] :]
+    if {[regexp {^([^(]+)\((.*)\)$} $name -> arr key]} {
+        set var($result) [list $arr $key]
+    } else {
+        set var($result) [list $name]
+    }
+    dict unset pending $result
+}
+trace add execution set leave ::wl::on_set
+
+proc ::wl::scan_names {} {
+    variable pending
+    if {![dict size $pending]} { return }
+    variable var
+    set want $pending
     set frames [list #0]   ;# globals only: proc-local variables never name objects
     foreach fr $frames {
         if {$fr eq "#0"} { set names [uplevel #0 {info vars}] } else {
@@ -166,7 +194,7 @@ proc ::wl::scan_names {{level 2}} {
             if {![dict size $want]} { break }
         }
     }
-    set pending [dict keys $want]
+    set pending $want
 }
 
 # Usage string of a method/command proc, for "wrong # args" messages.
@@ -181,7 +209,16 @@ proc ::wl::usage {p prefix} {
 }
 
 proc ::wl::dispatch {h args} {
-    scan_names 3
+    set outer $::wl::here
+    set ::wl::here [::wl::find_userloc]
+    try {
+        return [uplevel 1 [list ::wl::dispatch_in $h {*}$args]]
+    } finally {
+        set ::wl::here $outer
+    }
+}
+
+proc ::wl::dispatch_in {h args} {
     variable cls
     set c $cls($h)
     if {![llength $args]} { fail "a $c object needs a method, e.g. \$obj set ..." }
@@ -219,7 +256,16 @@ namespace eval ::wl::m::Any {
 # -- new ------------------------------------------------------------------------
 
 proc new {class args} {
-    ::wl::scan_names
+    set outer $::wl::here
+    set ::wl::here [::wl::find_userloc]
+    try {
+        return [uplevel 1 [list ::wl::new_in $class {*}$args]]
+    } finally {
+        set ::wl::here $outer
+    }
+}
+
+proc ::wl::new_in {class args} {
     switch -glob -- $class {
         Simulator {
             if {$::wl::sim ne ""} {
@@ -458,7 +504,10 @@ proc ::wl::m::Simulator::run {self} {
 proc ::wl::m::Simulator::make-simulated {self body} {
     incr ::wl::simulated
     lappend ::wl::anchors [::wl::userloc]
+    set outer $::wl::here
+    set ::wl::here ""        ;# the body's commands are located on their own lines
     set code [catch {uplevel 2 $body} res opts]
+    set ::wl::here $outer
     set ::wl::anchors [lrange $::wl::anchors 0 end-1]
     incr ::wl::simulated -1
     if {$code == 1} {

@@ -43,9 +43,15 @@ proc ::wl::emit {fh} {
     variable A
     variable var
     set objs [list]
+    # each object's attribute keys, in one pass ([array names A $h,*] per object would
+    # scan every attribute of every object: quadratic in big scripts)
+    set keys [dict create]
+    foreach k [array names A] {
+        dict lappend keys [string range $k 0 [string first , $k]-1] $k
+    }
     foreach h $order {
         set attrs [list]
-        foreach k [lsort [array names A $h,*]] {
+        foreach k [lsort [expr {[dict exists $keys $h] ? [dict get $keys $h] : {}}]] {
             set key [string range $k [string length $h,] end]
             if {[string index $key 0] eq "@"} continue
             lassign $A($k) v f n
@@ -108,7 +114,7 @@ fconfigure $::wl_fh -encoding utf-8
 if {$::wl_code == 1} {
     ::wl::emit_error $::wl_fh $::wl_msg $::wl_opts
 } else {
-    if {[catch {::wl::scan_names global; ::wl::emit $::wl_fh} m o]} {
+    if {[catch {::wl::scan_names; ::wl::emit $::wl_fh} m o]} {
         close $::wl_fh
         set ::wl_fh [open $::wl_recfile w]
         ::wl::emit_error $::wl_fh "internal error in wanlab's ns front end: $m" $o
