@@ -215,6 +215,9 @@ def teardown(store: Store, exp_id: int, progress: Progress | None = None) -> Non
             if "pid" in r.detail:
                 procs.kill(r.detail["pid"], r.detail.get("started"), grace=15.0)
             removed.append(r.id)
+    # the scheduler's threads may have recorded processes (e.g. a traffic agent preparing
+    # its next flow) after the list above was read; it is gone now: read again
+    res = store.resources(exp_id)
     # 1. processes: the recorded ones, then anything else living in our namespaces
     for r in reversed(res):
         if r.kind == "process":
@@ -256,5 +259,6 @@ def teardown(store: Store, exp_id: int, progress: Progress | None = None) -> Non
     store.mark_removed(removed)
     leftover = [r for r in store.resources(exp_id)]
     if leftover:
-        print(f"wanlab: {len(leftover)} resources of unknown kind left recorded",
+        print(f"wanlab: {len(leftover)} resources left recorded after teardown "
+              f"({', '.join(sorted({r.kind for r in leftover}))})",
               file=sys.stderr)
