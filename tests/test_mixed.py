@@ -132,3 +132,17 @@ def test_compare_emulated_and_simulated(lab, tmp_path):
     assert any(p.endswith("compare-throughput.png") for p in r["plots"])
     assert (tmp_path / "cmp" / "compare.json").exists()
     assert [x.name for x in lab.list()] == []       # the emulation was terminated
+
+
+def test_show_prints_simulated_agents_and_engine_pace(lab, tmp_path):
+    import subprocess
+    import sys
+    spec = tmp_path / "mixed.tcl"
+    spec.write_text(MIXED)
+    lab.create(load(str(spec)))
+    lab.tevc("mixed", "now", "cbr", "start", wait=True)
+    out = subprocess.run([sys.executable, "-m", "wanlab.cli", "--home", lab.store.home, "show",
+                          "mixed"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "simulated agents:" in out.stdout and "cbr.sink (sink)" in out.stdout
+    assert "engine: keeping pace" in out.stdout or "engine: BEHIND" in out.stdout

@@ -198,6 +198,18 @@ def cmd_show(lab, a) -> int:
     for l in info["lans"]:
         print(f"  {l['name']}: {' '.join(l['members'])}  [{_bw(l['bandwidth_bps'])}, "
               f"{l['delay_s'] * 1000:g} ms, loss {l['loss']:g}]")
+    agents = info.get("stats", {}).get("agents") or {}
+    if agents:
+        print("simulated agents:")
+    for name, st in agents.items():
+        detail = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                           for k, v in st.items() if k != "kind" and v is not None)
+        print(f"  {name} ({st.get('kind')}): {detail}")
+    rt = info.get("stats", {}).get("realtime")
+    if rt:
+        print(f"engine: {'BEHIND real time' if rt.get('behind') else 'keeping pace'}; "
+              f"{rt.get('late_events', 0)} of {rt.get('timer_events', 0)} timer events more "
+              f"than {rt.get('threshold_us', 0):g} µs late (max {rt.get('max_late_us', 0):g} µs)")
     return 0
 
 
