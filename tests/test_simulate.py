@@ -202,3 +202,13 @@ def test_python_api_simulate_with_builder(tmp_path):
     assert f["result"]["cc"] == "newreno" and s["seed"] == 5
     # 5 s of a 5 Mbit/s bottleneck, minus slow start
     assert 0.7 * 5e6 * 1000 / 1054 < f["result"]["bytes"] * 8 / 5 <= 5e6
+
+
+def test_agents_on_a_router_get_an_endpoint_host(lab, tmp_path):
+    # armada.tcl puts a CBR source on `router` (two links): in simulation the router stays
+    # a router and the agent lives on the endpoint host router-ep behind it
+    s = lab.simulate(load(os.path.join(ROOT, "examples", "armada.tcl")), out=str(tmp_path / "o"))
+    flows = {f["agent"]: f["result"] for f in s["flows"]}
+    assert flows["cbr0"]["packets"] > 0 and flows["ftp0"]["bytes"] > 0
+    assert s["links"]["router-ep"]["ba"]["out_pkts"] >= flows["cbr0"]["packets"]
+    assert s["links"]["bottleneck"]["ab"]["out_pkts"] > flows["ftp0"]["packets"]

@@ -53,6 +53,7 @@ class Plan:
     hosts: str
     engine: dict[str, Any]
     warnings: list[str]
+    exp: Experiment | None = None    # what was planned (with simulated endpoint hosts)
 
 
 def netns_name(short: str, node: str) -> str:
@@ -78,7 +79,10 @@ def engine_params(p: LinkParams) -> dict[str, Any]:
 def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     """The plan of ``exp``; with ``simulate_all`` every node is simulated in the engine
     (pure simulation: no namespaces, dynamic routing replaced by static routes)."""
+    from wanlab.sim.nodes import with_endpoints
     warnings: list[str] = []
+    exp = with_endpoints(exp, {n.name for n in exp.nodes
+                               if simulate_all or n.kind == "simulated"})
     nodes = {n.name: NodePlan(n.name, netns_name(short, n.name), simulated=simulate_all or
                               n.kind == "simulated") for n in exp.nodes}
     if simulate_all and exp.rtproto != "static":
@@ -180,7 +184,7 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     if routers:
         engine["routers"] = routers
     plan = Plan(short=short, nodes=nodes, subnets={k: v[0] for k, v in addrs.items()},
-                hosts=hosts, engine=engine, warnings=warnings)
+                hosts=hosts, engine=engine, warnings=warnings, exp=exp)
     if sim_hosts:
         engine["hosts"] = sim_hosts
         flows = sim_flows(exp, plan, {n for n, np_ in nodes.items() if np_.simulated})

@@ -49,7 +49,7 @@ class Runtime:
         self.programs = {p.name: ProgramRunner(self, p) for p in row.ir.programs}
         self.agents: dict[str, TrafficAgent | SimTrafficAgent] = {}
         sim = {n for n, np_ in self.plan.nodes.items() if np_.simulated}
-        for f in sim_flows(row.ir, self.plan, sim) if sim else []:
+        for f in sim_flows(self.plan.exp or row.ir, self.plan, sim) if sim else []:
             self.agents[f.app] = SimTrafficAgent(self, f)
         apps = [a for a in row.ir.agents if a.kind.startswith("Application/")]
         for i, a in enumerate(apps):

@@ -77,6 +77,7 @@ def _at(t: float) -> int:
 def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> Scenario:
     """The scenario of ``exp`` (raises SpecError for what cannot be simulated)."""
     plan = make_plan(exp, SHORT, simulate_all=True)
+    exp = plan.exp or exp                 # with endpoint hosts for multi-homed nodes
     everything = set(plan.nodes)
     flows = {f.app: f for f in sim_flows(exp, plan, everything)}
     topo = {k: v for k, v in plan.engine.items() if k != "ports"}
