@@ -50,36 +50,43 @@ def cwnd_axes(ax, flows: list[dict[str, Any]], label_suffix: str = "", in_kb: bo
     return drawn
 
 
+def finish(fig, ax, events: list[dict[str, Any]], ylabel: str, title: str, legend: str,
+           path: str) -> str:
+    """Mark the events, label, save ``path`` and close: the common end of every plot."""
+    plt = _plt()
+    _mark_events(ax, events)
+    ax.set_xlabel("experiment time (s)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(loc=legend, fontsize=8)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def figure():
+    """A new figure of the plots' size: (fig, ax)."""
+    return _plt().subplots(figsize=(9, 4.5))
+
+
 def plot_flows(flows: list[dict[str, Any]], events: list[dict[str, Any]], outdir: str,
                title: str) -> list[str]:
     """throughput.png (and cwnd.png when flows have cwnd traces) in ``outdir``."""
-    plt = _plt()
-    os.makedirs(outdir, exist_ok=True)
-    paths = []
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = figure()
     throughput_axes(ax, flows)
-    _mark_events(ax, events)
-    ax.set_xlabel("experiment time (s)")
-    ax.set_ylabel("received throughput (Mbit/s)")
-    ax.set_title(f"{title}: throughput over time")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    paths.append(os.path.join(outdir, "throughput.png"))
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    paths = [finish(fig, ax, events, "received throughput (Mbit/s)",
+                    f"{title}: throughput over time", "lower right",
+                    os.path.join(outdir, "throughput.png"))]
+    fig, ax = figure()
     if cwnd_axes(ax, flows):
-        _mark_events(ax, events)
-        ax.set_xlabel("experiment time (s)")
-        ax.set_ylabel("congestion window (packets)")
-        ax.set_title(f"{title}: TCP congestion window")
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8)
-        fig.tight_layout()
-        paths.append(os.path.join(outdir, "cwnd.png"))
-        fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+        paths.append(finish(fig, ax, events, "congestion window (packets)",
+                            f"{title}: TCP congestion window", "upper right",
+                            os.path.join(outdir, "cwnd.png")))
+    else:
+        _plt().close(fig)
     return paths
 
 
@@ -90,21 +97,11 @@ def plot_throughput(lab, name: str, output: str | None = None) -> str:
         raise WanlabError(f"experiment {name!r} has no flow results yet (start and stop a "
                           f"traffic agent first)")
     t0 = flows[-1]["t0"]
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    fig, ax = figure()
     throughput_axes(ax, [f for f in flows if f["t0"] == t0])
-    _mark_events(ax, lab.event_log(name))
-    ax.set_xlabel("experiment time (s)")
-    ax.set_ylabel("received throughput (Mbit/s)")
-    ax.set_title(f"{name}: throughput over time")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    row = lab.get(name)
     if output is None:
         from wanlab.realize.swap import folder_of
-        output = os.path.join(folder_of(lab.store, row.name), "plots", "throughput.png")
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(output, dpi=110)
-    plt.close(fig)
-    return output
+        output = os.path.join(folder_of(lab.store, lab.get(name).name), "plots",
+                              "throughput.png")
+    return finish(fig, ax, lab.event_log(name), "received throughput (Mbit/s)",
+                  f"{name}: throughput over time", "lower right", output)

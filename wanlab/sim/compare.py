@@ -97,35 +97,21 @@ def link_table(emu: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
 
 
 def plot(emu: dict[str, Any], sim: dict[str, Any], outdir: str, title: str) -> list[str]:
-    from wanlab.report.plots import _mark_events, _plt, cwnd_axes, throughput_axes
-    plt = _plt()
-    os.makedirs(outdir, exist_ok=True)
-    paths = []
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    from wanlab.report.plots import _plt, cwnd_axes, figure, finish, throughput_axes
+    events = sim.get("events", [])
+    fig, ax = figure()
     throughput_axes(ax, emu.get("flows", []), " emulated")
     throughput_axes(ax, sim.get("flows", []), " simulated", ls="--")
-    _mark_events(ax, sim.get("events", []))
-    ax.set_xlabel("experiment time (s)")
-    ax.set_ylabel("received throughput (Mbit/s)")
-    ax.set_title(f"{title}: emulated (solid) vs simulated (dashed)")
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    paths.append(os.path.join(outdir, "compare-throughput.png"))
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(9, 4.5))
+    paths = [finish(fig, ax, events, "received throughput (Mbit/s)",
+                    f"{title}: emulated (solid) vs simulated (dashed)", "lower right",
+                    os.path.join(outdir, "compare-throughput.png"))]
+    fig, ax = figure()
     drawn = cwnd_axes(ax, emu.get("flows", []), " emulated (Linux)", in_kb=True)
     drawn = cwnd_axes(ax, sim.get("flows", []), " simulated", in_kb=True, ls="--") or drawn
     if drawn:
-        _mark_events(ax, sim.get("events", []))
-        ax.set_xlabel("experiment time (s)")
-        ax.set_ylabel("congestion window (kB)")
-        ax.set_title(f"{title}: TCP congestion window, emulated vs simulated")
-        ax.grid(alpha=0.3)
-        ax.legend(loc="upper right", fontsize=8)
-        fig.tight_layout()
-        paths.append(os.path.join(outdir, "compare-cwnd.png"))
-        fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
+        paths.append(finish(fig, ax, events, "congestion window (kB)",
+                            f"{title}: TCP congestion window, emulated vs simulated",
+                            "upper right", os.path.join(outdir, "compare-cwnd.png")))
+    else:
+        _plt().close(fig)
     return paths

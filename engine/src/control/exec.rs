@@ -426,9 +426,9 @@ pub fn parse_mac(s: &str) -> Result<Address, String> {
 /// 65535-byte packet.
 const MAX_CBR_SIZE: u64 = 65535 - 20 - 8;
 
-/// TCP-only fields on another kind are an error.
-fn reject_tcp_fields(g: &super::protocol::AgentReq) -> Result<(), String> {
-    let tcp = [
+/// The first field given that only a `tcp` sender takes, if any.
+fn tcp_sender_field(g: &super::protocol::AgentReq) -> Option<&'static str> {
+    [
         (g.cc.is_some(), "cc"),
         (g.mss.is_some(), "mss"),
         (g.window.is_some(), "window"),
@@ -436,11 +436,15 @@ fn reject_tcp_fields(g: &super::protocol::AgentReq) -> Result<(), String> {
         (g.min_rto_us.is_some(), "min_rto_us"),
         (g.bytes.is_some(), "bytes"),
         (g.trace_interval_us.is_some(), "trace_interval_us"),
-    ];
-    for (set, f) in tcp {
-        if set {
-            return Err(format!("{f}: only for kind \"tcp\""));
-        }
+    ]
+    .into_iter()
+    .find_map(|(set, f)| set.then_some(f))
+}
+
+/// TCP-only fields on another kind are an error.
+fn reject_tcp_fields(g: &super::protocol::AgentReq) -> Result<(), String> {
+    if let Some(f) = tcp_sender_field(g) {
+        return Err(format!("{f}: only for kind \"tcp\""));
     }
     if g.delayed_ack.is_some() {
         return Err("delayed_ack: only for kind \"tcp_sink\"".into());
@@ -502,19 +506,8 @@ fn build_tcp_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
             trace_interval_ns: trace_us * 1000,
         })
     } else {
-        for (set, f) in [
-            (g.dst.is_some(), "dst"),
-            (g.cc.is_some(), "cc"),
-            (g.mss.is_some(), "mss"),
-            (g.window.is_some(), "window"),
-            (g.initial_window.is_some(), "initial_window"),
-            (g.min_rto_us.is_some(), "min_rto_us"),
-            (g.bytes.is_some(), "bytes"),
-            (g.trace_interval_us.is_some(), "trace_interval_us"),
-        ] {
-            if set {
-                return Err(format!("{f}: only for kind \"tcp\""));
-            }
+        if let Some(f) = g.dst.as_ref().map(|_| "dst").or_else(|| tcp_sender_field(g)) {
+            return Err(format!("{f}: only for kind \"tcp\""));
         }
         let port = g.port.ok_or("port: required for kind \"tcp_sink\"")?;
         let port = u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| format!("port: must be 1..=65535, got {port}"))?;
