@@ -24,7 +24,7 @@ use super::packet::Packet;
 use super::params::LinkParams;
 use super::pipeline::Pipeline;
 use super::sim::agent::{AgentStats, Cbr, CbrSpec, UdpSink};
-use super::sim::host::{self, Host, HostConfig, HostCounters, Up};
+use super::sim::host::{self, Host, HostConfig, HostCounters, Up, PROTO_TCP};
 use super::sim::tcp::sender::{TcpSender, TcpSpec};
 use super::sim::tcp::sink::TcpSink;
 use super::sim::router::{self, Interface, Route, Router, RouterCounters};
@@ -245,6 +245,9 @@ pub struct Network {
     host_ids: HashMap<String, usize>,
     agents: Vec<Option<Agent>>,
     agent_ids: HashMap<String, usize>,
+    /// (host, IP protocol, local port) → the agent that receives there (UDP sinks, TCP sinks
+    /// and senders; the first one created wins), so delivery costs no scan of all agents.
+    bound: HashMap<(usize, u8, u16), usize>,
     timers: BinaryHeap<Reverse<Timer>>,
     seq: u64,
     scratch: Vec<Packet>,
@@ -284,6 +287,7 @@ impl Network {
             host_ids: HashMap::new(),
             agents: Vec::new(),
             agent_ids: HashMap::new(),
+            bound: HashMap::new(),
             timers: BinaryHeap::new(),
             seq: 0,
             scratch: Vec::new(),
@@ -526,6 +530,15 @@ impl Network {
                 AgentKindSpec::Tcp(t) => AgentKind::Tcp(Box::new(TcpSender::new(t, 49152 + (ai % 16384) as u16))),
                 AgentKindSpec::TcpSink { port, delayed_ack } => AgentKind::TcpSink(TcpSink::new(port, delayed_ack)),
             };
+            let local = match &kind {
+                AgentKind::Sink(s) => Some((host::PROTO_UDP, s.port)),
+                AgentKind::Tcp(t) => Some((PROTO_TCP, t.sport)),
+                AgentKind::TcpSink(s) => Some((PROTO_TCP, s.port)),
+                AgentKind::Cbr(_) => None,
+            };
+            if let Some((proto, port)) = local {
+                self.bound.entry((hi, proto, port)).or_insert(ai);
+            }
             self.agents.push(Some(Agent { id: a.id.clone(), host: hi, kind, scheduled: None }));
             self.agent_ids.insert(a.id, ai);
         }
@@ -807,8 +820,9 @@ impl Network {
             }
         }
         for d in dgrams {
-            let sink = self.agents.iter_mut().flatten().find_map(|a| match &mut a.kind {
-                AgentKind::Sink(s) if a.host == h && s.port == d.dport => Some(s),
+            let ai = self.bound.get(&(h, host::PROTO_UDP, d.dport)).copied();
+            let sink = ai.and_then(|ai| self.agents.get_mut(ai)?.as_mut()).and_then(|a| match &mut a.kind {
+                AgentKind::Sink(s) => Some(s),
                 _ => None,
             });
             match sink {

@@ -4,7 +4,7 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 
-use super::{AgentKind, AgentKindSpec, AgentStats, Network, Timer, TopologySpec, KIND_TCP};
+use super::{AgentKind, AgentKindSpec, AgentStats, Network, Timer, TopologySpec, KIND_TCP, PROTO_TCP};
 use crate::model::packet::Packet;
 use crate::model::sim::tcp::{Segment, TcpSample, TxSeg};
 use crate::time::Instant;
@@ -61,16 +61,7 @@ impl Network {
     /// A TCP segment for host `h`: to the sender whose source port or the sink whose port is
     /// the destination port (none: `dropped_other`).
     pub(super) fn tcp_receive(&mut self, h: usize, seg: Segment, at: Instant) {
-        let found = self.agents.iter().position(|a| {
-            a.as_ref().is_some_and(|a| {
-                a.host == h
-                    && match &a.kind {
-                        AgentKind::Tcp(t) => t.sport == seg.dport,
-                        AgentKind::TcpSink(s) => s.port == seg.dport,
-                        _ => false,
-                    }
-            })
-        });
+        let found = self.bound.get(&(h, PROTO_TCP, seg.dport)).copied();
         let Some(ai) = found else {
             if let Some(Some(sh)) = self.hosts.get_mut(h) {
                 sh.host.counters.dropped_other += 1;
