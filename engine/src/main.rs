@@ -39,7 +39,10 @@ fn simulate_main(args: &[String]) -> ExitCode {
         eprintln!("wanlab-engine: simulate needs a scenario file\n{USAGE}");
         return ExitCode::from(2);
     };
-    ExitCode::from(wanlab_engine::driver::simulate::main(&scenario, out.as_deref()))
+    ExitCode::from(wanlab_engine::driver::simulate::main(
+        &scenario,
+        out.as_deref(),
+    ))
 }
 
 struct Args {
@@ -70,10 +73,26 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => seed = val("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--log" => log = Some(PathBuf::from(val("--log")?)),
             "--busy-poll" => busy_poll = true,
-            "--spin-us" => spin_us = val("--spin-us")?.parse().map_err(|e| format!("--spin-us: {e}"))?,
-            "--linger-us" => linger_us = val("--linger-us")?.parse().map_err(|e| format!("--linger-us: {e}"))?,
-            "--anticipate-us" => anticipate_us = val("--anticipate-us")?.parse().map_err(|e| format!("--anticipate-us: {e}"))?,
-            "--behind-us" => behind_us = val("--behind-us")?.parse().map_err(|e| format!("--behind-us: {e}"))?,
+            "--spin-us" => {
+                spin_us = val("--spin-us")?
+                    .parse()
+                    .map_err(|e| format!("--spin-us: {e}"))?
+            }
+            "--linger-us" => {
+                linger_us = val("--linger-us")?
+                    .parse()
+                    .map_err(|e| format!("--linger-us: {e}"))?
+            }
+            "--anticipate-us" => {
+                anticipate_us = val("--anticipate-us")?
+                    .parse()
+                    .map_err(|e| format!("--anticipate-us: {e}"))?
+            }
+            "--behind-us" => {
+                behind_us = val("--behind-us")?
+                    .parse()
+                    .map_err(|e| format!("--behind-us: {e}"))?
+            }
             "--version" => {
                 println!("{}", engine_version());
                 std::process::exit(0);
@@ -85,13 +104,25 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
-    Ok(Args { socket: socket.ok_or("--socket is required")?, seed, log, busy_poll, spin_us, linger_us, anticipate_us, behind_us })
+    Ok(Args {
+        socket: socket.ok_or("--socket is required")?,
+        seed,
+        log,
+        busy_poll,
+        spin_us,
+        linger_us,
+        anticipate_us,
+        behind_us,
+    })
 }
 
 /// Send stderr to the log file (appending), so diagnostics survive a detached engine.
 fn redirect_stderr(path: &std::path::Path) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let f = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)?;
     // SAFETY: dup2 onto fd 2 with a valid fd.
     if unsafe { libc::dup2(f.as_raw_fd(), 2) } < 0 {
         return Err(std::io::Error::last_os_error());
@@ -117,8 +148,23 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    eprintln!("{} starting: socket {} seed {}", engine_version(), args.socket.display(), args.seed);
-    match run(&args.socket, args.seed, Options { busy_poll: args.busy_poll, spin_ns: args.spin_us.saturating_mul(1000), linger_ns: args.linger_us.saturating_mul(1000), anticipate_ns: args.anticipate_us.saturating_mul(1000), behind_ns: args.behind_us.saturating_mul(1000) }) {
+    eprintln!(
+        "{} starting: socket {} seed {}",
+        engine_version(),
+        args.socket.display(),
+        args.seed
+    );
+    match run(
+        &args.socket,
+        args.seed,
+        Options {
+            busy_poll: args.busy_poll,
+            spin_ns: args.spin_us.saturating_mul(1000),
+            linger_ns: args.linger_us.saturating_mul(1000),
+            anticipate_ns: args.anticipate_us.saturating_mul(1000),
+            behind_ns: args.behind_us.saturating_mul(1000),
+        },
+    ) {
         Ok(()) => {
             eprintln!("wanlab-engine: clean exit");
             ExitCode::SUCCESS

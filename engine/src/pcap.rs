@@ -31,13 +31,21 @@ impl<W: Write> PcapWriter<W> {
         h.extend_from_slice(&snaplen.to_ne_bytes());
         h.extend_from_slice(&LINKTYPE_ETHERNET.to_ne_bytes());
         out.write_all(&h)?;
-        Ok(PcapWriter { out, snaplen, nanos })
+        Ok(PcapWriter {
+            out,
+            snaplen,
+            nanos,
+        })
     }
 
     /// Append one frame captured at `unix_ns` (nanoseconds since the Unix epoch).
     pub fn write(&mut self, unix_ns: u64, frame: &[u8]) -> io::Result<()> {
         let sec = (unix_ns / 1_000_000_000) as u32;
-        let frac = if self.nanos { (unix_ns % 1_000_000_000) as u32 } else { ((unix_ns % 1_000_000_000) / 1000) as u32 };
+        let frac = if self.nanos {
+            (unix_ns % 1_000_000_000) as u32
+        } else {
+            ((unix_ns % 1_000_000_000) / 1000) as u32
+        };
         let caplen = frame.len().min(self.snaplen as usize);
         let mut h = [0u8; 16];
         h[0..4].copy_from_slice(&sec.to_ne_bytes());
@@ -66,7 +74,10 @@ mod tests {
         assert_eq!(u32::from_ne_bytes(b[0..4].try_into().unwrap()), MAGIC_NANOS);
         assert_eq!(u32::from_ne_bytes(b[20..24].try_into().unwrap()), 1);
         assert_eq!(u32::from_ne_bytes(b[24..28].try_into().unwrap()), 1);
-        assert_eq!(u32::from_ne_bytes(b[28..32].try_into().unwrap()), 500_000_123);
+        assert_eq!(
+            u32::from_ne_bytes(b[28..32].try_into().unwrap()),
+            500_000_123
+        );
         assert_eq!(u32::from_ne_bytes(b[32..36].try_into().unwrap()), 4);
         assert_eq!(u32::from_ne_bytes(b[36..40].try_into().unwrap()), 6);
         assert_eq!(&b[40..], &[1, 2, 3, 4]);

@@ -7,46 +7,93 @@ use serde_json::{json, Value};
 use wanlab_engine::control::exec::build_topology;
 use wanlab_engine::control::protocol::{merge_params, parse_request, Request, COMMANDS};
 use wanlab_engine::driver::virtual_time::VirtualTime;
-use wanlab_engine::model::network::{Dir, LanSpec, LinkSpec, MemberSpec, Network, RouterSpec, TopologySpec};
-use wanlab_engine::model::sim::router::{Interface, Route};
-use wanlab_engine::wire::ethernet::Address;
-use wanlab_engine::model::params::{LinkParams, LossParams, QueueKind, QueueParams, RedParams};
+use wanlab_engine::model::network::{
+    Dir, LanSpec, LinkSpec, MemberSpec, Network, RouterSpec, TopologySpec,
+};
 use wanlab_engine::model::packet::Packet;
+use wanlab_engine::model::params::{LinkParams, LossParams, QueueKind, QueueParams, RedParams};
+use wanlab_engine::model::sim::router::{Interface, Route};
 use wanlab_engine::time::Instant;
+use wanlab_engine::wire::ethernet::Address;
 use wanlab_engine::wire::gso;
 use wanlab_engine::wire::vnet::VnetHdr;
 
 fn arb_params() -> impl Strategy<Value = LinkParams> {
-    (0u64..50_000_000, 0u64..5_000_000, 0u64..2_000_000, any::<bool>(), 1u32..40, any::<bool>(), 0u8..4, 0.0f64..1.0, 0.0f64..1.0, any::<bool>())
-        .prop_map(|(bw, delay, jitter, reorder, limit, in_bytes, loss, p, q, red)| LinkParams {
-            bandwidth_bps: bw,
-            delay_ns: delay,
-            jitter_ns: jitter,
-            jitter_reorder: reorder,
-            queue: QueueParams {
-                kind: if red { QueueKind::Red(RedParams { thresh: 1.0, maxthresh: f64::from(limit.max(2)), q_weight: 0.1, linterm: 3.0, gentle: in_bytes }) } else { QueueKind::DropTail },
-                limit: Some(limit.max(2)),
-                in_bytes,
-                mean_pktsize: 500,
+    (
+        0u64..50_000_000,
+        0u64..5_000_000,
+        0u64..2_000_000,
+        any::<bool>(),
+        1u32..40,
+        any::<bool>(),
+        0u8..4,
+        0.0f64..1.0,
+        0.0f64..1.0,
+        any::<bool>(),
+    )
+        .prop_map(
+            |(bw, delay, jitter, reorder, limit, in_bytes, loss, p, q, red)| LinkParams {
+                bandwidth_bps: bw,
+                delay_ns: delay,
+                jitter_ns: jitter,
+                jitter_reorder: reorder,
+                queue: QueueParams {
+                    kind: if red {
+                        QueueKind::Red(RedParams {
+                            thresh: 1.0,
+                            maxthresh: f64::from(limit.max(2)),
+                            q_weight: 0.1,
+                            linterm: 3.0,
+                            gentle: in_bytes,
+                        })
+                    } else {
+                        QueueKind::DropTail
+                    },
+                    limit: Some(limit.max(2)),
+                    in_bytes,
+                    mean_pktsize: 500,
+                },
+                loss: match loss {
+                    0 => LossParams::None,
+                    1 => LossParams::Bernoulli { p },
+                    2 => LossParams::Gilbert {
+                        p,
+                        r: q,
+                        k: q,
+                        h: p,
+                    },
+                    _ => LossParams::Ordinals {
+                        drop: vec![1, 3, 7],
+                    },
+                },
+                duplicate: p / 4.0,
+                corrupt: q / 4.0,
+                ..LinkParams::default()
             },
-            loss: match loss {
-                0 => LossParams::None,
-                1 => LossParams::Bernoulli { p },
-                2 => LossParams::Gilbert { p, r: q, k: q, h: p },
-                _ => LossParams::Ordinals { drop: vec![1, 3, 7] },
-            },
-            duplicate: p / 4.0,
-            corrupt: q / 4.0,
-            ..LinkParams::default()
-        })
+        )
 }
 
 #[derive(Debug, Clone)]
 enum Op {
-    Frame { port: usize, at_us: u64, data: Vec<u8> },
-    Offloaded { port: usize, at_us: u64, vnet: [u8; 12], data: Vec<u8> },
-    Set { which: usize, params: LinkParams },
-    Down { which: usize, up: bool },
+    Frame {
+        port: usize,
+        at_us: u64,
+        data: Vec<u8>,
+    },
+    Offloaded {
+        port: usize,
+        at_us: u64,
+        vnet: [u8; 12],
+        data: Vec<u8>,
+    },
+    Set {
+        which: usize,
+        params: LinkParams,
+    },
+    Down {
+        which: usize,
+        up: bool,
+    },
 }
 
 fn arb_op() -> impl Strategy<Value = Op> {
@@ -62,9 +109,23 @@ fn arb_op() -> impl Strategy<Value = Op> {
 fn arb_vnet() -> impl Strategy<Value = [u8; 12]> {
     prop_oneof![
         any::<[u8; 12]>(),
-        (prop::sample::select(vec![0u8, 1, 3, 4, 5, 0x81, 0x84]), 0u16..3000, prop::sample::select(vec![34u16, 54, 0, 20, 200]), any::<bool>()).prop_map(|(g, mss, start, csum)| {
-            VnetHdr { flags: u8::from(csum), gso_type: g, hdr_len: start + 20, gso_size: mss, csum_start: start, csum_offset: 16 }.to_bytes()
-        }),
+        (
+            prop::sample::select(vec![0u8, 1, 3, 4, 5, 0x81, 0x84]),
+            0u16..3000,
+            prop::sample::select(vec![34u16, 54, 0, 20, 200]),
+            any::<bool>()
+        )
+            .prop_map(|(g, mss, start, csum)| {
+                VnetHdr {
+                    flags: u8::from(csum),
+                    gso_type: g,
+                    hdr_len: start + 20,
+                    gso_size: mss,
+                    csum_start: start,
+                    csum_offset: 16,
+                }
+                .to_bytes()
+            }),
     ]
 }
 
@@ -72,25 +133,56 @@ fn arb_vnet() -> impl Strategy<Value = [u8; 12]> {
 fn arb_offload_frame() -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..300),
-        (any::<bool>(), 0usize..4000, 0usize..4100, any::<(usize, u8)>(), 0u8..16).prop_map(|(v6, payload, cut, (at, val), doff)| {
-            let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
-            if v6 {
-                f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 0, 6, 64]);
-                f.extend_from_slice(&[0xfd; 32]);
-            } else {
-                f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-            }
-            f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 0, 0, 0, 1, 0, 0, 0, 1, doff << 4, 0x99, 0xff, 0xff, 0, 0, 0, 0]);
-            f.extend((0..payload).map(|i| i as u8));
-            if at % 3 == 0 {
-                let i = at % f.len();
-                f[i] = val;
-            }
-            if cut < f.len() && at % 5 == 0 {
-                f.truncate(cut);
-            }
-            f
-        }),
+        (
+            any::<bool>(),
+            0usize..4000,
+            0usize..4100,
+            any::<(usize, u8)>(),
+            0u8..16
+        )
+            .prop_map(|(v6, payload, cut, (at, val), doff)| {
+                let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+                if v6 {
+                    f.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0, 0, 0, 6, 64]);
+                    f.extend_from_slice(&[0xfd; 32]);
+                } else {
+                    f.extend_from_slice(&[
+                        0x08, 0x00, 0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0,
+                        0, 2,
+                    ]);
+                }
+                f.extend_from_slice(&[
+                    0x03,
+                    0xe8,
+                    0x07,
+                    0xd0,
+                    0,
+                    0,
+                    0,
+                    1,
+                    0,
+                    0,
+                    0,
+                    1,
+                    doff << 4,
+                    0x99,
+                    0xff,
+                    0xff,
+                    0,
+                    0,
+                    0,
+                    0,
+                ]);
+                f.extend((0..payload).map(|i| i as u8));
+                if at % 3 == 0 {
+                    let i = at % f.len();
+                    f[i] = val;
+                }
+                if cut < f.len() && at % 5 == 0 {
+                    f.truncate(cut);
+                }
+                f
+            }),
     ]
 }
 
@@ -202,15 +294,69 @@ fn arb_scalar() -> impl Strategy<Value = Value> {
         Just(Value::Null),
         any::<bool>().prop_map(Value::from),
         any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_map(|f| serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null)),
-        prop::sample::select(vec!["a", "b", "l", "lan", "ab", "ba", "both", "to_lan", "red", "droptail", "bernoulli", "gilbert", "ordinals", "none", ""]).prop_map(Value::from),
+        any::<f64>().prop_map(|f| serde_json::Number::from_f64(f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null)),
+        prop::sample::select(vec![
+            "a",
+            "b",
+            "l",
+            "lan",
+            "ab",
+            "ba",
+            "both",
+            "to_lan",
+            "red",
+            "droptail",
+            "bernoulli",
+            "gilbert",
+            "ordinals",
+            "none",
+            ""
+        ])
+        .prop_map(Value::from),
     ]
 }
 
 const KEYS: &[&str] = &[
-    "ports", "links", "lans", "port", "tap", "link", "lan", "a", "b", "ab", "ba", "members", "to_lan", "from_lan", "target", "dir", "member",
-    "params", "bandwidth_bps", "delay_us", "jitter_us", "queue", "kind", "limit", "thresh", "maxthresh", "loss", "p", "r", "k", "h", "drop",
-    "duplicate", "corrupt", "interval_ms", "path", "snaplen", "bogus",
+    "ports",
+    "links",
+    "lans",
+    "port",
+    "tap",
+    "link",
+    "lan",
+    "a",
+    "b",
+    "ab",
+    "ba",
+    "members",
+    "to_lan",
+    "from_lan",
+    "target",
+    "dir",
+    "member",
+    "params",
+    "bandwidth_bps",
+    "delay_us",
+    "jitter_us",
+    "queue",
+    "kind",
+    "limit",
+    "thresh",
+    "maxthresh",
+    "loss",
+    "p",
+    "r",
+    "k",
+    "h",
+    "drop",
+    "duplicate",
+    "corrupt",
+    "interval_ms",
+    "path",
+    "snaplen",
+    "bogus",
 ];
 
 fn arb_json(depth: u32) -> BoxedStrategy<Value> {

@@ -39,7 +39,10 @@ impl Client {
         loop {
             if let Ok(s) = UnixStream::connect(path) {
                 s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-                return Client { r: BufReader::new(s.try_clone().unwrap()), w: s };
+                return Client {
+                    r: BufReader::new(s.try_clone().unwrap()),
+                    w: s,
+                };
             }
             assert!(Instant::now() < deadline, "engine socket never appeared");
             std::thread::sleep(Duration::from_millis(20));
@@ -68,20 +71,50 @@ impl Client {
 }
 
 fn have(cmd: &str) -> bool {
-    Command::new("sh").args(["-c", &format!("command -v {cmd}")]).stdout(Stdio::null()).status().is_ok_and(|s| s.success())
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 fn sh(args: &[&str]) -> String {
     let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn ping_avg_ms(ns: &str, dst: &str, count: u32) -> f64 {
-    let out = sh(&["ip", "netns", "exec", ns, "ping", "-c", &count.to_string(), "-i", "0.2", "-W", "2", dst]);
+    let out = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "ping",
+        "-c",
+        &count.to_string(),
+        "-i",
+        "0.2",
+        "-W",
+        "2",
+        dst,
+    ]);
     // "rtt min/avg/max/mdev = 20.1/20.2/20.4/0.1 ms"
-    let line = out.lines().find(|l| l.contains("min/avg/max")).unwrap_or_else(|| panic!("no rtt in {out}"));
-    let nums = line.split('=').nth(1).unwrap().trim().split('/').collect::<Vec<_>>();
+    let line = out
+        .lines()
+        .find(|l| l.contains("min/avg/max"))
+        .unwrap_or_else(|| panic!("no rtt in {out}"));
+    let nums = line
+        .split('=')
+        .nth(1)
+        .unwrap()
+        .trim()
+        .split('/')
+        .collect::<Vec<_>>();
     nums[1].parse().unwrap()
 }
 
@@ -102,11 +135,22 @@ fn two_namespaces_through_a_10ms_link() {
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("engine.sock");
     let engine = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
-        .args(["--socket", sock.to_str().unwrap(), "--seed", "7", "--log", dir.join("engine.log").to_str().unwrap()])
+        .args([
+            "--socket",
+            sock.to_str().unwrap(),
+            "--seed",
+            "7",
+            "--log",
+            dir.join("engine.log").to_str().unwrap(),
+        ])
         .spawn()
         .unwrap();
     let (nsa, nsb) = (format!("wlt-{pid}-a"), format!("wlt-{pid}-b"));
-    let mut fx = Fixture { engine, namespaces: vec![], dir: dir.clone() };
+    let mut fx = Fixture {
+        engine,
+        namespaces: vec![],
+        dir: dir.clone(),
+    };
     let mut c = Client::connect(&sock);
 
     let hello = c.req(json!({"id": "h", "cmd": "hello"}));
@@ -135,7 +179,9 @@ fn two_namespaces_through_a_10ms_link() {
     }
 
     let pcap = dir.join("ab.pcap");
-    c.req(json!({"cmd": "capture_start", "target": "l", "dir": "ab", "path": pcap.to_str().unwrap()}));
+    c.req(
+        json!({"cmd": "capture_start", "target": "l", "dir": "ab", "path": pcap.to_str().unwrap()}),
+    );
     c.req(json!({"cmd": "subscribe", "interval_ms": 50}));
 
     // First ping resolves ARP; then RTT ≈ 2 × 10 ms.
@@ -146,13 +192,27 @@ fn two_namespaces_through_a_10ms_link() {
     c.req(json!({"cmd": "capture_snapshot"}));
     let bytes = std::fs::read(&pcap).unwrap();
     assert!(bytes.len() > 24 + 16);
-    assert_eq!(u32::from_ne_bytes(bytes[..4].try_into().unwrap()), 0xa1b2_c3d4);
+    assert_eq!(
+        u32::from_ne_bytes(bytes[..4].try_into().unwrap()),
+        0xa1b2_c3d4
+    );
 
     // A subscription event arrived meanwhile.
     let ev = c.line();
     assert_eq!(ev["event"], json!("stats"), "{ev}");
 
-    let carrier = |ns: &str, tap: &str| sh(&["ip", "netns", "exec", ns, "cat", &format!("/sys/class/net/{tap}/carrier")]).trim().to_string();
+    let carrier = |ns: &str, tap: &str| {
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            ns,
+            "cat",
+            &format!("/sys/class/net/{tap}/carrier"),
+        ])
+        .trim()
+        .to_string()
+    };
     assert_eq!(carrier(&nsa, &ta), "1");
     c.req(json!({"cmd": "down", "target": "l"}));
     assert_eq!(carrier(&nsa, &ta), "0");
@@ -168,7 +228,10 @@ fn two_namespaces_through_a_10ms_link() {
     assert!((39.9..43.0).contains(&avg), "rtt avg after set {avg} ms");
 
     let s = c.req(json!({"cmd": "stats", "target": "l"}));
-    assert!(s["links"]["l"]["ab"]["out_pkts"].as_u64().unwrap() >= 9, "{s}");
+    assert!(
+        s["links"]["l"]["ab"]["out_pkts"].as_u64().unwrap() >= 9,
+        "{s}"
+    );
 
     c.req(json!({"cmd": "shutdown"}));
     let t0 = Instant::now();

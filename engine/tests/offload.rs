@@ -19,7 +19,13 @@ fn link(ab: &str) -> VirtualTime {
     let mut net = Network::new(1);
     let spec = TopologySpec {
         ports: vec!["a".into(), "b".into()],
-        links: vec![LinkSpec { id: "l".into(), a: "a".into(), b: "b".into(), ab: params(ab), ba: params("{}") }],
+        links: vec![LinkSpec {
+            id: "l".into(),
+            a: "a".into(),
+            b: "b".into(),
+            ab: params(ab),
+            ba: params("{}"),
+        }],
         lans: vec![],
         routers: vec![],
         ..Default::default()
@@ -34,10 +40,40 @@ fn super_frame(mss: usize, segs: usize) -> Packet {
     let payload = mss * segs;
     let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
     let tot = (40 + payload) as u16;
-    f.extend_from_slice(&[0x45, 0, (tot >> 8) as u8, tot as u8, 0, 1, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-    f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+    f.extend_from_slice(&[
+        0x45,
+        0,
+        (tot >> 8) as u8,
+        tot as u8,
+        0,
+        1,
+        0x40,
+        0,
+        64,
+        6,
+        0,
+        0,
+        10,
+        0,
+        0,
+        1,
+        10,
+        0,
+        0,
+        2,
+    ]);
+    f.extend_from_slice(&[
+        0x03, 0xe8, 0x07, 0xd0, 0, 0, 0, 1, 0, 0, 0, 1, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0,
+    ]);
     f.extend((0..payload).map(|i| (i % 251) as u8));
-    let vnet = VnetHdr { flags: F_NEEDS_CSUM, gso_type: GSO_TCPV4, hdr_len: 54, gso_size: mss as u16, csum_start: 34, csum_offset: 16 };
+    let vnet = VnetHdr {
+        flags: F_NEEDS_CSUM,
+        gso_type: GSO_TCPV4,
+        hdr_len: 54,
+        gso_size: mss as u16,
+        csum_start: 34,
+        csum_offset: 16,
+    };
     Packet { data: f, vnet }
 }
 
@@ -65,9 +101,14 @@ fn super_frame_on_shaped_link_leaves_as_wire_frames_at_exact_times() {
     let times: Vec<u64> = got.iter().map(|d| d.at.nanos()).collect();
     assert_eq!(times, vec![18_432_000, 26_864_000, 35_296_000]);
     assert_eq!(got, want);
-    assert!(got.iter().all(|d| d.vnet == VnetHdr::default() && d.port == 1));
+    assert!(got
+        .iter()
+        .all(|d| d.vnet == VnetHdr::default() && d.port == 1));
     let c = vt.net.stats(Some("l"), vt.now).unwrap().links["l"].ab;
-    assert_eq!((c.in_pkts, c.out_pkts, c.in_bytes, c.out_bytes), (3, 3, 3162, 3162));
+    assert_eq!(
+        (c.in_pkts, c.out_pkts, c.in_bytes, c.out_bytes),
+        (3, 3, 3162, 3162)
+    );
 }
 
 #[test]
@@ -78,10 +119,16 @@ fn super_frame_crosses_unlimited_link_whole() {
     vt.run_to_idle();
     let got = vt.take();
     assert_eq!(got.len(), 1);
-    assert_eq!((got[0].at.nanos(), &got[0].data, got[0].vnet), (MS, &sf.data, sf.vnet));
+    assert_eq!(
+        (got[0].at.nanos(), &got[0].data, got[0].vnet),
+        (MS, &sf.data, sf.vnet)
+    );
     // Counted as the 40 wire frames it stands for.
     let c = vt.net.stats(Some("l"), vt.now).unwrap().links["l"].ab;
-    assert_eq!((c.in_pkts, c.out_pkts, c.out_bytes), (40, 40, 40 * (54 + 1448)));
+    assert_eq!(
+        (c.in_pkts, c.out_pkts, c.out_bytes),
+        (40, 40, 40 * (54 + 1448))
+    );
 }
 
 #[test]
@@ -98,7 +145,11 @@ fn per_packet_effects_and_captures_see_wire_frames() {
     let mut vt = link(r#"{"delay_us":1000}"#);
     vt.inject_packet(0, super_frame(500, 3), Instant::ZERO);
     let pipe = vt.net.select("l", None, Dir::Ab).unwrap()[0];
-    vt.net.set_pipe_params(pipe, params(r#"{"delay_us":1000,"loss":{"kind":"ordinals","drop":[1]}}"#), Instant(10));
+    vt.net.set_pipe_params(
+        pipe,
+        params(r#"{"delay_us":1000,"loss":{"kind":"ordinals","drop":[1]}}"#),
+        Instant(10),
+    );
     vt.run_to_idle();
     let got = vt.take();
     assert_eq!(got.len(), 2);
@@ -125,5 +176,9 @@ fn partial_checksum_completed_on_shaped_link() {
     let d = vt.take();
     assert_eq!(d.len(), 1);
     let s = &d[0].data;
-    assert_eq!(!gso::fold(gso::sum(&s[34..], gso::sum(&pseudo, 0))), 0, "TCP checksum verifies");
+    assert_eq!(
+        !gso::fold(gso::sum(&s[34..], gso::sum(&pseudo, 0))),
+        0,
+        "TCP checksum verifies"
+    );
 }

@@ -35,7 +35,12 @@ impl Engine {
         let sock = dir.join("engine.sock");
         let log = dir.join("engine.log");
         let child = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
-            .args(["--socket", sock.to_str().unwrap(), "--log", log.to_str().unwrap()])
+            .args([
+                "--socket",
+                sock.to_str().unwrap(),
+                "--log",
+                log.to_str().unwrap(),
+            ])
             .args(extra)
             .spawn()
             .unwrap();
@@ -48,7 +53,12 @@ impl Engine {
             std::thread::sleep(Duration::from_millis(20));
         };
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        Engine { child, dir, r: BufReader::new(s.try_clone().unwrap()), w: s }
+        Engine {
+            child,
+            dir,
+            r: BufReader::new(s.try_clone().unwrap()),
+            w: s,
+        }
     }
 
     fn req(&mut self, v: Value) -> Value {
@@ -68,7 +78,10 @@ impl Engine {
         self.req(json!({"cmd": "shutdown"}));
         let t0 = Instant::now();
         while self.child.try_wait().unwrap().is_none() {
-            assert!(t0.elapsed() < Duration::from_secs(10), "engine did not exit");
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "engine did not exit"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
         self.log()
@@ -102,23 +115,38 @@ fn overload_is_reported() {
     assert_eq!(s["realtime"]["late_events"], json!(0), "{s}");
     assert_eq!(s["realtime"]["threshold_us"], json!(1000.0));
     // 16-byte payloads at 100 Gbit/s: one packet every 1.28 ns.
-    e.req(topology(json!({"size": 16, "rate_bps": 100_000_000_000u64})));
+    e.req(topology(
+        json!({"size": 16, "rate_bps": 100_000_000_000u64}),
+    ));
     e.req(json!({"cmd": "agent", "agent": "src", "action": "start"}));
     std::thread::sleep(Duration::from_millis(1500));
     // Still answering while behind (the driver polls the network in bounded batches).
     let t0 = Instant::now();
     let s = e.req(json!({"cmd": "stats"}));
-    assert!(t0.elapsed() < Duration::from_secs(2), "stats took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(2),
+        "stats took {:?}",
+        t0.elapsed()
+    );
     let rt = &s["realtime"];
     eprintln!("overloaded: {rt}");
     assert!(rt["late_events"].as_u64().unwrap() > 0, "{rt}");
-    assert!(rt["timer_events"].as_u64().unwrap() > rt["late_events"].as_u64().unwrap() / 2, "{rt}");
-    assert!(rt["max_late_us"].as_f64().unwrap() > 100_000.0, "hopelessly behind: {rt}");
+    assert!(
+        rt["timer_events"].as_u64().unwrap() > rt["late_events"].as_u64().unwrap() / 2,
+        "{rt}"
+    );
+    assert!(
+        rt["max_late_us"].as_f64().unwrap() > 100_000.0,
+        "hopelessly behind: {rt}"
+    );
     assert_eq!(rt["behind"], json!(true), "{rt}");
     assert!(rt["behind_since_ns"].as_u64().is_some(), "{rt}");
     e.req(json!({"cmd": "agent", "agent": "src", "action": "stop"}));
     let log = e.shutdown();
-    let lines: Vec<&str> = log.lines().filter(|l| l.contains("behind real time by")).collect();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("behind real time by"))
+        .collect();
     eprintln!("{}", lines.join("\n"));
     assert!(!lines.is_empty(), "no report in the log:\n{log}");
     // At most one report per second (1.5 s behind: 1 or 2 lines, plus slack for a slow exit).
@@ -144,4 +172,3 @@ fn keeping_up_reports_nothing() {
     let log = e.shutdown();
     assert!(!log.contains("behind real time"), "{log}");
 }
-

@@ -47,14 +47,25 @@ fn net(req: Value, seed: u64) -> VirtualTime {
 
 fn sink(vt: &VirtualTime) -> (u64, u64, u64, Option<f64>, Option<f64>) {
     match vt.net.agent_stats("sink").unwrap() {
-        AgentStats::Sink { pkts, bytes, lost, owd_min_us, owd_max_us, .. } => (pkts, bytes, lost, owd_min_us, owd_max_us),
+        AgentStats::Sink {
+            pkts,
+            bytes,
+            lost,
+            owd_min_us,
+            owd_max_us,
+            ..
+        } => (pkts, bytes, lost, owd_min_us, owd_max_us),
         s => panic!("{s:?}"),
     }
 }
 
 fn sent(vt: &VirtualTime) -> (u64, u64) {
     match vt.net.agent_stats("cbr").unwrap() {
-        AgentStats::Cbr { sent_pkts, sent_bytes, .. } => (sent_pkts, sent_bytes),
+        AgentStats::Cbr {
+            sent_pkts,
+            sent_bytes,
+            ..
+        } => (sent_pkts, sent_bytes),
         s => panic!("{s:?}"),
     }
 }
@@ -67,7 +78,10 @@ fn ser10(len: u64) -> u64 {
 #[test]
 fn cbr_through_router_exact() {
     let l = json!({"bandwidth_bps": 10_000_000, "delay_us": 5000});
-    let mut vt = net(topo(l.clone(), l, json!({"size": 1000, "rate_bps": 1_000_000})), 1);
+    let mut vt = net(
+        topo(l.clone(), l, json!({"size": 1000, "rate_bps": 1_000_000})),
+        1,
+    );
     vt.net.agent_action("cbr", true, Instant::ZERO).unwrap();
     // Packets leave at k · 8 ms; stop just before 5 s: k = 0..=624.
     vt.run_until(Instant::from_nanos(5000 * MS - 1));
@@ -80,7 +94,11 @@ fn cbr_through_router_exact() {
     // Data frame: 1000 + 8 UDP + 20 IP + 14 Ethernet = 1042 bytes; ARP frame 14 + 28 = 42.
     let d = 5 * MS + ser10(1042);
     assert_eq!(d, 5_833_600);
-    assert_eq!(min, Some((2 * d) as f64 / 1000.0), "steady state: 2 × (5 ms + 833.6 µs)");
+    assert_eq!(
+        min,
+        Some((2 * d) as f64 / 1000.0),
+        "steady state: 2 × (5 ms + 833.6 µs)"
+    );
     // The first packet includes two ARP resolutions (a → r, then r → b): 4 ARP crossings.
     let a = 5 * MS + ser10(42);
     assert_eq!(max, Some((4 * a + 2 * d) as f64 / 1000.0));
@@ -94,7 +112,10 @@ fn cbr_through_router_exact() {
 /// one marker packet after the queue drained (so tail drops show up as a gap too).
 fn bottleneck(seed: u64, la: Value) -> VirtualTime {
     let lb = json!({"bandwidth_bps": 1_000_000, "delay_us": 1000, "queue": {"kind": "droptail", "limit": 10}});
-    let mut vt = net(topo(la, lb, json!({"size": 1000, "rate_bps": 2_000_000})), seed);
+    let mut vt = net(
+        topo(la, lb, json!({"size": 1000, "rate_bps": 2_000_000})),
+        seed,
+    );
     vt.net.agent_action("cbr", true, Instant::ZERO).unwrap();
     vt.run_until(Instant::from_nanos(2000 * MS - 1));
     vt.net.agent_action("cbr", false, vt.now).unwrap();
@@ -110,7 +131,9 @@ fn bottleneck(seed: u64, la: Value) -> VirtualTime {
 #[test]
 fn sink_loss_equals_queue_drops() {
     let vt = bottleneck(1, json!({"bandwidth_bps": 10_000_000, "delay_us": 1000}));
-    let drops = vt.net.stats(Some("lb"), vt.now).unwrap().links["lb"].ab.drop_queue;
+    let drops = vt.net.stats(Some("lb"), vt.now).unwrap().links["lb"]
+        .ab
+        .drop_queue;
     let (pkts, _, lost, _, _) = sink(&vt);
     assert_eq!(sent(&vt).0, 501);
     assert!(drops > 200, "about half is dropped: {drops}");
@@ -123,14 +146,29 @@ fn sink_loss_equals_queue_drops() {
 #[test]
 fn deterministic() {
     let la = json!({"bandwidth_bps": 10_000_000, "delay_us": 1000, "jitter_us": 300, "loss": {"kind": "bernoulli", "p": 0.05}});
-    let run = |seed| serde_json::to_value(bottleneck(seed, la.clone()).net.stats(None, Instant::ZERO).unwrap()).unwrap();
+    let run = |seed| {
+        serde_json::to_value(
+            bottleneck(seed, la.clone())
+                .net
+                .stats(None, Instant::ZERO)
+                .unwrap(),
+        )
+        .unwrap()
+    };
     let a = run(7);
     assert_eq!(a, run(7));
     assert_ne!(a, run(8));
-    assert!(a["agents"]["sink"]["lost"].as_u64().unwrap() > a["links"]["lb"]["ab"]["drop_queue"].as_u64().unwrap());
+    assert!(
+        a["agents"]["sink"]["lost"].as_u64().unwrap()
+            > a["links"]["lb"]["ab"]["drop_queue"].as_u64().unwrap()
+    );
 }
 
-fn exec(e: &mut Engine, line: &str, now: Instant) -> Result<serde_json::Map<String, Value>, String> {
+fn exec(
+    e: &mut Engine,
+    line: &str,
+    now: Instant,
+) -> Result<serde_json::Map<String, Value>, String> {
     let (_, r) = parse_request(line);
     e.execute(r?, now).map(|(b, _)| b)
 }
@@ -142,17 +180,30 @@ fn protocol() {
     let mut req = topo(l.clone(), l, json!({"size": 100, "interval_us": 10_000}));
     req["cmd"] = json!("apply");
     exec(&mut e, &req.to_string(), Instant::ZERO).unwrap();
-    exec(&mut e, r#"{"cmd":"agent","agent":"cbr","action":"start"}"#, Instant::ZERO).unwrap();
+    exec(
+        &mut e,
+        r#"{"cmd":"agent","agent":"cbr","action":"start"}"#,
+        Instant::ZERO,
+    )
+    .unwrap();
     let end = Instant::from_nanos(100 * MS - 1);
     while let Some(t) = e.net.poll_at().filter(|t| *t <= end) {
         e.poll(t);
     }
-    exec(&mut e, r#"{"cmd":"agent","agent":"cbr","action":"stop"}"#, end).unwrap();
+    exec(
+        &mut e,
+        r#"{"cmd":"agent","agent":"cbr","action":"stop"}"#,
+        end,
+    )
+    .unwrap();
     while let Some(t) = e.net.poll_at() {
         e.poll(t);
     }
     let s = exec(&mut e, r#"{"cmd":"stats"}"#, end).unwrap();
-    assert_eq!(s["agents"]["cbr"], json!({"kind": "cbr", "running": false, "sent_pkts": 10, "sent_bytes": 1000}));
+    assert_eq!(
+        s["agents"]["cbr"],
+        json!({"kind": "cbr", "running": false, "sent_pkts": 10, "sent_bytes": 1000})
+    );
     assert_eq!(s["agents"]["sink"]["pkts"], json!(10));
     assert_eq!(s["agents"]["sink"]["lost"], json!(0));
     assert_eq!(s["agents"]["sink"]["owd_min_us"], json!(2000.0));
@@ -163,22 +214,90 @@ fn protocol() {
     let err = |line: &str| exec(&mut Engine::new(1, 0), line, Instant::ZERO).unwrap_err();
     let h = r#""hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip":"10.0.0.1/24"}]"#;
     let cases = [
-        (r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip":"10.0.0.1"}]}"#, "hosts[0] (\"h\").ip"),
-        (r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"ff:ff:ff:ff:ff:ff","ip":"10.0.0.1/24"}]}"#, "hosts[0] (\"h\").mac"),
-        (r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip":"10.0.0.1/24","gateway":"10.9.0.1"}]}"#, "hosts[0] (\"h\").gateway"),
-        (r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip":"10.0.0.1/24","gw":"10.0.0.9"}]}"#, "gw"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"nope","kind":"sink","port":9}}]}}"#), "agents[0] (\"x\").host"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":0}}]}}"#), "agents[0] (\"x\").port"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":9,"size":5}}]}}"#), "agents[0] (\"x\").size"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":9}},{{"agent":"y","host":"h","kind":"sink","port":9}}]}}"#), "agents[1] (\"y\").port"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"quic"}}]}}"#), "agents[0] (\"x\").kind"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2","size":100,"rate_bps":1}}]}}"#), "agents[0] (\"x\").dst"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":10,"rate_bps":1}}]}}"#), "agents[0] (\"x\").size"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":100}}]}}"#), "agents[0] (\"x\").rate_bps"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":100,"rate_bps":5,"interval_us":5}}]}}"#), "agents[0] (\"x\").rate_bps"),
-        (&format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":100,"interval_us":0}}]}}"#), "agents[0] (\"x\").interval_us"),
-        (r#"{"cmd":"agent","agent":"nope","action":"start"}"#, "agent:"),
-        (r#"{"cmd":"agent","agent":"nope","action":"pause"}"#, "action"),
+        (
+            r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip":"10.0.0.1"}]}"#,
+            "hosts[0] (\"h\").ip",
+        ),
+        (
+            r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"ff:ff:ff:ff:ff:ff","ip":"10.0.0.1/24"}]}"#,
+            "hosts[0] (\"h\").mac",
+        ),
+        (
+            r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip":"10.0.0.1/24","gateway":"10.9.0.1"}]}"#,
+            "hosts[0] (\"h\").gateway",
+        ),
+        (
+            r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip":"10.0.0.1/24","gw":"10.0.0.9"}]}"#,
+            "gw",
+        ),
+        (
+            &format!(
+                r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"nope","kind":"sink","port":9}}]}}"#
+            ),
+            "agents[0] (\"x\").host",
+        ),
+        (
+            &format!(
+                r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":0}}]}}"#
+            ),
+            "agents[0] (\"x\").port",
+        ),
+        (
+            &format!(
+                r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":9,"size":5}}]}}"#
+            ),
+            "agents[0] (\"x\").size",
+        ),
+        (
+            &format!(
+                r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":9}},{{"agent":"y","host":"h","kind":"sink","port":9}}]}}"#
+            ),
+            "agents[1] (\"y\").port",
+        ),
+        (
+            &format!(
+                r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"quic"}}]}}"#
+            ),
+            "agents[0] (\"x\").kind",
+        ),
+        (
+            &format!(
+                r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2","size":100,"rate_bps":1}}]}}"#
+            ),
+            "agents[0] (\"x\").dst",
+        ),
+        (
+            &format!(
+                r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":10,"rate_bps":1}}]}}"#
+            ),
+            "agents[0] (\"x\").size",
+        ),
+        (
+            &format!(
+                r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":100}}]}}"#
+            ),
+            "agents[0] (\"x\").rate_bps",
+        ),
+        (
+            &format!(
+                r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":100,"rate_bps":5,"interval_us":5}}]}}"#
+            ),
+            "agents[0] (\"x\").rate_bps",
+        ),
+        (
+            &format!(
+                r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":100,"interval_us":0}}]}}"#
+            ),
+            "agents[0] (\"x\").interval_us",
+        ),
+        (
+            r#"{"cmd":"agent","agent":"nope","action":"start"}"#,
+            "agent:",
+        ),
+        (
+            r#"{"cmd":"agent","agent":"nope","action":"pause"}"#,
+            "action",
+        ),
     ];
     for (line, want) in cases {
         let got = err(line);
@@ -186,14 +305,40 @@ fn protocol() {
     }
     // A sink cannot be started; a host's port cannot be removed.
     let mut e = Engine::new(1, 0);
-    exec(&mut e, &format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"s","host":"h","kind":"sink","port":9}}]}}"#), Instant::ZERO).unwrap();
-    assert!(exec(&mut e, r#"{"cmd":"agent","agent":"s","action":"start"}"#, Instant::ZERO).unwrap_err().contains("sink"));
-    assert!(exec(&mut e, r#"{"cmd":"remove","ports":["p"]}"#, Instant::ZERO).unwrap_err().contains("host"));
-    assert!(exec(&mut e, &format!(r#"{{"cmd":"apply",{h}}}"#), Instant::ZERO).unwrap_err().contains("hosts[0] (\"h\").host"));
+    exec(
+        &mut e,
+        &format!(
+            r#"{{"cmd":"apply",{h},"agents":[{{"agent":"s","host":"h","kind":"sink","port":9}}]}}"#
+        ),
+        Instant::ZERO,
+    )
+    .unwrap();
+    assert!(exec(
+        &mut e,
+        r#"{"cmd":"agent","agent":"s","action":"start"}"#,
+        Instant::ZERO
+    )
+    .unwrap_err()
+    .contains("sink"));
+    assert!(
+        exec(&mut e, r#"{"cmd":"remove","ports":["p"]}"#, Instant::ZERO)
+            .unwrap_err()
+            .contains("host")
+    );
+    assert!(
+        exec(&mut e, &format!(r#"{{"cmd":"apply",{h}}}"#), Instant::ZERO)
+            .unwrap_err()
+            .contains("hosts[0] (\"h\").host")
+    );
 }
 
 fn host() -> Host {
-    Host::new(HostConfig { mac: Address([2, 0, 0, 0, 0, 1]), ip: [10, 0, 0, 1], prefix: 24, gateway: Some([10, 0, 0, 254]) })
+    Host::new(HostConfig {
+        mac: Address([2, 0, 0, 0, 0, 1]),
+        ip: [10, 0, 0, 1],
+        prefix: 24,
+        gateway: Some([10, 0, 0, 254]),
+    })
 }
 
 proptest! {

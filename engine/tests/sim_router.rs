@@ -41,8 +41,19 @@ impl Sim {
         let mut net = Network::new(1);
         net.check_apply(&spec).unwrap();
         net.apply(spec, Instant::ZERO);
-        let hosts = hosts.iter().map(|(p, m, ip)| Host { port: net.port_index(p).unwrap(), mac: mac(*m), ip: *ip }).collect();
-        Sim { vt: VirtualTime::new(net), hosts, log: Vec::new() }
+        let hosts = hosts
+            .iter()
+            .map(|(p, m, ip)| Host {
+                port: net.port_index(p).unwrap(),
+                mac: mac(*m),
+                ip: *ip,
+            })
+            .collect();
+        Sim {
+            vt: VirtualTime::new(net),
+            hosts,
+            log: Vec::new(),
+        }
     }
 
     fn port(&self, id: &str) -> PortIdx {
@@ -54,7 +65,11 @@ impl Sim {
         while let Some(d) = self.vt.net.poll_at() {
             self.vt.run_until(d.max(self.vt.now));
             for f in self.vt.take() {
-                let reply = self.hosts.iter().find(|h| h.port == f.port).and_then(|h| answer(h, &f.data));
+                let reply = self
+                    .hosts
+                    .iter()
+                    .find(|h| h.port == f.port)
+                    .and_then(|h| answer(h, &f.data));
                 if let Some(r) = reply {
                     self.vt.net.receive(f.port, r, self.vt.now);
                 }
@@ -89,7 +104,14 @@ fn answer(h: &Host, f: &[u8]) -> Option<Vec<u8>> {
     Some(ethernet::build(eth.src(), h.mac, 0x0800, &p))
 }
 
-fn echo(src_mac: Address, dst_mac: Address, src: [u8; 4], dst: [u8; 4], ttl: u8, seq: u16) -> Vec<u8> {
+fn echo(
+    src_mac: Address,
+    dst_mac: Address,
+    src: [u8; 4],
+    dst: [u8; 4],
+    ttl: u8,
+    seq: u16,
+) -> Vec<u8> {
     let mut m = vec![8, 0, 0, 0, 0x12, 0x34];
     m.extend_from_slice(&seq.to_be_bytes());
     m.extend_from_slice(b"wanlab-ping-data");
@@ -118,7 +140,14 @@ fn icmps(log: &[Delivered], port: PortIdx) -> Vec<Icmp> {
             assert!(ip.verify_checksum());
             assert_eq!(ipv4::checksum(ip.payload()), 0, "ICMP checksum");
             let p = ip.payload();
-            Icmp { at: d.at.nanos(), src: ip.src(), ttl: ip.ttl(), typ: p[0], code: p[1], body: p[8..].to_vec() }
+            Icmp {
+                at: d.at.nanos(),
+                src: ip.src(),
+                ttl: ip.ttl(),
+                typ: p[0],
+                code: p[1],
+                body: p[8..].to_vec(),
+            }
         })
         .collect()
 }
@@ -146,14 +175,27 @@ fn sim1() -> Sim {
 fn arp_then_forward_exact() {
     let mut s = sim1();
     let (pa, pb) = (s.port("a"), s.port("b"));
-    let req = arp::build(arp::OP_REQUEST, mac(0x0a), A, Address([0; 6]), [10, 1, 1, 1]);
-    s.send("a", ethernet::build(Address::BROADCAST, mac(0x0a), arp::ETHERTYPE, &req), 0);
+    let req = arp::build(
+        arp::OP_REQUEST,
+        mac(0x0a),
+        A,
+        Address([0; 6]),
+        [10, 1, 1, 1],
+    );
+    s.send(
+        "a",
+        ethernet::build(Address::BROADCAST, mac(0x0a), arp::ETHERTYPE, &req),
+        0,
+    );
     s.run();
     assert_eq!(s.log.len(), 1);
     let d = &s.log[0];
     assert_eq!((d.at.nanos(), d.port), (2 * MS, pa));
     let expect = arp::build(arp::OP_REPLY, R0, [10, 1, 1, 1], mac(0x0a), A);
-    assert_eq!(d.data, ethernet::build(mac(0x0a), R0, arp::ETHERTYPE, &expect));
+    assert_eq!(
+        d.data,
+        ethernet::build(mac(0x0a), R0, arp::ETHERTYPE, &expect)
+    );
     s.log.clear();
 
     let ping = echo(mac(0x0a), R0, A, B, 64, 1);
@@ -161,11 +203,19 @@ fn arp_then_forward_exact() {
     s.run();
     // 11 ms: r ARPs on r1 → B at 12 ms; B answers → r at 13 ms; r forwards → B at 14 ms;
     // B's echo reply reaches r at 15 ms (r learnt A from its ARP request) and A at 16 ms.
-    let at_b: Vec<(u64, &[u8])> = s.log.iter().filter(|d| d.port == pb).map(|d| (d.at.nanos(), &d.data[..])).collect();
+    let at_b: Vec<(u64, &[u8])> = s
+        .log
+        .iter()
+        .filter(|d| d.port == pb)
+        .map(|d| (d.at.nanos(), &d.data[..]))
+        .collect();
     assert_eq!(at_b.len(), 2);
     assert_eq!(at_b[0].0, 12 * MS);
     let a = arp::Packet::new_checked(&at_b[0].1[14..]).unwrap();
-    assert_eq!((a.operation(), a.sender_ip(), a.target_ip(), &at_b[0].1[..6]), (arp::OP_REQUEST, [10, 1, 2, 1], B, &[0xff; 6][..]));
+    assert_eq!(
+        (a.operation(), a.sender_ip(), a.target_ip(), &at_b[0].1[..6]),
+        (arp::OP_REQUEST, [10, 1, 2, 1], B, &[0xff; 6][..])
+    );
     let (t, f) = at_b[1];
     assert_eq!(t, 14 * MS);
     assert_eq!(&f[..6], &mac(0x0b).0);
@@ -181,9 +231,15 @@ fn arp_then_forward_exact() {
     assert_eq!(&f[14..], &expect[..], "only TTL and checksum change");
     let back = icmps(&s.log, pa);
     assert_eq!(back.len(), 1);
-    assert_eq!((back[0].at, back[0].src, back[0].ttl, back[0].typ), (16 * MS, B, 63, icmp::ECHO_REPLY));
+    assert_eq!(
+        (back[0].at, back[0].src, back[0].ttl, back[0].typ),
+        (16 * MS, B, 63, icmp::ECHO_REPLY)
+    );
     let c = s.vt.net.router_counters("r").unwrap();
-    assert_eq!((c.forwarded, c.arp_replies, c.icmp_sent, c.dropped_other), (2, 1, 0, 0));
+    assert_eq!(
+        (c.forwarded, c.arp_replies, c.icmp_sent, c.dropped_other),
+        (2, 1, 0, 0)
+    );
     let st = s.vt.net.stats(Some("r"), s.vt.now).unwrap();
     assert_eq!(st.routers["r"], c);
     assert!(st.links.is_empty());
@@ -200,8 +256,15 @@ fn ttl_1_time_exceeded_quotes_header() {
     assert_eq!(got.len(), 1);
     let e = &got[0];
     // r ARPs for A first (it never heard from it): reply at 1 ms + 1 ms + (answer) 1 ms + 1 ms.
-    assert_eq!((e.at, e.src, e.ttl, e.typ, e.code), (4 * MS, [10, 1, 1, 1], 64, icmp::TIME_EXCEEDED, 0));
-    assert_eq!(e.body, ping[14..14 + 28].to_vec(), "original header + 8 bytes, TTL 1 as received");
+    assert_eq!(
+        (e.at, e.src, e.ttl, e.typ, e.code),
+        (4 * MS, [10, 1, 1, 1], 64, icmp::TIME_EXCEEDED, 0)
+    );
+    assert_eq!(
+        e.body,
+        ping[14..14 + 28].to_vec(),
+        "original header + 8 bytes, TTL 1 as received"
+    );
     let c = s.vt.net.router_counters("r").unwrap();
     assert_eq!((c.dropped_ttl, c.icmp_sent, c.forwarded), (1, 1, 0));
 }
@@ -218,9 +281,15 @@ fn no_route_unreachable_and_ping_router() {
     s.run();
     let got = icmps(&s.log, pa);
     assert_eq!(got.len(), 2);
-    assert_eq!((got[0].src, got[0].typ, got[0].code), ([10, 1, 1, 1], icmp::DEST_UNREACHABLE, 0));
+    assert_eq!(
+        (got[0].src, got[0].typ, got[0].code),
+        ([10, 1, 1, 1], icmp::DEST_UNREACHABLE, 0)
+    );
     assert_eq!(got[0].body, lost[14..14 + 28].to_vec());
-    assert_eq!((got[1].at, got[1].src, got[1].typ, got[1].code), (12 * MS, [10, 1, 2, 1], icmp::ECHO_REPLY, 0));
+    assert_eq!(
+        (got[1].at, got[1].src, got[1].typ, got[1].code),
+        (12 * MS, [10, 1, 2, 1], icmp::ECHO_REPLY, 0)
+    );
     assert_eq!(&got[1].body[..], b"wanlab-ping-data");
     let c = s.vt.net.router_counters("r").unwrap();
     assert_eq!((c.dropped_no_route, c.icmp_sent, c.forwarded), (1, 2, 0));
@@ -264,25 +333,47 @@ fn chain_of_three_and_traceroute() {
     let (a, b) = ([10, 0, 1, 2], [10, 0, 4, 2]);
     s.send("a", echo(mac(0x0a), r1, a, b, 64, 1), 0);
     s.run();
-    let at_b: Vec<&Delivered> = s.log.iter().filter(|d| d.port == pb && d.data[12..14] == [8, 0]).collect();
+    let at_b: Vec<&Delivered> = s
+        .log
+        .iter()
+        .filter(|d| d.port == pb && d.data[12..14] == [8, 0])
+        .collect();
     assert_eq!(at_b.len(), 1);
     let ip = ipv4::Packet::new_checked(&at_b[0].data[14..]).unwrap();
     assert_eq!((ip.ttl(), ip.verify_checksum()), (61, true));
     let back = icmps(&s.log, pa);
-    assert_eq!((back.len(), back[0].typ, back[0].ttl), (1, icmp::ECHO_REPLY, 61));
+    assert_eq!(
+        (back.len(), back[0].typ, back[0].ttl),
+        (1, icmp::ECHO_REPLY, 61)
+    );
     for r in ["r1", "r2", "r3"] {
         assert_eq!(s.vt.net.router_counters(r).unwrap().forwarded, 2, "{r}");
     }
     s.log.clear();
     for ttl in 1..=4u8 {
-        s.send("a", echo(mac(0x0a), r1, a, b, ttl, 100 + u16::from(ttl)), 100 * u64::from(ttl));
+        s.send(
+            "a",
+            echo(mac(0x0a), r1, a, b, ttl, 100 + u16::from(ttl)),
+            100 * u64::from(ttl),
+        );
         s.run();
     }
-    let hops: Vec<([u8; 4], u8, u64)> = icmps(&s.log, pa).iter().map(|e| (e.src, e.typ, e.at)).collect();
-    let want = [([10, 0, 1, 1], 11), ([10, 0, 2, 2], 11), ([10, 0, 3, 2], 11), ([10, 0, 4, 2], 0)];
+    let hops: Vec<([u8; 4], u8, u64)> = icmps(&s.log, pa)
+        .iter()
+        .map(|e| (e.src, e.typ, e.at))
+        .collect();
+    let want = [
+        ([10, 0, 1, 1], 11),
+        ([10, 0, 2, 2], 11),
+        ([10, 0, 3, 2], 11),
+        ([10, 0, 4, 2], 0),
+    ];
     assert_eq!(hops.iter().map(|h| (h.0, h.1)).collect::<Vec<_>>(), want);
     // Everything is resolved now: each probe's answer takes 2 × (hops) ms.
-    assert_eq!(hops.iter().map(|h| h.2).collect::<Vec<_>>(), vec![102 * MS, 204 * MS, 306 * MS, 408 * MS]);
+    assert_eq!(
+        hops.iter().map(|h| h.2).collect::<Vec<_>>(),
+        vec![102 * MS, 204 * MS, 306 * MS, 408 * MS]
+    );
 }
 
 #[test]
@@ -303,46 +394,113 @@ fn protocol_apply_stats_remove() {
         let err = run(e, v).unwrap_err();
         assert!(err.contains(want), "{err} should contain {want}");
     };
-    bad(&|v| v["routers"][0]["interfaces"][1]["mac"] = json!("02:00:00:00:01"), "routers[0] (\"r\").interfaces[1].mac", &mut e);
-    bad(&|v| v["routers"][0]["interfaces"][0]["ip"] = json!("10.1.1.1"), "routers[0] (\"r\").interfaces[0].ip", &mut e);
-    bad(&|v| v["routers"][0]["routes"][0]["via"] = json!("10.7.1.2"), "routers[0] (\"r\").routes[0].via", &mut e);
-    bad(&|v| v["routers"][0]["routes"][0]["dst"] = json!("10.9.0.1/16"), "routes[0].dst", &mut e);
-    bad(&|v| v["routers"][0]["interfaces"][0]["colour"] = json!(1), "colour", &mut e);
-    bad(&|v| v["links"][0]["link"] = json!("r"), "id already exists", &mut e);
-    bad(&|v| v["links"][0]["b"] = json!("nope"), "unknown port", &mut e);
-    assert!(run(&mut e, json!({"cmd": "stats"})).unwrap()["routers"].as_object().unwrap().is_empty(), "nothing added on error");
+    bad(
+        &|v| v["routers"][0]["interfaces"][1]["mac"] = json!("02:00:00:00:01"),
+        "routers[0] (\"r\").interfaces[1].mac",
+        &mut e,
+    );
+    bad(
+        &|v| v["routers"][0]["interfaces"][0]["ip"] = json!("10.1.1.1"),
+        "routers[0] (\"r\").interfaces[0].ip",
+        &mut e,
+    );
+    bad(
+        &|v| v["routers"][0]["routes"][0]["via"] = json!("10.7.1.2"),
+        "routers[0] (\"r\").routes[0].via",
+        &mut e,
+    );
+    bad(
+        &|v| v["routers"][0]["routes"][0]["dst"] = json!("10.9.0.1/16"),
+        "routes[0].dst",
+        &mut e,
+    );
+    bad(
+        &|v| v["routers"][0]["interfaces"][0]["colour"] = json!(1),
+        "colour",
+        &mut e,
+    );
+    bad(
+        &|v| v["links"][0]["link"] = json!("r"),
+        "id already exists",
+        &mut e,
+    );
+    bad(
+        &|v| v["links"][0]["b"] = json!("nope"),
+        "unknown port",
+        &mut e,
+    );
+    assert!(
+        run(&mut e, json!({"cmd": "stats"})).unwrap()["routers"]
+            .as_object()
+            .unwrap()
+            .is_empty(),
+        "nothing added on error"
+    );
     run(&mut e, good.clone()).unwrap();
-    assert!(run(&mut e, good.clone()).unwrap_err().contains("already exists"));
+    assert!(run(&mut e, good.clone())
+        .unwrap_err()
+        .contains("already exists"));
     let st = run(&mut e, json!({"cmd": "stats", "target": "r"})).unwrap();
-    assert_eq!(st["routers"]["r"], json!({"forwarded": 0, "icmp_sent": 0, "arp_replies": 0, "dropped_no_route": 0,
-        "dropped_ttl": 0, "dropped_other": 0, "arp_queue_drops": 0}));
-    assert!(run(&mut e, json!({"cmd": "remove", "ports": ["r0"]})).unwrap_err().contains("simulated router"));
-    assert!(run(&mut e, json!({"cmd": "remove", "routers": ["r"]})).unwrap_err().contains("still attached"));
-    run(&mut e, json!({"cmd": "remove", "routers": ["r"], "links": ["rr"]})).unwrap();
+    assert_eq!(
+        st["routers"]["r"],
+        json!({"forwarded": 0, "icmp_sent": 0, "arp_replies": 0, "dropped_no_route": 0,
+        "dropped_ttl": 0, "dropped_other": 0, "arp_queue_drops": 0})
+    );
+    assert!(run(&mut e, json!({"cmd": "remove", "ports": ["r0"]}))
+        .unwrap_err()
+        .contains("simulated router"));
+    assert!(run(&mut e, json!({"cmd": "remove", "routers": ["r"]}))
+        .unwrap_err()
+        .contains("still attached"));
+    run(
+        &mut e,
+        json!({"cmd": "remove", "routers": ["r"], "links": ["rr"]}),
+    )
+    .unwrap();
     assert!(run(&mut e, json!({"cmd": "stats", "target": "r"})).is_err());
     run(&mut e, good).unwrap(); // ids and ports are free again
 }
 
 fn arb_frame() -> impl Strategy<Value = Vec<u8>> {
-    let dst = prop::sample::select(vec![[2u8, 0, 0, 0, 1, 0], [0xff; 6], [2, 0, 0, 0, 1, 1], [1, 2, 3, 4, 5, 6]]);
+    let dst = prop::sample::select(vec![
+        [2u8, 0, 0, 0, 1, 0],
+        [0xff; 6],
+        [2, 0, 0, 0, 1, 1],
+        [1, 2, 3, 4, 5, 6],
+    ]);
     prop_oneof![
         proptest::collection::vec(any::<u8>(), 0..120),
         // Ethernet to the router + ARP or IPv4 with arbitrary (often plausible) bytes.
-        (dst.clone(), any::<bool>(), proptest::collection::vec(any::<u8>(), 0..80)).prop_map(|(d, is_arp, body)| {
-            let mut f = d.to_vec();
-            f.extend_from_slice(&[2, 0, 0, 0, 0, 0x0a]);
-            f.extend_from_slice(if is_arp { &[8, 6, 0, 1, 8, 0, 6, 4] } else { &[8, 0] });
-            f.extend_from_slice(&body);
-            f
-        }),
+        (
+            dst.clone(),
+            any::<bool>(),
+            proptest::collection::vec(any::<u8>(), 0..80)
+        )
+            .prop_map(|(d, is_arp, body)| {
+                let mut f = d.to_vec();
+                f.extend_from_slice(&[2, 0, 0, 0, 0, 0x0a]);
+                f.extend_from_slice(if is_arp {
+                    &[8, 6, 0, 1, 8, 0, 6, 4]
+                } else {
+                    &[8, 0]
+                });
+                f.extend_from_slice(&body);
+                f
+            }),
         // Valid IPv4 headers with arbitrary TTL, protocol, addresses and payload.
-        (dst, any::<u8>(), any::<u8>(), any::<[u8; 4]>(), any::<[u8; 4]>(), proptest::collection::vec(any::<u8>(), 0..60)).prop_map(
-            |(d, ttl, proto, src, dstip, body)| {
+        (
+            dst,
+            any::<u8>(),
+            any::<u8>(),
+            any::<[u8; 4]>(),
+            any::<[u8; 4]>(),
+            proptest::collection::vec(any::<u8>(), 0..60)
+        )
+            .prop_map(|(d, ttl, proto, src, dstip, body)| {
                 let mut p = ipv4::header(src, dstip, proto, ttl, 1, body.len()).to_vec();
                 p.extend_from_slice(&body);
                 ethernet::build(Address(d), mac(0x0a), 0x0800, &p)
-            }
-        ),
+            }),
     ]
 }
 

@@ -76,7 +76,17 @@ fn ser(len: u64, bps: u64) -> u64 {
 #[test]
 fn newreno_goodput_and_rtt() {
     let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 20_000});
-    let mut vt = net(topo(fast(), lb, vec![sender("t1", 5001, json!({"cc": "newreno"})), sink("s1", 5001)]), 1);
+    let mut vt = net(
+        topo(
+            fast(),
+            lb,
+            vec![
+                sender("t1", 5001, json!({"cc": "newreno"})),
+                sink("s1", 5001),
+            ],
+        ),
+        1,
+    );
     vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
     // The start-up (slow-start overshoot into a 50-frame queue, SACK-less recovery of many
     // losses) is over after a few seconds; measure the steady state from 5 s to 25 s.
@@ -90,23 +100,42 @@ fn newreno_goodput_and_rtt() {
     // Frame = 1000 + 20 TCP + 20 IP + 14 Ethernet = 1054 bytes.
     let max_goodput = 10e6 * 1000.0 / 1054.0;
     let goodput = (u(&s, "bytes") - u(&s0, "bytes")) as f64 * 8.0 / 20.0;
-    assert!(goodput > 0.97 * max_goodput && goodput <= max_goodput, "goodput {goodput} vs {max_goodput}; {t} {s}");
-    assert_eq!(u(&t, "timeouts"), u(&t0, "timeouts"), "no timeout in steady state");
+    assert!(
+        goodput > 0.97 * max_goodput && goodput <= max_goodput,
+        "goodput {goodput} vs {max_goodput}; {t} {s}"
+    );
+    assert_eq!(
+        u(&t, "timeouts"),
+        u(&t0, "timeouts"),
+        "no timeout in steady state"
+    );
     // Over the whole run including start-up: still most of the link.
     let overall = u(&s, "bytes") as f64 * 8.0 / 25.0;
     assert!(overall > 0.9 * max_goodput, "{overall}");
     // ACKs in flight: the sender knows a little less than the sink received.
-    assert!(u(&t, "acked_bytes") <= u(&s, "bytes") && u(&s, "bytes") - u(&t, "acked_bytes") < 150_000);
+    assert!(
+        u(&t, "acked_bytes") <= u(&s, "bytes") && u(&s, "bytes") - u(&t, "acked_bytes") < 150_000
+    );
     // Base RTT of a data segment: 2 × (1 ms + 20 ms) + serialization of 1054 bytes at
     // 100 and 10 Mbit/s and of the 54-byte ACK on the way back; the very first segment waits
     // behind the handshake ACK on la (4.32 µs).
-    let base = 2 * 21 * MS + ser(1054, 100_000_000) + ser(1054, 10_000_000) + ser(54, 10_000_000) + ser(54, 100_000_000);
+    let base = 2 * 21 * MS
+        + ser(1054, 100_000_000)
+        + ser(1054, 10_000_000)
+        + ser(54, 10_000_000)
+        + ser(54, 100_000_000);
     assert_eq!(base, 42_975_040);
     let min = f(&t, "min_rtt_us");
-    assert!(min >= base as f64 / 1000.0 && min <= (base + ser(54, 100_000_000)) as f64 / 1000.0, "min_rtt {min}");
+    assert!(
+        min >= base as f64 / 1000.0 && min <= (base + ser(54, 100_000_000)) as f64 / 1000.0,
+        "min_rtt {min}"
+    );
     // The smoothed RTT includes the standing queue (at most 50 frames at the bottleneck).
     let srtt = f(&t, "srtt_us");
-    assert!(srtt >= base as f64 / 1000.0 && srtt < (base + 51 * ser(1054, 10_000_000)) as f64 / 1000.0, "srtt {srtt}");
+    assert!(
+        srtt >= base as f64 / 1000.0 && srtt < (base + 51 * ser(1054, 10_000_000)) as f64 / 1000.0,
+        "srtt {srtt}"
+    );
     assert_eq!(vt.net.host_counters("b").unwrap().dropped_other, 0);
 }
 
@@ -117,7 +146,18 @@ fn lossy(cc: &str, drop: &[u64], bytes: u64) -> VirtualTime {
     let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 20_000, "queue": {"limit": 2000}});
     let mut lbab = lb.clone();
     lbab["loss"] = json!({"kind": "ordinals", "drop": drop});
-    let mut req = topo(fast(), lb, vec![sender("t1", 5001, json!({"cc": cc, "bytes": bytes, "trace_interval_us": 1})), sink("s1", 5001)]);
+    let mut req = topo(
+        fast(),
+        lb,
+        vec![
+            sender(
+                "t1",
+                5001,
+                json!({"cc": cc, "bytes": bytes, "trace_interval_us": 1}),
+            ),
+            sink("s1", 5001),
+        ],
+    );
     req["links"][1]["ab"] = lbab;
     let mut vt = net(req, 1);
     vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
@@ -127,7 +167,10 @@ fn lossy(cc: &str, drop: &[u64], bytes: u64) -> VirtualTime {
 
 /// The first forced sample at a reduction and the sample just before it.
 fn reduction(trace: &[TcpSample]) -> (TcpSample, TcpSample) {
-    let i = trace.windows(2).position(|w| w[1].cwnd < w[0].cwnd).expect("a reduction");
+    let i = trace
+        .windows(2)
+        .position(|w| w[1].cwnd < w[0].cwnd)
+        .expect("a reduction");
     (trace[i], trace[i + 1])
 }
 
@@ -137,13 +180,26 @@ fn single_loss_one_fast_retransmit() {
     let t = stats(&vt, "t1");
     let s = stats(&vt, "s1");
     assert_eq!(t["state"], "done");
-    assert_eq!((u(&t, "fast_retransmits"), u(&t, "timeouts"), u(&t, "retransmits")), (1, 0, 1), "{t}");
+    assert_eq!(
+        (
+            u(&t, "fast_retransmits"),
+            u(&t, "timeouts"),
+            u(&t, "retransmits")
+        ),
+        (1, 0, 1),
+        "{t}"
+    );
     assert_eq!(u(&t, "sent_pkts"), 1001);
     assert_eq!(u(&s, "bytes"), 1_000_000);
     assert_eq!(u(&s, "pkts"), 1000);
     assert_eq!(u(&s, "dup_pkts"), 0);
     assert!(u(&s, "ooo_pkts") > 10, "{s}");
-    assert_eq!(vt.net.stats(Some("lb"), vt.now).unwrap().links["lb"].ab.drop_loss, 1);
+    assert_eq!(
+        vt.net.stats(Some("lb"), vt.now).unwrap().links["lb"]
+            .ab
+            .drop_loss,
+        1
+    );
     // Halved: ssthresh = FlightSize/2 = cwnd/2 (slow start keeps the window full), and the
     // full ACK ends recovery with cwnd = ssthresh.
     let trace = vt.net.agent_trace("t1").unwrap();
@@ -151,7 +207,10 @@ fn single_loss_one_fast_retransmit() {
     assert_eq!(at.ssthresh, before.cwnd / 2.0, "{before:?} {at:?}");
     assert_eq!(at.cwnd, at.ssthresh + 3.0);
     assert_eq!(at.retransmits, 1);
-    let exit = trace.iter().find(|x| x.t_ns > at.t_ns && x.cwnd < at.cwnd).unwrap();
+    let exit = trace
+        .iter()
+        .find(|x| x.t_ns > at.t_ns && x.cwnd < at.cwnd)
+        .unwrap();
     assert_eq!(exit.cwnd, at.ssthresh);
 }
 
@@ -170,10 +229,23 @@ fn burst_loss_newreno_vs_reno() {
         assert_eq!(u(&stats(vt, "s1"), "bytes"), 1_000_000);
     }
     // NewReno: one fast retransmit, then the two partial ACKs retransmit the other holes.
-    assert_eq!((u(&tn, "fast_retransmits"), u(&tn, "timeouts"), u(&tn, "retransmits")), (1, 0, 3), "{tn}");
+    assert_eq!(
+        (
+            u(&tn, "fast_retransmits"),
+            u(&tn, "timeouts"),
+            u(&tn, "retransmits")
+        ),
+        (1, 0, 3),
+        "{tn}"
+    );
     // Reno leaves recovery on the first partial ACK and waits for the timeout.
     assert!(u(&tr, "timeouts") >= 1, "{tr}");
-    assert!(done_at(&re) > done_at(&nr) + 150 * MS, "reno {} newreno {}", done_at(&re), done_at(&nr));
+    assert!(
+        done_at(&re) > done_at(&nr) + 150 * MS,
+        "reno {} newreno {}",
+        done_at(&re),
+        done_at(&nr)
+    );
     // Tahoe also completes.
     let ta = lossy("tahoe", &drop, 1_000_000);
     let tt = stats(&ta, "t1");
@@ -188,7 +260,14 @@ fn high_bdp(cc: &str, secs: u64) -> VirtualTime {
     let mut lbab = lb.clone();
     lbab["loss"] = json!({"kind": "ordinals", "drop": [1500]});
     let la = json!({"bandwidth_bps": 1_000_000_000, "delay_us": 1000});
-    let mut req = topo(la, lb, vec![sender("t1", 5001, json!({"cc": cc, "trace_interval_us": 1})), sink("s1", 5001)]);
+    let mut req = topo(
+        la,
+        lb,
+        vec![
+            sender("t1", 5001, json!({"cc": cc, "trace_interval_us": 1})),
+            sink("s1", 5001),
+        ],
+    );
     req["links"][1]["ab"] = lbab;
     let mut vt = net(req, 1);
     vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
@@ -212,18 +291,40 @@ fn cubic_grows_faster_than_newreno() {
     assert_eq!(an.ssthresh, bn.cwnd / 2.0);
     // HyStart ends CUBIC's slow start when the ACK train spans half the RTT: the loss
     // finds it in congestion avoidance with a smaller window
-    assert!(bc.cwnd < bn.cwnd, "HyStart: cubic {} vs newreno {}", bc.cwnd, bn.cwnd);
+    assert!(
+        bc.cwnd < bn.cwnd,
+        "HyStart: cubic {} vs newreno {}",
+        bc.cwnd,
+        bn.cwnd
+    );
     // Growth since the reduction.
     let gc = f(&tc, "cwnd") - ac.ssthresh;
     let gn = f(&tn, "cwnd") - an.ssthresh;
-    eprintln!("loss at cwnd {}: cubic ssthresh {} now {} (+{gc}); newreno ssthresh {} now {} (+{gn})", bc.cwnd, ac.ssthresh, f(&tc, "cwnd"), an.ssthresh, f(&tn, "cwnd"));
+    eprintln!(
+        "loss at cwnd {}: cubic ssthresh {} now {} (+{gc}); newreno ssthresh {} now {} (+{gn})",
+        bc.cwnd,
+        ac.ssthresh,
+        f(&tc, "cwnd"),
+        an.ssthresh,
+        f(&tn, "cwnd")
+    );
     assert!(gn > 0.0 && gc > 3.0 * gn, "cubic +{gc}, newreno +{gn}");
     assert!(u(&stats(&cu, "s1"), "bytes") > u(&stats(&nr, "s1"), "bytes"));
 }
 
 fn random_loss_run(seed: u64, cc: &str) -> (Value, Vec<TcpSample>) {
     let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 10_000, "loss": {"kind": "bernoulli", "p": 0.01}, "jitter_us": 200});
-    let mut vt = net(topo(fast(), lb, vec![sender("t1", 5001, json!({"cc": cc, "trace_interval_us": 10_000})), sink("s1", 5001)]), seed);
+    let mut vt = net(
+        topo(
+            fast(),
+            lb,
+            vec![
+                sender("t1", 5001, json!({"cc": cc, "trace_interval_us": 10_000})),
+                sink("s1", 5001),
+            ],
+        ),
+        seed,
+    );
     vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
     vt.run_until(Instant::from_nanos(5 * SEC));
     let st = serde_json::to_value(vt.net.stats(None, vt.now).unwrap()).unwrap();
@@ -247,7 +348,12 @@ fn deterministic() {
 #[test]
 fn two_flows_share_fairly() {
     let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 10_000});
-    let agents = vec![sender("t1", 5001, json!({})), sender("t2", 5002, json!({})), sink("s1", 5001), sink("s2", 5002)];
+    let agents = vec![
+        sender("t1", 5001, json!({})),
+        sender("t2", 5002, json!({})),
+        sink("s1", 5001),
+        sink("s2", 5002),
+    ];
     let mut vt = net(topo(fast(), lb, agents), 3);
     vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
     vt.run_until(Instant::from_nanos(500 * MS));
@@ -267,7 +373,14 @@ fn delayed_ack_sink() {
     let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 5_000});
     let mut s = sink("s1", 5001);
     s["delayed_ack"] = json!(true);
-    let mut vt = net(topo(fast(), lb, vec![sender("t1", 5001, json!({"bytes": 100_001})), s]), 1);
+    let mut vt = net(
+        topo(
+            fast(),
+            lb,
+            vec![sender("t1", 5001, json!({"bytes": 100_001})), s],
+        ),
+        1,
+    );
     vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
     vt.run_until(Instant::from_nanos(10 * SEC));
     let t = stats(&vt, "t1");
@@ -280,7 +393,11 @@ fn delayed_ack_sink() {
     assert!(hb.tcp_sent < 70, "{hb:?}");
 }
 
-fn exec(e: &mut Engine, line: &str, now: Instant) -> Result<serde_json::Map<String, Value>, String> {
+fn exec(
+    e: &mut Engine,
+    line: &str,
+    now: Instant,
+) -> Result<serde_json::Map<String, Value>, String> {
     let (_, r) = parse_request(line);
     e.execute(r?, now).map(|(b, _)| b)
 }
@@ -289,58 +406,143 @@ fn exec(e: &mut Engine, line: &str, now: Instant) -> Result<serde_json::Map<Stri
 fn protocol() {
     let mut e = Engine::new(1, 0);
     let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 5_000});
-    let mut req = topo(fast(), lb, vec![sender("t1", 5001, json!({"cc": "cubic", "bytes": 50_000, "trace_interval_us": 1000, "mss": 500})), sink("s1", 5001)]);
+    let mut req = topo(
+        fast(),
+        lb,
+        vec![
+            sender(
+                "t1",
+                5001,
+                json!({"cc": "cubic", "bytes": 50_000, "trace_interval_us": 1000, "mss": 500}),
+            ),
+            sink("s1", 5001),
+        ],
+    );
     req["cmd"] = json!("apply");
     exec(&mut e, &req.to_string(), Instant::ZERO).unwrap();
     let st = exec(&mut e, r#"{"cmd":"stats","target":"t1"}"#, Instant::ZERO).unwrap();
     assert_eq!(st["agents"]["t1"]["state"], "idle");
     assert_eq!(st["agents"]["t1"]["srtt_us"], Value::Null);
-    exec(&mut e, r#"{"cmd":"agent","agent":"t1","action":"start"}"#, Instant::ZERO).unwrap();
-    while let Some(t) = e.net.poll_at().filter(|t| *t <= Instant::from_nanos(5 * SEC)) {
+    exec(
+        &mut e,
+        r#"{"cmd":"agent","agent":"t1","action":"start"}"#,
+        Instant::ZERO,
+    )
+    .unwrap();
+    while let Some(t) = e
+        .net
+        .poll_at()
+        .filter(|t| *t <= Instant::from_nanos(5 * SEC))
+    {
         e.poll(t);
     }
     let st = exec(&mut e, r#"{"cmd":"stats"}"#, Instant::ZERO).unwrap();
     assert_eq!(st["agents"]["t1"]["state"], "done");
     assert_eq!(st["agents"]["t1"]["sent_pkts"], 100);
-    assert_eq!(st["agents"]["s1"], json!({"kind": "tcp_sink", "port": 5001, "pkts": 100, "bytes": 50_000, "dup_pkts": 0, "ooo_pkts": 0}));
-    assert_eq!(st["hosts"]["b"]["tcp_received"], 103, "SYN + ACK + 100 data + FIN: {}", st["hosts"]["b"]);
+    assert_eq!(
+        st["agents"]["s1"],
+        json!({"kind": "tcp_sink", "port": 5001, "pkts": 100, "bytes": 50_000, "dup_pkts": 0, "ooo_pkts": 0})
+    );
+    assert_eq!(
+        st["hosts"]["b"]["tcp_received"], 103,
+        "SYN + ACK + 100 data + FIN: {}",
+        st["hosts"]["b"]
+    );
     let tr = exec(&mut e, r#"{"cmd":"trace","agent":"t1"}"#, Instant::ZERO).unwrap();
     let samples = tr["samples"].as_array().unwrap();
     assert!(samples.len() > 3);
     let last = samples.last().unwrap().as_array().unwrap();
     assert_eq!(last.len(), 6);
     assert_eq!(last[4], 50_000);
-    let tr = exec(&mut e, r#"{"cmd":"trace","agent":"t1","clear":true}"#, Instant::ZERO).unwrap();
+    let tr = exec(
+        &mut e,
+        r#"{"cmd":"trace","agent":"t1","clear":true}"#,
+        Instant::ZERO,
+    )
+    .unwrap();
     assert_eq!(tr["samples"].as_array().unwrap().len(), samples.len());
     let tr = exec(&mut e, r#"{"cmd":"trace","agent":"t1"}"#, Instant::ZERO).unwrap();
     assert!(tr["samples"].as_array().unwrap().is_empty());
-    assert!(exec(&mut e, r#"{"cmd":"trace","agent":"s1"}"#, Instant::ZERO).unwrap_err().contains("not a tcp"));
-    assert!(exec(&mut e, r#"{"cmd":"trace","agent":"zz"}"#, Instant::ZERO).unwrap_err().contains("unknown"));
-    assert!(exec(&mut e, r#"{"cmd":"agent","agent":"s1","action":"start"}"#, Instant::ZERO).unwrap_err().contains("tcp_sink"));
+    assert!(
+        exec(&mut e, r#"{"cmd":"trace","agent":"s1"}"#, Instant::ZERO)
+            .unwrap_err()
+            .contains("not a tcp")
+    );
+    assert!(
+        exec(&mut e, r#"{"cmd":"trace","agent":"zz"}"#, Instant::ZERO)
+            .unwrap_err()
+            .contains("unknown")
+    );
+    assert!(exec(
+        &mut e,
+        r#"{"cmd":"agent","agent":"s1","action":"start"}"#,
+        Instant::ZERO
+    )
+    .unwrap_err()
+    .contains("tcp_sink"));
 
     let h = r#""hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip":"10.0.0.1/24"}]"#;
     let cases: &[(&str, &str)] = &[
-        (r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","cc":"vegas"}"#, "agents[0] (\"x\").cc"),
-        (r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","mss":0}"#, "agents[0] (\"x\").mss"),
-        (r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","mss":65496}"#, "agents[0] (\"x\").mss"),
-        (r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","window":0}"#, "agents[0] (\"x\").window"),
-        (r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","size":10}"#, "agents[0] (\"x\").size"),
-        (r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","delayed_ack":true}"#, "agents[0] (\"x\").delayed_ack"),
-        (r#"{"agent":"x","host":"h","kind":"tcp"}"#, "agents[0] (\"x\").dst"),
-        (r#"{"agent":"x","host":"h","kind":"tcp_sink"}"#, "agents[0] (\"x\").port"),
-        (r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"cc":"reno"}"#, "agents[0] (\"x\").cc"),
-        (r#"{"agent":"x","host":"h","kind":"sink","port":9,"mss":100}"#, "agents[0] (\"x\").mss"),
-        (r#"{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":100,"rate_bps":1,"bytes":5}"#, "agents[0] (\"x\").bytes"),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","cc":"vegas"}"#,
+            "agents[0] (\"x\").cc",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","mss":0}"#,
+            "agents[0] (\"x\").mss",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","mss":65496}"#,
+            "agents[0] (\"x\").mss",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","window":0}"#,
+            "agents[0] (\"x\").window",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","size":10}"#,
+            "agents[0] (\"x\").size",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp","dst":"10.0.0.2:9","delayed_ack":true}"#,
+            "agents[0] (\"x\").delayed_ack",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp"}"#,
+            "agents[0] (\"x\").dst",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink"}"#,
+            "agents[0] (\"x\").port",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"cc":"reno"}"#,
+            "agents[0] (\"x\").cc",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"sink","port":9,"mss":100}"#,
+            "agents[0] (\"x\").mss",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"cbr","dst":"10.0.0.2:9","size":100,"rate_bps":1,"bytes":5}"#,
+            "agents[0] (\"x\").bytes",
+        ),
     ];
     for (agent, want) in cases {
         let line = format!(r#"{{"cmd":"apply",{h},"agents":[{agent}]}}"#);
         let got = exec(&mut Engine::new(1, 0), &line, Instant::ZERO).unwrap_err();
         assert!(got.contains(want), "{line}: {got} (want {want})");
     }
-    let two = format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"tcp_sink","port":9}},{{"agent":"y","host":"h","kind":"tcp_sink","port":9}}]}}"#);
-    assert!(exec(&mut Engine::new(1, 0), &two, Instant::ZERO).unwrap_err().contains("agents[1] (\"y\").port"));
+    let two = format!(
+        r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"tcp_sink","port":9}},{{"agent":"y","host":"h","kind":"tcp_sink","port":9}}]}}"#
+    );
+    assert!(exec(&mut Engine::new(1, 0), &two, Instant::ZERO)
+        .unwrap_err()
+        .contains("agents[1] (\"y\").port"));
     // A UDP sink and a TCP sink may share a port number.
-    let both = format!(r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":9}},{{"agent":"y","host":"h","kind":"tcp_sink","port":9}}]}}"#);
+    let both = format!(
+        r#"{{"cmd":"apply",{h},"agents":[{{"agent":"x","host":"h","kind":"sink","port":9}},{{"agent":"y","host":"h","kind":"tcp_sink","port":9}}]}}"#
+    );
     exec(&mut Engine::new(1, 0), &both, Instant::ZERO).unwrap();
 }
 
@@ -417,10 +619,18 @@ fn lost_syn_is_retransmitted() {
     let vt = lossy("newreno", &[2], 100_000);
     let t = stats(&vt, "t1");
     assert_eq!(t["state"], "done");
-    assert_eq!((u(&t, "retransmits"), u(&t, "timeouts")), (0, 0), "SYN retransmissions are not data: {t}");
+    assert_eq!(
+        (u(&t, "retransmits"), u(&t, "timeouts")),
+        (0, 0),
+        "SYN retransmissions are not data: {t}"
+    );
     let trace = vt.net.agent_trace("t1").unwrap();
     // Established after the 1 s initial RTO, with an initial window of 1.
-    assert!(trace[0].t_ns > SEC && trace[0].t_ns < SEC + 100 * MS, "{:?}", trace[0]);
+    assert!(
+        trace[0].t_ns > SEC && trace[0].t_ns < SEC + 100 * MS,
+        "{:?}",
+        trace[0]
+    );
     assert_eq!(trace[0].cwnd, 1.0);
     assert_eq!(u(&stats(&vt, "s1"), "bytes"), 100_000);
 }
@@ -428,7 +638,17 @@ fn lost_syn_is_retransmitted() {
 #[test]
 fn stop_pauses_and_start_resumes() {
     let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 10_000});
-    let mut vt = net(topo(fast(), lb, vec![sender("t1", 5001, json!({"bytes": 5_000_000})), sink("s1", 5001)]), 1);
+    let mut vt = net(
+        topo(
+            fast(),
+            lb,
+            vec![
+                sender("t1", 5001, json!({"bytes": 5_000_000})),
+                sink("s1", 5001),
+            ],
+        ),
+        1,
+    );
     vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
     vt.run_until(Instant::from_nanos(SEC));
     vt.net.agent_action("t1", false, vt.now).unwrap();
@@ -438,7 +658,11 @@ fn stop_pauses_and_start_resumes() {
     let got = u(&stats(&vt, "s1"), "bytes");
     assert!(got > 100_000 && got < 5_000_000, "{got}");
     vt.run_until(Instant::from_nanos(5 * SEC));
-    assert_eq!(u(&stats(&vt, "t1"), "sent_pkts"), sent, "nothing sent while stopped");
+    assert_eq!(
+        u(&stats(&vt, "t1"), "sent_pkts"),
+        sent,
+        "nothing sent while stopped"
+    );
     vt.net.agent_action("t1", true, vt.now).unwrap();
     vt.run_until(Instant::from_nanos(30 * SEC));
     let t = stats(&vt, "t1");
@@ -452,7 +676,17 @@ fn captured_segments_are_valid_tcp() {
     use wanlab_engine::model::network::{Dir, Output};
     use wanlab_engine::wire::{ethernet, ipv4};
     let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 1_000});
-    let mut vt = net(topo(fast(), lb, vec![sender("t1", 5001, json!({"bytes": 20_000, "mss": 1460})), sink("s1", 5001)]), 1);
+    let mut vt = net(
+        topo(
+            fast(),
+            lb,
+            vec![
+                sender("t1", 5001, json!({"bytes": 20_000, "mss": 1460})),
+                sink("s1", 5001),
+            ],
+        ),
+        1,
+    );
     for p in vt.net.select("lb", None, Dir::Both).unwrap() {
         vt.net.set_capture(p, true);
     }

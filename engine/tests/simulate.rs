@@ -20,7 +20,15 @@ fn run(dir: &Path, name: &str, scenario: &Value) -> (Output, PathBuf) {
     let sc = dir.join(format!("{name}.json"));
     std::fs::write(&sc, scenario.to_string()).unwrap();
     let out = dir.join(format!("{name}.result.json"));
-    let o = Command::new(env!("CARGO_BIN_EXE_wanlab-engine")).args(["simulate", sc.to_str().unwrap(), "--out", out.to_str().unwrap()]).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
+        .args([
+            "simulate",
+            sc.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
     (o, out)
 }
 
@@ -69,19 +77,40 @@ fn link_failure_exact_counts_and_identical_bytes() {
     let pcap = d.join("lb.pcap");
     let (r, bytes) = ok(&d, "small", &small(&pcap));
     // Sends at 1 s + k·10 ms for k = 0..=500 (the packet due at 6 s runs before the stop).
-    assert_eq!(r["stats"]["agents"]["c1"], json!({"kind": "cbr", "running": false, "sent_pkts": 501, "sent_bytes": 50100}));
+    assert_eq!(
+        r["stats"]["agents"]["c1"],
+        json!({"kind": "cbr", "running": false, "sent_pkts": 501, "sent_bytes": 50100})
+    );
     // Lost: the packet sent at 3 s (in flight on la when it goes down, since requests run
     // after the events at their time), those sent while down, and the one due at 4 s (sent
     // just before `up`): k = 200..=300.
     let s1 = &r["stats"]["agents"]["s1"];
-    assert_eq!((s1["pkts"].as_u64(), s1["lost"].as_u64()), (Some(501 - 101), Some(101)), "{s1}");
+    assert_eq!(
+        (s1["pkts"].as_u64(), s1["lost"].as_u64()),
+        (Some(501 - 101), Some(101)),
+        "{s1}"
+    );
     assert_eq!(r["stats"]["links"]["la"]["ab"]["drop_down"], json!(101));
     assert_eq!(s1["owd_min_us"], json!(2000.0));
     assert_eq!(r["stats"]["now_ns"], json!(7 * S));
     // Replies in time order, file order at equal times; ids kept.
     let replies = r["replies"].as_array().unwrap();
-    let cmds: Vec<(&str, u64)> = replies.iter().map(|x| (x["cmd"].as_str().unwrap(), x["at_ns"].as_u64().unwrap())).collect();
-    assert_eq!(cmds, [("apply", 0), ("agent", S), ("capture_start", S), ("down", 3 * S), ("up", 4 * S), ("stats", 6 * S), ("agent", 6 * S)]);
+    let cmds: Vec<(&str, u64)> = replies
+        .iter()
+        .map(|x| (x["cmd"].as_str().unwrap(), x["at_ns"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        cmds,
+        [
+            ("apply", 0),
+            ("agent", S),
+            ("capture_start", S),
+            ("down", 3 * S),
+            ("up", 4 * S),
+            ("stats", 6 * S),
+            ("agent", 6 * S)
+        ]
+    );
     assert!(replies.iter().all(|x| x["ok"] == json!(true)));
     // The stats at 6 s ran before the stop but after the events at 6 s: the packet sent at
     // 6 s is still in flight (2 ms).
@@ -89,16 +118,29 @@ fn link_failure_exact_counts_and_identical_bytes() {
     assert_eq!(replies[5]["agents"]["s1"]["pkts"], json!(400 - 1));
     // Samples at 1..=7 s: before any traffic, during, after.
     let samples = r["samples"].as_array().unwrap();
-    assert_eq!(samples.iter().map(|x| x["t_ns"].as_u64().unwrap()).collect::<Vec<_>>(), (1..=7).map(|k| k * S).collect::<Vec<_>>());
+    assert_eq!(
+        samples
+            .iter()
+            .map(|x| x["t_ns"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        (1..=7).map(|k| k * S).collect::<Vec<_>>()
+    );
     assert_eq!(samples[0]["agents"]["c1"]["sent_pkts"], json!(0), "the sample at 1 s comes after the start request; its first packet is due at 1 s, after the request ran");
     assert_eq!(samples[2]["agents"]["c1"]["sent_pkts"], json!(201));
     assert_eq!(samples[2]["agents"]["s1"]["pkts"], json!(200));
-    assert_eq!(samples[3]["agents"]["s1"]["pkts"], json!(200), "nothing arrives while la is down");
+    assert_eq!(
+        samples[3]["agents"]["s1"]["pkts"],
+        json!(200),
+        "nothing arrives while la is down"
+    );
     assert!(r["events"].as_u64().unwrap() > 1000);
     assert!(r.get("realtime").is_none() && r["stats"].get("realtime").is_none());
     // Captured with virtual timestamps (epoch 0): the first data frame at 1 s + ARP + 2 ms.
     let cap = std::fs::read(&pcap).unwrap();
-    assert_eq!(u32::from_ne_bytes(cap[0..4].try_into().unwrap()), 0xa1b2_3c4d);
+    assert_eq!(
+        u32::from_ne_bytes(cap[0..4].try_into().unwrap()),
+        0xa1b2_3c4d
+    );
     let sec = u32::from_ne_bytes(cap[24..28].try_into().unwrap());
     assert_eq!(sec, 1);
     // Identical bytes on a second run (the capture is rewritten identically too).
@@ -111,7 +153,10 @@ fn link_failure_exact_counts_and_identical_bytes() {
     let (_, third) = ok(&d, "small", &sc);
     assert_eq!(bytes, third);
     let cap = std::fs::read(&pcap).unwrap();
-    assert_eq!(u32::from_ne_bytes(cap[24..28].try_into().unwrap()), 1_700_000_001);
+    assert_eq!(
+        u32::from_ne_bytes(cap[24..28].try_into().unwrap()),
+        1_700_000_001
+    );
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -140,16 +185,60 @@ fn errors_name_the_request_and_field() {
         s
     };
     let cases: Vec<(Value, &str)> = vec![
-        (with(&|s| s["requests"][3]["target"] = json!("nope")), "requests[3] (\"down\", at_ns 3000000000): target: no link or lan \"nope\""),
-        (with(&|s| s["requests"][1]["actoin"] = json!("start")), "requests[1] (\"agent\"): actoin"),
-        (with(&|s| s["requests"][0]["links"][0]["ab"]["delay_us"] = json!(-1)), "requests[0] (\"apply\", at_ns 0): links[0] (\"la\").ab.delay_us"),
-        (with(&|s| s["requests"][2]["at_ns"] = json!(8 * S)), "requests[2].at_ns"),
-        (with(&|s| s["requests"][2].as_object_mut().unwrap().remove("at_ns").map(|_| ()).unwrap()), "requests[2].at_ns: missing"),
-        (with(&|s| s["requests"].as_array_mut().unwrap().push(json!({"at_ns": 0, "cmd": "subscribe", "interval_ms": 100}))), "requests[7].cmd: \"subscribe\""),
-        (with(&|s| s["requests"].as_array_mut().unwrap().push(json!({"at_ns": 0, "cmd": "shutdown"}))), "requests[7].cmd: \"shutdown\""),
+        (
+            with(&|s| s["requests"][3]["target"] = json!("nope")),
+            "requests[3] (\"down\", at_ns 3000000000): target: no link or lan \"nope\"",
+        ),
+        (
+            with(&|s| s["requests"][1]["actoin"] = json!("start")),
+            "requests[1] (\"agent\"): actoin",
+        ),
+        (
+            with(&|s| s["requests"][0]["links"][0]["ab"]["delay_us"] = json!(-1)),
+            "requests[0] (\"apply\", at_ns 0): links[0] (\"la\").ab.delay_us",
+        ),
+        (
+            with(&|s| s["requests"][2]["at_ns"] = json!(8 * S)),
+            "requests[2].at_ns",
+        ),
+        (
+            with(&|s| {
+                s["requests"][2]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("at_ns")
+                    .map(|_| ())
+                    .unwrap()
+            }),
+            "requests[2].at_ns: missing",
+        ),
+        (
+            with(&|s| {
+                s["requests"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"at_ns": 0, "cmd": "subscribe", "interval_ms": 100}))
+            }),
+            "requests[7].cmd: \"subscribe\"",
+        ),
+        (
+            with(&|s| {
+                s["requests"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(json!({"at_ns": 0, "cmd": "shutdown"}))
+            }),
+            "requests[7].cmd: \"shutdown\"",
+        ),
         (with(&|s| s["until_nss"] = json!(1)), "until_nss"),
-        (with(&|s| s["sample_interval_ns"] = json!(0)), "sample_interval_ns"),
-        (with(&|s| s["requests"][4]["cmd"] = json!("upp")), "requests[4] (\"upp\"): cmd: unknown command"),
+        (
+            with(&|s| s["sample_interval_ns"] = json!(0)),
+            "sample_interval_ns",
+        ),
+        (
+            with(&|s| s["requests"][4]["cmd"] = json!("upp")),
+            "requests[4] (\"upp\"): cmd: unknown command",
+        ),
     ];
     for (i, (sc, want)) in cases.into_iter().enumerate() {
         let err = fail(&d, &format!("bad{i}"), &sc);
@@ -172,13 +261,18 @@ fn tap_ports_are_refused() {
 /// source sends 1 Mbit/s of 1000-byte payloads for `secs` seconds.
 fn big(n: usize, secs: u64) -> Value {
     let mac = |a: usize, b: usize| format!("02:00:00:{:02x}:{:02x}:{:02x}", a, b >> 8, b & 0xff);
-    let (mut hosts, mut links, mut agents, mut if1, mut if2) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut hosts, mut links, mut agents, mut if1, mut if2) =
+        (vec![], vec![], vec![], vec![], vec![]);
     let edge = json!({"bandwidth_bps": 10_000_000, "delay_us": 2000});
     for i in 0..n {
         hosts.push(json!({"host": format!("s{i}"), "port": format!("s{i}-0"), "mac": mac(1, i), "ip": format!("10.1.{i}.2/24"), "gateway": format!("10.1.{i}.1")}));
         hosts.push(json!({"host": format!("d{i}"), "port": format!("d{i}-0"), "mac": mac(2, i), "ip": format!("10.2.{i}.2/24"), "gateway": format!("10.2.{i}.1")}));
-        if1.push(json!({"port": format!("r1-{i}"), "mac": mac(3, i), "ip": format!("10.1.{i}.1/24")}));
-        if2.push(json!({"port": format!("r2-{i}"), "mac": mac(4, i), "ip": format!("10.2.{i}.1/24")}));
+        if1.push(
+            json!({"port": format!("r1-{i}"), "mac": mac(3, i), "ip": format!("10.1.{i}.1/24")}),
+        );
+        if2.push(
+            json!({"port": format!("r2-{i}"), "mac": mac(4, i), "ip": format!("10.2.{i}.1/24")}),
+        );
         links.push(json!({"link": format!("ls{i}"), "a": format!("s{i}-0"), "b": format!("r1-{i}"), "ab": edge, "ba": edge}));
         links.push(json!({"link": format!("ld{i}"), "a": format!("r2-{i}"), "b": format!("d{i}-0"), "ab": edge, "ba": edge}));
         agents.push(json!({"agent": format!("c{i}"), "host": format!("s{i}"), "kind": "cbr", "dst": format!("10.2.{i}.2:5000"), "size": 1000, "rate_bps": 1_000_000}));
@@ -186,14 +280,19 @@ fn big(n: usize, secs: u64) -> Value {
     }
     if1.push(json!({"port": "r1-b", "mac": mac(3, 999), "ip": "10.0.0.1/30"}));
     if2.push(json!({"port": "r2-b", "mac": mac(4, 999), "ip": "10.0.0.2/30"}));
-    let bb = json!({"bandwidth_bps": 1_000_000_000u64, "delay_us": 10_000, "queue": {"limit": 1000}});
+    let bb =
+        json!({"bandwidth_bps": 1_000_000_000u64, "delay_us": 10_000, "queue": {"limit": 1000}});
     links.push(json!({"link": "bb", "a": "r1-b", "b": "r2-b", "ab": bb, "ba": bb}));
-    let mut requests = vec![json!({"at_ns": 0, "cmd": "apply", "hosts": hosts, "links": links, "agents": agents,
+    let mut requests = vec![
+        json!({"at_ns": 0, "cmd": "apply", "hosts": hosts, "links": links, "agents": agents,
         "routers": [{"router": "r1", "interfaces": if1, "routes": [{"dst": "10.2.0.0/16", "via": "10.0.0.2"}]},
-                    {"router": "r2", "interfaces": if2, "routes": [{"dst": "10.1.0.0/16", "via": "10.0.0.1"}]}]})];
+                    {"router": "r2", "interfaces": if2, "routes": [{"dst": "10.1.0.0/16", "via": "10.0.0.1"}]}]}),
+    ];
     for i in 0..n {
         requests.push(json!({"at_ns": i as u64 * 1_000_000, "cmd": "agent", "agent": format!("c{i}"), "action": "start"}));
-        requests.push(json!({"at_ns": secs * S, "cmd": "agent", "agent": format!("c{i}"), "action": "stop"}));
+        requests.push(
+            json!({"at_ns": secs * S, "cmd": "agent", "agent": format!("c{i}"), "action": "stop"}),
+        );
     }
     json!({"seed": 3, "until_ns": (secs + 1) * S, "sample_interval_ns": S, "requests": requests})
 }
@@ -203,12 +302,23 @@ fn bigger_scenario_event_rate() {
     let d = dir("big");
     let (r, _) = ok(&d, "big", &big(100, 10));
     let agents = r["stats"]["agents"].as_object().unwrap();
-    let sent: u64 = (0..100).map(|i| agents[&format!("c{i}")]["sent_pkts"].as_u64().unwrap()).sum();
-    let recv: u64 = (0..100).map(|i| agents[&format!("k{i}")]["pkts"].as_u64().unwrap()).sum();
+    let sent: u64 = (0..100)
+        .map(|i| agents[&format!("c{i}")]["sent_pkts"].as_u64().unwrap())
+        .sum();
+    let recv: u64 = (0..100)
+        .map(|i| agents[&format!("k{i}")]["pkts"].as_u64().unwrap())
+        .sum();
     assert!(sent >= 100 * 1240, "{sent}");
     // No queue drops at 10 % load; only the first packets that waited for the routers'
     // ARP resolution beyond the 3-packet ARP queue (r1's backbone next hop takes 20 ms).
-    let arp: u64 = ["r1", "r2"].iter().map(|x| r["stats"]["routers"][x]["arp_queue_drops"].as_u64().unwrap()).sum();
+    let arp: u64 = ["r1", "r2"]
+        .iter()
+        .map(|x| {
+            r["stats"]["routers"][x]["arp_queue_drops"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
     assert!(arp < 100, "{arp}");
     assert_eq!(recv, sent - arp);
     eprintln!("big: {sent} packets, {} events", r["events"]);

@@ -16,7 +16,14 @@ const MS: f64 = 1_000_000.0;
 
 /// 1000-byte payloads at 1 Mbit/s: period 8 ms.
 fn spec(pattern: Pattern) -> CbrSpec {
-    CbrSpec { dst: [10, 0, 0, 2], dport: 9, size: 1000, period_num: 1000 * 8 * 1_000_000_000, period_den: 1_000_000, pattern }
+    CbrSpec {
+        dst: [10, 0, 0, 2],
+        dport: 9,
+        size: 1000,
+        period_num: 1000 * 8 * 1_000_000_000,
+        period_den: 1_000_000,
+        pattern,
+    }
 }
 
 /// The first `n` departure times (ns) of a source started at 0.
@@ -27,7 +34,11 @@ fn departures(pattern: Pattern, seed: u64, n: usize) -> Vec<u64> {
     while out.len() < n {
         let t = c.poll_at().unwrap();
         let p = c.poll(t).unwrap();
-        assert_eq!(u64::from_be_bytes(p[8..16].try_into().unwrap()), t.nanos(), "timestamp in the payload");
+        assert_eq!(
+            u64::from_be_bytes(p[8..16].try_into().unwrap()),
+            t.nanos(),
+            "timestamp in the payload"
+        );
         assert_eq!(p.len(), 1000);
         out.push(t.nanos());
     }
@@ -50,9 +61,17 @@ fn poisson_mean_rate_and_cv() {
     let mean = g.iter().sum::<f64>() / g.len() as f64;
     let var = g.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / g.len() as f64;
     let cv = var.sqrt() / mean;
-    eprintln!("poisson: mean gap {:.4} ms, cv {cv:.4}, rate {:.0} bit/s", mean / MS, rate_bps(&d));
+    eprintln!(
+        "poisson: mean gap {:.4} ms, cv {cv:.4}, rate {:.0} bit/s",
+        mean / MS,
+        rate_bps(&d)
+    );
     assert!((mean / (8.0 * MS) - 1.0).abs() < 0.01, "mean gap {mean}");
-    assert!((rate_bps(&d) / 1e6 - 1.0).abs() < 0.01, "rate {}", rate_bps(&d));
+    assert!(
+        (rate_bps(&d) / 1e6 - 1.0).abs() < 0.01,
+        "rate {}",
+        rate_bps(&d)
+    );
     assert!((cv - 1.0).abs() < 0.02, "cv {cv}");
     // Memoryless: the first departure is one exponential draw after the start, not at it.
     assert!(d[0] > 0);
@@ -74,27 +93,45 @@ fn bursts(d: &[u64]) -> Vec<u64> {
 
 fn onoff(dist: OnOffDist) -> Pattern {
     // ON 400 ms (50 packets at 8 ms), OFF 600 ms: long-run 1 Mbit/s · 0.4.
-    Pattern::OnOff { on_ns: 400.0 * MS, off_ns: 600.0 * MS, dist }
+    Pattern::OnOff {
+        on_ns: 400.0 * MS,
+        off_ns: 600.0 * MS,
+        dist,
+    }
 }
 
 #[test]
 fn onoff_exponential_mean_rate() {
-    let d = departures(onoff(OnOffDist::Exponential), stream_seed(1, "agent:e"), 500_000);
+    let d = departures(
+        onoff(OnOffDist::Exponential),
+        stream_seed(1, "agent:e"),
+        500_000,
+    );
     let r = rate_bps(&d);
     let b = bursts(&d);
     let mean_burst = b.iter().sum::<u64>() as f64 / b.len() as f64;
     let max_burst = *b.iter().max().unwrap();
     eprintln!("exponential on/off: rate {r:.0} bit/s, {} bursts, mean {mean_burst:.2} pkts, max {max_burst}", b.len());
     assert!((r / 400_000.0 - 1.0).abs() < 0.03, "rate {r}");
-    assert!((mean_burst / 50.0 - 1.0).abs() < 0.03, "mean burst {mean_burst}");
-    assert!(max_burst < 20 * 50, "exponential has no heavy tail: {max_burst}");
+    assert!(
+        (mean_burst / 50.0 - 1.0).abs() < 0.03,
+        "mean burst {mean_burst}"
+    );
+    assert!(
+        max_burst < 20 * 50,
+        "exponential has no heavy tail: {max_burst}"
+    );
     // ns-2: the first packet leaves one period plus an idle time after the start.
     assert!(d[0] > 8_000_000);
 }
 
 #[test]
 fn onoff_pareto_heavy_tail() {
-    let d = departures(onoff(OnOffDist::Pareto { shape: 1.5 }), stream_seed(1, "agent:p"), 1_000_000);
+    let d = departures(
+        onoff(OnOffDist::Pareto { shape: 1.5 }),
+        stream_seed(1, "agent:p"),
+        1_000_000,
+    );
     let r = rate_bps(&d);
     let b = bursts(&d);
     let mean_burst = b.iter().sum::<u64>() as f64 / b.len() as f64;
@@ -102,7 +139,10 @@ fn onoff_pareto_heavy_tail() {
     let long = b.iter().filter(|&&x| x > 20 * 50).count();
     eprintln!("pareto on/off: rate {r:.0} bit/s, {} bursts, mean {mean_burst:.2} pkts, max {max_burst}, {long} bursts > 20× mean", b.len());
     assert!((r / 400_000.0 - 1.0).abs() < 0.15, "rate {r}");
-    assert!((mean_burst / 50.0 - 1.0).abs() < 0.15, "mean burst {mean_burst}");
+    assert!(
+        (mean_burst / 50.0 - 1.0).abs() < 0.15,
+        "mean burst {mean_burst}"
+    );
     // P(X > 20·mean) = (1/60)^1.5 ≈ 0.2 %: dozens of such bursts, where exponential has none.
     assert!(long >= 5, "{long}");
     assert!(max_burst > 50 * 50, "max burst {max_burst}");
@@ -112,14 +152,21 @@ fn onoff_pareto_heavy_tail() {
 
 #[test]
 fn same_seed_same_departures() {
-    for p in [Pattern::Poisson, onoff(OnOffDist::Exponential), onoff(OnOffDist::Pareto { shape: 1.2 })] {
+    for p in [
+        Pattern::Poisson,
+        onoff(OnOffDist::Exponential),
+        onoff(OnOffDist::Pareto { shape: 1.2 }),
+    ] {
         let a = departures(p, stream_seed(1, "agent:x"), 2000);
         assert_eq!(a, departures(p, stream_seed(1, "agent:x"), 2000));
         assert_ne!(a, departures(p, stream_seed(2, "agent:x"), 2000));
         assert_ne!(a, departures(p, stream_seed(1, "agent:y"), 2000));
     }
     // CBR ignores the seed.
-    assert_eq!(departures(Pattern::Cbr, 1, 100), departures(Pattern::Cbr, 2, 100));
+    assert_eq!(
+        departures(Pattern::Cbr, 1, 100),
+        departures(Pattern::Cbr, 2, 100)
+    );
 }
 
 #[test]
@@ -183,16 +230,38 @@ fn end_to_end_through_router() {
     ];
     for c in cases {
         let vt = net(c.clone(), 1);
-        let (sent, sink) = (vt.net.agent_stats("src").unwrap(), vt.net.agent_stats("sink").unwrap());
-        let AgentStats::Cbr { sent_pkts, running: false, .. } = sent else { panic!("{sent:?}") };
-        let AgentStats::Sink { pkts, lost, owd_min_us, .. } = sink else { panic!("{sink:?}") };
+        let (sent, sink) = (
+            vt.net.agent_stats("src").unwrap(),
+            vt.net.agent_stats("sink").unwrap(),
+        );
+        let AgentStats::Cbr {
+            sent_pkts,
+            running: false,
+            ..
+        } = sent
+        else {
+            panic!("{sent:?}")
+        };
+        let AgentStats::Sink {
+            pkts,
+            lost,
+            owd_min_us,
+            ..
+        } = sink
+        else {
+            panic!("{sink:?}")
+        };
         // 20 s at 400 kbit/s of 500-byte payloads ≈ 2000 packets (Pareto: few long cycles).
         assert!((400..4000).contains(&sent_pkts), "{c}: {sent_pkts}");
         assert_eq!((pkts, lost), (sent_pkts, 0), "{c}");
         assert_eq!(owd_min_us, Some(2.0 * (1000.0)), "{c}");
         let s = stats(&vt);
         assert_eq!(s, stats(&net(c.clone(), 1)), "{c}: same seed");
-        assert_ne!(s["agents"]["src"], stats(&net(c.clone(), 2))["agents"]["src"], "{c}: other seed");
+        assert_ne!(
+            s["agents"]["src"],
+            stats(&net(c.clone(), 2))["agents"]["src"],
+            "{c}: other seed"
+        );
     }
 }
 
@@ -214,14 +283,35 @@ fn validation_names_fields() {
     };
     let cases = [
         (with("cbr", "on_us", json!(5)), "agents[0] (\"x\").on_us"),
-        (with("poisson", "dist", json!("pareto")), "agents[0] (\"x\").dist"),
+        (
+            with("poisson", "dist", json!("pareto")),
+            "agents[0] (\"x\").dist",
+        ),
         (base("onoff"), "agents[0] (\"x\").on_us"),
-        (with("onoff", "on_us", json!(1000)), "agents[0] (\"x\").off_us"),
-        (json!({"kind": "onoff", "dst": "10.0.0.2:9", "size": 100, "rate_bps": 1000, "on_us": -1, "off_us": 5}), "on_us"),
-        (json!({"kind": "onoff", "dst": "10.0.0.2:9", "size": 100, "rate_bps": 1000, "on_us": 1, "off_us": 5, "dist": "zipf"}), "dist"),
-        (json!({"kind": "onoff", "dst": "10.0.0.2:9", "size": 100, "rate_bps": 1000, "on_us": 1, "off_us": 5, "dist": "pareto", "shape": 1.0}), "shape"),
-        (json!({"kind": "onoff", "dst": "10.0.0.2:9", "size": 100, "rate_bps": 1000, "on_us": 1, "off_us": 5, "shape": 2.0}), "shape"),
-        (json!({"kind": "poisson", "dst": "10.0.0.2:9", "size": 100}), "rate_bps"),
+        (
+            with("onoff", "on_us", json!(1000)),
+            "agents[0] (\"x\").off_us",
+        ),
+        (
+            json!({"kind": "onoff", "dst": "10.0.0.2:9", "size": 100, "rate_bps": 1000, "on_us": -1, "off_us": 5}),
+            "on_us",
+        ),
+        (
+            json!({"kind": "onoff", "dst": "10.0.0.2:9", "size": 100, "rate_bps": 1000, "on_us": 1, "off_us": 5, "dist": "zipf"}),
+            "dist",
+        ),
+        (
+            json!({"kind": "onoff", "dst": "10.0.0.2:9", "size": 100, "rate_bps": 1000, "on_us": 1, "off_us": 5, "dist": "pareto", "shape": 1.0}),
+            "shape",
+        ),
+        (
+            json!({"kind": "onoff", "dst": "10.0.0.2:9", "size": 100, "rate_bps": 1000, "on_us": 1, "off_us": 5, "shape": 2.0}),
+            "shape",
+        ),
+        (
+            json!({"kind": "poisson", "dst": "10.0.0.2:9", "size": 100}),
+            "rate_bps",
+        ),
         (json!({"kind": "sink", "port": 9, "on_us": 5}), "on_us"),
     ];
     for (a, want) in cases {

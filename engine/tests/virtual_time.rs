@@ -31,7 +31,13 @@ fn link(ab: &str, ba: &str) -> VirtualTime {
     let mut net = Network::new(1);
     let spec = TopologySpec {
         ports: vec!["a".into(), "b".into()],
-        links: vec![LinkSpec { id: "l".into(), a: "a".into(), b: "b".into(), ab: params(ab), ba: params(ba) }],
+        links: vec![LinkSpec {
+            id: "l".into(),
+            a: "a".into(),
+            b: "b".into(),
+            ab: params(ab),
+            ba: params(ba),
+        }],
         lans: vec![],
         routers: vec![],
         ..Default::default()
@@ -76,7 +82,11 @@ fn droptail_packets_frame_in_service_not_counted() {
         vt.inject(0, frame(1000, 2, 1, i), Instant::ZERO);
     }
     vt.run_to_idle();
-    let got: Vec<(u64, u32)> = vt.take().iter().map(|d| (d.at.nanos(), seq_of(&d.data))).collect();
+    let got: Vec<(u64, u32)> = vt
+        .take()
+        .iter()
+        .map(|d| (d.at.nanos(), seq_of(&d.data)))
+        .collect();
     assert_eq!(got, vec![(8 * MS, 0), (16 * MS, 1), (24 * MS, 2)]);
     let c = vt.net.stats(None, vt.now).unwrap().links["l"].ab;
     assert_eq!((c.in_pkts, c.drop_queue, c.out_pkts), (5, 2, 3));
@@ -85,7 +95,10 @@ fn droptail_packets_frame_in_service_not_counted() {
 #[test]
 fn droptail_bytes() {
     // limit 4 × mean_pktsize 500 = 2000 bytes of queue.
-    let mut vt = link(r#"{"bandwidth_bps":1000000,"queue":{"limit":4,"in_bytes":true,"mean_pktsize":500}}"#, "{}");
+    let mut vt = link(
+        r#"{"bandwidth_bps":1000000,"queue":{"limit":4,"in_bytes":true,"mean_pktsize":500}}"#,
+        "{}",
+    );
     vt.inject(0, frame(1000, 2, 1, 0), Instant::ZERO); // serializing
     vt.inject(0, frame(1500, 2, 1, 1), Instant::ZERO); // queued: 1500
     vt.inject(0, frame(600, 2, 1, 2), Instant::ZERO); // 2100 > 2000: dropped
@@ -101,11 +114,16 @@ fn run_time_delay_decrease_does_not_reorder() {
     vt.inject(0, frame(100, 2, 1, 0), Instant::ZERO); // arrives at 50 ms
     vt.run_until(Instant::from_millis(10));
     let pipes = vt.net.select("l", None, Dir::Ab).unwrap();
-    vt.net.set_pipe_params(pipes[0], params(r#"{"delay_us":1000}"#), vt.now);
+    vt.net
+        .set_pipe_params(pipes[0], params(r#"{"delay_us":1000}"#), vt.now);
     vt.inject(0, frame(100, 2, 1, 1), Instant::from_millis(10)); // would be 11 ms: held to 50 ms
     vt.inject(0, frame(100, 2, 1, 2), Instant::from_millis(60)); // 61 ms
     vt.run_to_idle();
-    let got: Vec<(u64, u32)> = vt.take().iter().map(|d| (d.at.nanos(), seq_of(&d.data))).collect();
+    let got: Vec<(u64, u32)> = vt
+        .take()
+        .iter()
+        .map(|d| (d.at.nanos(), seq_of(&d.data)))
+        .collect();
     assert_eq!(got, vec![(50 * MS, 0), (50 * MS, 1), (61 * MS, 2)]);
 }
 
@@ -116,7 +134,8 @@ fn run_time_bandwidth_change_applies_from_next_frame() {
     vt.inject(0, frame(1000, 2, 1, 1), Instant::ZERO); // queued
     vt.run_until(Instant::from_millis(4));
     let p = vt.net.select("l", None, Dir::Ab).unwrap()[0];
-    vt.net.set_pipe_params(p, params(r#"{"bandwidth_bps":2000000}"#), vt.now);
+    vt.net
+        .set_pipe_params(p, params(r#"{"bandwidth_bps":2000000}"#), vt.now);
     vt.run_to_idle();
     let got: Vec<u64> = vt.take().iter().map(|d| d.at.nanos()).collect();
     assert_eq!(got, vec![8 * MS, 12 * MS]);
@@ -131,7 +150,9 @@ fn jitter_without_reorder_keeps_order() {
     vt.run_to_idle();
     let d = vt.take();
     assert_eq!(d.len(), 2000);
-    assert!(d.windows(2).all(|w| seq_of(&w[0].data) < seq_of(&w[1].data) && w[0].at <= w[1].at));
+    assert!(d
+        .windows(2)
+        .all(|w| seq_of(&w[0].data) < seq_of(&w[1].data) && w[0].at <= w[1].at));
     // Delays spread over the jitter range: never below 5 ms, at most 15 ms after sending.
     for x in &d {
         let sent = u64::from(seq_of(&x.data)) * 100_000;
@@ -142,14 +163,19 @@ fn jitter_without_reorder_keeps_order() {
 
 #[test]
 fn jitter_with_reorder_reorders() {
-    let mut vt = link(r#"{"delay_us":10000,"jitter_us":5000,"jitter_reorder":true}"#, "{}");
+    let mut vt = link(
+        r#"{"delay_us":10000,"jitter_us":5000,"jitter_reorder":true}"#,
+        "{}",
+    );
     for i in 0..500u32 {
         vt.inject(0, frame(100, 2, 1, i), Instant(u64::from(i) * 100_000));
     }
     vt.run_to_idle();
     let d = vt.take();
     assert_eq!(d.len(), 500);
-    assert!(d.windows(2).any(|w| seq_of(&w[0].data) > seq_of(&w[1].data)));
+    assert!(d
+        .windows(2)
+        .any(|w| seq_of(&w[0].data) > seq_of(&w[1].data)));
     assert!(d.windows(2).all(|w| w[0].at <= w[1].at));
 }
 
@@ -162,7 +188,10 @@ fn ordinal_drops_exact() {
     vt.run_to_idle();
     let got: Vec<u32> = vt.take().iter().map(|d| seq_of(&d.data)).collect();
     assert_eq!(got, vec![1, 3, 4, 6]);
-    assert_eq!(vt.net.stats(None, vt.now).unwrap().links["l"].ab.drop_loss, 2);
+    assert_eq!(
+        vt.net.stats(None, vt.now).unwrap().links["l"].ab.drop_loss,
+        2
+    );
 }
 
 #[test]
@@ -173,7 +202,10 @@ fn bernoulli_within_binomial_bounds_and_deterministic() {
             vt.inject(0, frame(64, 2, 1, i), Instant(u64::from(i)));
         }
         vt.run_to_idle();
-        vt.take().iter().map(|d| seq_of(&d.data)).collect::<Vec<u32>>()
+        vt.take()
+            .iter()
+            .map(|d| seq_of(&d.data))
+            .collect::<Vec<u32>>()
     };
     let a = run();
     let lost = 20_000.0 - a.len() as f64;
@@ -184,7 +216,10 @@ fn bernoulli_within_binomial_bounds_and_deterministic() {
 
 #[test]
 fn gilbert_elliott_on_link() {
-    let mut vt = link(r#"{"loss":{"kind":"gilbert","p":0.05,"r":0.5,"k":1,"h":0}}"#, "{}");
+    let mut vt = link(
+        r#"{"loss":{"kind":"gilbert","p":0.05,"r":0.5,"k":1,"h":0}}"#,
+        "{}",
+    );
     for i in 0..50_000 {
         vt.inject(0, frame(64, 2, 1, i), Instant(u64::from(i)));
     }
@@ -204,7 +239,12 @@ fn duplicate_and_corrupt() {
     let d = vt.take();
     assert_eq!(d.len(), 2);
     // One copy corrupted in exactly one bit past the Ethernet header, the duplicate intact.
-    let diff_bits = |a: &[u8], b: &[u8]| a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum::<u32>();
+    let diff_bits = |a: &[u8], b: &[u8]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x ^ y).count_ones())
+            .sum::<u32>()
+    };
     assert_eq!(diff_bits(&d[0].data, &f), 1);
     assert_eq!(&d[0].data[..14], &f[..14]);
     assert_eq!(d[1].data, f);
@@ -243,19 +283,32 @@ fn malformed_frames_counted() {
     }
     vt.run_to_idle();
     assert!(vt.take().is_empty());
-    assert_eq!(vt.net.stats(None, vt.now).unwrap().links["l"].ab.drop_malformed, 14);
+    assert_eq!(
+        vt.net.stats(None, vt.now).unwrap().links["l"]
+            .ab
+            .drop_malformed,
+        14
+    );
 }
 
 #[test]
 fn lan_learning_flooding_and_member_delays() {
     let mut net = Network::new(1);
-    let m = |p: &str, to: &str| MemberSpec { port: p.into(), to_lan: params(to), from_lan: params("{}") };
+    let m = |p: &str, to: &str| MemberSpec {
+        port: p.into(),
+        to_lan: params(to),
+        from_lan: params("{}"),
+    };
     let spec = TopologySpec {
         ports: vec!["p0".into(), "p1".into(), "p2".into()],
         links: vec![],
         lans: vec![LanSpec {
             id: "lan".into(),
-            members: vec![m("p0", r#"{"delay_us":1000}"#), m("p1", r#"{"delay_us":2000}"#), m("p2", r#"{"delay_us":3000}"#)],
+            members: vec![
+                m("p0", r#"{"delay_us":1000}"#),
+                m("p1", r#"{"delay_us":2000}"#),
+                m("p2", r#"{"delay_us":3000}"#),
+            ],
         }],
         routers: vec![],
         ..Default::default()
@@ -310,10 +363,16 @@ fn red_queue_on_link_drops_before_limit() {
 #[test]
 fn deterministic_event_order_across_runs() {
     let run = || {
-        let mut vt = link(r#"{"bandwidth_bps":5000000,"delay_us":3000,"jitter_us":2000,"loss":{"kind":"bernoulli","p":0.1},"duplicate":0.05}"#,
-                          r#"{"delay_us":3000,"jitter_us":2000,"jitter_reorder":true}"#);
+        let mut vt = link(
+            r#"{"bandwidth_bps":5000000,"delay_us":3000,"jitter_us":2000,"loss":{"kind":"bernoulli","p":0.1},"duplicate":0.05}"#,
+            r#"{"delay_us":3000,"jitter_us":2000,"jitter_reorder":true}"#,
+        );
         for i in 0..3000u32 {
-            vt.inject((i % 2) as usize, frame(200 + (i as usize % 1000), 2, 1, i), Instant(u64::from(i) * 37_000));
+            vt.inject(
+                (i % 2) as usize,
+                frame(200 + (i as usize % 1000), 2, 1, i),
+                Instant(u64::from(i) * 37_000),
+            );
         }
         vt.run_to_idle();
         vt.take()
@@ -326,30 +385,89 @@ fn remove_requires_detached_ports_and_is_atomic() {
     let mut vt = link(r#"{"delay_us":1000}"#, "{}");
     vt.inject(0, frame(100, 2, 1, 0), Instant::ZERO);
     // Port still attached to "l": refused, nothing removed.
-    assert!(vt.net.remove(&[], &[], &["a".into()]).unwrap_err().contains("attached"));
+    assert!(vt
+        .net
+        .remove(&[], &[], &["a".into()])
+        .unwrap_err()
+        .contains("attached"));
     assert!(vt.net.has_link("l"));
-    assert!(vt.net.remove(&["zz".into()], &[], &[]).unwrap_err().contains("zz"));
+    assert!(vt
+        .net
+        .remove(&["zz".into()], &[], &[])
+        .unwrap_err()
+        .contains("zz"));
     // Link and ports together: fine; the frame in flight is discarded.
-    let gone = vt.net.remove(&["l".into()], &[], &["a".into(), "b".into()]).unwrap();
+    let gone = vt
+        .net
+        .remove(&["l".into()], &[], &["a".into(), "b".into()])
+        .unwrap();
     assert_eq!(gone, vec![0, 1]);
     vt.run_to_idle();
     assert!(vt.take().is_empty());
     assert!(vt.net.port_index("a").is_none());
     // Ids can be reused after removal.
-    let spec = TopologySpec { ports: vec!["a".into()], links: vec![], lans: vec![], routers: vec![], ..Default::default() };
+    let spec = TopologySpec {
+        ports: vec!["a".into()],
+        links: vec![],
+        lans: vec![],
+        routers: vec![],
+        ..Default::default()
+    };
     vt.net.check_apply(&spec).unwrap();
 }
 
 #[test]
 fn apply_checks_references_and_double_attachment() {
     let vt = link("{}", "{}");
-    let l = |id: &str, a: &str, b: &str| LinkSpec { id: id.into(), a: a.into(), b: b.into(), ab: params("{}"), ba: params("{}") };
-    let spec = TopologySpec { ports: vec!["c".into()], links: vec![l("l2", "a", "c")], lans: vec![], routers: vec![], ..Default::default() };
-    assert!(vt.net.check_apply(&spec).unwrap_err().contains("already attached"));
-    let spec = TopologySpec { ports: vec!["c".into(), "d".into()], links: vec![l("l", "c", "d")], lans: vec![], routers: vec![], ..Default::default() };
-    assert!(vt.net.check_apply(&spec).unwrap_err().contains("already exists"));
-    let spec = TopologySpec { ports: vec!["c".into()], links: vec![l("l3", "c", "nope")], lans: vec![], routers: vec![], ..Default::default() };
+    let l = |id: &str, a: &str, b: &str| LinkSpec {
+        id: id.into(),
+        a: a.into(),
+        b: b.into(),
+        ab: params("{}"),
+        ba: params("{}"),
+    };
+    let spec = TopologySpec {
+        ports: vec!["c".into()],
+        links: vec![l("l2", "a", "c")],
+        lans: vec![],
+        routers: vec![],
+        ..Default::default()
+    };
+    assert!(vt
+        .net
+        .check_apply(&spec)
+        .unwrap_err()
+        .contains("already attached"));
+    let spec = TopologySpec {
+        ports: vec!["c".into(), "d".into()],
+        links: vec![l("l", "c", "d")],
+        lans: vec![],
+        routers: vec![],
+        ..Default::default()
+    };
+    assert!(vt
+        .net
+        .check_apply(&spec)
+        .unwrap_err()
+        .contains("already exists"));
+    let spec = TopologySpec {
+        ports: vec!["c".into()],
+        links: vec![l("l3", "c", "nope")],
+        lans: vec![],
+        routers: vec![],
+        ..Default::default()
+    };
     assert!(vt.net.check_apply(&spec).unwrap_err().contains("nope"));
-    let spec = TopologySpec { ports: vec!["c".into(), "d".into(), "e".into()], links: vec![l("l4", "c", "d"), l("l5", "d", "e")], lans: vec![], routers: vec![], ..Default::default() };
-    assert!(vt.net.check_apply(&spec).unwrap_err().contains("also used by"));
+    let spec = TopologySpec {
+        ports: vec!["c".into(), "d".into(), "e".into()],
+        links: vec![l("l4", "c", "d"), l("l5", "d", "e")],
+        lans: vec![],
+        routers: vec![],
+        ..Default::default()
+    };
+    assert!(vt
+        .net
+        .check_apply(&spec)
+        .unwrap_err()
+        .contains("also used by"));
 }

@@ -14,7 +14,9 @@ impl Args {
         let mut vals = HashMap::new();
         let mut it = argv.iter();
         while let Some(a) = it.next() {
-            let name = a.strip_prefix("--").ok_or_else(|| format!("unexpected argument '{a}'"))?;
+            let name = a
+                .strip_prefix("--")
+                .ok_or_else(|| format!("unexpected argument '{a}'"))?;
             let (name, inline) = match name.split_once('=') {
                 Some((n, v)) => (n, Some(v.to_string())),
                 None => (name, None),
@@ -22,7 +24,10 @@ impl Args {
             if with_value.contains(&name) {
                 let v = match inline {
                     Some(v) => v,
-                    None => it.next().ok_or_else(|| format!("--{name} needs a value"))?.clone(),
+                    None => it
+                        .next()
+                        .ok_or_else(|| format!("--{name} needs a value"))?
+                        .clone(),
                 };
                 vals.insert(name.to_string(), Some(v));
             } else if switches.contains(&name) {
@@ -43,14 +48,17 @@ impl Args {
     }
 
     pub fn require(&self, k: &str) -> Result<&str, String> {
-        self.str(k).ok_or_else(|| format!("missing required option --{k}"))
+        self.str(k)
+            .ok_or_else(|| format!("missing required option --{k}"))
     }
 
     /// Parse a number, accepting k/M/G suffixes (decimal) for convenience.
     pub fn f64(&self, k: &str) -> Result<Option<f64>, String> {
         match self.str(k) {
             None => Ok(None),
-            Some(s) => parse_si(s).map(Some).ok_or_else(|| format!("--{k}: not a number: '{s}'")),
+            Some(s) => parse_si(s)
+                .map(Some)
+                .ok_or_else(|| format!("--{k}: not a number: '{s}'")),
         }
     }
 
@@ -73,7 +81,11 @@ pub fn parse_si(s: &str) -> Option<f64> {
         _ => (s, 1.0),
     };
     let v: f64 = num.parse().ok()?;
-    if v.is_finite() { Some(v * mult) } else { None }
+    if v.is_finite() {
+        Some(v * mult)
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]
@@ -84,7 +96,12 @@ mod tests {
     }
     #[test]
     fn parses() {
-        let a = Args::parse(&v(&["--rate", "10k", "--json", "--size=64"]), &["rate", "size"], &["json"]).unwrap();
+        let a = Args::parse(
+            &v(&["--rate", "10k", "--json", "--size=64"]),
+            &["rate", "size"],
+            &["json"],
+        )
+        .unwrap();
         assert_eq!(a.f64("rate").unwrap(), Some(10_000.0));
         assert_eq!(a.u64("size").unwrap(), Some(64));
         assert!(a.has("json"));

@@ -18,12 +18,21 @@ pub fn run(sock: &UdpSocket, rule: StopRule, batch: usize) -> Result<String, Str
         let now = now_ns();
         if n > 0 {
             rx += n as u64;
-            tx += b.reflect(sock, n).map_err(|e| format!("send failed: {e}"))? as u64;
+            tx += b
+                .reflect(sock, n)
+                .map_err(|e| format!("send failed: {e}"))? as u64;
             last = now;
         }
-        if crate::stop::requested() || rule.duration_ns.is_some_and(|d| now >= start + d) || rule.idle_ns.is_some_and(|i| now >= last + i) {
+        if crate::stop::requested()
+            || rule.duration_ns.is_some_and(|d| now >= start + d)
+            || rule.idle_ns.is_some_and(|i| now >= last + i)
+        {
             break;
         }
     }
-    Ok(Obj::new().str("mode", "echo").int("rx_pkts", rx).int("tx_pkts", tx).finish())
+    Ok(Obj::new()
+        .str("mode", "echo")
+        .int("rx_pkts", rx)
+        .int("tx_pkts", tx)
+        .finish())
 }

@@ -95,7 +95,13 @@ mod tests {
     use super::*;
     #[test]
     fn writes_object() {
-        let s = Obj::new().int("a", 3).num("b", 1.5).str("c", "x\"y").bool("d", true).opt_num("e", None).finish();
+        let s = Obj::new()
+            .int("a", 3)
+            .num("b", 1.5)
+            .str("c", "x\"y")
+            .bool("d", true)
+            .opt_num("e", None)
+            .finish();
         assert_eq!(s, r#"{"a":3,"b":1.5,"c":"x\"y","d":true,"e":null}"#);
         assert_eq!(Obj::new().finish(), "{}");
         assert_eq!(fmt_f64(f64::NAN), "null");

@@ -3,12 +3,12 @@
 //!
 //! Subcommands: `send`, `sink`, `echo`, `ping` (see `wanlab-gen help`).
 
-use wanlab_gen::args::Args;
-use wanlab_gen::{echo, json, net, packet, ping, send, sink};
 use send::SendCfg;
 use sink::StopRule;
 use std::process::ExitCode;
 use std::time::Duration;
+use wanlab_gen::args::Args;
+use wanlab_gen::{echo, json, net, packet, ping, send, sink};
 
 const USAGE: &str = "\
 wanlab-gen: sendmmsg/recvmmsg UDP generator and sink
@@ -46,7 +46,9 @@ fn main() -> ExitCode {
             println!("{USAGE}");
             Ok(())
         }
-        other => Err(format!("unknown subcommand '{other}' (send, sink, echo, ping, help)")),
+        other => Err(format!(
+            "unknown subcommand '{other}' (send, sink, echo, ping, help)"
+        )),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -65,19 +67,39 @@ fn secs_ns(a: &Args, k: &str) -> Result<Option<u64>, String> {
     }
 }
 
-const SEND_OPTS: &[&str] =
-    &["dst", "size", "rate", "bitrate", "duration", "count", "batch", "tos", "bind", "bitrate-counts", "fin", "wait"];
+const SEND_OPTS: &[&str] = &[
+    "dst",
+    "size",
+    "rate",
+    "bitrate",
+    "duration",
+    "count",
+    "batch",
+    "tos",
+    "bind",
+    "bitrate-counts",
+    "fin",
+    "wait",
+];
 
 /// Build the send configuration and the connected socket shared by send/ping.
 fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg), String> {
     let dst = net::parse_v4(a.require("dst")?, "--dst")?;
     let size = a.u64("size")?.ok_or("missing required option --size")? as usize;
     if size < packet::HEADER_LEN || size > 65507 {
-        return Err(format!("--size must be between {} and 65507 bytes", packet::HEADER_LEN));
+        return Err(format!(
+            "--size must be between {} and 65507 bytes",
+            packet::HEADER_LEN
+        ));
     }
     let modes = a.has("rate") as u8 + a.has("bitrate") as u8 + a.has("max") as u8;
     if modes != 1 {
-        return Err(if allow_max { "give exactly one of --rate, --bitrate, --max" } else { "give exactly one of --rate, --bitrate" }.into());
+        return Err(if allow_max {
+            "give exactly one of --rate, --bitrate, --max"
+        } else {
+            "give exactly one of --rate, --bitrate"
+        }
+        .into());
     }
     let (num, den) = if let Some(r) = a.f64("rate")? {
         if !(r > 0.0 && r < 1e9) {
@@ -92,7 +114,11 @@ fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg
             "frame" => size + packet::FRAME_OVERHEAD,
             "ip" => size + packet::IP_OVERHEAD,
             "payload" => size,
-            o => return Err(format!("--bitrate-counts: expected frame, ip or payload, got '{o}'")),
+            o => {
+                return Err(format!(
+                    "--bitrate-counts: expected frame, ip or payload, got '{o}'"
+                ))
+            }
         };
         (b.round() as u128, (per * 8) as u128)
     } else {
@@ -104,8 +130,12 @@ fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg
         return Err("give --duration SECS and/or --count N".into());
     }
     let batch = a.u64("batch")?.unwrap_or(64).clamp(1, 1024) as usize;
-    let bind = a.str("bind").map(|s| net::parse_v4(s, "--bind")).transpose()?;
-    let sock = net::sender_socket(dst, bind).map_err(|e| format!("cannot open socket to {dst}: {e}"))?;
+    let bind = a
+        .str("bind")
+        .map(|s| net::parse_v4(s, "--bind"))
+        .transpose()?;
+    let sock =
+        net::sender_socket(dst, bind).map_err(|e| format!("cannot open socket to {dst}: {e}"))?;
     if let Some(t) = a.u64("tos")? {
         if t > 255 {
             return Err("--tos must be 0..255".into());
@@ -113,7 +143,18 @@ fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg
         net::set_tos(&sock, t as u8).map_err(|e| format!("cannot set TOS: {e}"))?;
     }
     let fin_copies = a.u64("fin")?.unwrap_or(5).min(1000) as u32;
-    Ok((sock, SendCfg { size, pps_num: num, pps_den: den, duration_ns, count, batch, fin_copies }))
+    Ok((
+        sock,
+        SendCfg {
+            size,
+            pps_num: num,
+            pps_den: den,
+            duration_ns,
+            count,
+            batch,
+            fin_copies,
+        },
+    ))
 }
 
 fn cmd_send(rest: &[String]) -> Result<(), String> {
@@ -140,7 +181,11 @@ fn cmd_send(rest: &[String]) -> Result<(), String> {
 }
 
 fn stop_rule(a: &Args) -> Result<StopRule, String> {
-    let rule = StopRule { duration_ns: secs_ns(a, "duration")?, idle_ns: secs_ns(a, "idle-exit")?, fin_grace_ns: secs_ns(a, "fin-exit")? };
+    let rule = StopRule {
+        duration_ns: secs_ns(a, "duration")?,
+        idle_ns: secs_ns(a, "idle-exit")?,
+        fin_grace_ns: secs_ns(a, "fin-exit")?,
+    };
     if rule.duration_ns.is_none() && rule.idle_ns.is_none() {
         return Err("give --duration SECS and/or --idle-exit SECS".into());
     }
@@ -148,12 +193,24 @@ fn stop_rule(a: &Args) -> Result<StopRule, String> {
 }
 
 fn cmd_sink(rest: &[String]) -> Result<(), String> {
-    let a = Args::parse(rest, &["bind", "duration", "idle-exit", "interval", "fin-exit", "batch"], &["json"])?;
+    let a = Args::parse(
+        rest,
+        &[
+            "bind",
+            "duration",
+            "idle-exit",
+            "interval",
+            "fin-exit",
+            "batch",
+        ],
+        &["json"],
+    )?;
     let bind = net::parse_v4(a.require("bind")?, "--bind")?;
     let rule = stop_rule(&a)?;
     let interval = secs_ns(&a, "interval")?.unwrap_or(0);
     let batch = a.u64("batch")?.unwrap_or(256).clamp(1, 1024) as usize;
-    let sock = net::bound_socket(bind, Duration::from_millis(50)).map_err(|e| format!("cannot bind {bind}: {e}"))?;
+    let sock = net::bound_socket(bind, Duration::from_millis(50))
+        .map_err(|e| format!("cannot bind {bind}: {e}"))?;
     let r = sink::run(&sock, rule, batch, interval)?;
     if a.has("json") {
         println!("{}", r.to_json("sink", "owd"));
@@ -168,7 +225,8 @@ fn cmd_echo(rest: &[String]) -> Result<(), String> {
     let bind = net::parse_v4(a.require("bind")?, "--bind")?;
     let rule = stop_rule(&a)?;
     let batch = a.u64("batch")?.unwrap_or(64).clamp(1, 1024) as usize;
-    let sock = net::bound_socket(bind, Duration::from_millis(50)).map_err(|e| format!("cannot bind {bind}: {e}"))?;
+    let sock = net::bound_socket(bind, Duration::from_millis(50))
+        .map_err(|e| format!("cannot bind {bind}: {e}"))?;
     let rep = echo::run(&sock, rule, batch)?;
     if a.has("json") {
         println!("{rep}");
@@ -183,7 +241,12 @@ fn cmd_ping(rest: &[String]) -> Result<(), String> {
     let (srep, r) = ping::run(sock, &cfg, wait)?;
     if a.has("json") {
         let j = r.to_json("ping", "rtt");
-        println!("{},\"sent_pkts\":{},\"send_pps\":{}}}", &j[..j.len() - 1], srep.sent, json::fmt_f64(srep.pps()));
+        println!(
+            "{},\"sent_pkts\":{},\"send_pps\":{}}}",
+            &j[..j.len() - 1],
+            srep.sent,
+            json::fmt_f64(srep.pps())
+        );
     } else {
         println!("sent {} pkts; {}", srep.sent, r.human("rtt"));
     }

@@ -14,9 +14,19 @@ use std::time::Duration;
 fn setsockopt_int(fd: i32, level: i32, name: i32, val: i32) -> io::Result<()> {
     // SAFETY: pointer to a live i32 with its correct length.
     let r = unsafe {
-        libc::setsockopt(fd, level, name, &val as *const i32 as *const libc::c_void, std::mem::size_of::<i32>() as u32)
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            &val as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as u32,
+        )
     };
-    if r < 0 { Err(io::Error::last_os_error()) } else { Ok(()) }
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
 }
 
 /// Enlarge socket buffers (forcing past rmem_max/wmem_max when root).
@@ -170,15 +180,23 @@ impl Batch {
             return Ok(SendResult::Sent(0));
         }
         // SAFETY: hdrs[from..from+n] are initialised and point at live buffers.
-        let r = unsafe { libc::sendmmsg(sock.as_raw_fd(), self.hdrs[from..].as_mut_ptr(), n as u32, 0) };
+        let r = unsafe {
+            libc::sendmmsg(
+                sock.as_raw_fd(),
+                self.hdrs[from..].as_mut_ptr(),
+                n as u32,
+                0,
+            )
+        };
         if r >= 0 {
             return Ok(SendResult::Sent(r as usize));
         }
         let e = io::Error::last_os_error();
         match e.raw_os_error() {
-            Some(libc::ENOBUFS) | Some(libc::EAGAIN) | Some(libc::ECONNREFUSED) | Some(libc::EINTR) => {
-                Ok(SendResult::Busy(e))
-            }
+            Some(libc::ENOBUFS)
+            | Some(libc::EAGAIN)
+            | Some(libc::ECONNREFUSED)
+            | Some(libc::EINTR) => Ok(SendResult::Busy(e)),
             _ => Err(e),
         }
     }
@@ -197,7 +215,13 @@ impl Batch {
         }
         // SAFETY: all headers point at live buffers of the stated sizes.
         let r = unsafe {
-            libc::recvmmsg(sock.as_raw_fd(), self.hdrs.as_mut_ptr(), n as u32, libc::MSG_WAITFORONE, std::ptr::null_mut())
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                n as u32,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
         };
         if r >= 0 {
             return Ok(r as usize);

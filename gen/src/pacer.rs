@@ -18,7 +18,11 @@ pub struct Pacer {
 impl Pacer {
     /// `pps_num / pps_den` packets per second; a zero numerator disables pacing.
     pub fn new(start_ns: u64, pps_num: u128, pps_den: u128) -> Pacer {
-        Pacer { start_ns, num: pps_num, den: pps_den.max(1) }
+        Pacer {
+            start_ns,
+            num: pps_num,
+            den: pps_den.max(1),
+        }
     }
 
     /// Pacer for a bit rate where each packet costs `bits_per_pkt` bits.
@@ -37,7 +41,8 @@ impl Pacer {
         }
         // ceil, so that deadline(i) is the first ns at which packet i is due
         let off = (i as u128 * 1_000_000_000u128 * self.den).div_ceil(self.num);
-        self.start_ns.saturating_add(off.min(u64::MAX as u128) as u64)
+        self.start_ns
+            .saturating_add(off.min(u64::MAX as u128) as u64)
     }
 
     /// Number of packets that are due at `now` (index of the first packet not yet due).

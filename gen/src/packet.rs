@@ -73,13 +73,28 @@ mod tests {
     #[test]
     fn roundtrip() {
         let mut b = vec![0u8; 64];
-        let h = Header { kind: Kind::Data, seq: 42, tx_ns: 123456789 };
+        let h = Header {
+            kind: Kind::Data,
+            seq: 42,
+            tx_ns: 123456789,
+        };
         h.write(&mut b);
         assert_eq!(Header::parse(&b), Some(h));
         set_seq(&mut b, 7);
         set_tx_ns(&mut b, 9);
-        assert_eq!(Header::parse(&b), Some(Header { kind: Kind::Data, seq: 7, tx_ns: 9 }));
-        let f = Header { kind: Kind::Fin, seq: 1000, tx_ns: 1 };
+        assert_eq!(
+            Header::parse(&b),
+            Some(Header {
+                kind: Kind::Data,
+                seq: 7,
+                tx_ns: 9
+            })
+        );
+        let f = Header {
+            kind: Kind::Fin,
+            seq: 1000,
+            tx_ns: 1,
+        };
         f.write(&mut b);
         assert_eq!(Header::parse(&b).unwrap().kind, Kind::Fin);
     }

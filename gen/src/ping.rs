@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 /// Returns the sender report and the receiver (RTT statistics).
 pub fn run(sock: UdpSocket, cfg: &SendCfg, wait_ns: u64) -> Result<(SendReport, Receiver), String> {
-    let rx_sock = sock.try_clone().map_err(|e| format!("cannot clone socket: {e}"))?;
+    let rx_sock = sock
+        .try_clone()
+        .map_err(|e| format!("cannot clone socket: {e}"))?;
     rx_sock
         .set_read_timeout(Some(std::time::Duration::from_millis(20)))
         .map_err(|e| format!("cannot set timeout: {e}"))?;
@@ -22,19 +24,26 @@ pub fn run(sock: UdpSocket, cfg: &SendCfg, wait_ns: u64) -> Result<(SendReport, 
         let mut b = Batch::new(256, 65536);
         let mut r = Receiver::new(0);
         loop {
-            let n = b.recv(&rx_sock).map_err(|e| format!("receive failed: {e}"))?;
+            let n = b
+                .recv(&rx_sock)
+                .map_err(|e| format!("receive failed: {e}"))?;
             let now = now_ns();
             if n > 0 {
                 r.on_batch(&b, n, now);
             }
             let d = done2.load(Ordering::Acquire);
-            if crate::stop::requested() || d != 0 && (now >= d + wait_ns || (r.seq.fin_total.is_some() && r.seq.lost() == 0)) {
+            if crate::stop::requested()
+                || d != 0
+                    && (now >= d + wait_ns || (r.seq.fin_total.is_some() && r.seq.lost() == 0))
+            {
                 return Ok(r);
             }
         }
     });
     let res = send::run(&sock, cfg);
     done_at.store(now_ns(), Ordering::Release);
-    let r = rx.join().map_err(|_| "receiver thread panicked".to_string())??;
+    let r = rx
+        .join()
+        .map_err(|_| "receiver thread panicked".to_string())??;
     Ok((res?, r))
 }

@@ -9,8 +9,8 @@
 use crate::clock::{now_ns, sleep_until, tighten_timer_slack};
 use crate::json::Obj;
 use crate::net::{Batch, SendResult};
-use crate::packet::{self, Header, Kind, FRAME_OVERHEAD, HEADER_LEN, IP_OVERHEAD};
 use crate::pacer::Pacer;
+use crate::packet::{self, Header, Kind, FRAME_OVERHEAD, HEADER_LEN, IP_OVERHEAD};
 use std::net::UdpSocket;
 
 /// What a sending run should do.
@@ -40,7 +40,11 @@ pub struct SendReport {
 
 impl SendReport {
     pub fn pps(&self) -> f64 {
-        if self.elapsed_ns == 0 { 0.0 } else { self.sent as f64 * 1e9 / self.elapsed_ns as f64 }
+        if self.elapsed_ns == 0 {
+            0.0
+        } else {
+            self.sent as f64 * 1e9 / self.elapsed_ns as f64
+        }
     }
     pub fn to_json(&self) -> String {
         let pps = self.pps();
@@ -58,7 +62,14 @@ impl SendReport {
             .int("busy_retries", self.busy)
             .int("batches", self.batches)
             .num("late_max_us", self.max_late_ns as f64 / 1e3)
-            .num("late_avg_us", if self.batches == 0 { 0.0 } else { self.sum_late_ns as f64 / self.batches as f64 / 1e3 })
+            .num(
+                "late_avg_us",
+                if self.batches == 0 {
+                    0.0
+                } else {
+                    self.sum_late_ns as f64 / self.batches as f64 / 1e3
+                },
+            )
             .finish()
     }
 }
@@ -66,7 +77,9 @@ impl SendReport {
 /// Run the sender on a connected socket until count/duration is reached.
 pub fn run(sock: &UdpSocket, cfg: &SendCfg) -> Result<SendReport, String> {
     if cfg.size < HEADER_LEN {
-        return Err(format!("--size must be at least {HEADER_LEN} bytes (the generator header)"));
+        return Err(format!(
+            "--size must be at least {HEADER_LEN} bytes (the generator header)"
+        ));
     }
     if cfg.size > 65507 {
         return Err("--size must be at most 65507 bytes".into());
@@ -74,7 +87,12 @@ pub fn run(sock: &UdpSocket, cfg: &SendCfg) -> Result<SendReport, String> {
     tighten_timer_slack();
     let mut b = Batch::new(cfg.batch, cfg.size);
     for i in 0..b.len() {
-        Header { kind: Kind::Data, seq: 0, tx_ns: 0 }.write(b.slot_mut(i));
+        Header {
+            kind: Kind::Data,
+            seq: 0,
+            tx_ns: 0,
+        }
+        .write(b.slot_mut(i));
     }
     let start = now_ns() + 100_000;
     let pacer = Pacer::new(start, cfg.pps_num, cfg.pps_den);
@@ -84,7 +102,11 @@ pub fn run(sock: &UdpSocket, cfg: &SendCfg) -> Result<SendReport, String> {
     if let (Some(e), false) = (end, pacer.unpaced()) {
         limit = limit.min(pacer.due_count(e - 1));
     }
-    let mut rep = SendReport { size: cfg.size, target_pps: cfg.pps_num as f64 / cfg.pps_den.max(1) as f64, ..Default::default() };
+    let mut rep = SendReport {
+        size: cfg.size,
+        target_pps: cfg.pps_num as f64 / cfg.pps_den.max(1) as f64,
+        ..Default::default()
+    };
     let mut seq = 0u64;
     sleep_until(start);
     while seq < limit && !crate::stop::requested() {
@@ -114,7 +136,10 @@ pub fn run(sock: &UdpSocket, cfg: &SendCfg) -> Result<SendReport, String> {
             packet::set_seq(s, seq + i as u64);
             packet::set_tx_ns(s, now);
         }
-        match b.send(sock, n, cfg.size).map_err(|e| format!("send failed: {e}"))? {
+        match b
+            .send(sock, n, cfg.size)
+            .map_err(|e| format!("send failed: {e}"))?
+        {
             SendResult::Sent(k) => {
                 seq += k as u64;
                 rep.batches += 1;
@@ -139,9 +164,19 @@ pub fn run(sock: &UdpSocket, cfg: &SendCfg) -> Result<SendReport, String> {
 /// Send `fin_copies` FIN datagrams announcing the total, 2 ms apart.
 fn send_fin(sock: &UdpSocket, cfg: &SendCfg, total: u64, b: &mut Batch) {
     for _ in 0..cfg.fin_copies {
-        Header { kind: Kind::Fin, seq: total, tx_ns: now_ns() }.write(b.slot_mut(0));
+        Header {
+            kind: Kind::Fin,
+            seq: total,
+            tx_ns: now_ns(),
+        }
+        .write(b.slot_mut(0));
         let _ = b.send(sock, 1, cfg.size);
         sleep_until(now_ns() + 2_000_000);
     }
-    Header { kind: Kind::Data, seq: 0, tx_ns: 0 }.write(b.slot_mut(0));
+    Header {
+        kind: Kind::Data,
+        seq: 0,
+        tx_ns: 0,
+    }
+    .write(b.slot_mut(0));
 }

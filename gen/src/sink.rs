@@ -78,9 +78,17 @@ impl Receiver {
     pub fn to_json(&self, mode: &str, delay_name: &str) -> String {
         let first = self.first_ns.unwrap_or(0);
         let span = self.last_ns.saturating_sub(first);
-        let avg_size = if self.pkts == 0 { 0.0 } else { self.bytes as f64 / self.pkts as f64 };
+        let avg_size = if self.pkts == 0 {
+            0.0
+        } else {
+            self.bytes as f64 / self.pkts as f64
+        };
         let bps = first_last_bps(self.bytes, self.first_bytes, first, self.last_ns);
-        let pps = if span == 0 { 0.0 } else { (self.pkts.saturating_sub(1)) as f64 * 1e9 / span as f64 };
+        let pps = if span == 0 {
+            0.0
+        } else {
+            (self.pkts.saturating_sub(1)) as f64 * 1e9 / span as f64
+        };
         let d = &self.delay;
         let us = |ns: f64| ns / 1e3;
         let has = d.n > 0;
@@ -103,16 +111,47 @@ impl Receiver {
             .num("bps_ip", pps * (avg_size + IP_OVERHEAD as f64) * 8.0)
             .num("bps_frame", pps * (avg_size + FRAME_OVERHEAD as f64) * 8.0)
             .int(&format!("{delay_name}_n"), d.n)
-            .opt_num(&format!("{delay_name}_min_us"), has.then(|| us(d.min_ns as f64)))
-            .opt_num(&format!("{delay_name}_avg_us"), has.then(|| us(d.mean_ns())))
-            .opt_num(&format!("{delay_name}_max_us"), has.then(|| us(d.max_ns as f64)))
-            .opt_num(&format!("{delay_name}_stdev_us"), has.then(|| us(d.stdev_ns())))
-            .opt_num(&format!("{delay_name}_p50_us"), d.percentile_ns(50.0).map(us))
-            .opt_num(&format!("{delay_name}_p99_us"), d.percentile_ns(99.0).map(us))
+            .opt_num(
+                &format!("{delay_name}_min_us"),
+                has.then(|| us(d.min_ns as f64)),
+            )
+            .opt_num(
+                &format!("{delay_name}_avg_us"),
+                has.then(|| us(d.mean_ns())),
+            )
+            .opt_num(
+                &format!("{delay_name}_max_us"),
+                has.then(|| us(d.max_ns as f64)),
+            )
+            .opt_num(
+                &format!("{delay_name}_stdev_us"),
+                has.then(|| us(d.stdev_ns())),
+            )
+            .opt_num(
+                &format!("{delay_name}_p50_us"),
+                d.percentile_ns(50.0).map(us),
+            )
+            .opt_num(
+                &format!("{delay_name}_p99_us"),
+                d.percentile_ns(99.0).map(us),
+            )
             .int("clock_negative", d.negative)
             .num("interval_s", self.intervals.width_ns as f64 / 1e9)
-            .raw("interval_bps_frame", &num_array(&self.intervals.bps(FRAME_OVERHEAD as u64)))
-            .raw("interval_pkts", &num_array(&self.intervals.pkts.iter().map(|&x| x as f64).collect::<Vec<_>>()))
+            .raw(
+                "interval_bps_frame",
+                &num_array(&self.intervals.bps(FRAME_OVERHEAD as u64)),
+            )
+            .raw(
+                "interval_pkts",
+                &num_array(
+                    &self
+                        .intervals
+                        .pkts
+                        .iter()
+                        .map(|&x| x as f64)
+                        .collect::<Vec<_>>(),
+                ),
+            )
             .finish()
     }
 
@@ -150,7 +189,12 @@ pub struct StopRule {
 }
 
 /// Receive on `sock` until the stop rule fires.
-pub fn run(sock: &UdpSocket, rule: StopRule, batch: usize, interval_ns: u64) -> Result<Receiver, String> {
+pub fn run(
+    sock: &UdpSocket,
+    rule: StopRule,
+    batch: usize,
+    interval_ns: u64,
+) -> Result<Receiver, String> {
     let mut b = Batch::new(batch, 65536);
     let mut r = Receiver::new(interval_ns);
     let start = r.started_ns;
@@ -191,7 +235,12 @@ mod tests {
 
     fn pkt(kind: Kind, seq: u64, tx: u64, len: usize) -> Vec<u8> {
         let mut v = vec![0u8; len];
-        Header { kind, seq, tx_ns: tx }.write(&mut v);
+        Header {
+            kind,
+            seq,
+            tx_ns: tx,
+        }
+        .write(&mut v);
         v
     }
 
@@ -206,7 +255,10 @@ mod tests {
             vec![9u8; 30],
         ]);
         r.on_batch(&b, 5, 11_000);
-        let b2 = Batch::from_msgs(&[pkt(Kind::Data, 4, 1_011_000, 100), pkt(Kind::Fin, 6, 0, 100)]);
+        let b2 = Batch::from_msgs(&[
+            pkt(Kind::Data, 4, 1_011_000, 100),
+            pkt(Kind::Fin, 6, 0, 100),
+        ]);
         r.on_batch(&b2, 2, 1_011_000 + 1_000_000_000);
         assert_eq!(r.pkts, 5);
         assert_eq!(r.foreign, 1);

@@ -98,7 +98,16 @@ impl Default for DelayStats {
 
 impl DelayStats {
     pub fn new() -> Self {
-        DelayStats { n: 0, min_ns: u64::MAX, max_ns: 0, mean: 0.0, m2: 0.0, hist: Vec::new(), overflow: 0, negative: 0 }
+        DelayStats {
+            n: 0,
+            min_ns: u64::MAX,
+            max_ns: 0,
+            mean: 0.0,
+            m2: 0.0,
+            hist: Vec::new(),
+            overflow: 0,
+            negative: 0,
+        }
     }
 
     /// Add one sample given send and receive timestamps.
@@ -130,12 +139,20 @@ impl DelayStats {
     }
 
     pub fn mean_ns(&self) -> f64 {
-        if self.n == 0 { 0.0 } else { self.mean }
+        if self.n == 0 {
+            0.0
+        } else {
+            self.mean
+        }
     }
 
     /// Sample standard deviation in ns.
     pub fn stdev_ns(&self) -> f64 {
-        if self.n < 2 { 0.0 } else { (self.m2 / (self.n - 1) as f64).sqrt() }
+        if self.n < 2 {
+            0.0
+        } else {
+            (self.m2 / (self.n - 1) as f64).sqrt()
+        }
     }
 
     /// Percentile (0..=100) with 1 µs resolution (bucket midpoint); None when
@@ -167,7 +184,10 @@ pub struct Intervals {
 
 impl Intervals {
     pub fn new(width_ns: u64) -> Self {
-        Intervals { width_ns, ..Default::default() }
+        Intervals {
+            width_ns,
+            ..Default::default()
+        }
     }
     pub fn record(&mut self, now_ns: u64, pkts: u64, bytes: u64) {
         if self.width_ns == 0 {
@@ -185,7 +205,11 @@ impl Intervals {
     /// Bits per second of each interval, counting `overhead` extra bytes per packet.
     pub fn bps(&self, overhead: u64) -> Vec<f64> {
         let w = self.width_ns as f64 / 1e9;
-        self.pkts.iter().zip(&self.bytes).map(|(p, b)| (b + p * overhead) as f64 * 8.0 / w).collect()
+        self.pkts
+            .iter()
+            .zip(&self.bytes)
+            .map(|(p, b)| (b + p * overhead) as f64 * 8.0 / w)
+            .collect()
     }
 }
 
@@ -196,7 +220,8 @@ pub fn first_last_bps(total_bytes: u64, first_pkt_bytes: u64, first_ns: u64, las
     if last_ns <= first_ns {
         return 0.0;
     }
-    (total_bytes - first_pkt_bytes.min(total_bytes)) as f64 * 8.0 / ((last_ns - first_ns) as f64 / 1e9)
+    (total_bytes - first_pkt_bytes.min(total_bytes)) as f64 * 8.0
+        / ((last_ns - first_ns) as f64 / 1e9)
 }
 
 #[cfg(test)]
@@ -209,7 +234,10 @@ mod tests {
         for s in 0..1000 {
             t.record(s);
         }
-        assert_eq!((t.unique, t.lost(), t.reordered, t.duplicates), (1000, 0, 0, 0));
+        assert_eq!(
+            (t.unique, t.lost(), t.reordered, t.duplicates),
+            (1000, 0, 0, 0)
+        );
     }
 
     #[test]
@@ -271,7 +299,10 @@ mod tests {
         iv.record(6_100_000_000, 5, 500);
         assert_eq!(iv.pkts, vec![20, 5]);
         assert_eq!(iv.bps(0), vec![16000.0, 4000.0]);
-        assert_eq!(iv.bps(42), vec![(2000.0 + 840.0) * 8.0, (500.0 + 210.0) * 8.0]);
+        assert_eq!(
+            iv.bps(42),
+            vec![(2000.0 + 840.0) * 8.0, (500.0 + 210.0) * 8.0]
+        );
         // 11 packets of 100 bytes over 1 s: 10 count after the first
         assert_eq!(first_last_bps(1100, 100, 0, 1_000_000_000), 8000.0);
         assert_eq!(first_last_bps(100, 100, 5, 5), 0.0);

@@ -12,19 +12,26 @@ use std::rc::Rc;
 
 use serde_json::{json, Map, Value};
 
-use super::protocol::{merge_params, AgentAction, ApplyReq, CaptureSel, DirSpec, Request, PROTOCOL_VERSION};
+use super::protocol::{
+    merge_params, AgentAction, ApplyReq, CaptureSel, DirSpec, Request, PROTOCOL_VERSION,
+};
 use crate::io::tap::{check_ifname, Tap, MAX_FRAME};
-use crate::model::network::{AgentKindSpec, AgentSpec, Dir, HostSpec, LanSpec, LinkSpec, MemberSpec, Network, Output, PipeIdx, PortIdx, RouterSpec, TopologySpec};
+use crate::model::network::{
+    AgentKindSpec, AgentSpec, Dir, HostSpec, LanSpec, LinkSpec, MemberSpec, Network, Output,
+    PipeIdx, PortIdx, RouterSpec, TopologySpec,
+};
+use crate::model::params::LinkParams;
 use crate::model::sim::agent::{CbrSpec, OnOffDist, Pattern, MIN_SIZE};
 use crate::model::sim::host::HostConfig;
-use crate::model::sim::tcp::sender::{Cc, TcpSpec, DEFAULT_INITIAL_WINDOW, DEFAULT_MIN_RTO_NS, DEFAULT_MSS, DEFAULT_WINDOW};
-use crate::model::sim::tcp::MAX_MSS;
 use crate::model::sim::router::{Interface, Route};
-use crate::wire::ethernet::Address;
-use crate::wire::ipv4;
-use crate::model::params::LinkParams;
+use crate::model::sim::tcp::sender::{
+    Cc, TcpSpec, DEFAULT_INITIAL_WINDOW, DEFAULT_MIN_RTO_NS, DEFAULT_MSS, DEFAULT_WINDOW,
+};
+use crate::model::sim::tcp::MAX_MSS;
 use crate::pcap::{PcapWriter, DEFAULT_SNAPLEN};
 use crate::time::Instant;
+use crate::wire::ethernet::Address;
+use crate::wire::ipv4;
 
 type SharedPcap = Rc<RefCell<PcapWriter<BufWriter<File>>>>;
 
@@ -32,7 +39,10 @@ type SharedPcap = Rc<RefCell<PcapWriter<BufWriter<File>>>>;
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     None,
-    Subscribe { interval_ns: u64, target: Option<String> },
+    Subscribe {
+        interval_ns: u64,
+        target: Option<String>,
+    },
     Shutdown,
 }
 
@@ -103,7 +113,18 @@ pub fn engine_version() -> String {
 
 impl Engine {
     pub fn new(seed: u64, wall_offset_ns: u64) -> Self {
-        Engine { net: Network::new(seed), out: Sinks { taps: HashMap::new(), captures: HashMap::new(), wall_offset_ns, tx_errors: 0, pool: Vec::new() }, new_ports: Vec::new(), realtime: None }
+        Engine {
+            net: Network::new(seed),
+            out: Sinks {
+                taps: HashMap::new(),
+                captures: HashMap::new(),
+                wall_offset_ns,
+                tx_errors: 0,
+                pool: Vec::new(),
+            },
+            new_ports: Vec::new(),
+            realtime: None,
+        }
     }
 
     /// Run the network up to `now` and deliver its output.
@@ -112,7 +133,11 @@ impl Engine {
         net.poll(now, |o| out.handle_output(o));
     }
 
-    pub fn execute(&mut self, req: Request, now: Instant) -> Result<(Map<String, Value>, Effect), String> {
+    pub fn execute(
+        &mut self,
+        req: Request,
+        now: Instant,
+    ) -> Result<(Map<String, Value>, Effect), String> {
         let mut body = Map::new();
         let mut effect = Effect::None;
         match req {
@@ -125,7 +150,9 @@ impl Engine {
                 body.insert("ports".into(), Value::Object(ports));
             }
             Request::Remove(r) => {
-                let gone = self.net.remove_with_routers(&r.links, &r.lans, &r.routers, &r.ports)?;
+                let gone = self
+                    .net
+                    .remove_with_routers(&r.links, &r.lans, &r.routers, &r.ports)?;
                 for p in gone {
                     if let Some(t) = self.out.taps.remove(&p) {
                         t.release();
@@ -151,13 +178,20 @@ impl Engine {
                 body = self.stats(s.target.as_deref(), now)?;
             }
             Request::CaptureStart(c) => {
-                let pipes = self.net.select(&c.target, c.member.as_deref(), c.dir.into())?;
+                let pipes = self
+                    .net
+                    .select(&c.target, c.member.as_deref(), c.dir.into())?;
                 if let Some(p) = pipes.iter().find(|p| self.out.captures.contains_key(p)) {
                     return Err(format!("target: a capture is already running on pipeline {p} of \"{}\"; stop it first", c.target));
                 }
-                let file = File::create(&c.path).map_err(|e| format!("path: cannot create \"{}\": {e}", c.path))?;
-                let w = PcapWriter::new(BufWriter::new(file), c.snaplen.unwrap_or(DEFAULT_SNAPLEN), c.nanos.unwrap_or(false))
-                    .map_err(|e| format!("path: cannot write \"{}\": {e}", c.path))?;
+                let file = File::create(&c.path)
+                    .map_err(|e| format!("path: cannot create \"{}\": {e}", c.path))?;
+                let w = PcapWriter::new(
+                    BufWriter::new(file),
+                    c.snaplen.unwrap_or(DEFAULT_SNAPLEN),
+                    c.nanos.unwrap_or(false),
+                )
+                .map_err(|e| format!("path: cannot write \"{}\": {e}", c.path))?;
                 let w = Rc::new(RefCell::new(w));
                 for p in pipes {
                     self.out.captures.insert(p, w.clone());
@@ -175,7 +209,9 @@ impl Engine {
             Request::CaptureSnapshot(sel) => {
                 for p in self.select_captures(&sel)? {
                     if let Some(w) = self.out.captures.get(&p) {
-                        w.borrow_mut().flush().map_err(|e| format!("capture flush failed: {e}"))?;
+                        w.borrow_mut()
+                            .flush()
+                            .map_err(|e| format!("capture flush failed: {e}"))?;
                     }
                 }
             }
@@ -183,18 +219,30 @@ impl Engine {
                 if let Some(t) = &s.target {
                     self.net.stats(Some(t), now)?;
                 }
-                effect = Effect::Subscribe { interval_ns: s.interval_ms.saturating_mul(1_000_000), target: s.target };
+                effect = Effect::Subscribe {
+                    interval_ns: s.interval_ms.saturating_mul(1_000_000),
+                    target: s.target,
+                };
             }
             Request::Agent(a) => {
-                self.net.agent_action(&a.agent, a.action == AgentAction::Start, now)?;
+                self.net
+                    .agent_action(&a.agent, a.action == AgentAction::Start, now)?;
             }
             Request::Trace(t) => {
                 if !self.net.has_agent(&t.agent) {
                     return Err(format!("agent: unknown agent \"{}\"", t.agent));
                 }
-                let samples = if t.clear { self.net.take_agent_trace(&t.agent) } else { self.net.agent_trace(&t.agent).map(<[_]>::to_vec) };
-                let samples = samples.ok_or_else(|| format!("agent: \"{}\" is not a tcp agent", t.agent))?;
-                body.insert("samples".into(), serde_json::to_value(samples).map_err(|e| format!("internal: {e}"))?);
+                let samples = if t.clear {
+                    self.net.take_agent_trace(&t.agent)
+                } else {
+                    self.net.agent_trace(&t.agent).map(<[_]>::to_vec)
+                };
+                let samples =
+                    samples.ok_or_else(|| format!("agent: \"{}\" is not a tcp agent", t.agent))?;
+                body.insert(
+                    "samples".into(),
+                    serde_json::to_value(samples).map_err(|e| format!("internal: {e}"))?,
+                );
             }
             Request::Shutdown => effect = Effect::Shutdown,
         }
@@ -223,7 +271,13 @@ impl Engine {
         Ok(m)
     }
 
-    fn set_up(&mut self, target: &str, member: Option<&str>, up: bool, now: Instant) -> Result<(), String> {
+    fn set_up(
+        &mut self,
+        target: &str,
+        member: Option<&str>,
+        up: bool,
+        now: Instant,
+    ) -> Result<(), String> {
         let ports = self.net.set_up(target, member, up, now)?;
         for p in ports {
             if let Some(t) = self.out.taps.get(&p) {
@@ -251,7 +305,13 @@ impl Engine {
     }
 
     fn drop_dead_captures(&mut self) {
-        let dead: Vec<PipeIdx> = self.out.captures.keys().copied().filter(|p| !self.net.pipe_exists(*p)).collect();
+        let dead: Vec<PipeIdx> = self
+            .out
+            .captures
+            .keys()
+            .copied()
+            .filter(|p| !self.net.pipe_exists(*p))
+            .collect();
         for p in dead {
             if let Some(w) = self.out.captures.remove(&p) {
                 let _ = w.borrow_mut().flush();
@@ -269,11 +329,18 @@ impl Engine {
     fn apply(&mut self, a: ApplyReq, now: Instant) -> Result<Map<String, Value>, String> {
         let spec = build_topology(&a)?;
         self.net.check_apply(&spec)?;
-        let existing: HashSet<(&str, Option<&str>)> =
-            self.out.taps.values().map(|t| (t.name(), t.netns())).collect();
+        let existing: HashSet<(&str, Option<&str>)> = self
+            .out
+            .taps
+            .values()
+            .map(|t| (t.name(), t.netns()))
+            .collect();
         for (i, p) in a.ports.iter().enumerate() {
             if existing.contains(&(p.tap.as_str(), p.netns.as_deref())) {
-                return Err(format!("ports[{i}] (\"{}\"): TAP \"{}\" is already used by another port", p.port, p.tap));
+                return Err(format!(
+                    "ports[{i}] (\"{}\"): TAP \"{}\" is already used by another port",
+                    p.port, p.tap
+                ));
             }
         }
         // Create every TAP before touching the network; on failure the created ones are
@@ -282,14 +349,24 @@ impl Engine {
         for (i, p) in a.ports.iter().enumerate() {
             match Tap::create_in(&p.tap, p.netns.as_deref()) {
                 Ok(t) => created.push(t),
-                Err(e) => return Err(format!("ports[{i}] (\"{}\"): cannot create TAP \"{}\": {e}", p.port, p.tap)),
+                Err(e) => {
+                    return Err(format!(
+                        "ports[{i}] (\"{}\"): cannot create TAP \"{}\": {e}",
+                        p.port, p.tap
+                    ))
+                }
             }
         }
         self.net.apply(spec, now);
         let mut reply = Map::new();
         for (p, tap) in a.ports.iter().zip(created) {
-            let Some(idx) = self.net.port_index(&p.port) else { continue };
-            reply.insert(p.port.clone(), json!({"tap": tap.name(), "ifindex": tap.ifindex()}));
+            let Some(idx) = self.net.port_index(&p.port) else {
+                continue;
+            };
+            reply.insert(
+                p.port.clone(),
+                json!({"tap": tap.name(), "ifindex": tap.ifindex()}),
+            );
             self.out.taps.insert(idx, tap);
             self.new_ports.push(idx);
         }
@@ -303,19 +380,30 @@ const MAX_ONOFF_US: f64 = 3_600_000_000.0;
 /// The departure pattern of a source of kind `k` ("cbr", "poisson" or "onoff").
 fn build_pattern(k: &str, g: &super::protocol::AgentReq) -> Result<Pattern, String> {
     if k != "onoff" {
-        for (set, f) in [(g.on_us.is_some(), "on_us"), (g.off_us.is_some(), "off_us"), (g.dist.is_some(), "dist"), (g.shape.is_some(), "shape")] {
+        for (set, f) in [
+            (g.on_us.is_some(), "on_us"),
+            (g.off_us.is_some(), "off_us"),
+            (g.dist.is_some(), "dist"),
+            (g.shape.is_some(), "shape"),
+        ] {
             if set {
                 return Err(format!("{f}: only for kind \"onoff\""));
             }
         }
-        return Ok(if k == "poisson" { Pattern::Poisson } else { Pattern::Cbr });
+        return Ok(if k == "poisson" {
+            Pattern::Poisson
+        } else {
+            Pattern::Cbr
+        });
     }
     let us = |f: &str, v: Option<f64>, min: f64| -> Result<f64, String> {
         let v = v.ok_or(format!("{f}: required for kind \"onoff\" (mean, µs)"))?;
         if v.is_finite() && v >= min && v <= MAX_ONOFF_US {
             Ok(v * 1000.0)
         } else {
-            Err(format!("{f}: must be in [{min}, {MAX_ONOFF_US}] µs, got {v}"))
+            Err(format!(
+                "{f}: must be in [{min}, {MAX_ONOFF_US}] µs, got {v}"
+            ))
         }
     };
     let on_ns = us("on_us", g.on_us, 0.001)?;
@@ -334,9 +422,17 @@ fn build_pattern(k: &str, g: &super::protocol::AgentReq) -> Result<Pattern, Stri
             }
             OnOffDist::Pareto { shape }
         }
-        d => return Err(format!("dist: unknown distribution \"{d}\"; supported: \"exponential\", \"pareto\"")),
+        d => {
+            return Err(format!(
+                "dist: unknown distribution \"{d}\"; supported: \"exponential\", \"pareto\""
+            ))
+        }
     };
-    Ok(Pattern::OnOff { on_ns, off_ns, dist })
+    Ok(Pattern::OnOff {
+        on_ns,
+        off_ns,
+        dist,
+    })
 }
 
 /// Validate an `apply` request's values and turn it into a model topology.
@@ -346,7 +442,10 @@ pub fn build_topology(a: &ApplyReq) -> Result<TopologySpec, String> {
     for (i, p) in a.ports.iter().enumerate() {
         check_ifname(&p.tap).map_err(|e| format!("ports[{i}] (\"{}\").{e}", p.port))?;
         if !taps.insert((p.tap.as_str(), p.netns.as_deref())) {
-            return Err(format!("ports[{i}] (\"{}\").tap: \"{}\" appears twice", p.port, p.tap));
+            return Err(format!(
+                "ports[{i}] (\"{}\").tap: \"{}\" appears twice",
+                p.port, p.tap
+            ));
         }
         spec.ports.push(p.port.clone());
     }
@@ -375,33 +474,58 @@ pub fn build_topology(a: &ApplyReq) -> Result<TopologySpec, String> {
                 from_lan: merge_params(&d, &m.from_lan, &format!("{ctx}.from_lan"))?,
             });
         }
-        spec.lans.push(LanSpec { id: lan.lan.clone(), members });
+        spec.lans.push(LanSpec {
+            id: lan.lan.clone(),
+            members,
+        });
     }
     for (i, r) in a.routers.iter().enumerate() {
         let ctx = format!("routers[{i}] (\"{}\")", r.router);
         let mut interfaces = Vec::new();
         for (j, f) in r.interfaces.iter().enumerate() {
             let mac = parse_mac(&f.mac).map_err(|e| format!("{ctx}.interfaces[{j}].mac: {e}"))?;
-            let (ip, prefix) = ipv4::parse_cidr(&f.ip).map_err(|e| format!("{ctx}.interfaces[{j}].ip: {e}"))?;
+            let (ip, prefix) =
+                ipv4::parse_cidr(&f.ip).map_err(|e| format!("{ctx}.interfaces[{j}].ip: {e}"))?;
             interfaces.push((f.port.clone(), Interface { mac, ip, prefix }));
         }
         let mut routes = Vec::new();
         for (j, rt) in r.routes.iter().enumerate() {
-            let (dst, prefix) = ipv4::parse_cidr(&rt.dst).map_err(|e| format!("{ctx}.routes[{j}].dst: {e}"))?;
-            let via = ipv4::parse_addr(&rt.via).map_err(|e| format!("{ctx}.routes[{j}].via: {e}"))?;
+            let (dst, prefix) =
+                ipv4::parse_cidr(&rt.dst).map_err(|e| format!("{ctx}.routes[{j}].dst: {e}"))?;
+            let via =
+                ipv4::parse_addr(&rt.via).map_err(|e| format!("{ctx}.routes[{j}].via: {e}"))?;
             routes.push(Route { dst, prefix, via });
         }
-        spec.routers.push(RouterSpec { id: r.router.clone(), interfaces, routes });
+        spec.routers.push(RouterSpec {
+            id: r.router.clone(),
+            interfaces,
+            routes,
+        });
     }
     for (i, h) in a.hosts.iter().enumerate() {
         let ctx = format!("hosts[{i}] (\"{}\")", h.host);
         let mac = parse_mac(&h.mac).map_err(|e| format!("{ctx}.mac: {e}"))?;
         let (ip, prefix) = ipv4::parse_cidr(&h.ip).map_err(|e| format!("{ctx}.ip: {e}"))?;
-        let gateway = h.gateway.as_deref().map(ipv4::parse_addr).transpose().map_err(|e| format!("{ctx}.gateway: {e}"))?;
-        spec.hosts.push(HostSpec { id: h.host.clone(), port: h.port.clone(), cfg: HostConfig { mac, ip, prefix, gateway } });
+        let gateway = h
+            .gateway
+            .as_deref()
+            .map(ipv4::parse_addr)
+            .transpose()
+            .map_err(|e| format!("{ctx}.gateway: {e}"))?;
+        spec.hosts.push(HostSpec {
+            id: h.host.clone(),
+            port: h.port.clone(),
+            cfg: HostConfig {
+                mac,
+                ip,
+                prefix,
+                gateway,
+            },
+        });
     }
     for (i, g) in a.agents.iter().enumerate() {
-        spec.agents.push(build_agent(g).map_err(|e| format!("agents[{i}] (\"{}\").{e}", g.agent))?);
+        spec.agents
+            .push(build_agent(g).map_err(|e| format!("agents[{i}] (\"{}\").{e}", g.agent))?);
     }
     Ok(spec)
 }
@@ -411,11 +535,15 @@ pub fn parse_mac(s: &str) -> Result<Address, String> {
     let parts: Vec<&str> = s.split(':').collect();
     let mut m = [0u8; 6];
     if parts.len() != 6 {
-        return Err(format!("expected 6 hex bytes separated by ':', got \"{s}\""));
+        return Err(format!(
+            "expected 6 hex bytes separated by ':', got \"{s}\""
+        ));
     }
     for (b, p) in m.iter_mut().zip(parts) {
         if p.len() != 2 {
-            return Err(format!("expected 6 hex bytes separated by ':', got \"{s}\""));
+            return Err(format!(
+                "expected 6 hex bytes separated by ':', got \"{s}\""
+            ));
         }
         *b = u8::from_str_radix(p, 16).map_err(|_| format!("bad hex byte \"{p}\" in \"{s}\""))?;
     }
@@ -453,18 +581,28 @@ fn reject_tcp_fields(g: &super::protocol::AgentReq) -> Result<(), String> {
 }
 
 fn parse_dst(dst: &str) -> Result<(ipv4::Addr, u16), String> {
-    let (ip, port) = dst.rsplit_once(':').ok_or_else(|| format!("dst: expected \"a.b.c.d:port\", got \"{dst}\""))?;
+    let (ip, port) = dst
+        .rsplit_once(':')
+        .ok_or_else(|| format!("dst: expected \"a.b.c.d:port\", got \"{dst}\""))?;
     let ip = ipv4::parse_addr(ip).map_err(|e| format!("dst: {e}"))?;
     if ipv4::is_special(ip) {
         return Err(format!("dst: must be a unicast address, got \"{dst}\""));
     }
-    let dport: u16 = port.parse().ok().filter(|p| *p > 0).ok_or_else(|| format!("dst: port must be 1..=65535, got \"{port}\""))?;
+    let dport: u16 = port
+        .parse()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("dst: port must be 1..=65535, got \"{port}\""))?;
     Ok((ip, dport))
 }
 
 /// Kinds `tcp` and `tcp_sink` (see `model/sim/tcp`).
 fn build_tcp_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
-    for (set, f) in [(g.size.is_some(), "size"), (g.rate_bps.is_some(), "rate_bps"), (g.interval_us.is_some(), "interval_us")] {
+    for (set, f) in [
+        (g.size.is_some(), "size"),
+        (g.rate_bps.is_some(), "rate_bps"),
+        (g.interval_us.is_some(), "interval_us"),
+    ] {
         if set {
             return Err(format!("{f}: only for kind \"cbr\""));
         }
@@ -483,17 +621,43 @@ fn build_tcp_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
         if g.delayed_ack.is_some() {
             return Err("delayed_ack: only for kind \"tcp_sink\"".into());
         }
-        let dst = g.dst.as_deref().ok_or("dst: required for kind \"tcp\" (\"a.b.c.d:port\")")?;
+        let dst = g
+            .dst
+            .as_deref()
+            .ok_or("dst: required for kind \"tcp\" (\"a.b.c.d:port\")")?;
         let (dst, dport) = parse_dst(dst)?;
         let cc = match g.cc.as_deref() {
             None => Cc::NewReno,
-            Some(c) => Cc::parse(c).ok_or_else(|| format!("cc: unknown congestion control \"{c}\"; supported: {}", Cc::NAMES.join(", ")))?,
+            Some(c) => Cc::parse(c).ok_or_else(|| {
+                format!(
+                    "cc: unknown congestion control \"{c}\"; supported: {}",
+                    Cc::NAMES.join(", ")
+                )
+            })?,
         };
         let mss = range(g.mss, "mss", 1, MAX_MSS as u64, DEFAULT_MSS as u64)?;
         let window = range(g.window, "window", 1, 1 << 30, u64::from(DEFAULT_WINDOW))?;
-        let initial_window = range(g.initial_window, "initial_window", 1, 1 << 30, u64::from(DEFAULT_INITIAL_WINDOW))?;
-        let min_rto_us = range(g.min_rto_us, "min_rto_us", 1, 60_000_000, DEFAULT_MIN_RTO_NS / 1000)?;
-        let trace_us = range(g.trace_interval_us, "trace_interval_us", 0, 3_600_000_000, 0)?;
+        let initial_window = range(
+            g.initial_window,
+            "initial_window",
+            1,
+            1 << 30,
+            u64::from(DEFAULT_INITIAL_WINDOW),
+        )?;
+        let min_rto_us = range(
+            g.min_rto_us,
+            "min_rto_us",
+            1,
+            60_000_000,
+            DEFAULT_MIN_RTO_NS / 1000,
+        )?;
+        let trace_us = range(
+            g.trace_interval_us,
+            "trace_interval_us",
+            0,
+            3_600_000_000,
+            0,
+        )?;
         AgentKindSpec::Tcp(TcpSpec {
             dst,
             dport,
@@ -506,14 +670,29 @@ fn build_tcp_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
             trace_interval_ns: trace_us * 1000,
         })
     } else {
-        if let Some(f) = g.dst.as_ref().map(|_| "dst").or_else(|| tcp_sender_field(g)) {
+        if let Some(f) = g
+            .dst
+            .as_ref()
+            .map(|_| "dst")
+            .or_else(|| tcp_sender_field(g))
+        {
             return Err(format!("{f}: only for kind \"tcp\""));
         }
         let port = g.port.ok_or("port: required for kind \"tcp_sink\"")?;
-        let port = u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| format!("port: must be 1..=65535, got {port}"))?;
-        AgentKindSpec::TcpSink { port, delayed_ack: g.delayed_ack.unwrap_or(false) }
+        let port = u16::try_from(port)
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| format!("port: must be 1..=65535, got {port}"))?;
+        AgentKindSpec::TcpSink {
+            port,
+            delayed_ack: g.delayed_ack.unwrap_or(false),
+        }
     };
-    Ok(AgentSpec { id: g.agent.clone(), host: g.host.clone(), kind })
+    Ok(AgentSpec {
+        id: g.agent.clone(),
+        host: g.host.clone(),
+        kind,
+    })
 }
 
 fn build_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
@@ -570,5 +749,9 @@ fn build_agent(g: &super::protocol::AgentReq) -> Result<AgentSpec, String> {
         k => return Err(format!("kind: unknown agent kind \"{k}\"; supported: \"cbr\", \"poisson\", \"onoff\", \"sink\", \"tcp\", \"tcp_sink\"")),
     };
     reject_tcp_fields(g)?;
-    Ok(AgentSpec { id: g.agent.clone(), host: g.host.clone(), kind })
+    Ok(AgentSpec {
+        id: g.agent.clone(),
+        host: g.host.clone(),
+        kind,
+    })
 }

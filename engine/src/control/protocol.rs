@@ -82,17 +82,25 @@ fn check_us(field: &str, v: f64) -> Result<u64, String> {
     if v.is_finite() && (0.0..=MAX_DELAY_US).contains(&v) {
         Ok((v * 1000.0).round() as u64)
     } else {
-        Err(format!("{field}: must be between 0 and {MAX_DELAY_US} µs (10 s), got {v}"))
+        Err(format!(
+            "{field}: must be between 0 and {MAX_DELAY_US} µs (10 s), got {v}"
+        ))
     }
 }
 
 /// Merge a partial spec into `base` and validate the result. `ctx` prefixes error messages
 /// (e.g. `links[0].ab`). Unspecified fields keep `base`'s values.
-pub fn merge_params(base: &LinkParams, patch: &ParamsSpec, ctx: &str) -> Result<LinkParams, String> {
+pub fn merge_params(
+    base: &LinkParams,
+    patch: &ParamsSpec,
+    ctx: &str,
+) -> Result<LinkParams, String> {
     let mut p = base.clone();
     if let Some(b) = patch.bandwidth_bps {
         if b > MAX_BANDWIDTH_BPS {
-            return Err(format!("{ctx}.bandwidth_bps: at most {MAX_BANDWIDTH_BPS} (100 Gbit/s), got {b}"));
+            return Err(format!(
+                "{ctx}.bandwidth_bps: at most {MAX_BANDWIDTH_BPS} (100 Gbit/s), got {b}"
+            ));
         }
         p.bandwidth_bps = b;
     }
@@ -122,7 +130,12 @@ pub fn merge_params(base: &LinkParams, patch: &ParamsSpec, ctx: &str) -> Result<
         p.loss = match l {
             LossSpec::None => LossParams::None,
             LossSpec::Bernoulli { p } => LossParams::Bernoulli { p: f("p", *p)? },
-            LossSpec::Gilbert { p, r, k, h } => LossParams::Gilbert { p: f("p", *p)?, r: f("r", *r)?, k: f("k", *k)?, h: f("h", *h)? },
+            LossSpec::Gilbert { p, r, k, h } => LossParams::Gilbert {
+                p: f("p", *p)?,
+                r: f("r", *r)?,
+                k: f("k", *k)?,
+                h: f("h", *h)?,
+            },
             LossSpec::Ordinals { drop } => {
                 if drop.len() > MAX_ORDINALS {
                     return Err(format!("{ctx}.loss.drop: at most {MAX_ORDINALS} ordinals"));
@@ -155,12 +168,16 @@ fn merge_queue(p: &mut LinkParams, q: &QueueSpec, ctx: &str) -> Result<(), Strin
     match q.kind {
         Some(QueueKindSpec::Droptail) => qp.kind = QueueKind::DropTail,
         // Switching to RED starts from the ns-2 defaults; RED stays RED with its values.
-        Some(QueueKindSpec::Red) if !matches!(qp.kind, QueueKind::Red(_)) => qp.kind = QueueKind::Red(RedParams::default()),
+        Some(QueueKindSpec::Red) if !matches!(qp.kind, QueueKind::Red(_)) => {
+            qp.kind = QueueKind::Red(RedParams::default())
+        }
         Some(QueueKindSpec::Red) | None => {}
     }
     if let Some(l) = q.limit {
         if l == 0 || l > MAX_LIMIT_PKTS {
-            return Err(format!("{ctx}.queue.limit: must be 1..={MAX_LIMIT_PKTS} packets, got {l}"));
+            return Err(format!(
+                "{ctx}.queue.limit: must be 1..={MAX_LIMIT_PKTS} packets, got {l}"
+            ));
         }
         qp.limit = Some(l as u32);
     }
@@ -169,27 +186,46 @@ fn merge_queue(p: &mut LinkParams, q: &QueueSpec, ctx: &str) -> Result<(), Strin
     }
     if let Some(m) = q.mean_pktsize {
         if m == 0 || m > 65_535 {
-            return Err(format!("{ctx}.queue.mean_pktsize: must be 1..=65535 bytes, got {m}"));
+            return Err(format!(
+                "{ctx}.queue.mean_pktsize: must be 1..=65535 bytes, got {m}"
+            ));
         }
         qp.mean_pktsize = m as u32;
     }
-    let red_fields = [("thresh", q.thresh.is_some()), ("maxthresh", q.maxthresh.is_some()), ("q_weight", q.q_weight.is_some()), ("linterm", q.linterm.is_some()), ("gentle", q.gentle.is_some())];
+    let red_fields = [
+        ("thresh", q.thresh.is_some()),
+        ("maxthresh", q.maxthresh.is_some()),
+        ("q_weight", q.q_weight.is_some()),
+        ("linterm", q.linterm.is_some()),
+        ("gentle", q.gentle.is_some()),
+    ];
     match &mut qp.kind {
         QueueKind::DropTail => {
             if let Some((name, _)) = red_fields.iter().find(|(_, set)| *set) {
-                return Err(format!("{ctx}.queue.{name}: only valid for kind \"red\" (queue is droptail)"));
+                return Err(format!(
+                    "{ctx}.queue.{name}: only valid for kind \"red\" (queue is droptail)"
+                ));
             }
         }
         QueueKind::Red(r) => {
-            let num = |n: &str, v: Option<f64>, min: f64, max: f64, cur: f64| -> Result<f64, String> {
-                match v {
-                    None => Ok(cur),
-                    Some(x) if x.is_finite() && x >= min && x <= max => Ok(x),
-                    Some(x) => Err(format!("{ctx}.queue.{n}: must be in [{min}, {max}], got {x}")),
-                }
-            };
+            let num =
+                |n: &str, v: Option<f64>, min: f64, max: f64, cur: f64| -> Result<f64, String> {
+                    match v {
+                        None => Ok(cur),
+                        Some(x) if x.is_finite() && x >= min && x <= max => Ok(x),
+                        Some(x) => Err(format!(
+                            "{ctx}.queue.{n}: must be in [{min}, {max}], got {x}"
+                        )),
+                    }
+                };
             r.thresh = num("thresh", q.thresh, 0.0, MAX_LIMIT_PKTS as f64, r.thresh)?;
-            r.maxthresh = num("maxthresh", q.maxthresh, 0.0, MAX_LIMIT_PKTS as f64, r.maxthresh)?;
+            r.maxthresh = num(
+                "maxthresh",
+                q.maxthresh,
+                0.0,
+                MAX_LIMIT_PKTS as f64,
+                r.maxthresh,
+            )?;
             r.linterm = num("linterm", q.linterm, 1.0, 1e12, r.linterm)?;
             r.q_weight = num("q_weight", q.q_weight, 0.0, 1.0, r.q_weight)?;
             if r.q_weight <= 0.0 {
@@ -490,7 +526,20 @@ pub enum Request {
 }
 
 pub const COMMANDS: &[&str] = &[
-    "hello", "apply", "remove", "set", "down", "up", "stats", "capture_start", "capture_stop", "capture_snapshot", "subscribe", "agent", "trace", "shutdown",
+    "hello",
+    "apply",
+    "remove",
+    "set",
+    "down",
+    "up",
+    "stats",
+    "capture_start",
+    "capture_stop",
+    "capture_snapshot",
+    "subscribe",
+    "agent",
+    "trace",
+    "shutdown",
 ];
 
 fn args<T: serde::de::DeserializeOwned>(cmd: &str, v: Value) -> Result<T, String> {
@@ -547,7 +596,10 @@ pub fn parse_request_value(v: Value) -> (Value, Result<Request, String>) {
         "agent" => args(&cmd, rest).map(Request::Agent),
         "trace" => args(&cmd, rest).map(Request::Trace),
         "shutdown" => args::<Empty>(&cmd, rest).map(|_| Request::Shutdown),
-        other => Err(format!("cmd: unknown command \"{other}\"; supported commands are {}", COMMANDS.join(", "))),
+        other => Err(format!(
+            "cmd: unknown command \"{other}\"; supported commands are {}",
+            COMMANDS.join(", ")
+        )),
     };
     (id, r)
 }
@@ -585,7 +637,9 @@ mod tests {
                "queue":{"kind":"red","limit":60,"thresh":5,"maxthresh":15},"loss":{"kind":"bernoulli","p":0.01}}}]}"#,
         );
         assert_eq!(id, Value::from(7));
-        let Ok(Request::Apply(a)) = r else { panic!("{r:?}") };
+        let Ok(Request::Apply(a)) = r else {
+            panic!("{r:?}")
+        };
         assert_eq!(a.links[0].ab.delay_us, Some(10000.5));
         assert_eq!(a.links[0].ba, ParamsSpec::default());
         let p = merge_params(&LinkParams::default(), &a.links[0].ab, "links[0].ab").unwrap();
@@ -595,7 +649,10 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        assert!(err(r#"{"cmd":"apply","links":[{"link":"l","a":"x","b":"y","ab":{"delay":5}}]}"#).contains("delay"));
+        assert!(
+            err(r#"{"cmd":"apply","links":[{"link":"l","a":"x","b":"y","ab":{"delay":5}}]}"#)
+                .contains("delay")
+        );
         assert!(err(r#"{"cmd":"apply","links":[{"link":"l","a":"x","b":"y","ab":{"bandwidth_bps":"fast"}}]}"#).contains("links[0].ab.bandwidth_bps"));
         assert!(err(r#"{"cmd":"frobnicate"}"#).contains("unknown command"));
         assert!(err(r#"{"cmd":"hello","x":1}"#).contains("x"));
@@ -603,37 +660,82 @@ mod tests {
         assert!(err(r#"[1,2]"#).contains("object"));
         assert!(err(r#"{"cmd":"subscribe","interval_ms":5}"#).contains("interval_ms"));
         assert!(err(r#"{"cmd":"set","target":"l","dir":"sideways","params":{}}"#).contains("dir"));
-        assert!(err(r#"{"cmd":"set","target":"l","params":{"loss":{"kind":"bernoulli","p":0.1,"q":2}}}"#).contains("q"));
-        assert!(err(r#"{"cmd":"set","target":"l","params":{"loss":{"kind":"zipf"}}}"#).contains("zipf"));
+        assert!(err(
+            r#"{"cmd":"set","target":"l","params":{"loss":{"kind":"bernoulli","p":0.1,"q":2}}}"#
+        )
+        .contains("q"));
+        assert!(
+            err(r#"{"cmd":"set","target":"l","params":{"loss":{"kind":"zipf"}}}"#).contains("zipf")
+        );
     }
 
     #[test]
     fn validation_ranges() {
         let d = LinkParams::default();
         let m = |s: &str| merge_params(&d, &serde_json::from_str::<ParamsSpec>(s).unwrap(), "p");
-        assert!(m(r#"{"bandwidth_bps":100000000001}"#).unwrap_err().contains("p.bandwidth_bps"));
-        assert!(m(r#"{"delay_us":10000001}"#).unwrap_err().contains("p.delay_us"));
+        assert!(m(r#"{"bandwidth_bps":100000000001}"#)
+            .unwrap_err()
+            .contains("p.bandwidth_bps"));
+        assert!(m(r#"{"delay_us":10000001}"#)
+            .unwrap_err()
+            .contains("p.delay_us"));
         assert!(m(r#"{"delay_us":-1}"#).unwrap_err().contains("p.delay_us"));
-        assert!(m(r#"{"duplicate":1.5}"#).unwrap_err().contains("p.duplicate"));
-        assert!(m(r#"{"loss":{"kind":"gilbert","p":0.1,"r":2,"k":1,"h":0}}"#).unwrap_err().contains("p.loss.r"));
-        assert!(m(r#"{"loss":{"kind":"ordinals","drop":[3,0]}}"#).unwrap_err().contains("p.loss.drop[1]"));
-        assert!(m(r#"{"queue":{"kind":"red","thresh":20,"maxthresh":15}}"#).unwrap_err().contains("thresh < maxthresh"));
-        assert!(m(r#"{"queue":{"kind":"red","limit":10}}"#).unwrap_err().contains("limit 10"));
-        assert!(m(r#"{"queue":{"thresh":2}}"#).unwrap_err().contains("p.queue.thresh"));
-        assert!(m(r#"{"queue":{"limit":0}}"#).unwrap_err().contains("p.queue.limit"));
-        assert!(m(r#"{"queue":{"kind":"red","q_weight":0}}"#).unwrap_err().contains("q_weight"));
-        assert!(m(r#"{"queue":{"kind":"red","linterm":0.5}}"#).unwrap_err().contains("linterm"));
+        assert!(m(r#"{"duplicate":1.5}"#)
+            .unwrap_err()
+            .contains("p.duplicate"));
+        assert!(
+            m(r#"{"loss":{"kind":"gilbert","p":0.1,"r":2,"k":1,"h":0}}"#)
+                .unwrap_err()
+                .contains("p.loss.r")
+        );
+        assert!(m(r#"{"loss":{"kind":"ordinals","drop":[3,0]}}"#)
+            .unwrap_err()
+            .contains("p.loss.drop[1]"));
+        assert!(m(r#"{"queue":{"kind":"red","thresh":20,"maxthresh":15}}"#)
+            .unwrap_err()
+            .contains("thresh < maxthresh"));
+        assert!(m(r#"{"queue":{"kind":"red","limit":10}}"#)
+            .unwrap_err()
+            .contains("limit 10"));
+        assert!(m(r#"{"queue":{"thresh":2}}"#)
+            .unwrap_err()
+            .contains("p.queue.thresh"));
+        assert!(m(r#"{"queue":{"limit":0}}"#)
+            .unwrap_err()
+            .contains("p.queue.limit"));
+        assert!(m(r#"{"queue":{"kind":"red","q_weight":0}}"#)
+            .unwrap_err()
+            .contains("q_weight"));
+        assert!(m(r#"{"queue":{"kind":"red","linterm":0.5}}"#)
+            .unwrap_err()
+            .contains("linterm"));
         assert!(m(r#"{"delay_us":0.001,"jitter_us":3,"jitter_dist":"normal"}"#).is_ok());
     }
 
     #[test]
     fn merge_keeps_unspecified() {
         let d = LinkParams::default();
-        let a = merge_params(&d, &serde_json::from_str(r#"{"bandwidth_bps":5,"delay_us":7,"queue":{"kind":"red","limit":100}}"#).unwrap(), "p").unwrap();
-        let b = merge_params(&a, &serde_json::from_str(r#"{"delay_us":9,"queue":{"gentle":true}}"#).unwrap(), "p").unwrap();
+        let a = merge_params(
+            &d,
+            &serde_json::from_str(
+                r#"{"bandwidth_bps":5,"delay_us":7,"queue":{"kind":"red","limit":100}}"#,
+            )
+            .unwrap(),
+            "p",
+        )
+        .unwrap();
+        let b = merge_params(
+            &a,
+            &serde_json::from_str(r#"{"delay_us":9,"queue":{"gentle":true}}"#).unwrap(),
+            "p",
+        )
+        .unwrap();
         assert_eq!(b.bandwidth_bps, 5);
         assert_eq!(b.delay_ns, 9000);
         assert_eq!(b.queue.limit, Some(100));
-        assert!(matches!(b.queue.kind, QueueKind::Red(RedParams { gentle: true, .. })));
+        assert!(matches!(
+            b.queue.kind,
+            QueueKind::Red(RedParams { gentle: true, .. })
+        ));
     }
 }

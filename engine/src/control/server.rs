@@ -90,16 +90,27 @@ impl Server {
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             if meta.file_type().is_socket() {
                 if UnixStream::connect(path).is_ok() {
-                    return Err(io::Error::new(io::ErrorKind::AddrInUse, format!("{} is in use by a running engine", path.display())));
+                    return Err(io::Error::new(
+                        io::ErrorKind::AddrInUse,
+                        format!("{} is in use by a running engine", path.display()),
+                    ));
                 }
                 std::fs::remove_file(path)?;
             } else {
-                return Err(io::Error::new(io::ErrorKind::AlreadyExists, format!("{} exists and is not a socket", path.display())));
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists and is not a socket", path.display()),
+                ));
             }
         }
         let listener = UnixListener::bind(path)?;
         listener.set_nonblocking(true)?;
-        Ok(Server { listener, path: path.to_path_buf(), conns: BTreeMap::new(), next_id: 0 })
+        Ok(Server {
+            listener,
+            path: path.to_path_buf(),
+            conns: BTreeMap::new(),
+            next_id: 0,
+        })
     }
 
     pub fn listener_fd(&self) -> RawFd {
@@ -114,7 +125,17 @@ impl Server {
                 continue;
             }
             self.next_id += 1;
-            self.conns.insert(self.next_id, Conn { stream, inbuf: Vec::new(), outbuf: Vec::new(), discarding: false, sub: None, closed: false });
+            self.conns.insert(
+                self.next_id,
+                Conn {
+                    stream,
+                    inbuf: Vec::new(),
+                    outbuf: Vec::new(),
+                    discarding: false,
+                    sub: None,
+                    closed: false,
+                },
+            );
             ids.push(self.next_id);
         }
         ids
@@ -122,7 +143,9 @@ impl Server {
 
     /// Read what `conn` sent and execute every complete line. Returns true on shutdown.
     pub fn service(&mut self, id: u64, engine: &mut Engine, now: Instant) -> bool {
-        let Some(c) = self.conns.get_mut(&id) else { return false };
+        let Some(c) = self.conns.get_mut(&id) else {
+            return false;
+        };
         let mut buf = [0u8; 65536];
         let mut shutdown = false;
         loop {
@@ -142,7 +165,10 @@ impl Server {
             if c.inbuf.len() > MAX_LINE && !c.inbuf.contains(&b'\n') {
                 c.inbuf.clear();
                 if !c.discarding {
-                    c.push_line(&err_reply(Value::Null, &format!("request line longer than {MAX_LINE} bytes; discarded")));
+                    c.push_line(&err_reply(
+                        Value::Null,
+                        &format!("request line longer than {MAX_LINE} bytes; discarded"),
+                    ));
                 }
                 c.discarding = true;
             }
@@ -162,8 +188,15 @@ impl Server {
                 Ok((body, effect)) => {
                     match effect {
                         Effect::None => {}
-                        Effect::Subscribe { interval_ns, target } => {
-                            c.sub = Some(Subscription { interval_ns, next: now.add_nanos(interval_ns), target });
+                        Effect::Subscribe {
+                            interval_ns,
+                            target,
+                        } => {
+                            c.sub = Some(Subscription {
+                                interval_ns,
+                                next: now.add_nanos(interval_ns),
+                                target,
+                            });
                         }
                         Effect::Shutdown => shutdown = true,
                     }
@@ -203,7 +236,12 @@ impl Server {
 
     /// Drop closed connections; returns their fds' ids for the driver's bookkeeping.
     pub fn reap(&mut self) -> Vec<u64> {
-        let dead: Vec<u64> = self.conns.iter().filter(|(_, c)| c.closed).map(|(id, _)| *id).collect();
+        let dead: Vec<u64> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.closed)
+            .map(|(id, _)| *id)
+            .collect();
         for id in &dead {
             self.conns.remove(id);
         }
@@ -214,7 +252,9 @@ impl Server {
     pub fn flush_all(&mut self) {
         for c in self.conns.values_mut() {
             let _ = c.stream.set_nonblocking(false);
-            let _ = c.stream.set_write_timeout(Some(std::time::Duration::from_millis(200)));
+            let _ = c
+                .stream
+                .set_write_timeout(Some(std::time::Duration::from_millis(200)));
             c.flush();
         }
     }

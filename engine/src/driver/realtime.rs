@@ -72,7 +72,9 @@ impl Behind {
     /// After a poll at `now`: late events in it mean behind (logged at most once per
     /// [`BEHIND_LOG_NS`]); a poll without late events means keeping up again.
     fn update(&mut self, engine: &mut Engine, late_before: u64, now: Instant) {
-        let (Some(l), Some(rt)) = (engine.net.lateness(), engine.realtime.as_mut()) else { return };
+        let (Some(l), Some(rt)) = (engine.net.lateness(), engine.realtime.as_mut()) else {
+            return;
+        };
         let new_late = l.late_events - late_before;
         if new_late == 0 {
             rt.behind_since = None;
@@ -80,7 +82,10 @@ impl Behind {
         }
         rt.behind_since.get_or_insert(now);
         self.late_since_log += new_late;
-        if self.last_log.is_none_or(|t| now.nanos_since(t) >= BEHIND_LOG_NS) {
+        if self
+            .last_log
+            .is_none_or(|t| now.nanos_since(t) >= BEHIND_LOG_NS)
+        {
             eprintln!(
                 "wanlab-engine: behind real time by {:.3} ms ({} late events since the last report, {} in total, threshold {} µs)",
                 l.last_poll_max_ns as f64 / 1e6,
@@ -110,7 +115,9 @@ impl Anticipation {
         if let Some(prev) = self.last_start {
             let gap = now.nanos_since(prev);
             self.period = match self.last_gap {
-                Some(g) if gap <= Self::MAX_PERIOD_NS && gap.abs_diff(g) <= (g / 8).max(20_000) => Some(gap),
+                Some(g) if gap <= Self::MAX_PERIOD_NS && gap.abs_diff(g) <= (g / 8).max(20_000) => {
+                    Some(gap)
+                }
                 _ => None,
             };
             self.last_gap = Some(gap);
@@ -138,7 +145,10 @@ pub struct Clock {
 }
 
 fn monotonic() -> libc::timespec {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: valid pointer to a timespec.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts
@@ -146,17 +156,25 @@ fn monotonic() -> libc::timespec {
 
 impl Clock {
     pub fn new() -> Self {
-        Clock { origin: monotonic() }
+        Clock {
+            origin: monotonic(),
+        }
     }
     pub fn now(&self) -> Instant {
         let t = monotonic();
-        let ns = (t.tv_sec - self.origin.tv_sec) as i128 * 1_000_000_000 + (t.tv_nsec - self.origin.tv_nsec) as i128;
+        let ns = (t.tv_sec - self.origin.tv_sec) as i128 * 1_000_000_000
+            + (t.tv_nsec - self.origin.tv_nsec) as i128;
         Instant(ns.max(0) as u64)
     }
     /// The absolute CLOCK_MONOTONIC timespec of engine instant `t`.
     fn to_timespec(&self, t: Instant) -> libc::timespec {
-        let ns = self.origin.tv_sec as i128 * 1_000_000_000 + self.origin.tv_nsec as i128 + t.nanos() as i128;
-        libc::timespec { tv_sec: (ns / 1_000_000_000) as libc::time_t, tv_nsec: (ns % 1_000_000_000) as libc::c_long }
+        let ns = self.origin.tv_sec as i128 * 1_000_000_000
+            + self.origin.tv_nsec as i128
+            + t.nanos() as i128;
+        libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        }
     }
 }
 
@@ -168,7 +186,10 @@ impl Default for Clock {
 
 /// Unix time in ns now (for capture timestamps only; never used for scheduling).
 pub fn unix_now_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
@@ -184,7 +205,9 @@ struct Epoll(RawFd);
 impl Epoll {
     fn new() -> io::Result<Self> {
         // SAFETY: plain syscall.
-        Ok(Epoll(cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?))
+        Ok(Epoll(cvt(unsafe {
+            libc::epoll_create1(libc::EPOLL_CLOEXEC)
+        })?))
     }
     fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
         let mut ev = libc::epoll_event { events, u64: token };
@@ -199,7 +222,9 @@ impl Epoll {
     }
     fn wait(&self, events: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
         // SAFETY: events is a valid buffer of the given length.
-        let n = unsafe { libc::epoll_wait(self.0, events.as_mut_ptr(), events.len() as i32, timeout_ms) };
+        let n = unsafe {
+            libc::epoll_wait(self.0, events.as_mut_ptr(), events.len() as i32, timeout_ms)
+        };
         n.max(0) as usize
     }
 }
@@ -219,8 +244,16 @@ fn signal_fd() -> io::Result<RawFd> {
         libc::sigemptyset(&mut set);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGINT);
-        cvt(libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()))?;
-        cvt(libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC))
+        cvt(libc::pthread_sigmask(
+            libc::SIG_BLOCK,
+            &set,
+            std::ptr::null_mut(),
+        ))?;
+        cvt(libc::signalfd(
+            -1,
+            &set,
+            libc::SFD_NONBLOCK | libc::SFD_CLOEXEC,
+        ))
     }
 }
 
@@ -236,7 +269,12 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     let mut server = Server::bind(socket)?;
     let ep = Epoll::new()?;
     // SAFETY: plain syscalls creating fds we own until exit.
-    let tfd = cvt(unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) })?;
+    let tfd = cvt(unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        )
+    })?;
     let sfd = signal_fd()?;
     // Timer slack would add up to 50 µs to every sleep.
     // SAFETY: prctl with integer arguments.
@@ -261,7 +299,8 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
         engine.poll(now);
         behind.update(&mut engine, late_before, now);
         let mut deadline = min_deadline(engine.net.poll_at(), next_push);
-        lingering = last_activity != Instant::ZERO && now.nanos_since(last_activity) < opts.linger_ns;
+        lingering =
+            last_activity != Instant::ZERO && now.nanos_since(last_activity) < opts.linger_ns;
         let mut in_window = false;
         if !lingering && opts.anticipate_ns > 0 {
             if let Some((start, end)) = antic.window(now, opts.anticipate_ns) {
@@ -282,9 +321,22 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                 Some(d) => {
                     let wake = Instant(d.nanos() - opts.spin_ns);
                     if armed != Some(wake) {
-                        let its = libc::itimerspec { it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 }, it_value: clock.to_timespec(wake) };
+                        let its = libc::itimerspec {
+                            it_interval: libc::timespec {
+                                tv_sec: 0,
+                                tv_nsec: 0,
+                            },
+                            it_value: clock.to_timespec(wake),
+                        };
                         // SAFETY: valid itimerspec.
-                        unsafe { libc::timerfd_settime(tfd, libc::TFD_TIMER_ABSTIME, &its, std::ptr::null_mut()) };
+                        unsafe {
+                            libc::timerfd_settime(
+                                tfd,
+                                libc::TFD_TIMER_ABSTIME,
+                                &its,
+                                std::ptr::null_mut(),
+                            )
+                        };
                         armed = Some(wake);
                     }
                     -1
@@ -323,7 +375,9 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                             c.flush();
                         }
                     }
-                    if ev.events & (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0 && server.service(id, &mut engine, clock.now()) {
+                    if ev.events & (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0
+                        && server.service(id, &mut engine, clock.now())
+                    {
                         shutdown = true;
                     }
                     writable_conns.push(id);
@@ -331,7 +385,9 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                 t if t & TAG_MASK == TAG_TAP => {
                     let port = (t & !TAG_MASK) as usize;
                     for _ in 0..BATCH {
-                        let Some(tap) = engine.out.taps.get(&port) else { break };
+                        let Some(tap) = engine.out.taps.get(&port) else {
+                            break;
+                        };
                         let pool = &mut engine.out.pool;
                         match tap.recv(&mut buf, || pool.pop().unwrap_or_default()) {
                             Ok(Some((vnet, data))) => {
@@ -341,7 +397,11 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                                     lingering = true;
                                 }
                                 last_activity = t;
-                                engine.net.receive_packet(port, Packet { data, vnet }, last_activity);
+                                engine.net.receive_packet(
+                                    port,
+                                    Packet { data, vnet },
+                                    last_activity,
+                                );
                             }
                             Ok(None) => break,
                             Err(_) => break,
@@ -362,7 +422,11 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
         // Ask for EPOLLOUT only while a connection has output pending.
         for id in writable_conns.drain(..) {
             if let Some(c) = server.conns.get(&id) {
-                let ev = if c.wants_write() { libc::EPOLLIN | libc::EPOLLOUT } else { libc::EPOLLIN };
+                let ev = if c.wants_write() {
+                    libc::EPOLLIN | libc::EPOLLOUT
+                } else {
+                    libc::EPOLLIN
+                };
                 let _ = ep.modify(c.fd(), ev as u32, TAG_CONN | id);
             }
         }
@@ -390,7 +454,10 @@ mod tests {
         a.burst(ms(10));
         assert_eq!(a.window(ms(11), 100_000), None); // one gap seen: no prediction
         a.burst(Instant(20_050_000)); // 10.05 ms ≈ 10 ms
-        assert_eq!(a.window(ms(21), 100_000), Some((Instant(29_999_999 + 1), Instant(30_200_000))));
+        assert_eq!(
+            a.window(ms(21), 100_000),
+            Some((Instant(29_999_999 + 1), Instant(30_200_000)))
+        );
         // No burst in the window: the prediction is dropped, and stays so.
         assert_eq!(a.window(ms(31), 100_000), None);
         assert_eq!(a.window(ms(41), 100_000), None);

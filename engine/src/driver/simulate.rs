@@ -66,23 +66,40 @@ fn prepare(sc: &Scenario) -> Result<Vec<Timed>, String> {
             return Err("sample_interval_ns: must be > 0".into());
         }
         if sc.until_ns / i > MAX_SAMPLES {
-            return Err(format!("sample_interval_ns: more than {MAX_SAMPLES} samples until until_ns"));
+            return Err(format!(
+                "sample_interval_ns: more than {MAX_SAMPLES} samples until until_ns"
+            ));
         }
     }
     let mut out = Vec::new();
     for (i, v) in sc.requests.iter().enumerate() {
         let ctx = format!("requests[{i}]");
-        let Value::Object(obj) = v else { return Err(format!("{ctx}: must be a JSON object")) };
+        let Value::Object(obj) = v else {
+            return Err(format!("{ctx}: must be a JSON object"));
+        };
         let mut obj = obj.clone();
         let at_ns = match obj.remove("at_ns") {
-            Some(Value::Number(n)) => n.as_u64().ok_or(format!("{ctx}.at_ns: must be a non-negative integer (ns), got {n}"))?,
-            Some(x) => return Err(format!("{ctx}.at_ns: must be a non-negative integer (ns), got {x}")),
+            Some(Value::Number(n)) => n.as_u64().ok_or(format!(
+                "{ctx}.at_ns: must be a non-negative integer (ns), got {n}"
+            ))?,
+            Some(x) => {
+                return Err(format!(
+                    "{ctx}.at_ns: must be a non-negative integer (ns), got {x}"
+                ))
+            }
             None => return Err(format!("{ctx}.at_ns: missing")),
         };
         if at_ns > sc.until_ns {
-            return Err(format!("{ctx}.at_ns: {at_ns} is after until_ns {}", sc.until_ns));
+            return Err(format!(
+                "{ctx}.at_ns: {at_ns} is after until_ns {}",
+                sc.until_ns
+            ));
         }
-        let cmd = obj.get("cmd").and_then(Value::as_str).unwrap_or("").to_string();
+        let cmd = obj
+            .get("cmd")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let (id, req) = parse_request_value(Value::Object(obj));
         let req = req.map_err(|e| format!("{ctx} ({cmd:?}): {e}"))?;
         match &req {
@@ -95,7 +112,13 @@ fn prepare(sc: &Scenario) -> Result<Vec<Timed>, String> {
             Request::Shutdown => return Err(format!("{ctx}.cmd: \"shutdown\" is not available in simulate mode (the run ends at until_ns)")),
             _ => {}
         }
-        out.push(Timed { at_ns, index: i, cmd, id, req });
+        out.push(Timed {
+            at_ns,
+            index: i,
+            cmd,
+            id,
+            req,
+        });
     }
     // File order for equal times (stable sort).
     out.sort_by_key(|t| t.at_ns);
@@ -120,7 +143,12 @@ fn add_extras(engine: &Engine, result: &mut Map<String, Value>) {
         .net
         .tcp_traces()
         .into_iter()
-        .map(|(id, s)| (id.to_string(), serde_json::to_value(s).unwrap_or(Value::Null)))
+        .map(|(id, s)| {
+            (
+                id.to_string(),
+                serde_json::to_value(s).unwrap_or(Value::Null),
+            )
+        })
         .collect();
     result.insert("traces".into(), Value::Object(traces));
 }
@@ -146,7 +174,12 @@ pub fn simulate(sc: &Scenario) -> Result<Outcome, String> {
         let now = Instant::from_nanos(t);
         run_until(&mut engine, now);
         while let Some(r) = reqs.next_if(|r| r.at_ns == t) {
-            let (body, effect) = engine.execute(r.req, now).map_err(|e| format!("requests[{}] ({:?}, at_ns {}): {e}", r.index, r.cmd, r.at_ns))?;
+            let (body, effect) = engine.execute(r.req, now).map_err(|e| {
+                format!(
+                    "requests[{}] ({:?}, at_ns {}): {e}",
+                    r.index, r.cmd, r.at_ns
+                )
+            })?;
             debug_assert_eq!(effect, Effect::None);
             let mut m = Map::new();
             m.insert("at_ns".into(), json!(t));
@@ -166,7 +199,12 @@ pub fn simulate(sc: &Scenario) -> Result<Outcome, String> {
                 Some(ids) => {
                     let agents: Map<String, Value> = ids
                         .iter()
-                        .filter_map(|id| Some((id.clone(), serde_json::to_value(engine.net.agent_stats(id)?).ok()?)))
+                        .filter_map(|id| {
+                            Some((
+                                id.clone(),
+                                serde_json::to_value(engine.net.agent_stats(id)?).ok()?,
+                            ))
+                        })
                         .collect();
                     m.insert("agents".into(), Value::Object(agents));
                 }
@@ -186,7 +224,10 @@ pub fn simulate(sc: &Scenario) -> Result<Outcome, String> {
     result.insert("samples".into(), Value::Array(samples));
     result.insert("stats".into(), Value::Object(engine.stats(None, end)?));
     add_extras(&engine, &mut result);
-    Ok(Outcome { result: Value::Object(result), events: engine.net.events() })
+    Ok(Outcome {
+        result: Value::Object(result),
+        events: engine.net.events(),
+    })
 }
 
 /// Read, run and write: the `simulate` subcommand. Returns the process exit code.
@@ -199,13 +240,18 @@ pub fn main(scenario: &std::path::Path, out: Option<&std::path::Path>) -> u8 {
         Ok(t) => t,
         Err(e) => return fail(format!("{}: {e}", scenario.display())),
     };
-    let sc: Scenario = match serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text)) {
-        Ok(s) => s,
-        Err(e) => {
-            let path = e.path().to_string();
-            return fail(if path == "." { format!("{}: {}", scenario.display(), e.inner()) } else { format!("{}: {path}: {}", scenario.display(), e.inner()) });
-        }
-    };
+    let sc: Scenario =
+        match serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_str(&text)) {
+            Ok(s) => s,
+            Err(e) => {
+                let path = e.path().to_string();
+                return fail(if path == "." {
+                    format!("{}: {}", scenario.display(), e.inner())
+                } else {
+                    format!("{}: {path}: {}", scenario.display(), e.inner())
+                });
+            }
+        };
     let wall = std::time::Instant::now();
     let outcome = match simulate(&sc) {
         Ok(o) => o,
@@ -220,7 +266,9 @@ pub fn main(scenario: &std::path::Path, out: Option<&std::path::Path>) -> u8 {
         Some(p) => std::fs::write(p, text).map_err(|e| format!("--out {}: {e}", p.display())),
         None => {
             use std::io::Write;
-            std::io::stdout().write_all(text.as_bytes()).map_err(|e| format!("stdout: {e}"))
+            std::io::stdout()
+                .write_all(text.as_bytes())
+                .map_err(|e| format!("stdout: {e}"))
         }
     };
     if let Err(e) = written {

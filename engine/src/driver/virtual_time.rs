@@ -26,7 +26,11 @@ pub struct VirtualTime {
 
 impl VirtualTime {
     pub fn new(net: Network) -> Self {
-        VirtualTime { net, now: Instant::ZERO, delivered: Vec::new() }
+        VirtualTime {
+            net,
+            now: Instant::ZERO,
+            delivered: Vec::new(),
+        }
     }
 
     /// Run every event up to and including `t`, then set the clock to `t`.
@@ -40,7 +44,12 @@ impl VirtualTime {
             let delivered = &mut self.delivered;
             self.net.poll(now, |o| {
                 if let Output::Frame { port, data, vnet } = o {
-                    delivered.push(Delivered { at: now, port, data, vnet });
+                    delivered.push(Delivered {
+                        at: now,
+                        port,
+                        data,
+                        vnet,
+                    });
                 }
             });
         }

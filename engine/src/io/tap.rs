@@ -61,10 +61,19 @@ struct IfReq {
 /// Check an interface name as the kernel would (1..=15 bytes, no '/', ':' or whitespace).
 pub fn check_ifname(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 15 {
-        return Err(format!("tap: interface name \"{name}\" must be 1 to 15 bytes"));
+        return Err(format!(
+            "tap: interface name \"{name}\" must be 1 to 15 bytes"
+        ));
     }
-    if name == "." || name == ".." || name.bytes().any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace() || !b.is_ascii_graphic()) {
-        return Err(format!("tap: interface name \"{name}\" contains a forbidden character"));
+    if name == "."
+        || name == ".."
+        || name.bytes().any(|b| {
+            b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace() || !b.is_ascii_graphic()
+        })
+    {
+        return Err(format!(
+            "tap: interface name \"{name}\" contains a forbidden character"
+        ));
     }
     Ok(())
 }
@@ -81,7 +90,9 @@ impl Tap {
     /// Create TAP `name` inside the network namespace bound at `netns` (a path such as
     /// `/run/netns/NAME`), or in the engine's own namespace when `netns` is `None`.
     pub fn create_in(name: &str, netns: Option<&str>) -> io::Result<Tap> {
-        let Some(path) = netns else { return Tap::create(name) };
+        let Some(path) = netns else {
+            return Tap::create(name);
+        };
         let own = open_ro("/proc/thread-self/ns/net")?;
         let target = open_ro(path)?;
         // SAFETY: setns on fds we own; the previous namespace is restored below.
@@ -93,7 +104,10 @@ impl Tap {
         // the namespace is deleted, where the kernel removes all devices in one batch.
         let made = Tap::create(name)
             .and_then(|t| t.set_persist(true).map(|_| t))
-            .map(|t| Tap { netns: Some(path.to_string()), ..t });
+            .map(|t| Tap {
+                netns: Some(path.to_string()),
+                ..t
+            });
         // SAFETY: as above; failing to come back would leave the engine in a node's namespace.
         if unsafe { libc::setns(own.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
             let e = io::Error::last_os_error();
@@ -108,13 +122,22 @@ impl Tap {
         check_ifname(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let path = CString::new("/dev/net/tun").expect("static path has no NUL");
         // SAFETY: plain open(2) with a valid C string.
-        let raw = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC) };
+        let raw = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_RDWR | libc::O_NONBLOCK | libc::O_CLOEXEC,
+            )
+        };
         if raw < 0 {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: raw is a fresh fd we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
-        let mut req = IfReq { name: [0; libc::IFNAMSIZ], flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR, _pad: [0; 22] };
+        let mut req = IfReq {
+            name: [0; libc::IFNAMSIZ],
+            flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR,
+            _pad: [0; 22],
+        };
         for (d, s) in req.name.iter_mut().zip(name.as_bytes()) {
             *d = *s as libc::c_char;
         }
@@ -124,7 +147,14 @@ impl Tap {
         }
         let hdr_len = vnet::LEN as libc::c_int;
         // SAFETY: TUNSETVNETHDRSZ reads an int; TUNSETOFFLOAD takes its argument by value.
-        if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETVNETHDRSZ, &hdr_len as *const libc::c_int) } < 0 {
+        if unsafe {
+            libc::ioctl(
+                fd.as_raw_fd(),
+                TUNSETVNETHDRSZ,
+                &hdr_len as *const libc::c_int,
+            )
+        } < 0
+        {
             return Err(io::Error::last_os_error());
         }
         let offload = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN;
@@ -132,10 +162,16 @@ impl Tap {
         if unsafe { libc::ioctl(fd.as_raw_fd(), TUNSETOFFLOAD, offload as libc::c_ulong) } < 0 {
             return Err(io::Error::last_os_error());
         }
-        let cname = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
+        let cname = CString::new(name)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in name"))?;
         // SAFETY: valid C string.
         let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) };
-        Ok(Tap { fd, name: name.to_string(), ifindex, netns: None })
+        Ok(Tap {
+            fd,
+            name: name.to_string(),
+            ifindex,
+            netns: None,
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -153,13 +189,23 @@ impl Tap {
     /// `spare` is a reusable read buffer (capacity [`MAX_FRAME`] is ensured): a small frame
     /// is copied out of it, a large one takes it over (no copy) and `spare` is replaced by
     /// `refill()` (a recycled buffer, so super-frames cost no allocation or page faults).
-    pub fn recv(&self, spare: &mut Vec<u8>, refill: impl FnOnce() -> Vec<u8>) -> io::Result<Option<(VnetHdr, Vec<u8>)>> {
+    pub fn recv(
+        &self,
+        spare: &mut Vec<u8>,
+        refill: impl FnOnce() -> Vec<u8>,
+    ) -> io::Result<Option<(VnetHdr, Vec<u8>)>> {
         let mut hdr = [0u8; vnet::LEN];
         spare.clear();
         spare.reserve(MAX_FRAME);
         let iov = [
-            libc::iovec { iov_base: hdr.as_mut_ptr().cast(), iov_len: hdr.len() },
-            libc::iovec { iov_base: spare.as_mut_ptr().cast(), iov_len: spare.capacity() },
+            libc::iovec {
+                iov_base: hdr.as_mut_ptr().cast(),
+                iov_len: hdr.len(),
+            },
+            libc::iovec {
+                iov_base: spare.as_mut_ptr().cast(),
+                iov_len: spare.capacity(),
+            },
         ];
         // SAFETY: both iovecs point at memory we own, valid for writes of their lengths.
         let n = unsafe { libc::readv(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
@@ -190,8 +236,14 @@ impl Tap {
     pub fn send(&self, hdr: &VnetHdr, frame: &[u8]) -> bool {
         let h = hdr.to_bytes();
         let iov = [
-            libc::iovec { iov_base: h.as_ptr() as *mut libc::c_void, iov_len: h.len() },
-            libc::iovec { iov_base: frame.as_ptr() as *mut libc::c_void, iov_len: frame.len() },
+            libc::iovec {
+                iov_base: h.as_ptr() as *mut libc::c_void,
+                iov_len: h.len(),
+            },
+            libc::iovec {
+                iov_base: frame.as_ptr() as *mut libc::c_void,
+                iov_len: frame.len(),
+            },
         ];
         // SAFETY: both iovecs are valid for reads of their lengths; writev does not write them.
         let n = unsafe { libc::writev(self.fd.as_raw_fd(), iov.as_ptr(), 2) };
@@ -217,7 +269,8 @@ impl Tap {
     pub fn set_carrier(&self, on: bool) -> io::Result<()> {
         let v: libc::c_int = on.into();
         // SAFETY: TUNSETCARRIER reads an int.
-        if unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETCARRIER, &v as *const libc::c_int) } < 0 {
+        if unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETCARRIER, &v as *const libc::c_int) } < 0
+        {
             return Err(io::Error::last_os_error());
         }
         Ok(())
@@ -225,7 +278,8 @@ impl Tap {
 }
 
 fn open_ro(path: &str) -> io::Result<OwnedFd> {
-    let c = CString::new(path).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+    let c = CString::new(path)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
     // SAFETY: plain open(2) with a valid C string.
     let raw = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
     if raw < 0 {

@@ -10,8 +10,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::params::JitterDist;
 use super::packet::Packet;
+use super::params::JitterDist;
 use crate::rng::Rng;
 use crate::time::Instant;
 
@@ -67,7 +67,8 @@ impl Delay {
                 JitterDist::Normal => rng.normal() * j,
             };
             // Never before the frame was sent; f64 → i128 saturates, no panic.
-            let t = (base.nanos() as i128 + off.round() as i128).clamp(sent.nanos() as i128, u64::MAX as i128);
+            let t = (base.nanos() as i128 + off.round() as i128)
+                .clamp(sent.nanos() as i128, u64::MAX as i128);
             Instant(t as u64)
         };
         if reorder {
@@ -80,7 +81,11 @@ impl Delay {
     pub fn push(&mut self, frame: Packet, at: Instant) {
         self.last_arrival = self.last_arrival.max(at);
         self.seq += 1;
-        self.heap.push(Reverse(InFlight { at, seq: self.seq, frame }));
+        self.heap.push(Reverse(InFlight {
+            at,
+            seq: self.seq,
+            frame,
+        }));
     }
 
     pub fn next_at(&self) -> Option<Instant> {

@@ -40,7 +40,11 @@ pub enum Forward {
 
 impl Lan {
     pub fn new(id: String, members: Vec<Member>) -> Self {
-        Lan { id, members, macs: HashMap::new() }
+        Lan {
+            id,
+            members,
+            macs: HashMap::new(),
+        }
     }
 
     /// Learn the source of a frame that entered the switch from member `from`, and decide
@@ -86,7 +90,12 @@ mod tests {
 
     #[test]
     fn learning_and_flooding() {
-        let m = |i| Member { port: i, to_lan: 2 * i, from_lan: 2 * i + 1, up: true };
+        let m = |i| Member {
+            port: i,
+            to_lan: 2 * i,
+            from_lan: 2 * i + 1,
+            up: true,
+        };
         let mut lan = Lan::new("lan0".into(), vec![m(0), m(1), m(2)]);
         let a = [2, 0, 0, 0, 0, 0xa];
         let b = [2, 0, 0, 0, 0, 0xb];
@@ -99,7 +108,10 @@ mod tests {
         assert_eq!(lan.switch(1, &frame(a, b)), Forward::To(0));
         assert_eq!(lan.switch(0, &frame(b, a)), Forward::To(1));
         // Multicast floods; same-member destination is filtered.
-        assert_eq!(lan.switch(0, &frame([0x01, 0, 0x5e, 0, 0, 1], a)), Forward::Flood);
+        assert_eq!(
+            lan.switch(0, &frame([0x01, 0, 0x5e, 0, 0, 1], a)),
+            Forward::Flood
+        );
         assert_eq!(lan.switch(0, &frame(a, a)), Forward::Filter);
         // Station moved: relearned.
         assert_eq!(lan.switch(2, &frame(b, a)), Forward::To(1));

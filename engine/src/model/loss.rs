@@ -21,9 +21,19 @@ pub struct Loss {
 #[derive(Debug, Clone)]
 enum Kind {
     None,
-    Bernoulli { p: f64 },
-    Gilbert { p: f64, r: f64, k: f64, h: f64, bad: bool },
-    Ordinals { drop: BTreeSet<u64> },
+    Bernoulli {
+        p: f64,
+    },
+    Gilbert {
+        p: f64,
+        r: f64,
+        k: f64,
+        h: f64,
+        bad: bool,
+    },
+    Ordinals {
+        drop: BTreeSet<u64>,
+    },
 }
 
 impl Loss {
@@ -31,8 +41,16 @@ impl Loss {
         let kind = match params {
             LossParams::None => Kind::None,
             LossParams::Bernoulli { p } => Kind::Bernoulli { p: *p },
-            LossParams::Gilbert { p, r, k, h } => Kind::Gilbert { p: *p, r: *r, k: *k, h: *h, bad: false },
-            LossParams::Ordinals { drop } => Kind::Ordinals { drop: drop.iter().copied().collect() },
+            LossParams::Gilbert { p, r, k, h } => Kind::Gilbert {
+                p: *p,
+                r: *r,
+                k: *k,
+                h: *h,
+                bad: false,
+            },
+            LossParams::Ordinals { drop } => Kind::Ordinals {
+                drop: drop.iter().copied().collect(),
+            },
         };
         Loss { kind, seen: 0 }
     }
@@ -44,8 +62,16 @@ impl Loss {
             Kind::None => false,
             Kind::Bernoulli { p } => rng.chance(*p),
             Kind::Gilbert { p, r, k, h, bad } => {
-                let lost = if *bad { rng.chance(1.0 - *h) } else { rng.chance(1.0 - *k) };
-                *bad = if *bad { !rng.chance(*r) } else { rng.chance(*p) };
+                let lost = if *bad {
+                    rng.chance(1.0 - *h)
+                } else {
+                    rng.chance(1.0 - *k)
+                };
+                *bad = if *bad {
+                    !rng.chance(*r)
+                } else {
+                    rng.chance(*p)
+                };
                 lost
             }
             Kind::Ordinals { drop } => drop.contains(&self.seen),
@@ -60,7 +86,9 @@ mod tests {
     #[test]
     fn ordinals_exact() {
         let mut rng = Rng::new(1);
-        let mut l = Loss::new(&LossParams::Ordinals { drop: vec![1, 3, 10] });
+        let mut l = Loss::new(&LossParams::Ordinals {
+            drop: vec![1, 3, 10],
+        });
         let lost: Vec<u64> = (1..=12).filter(|_| l.lose(&mut rng)).collect::<Vec<_>>();
         assert_eq!(lost, vec![1, 3, 10]);
     }
@@ -87,7 +115,10 @@ mod tests {
         let rate = seq.iter().filter(|x| **x).count() as f64 / n as f64;
         let pib = p / (p + r);
         let expect = pib * (1.0 - h);
-        assert!((rate - expect).abs() < 0.1 * expect, "rate {rate} expect {expect}");
+        assert!(
+            (rate - expect).abs() < 0.1 * expect,
+            "rate {rate} expect {expect}"
+        );
         // Conditional loss after a loss is far above the average: losses come in bursts.
         let pairs = seq.windows(2).filter(|w| w[0]).count() as f64;
         let both = seq.windows(2).filter(|w| w[0] && w[1]).count() as f64;

@@ -25,9 +25,9 @@ use super::params::LinkParams;
 use super::pipeline::Pipeline;
 use super::sim::agent::{AgentStats, Cbr, CbrSpec, UdpSink};
 use super::sim::host::{self, Host, HostConfig, HostCounters, Up, PROTO_TCP};
+use super::sim::router::{self, Interface, Route, Router, RouterCounters};
 use super::sim::tcp::sender::{TcpSender, TcpSpec};
 use super::sim::tcp::sink::TcpSink;
-use super::sim::router::{self, Interface, Route, Router, RouterCounters};
 use crate::rng::stream_seed;
 use crate::stats::Counters;
 use crate::time::Instant;
@@ -96,9 +96,17 @@ struct Link {
 pub enum Output<'a> {
     /// A frame to write to a port; `vnet` is its offload metadata (default for a plain wire
     /// frame; a super-frame or partial checksum only after crossing unlimited pipelines).
-    Frame { port: PortIdx, data: Vec<u8>, vnet: VnetHdr },
+    Frame {
+        port: PortIdx,
+        data: Vec<u8>,
+        vnet: VnetHdr,
+    },
     /// A frame leaving a pipeline with capture enabled (emitted just before it is delivered).
-    Capture { pipe: PipeIdx, at: Instant, data: &'a [u8] },
+    Capture {
+        pipe: PipeIdx,
+        at: Instant,
+        data: &'a [u8],
+    },
 }
 
 /// Topology additions, already validated by the control layer for value ranges.
@@ -304,7 +312,10 @@ impl Network {
 
     /// Measure lateness of timer events against the `now` of each poll (real-time driver).
     pub fn track_lateness(&mut self, threshold_ns: u64) {
-        self.lateness = Some(Lateness { threshold_ns, ..Default::default() });
+        self.lateness = Some(Lateness {
+            threshold_ns,
+            ..Default::default()
+        });
     }
 
     pub fn lateness(&self) -> Option<Lateness> {
@@ -377,17 +388,26 @@ impl Network {
             if r.id.is_empty() {
                 return Err(format!("{by}.router: id must not be empty"));
             }
-            let clash = self.router_ids.contains_key(&r.id) || self.link_ids.contains_key(&r.id) || self.lan_ids.contains_key(&r.id)
-                || spec.links.iter().any(|l| l.id == r.id) || spec.lans.iter().any(|l| l.id == r.id);
+            let clash = self.router_ids.contains_key(&r.id)
+                || self.link_ids.contains_key(&r.id)
+                || self.lan_ids.contains_key(&r.id)
+                || spec.links.iter().any(|l| l.id == r.id)
+                || spec.lans.iter().any(|l| l.id == r.id);
             if clash || seen_routers.insert(r.id.as_str(), ()).is_some() {
-                return Err(format!("{by}.router: id already exists (routers, links and lans share ids)"));
+                return Err(format!(
+                    "{by}.router: id already exists (routers, links and lans share ids)"
+                ));
             }
             for (j, (p, _)) in r.interfaces.iter().enumerate() {
                 if p.is_empty() {
-                    return Err(format!("{by}.interfaces[{j}].port: port id must not be empty"));
+                    return Err(format!(
+                        "{by}.interfaces[{j}].port: port id must not be empty"
+                    ));
                 }
                 if self.port_ids.contains_key(p) || new_ports.insert(p.as_str(), ()).is_some() {
-                    return Err(format!("{by}.interfaces[{j}].port: port \"{p}\" already exists"));
+                    return Err(format!(
+                        "{by}.interfaces[{j}].port: port \"{p}\" already exists"
+                    ));
                 }
             }
             let ifs: Vec<Interface> = r.interfaces.iter().map(|(_, f)| f.clone()).collect();
@@ -405,7 +425,9 @@ impl Network {
             if h.port.is_empty() {
                 return Err(format!("{by}.port: port id must not be empty"));
             }
-            if self.port_ids.contains_key(&h.port) || new_ports.insert(h.port.as_str(), ()).is_some() {
+            if self.port_ids.contains_key(&h.port)
+                || new_ports.insert(h.port.as_str(), ()).is_some()
+            {
                 return Err(format!("{by}.port: port \"{}\" already exists", h.port));
             }
             host::validate(&h.cfg).map_err(|e| format!("{by}.{e}"))?;
@@ -414,7 +436,10 @@ impl Network {
         let mut sink_ports: HashMap<(String, u16), ()> = HashMap::new();
         for a in self.agents.iter().flatten() {
             if let AgentKind::Sink(s) = &a.kind {
-                let h = self.hosts[a.host].as_ref().map(|h| h.id.clone()).unwrap_or_default();
+                let h = self.hosts[a.host]
+                    .as_ref()
+                    .map(|h| h.id.clone())
+                    .unwrap_or_default();
                 sink_ports.insert((h, s.port), ());
             }
         }
@@ -423,7 +448,8 @@ impl Network {
             if a.id.is_empty() {
                 return Err(format!("{by}.agent: id must not be empty"));
             }
-            if self.agent_ids.contains_key(&a.id) || seen_agents.insert(a.id.as_str(), ()).is_some() {
+            if self.agent_ids.contains_key(&a.id) || seen_agents.insert(a.id.as_str(), ()).is_some()
+            {
                 return Err(format!("{by}.agent: id already exists"));
             }
             if !self.host_ids.contains_key(&a.host) && !seen_hosts.contains_key(a.host.as_str()) {
@@ -431,34 +457,42 @@ impl Network {
             }
             if let AgentKindSpec::Sink { port } = a.kind {
                 if sink_ports.insert((a.host.clone(), port), ()).is_some() {
-                    return Err(format!("{by}.port: host \"{}\" already has a sink on port {port}", a.host));
+                    return Err(format!(
+                        "{by}.port: host \"{}\" already has a sink on port {port}",
+                        a.host
+                    ));
                 }
             }
         }
         self.check_tcp_sinks(spec)?;
         let mut used: HashMap<&str, String> = HashMap::new();
-        let claim = |port: &str, by: String, used: &mut HashMap<&str, String>| -> Result<(), String> {
-            match self.port_ids.get(port) {
-                Some(&i) => {
-                    if self.ports[i].as_ref().is_some_and(|p| p.ingress.is_some()) {
-                        return Err(format!("{by}: port \"{port}\" is already attached"));
+        let claim =
+            |port: &str, by: String, used: &mut HashMap<&str, String>| -> Result<(), String> {
+                match self.port_ids.get(port) {
+                    Some(&i) => {
+                        if self.ports[i].as_ref().is_some_and(|p| p.ingress.is_some()) {
+                            return Err(format!("{by}: port \"{port}\" is already attached"));
+                        }
                     }
+                    None if new_ports.contains_key(port) => {}
+                    None => return Err(format!("{by}: unknown port \"{port}\"")),
                 }
-                None if new_ports.contains_key(port) => {}
-                None => return Err(format!("{by}: unknown port \"{port}\"")),
-            }
-            if let Some(other) = used.get(port) {
-                return Err(format!("{by}: port \"{port}\" is also used by {other}"));
-            }
-            Ok(())
-        };
+                if let Some(other) = used.get(port) {
+                    return Err(format!("{by}: port \"{port}\" is also used by {other}"));
+                }
+                Ok(())
+            };
         let mut seen_links = HashMap::new();
         for l in &spec.links {
             let by = format!("link \"{}\"", l.id);
             if l.id.is_empty() {
                 return Err("links: link id must not be empty".into());
             }
-            if self.link_ids.contains_key(&l.id) || self.lan_ids.contains_key(&l.id) || self.router_ids.contains_key(&l.id) || seen_links.insert(l.id.as_str(), ()).is_some() {
+            if self.link_ids.contains_key(&l.id)
+                || self.lan_ids.contains_key(&l.id)
+                || self.router_ids.contains_key(&l.id)
+                || seen_links.insert(l.id.as_str(), ()).is_some()
+            {
                 return Err(format!("{by}: id already exists"));
             }
             if l.a == l.b {
@@ -474,7 +508,11 @@ impl Network {
             if lan.id.is_empty() {
                 return Err("lans: lan id must not be empty".into());
             }
-            if self.lan_ids.contains_key(&lan.id) || self.link_ids.contains_key(&lan.id) || self.router_ids.contains_key(&lan.id) || seen_links.insert(lan.id.as_str(), ()).is_some() {
+            if self.lan_ids.contains_key(&lan.id)
+                || self.link_ids.contains_key(&lan.id)
+                || self.router_ids.contains_key(&lan.id)
+                || seen_links.insert(lan.id.as_str(), ()).is_some()
+            {
                 return Err(format!("{by}: id already exists"));
             }
             for m in &lan.members {
@@ -487,7 +525,12 @@ impl Network {
 
     fn new_pipe(&mut self, params: LinkParams, name: &str, sink: Sink, now: Instant) -> PipeIdx {
         let seed = stream_seed(self.seed, name);
-        self.pipes.push(Some(PipeSlot { pipe: Pipeline::new(params, seed, now), sink, capture: false, scheduled: None }));
+        self.pipes.push(Some(PipeSlot {
+            pipe: Pipeline::new(params, seed, now),
+            sink,
+            capture: false,
+            scheduled: None,
+        }));
         self.pipes.len() - 1
     }
 
@@ -495,7 +538,13 @@ impl Network {
     /// still memory-safe but may leave a port attached twice).
     pub fn apply(&mut self, spec: TopologySpec, now: Instant) {
         for p in spec.ports {
-            self.ports.push(Some(Port { id: p.clone(), ingress: None, sim: None, host: None, unattached_drops: 0 }));
+            self.ports.push(Some(Port {
+                id: p.clone(),
+                ingress: None,
+                sim: None,
+                host: None,
+                unattached_drops: 0,
+            }));
             self.port_ids.insert(p, self.ports.len() - 1);
         }
         for r in spec.routers {
@@ -503,32 +552,62 @@ impl Network {
             let mut ports = Vec::new();
             let mut ifs = Vec::new();
             for (j, (p, f)) in r.interfaces.into_iter().enumerate() {
-                self.ports.push(Some(Port { id: p.clone(), ingress: None, sim: Some((ri, j)), host: None, unattached_drops: 0 }));
+                self.ports.push(Some(Port {
+                    id: p.clone(),
+                    ingress: None,
+                    sim: Some((ri, j)),
+                    host: None,
+                    unattached_drops: 0,
+                }));
                 self.port_ids.insert(p, self.ports.len() - 1);
                 ports.push(self.ports.len() - 1);
                 ifs.push(f);
             }
             let router = Router::new(ifs, &r.routes);
-            self.routers.push(Some(SimRouter { id: r.id.clone(), ports, router }));
+            self.routers.push(Some(SimRouter {
+                id: r.id.clone(),
+                ports,
+                router,
+            }));
             self.router_ids.insert(r.id, ri);
         }
         for h in spec.hosts {
             let hi = self.hosts.len();
-            self.ports.push(Some(Port { id: h.port.clone(), ingress: None, sim: None, host: Some(hi), unattached_drops: 0 }));
+            self.ports.push(Some(Port {
+                id: h.port.clone(),
+                ingress: None,
+                sim: None,
+                host: Some(hi),
+                unattached_drops: 0,
+            }));
             let port = self.ports.len() - 1;
             self.port_ids.insert(h.port, port);
-            self.hosts.push(Some(SimHost { id: h.id.clone(), port, host: Host::new(h.cfg) }));
+            self.hosts.push(Some(SimHost {
+                id: h.id.clone(),
+                port,
+                host: Host::new(h.cfg),
+            }));
             self.host_ids.insert(h.id, hi);
         }
         for a in spec.agents {
-            let Some(&hi) = self.host_ids.get(&a.host) else { continue };
+            let Some(&hi) = self.host_ids.get(&a.host) else {
+                continue;
+            };
             let ai = self.agents.len();
             let kind = match a.kind {
                 // Source ports are deterministic: 49152 + agent index (mod the dynamic range).
-                AgentKindSpec::Cbr(c) => AgentKind::Cbr(Cbr::new(c, 49152 + (ai % 16384) as u16, stream_seed(self.seed, &format!("agent:{}", a.id)))),
+                AgentKindSpec::Cbr(c) => AgentKind::Cbr(Cbr::new(
+                    c,
+                    49152 + (ai % 16384) as u16,
+                    stream_seed(self.seed, &format!("agent:{}", a.id)),
+                )),
                 AgentKindSpec::Sink { port } => AgentKind::Sink(UdpSink::new(port)),
-                AgentKindSpec::Tcp(t) => AgentKind::Tcp(Box::new(TcpSender::new(t, 49152 + (ai % 16384) as u16))),
-                AgentKindSpec::TcpSink { port, delayed_ack } => AgentKind::TcpSink(TcpSink::new(port, delayed_ack)),
+                AgentKindSpec::Tcp(t) => {
+                    AgentKind::Tcp(Box::new(TcpSender::new(t, 49152 + (ai % 16384) as u16)))
+                }
+                AgentKindSpec::TcpSink { port, delayed_ack } => {
+                    AgentKind::TcpSink(TcpSink::new(port, delayed_ack))
+                }
             };
             let local = match &kind {
                 AgentKind::Sink(s) => Some((host::PROTO_UDP, s.port)),
@@ -539,28 +618,62 @@ impl Network {
             if let Some((proto, port)) = local {
                 self.bound.entry((hi, proto, port)).or_insert(ai);
             }
-            self.agents.push(Some(Agent { id: a.id.clone(), host: hi, kind, scheduled: None }));
+            self.agents.push(Some(Agent {
+                id: a.id.clone(),
+                host: hi,
+                kind,
+                scheduled: None,
+            }));
             self.agent_ids.insert(a.id, ai);
         }
         for l in spec.links {
-            let (Some(a), Some(b)) = (self.port_index(&l.a), self.port_index(&l.b)) else { continue };
+            let (Some(a), Some(b)) = (self.port_index(&l.a), self.port_index(&l.b)) else {
+                continue;
+            };
             // RNG streams are named after the objects so they do not depend on creation order.
             let ab = self.new_pipe(l.ab, &format!("link:{}:ab", l.id), Sink::Port(b), now);
             let ba = self.new_pipe(l.ba, &format!("link:{}:ba", l.id), Sink::Port(a), now);
             self.set_ingress(a, ab);
             self.set_ingress(b, ba);
-            self.links.push(Some(Link { id: l.id.clone(), a, b, ab, ba, up: true }));
+            self.links.push(Some(Link {
+                id: l.id.clone(),
+                a,
+                b,
+                ab,
+                ba,
+                up: true,
+            }));
             self.link_ids.insert(l.id, self.links.len() - 1);
         }
         for lan in spec.lans {
             let li = self.lans.len();
             let mut members = Vec::new();
             for (mi, m) in lan.members.into_iter().enumerate() {
-                let Some(port) = self.port_index(&m.port) else { continue };
-                let to_lan = self.new_pipe(m.to_lan, &format!("lan:{}:{}:to_lan", lan.id, m.port), Sink::Lan { lan: li, member: mi }, now);
-                let from_lan = self.new_pipe(m.from_lan, &format!("lan:{}:{}:from_lan", lan.id, m.port), Sink::Port(port), now);
+                let Some(port) = self.port_index(&m.port) else {
+                    continue;
+                };
+                let to_lan = self.new_pipe(
+                    m.to_lan,
+                    &format!("lan:{}:{}:to_lan", lan.id, m.port),
+                    Sink::Lan {
+                        lan: li,
+                        member: mi,
+                    },
+                    now,
+                );
+                let from_lan = self.new_pipe(
+                    m.from_lan,
+                    &format!("lan:{}:{}:from_lan", lan.id, m.port),
+                    Sink::Port(port),
+                    now,
+                );
                 self.set_ingress(port, to_lan);
-                members.push(Member { port, to_lan, from_lan, up: true });
+                members.push(Member {
+                    port,
+                    to_lan,
+                    from_lan,
+                    up: true,
+                });
             }
             self.lans.push(Some(Lan::new(lan.id.clone(), members)));
             self.lan_ids.insert(lan.id, li);
@@ -575,13 +688,24 @@ impl Network {
 
     /// Remove links, LANs and ports (in that order) as a whole; ports must not remain
     /// attached to a link or LAN that is not removed too. Returns the removed port indices.
-    pub fn remove(&mut self, links: &[String], lans: &[String], ports: &[String]) -> Result<Vec<PortIdx>, String> {
+    pub fn remove(
+        &mut self,
+        links: &[String],
+        lans: &[String],
+        ports: &[String],
+    ) -> Result<Vec<PortIdx>, String> {
         self.remove_with_routers(links, lans, &[], ports)
     }
 
     /// [`Network::remove`] plus simulated routers (with their simulated ports, which must
     /// not remain attached either).
-    pub fn remove_with_routers(&mut self, links: &[String], lans: &[String], routers: &[String], ports: &[String]) -> Result<Vec<PortIdx>, String> {
+    pub fn remove_with_routers(
+        &mut self,
+        links: &[String],
+        lans: &[String],
+        routers: &[String],
+        ports: &[String],
+    ) -> Result<Vec<PortIdx>, String> {
         for l in links {
             if !self.link_ids.contains_key(l) {
                 return Err(format!("links: unknown link \"{l}\""));
@@ -594,21 +718,29 @@ impl Network {
         }
         let mut freed = std::collections::HashSet::new();
         for l in links {
-            let link = self.links[self.link_ids[l]].as_ref().expect("id map points at live link");
+            let link = self.links[self.link_ids[l]]
+                .as_ref()
+                .expect("id map points at live link");
             freed.insert(link.a);
             freed.insert(link.b);
         }
         for l in lans {
-            let lan = self.lans[self.lan_ids[l]].as_ref().expect("id map points at live lan");
+            let lan = self.lans[self.lan_ids[l]]
+                .as_ref()
+                .expect("id map points at live lan");
             freed.extend(lan.members.iter().map(|m| m.port));
         }
         let mut router_idx = Vec::new();
         for r in routers {
-            let Some(&ri) = self.router_ids.get(r) else { return Err(format!("routers: unknown router \"{r}\"")) };
+            let Some(&ri) = self.router_ids.get(r) else {
+                return Err(format!("routers: unknown router \"{r}\""));
+            };
             if router_idx.contains(&ri) {
                 return Err(format!("routers: router \"{r}\" listed twice"));
             }
-            let sr = self.routers[ri].as_ref().ok_or("routers: router vanished")?;
+            let sr = self.routers[ri]
+                .as_ref()
+                .ok_or("routers: router vanished")?;
             for &i in &sr.ports {
                 let attached = self.ports[i].as_ref().is_some_and(|x| x.ingress.is_some());
                 if attached && !freed.contains(&i) {
@@ -620,16 +752,24 @@ impl Network {
         }
         let mut port_idx = Vec::new();
         for p in ports {
-            let Some(&i) = self.port_ids.get(p) else { return Err(format!("ports: unknown port \"{p}\"")) };
+            let Some(&i) = self.port_ids.get(p) else {
+                return Err(format!("ports: unknown port \"{p}\""));
+            };
             if self.ports[i].as_ref().is_some_and(|x| x.sim.is_some()) {
-                return Err(format!("ports: port \"{p}\" belongs to a simulated router; remove the router"));
+                return Err(format!(
+                    "ports: port \"{p}\" belongs to a simulated router; remove the router"
+                ));
             }
             if self.ports[i].as_ref().is_some_and(|x| x.host.is_some()) {
-                return Err(format!("ports: port \"{p}\" belongs to a simulated host (hosts cannot be removed yet)"));
+                return Err(format!(
+                    "ports: port \"{p}\" belongs to a simulated host (hosts cannot be removed yet)"
+                ));
             }
             let attached = self.ports[i].as_ref().is_some_and(|x| x.ingress.is_some());
             if attached && !freed.contains(&i) {
-                return Err(format!("ports: port \"{p}\" is still attached to a link or lan; remove that too"));
+                return Err(format!(
+                    "ports: port \"{p}\" is still attached to a link or lan; remove that too"
+                ));
             }
             port_idx.push(i);
         }
@@ -685,12 +825,16 @@ impl Network {
 
     /// A frame with offload metadata arrived on `port` at `now`.
     pub fn receive_packet(&mut self, port: PortIdx, frame: Packet, now: Instant) {
-        let Some(Some(p)) = self.ports.get_mut(port) else { return };
+        let Some(Some(p)) = self.ports.get_mut(port) else {
+            return;
+        };
         let Some(pipe) = p.ingress else {
             p.unattached_drops += 1;
             return;
         };
-        let Some(Some(slot)) = self.pipes.get_mut(pipe) else { return };
+        let Some(Some(slot)) = self.pipes.get_mut(pipe) else {
+            return;
+        };
         if frame.len() < HEADER_LEN {
             slot.pipe.count_malformed(frame.len());
             return;
@@ -700,12 +844,19 @@ impl Network {
     }
 
     fn reschedule(&mut self, pipe: PipeIdx) {
-        let Some(Some(slot)) = self.pipes.get_mut(pipe) else { return };
+        let Some(Some(slot)) = self.pipes.get_mut(pipe) else {
+            return;
+        };
         let at = slot.pipe.poll_at();
         if at.is_some() && at != slot.scheduled {
             slot.scheduled = at;
             self.seq += 1;
-            self.timers.push(Reverse(Timer { at: at.unwrap_or_default(), kind: KIND_PIPELINE, source: pipe as u64, seq: self.seq }));
+            self.timers.push(Reverse(Timer {
+                at: at.unwrap_or_default(),
+                kind: KIND_PIPELINE,
+                source: pipe as u64,
+                seq: self.seq,
+            }));
         }
     }
 
@@ -726,7 +877,12 @@ impl Network {
             }
             self.timers.pop();
             if t.kind == KIND_AGENT {
-                if self.agents.get(t.source as usize).and_then(|a| a.as_ref()).is_some_and(|a| a.scheduled == Some(t.at)) {
+                if self
+                    .agents
+                    .get(t.source as usize)
+                    .and_then(|a| a.as_ref())
+                    .is_some_and(|a| a.scheduled == Some(t.at))
+                {
                     self.count_event(t.at, now);
                 }
                 self.fire_agent(t.source as usize, t.at);
@@ -737,13 +893,17 @@ impl Network {
                 continue;
             }
             let pipe = t.source as usize;
-            let Some(Some(slot)) = self.pipes.get_mut(pipe) else { continue };
+            let Some(Some(slot)) = self.pipes.get_mut(pipe) else {
+                continue;
+            };
             if slot.scheduled != Some(t.at) {
                 continue; // stale entry
             }
             slot.scheduled = None;
             self.count_event(t.at, now);
-            let Some(Some(slot)) = self.pipes.get_mut(pipe) else { continue };
+            let Some(Some(slot)) = self.pipes.get_mut(pipe) else {
+                continue;
+            };
             let mut out = std::mem::take(&mut self.scratch);
             slot.pipe.poll(t.at, |f| out.push(f));
             let (sink, capture) = (slot.sink, slot.capture);
@@ -753,13 +913,21 @@ impl Network {
                     // A capture sees wire frames: segment (and checksum) what would otherwise
                     // cross whole, and forward those frames instead.
                     for w in f.into_wire().unwrap_or_default() {
-                        emit(Output::Capture { pipe, at: t.at, data: &w });
+                        emit(Output::Capture {
+                            pipe,
+                            at: t.at,
+                            data: &w,
+                        });
                         self.forward(sink, Packet::plain(w), t.at, &mut emit);
                     }
                     continue;
                 }
                 if capture {
-                    emit(Output::Capture { pipe, at: t.at, data: &f.data });
+                    emit(Output::Capture {
+                        pipe,
+                        at: t.at,
+                        data: &f.data,
+                    });
                 }
                 self.forward(sink, f, t.at, &mut emit);
             }
@@ -774,7 +942,11 @@ impl Network {
                 match (p.and_then(|p| p.sim), p.and_then(|p| p.host)) {
                     (Some((r, iface)), _) => self.route(r, iface, f, at),
                     (None, Some(h)) => self.host_receive(h, f, at),
-                    (None, None) => emit(Output::Frame { port, data: f.data, vnet: f.vnet }),
+                    (None, None) => emit(Output::Frame {
+                        port,
+                        data: f.data,
+                        vnet: f.vnet,
+                    }),
                 }
             }
             Sink::Lan { lan, member } => self.switch(lan, member, f, at),
@@ -783,14 +955,21 @@ impl Network {
 
     /// Hand a frame to a simulated router and enqueue what it sends at the same instant.
     fn route(&mut self, r: usize, iface: usize, f: Packet, at: Instant) {
-        let Some(Some(sr)) = self.routers.get_mut(r) else { return };
+        let Some(Some(sr)) = self.routers.get_mut(r) else {
+            return;
+        };
         let Ok(frames) = f.into_wire() else {
             sr.router.counters.dropped_other += 1;
             return;
         };
         let mut out = Vec::new();
         for w in frames {
-            out.extend(sr.router.receive(iface, &w).into_iter().filter_map(|(i, d)| sr.ports.get(i).map(|&p| (p, d))));
+            out.extend(
+                sr.router
+                    .receive(iface, &w)
+                    .into_iter()
+                    .filter_map(|(i, d)| sr.ports.get(i).map(|&p| (p, d))),
+            );
         }
         for (port, d) in out {
             self.receive_packet(port, Packet::plain(d), at);
@@ -801,7 +980,9 @@ impl Network {
     /// datagram goes to the sink bound to its port (or is counted as dropped), a TCP segment
     /// to the TCP agent bound to its port (see `tcp_agents`).
     fn host_receive(&mut self, h: usize, f: Packet, at: Instant) {
-        let Some(Some(sh)) = self.hosts.get_mut(h) else { return };
+        let Some(Some(sh)) = self.hosts.get_mut(h) else {
+            return;
+        };
         let Ok(frames) = f.into_wire() else {
             sh.host.counters.dropped_other += 1;
             return;
@@ -821,10 +1002,12 @@ impl Network {
         }
         for d in dgrams {
             let ai = self.bound.get(&(h, host::PROTO_UDP, d.dport)).copied();
-            let sink = ai.and_then(|ai| self.agents.get_mut(ai)?.as_mut()).and_then(|a| match &mut a.kind {
-                AgentKind::Sink(s) => Some(s),
-                _ => None,
-            });
+            let sink = ai
+                .and_then(|ai| self.agents.get_mut(ai)?.as_mut())
+                .and_then(|a| match &mut a.kind {
+                    AgentKind::Sink(s) => Some(s),
+                    _ => None,
+                });
             match sink {
                 Some(s) => s.receive(&d.payload, at),
                 None => {
@@ -844,20 +1027,26 @@ impl Network {
 
     /// A source's send time: send its packet and schedule the next one.
     fn fire_agent(&mut self, ai: usize, at: Instant) {
-        let Some(Some(a)) = self.agents.get_mut(ai) else { return };
+        let Some(Some(a)) = self.agents.get_mut(ai) else {
+            return;
+        };
         if a.scheduled != Some(at) {
             return; // stale
         }
         a.scheduled = None;
         let h = a.host;
-        let AgentKind::Cbr(c) = &mut a.kind else { return };
+        let AgentKind::Cbr(c) = &mut a.kind else {
+            return;
+        };
         let Some(payload) = c.poll(at) else {
             self.reschedule_agent(ai);
             return;
         };
         let (dst, sport, dport) = (c.spec.dst, c.sport, c.spec.dport);
         self.reschedule_agent(ai);
-        let Some(Some(sh)) = self.hosts.get_mut(h) else { return };
+        let Some(Some(sh)) = self.hosts.get_mut(h) else {
+            return;
+        };
         let port = sh.port;
         for d in sh.host.send_udp(dst, sport, dport, &payload) {
             self.receive_packet(port, Packet::plain(d), at);
@@ -865,13 +1054,20 @@ impl Network {
     }
 
     fn reschedule_agent(&mut self, ai: usize) {
-        let Some(Some(a)) = self.agents.get_mut(ai) else { return };
+        let Some(Some(a)) = self.agents.get_mut(ai) else {
+            return;
+        };
         let AgentKind::Cbr(c) = &a.kind else { return };
         let at = c.poll_at();
         if at.is_some() && at != a.scheduled {
             a.scheduled = at;
             self.seq += 1;
-            self.timers.push(Reverse(Timer { at: at.unwrap_or_default(), kind: KIND_AGENT, source: ai as u64, seq: self.seq }));
+            self.timers.push(Reverse(Timer {
+                at: at.unwrap_or_default(),
+                kind: KIND_AGENT,
+                source: ai as u64,
+                seq: self.seq,
+            }));
         }
     }
 
@@ -882,12 +1078,20 @@ impl Network {
     /// Start or stop a traffic source at `now`. Starting a running source or stopping a
     /// stopped one is a no-op; a restarted source continues its sequence numbers.
     pub fn agent_action(&mut self, id: &str, start: bool, now: Instant) -> Result<(), String> {
-        let Some(&ai) = self.agent_ids.get(id) else { return Err(format!("agent: unknown agent \"{id}\"")) };
-        let Some(Some(a)) = self.agents.get_mut(ai) else { return Err(format!("agent: unknown agent \"{id}\"")) };
+        let Some(&ai) = self.agent_ids.get(id) else {
+            return Err(format!("agent: unknown agent \"{id}\""));
+        };
+        let Some(Some(a)) = self.agents.get_mut(ai) else {
+            return Err(format!("agent: unknown agent \"{id}\""));
+        };
         if matches!(a.kind, AgentKind::Tcp(_) | AgentKind::TcpSink(_)) {
             return self.tcp_action(ai, start, now);
         }
-        let AgentKind::Cbr(c) = &mut a.kind else { return Err(format!("agent: \"{id}\" is a sink; only sources start and stop")) };
+        let AgentKind::Cbr(c) = &mut a.kind else {
+            return Err(format!(
+                "agent: \"{id}\" is a sink; only sources start and stop"
+            ));
+        };
         if start {
             c.start(now);
         } else {
@@ -906,7 +1110,11 @@ impl Network {
 
     fn stats_of(a: &Agent) -> AgentStats {
         match &a.kind {
-            AgentKind::Cbr(c) => AgentStats::Cbr { running: c.running(), sent_pkts: c.sent_pkts, sent_bytes: c.sent_bytes },
+            AgentKind::Cbr(c) => AgentStats::Cbr {
+                running: c.running(),
+                sent_pkts: c.sent_pkts,
+                sent_bytes: c.sent_bytes,
+            },
             AgentKind::Sink(s) => s.stats(),
             AgentKind::Tcp(_) | AgentKind::TcpSink(_) => tcp_agents::stats(&a.kind),
         }
@@ -914,21 +1122,38 @@ impl Network {
 
     /// Counters of a simulated host.
     pub fn host_counters(&self, id: &str) -> Option<HostCounters> {
-        self.hosts.get(*self.host_ids.get(id)?)?.as_ref().map(|h| h.host.counters)
+        self.hosts
+            .get(*self.host_ids.get(id)?)?
+            .as_ref()
+            .map(|h| h.host.counters)
     }
 
     fn switch(&mut self, lan: usize, from: usize, frame: Packet, at: Instant) {
-        let Some(Some(l)) = self.lans.get_mut(lan) else { return };
+        let Some(Some(l)) = self.lans.get_mut(lan) else {
+            return;
+        };
         let targets: Vec<PipeIdx> = match l.switch(from, &frame.data) {
             Forward::Filter => return,
             Forward::To(m) => l.members.get(m).map(|m| m.from_lan).into_iter().collect(),
-            Forward::Flood => l.members.iter().enumerate().filter(|(i, _)| *i != from).map(|(_, m)| m.from_lan).collect(),
+            Forward::Flood => l
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != from)
+                .map(|(_, m)| m.from_lan)
+                .collect(),
         };
         let last = targets.len().saturating_sub(1);
         let mut frame = Some(frame);
         for (i, pipe) in targets.into_iter().enumerate() {
             // Move the frame into the last target, clone for the others.
-            let Some(f) = (if i == last { frame.take() } else { frame.clone() }) else { continue };
+            let Some(f) = (if i == last {
+                frame.take()
+            } else {
+                frame.clone()
+            }) else {
+                continue;
+            };
             if let Some(Some(slot)) = self.pipes.get_mut(pipe) {
                 slot.pipe.enqueue_packet(f, at);
                 self.reschedule(pipe);
@@ -937,7 +1162,12 @@ impl Network {
     }
 
     /// The pipelines addressed by a target (link or LAN id), optional LAN member and dir.
-    pub fn select(&self, target: &str, member: Option<&str>, dir: Dir) -> Result<Vec<PipeIdx>, String> {
+    pub fn select(
+        &self,
+        target: &str,
+        member: Option<&str>,
+        dir: Dir,
+    ) -> Result<Vec<PipeIdx>, String> {
         if let Some(&li) = self.link_ids.get(target) {
             let l = self.links[li].as_ref().ok_or("target: link vanished")?;
             if member.is_some() {
@@ -947,7 +1177,9 @@ impl Network {
                 Dir::Ab => Ok(vec![l.ab]),
                 Dir::Ba => Ok(vec![l.ba]),
                 Dir::Both => Ok(vec![l.ab, l.ba]),
-                _ => Err(format!("dir: link \"{target}\" has directions \"ab\", \"ba\", \"both\"")),
+                _ => Err(format!(
+                    "dir: link \"{target}\" has directions \"ab\", \"ba\", \"both\""
+                )),
             };
         }
         if let Some(&li) = self.lan_ids.get(target) {
@@ -956,9 +1188,12 @@ impl Network {
                 None => lan.members.iter().collect(),
                 Some(m) => {
                     let pi = self.port_index(m);
-                    let found: Vec<&Member> = lan.members.iter().filter(|x| Some(x.port) == pi).collect();
+                    let found: Vec<&Member> =
+                        lan.members.iter().filter(|x| Some(x.port) == pi).collect();
                     if found.is_empty() {
-                        return Err(format!("member: port \"{m}\" is not a member of lan \"{target}\""));
+                        return Err(format!(
+                            "member: port \"{m}\" is not a member of lan \"{target}\""
+                        ));
                     }
                     found
                 }
@@ -969,7 +1204,9 @@ impl Network {
                     Dir::ToLan => out.push(m.to_lan),
                     Dir::FromLan => out.push(m.from_lan),
                     Dir::Both => out.extend([m.to_lan, m.from_lan]),
-                    _ => return Err(format!("dir: lan \"{target}\" has directions \"to_lan\", \"from_lan\", \"both\"")),
+                    _ => return Err(format!(
+                        "dir: lan \"{target}\" has directions \"to_lan\", \"from_lan\", \"both\""
+                    )),
                 }
             }
             return Ok(out);
@@ -1000,7 +1237,13 @@ impl Network {
 
     /// Bring a link, a whole LAN or one LAN member down or up. Returns the ports whose
     /// carrier follows (the link's two ends, or the affected members' ports).
-    pub fn set_up(&mut self, target: &str, member: Option<&str>, up: bool, now: Instant) -> Result<Vec<PortIdx>, String> {
+    pub fn set_up(
+        &mut self,
+        target: &str,
+        member: Option<&str>,
+        up: bool,
+        now: Instant,
+    ) -> Result<Vec<PortIdx>, String> {
         let pipes = self.select(target, member, Dir::Both)?;
         let mut ports = Vec::new();
         if let Some(&li) = self.link_ids.get(target) {
@@ -1011,7 +1254,11 @@ impl Network {
         } else if let Some(&li) = self.lan_ids.get(target) {
             let pi = member.and_then(|m| self.port_index(m));
             if let Some(lan) = self.lans[li].as_mut() {
-                for m in lan.members.iter_mut().filter(|m| member.is_none() || Some(m.port) == pi) {
+                for m in lan
+                    .members
+                    .iter_mut()
+                    .filter(|m| member.is_none() || Some(m.port) == pi)
+                {
                     m.up = up;
                     ports.push(m.port);
                 }
@@ -1027,38 +1274,93 @@ impl Network {
     }
 
     fn counters(&self, pipe: PipeIdx) -> Counters {
-        self.pipes.get(pipe).and_then(|s| s.as_ref()).map(|s| s.pipe.counters()).unwrap_or_default()
+        self.pipes
+            .get(pipe)
+            .and_then(|s| s.as_ref())
+            .map(|s| s.pipe.counters())
+            .unwrap_or_default()
     }
 
     /// Counters of everything, or of one link or LAN.
     pub fn stats(&self, target: Option<&str>, now: Instant) -> Result<StatsBody, String> {
         if let Some(t) = target {
-            if !self.has_link(t) && !self.has_lan(t) && !self.has_router(t) && !self.host_ids.contains_key(t) && !self.has_agent(t) {
-                return Err(format!("target: no link, lan, router, host or agent \"{t}\""));
+            if !self.has_link(t)
+                && !self.has_lan(t)
+                && !self.has_router(t)
+                && !self.host_ids.contains_key(t)
+                && !self.has_agent(t)
+            {
+                return Err(format!(
+                    "target: no link, lan, router, host or agent \"{t}\""
+                ));
             }
         }
-        let mut body = StatsBody { now_ns: now.nanos(), links: BTreeMap::new(), lans: BTreeMap::new(), routers: BTreeMap::new(), hosts: BTreeMap::new(), agents: BTreeMap::new() };
-        for h in self.hosts.iter().flatten().filter(|h| target.is_none_or(|t| t == h.id)) {
+        let mut body = StatsBody {
+            now_ns: now.nanos(),
+            links: BTreeMap::new(),
+            lans: BTreeMap::new(),
+            routers: BTreeMap::new(),
+            hosts: BTreeMap::new(),
+            agents: BTreeMap::new(),
+        };
+        for h in self
+            .hosts
+            .iter()
+            .flatten()
+            .filter(|h| target.is_none_or(|t| t == h.id))
+        {
             body.hosts.insert(h.id.clone(), h.host.counters);
         }
-        for a in self.agents.iter().flatten().filter(|a| target.is_none_or(|t| t == a.id)) {
+        for a in self
+            .agents
+            .iter()
+            .flatten()
+            .filter(|a| target.is_none_or(|t| t == a.id))
+        {
             body.agents.insert(a.id.clone(), Self::stats_of(a));
         }
-        for r in self.routers.iter().flatten().filter(|r| target.is_none_or(|t| t == r.id)) {
+        for r in self
+            .routers
+            .iter()
+            .flatten()
+            .filter(|r| target.is_none_or(|t| t == r.id))
+        {
             body.routers.insert(r.id.clone(), r.router.counters);
         }
-        for l in self.links.iter().flatten().filter(|l| target.is_none_or(|t| t == l.id)) {
-            body.links.insert(l.id.clone(), LinkStats { ab: self.counters(l.ab), ba: self.counters(l.ba), up: l.up });
+        for l in self
+            .links
+            .iter()
+            .flatten()
+            .filter(|l| target.is_none_or(|t| t == l.id))
+        {
+            body.links.insert(
+                l.id.clone(),
+                LinkStats {
+                    ab: self.counters(l.ab),
+                    ba: self.counters(l.ba),
+                    up: l.up,
+                },
+            );
         }
-        for lan in self.lans.iter().flatten().filter(|l| target.is_none_or(|t| t == l.id)) {
+        for lan in self
+            .lans
+            .iter()
+            .flatten()
+            .filter(|l| target.is_none_or(|t| t == l.id))
+        {
             let mut ms = BTreeMap::new();
             for m in &lan.members {
                 let name = self.port_id(m.port).unwrap_or("?").to_string();
-                ms.insert(name, MemberStats { to_lan: self.counters(m.to_lan), from_lan: self.counters(m.from_lan) });
+                ms.insert(
+                    name,
+                    MemberStats {
+                        to_lan: self.counters(m.to_lan),
+                        from_lan: self.counters(m.from_lan),
+                    },
+                );
             }
             body.lans.insert(lan.id.clone(), ms);
         }
         Ok(body)
     }
 }
-

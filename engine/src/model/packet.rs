@@ -21,7 +21,10 @@ pub struct Packet {
 impl Packet {
     /// A plain wire frame.
     pub fn plain(data: Vec<u8>) -> Self {
-        Packet { data, vnet: VnetHdr::default() }
+        Packet {
+            data,
+            vnet: VnetHdr::default(),
+        }
     }
 
     pub fn len(&self) -> usize {

@@ -29,7 +29,13 @@ pub struct RedParams {
 impl Default for RedParams {
     fn default() -> Self {
         // Classic ns-2 values (Floyd & Jacobson / ns-default.tcl before auto-configuration).
-        RedParams { thresh: 5.0, maxthresh: 15.0, q_weight: 0.002, linterm: 10.0, gentle: false }
+        RedParams {
+            thresh: 5.0,
+            maxthresh: 15.0,
+            q_weight: 0.002,
+            linterm: 10.0,
+            gentle: false,
+        }
     }
 }
 
@@ -84,11 +90,20 @@ pub enum JitterDist {
 #[derive(Clone, Debug, PartialEq)]
 pub enum LossParams {
     None,
-    Bernoulli { p: f64 },
+    Bernoulli {
+        p: f64,
+    },
     /// Gilbert–Elliott: `p` good→bad, `r` bad→good, loss probability 1-k in good, 1-h in bad.
-    Gilbert { p: f64, r: f64, k: f64, h: f64 },
+    Gilbert {
+        p: f64,
+        r: f64,
+        k: f64,
+        h: f64,
+    },
     /// Drop the packets with these 1-based ordinals (counted at the loss stage).
-    Ordinals { drop: Vec<u64> },
+    Ordinals {
+        drop: Vec<u64>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -130,10 +145,13 @@ mod tests {
         let q = QueueParams::default();
         assert_eq!(q.effective_limit(0, 0), 50);
         assert_eq!(q.effective_limit(10_000_000, 10_000_000), 50); // 200 kbit = 16 pkts
-        // 1 Gbit/s × 2 × 50 ms = 100 Mbit = 8333 packets
+                                                                   // 1 Gbit/s × 2 × 50 ms = 100 Mbit = 8333 packets
         assert_eq!(q.effective_limit(1_000_000_000, 50_000_000), 8333);
         assert_eq!(q.effective_limit(100_000_000_000, 1_000_000_000), 10_000);
-        let q = QueueParams { limit: Some(7), ..q };
+        let q = QueueParams {
+            limit: Some(7),
+            ..q
+        };
         assert_eq!(q.effective_limit(1_000_000_000, 50_000_000), 7);
     }
 }

@@ -34,7 +34,9 @@ pub struct Pipeline {
 
 impl Pipeline {
     pub fn new(params: LinkParams, seed: u64, now: Instant) -> Self {
-        let limit = params.queue.effective_limit(params.bandwidth_bps, params.delay_ns);
+        let limit = params
+            .queue
+            .effective_limit(params.bandwidth_bps, params.delay_ns);
         Pipeline {
             queue: Queue::new(params.queue, limit, now),
             rate: Rate::default(),
@@ -59,7 +61,9 @@ impl Pipeline {
     /// frames in flight keep their arrival times; queued frames are kept.
     pub fn set_params(&mut self, params: LinkParams, now: Instant) {
         self.advance(now);
-        let limit = params.queue.effective_limit(params.bandwidth_bps, params.delay_ns);
+        let limit = params
+            .queue
+            .effective_limit(params.bandwidth_bps, params.delay_ns);
         self.queue.reconfigure(params.queue, limit);
         if params.loss != self.params.loss {
             self.loss = Loss::new(&params.loss);
@@ -70,7 +74,9 @@ impl Pipeline {
     /// Something in this direction acts on individual wire frames other than the queue and
     /// serializer: loss, duplication or corruption.
     fn per_packet(&self) -> bool {
-        self.params.loss != LossParams::None || self.params.duplicate > 0.0 || self.params.corrupt > 0.0
+        self.params.loss != LossParams::None
+            || self.params.duplicate > 0.0
+            || self.params.corrupt > 0.0
     }
 
     /// Whether an offloaded packet (super-frame or partial checksum) may cross this direction
@@ -151,7 +157,14 @@ impl Pipeline {
 
     fn send_to_delay(&mut self, frame: Packet, sent: Instant) {
         let p = &self.params;
-        let at = self.delay.arrival(sent, p.delay_ns, p.jitter_ns, p.jitter_dist, p.jitter_reorder, &mut self.rng);
+        let at = self.delay.arrival(
+            sent,
+            p.delay_ns,
+            p.jitter_ns,
+            p.jitter_dist,
+            p.jitter_reorder,
+            &mut self.rng,
+        );
         self.delay.push(frame, at);
     }
 
@@ -183,7 +196,11 @@ impl Pipeline {
             self.counters.drop_loss += pkts;
             return;
         }
-        let dup = if self.rng.chance(self.params.duplicate) { Some(pkt.clone()) } else { None };
+        let dup = if self.rng.chance(self.params.duplicate) {
+            Some(pkt.clone())
+        } else {
+            None
+        };
         let frame = &mut pkt.data;
         if frame.len() > HEADER_LEN && self.rng.chance(self.params.corrupt) {
             // Flip one bit past the Ethernet header so the switch still forwards it.
@@ -211,7 +228,8 @@ impl Pipeline {
     /// Down drops everything queued, being serialized or in flight, and later arrivals.
     pub fn set_up(&mut self, up: bool, now: Instant) {
         if !up && self.up {
-            let mut n = self.queue.drain().count() as u64 + self.delay.drain().map(|p| p.wire_size().0).sum::<u64>();
+            let mut n = self.queue.drain().count() as u64
+                + self.delay.drain().map(|p| p.wire_size().0).sum::<u64>();
             if self.rate.current.take().is_some() {
                 n += 1;
             }

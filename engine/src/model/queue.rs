@@ -59,7 +59,11 @@ impl Queue {
             frames: VecDeque::new(),
             bytes: 0,
             peak_pkts: 0,
-            red: RedState { avg: 0.0, count: -1, old: false },
+            red: RedState {
+                avg: 0.0,
+                count: -1,
+                old: false,
+            },
             idle_since: Some(now),
         }
     }
@@ -189,7 +193,11 @@ impl Queue {
         let avg = self.red.avg;
         // ns-2 also requires more than one unit queued before dropping.
         if avg >= th_min && qlen > 1.0 {
-            let forced = if red.gentle { avg >= 2.0 * th_max } else { avg >= th_max };
+            let forced = if red.gentle {
+                avg >= 2.0 * th_max
+            } else {
+                avg >= th_max
+            };
             if forced {
                 self.red.count = 0;
                 return true;
@@ -237,7 +245,12 @@ mod tests {
     use super::*;
 
     fn q(kind: QueueKind, limit: u32, in_bytes: bool) -> Queue {
-        let p = QueueParams { kind, limit: Some(limit), in_bytes, mean_pktsize: 500 };
+        let p = QueueParams {
+            kind,
+            limit: Some(limit),
+            in_bytes,
+            mean_pktsize: 500,
+        };
         Queue::new(p, limit, Instant::ZERO)
     }
 
@@ -281,7 +294,13 @@ mod tests {
     }
 
     fn red(gentle: bool) -> QueueKind {
-        QueueKind::Red(RedParams { thresh: 5.0, maxthresh: 15.0, q_weight: 0.2, linterm: 10.0, gentle })
+        QueueKind::Red(RedParams {
+            thresh: 5.0,
+            maxthresh: 15.0,
+            q_weight: 0.2,
+            linterm: 10.0,
+            gentle,
+        })
     }
 
     /// Fill without dequeuing: the average climbs; nothing is dropped while avg < thresh,
@@ -294,7 +313,10 @@ mod tests {
         for i in 0..200 {
             let before = q.red_avg();
             match q.enqueue(vec![0; 100], Instant::ZERO, 0, &mut rng) {
-                Ok(()) => assert!(q.red_avg() < 15.0 || before < 15.0, "accepted above maxthresh at {i}"),
+                Ok(()) => assert!(
+                    q.red_avg() < 15.0 || before < 15.0,
+                    "accepted above maxthresh at {i}"
+                ),
                 Err((_, d)) => {
                     assert_eq!(d, QueueDrop::Red);
                     assert!(q.red_avg() >= 5.0, "dropped below thresh at {i}");
@@ -368,7 +390,12 @@ mod tests {
         assert!(before > 1.0);
         q.mark_idle(Instant::ZERO);
         // 1 s idle at 1 Mbit/s, 500-byte packets: m = 250 → avg × 0.8^251 ≈ 0.
-        let _ = q.enqueue(vec![0; 100], Instant::from_millis(1000), 1_000_000, &mut rng);
+        let _ = q.enqueue(
+            vec![0; 100],
+            Instant::from_millis(1000),
+            1_000_000,
+            &mut rng,
+        );
         assert!(q.red_avg() < 1e-6, "{}", q.red_avg());
     }
 }

@@ -47,7 +47,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
-pub fn build(op: u16, sender_mac: Address, sender_ip: Addr, target_mac: Address, target_ip: Addr) -> [u8; LEN] {
+pub fn build(
+    op: u16,
+    sender_mac: Address,
+    sender_ip: Addr,
+    target_mac: Address,
+    target_ip: Addr,
+) -> [u8; LEN] {
     let mut p = [0u8; LEN];
     p[..6].copy_from_slice(&[0, 1, 0x08, 0x00, 6, 4]);
     p[6..8].copy_from_slice(&op.to_be_bytes());
@@ -72,9 +78,21 @@ mod tests {
         let p = Packet::new_checked(&REQ[..]).unwrap();
         assert_eq!(p.operation(), OP_REQUEST);
         assert_eq!(p.sender_mac(), Address([2, 0, 0, 0, 0, 1]));
-        assert_eq!((p.sender_ip(), p.target_ip()), ([10, 0, 0, 1], [10, 0, 0, 2]));
+        assert_eq!(
+            (p.sender_ip(), p.target_ip()),
+            ([10, 0, 0, 1], [10, 0, 0, 2])
+        );
         assert_eq!(p.target_mac(), Address([0; 6]));
-        assert_eq!(build(OP_REQUEST, Address([2, 0, 0, 0, 0, 1]), [10, 0, 0, 1], Address([0; 6]), [10, 0, 0, 2]), REQ);
+        assert_eq!(
+            build(
+                OP_REQUEST,
+                Address([2, 0, 0, 0, 0, 1]),
+                [10, 0, 0, 1],
+                Address([0; 6]),
+                [10, 0, 0, 2]
+            ),
+            REQ
+        );
     }
 
     #[test]

@@ -93,6 +93,9 @@ mod tests {
         for n in 0..HEADER_LEN {
             assert_eq!(Frame::new_checked(&ARP[..n]).unwrap_err(), Truncated);
         }
-        assert!(Frame::new_checked(&ARP[..HEADER_LEN]).unwrap().payload().is_empty());
+        assert!(Frame::new_checked(&ARP[..HEADER_LEN])
+            .unwrap()
+            .payload()
+            .is_empty());
     }
 }

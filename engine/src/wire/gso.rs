@@ -76,7 +76,11 @@ fn tcp_layout(hdr: &VnetHdr, f: &[u8]) -> Result<TcpLayout, GsoError> {
             return Err(GsoError::BadHeader);
         }
         // Extension headers: trust csum_start (the kernel always sets it for TSO frames).
-        let l4 = if hdr.needs_csum() { usize::from(hdr.csum_start) } else { l3 + 40 };
+        let l4 = if hdr.needs_csum() {
+            usize::from(hdr.csum_start)
+        } else {
+            l3 + 40
+        };
         if l4 < l3 + 40 || (l4 == l3 + 40 && f[l3 + 6] != 6) {
             return Err(GsoError::BadHeader);
         }
@@ -104,7 +108,12 @@ fn tcp_layout(hdr: &VnetHdr, f: &[u8]) -> Result<TcpLayout, GsoError> {
     if f.len() < l4 + thl {
         return Err(GsoError::Truncated);
     }
-    Ok(TcpLayout { l3, l4, payload: l4 + thl, v6 })
+    Ok(TcpLayout {
+        l3,
+        l4,
+        payload: l4 + thl,
+        v6,
+    })
 }
 
 /// Ones' complement sum of `b` (odd length padded with a zero byte), not folded.
@@ -154,7 +163,9 @@ pub fn complete_csum(hdr: &VnetHdr, f: &mut [u8]) -> Result<(), GsoError> {
 pub fn wire_size(hdr: &VnetHdr, f: &[u8]) -> (u64, u64) {
     if hdr.is_gso() && hdr.gso_size > 0 {
         if let Ok(t) = tcp_layout(hdr, f) {
-            let n = (f.len() - t.payload).div_ceil(usize::from(hdr.gso_size)).max(1);
+            let n = (f.len() - t.payload)
+                .div_ceil(usize::from(hdr.gso_size))
+                .max(1);
             return (n as u64, (f.len() + (n - 1) * t.payload) as u64);
         }
     }
@@ -182,7 +193,12 @@ pub fn to_wire(hdr: &VnetHdr, frame: &[u8], out: &mut Vec<Vec<u8>>) -> Result<()
     if t.payload - t.l3 + mss.min(payload.len()) > 65_535 {
         return Err(GsoError::BadHeader); // a segment would not fit an IP length field
     }
-    let seq0 = u32::from_be_bytes([frame[t.l4 + 4], frame[t.l4 + 5], frame[t.l4 + 6], frame[t.l4 + 7]]);
+    let seq0 = u32::from_be_bytes([
+        frame[t.l4 + 4],
+        frame[t.l4 + 5],
+        frame[t.l4 + 6],
+        frame[t.l4 + 7],
+    ]);
     let flags0 = frame[t.l4 + 13];
     let ecn = hdr.gso_type & GSO_ECN != 0 || flags0 & TCP_CWR != 0;
     let id0 = if t.v6 { 0 } else { be16(frame, t.l3 + 4) };
@@ -215,7 +231,11 @@ pub fn to_wire(hdr: &VnetHdr, frame: &[u8], out: &mut Vec<Vec<u8>>) -> Result<()
         // TCP checksum over the pseudo-header and the segment.
         s[t.l4 + 16..t.l4 + 18].copy_from_slice(&[0, 0]);
         let tcp_len = s.len() - t.l4;
-        let mut acc = if t.v6 { sum(&s[t.l3 + 8..t.l3 + 40], 0) } else { sum(&s[t.l3 + 12..t.l3 + 20], 0) };
+        let mut acc = if t.v6 {
+            sum(&s[t.l3 + 8..t.l3 + 40], 0)
+        } else {
+            sum(&s[t.l3 + 12..t.l3 + 20], 0)
+        };
         acc += 6 + tcp_len as u64;
         let c = !fold(sum(&s[t.l4..], acc));
         s[t.l4 + 16..t.l4 + 18].copy_from_slice(&c.to_be_bytes());
@@ -256,15 +276,45 @@ mod tests {
         let mut f = MAC.to_vec();
         f.extend_from_slice(&[0x08, 0x00]);
         let tot = (20 + 20 + payload) as u16;
-        f.extend_from_slice(&[0x45, 0, (tot >> 8) as u8, tot as u8, 0x12, 0x34, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend_from_slice(&[
+            0x45,
+            0,
+            (tot >> 8) as u8,
+            tot as u8,
+            0x12,
+            0x34,
+            0x40,
+            0,
+            64,
+            6,
+            0,
+            0,
+            10,
+            0,
+            0,
+            1,
+            10,
+            0,
+            0,
+            2,
+        ]);
         let fl = 0x19 | if cwr { 0x80 } else { 0 };
-        f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 1, 2, 3, 4, 0, 0, 0, 9, 0x50, fl, 0xff, 0xff, 0xaa, 0xbb, 0, 0]);
+        f.extend_from_slice(&[
+            0x03, 0xe8, 0x07, 0xd0, 1, 2, 3, 4, 0, 0, 0, 9, 0x50, fl, 0xff, 0xff, 0xaa, 0xbb, 0, 0,
+        ]);
         f.extend((0..payload).map(|i| i as u8));
         f
     }
 
     fn tso(gso: u8, mss: u16, start: u16) -> VnetHdr {
-        VnetHdr { flags: F_NEEDS_CSUM, gso_type: gso, hdr_len: start + 20, gso_size: mss, csum_start: start, csum_offset: 16 }
+        VnetHdr {
+            flags: F_NEEDS_CSUM,
+            gso_type: gso,
+            hdr_len: start + 20,
+            gso_size: mss,
+            csum_start: start,
+            csum_offset: 16,
+        }
     }
 
     #[test]
@@ -279,12 +329,36 @@ mod tests {
             let mut f = MAC.to_vec();
             f.extend_from_slice(&[0x08, 0x00]);
             let tot = (40 + len) as u16;
-            let mut ip = vec![0x45, 0, (tot >> 8) as u8, tot as u8, (id >> 8) as u8, id as u8, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2];
+            let mut ip = vec![
+                0x45,
+                0,
+                (tot >> 8) as u8,
+                tot as u8,
+                (id >> 8) as u8,
+                id as u8,
+                0x40,
+                0,
+                64,
+                6,
+                0,
+                0,
+                10,
+                0,
+                0,
+                1,
+                10,
+                0,
+                0,
+                2,
+            ];
             let c = rfc1071(&[&ip]);
             ip[10..12].copy_from_slice(&c.to_be_bytes());
             f.extend_from_slice(&ip);
             let s = seq.to_be_bytes();
-            let mut tcp = vec![0x03, 0xe8, 0x07, 0xd0, s[0], s[1], s[2], s[3], 0, 0, 0, 9, 0x50, flags, 0xff, 0xff, 0, 0, 0, 0];
+            let mut tcp = vec![
+                0x03, 0xe8, 0x07, 0xd0, s[0], s[1], s[2], s[3], 0, 0, 0, 9, 0x50, flags, 0xff,
+                0xff, 0, 0, 0, 0,
+            ];
             tcp.extend((i * 100..i * 100 + len).map(|x| x as u8));
             let pseudo = [10, 0, 0, 1, 10, 0, 0, 2, 0, 6, 0, (20 + len) as u8];
             let c = rfc1071(&[&pseudo, &tcp]);
@@ -295,7 +369,7 @@ mod tests {
         assert_eq!(out[0], expect(0, 100, 0x0102_0304, 0x1234, 0x90)); // CWR|ACK: no FIN/PSH
         assert_eq!(out[1], expect(1, 100, 0x0102_0368, 0x1235, 0x10)); // ACK only
         assert_eq!(out[2], expect(2, 50, 0x0102_03cc, 0x1236, 0x19)); // FIN|PSH|ACK, no CWR
-        // Spot-check against hand-computed values for the first segment.
+                                                                      // Spot-check against hand-computed values for the first segment.
         assert_eq!(&out[0][16..18], &[0, 140]);
         for s in &out {
             assert_eq!(rfc1071(&[&s[14..34]]), 0, "IPv4 header checksum verifies");
@@ -311,19 +385,28 @@ mod tests {
         f.extend_from_slice(&[0x60, 0, 0, 0, (pl >> 8) as u8, pl as u8, 6, 64]);
         f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
         f.extend_from_slice(&[0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
-        f.extend_from_slice(&[0x03, 0xe8, 0x07, 0xd0, 0xff, 0xff, 0xff, 0x00, 0, 0, 0, 9, 0x50, 0x18, 0xff, 0xff, 0, 0, 0, 0]);
+        f.extend_from_slice(&[
+            0x03, 0xe8, 0x07, 0xd0, 0xff, 0xff, 0xff, 0x00, 0, 0, 0, 9, 0x50, 0x18, 0xff, 0xff, 0,
+            0, 0, 0,
+        ]);
         f.extend((0..payload).map(|i| (i * 7) as u8));
         let mut out = Vec::new();
         to_wire(&tso(GSO_TCPV6, 1428, 54), &f, &mut out).unwrap();
-        assert_eq!(out.iter().map(Vec::len).collect::<Vec<_>>(), vec![74 + 1428, 74 + 1428, 74 + 144]);
+        assert_eq!(
+            out.iter().map(Vec::len).collect::<Vec<_>>(),
+            vec![74 + 1428, 74 + 1428, 74 + 144]
+        );
         let mut seq = 0xffff_ff00u32;
         let mut data = Vec::new();
         for (i, s) in out.iter().enumerate() {
-            assert_eq!(&s[..54], &{
-                let mut h = f[..54].to_vec();
-                h[18..20].copy_from_slice(&((s.len() - 54) as u16).to_be_bytes());
-                h
-            }[..]);
+            assert_eq!(
+                &s[..54],
+                &{
+                    let mut h = f[..54].to_vec();
+                    h[18..20].copy_from_slice(&((s.len() - 54) as u16).to_be_bytes());
+                    h
+                }[..]
+            );
             assert_eq!(u32::from_be_bytes(s[58..62].try_into().unwrap()), seq);
             seq = seq.wrapping_add(1428);
             assert_eq!(s[67], if i == 2 { 0x18 } else { 0x10 });
@@ -340,13 +423,20 @@ mod tests {
     fn needs_csum_completed() {
         // UDP 10.0.0.1:5 → 10.0.0.2:6, 3-byte payload, field = pseudo-header sum.
         let mut f = MAC.to_vec();
-        f.extend_from_slice(&[0x08, 0x00, 0x45, 0, 0, 31, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+        f.extend_from_slice(&[
+            0x08, 0x00, 0x45, 0, 0, 31, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ]);
         let pseudo = [10, 0, 0, 1, 10, 0, 0, 2, 0, 17, 0, 11];
         let partial = fold(sum(&pseudo, 0));
         f.extend_from_slice(&[0, 5, 0, 6, 0, 11]);
         f.extend_from_slice(&partial.to_be_bytes());
         f.extend_from_slice(&[1, 2, 3]);
-        let h = VnetHdr { flags: F_NEEDS_CSUM, csum_start: 34, csum_offset: 6, ..VnetHdr::default() };
+        let h = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            csum_start: 34,
+            csum_offset: 6,
+            ..VnetHdr::default()
+        };
         let mut out = Vec::new();
         to_wire(&h, &f, &mut out).unwrap();
         let mut udp = out[0][34..].to_vec();
@@ -367,10 +457,24 @@ mod tests {
         for n in 0..sf.len().min(60) {
             let _ = to_wire(&tso(GSO_TCPV4, 100, 34), &sf[..n], &mut out);
         }
-        assert_eq!(to_wire(&tso(GSO_TCPV4, 0, 34), &sf, &mut out), Err(GsoError::Unsupported));
-        assert_eq!(to_wire(&tso(GSO_UDP, 100, 34), &sf, &mut out), Err(GsoError::Unsupported));
-        assert_eq!(to_wire(&tso(GSO_TCPV6, 100, 34), &sf, &mut out), Err(GsoError::BadHeader));
-        let bad = VnetHdr { flags: F_NEEDS_CSUM, csum_start: 0xffff, csum_offset: 0xffff, ..VnetHdr::default() };
+        assert_eq!(
+            to_wire(&tso(GSO_TCPV4, 0, 34), &sf, &mut out),
+            Err(GsoError::Unsupported)
+        );
+        assert_eq!(
+            to_wire(&tso(GSO_UDP, 100, 34), &sf, &mut out),
+            Err(GsoError::Unsupported)
+        );
+        assert_eq!(
+            to_wire(&tso(GSO_TCPV6, 100, 34), &sf, &mut out),
+            Err(GsoError::BadHeader)
+        );
+        let bad = VnetHdr {
+            flags: F_NEEDS_CSUM,
+            csum_start: 0xffff,
+            csum_offset: 0xffff,
+            ..VnetHdr::default()
+        };
         assert_eq!(to_wire(&bad, &sf, &mut out), Err(GsoError::Truncated));
         // A segment of exactly the payload (MSS larger than the payload): one frame.
         out.clear();

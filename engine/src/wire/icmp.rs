@@ -58,7 +58,10 @@ mod tests {
         let req = request();
         assert_eq!(&req[2..4], &[0x33, 0x36]); // computed independently in Python
         let r = echo_reply(&req).unwrap();
-        assert_eq!(r, vec![0, 0, 0x3b, 0x36, 0, 1, 0, 2, b'a', b'b', b'c', b'd']);
+        assert_eq!(
+            r,
+            vec![0, 0, 0x3b, 0x36, 0, 1, 0, 2, b'a', b'b', b'c', b'd']
+        );
         assert_eq!(ipv4::checksum(&r), 0);
         let mut bad = req.clone();
         bad[9] ^= 1;

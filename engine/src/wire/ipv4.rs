@@ -117,7 +117,14 @@ pub fn decrement_ttl(h: &mut [u8]) {
 }
 
 /// A 20-byte header (no options, DF clear) with its checksum.
-pub fn header(src: Addr, dst: Addr, protocol: u8, ttl: u8, ident: u16, payload_len: usize) -> [u8; 20] {
+pub fn header(
+    src: Addr,
+    dst: Addr,
+    protocol: u8,
+    ttl: u8,
+    ident: u16,
+    payload_len: usize,
+) -> [u8; 20] {
     let tl = (MIN_HEADER_LEN + payload_len).min(0xffff) as u16;
     let mut h = [0u8; 20];
     h[0] = 0x45;
@@ -153,14 +160,24 @@ pub fn is_special(a: Addr) -> bool {
 
 /// Parse `"a.b.c.d/len"` (`len` 0..=32).
 pub fn parse_cidr(s: &str) -> Result<(Addr, u8), String> {
-    let (ip, len) = s.split_once('/').ok_or_else(|| format!("expected \"a.b.c.d/len\", got \"{s}\""))?;
-    let ip: std::net::Ipv4Addr = ip.parse().map_err(|_| format!("bad IPv4 address in \"{s}\""))?;
-    let len: u8 = len.parse().ok().filter(|l| *l <= 32).ok_or_else(|| format!("bad prefix length in \"{s}\" (0..=32)"))?;
+    let (ip, len) = s
+        .split_once('/')
+        .ok_or_else(|| format!("expected \"a.b.c.d/len\", got \"{s}\""))?;
+    let ip: std::net::Ipv4Addr = ip
+        .parse()
+        .map_err(|_| format!("bad IPv4 address in \"{s}\""))?;
+    let len: u8 = len
+        .parse()
+        .ok()
+        .filter(|l| *l <= 32)
+        .ok_or_else(|| format!("bad prefix length in \"{s}\" (0..=32)"))?;
     Ok((ip.octets(), len))
 }
 
 pub fn parse_addr(s: &str) -> Result<Addr, String> {
-    s.parse::<std::net::Ipv4Addr>().map(|a| a.octets()).map_err(|_| format!("bad IPv4 address \"{s}\""))
+    s.parse::<std::net::Ipv4Addr>()
+        .map(|a| a.octets())
+        .map_err(|_| format!("bad IPv4 address \"{s}\""))
 }
 
 #[cfg(test)]
@@ -168,7 +185,9 @@ mod tests {
     use super::*;
 
     // ICMP echo 10.0.0.1 -> 10.0.0.2, TTL 64; checksum 0x1473 (computed independently in Python).
-    const HDR: [u8; 20] = [0x45, 0, 0x00, 0x54, 0x12, 0x34, 0x40, 0, 0x40, 0x01, 0x00, 0x00, 10, 0, 0, 1, 10, 0, 0, 2];
+    const HDR: [u8; 20] = [
+        0x45, 0, 0x00, 0x54, 0x12, 0x34, 0x40, 0, 0x40, 0x01, 0x00, 0x00, 10, 0, 0, 1, 10, 0, 0, 2,
+    ];
 
     fn fixture() -> [u8; 20] {
         let mut h = HDR;
@@ -180,8 +199,14 @@ mod tests {
     #[test]
     fn checksum_known_value() {
         // RFC 1071 example words 0001 f203 f4f5 f6f7 sum to 0xddf2 → checksum 0x220d.
-        assert_eq!(sum16(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]), 0xddf2);
-        assert_eq!(checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]), 0x220d);
+        assert_eq!(
+            sum16(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            0xddf2
+        );
+        assert_eq!(
+            checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
+            0x220d
+        );
         let h = fixture();
         assert_eq!(u16::from_be_bytes([h[10], h[11]]), 0x1473);
         assert_eq!(checksum(&h), 0);
@@ -192,7 +217,10 @@ mod tests {
         let mut buf = fixture().to_vec();
         buf.extend_from_slice(&[0xaa; 64]); // 64 payload bytes + 0 padding: total 84
         let p = Packet::new_checked(&buf[..]).unwrap();
-        assert_eq!((p.header_len(), p.total_len(), p.ttl(), p.protocol()), (20, 84, 64, 1));
+        assert_eq!(
+            (p.header_len(), p.total_len(), p.ttl(), p.protocol()),
+            (20, 84, 64, 1)
+        );
         assert_eq!((p.src(), p.dst()), ([10, 0, 0, 1], [10, 0, 0, 2]));
         assert_eq!(p.payload().len(), 64);
         assert!(p.verify_checksum());
@@ -211,7 +239,10 @@ mod tests {
         let mut ihl = h;
         ihl[0] = 0x44;
         assert!(Packet::new_checked(&ihl[..]).is_err());
-        assert!(Packet::new_checked(&h[..]).is_err(), "total length 84 > 20-byte buffer");
+        assert!(
+            Packet::new_checked(&h[..]).is_err(),
+            "total length 84 > 20-byte buffer"
+        );
     }
 
     #[test]
@@ -235,8 +266,15 @@ mod tests {
     #[test]
     fn cidr_and_subnets() {
         assert_eq!(parse_cidr("10.1.2.0/24"), Ok(([10, 1, 2, 0], 24)));
-        assert!(parse_cidr("10.1.2.0").is_err() && parse_cidr("10.1.2.0/33").is_err() && parse_cidr("x/8").is_err());
-        assert!(in_subnet([10, 1, 2, 99], [10, 1, 2, 0], 24) && !in_subnet([10, 1, 3, 1], [10, 1, 2, 0], 24));
+        assert!(
+            parse_cidr("10.1.2.0").is_err()
+                && parse_cidr("10.1.2.0/33").is_err()
+                && parse_cidr("x/8").is_err()
+        );
+        assert!(
+            in_subnet([10, 1, 2, 99], [10, 1, 2, 0], 24)
+                && !in_subnet([10, 1, 3, 1], [10, 1, 2, 0], 24)
+        );
         assert!(in_subnet([1, 2, 3, 4], [0, 0, 0, 0], 0));
         assert_eq!(mask(0), 0);
         assert_eq!(mask(32), u32::MAX);

@@ -49,7 +49,14 @@ impl VnetHdr {
             return None;
         }
         let u = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
-        Some(VnetHdr { flags: b[0], gso_type: b[1], hdr_len: u(2), gso_size: u(4), csum_start: u(6), csum_offset: u(8) })
+        Some(VnetHdr {
+            flags: b[0],
+            gso_type: b[1],
+            hdr_len: u(2),
+            gso_size: u(4),
+            csum_start: u(6),
+            csum_offset: u(8),
+        })
     }
 
     pub fn to_bytes(&self) -> [u8; LEN] {
@@ -84,13 +91,24 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let h = VnetHdr { flags: 1, gso_type: GSO_TCPV4 | GSO_ECN, hdr_len: 66, gso_size: 1448, csum_start: 34, csum_offset: 16 };
+        let h = VnetHdr {
+            flags: 1,
+            gso_type: GSO_TCPV4 | GSO_ECN,
+            hdr_len: 66,
+            gso_size: 1448,
+            csum_start: 34,
+            csum_offset: 16,
+        };
         let b = h.to_bytes();
         assert_eq!(b, [1, 0x81, 66, 0, 0xa8, 0x05, 34, 0, 16, 0, 0, 0]);
         assert_eq!(VnetHdr::parse(&b), Some(h));
         assert!(h.is_gso() && h.needs_csum() && h.is_offloaded());
         assert_eq!(VnetHdr::parse(&b[..11]), None);
         assert!(!VnetHdr::default().is_offloaded());
-        assert!(!VnetHdr { gso_type: GSO_ECN, ..VnetHdr::default() }.is_gso());
+        assert!(!VnetHdr {
+            gso_type: GSO_ECN,
+            ..VnetHdr::default()
+        }
+        .is_gso());
     }
 }

@@ -4,7 +4,9 @@
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashMap};
 
-use super::{AgentKind, AgentKindSpec, AgentStats, Network, Timer, TopologySpec, KIND_TCP, PROTO_TCP};
+use super::{
+    AgentKind, AgentKindSpec, AgentStats, Network, Timer, TopologySpec, KIND_TCP, PROTO_TCP,
+};
 use crate::model::packet::Packet;
 use crate::model::sim::tcp::{Segment, TcpSample, TxSeg};
 use crate::time::Instant;
@@ -33,7 +35,12 @@ impl Network {
 
     /// Take (and clear) a TCP sender's trace.
     pub fn take_agent_trace(&mut self, id: &str) -> Option<Vec<TcpSample>> {
-        match &mut self.agents.get_mut(*self.agent_ids.get(id)?)?.as_mut()?.kind {
+        match &mut self
+            .agents
+            .get_mut(*self.agent_ids.get(id)?)?
+            .as_mut()?
+            .kind
+        {
             AgentKind::Tcp(t) => Some(t.take_trace()),
             _ => None,
         }
@@ -44,7 +51,10 @@ impl Network {
         let mut ports: HashMap<(String, u16), ()> = HashMap::new();
         for a in self.agents.iter().flatten() {
             if let AgentKind::TcpSink(s) = &a.kind {
-                let h = self.hosts[a.host].as_ref().map(|h| h.id.clone()).unwrap_or_default();
+                let h = self.hosts[a.host]
+                    .as_ref()
+                    .map(|h| h.id.clone())
+                    .unwrap_or_default();
                 ports.insert((h, s.port), ());
             }
         }
@@ -88,13 +98,17 @@ impl Network {
         if segs.is_empty() {
             return;
         }
-        let Some(Some(a)) = self.agents.get(ai) else { return };
+        let Some(Some(a)) = self.agents.get(ai) else {
+            return;
+        };
         let sport = match &a.kind {
             AgentKind::Tcp(t) => t.sport,
             AgentKind::TcpSink(s) => s.port,
             _ => return,
         };
-        let Some(Some(sh)) = self.hosts.get_mut(a.host) else { return };
+        let Some(Some(sh)) = self.hosts.get_mut(a.host) else {
+            return;
+        };
         let port = sh.port;
         let mut frames = Vec::new();
         for (dst, dport, s) in segs {
@@ -106,12 +120,16 @@ impl Network {
     }
 
     pub(super) fn fire_tcp(&mut self, ai: usize, at: Instant, now: Instant) {
-        let Some(Some(a)) = self.agents.get(ai) else { return };
+        let Some(Some(a)) = self.agents.get(ai) else {
+            return;
+        };
         if a.scheduled != Some(at) {
             return; // stale
         }
         self.count_event(at, now);
-        let Some(Some(a)) = self.agents.get_mut(ai) else { return };
+        let Some(Some(a)) = self.agents.get_mut(ai) else {
+            return;
+        };
         a.scheduled = None;
         let mut out = Vec::new();
         match &mut a.kind {
@@ -128,7 +146,9 @@ impl Network {
     }
 
     fn reschedule_tcp(&mut self, ai: usize) {
-        let Some(Some(a)) = self.agents.get_mut(ai) else { return };
+        let Some(Some(a)) = self.agents.get_mut(ai) else {
+            return;
+        };
         let at = match &a.kind {
             AgentKind::Tcp(t) => t.poll_at(),
             AgentKind::TcpSink(s) => s.poll_at(),
@@ -138,13 +158,25 @@ impl Network {
             a.scheduled = at;
             if let Some(at) = at {
                 self.seq += 1;
-                self.timers.push(Reverse(Timer { at, kind: KIND_TCP, source: ai as u64, seq: self.seq }));
+                self.timers.push(Reverse(Timer {
+                    at,
+                    kind: KIND_TCP,
+                    source: ai as u64,
+                    seq: self.seq,
+                }));
             }
         }
     }
 
-    pub(super) fn tcp_action(&mut self, ai: usize, start: bool, now: Instant) -> Result<(), String> {
-        let Some(Some(a)) = self.agents.get_mut(ai) else { return Err("agent: unknown agent".into()) };
+    pub(super) fn tcp_action(
+        &mut self,
+        ai: usize,
+        start: bool,
+        now: Instant,
+    ) -> Result<(), String> {
+        let Some(Some(a)) = self.agents.get_mut(ai) else {
+            return Err("agent: unknown agent".into());
+        };
         let mut out = Vec::new();
         match &mut a.kind {
             AgentKind::Tcp(t) => {
@@ -156,7 +188,12 @@ impl Network {
                     t.stop();
                 }
             }
-            _ => return Err(format!("agent: \"{}\" is a tcp_sink; only sources start and stop", a.id)),
+            _ => {
+                return Err(format!(
+                    "agent: \"{}\" is a tcp_sink; only sources start and stop",
+                    a.id
+                ))
+            }
         }
         self.tcp_send(ai, out, now);
         self.reschedule_tcp(ai);
@@ -182,7 +219,13 @@ pub(super) fn stats(kind: &AgentKind) -> AgentStats {
             min_rtt_us: t.min_rtt_us(),
             rto_us: t.rto_us(),
         },
-        AgentKind::TcpSink(s) => AgentStats::TcpSink { port: s.port, pkts: s.pkts, bytes: s.bytes, dup_pkts: s.dup_pkts, ooo_pkts: s.ooo_pkts },
+        AgentKind::TcpSink(s) => AgentStats::TcpSink {
+            port: s.port,
+            pkts: s.pkts,
+            bytes: s.bytes,
+            dup_pkts: s.dup_pkts,
+            ooo_pkts: s.ooo_pkts,
+        },
         _ => unreachable!("tcp_agents::stats of a non-TCP agent"),
     }
 }

@@ -39,16 +39,21 @@ pub enum Pattern {
     Poisson,
     /// ns-2 `Application/Traffic/Exponential` or `/Pareto`: bursts of packets one period apart,
     /// separated by idle times (see [`Cbr::next_gap_ns`]).
-    OnOff { on_ns: f64, off_ns: f64, dist: OnOffDist },
+    OnOff {
+        on_ns: f64,
+        off_ns: f64,
+        dist: OnOffDist,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum OnOffDist {
     Exponential,
     /// Pareto with shape > 1 (ns-2 `shape_`, default 1.5).
-    Pareto { shape: f64 },
+    Pareto {
+        shape: f64,
+    },
 }
-
 
 #[derive(Debug)]
 pub struct Cbr {
@@ -69,7 +74,18 @@ pub struct Cbr {
 impl Cbr {
     /// `seed`: the agent's stream, `stream_seed(experiment seed, "agent:<id>")` (unused by CBR).
     pub fn new(spec: CbrSpec, sport: u16, seed: u64) -> Self {
-        Cbr { spec, sport, start: None, k: 0, seq: 0, sent_pkts: 0, sent_bytes: 0, rng: Rng::new(seed), offset_ns: 0.0, burst_left: 0 }
+        Cbr {
+            spec,
+            sport,
+            start: None,
+            k: 0,
+            seq: 0,
+            sent_pkts: 0,
+            sent_bytes: 0,
+            rng: Rng::new(seed),
+            offset_ns: 0.0,
+            burst_left: 0,
+        }
     }
 
     fn period_ns(&self) -> f64 {
@@ -97,12 +113,21 @@ impl Cbr {
         match self.spec.pattern {
             Pattern::Cbr => period,
             Pattern::Poisson => self.exponential(period),
-            Pattern::OnOff { on_ns, off_ns, dist } => {
+            Pattern::OnOff {
+                on_ns,
+                off_ns,
+                dist,
+            } => {
                 let mut t = period;
                 if self.burst_left == 0 {
                     let (len, idle) = match dist {
-                        OnOffDist::Exponential => (self.exponential(on_ns / period), self.exponential(off_ns)),
-                        OnOffDist::Pareto { shape } => (self.pareto(on_ns / period, shape), self.pareto(off_ns, shape)),
+                        OnOffDist::Exponential => {
+                            (self.exponential(on_ns / period), self.exponential(off_ns))
+                        }
+                        OnOffDist::Pareto { shape } => (
+                            self.pareto(on_ns / period, shape),
+                            self.pareto(off_ns, shape),
+                        ),
                     };
                     // Saturating float-to-int cast; a burst of at least one packet.
                     self.burst_left = ((len + 0.5) as u64).max(1);
@@ -143,7 +168,10 @@ impl Cbr {
             return Some(Instant::from_nanos(s.nanos().saturating_add(off as u64)));
         }
         let off = u128::from(self.k) * self.spec.period_num / self.spec.period_den.max(1);
-        Some(Instant::from_nanos(s.nanos().saturating_add(u64::try_from(off).unwrap_or(u64::MAX))))
+        Some(Instant::from_nanos(
+            s.nanos()
+                .saturating_add(u64::try_from(off).unwrap_or(u64::MAX)),
+        ))
     }
 
     /// If a packet is due at `now`, return its payload and advance.
@@ -182,7 +210,10 @@ pub struct UdpSink {
 
 impl UdpSink {
     pub fn new(port: u16) -> Self {
-        UdpSink { port, ..Default::default() }
+        UdpSink {
+            port,
+            ..Default::default()
+        }
     }
 
     /// A datagram arrived at `now`. Loss = gaps in the sequence numbers (a packet older than
@@ -223,8 +254,20 @@ impl UdpSink {
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AgentStats {
-    Cbr { running: bool, sent_pkts: u64, sent_bytes: u64 },
-    Sink { port: u16, pkts: u64, bytes: u64, lost: u64, owd_min_us: Option<f64>, owd_avg_us: Option<f64>, owd_max_us: Option<f64> },
+    Cbr {
+        running: bool,
+        sent_pkts: u64,
+        sent_bytes: u64,
+    },
+    Sink {
+        port: u16,
+        pkts: u64,
+        bytes: u64,
+        lost: u64,
+        owd_min_us: Option<f64>,
+        owd_avg_us: Option<f64>,
+        owd_max_us: Option<f64>,
+    },
     /// A TCP sender (see `tcp/sender.rs`); windows in segments, payload bytes.
     Tcp {
         state: super::tcp::sender::State,
@@ -242,5 +285,11 @@ pub enum AgentStats {
         rto_us: f64,
     },
     /// A TCP sink: `bytes` = in-order payload delivered.
-    TcpSink { port: u16, pkts: u64, bytes: u64, dup_pkts: u64, ooo_pkts: u64 },
+    TcpSink {
+        port: u16,
+        pkts: u64,
+        bytes: u64,
+        dup_pkts: u64,
+        ooo_pkts: u64,
+    },
 }

@@ -101,7 +101,13 @@ fn udp_checksum(src: Addr, dst: Addr, udp: &[u8]) -> u16 {
 
 impl Host {
     pub fn new(cfg: HostConfig) -> Self {
-        Host { cfg, neighbours: BTreeMap::new(), pending: BTreeMap::new(), ident: 0, counters: HostCounters::default() }
+        Host {
+            cfg,
+            neighbours: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            ident: 0,
+            counters: HostCounters::default(),
+        }
     }
 
     /// A frame arrived; returns the frames to send and a UDP datagram for the host, if any.
@@ -132,7 +138,9 @@ impl Host {
         let mut dgram = None;
         match eth.ethertype() {
             arp::ETHERTYPE => self.receive_arp(eth.payload(), &mut out),
-            ETH_IPV4 if eth.dst() == self.cfg.mac => dgram = self.receive_ipv4(eth.payload(), &mut out),
+            ETH_IPV4 if eth.dst() == self.cfg.mac => {
+                dgram = self.receive_ipv4(eth.payload(), &mut out)
+            }
             _ => self.counters.dropped_other += 1,
         }
         (out, dgram)
@@ -149,7 +157,10 @@ impl Host {
             self.counters.dropped_other += 1;
             return;
         }
-        let valid_sender = !smac.is_multicast() && sip != me.ip && ipv4::in_subnet(sip, me.ip, me.prefix) && !ipv4::is_special(sip);
+        let valid_sender = !smac.is_multicast()
+            && sip != me.ip
+            && ipv4::in_subnet(sip, me.ip, me.prefix)
+            && !ipv4::is_special(sip);
         if valid_sender {
             self.neighbours.insert(sip, smac);
             for pkt in self.pending.remove(&sip).unwrap_or_default() {
@@ -170,7 +181,11 @@ impl Host {
             self.counters.dropped_other += 1;
             return None;
         };
-        if !ip.verify_checksum() || ip.dst() != self.cfg.ip || ip.frag_offset() != 0 || ip.more_frags() {
+        if !ip.verify_checksum()
+            || ip.dst() != self.cfg.ip
+            || ip.frag_offset() != 0
+            || ip.more_frags()
+        {
             self.counters.dropped_other += 1;
             return None;
         }
@@ -184,7 +199,9 @@ impl Host {
             },
             PROTO_UDP => {
                 let u = ip.payload();
-                let len = u.get(4..6).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])));
+                let len = u
+                    .get(4..6)
+                    .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])));
                 let Some(len) = len.filter(|l| *l >= UDP_HEADER_LEN && *l <= u.len()) else {
                     self.counters.dropped_other += 1;
                     return None;
@@ -229,7 +246,13 @@ impl Host {
 
     /// Send a TCP segment (20-byte header, `payload_len` zero bytes of payload); returns the
     /// frames to transmit like [`Host::send_udp`].
-    pub fn send_tcp(&mut self, dst: Addr, sport: u16, dport: u16, seg: &tcp::TxSeg) -> Vec<Vec<u8>> {
+    pub fn send_tcp(
+        &mut self,
+        dst: Addr,
+        sport: u16,
+        dport: u16,
+        seg: &tcp::TxSeg,
+    ) -> Vec<Vec<u8>> {
         let msg = tcp::build(self.cfg.ip, dst, sport, dport, seg);
         let mut out = Vec::new();
         if self.send_ip(dst, PROTO_TCP, &msg, &mut out) {
@@ -240,7 +263,11 @@ impl Host {
 
     fn send_ip(&mut self, dst: Addr, proto: u8, msg: &[u8], out: &mut Vec<Vec<u8>>) -> bool {
         let c = &self.cfg;
-        let hop = if ipv4::in_subnet(dst, c.ip, c.prefix) { Some(dst) } else { c.gateway };
+        let hop = if ipv4::in_subnet(dst, c.ip, c.prefix) {
+            Some(dst)
+        } else {
+            c.gateway
+        };
         let Some(hop) = hop.filter(|h| *h != c.ip && !ipv4::is_special(dst)) else {
             self.counters.dropped_no_route += 1;
             return false;
@@ -261,7 +288,12 @@ impl Host {
         }
         if q.len() <= ARP_REQUESTS {
             let req = arp::build(arp::OP_REQUEST, mac, ip, Address([0; 6]), hop);
-            out.push(ethernet::build(Address::BROADCAST, mac, arp::ETHERTYPE, &req));
+            out.push(ethernet::build(
+                Address::BROADCAST,
+                mac,
+                arp::ETHERTYPE,
+                &req,
+            ));
         }
         true
     }

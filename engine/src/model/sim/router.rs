@@ -92,10 +92,14 @@ pub fn validate(ifaces: &[Interface], routes: &[Route]) -> Result<(), String> {
     }
     for (i, f) in ifaces.iter().enumerate() {
         if f.mac.is_multicast() || f.mac.0 == [0; 6] {
-            return Err(format!("interfaces[{i}].mac: must be a unicast, non-zero MAC"));
+            return Err(format!(
+                "interfaces[{i}].mac: must be a unicast, non-zero MAC"
+            ));
         }
         if ipv4::is_special(f.ip) || f.prefix == 0 {
-            return Err(format!("interfaces[{i}].ip: must be a unicast address with a prefix of 1..=32"));
+            return Err(format!(
+                "interfaces[{i}].ip: must be a unicast address with a prefix of 1..=32"
+            ));
         }
         if ifaces[..i].iter().any(|g| g.ip == f.ip) {
             return Err(format!("interfaces[{i}].ip: address appears twice"));
@@ -103,13 +107,22 @@ pub fn validate(ifaces: &[Interface], routes: &[Route]) -> Result<(), String> {
     }
     for (j, r) in routes.iter().enumerate() {
         if u32::from_be_bytes(r.dst) & !ipv4::mask(r.prefix) != 0 {
-            return Err(format!("routes[{j}].dst: host bits set for the prefix length"));
+            return Err(format!(
+                "routes[{j}].dst: host bits set for the prefix length"
+            ));
         }
-        if !ifaces.iter().any(|f| ipv4::in_subnet(r.via, f.ip, f.prefix)) {
-            return Err(format!("routes[{j}].via: gateway is not on a connected subnet"));
+        if !ifaces
+            .iter()
+            .any(|f| ipv4::in_subnet(r.via, f.ip, f.prefix))
+        {
+            return Err(format!(
+                "routes[{j}].via: gateway is not on a connected subnet"
+            ));
         }
         if ifaces.iter().any(|f| f.ip == r.via) {
-            return Err(format!("routes[{j}].via: gateway is one of the router's own addresses"));
+            return Err(format!(
+                "routes[{j}].via: gateway is one of the router's own addresses"
+            ));
         }
     }
     Ok(())
@@ -121,13 +134,20 @@ impl Router {
         let mut by_len: BTreeMap<u8, HashMap<u32, (usize, Option<Addr>)>> = BTreeMap::new();
         let mut add = |net: Addr, prefix: u8, i: usize, via: Option<Addr>| {
             let key = u32::from_be_bytes(net) & ipv4::mask(prefix);
-            by_len.entry(prefix).or_default().entry(key).or_insert((i, via));
+            by_len
+                .entry(prefix)
+                .or_default()
+                .entry(key)
+                .or_insert((i, via));
         };
         for (i, f) in ifaces.iter().enumerate() {
             add(f.ip, f.prefix, i, None);
         }
         for r in routes {
-            if let Some(i) = ifaces.iter().position(|f| ipv4::in_subnet(r.via, f.ip, f.prefix)) {
+            if let Some(i) = ifaces
+                .iter()
+                .position(|f| ipv4::in_subnet(r.via, f.ip, f.prefix))
+            {
                 add(r.dst, r.prefix, i, Some(r.via));
             }
         }
@@ -136,8 +156,21 @@ impl Router {
         for (i, f) in ifaces.iter().enumerate() {
             own.entry(f.ip).or_insert(i);
         }
-        let broadcasts = ifaces.iter().filter(|f| f.prefix < 31).map(|f| (u32::from_be_bytes(f.ip) | !ipv4::mask(f.prefix)).to_be_bytes()).collect();
-        Router { ifaces, table, own, broadcasts, neighbours: BTreeMap::new(), pending: BTreeMap::new(), ident: 0, counters: RouterCounters::default() }
+        let broadcasts = ifaces
+            .iter()
+            .filter(|f| f.prefix < 31)
+            .map(|f| (u32::from_be_bytes(f.ip) | !ipv4::mask(f.prefix)).to_be_bytes())
+            .collect();
+        Router {
+            ifaces,
+            table,
+            own,
+            broadcasts,
+            neighbours: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            ident: 0,
+            counters: RouterCounters::default(),
+        }
     }
 
     pub fn interfaces(&self) -> &[Interface] {
@@ -147,13 +180,18 @@ impl Router {
     /// Longest-prefix match: (outgoing interface, next hop).
     pub fn lookup(&self, dst: Addr) -> Option<(usize, Addr)> {
         let d = u32::from_be_bytes(dst);
-        self.table.iter().find_map(|(len, nets)| nets.get(&(d & ipv4::mask(*len)))).map(|&(i, via)| (i, via.unwrap_or(dst)))
+        self.table
+            .iter()
+            .find_map(|(len, nets)| nets.get(&(d & ipv4::mask(*len))))
+            .map(|&(i, via)| (i, via.unwrap_or(dst)))
     }
 
     /// A frame arrived on interface `iface`; returns the frames to send, as (interface, frame).
     pub fn receive(&mut self, iface: usize, frame: &[u8]) -> Vec<(usize, Vec<u8>)> {
         let mut out = Vec::new();
-        let Some(me) = self.ifaces.get(iface).cloned() else { return out };
+        let Some(me) = self.ifaces.get(iface).cloned() else {
+            return out;
+        };
         let Ok(eth) = Frame::new_checked(frame) else {
             self.counters.dropped_other += 1;
             return out;
@@ -164,13 +202,24 @@ impl Router {
         }
         match eth.ethertype() {
             arp::ETHERTYPE => self.receive_arp(iface, &me, eth.payload(), &mut out),
-            ETH_IPV4 => self.receive_ipv4(&me, eth.dst() == Address::BROADCAST, eth.payload(), &mut out),
+            ETH_IPV4 => self.receive_ipv4(
+                &me,
+                eth.dst() == Address::BROADCAST,
+                eth.payload(),
+                &mut out,
+            ),
             _ => self.counters.dropped_other += 1,
         }
         out
     }
 
-    fn receive_arp(&mut self, iface: usize, me: &Interface, payload: &[u8], out: &mut Vec<(usize, Vec<u8>)>) {
+    fn receive_arp(
+        &mut self,
+        iface: usize,
+        me: &Interface,
+        payload: &[u8],
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
         let Ok(a) = arp::Packet::new_checked(payload) else {
             self.counters.dropped_other += 1;
             return;
@@ -181,7 +230,10 @@ impl Router {
             self.counters.dropped_other += 1;
             return;
         }
-        let valid_sender = !smac.is_multicast() && sip != me.ip && ipv4::in_subnet(sip, me.ip, me.prefix) && !ipv4::is_special(sip);
+        let valid_sender = !smac.is_multicast()
+            && sip != me.ip
+            && ipv4::in_subnet(sip, me.ip, me.prefix)
+            && !ipv4::is_special(sip);
         if valid_sender {
             self.neighbours.insert((iface, sip), smac);
             if let Some(q) = self.pending.remove(&(iface, sip)) {
@@ -202,7 +254,13 @@ impl Router {
         }
     }
 
-    fn receive_ipv4(&mut self, me: &Interface, l2_broadcast: bool, payload: &[u8], out: &mut Vec<(usize, Vec<u8>)>) {
+    fn receive_ipv4(
+        &mut self,
+        me: &Interface,
+        l2_broadcast: bool,
+        payload: &[u8],
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
         let Ok(ip) = ipv4::Packet::new_checked(payload) else {
             self.counters.dropped_other += 1;
             return;
@@ -214,9 +272,10 @@ impl Router {
         }
         if let Some(own) = self.own.contains_key(&dst).then_some(dst) {
             // Local delivery: only unfragmented echo requests get an answer.
-            let reply = (ip.protocol() == ipv4::PROTO_ICMP && ip.frag_offset() == 0 && !ip.more_frags())
-                .then(|| icmp::echo_reply(ip.payload()))
-                .flatten();
+            let reply =
+                (ip.protocol() == ipv4::PROTO_ICMP && ip.frag_offset() == 0 && !ip.more_frags())
+                    .then(|| icmp::echo_reply(ip.payload()))
+                    .flatten();
             match reply {
                 Some(msg) => {
                     self.counters.icmp_sent += 1;
@@ -245,12 +304,21 @@ impl Router {
         self.send(oif, hop, pkt, true, out);
     }
 
-    fn icmp_error(&mut self, from: Addr, t: u8, code: u8, orig: &ipv4::Packet<&[u8]>, out: &mut Vec<(usize, Vec<u8>)>) {
+    fn icmp_error(
+        &mut self,
+        from: Addr,
+        t: u8,
+        code: u8,
+        orig: &ipv4::Packet<&[u8]>,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
         let src = orig.src();
         if orig.frag_offset() != 0 || ipv4::is_special(src) || self.own.contains_key(&src) {
             return;
         }
-        if orig.protocol() == ipv4::PROTO_ICMP && orig.payload().first().is_none_or(|t| icmp::is_error(*t)) {
+        if orig.protocol() == ipv4::PROTO_ICMP
+            && orig.payload().first().is_none_or(|t| icmp::is_error(*t))
+        {
             return;
         }
         let msg = icmp::error(t, code, orig.packet(), orig.header_len());
@@ -261,16 +329,28 @@ impl Router {
     /// Send an ICMP message of our own: route it like any packet (silently dropped if there
     /// is no route back).
     fn originate(&mut self, src: Addr, dst: Addr, msg: &[u8], out: &mut Vec<(usize, Vec<u8>)>) {
-        let Some((oif, hop)) = self.lookup(dst) else { return };
+        let Some((oif, hop)) = self.lookup(dst) else {
+            return;
+        };
         self.ident = self.ident.wrapping_add(1);
-        let mut pkt = ipv4::header(src, dst, ipv4::PROTO_ICMP, ICMP_TTL, self.ident, msg.len()).to_vec();
+        let mut pkt =
+            ipv4::header(src, dst, ipv4::PROTO_ICMP, ICMP_TTL, self.ident, msg.len()).to_vec();
         pkt.extend_from_slice(msg);
         self.send(oif, hop, pkt, false, out);
     }
 
     /// Transmit an IP packet to `hop` on `oif`, resolving its MAC first if needed.
-    fn send(&mut self, oif: usize, hop: Addr, pkt: Vec<u8>, forwarded: bool, out: &mut Vec<(usize, Vec<u8>)>) {
-        let Some(f) = self.ifaces.get(oif).cloned() else { return };
+    fn send(
+        &mut self,
+        oif: usize,
+        hop: Addr,
+        pkt: Vec<u8>,
+        forwarded: bool,
+        out: &mut Vec<(usize, Vec<u8>)>,
+    ) {
+        let Some(f) = self.ifaces.get(oif).cloned() else {
+            return;
+        };
         if let Some(mac) = self.neighbours.get(&(oif, hop)) {
             if forwarded {
                 self.counters.forwarded += 1;
@@ -286,7 +366,10 @@ impl Router {
         }
         if q.len() <= ARP_REQUESTS {
             let req = arp::build(arp::OP_REQUEST, f.mac, f.ip, Address([0; 6]), hop);
-            out.push((oif, ethernet::build(Address::BROADCAST, f.mac, arp::ETHERTYPE, &req)));
+            out.push((
+                oif,
+                ethernet::build(Address::BROADCAST, f.mac, arp::ETHERTYPE, &req),
+            ));
         }
     }
 }
@@ -297,10 +380,29 @@ mod tests {
 
     fn r() -> Router {
         let ifs = vec![
-            Interface { mac: Address([2, 0, 0, 0, 1, 1]), ip: [10, 1, 1, 1], prefix: 24 },
-            Interface { mac: Address([2, 0, 0, 0, 1, 2]), ip: [10, 1, 2, 1], prefix: 24 },
+            Interface {
+                mac: Address([2, 0, 0, 0, 1, 1]),
+                ip: [10, 1, 1, 1],
+                prefix: 24,
+            },
+            Interface {
+                mac: Address([2, 0, 0, 0, 1, 2]),
+                ip: [10, 1, 2, 1],
+                prefix: 24,
+            },
         ];
-        let routes = vec![Route { dst: [10, 9, 0, 0], prefix: 16, via: [10, 1, 2, 2] }, Route { dst: [10, 9, 9, 0], prefix: 24, via: [10, 1, 1, 2] }];
+        let routes = vec![
+            Route {
+                dst: [10, 9, 0, 0],
+                prefix: 16,
+                via: [10, 1, 2, 2],
+            },
+            Route {
+                dst: [10, 9, 9, 0],
+                prefix: 24,
+                via: [10, 1, 1, 2],
+            },
+        ];
         validate(&ifs, &routes).unwrap();
         Router::new(ifs, &routes)
     }
@@ -316,15 +418,33 @@ mod tests {
 
     #[test]
     fn validation_names_fields() {
-        let ifs = vec![Interface { mac: Address([2, 0, 0, 0, 1, 1]), ip: [10, 1, 1, 1], prefix: 24 }];
+        let ifs = vec![Interface {
+            mac: Address([2, 0, 0, 0, 1, 1]),
+            ip: [10, 1, 1, 1],
+            prefix: 24,
+        }];
         assert!(validate(&[], &[]).unwrap_err().starts_with("interfaces:"));
-        let bad = [Route { dst: [10, 9, 0, 1], prefix: 16, via: [10, 1, 1, 2] }];
-        assert!(validate(&ifs, &bad).unwrap_err().starts_with("routes[0].dst"));
-        let bad = [Route { dst: [10, 9, 0, 0], prefix: 16, via: [10, 2, 1, 2] }];
-        assert!(validate(&ifs, &bad).unwrap_err().starts_with("routes[0].via"));
+        let bad = [Route {
+            dst: [10, 9, 0, 1],
+            prefix: 16,
+            via: [10, 1, 1, 2],
+        }];
+        assert!(validate(&ifs, &bad)
+            .unwrap_err()
+            .starts_with("routes[0].dst"));
+        let bad = [Route {
+            dst: [10, 9, 0, 0],
+            prefix: 16,
+            via: [10, 2, 1, 2],
+        }];
+        assert!(validate(&ifs, &bad)
+            .unwrap_err()
+            .starts_with("routes[0].via"));
         let mut m = ifs.clone();
         m[0].mac = Address([1, 0, 0, 0, 0, 0]);
-        assert!(validate(&m, &[]).unwrap_err().starts_with("interfaces[0].mac"));
+        assert!(validate(&m, &[])
+            .unwrap_err()
+            .starts_with("interfaces[0].mac"));
     }
 
     #[test]
@@ -332,7 +452,12 @@ mod tests {
         let mut r = r();
         let mut h = ipv4::header([10, 1, 1, 5], [10, 1, 2, 9], 17, 64, 1, 0).to_vec();
         h.truncate(20);
-        let f = ethernet::build(Address([2, 0, 0, 0, 1, 1]), Address([2, 0, 0, 0, 0, 5]), ETH_IPV4, &h);
+        let f = ethernet::build(
+            Address([2, 0, 0, 0, 1, 1]),
+            Address([2, 0, 0, 0, 0, 5]),
+            ETH_IPV4,
+            &h,
+        );
         let n = ARP_QUEUE + 2;
         for i in 0..n {
             let out = r.receive(0, &f);
@@ -344,10 +469,26 @@ mod tests {
             }
         }
         assert_eq!(r.counters.arp_queue_drops, 2);
-        let reply = arp::build(arp::OP_REPLY, Address([2, 0, 0, 0, 0, 9]), [10, 1, 2, 9], Address([2, 0, 0, 0, 1, 2]), [10, 1, 2, 1]);
-        let out = r.receive(1, &ethernet::build(Address([2, 0, 0, 0, 1, 2]), Address([2, 0, 0, 0, 0, 9]), arp::ETHERTYPE, &reply));
+        let reply = arp::build(
+            arp::OP_REPLY,
+            Address([2, 0, 0, 0, 0, 9]),
+            [10, 1, 2, 9],
+            Address([2, 0, 0, 0, 1, 2]),
+            [10, 1, 2, 1],
+        );
+        let out = r.receive(
+            1,
+            &ethernet::build(
+                Address([2, 0, 0, 0, 1, 2]),
+                Address([2, 0, 0, 0, 0, 9]),
+                arp::ETHERTYPE,
+                &reply,
+            ),
+        );
         assert_eq!(out.len(), ARP_QUEUE);
         assert_eq!(r.counters.forwarded, ARP_QUEUE as u64);
-        assert!(out.iter().all(|(i, f)| *i == 1 && f[..6] == [2, 0, 0, 0, 0, 9] && f[14 + 8] == 63));
+        assert!(out
+            .iter()
+            .all(|(i, f)| *i == 1 && f[..6] == [2, 0, 0, 0, 0, 9] && f[14 + 8] == 63));
     }
 }

@@ -28,7 +28,11 @@ impl Cubic {
     /// A congestion event with window `cwnd`: returns the new ssthresh (≥ 2 segments) and
     /// ends the current epoch.
     pub fn on_loss(&mut self, cwnd: f64) -> f64 {
-        self.w_max = if cwnd < self.w_max { cwnd * (1.0 + BETA) / 2.0 } else { cwnd };
+        self.w_max = if cwnd < self.w_max {
+            cwnd * (1.0 + BETA) / 2.0
+        } else {
+            cwnd
+        };
         self.epoch = None;
         (cwnd * BETA).max(2.0)
     }
@@ -51,7 +55,11 @@ impl Cubic {
             }
         };
         let t = now.nanos_since(epoch) as f64 / 1e9;
-        let alpha = if self.w_est >= self.w_max { 1.0 } else { 3.0 * (1.0 - BETA) / (1.0 + BETA) };
+        let alpha = if self.w_est >= self.w_max {
+            1.0
+        } else {
+            3.0 * (1.0 - BETA) / (1.0 + BETA)
+        };
         self.w_est += alpha * acked / cwnd;
         let w = |t: f64| C * (t - self.k).powi(3) + self.origin;
         if w(t) < self.w_est {
@@ -75,7 +83,10 @@ mod tests {
         assert_eq!(c.on_loss(80.0), 56.0);
         assert_eq!(c.w_max, 80.0 * 0.85);
         // Starting at 70 below W_max 100: K = ∛(30/0.4); at t = K the curve is at W_max.
-        let mut c = Cubic { w_max: 100.0, ..Default::default() };
+        let mut c = Cubic {
+            w_max: 100.0,
+            ..Default::default()
+        };
         let t0 = Instant::ZERO;
         let mut w = c.on_ack(70.0, 1.0, t0, 0.0);
         assert!(w > 70.0 && w < 71.0);

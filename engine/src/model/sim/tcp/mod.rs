@@ -90,7 +90,15 @@ pub fn parse(src: Addr, dst: Addr, t: &[u8]) -> Option<Segment> {
     }
     let be16 = |i: usize| u16::from_be_bytes([t[i], t[i + 1]]);
     let be32 = |i: usize| u32::from_be_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
-    Some(Segment { src, sport: be16(0), dport: be16(2), seq: be32(4), ack: be32(8), flags: t[13], payload_len: t.len() - off })
+    Some(Segment {
+        src,
+        sport: be16(0),
+        dport: be16(2),
+        seq: be32(4),
+        ack: be32(8),
+        flags: t[13],
+        payload_len: t.len() - off,
+    })
 }
 
 /// One sample of a sender's trace. Serialized as the array
@@ -136,11 +144,19 @@ mod tests {
     #[test]
     fn build_parse_roundtrip() {
         let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
-        let seg = TxSeg { seq: 0xdead_beef, ack: 7, flags: ACK | PSH, len: 13 };
+        let seg = TxSeg {
+            seq: 0xdead_beef,
+            ack: 7,
+            flags: ACK | PSH,
+            len: 13,
+        };
         let t = build(a, b, 1234, 80, &seg);
         assert_eq!(t.len(), 33);
         let p = parse(a, b, &t).unwrap();
-        assert_eq!((p.sport, p.dport, p.seq, p.ack, p.flags, p.payload_len), (1234, 80, 0xdead_beef, 7, ACK | PSH, 13));
+        assert_eq!(
+            (p.sport, p.dport, p.seq, p.ack, p.flags, p.payload_len),
+            (1234, 80, 0xdead_beef, 7, ACK | PSH, 13)
+        );
         let mut bad = t.clone();
         bad[20] ^= 1;
         assert!(parse(a, b, &bad).is_none());

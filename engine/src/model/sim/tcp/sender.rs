@@ -303,7 +303,12 @@ impl TcpSender {
 
     fn send_syn(&mut self, now: Instant, out: &mut Vec<TxSeg>) {
         self.syn_at = Some(now);
-        out.push(TxSeg { seq: self.iss, ack: 0, flags: SYN, len: 0 });
+        out.push(TxSeg {
+            seq: self.iss,
+            ack: 0,
+            flags: SYN,
+            len: 0,
+        });
         self.arm(now);
     }
 
@@ -372,7 +377,12 @@ impl TcpSender {
         }
         let len = (end - start) as usize;
         let retx = start < self.snd_max;
-        out.push(TxSeg { seq: self.wire(start), ack: self.rcv_nxt, flags: ACK | PSH, len });
+        out.push(TxSeg {
+            seq: self.wire(start),
+            ack: self.rcv_nxt,
+            flags: ACK | PSH,
+            len,
+        });
         self.sent_pkts += 1;
         self.sent_bytes += len as u64;
         if retx {
@@ -381,11 +391,24 @@ impl TcpSender {
                 Some(s) => s.retx = true,
                 None => {
                     let i = self.sent.partition_point(|s| s.start < start);
-                    self.sent.insert(i, Sent { start, end, at: now, retx: true });
+                    self.sent.insert(
+                        i,
+                        Sent {
+                            start,
+                            end,
+                            at: now,
+                            retx: true,
+                        },
+                    );
                 }
             }
         } else {
-            self.sent.push_back(Sent { start, end, at: now, retx: false });
+            self.sent.push_back(Sent {
+                start,
+                end,
+                at: now,
+                retx: false,
+            });
         }
         self.snd_max = self.snd_max.max(end);
     }
@@ -459,7 +482,12 @@ impl TcpSender {
                     self.rto_ns = self.rto_ns.clamp(3 * INITIAL_RTO_NS, MAX_RTO_NS);
                 }
                 self.rto_at = None;
-                out.push(TxSeg { seq: self.wire(0), ack: self.rcv_nxt, flags: ACK, len: 0 });
+                out.push(TxSeg {
+                    seq: self.wire(0),
+                    ack: self.rcv_nxt,
+                    flags: ACK,
+                    len: 0,
+                });
                 self.sample(now, true);
                 if self.limit() == 0 {
                     self.finish(out);
@@ -470,7 +498,12 @@ impl TcpSender {
             State::Established => {
                 if seg.flags & SYN != 0 {
                     // Our handshake ACK was lost and the peer repeats its SYN/ACK.
-                    out.push(TxSeg { seq: self.wire(self.snd_nxt), ack: self.rcv_nxt, flags: ACK, len: 0 });
+                    out.push(TxSeg {
+                        seq: self.wire(self.snd_nxt),
+                        ack: self.rcv_nxt,
+                        flags: ACK,
+                        len: 0,
+                    });
                     return;
                 }
                 self.on_ack(seg, now, out);
@@ -480,7 +513,12 @@ impl TcpSender {
     }
 
     fn finish(&mut self, out: &mut Vec<TxSeg>) {
-        out.push(TxSeg { seq: self.wire(self.limit()), ack: self.rcv_nxt, flags: FIN | ACK, len: 0 });
+        out.push(TxSeg {
+            seq: self.wire(self.limit()),
+            ack: self.rcv_nxt,
+            flags: FIN | ACK,
+            len: 0,
+        });
         self.state = State::Done;
         self.rto_at = None;
         self.sent.clear();
@@ -490,7 +528,9 @@ impl TcpSender {
         if seg.flags & ACK == 0 {
             return;
         }
-        let Some(ack) = unwrap_seq(self.snd_una, self.wire(self.snd_una), seg.ack) else { return };
+        let Some(ack) = unwrap_seq(self.snd_una, self.wire(self.snd_una), seg.ack) else {
+            return;
+        };
         if ack > self.snd_max {
             return;
         }
@@ -501,7 +541,11 @@ impl TcpSender {
                 self.sample(now, true);
                 return;
             }
-        } else if ack == self.snd_una && seg.payload_len == 0 && seg.flags & (SYN | FIN) == 0 && self.snd_max > self.snd_una {
+        } else if ack == self.snd_una
+            && seg.payload_len == 0
+            && seg.flags & (SYN | FIN) == 0
+            && self.snd_max > self.snd_una
+        {
             self.dup_ack(now, out);
         } else {
             return;
@@ -646,11 +690,29 @@ mod tests {
     use super::*;
 
     fn spec(bytes: u64, mss: usize) -> TcpSpec {
-        TcpSpec { dst: [10, 0, 0, 2], dport: 80, cc: Cc::NewReno, mss, window: 64, initial_window: 10, min_rto_ns: DEFAULT_MIN_RTO_NS, bytes: Some(bytes), trace_interval_ns: 0 }
+        TcpSpec {
+            dst: [10, 0, 0, 2],
+            dport: 80,
+            cc: Cc::NewReno,
+            mss,
+            window: 64,
+            initial_window: 10,
+            min_rto_ns: DEFAULT_MIN_RTO_NS,
+            bytes: Some(bytes),
+            trace_interval_ns: 0,
+        }
     }
 
     fn to_seg(t: &TxSeg, src: Addr, sport: u16, dport: u16) -> Segment {
-        Segment { src, sport, dport, seq: t.seq, ack: t.ack, flags: t.flags, payload_len: t.len }
+        Segment {
+            src,
+            sport,
+            dport,
+            seq: t.seq,
+            ack: t.ack,
+            flags: t.flags,
+            payload_len: t.len,
+        }
     }
 
     /// Sender and sink back to back, one round trip per millisecond, `drop(i)` loses the
@@ -711,7 +773,12 @@ mod tests {
         pump(&mut s, &mut k, |i| i % 5000 == 0 || i == 65578);
         assert_eq!(s.state(), State::Done);
         assert_eq!(k.bytes, bytes);
-        assert!(s.fast_retransmits + s.timeouts >= 13, "{} {}", s.fast_retransmits, s.timeouts);
+        assert!(
+            s.fast_retransmits + s.timeouts >= 13,
+            "{} {}",
+            s.fast_retransmits,
+            s.timeouts
+        );
     }
 
     const MAX_MSS_TEST: usize = super::super::MAX_MSS;

@@ -37,7 +37,12 @@ impl Conn {
     fn ack(&mut self) -> TxSeg {
         self.pending = 0;
         self.ack_at = None;
-        TxSeg { seq: 1, ack: self.wire(self.rcv).wrapping_add(u32::from(self.fin)), flags: ACK, len: 0 }
+        TxSeg {
+            seq: 1,
+            ack: self.wire(self.rcv).wrapping_add(u32::from(self.fin)),
+            flags: ACK,
+            len: 0,
+        }
     }
 }
 
@@ -59,7 +64,11 @@ pub type Reply = (Addr, u16, TxSeg);
 
 impl TcpSink {
     pub fn new(port: u16, delayed_ack: bool) -> Self {
-        TcpSink { port, delayed_ack, ..Default::default() }
+        TcpSink {
+            port,
+            delayed_ack,
+            ..Default::default()
+        }
     }
 
     pub fn poll_at(&self) -> Option<Instant> {
@@ -87,12 +96,33 @@ impl TcpSink {
             }
             let same = self.conns.get(&key).is_some_and(|c| c.irs == seg.seq);
             if !same {
-                self.conns.insert(key, Conn { irs: seg.seq, rcv: 0, fin: false, ooo: BTreeMap::new(), pending: 0, ack_at: None });
+                self.conns.insert(
+                    key,
+                    Conn {
+                        irs: seg.seq,
+                        rcv: 0,
+                        fin: false,
+                        ooo: BTreeMap::new(),
+                        pending: 0,
+                        ack_at: None,
+                    },
+                );
             }
-            out.push((seg.src, seg.sport, TxSeg { seq: 0, ack: seg.seq.wrapping_add(1), flags: SYN | ACK, len: 0 }));
+            out.push((
+                seg.src,
+                seg.sport,
+                TxSeg {
+                    seq: 0,
+                    ack: seg.seq.wrapping_add(1),
+                    flags: SYN | ACK,
+                    len: 0,
+                },
+            ));
             return;
         }
-        let Some(c) = self.conns.get_mut(&key) else { return };
+        let Some(c) = self.conns.get_mut(&key) else {
+            return;
+        };
         let has_fin = seg.flags & FIN != 0;
         if seg.payload_len == 0 && !has_fin {
             return; // pure ACK
@@ -153,7 +183,15 @@ mod tests {
     use super::*;
 
     fn seg(seq: u32, flags: u8, len: usize) -> Segment {
-        Segment { src: [10, 0, 0, 1], sport: 4000, dport: 80, seq, ack: 1, flags, payload_len: len }
+        Segment {
+            src: [10, 0, 0, 1],
+            sport: 4000,
+            dport: 80,
+            seq,
+            ack: 1,
+            flags,
+            payload_len: len,
+        }
     }
 
     fn acks(out: &[Reply]) -> Vec<u32> {
@@ -166,7 +204,15 @@ mod tests {
         let mut out = Vec::new();
         let t = Instant::ZERO;
         s.receive(&seg(100, SYN, 0), t, &mut out);
-        assert_eq!(out[0].2, TxSeg { seq: 0, ack: 101, flags: SYN | ACK, len: 0 });
+        assert_eq!(
+            out[0].2,
+            TxSeg {
+                seq: 0,
+                ack: 101,
+                flags: SYN | ACK,
+                len: 0
+            }
+        );
         out.clear();
         s.receive(&seg(101, ACK, 10), t, &mut out);
         s.receive(&seg(121, ACK, 10), t, &mut out); // hole 111..121
