@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from wanlab.lifecycle import Lab  # noqa: E402
-from wanlab.spec import ns  # noqa: E402
+from wanlab.frontends import ns  # noqa: E402
 
 SQUARE = """set ns [new Simulator]
 foreach n {{a b c d}} {{ set $n [$ns node] }}

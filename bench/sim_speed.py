@@ -31,8 +31,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from wanlab.sim.runner import simulate  # noqa: E402
-from wanlab.spec import ns  # noqa: E402
+from wanlab.backends.simulate.runner import simulate  # noqa: E402
+from wanlab.frontends import ns  # noqa: E402
 
 SEG = 1000
 

@@ -1,5 +1,5 @@
 """Netbed (OSDI 2002), Figure 2, with wanlab's Python builder."""
-from wanlab.spec.builder import ExperimentBuilder
+from wanlab.frontends.builder import ExperimentBuilder
 
 b = ExperimentBuilder("figure2", routing="static")
 source = b.node("source", os="FBSD45-STD")

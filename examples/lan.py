@@ -1,5 +1,5 @@
 """A LAN of four nodes with a slow member and a lossy uplink (see lan.tcl)."""
-from wanlab.spec.builder import ExperimentBuilder
+from wanlab.frontends.builder import ExperimentBuilder
 
 b = ExperimentBuilder("lan")
 server, gw = b.node("server"), b.node("gw")

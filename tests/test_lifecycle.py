@@ -15,7 +15,7 @@ import pytest
 
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment, Node
-from wanlab.realize import procs
+from wanlab.backends.emulate import procs
 
 from conftest import ROOT, chain, lan, leftovers, needs_root, pair, ping_rtts
 
@@ -99,7 +99,7 @@ def test_kill_engine_then_cleanup_then_swapin_again(lab):
 def test_kill_cli_during_create_then_cleanup(tmp_path):
     home = str(tmp_path / "home")
     spec = tmp_path / "big.py"
-    spec.write_text("from wanlab.spec.builder import ExperimentBuilder\n"
+    spec.write_text("from wanlab.frontends.builder import ExperimentBuilder\n"
                     "b = ExperimentBuilder('big')\n"
                     "ns = [b.node(f'n{i}') for i in range(40)]\n"
                     "for i in range(39):\n"
@@ -148,7 +148,7 @@ def test_failed_swapin_leaves_nothing_and_says_why(lab, monkeypatch):
 
 
 def test_failure_midway_removes_namespaces_taps_and_engine(lab, monkeypatch):
-    from wanlab.realize import swap
+    from wanlab.backends.emulate import swap
     calls = []
 
     def broken(ipr, iface):

@@ -3,7 +3,7 @@
 import pytest
 
 from wanlab.errors import SpecError
-from wanlab.spec import load
+from wanlab.frontends import load
 
 from conftest import needs_root, ping_rtts
 

@@ -4,7 +4,7 @@ import os
 import re
 import time
 
-from wanlab.spec import load
+from wanlab.frontends import load
 
 from conftest import chain, needs_root, ping_rtts
 
@@ -72,7 +72,7 @@ def test_ospf_converges_and_reroutes_on_link_failure(lab, tmp_path):
 
 
 def test_bgp_sessions_between_three_ases(lab):
-    from wanlab.spec.builder import ExperimentBuilder
+    from wanlab.frontends.builder import ExperimentBuilder
     b = ExperimentBuilder("bgp")
     b.routing("bgp")
     for n, asn in (("a", 65001), ("b", 65002), ("c", 65003)):
@@ -95,7 +95,7 @@ def test_bgp_sessions_between_three_ases(lab):
 def test_bgp_session_must_join_neighbours():
     import pytest
     from wanlab.errors import SpecError
-    from wanlab.spec.builder import ExperimentBuilder
+    from wanlab.frontends.builder import ExperimentBuilder
     b = ExperimentBuilder("bad")
     b.routing("bgp")
     for n in "abc":

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from wanlab.errors import SpecError
-from wanlab.spec import load
+from wanlab.frontends import load
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -186,7 +186,7 @@ def test_yaml_spec_simulates_cubic_and_poisson(lab, tmp_path):
 
 def test_python_api_simulate_with_builder(tmp_path):
     from wanlab.api import simulate
-    from wanlab.spec.builder import ExperimentBuilder
+    from wanlab.frontends.builder import ExperimentBuilder
     b = ExperimentBuilder("apisim", seed=5)
     h1, r, h2 = b.node("h1"), b.node("r"), b.node("h2")
     b.link(h1, r, bandwidth="100Mb", delay="1ms")

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from wanlab.errors import WanlabError
-from wanlab.spec import load
+from wanlab.frontends import load
 
 from conftest import needs_root, ping_rtts
 

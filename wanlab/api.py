@@ -8,7 +8,7 @@ A short script::
         exp.set_link("link0", delay="50ms")
     # terminated: nothing left behind
 
-or built in code with :class:`wanlab.spec.builder.ExperimentBuilder` and
+or built in code with :class:`wanlab.frontends.builder.ExperimentBuilder` and
 passed to ``Experiment(ir)``. The same description as a pure simulation in virtual
 time (no namespaces; see docs/simulation.md)::
 
@@ -41,7 +41,7 @@ class Experiment:
 
     @classmethod
     def from_file(cls, path: str, **kw: Any) -> "Experiment":
-        from wanlab.spec import load
+        from wanlab.frontends import load
         return cls(load(path), **kw)
 
     # life cycle
@@ -95,7 +95,7 @@ class Experiment:
     def set_link(self, link: str, dir: str = "both", *, bandwidth: str | int | None = None,
                  delay: str | float | None = None, loss: float | None = None) -> None:
         """Change a link's (or LAN's) parameters at run time, e.g. ``delay="50ms"``."""
-        from wanlab.spec.units import parse_bandwidth, parse_delay
+        from wanlab.frontends.units import parse_bandwidth, parse_delay
         params: dict[str, Any] = {}
         if bandwidth is not None:
             params["bandwidth_bps"] = parse_bandwidth(bandwidth)
@@ -153,7 +153,7 @@ def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
     """Run a spec file, IR or builder as a pure simulation (``wanlab run --simulate``);
     returns the summary (event log, flows, per-link statistics, engine speed)."""
     if isinstance(description, str):
-        from wanlab.spec import load
+        from wanlab.frontends import load
         description = load(description)
     elif hasattr(description, "build") and not isinstance(description, ir.Experiment):
         description = description.build()

@@ -17,7 +17,7 @@ from wanlab.errors import WanlabError
 
 
 def _load(path: str):
-    from wanlab.spec import load
+    from wanlab.frontends import load
     return load(path)
 
 
@@ -302,7 +302,7 @@ def cmd_routes(lab, a) -> int:
 
 
 def cmd_validate(lab, a) -> int:
-    from wanlab.realize.engine import REPO_ROOT
+    from wanlab.backends.emulate.engine import REPO_ROOT
     suite = os.path.join(REPO_ROOT, "bench", "fidelity.py")
     if not os.path.exists(suite):
         raise WanlabError("the fidelity suite (bench/fidelity.py) is part of the source "

@@ -30,7 +30,7 @@ from typing import Any
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment, validate
 from wanlab.plan.plan import engine_params, make_plan
-from wanlab.realize import engine, modify, netns, swap
+from wanlab.backends.emulate import engine, modify, netns, swap
 from wanlab.store.db import ExperimentRow, Store
 
 ACTIVE, SWAPPED, NEW = "active", "swapped", "new"
@@ -132,7 +132,7 @@ class Lab:
     # -- modify ---------------------------------------------------------------
     def modify(self, name: str, new: Experiment) -> ExperimentRow:
         """Apply a new description. A stored (not active) experiment just takes the new
-        IR; an active one changes only what differs (wanlab/realize/modify.py)."""
+        IR; an active one changes only what differs (wanlab/backends/emulate/modify.py)."""
         validate(new)
         with self._locked(name):
             row = self.store.get(name)
@@ -265,7 +265,7 @@ class Lab:
                  duration_s: float | None = None) -> dict[str, Any]:
         """Run ``exp`` as a pure simulation in virtual time (no namespaces, no engine
         process left behind); results in ``out`` (default <home>/sims/<name>)."""
-        from wanlab.sim.runner import simulate
+        from wanlab.backends.simulate.runner import simulate
         validate(exp)
         out = out or os.path.join(self.store.home, "sims", exp.name)
         self.say(f"simulating {exp.name} in virtual time")
@@ -274,7 +274,7 @@ class Lab:
     def compare(self, exp: Experiment, out: str | None = None,
                 source_path: str | None = None) -> dict[str, Any]:
         """Run ``exp`` emulated and simulated; results and side-by-side plots in ``out``."""
-        from wanlab.sim.compare import compare
+        from wanlab.backends.simulate.compare import compare
         validate(exp)
         out = out or os.path.join(self.store.home, "compare", exp.name)
         return compare(self, exp, out, source_path)

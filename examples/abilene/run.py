@@ -33,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
 from wanlab.lifecycle import Lab  # noqa: E402
-from wanlab.spec import ns  # noqa: E402
+from wanlab.frontends import ns  # noqa: E402
 
 FAIL_AT, RESTORE_AT, END = 12.0, 38.0, 60.0
 FAILED = "L-denver-kansascity"

@@ -79,7 +79,7 @@ def engine_params(p: LinkParams) -> dict[str, Any]:
 def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     """The plan of ``exp``; with ``simulate_all`` every node is simulated in the engine
     (pure simulation: no namespaces, dynamic routing replaced by static routes)."""
-    from wanlab.sim.nodes import with_endpoints
+    from wanlab.plan.sim_nodes import with_endpoints
     warnings: list[str] = []
     exp = with_endpoints(exp, {n.name for n in exp.nodes
                                if simulate_all or n.kind == "simulated"})
@@ -128,7 +128,7 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
             atts.setdefault(spec.name, []).append(Attachment(node, spec.name, ifname, ip))
 
     # routes
-    # session/ospf: routes come from the nodes' OSPF daemons (wanlab/realize/frr.py)
+    # session/ospf: routes come from the nodes' OSPF daemons (wanlab/backends/emulate/frr.py)
     proto = exp.rtproto
     if proto == "static":
         table = shortest_path_routes(
@@ -166,8 +166,8 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
              for ifs in ports_of.values() for i in ifs if not nodes[i.node].simulated]
     # simulated nodes are the engine's own hosts and routers (ports without TAPs), and
     # applications between simulated nodes its traffic agents
-    from wanlab.sim.flows import engine_agents, sim_flows
-    from wanlab.sim.nodes import engine_nodes
+    from wanlab.plan.sim_flows import engine_agents, sim_flows
+    from wanlab.plan.sim_nodes import engine_nodes
     routers, sim_hosts = engine_nodes([np_ for np_ in nodes.values() if np_.simulated])
     links = []
     for l in exp.links:

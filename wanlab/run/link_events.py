@@ -18,7 +18,7 @@ import math
 import os
 from typing import Any
 
-from wanlab.spec.units import parse_bandwidth, parse_delay, parse_loss
+from wanlab.frontends.units import parse_bandwidth, parse_delay, parse_loss
 
 QUEUE_PARAMS = {"limit_": ("limit", int), "thresh_": ("thresh", float),
                 "maxthresh_": ("maxthresh", float), "q_weight_": ("q_weight", float),

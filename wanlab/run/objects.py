@@ -24,12 +24,12 @@ import time
 from typing import Any, Callable
 
 from wanlab.plan.plan import engine_params, make_plan
-from wanlab.realize import engine, netns, procs, swap
+from wanlab.backends.emulate import engine, netns, procs, swap
 from wanlab.run.link_events import requests_for
 from wanlab.run.programs import ProgramRunner
 from wanlab.run.sim_traffic import SimTrafficAgent
 from wanlab.run.traffic import TrafficAgent
-from wanlab.sim.flows import sim_flows
+from wanlab.plan.sim_flows import sim_flows
 from wanlab.store.db import ExperimentRow, Store
 
 Outcome = tuple[str, str]          # ("ok" | "failed" | "timeout" | "error", detail)

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from wanlab.model.ir import Program
-from wanlab.realize import swap
+from wanlab.backends.emulate import swap
 
 if TYPE_CHECKING:
     from wanlab.run.objects import Runtime

@@ -302,7 +302,7 @@ def start(store: Store, row, folder: str) -> None:
     """Launch the scheduler for ``row`` (recorded first); :func:`go` starts its clock."""
     import subprocess
 
-    from wanlab.realize import procs
+    from wanlab.backends.emulate import procs
     sock = os.path.join(folder, "events.sock")
     if os.path.exists(sock):
         os.unlink(sock)

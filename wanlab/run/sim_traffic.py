@@ -1,6 +1,6 @@
 """Applications between simulated nodes of a running (mixed) experiment.
 
-Their traffic is generated inside the engine (:mod:`wanlab.sim.flows`), so an event is
+Their traffic is generated inside the engine (:mod:`wanlab.plan.sim_flows`), so an event is
 one engine ``agent`` command. While a flow runs, a thread samples its sink every 0.1 s
 for throughput over time; at ``stop`` the flow's result — the same fields as an
 emulated flow's, plus the TCP cwnd trace — goes to the ``flows`` table.
@@ -13,8 +13,8 @@ import os
 import threading
 from typing import TYPE_CHECKING, Any
 
-from wanlab.realize import engine
-from wanlab.sim.flows import SimFlow
+from wanlab.backends.emulate import engine
+from wanlab.plan.sim_flows import SimFlow
 
 if TYPE_CHECKING:
     from wanlab.run.objects import Runtime

@@ -35,9 +35,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from wanlab.model.ir import Agent
-from wanlab.realize import engine as engine_mod
-from wanlab.realize import netns, swap
-from wanlab.spec.units import parse_bandwidth, parse_time
+from wanlab.backends.emulate import engine as engine_mod
+from wanlab.backends.emulate import netns, swap
+from wanlab.frontends.units import parse_bandwidth, parse_time
 
 if TYPE_CHECKING:
     from wanlab.run.objects import Runtime

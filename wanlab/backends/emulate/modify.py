@@ -27,7 +27,7 @@ from typing import Any
 
 from wanlab.model.ir import Experiment
 from wanlab.plan.plan import Interface, Plan, make_plan
-from wanlab.realize import engine, netns, procs, swap
+from wanlab.backends.emulate import engine, netns, procs, swap
 from wanlab.store.db import ExperimentRow, Store
 
 

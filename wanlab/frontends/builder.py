@@ -2,7 +2,7 @@
 
 ::
 
-    from wanlab.spec.builder import ExperimentBuilder
+    from wanlab.frontends.builder import ExperimentBuilder
     b = ExperimentBuilder("figure2", seed=1)
     a, r, c = b.node("nodeA"), b.node("router"), b.node("nodeC")
     b.link(a, r, bandwidth="10Mb", delay="10ms", loss=0.01, name="link0")
@@ -12,7 +12,7 @@
 
 Methods return the new object's name (a ``str``), which is what the other
 methods take.  Values take the same units as ns-2 and YAML
-(:mod:`wanlab.spec.units`): ``"10Mb"`` or a number of bit/s, ``"20ms"`` or a
+(:mod:`wanlab.frontends.units`): ``"10Mb"`` or a number of bit/s, ``"20ms"`` or a
 number of seconds, loss as a probability.  Semantics are those of the ns-2
 front end (docs/ns-reference.md): a LAN's delay D is member-to-member, so each
 member's half is D/2 and its loss L is split as 1 - sqrt(1 - L) per half.
@@ -20,7 +20,7 @@ member's half is D/2 and its loss L is split as 1 - sqrt(1 - L) per half.
 Every keyword is explicit (no ``**params``), so a typo is a ``TypeError`` at
 the call, and a bad value is a :class:`~wanlab.errors.SpecError` naming the
 argument.  Each object records the file and line of the call that declared it.
-A ``.py`` experiment file passed to :func:`wanlab.spec.load` must define a
+A ``.py`` experiment file passed to :func:`wanlab.frontends.load` must define a
 module-level ``experiment`` (an ``Experiment`` or an ``ExperimentBuilder``).
 """
 
@@ -35,7 +35,7 @@ from typing import Any, Iterable, Mapping
 
 from wanlab.errors import SpecError
 from wanlab.model import ir
-from wanlab.spec import units
+from wanlab.frontends import units
 
 QUEUE_KEYS = ("kind", "limit", "in_bytes", "thresh", "maxthresh", "q_weight", "linterm",
               "gentle", "mean_pktsize")

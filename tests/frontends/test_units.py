@@ -3,7 +3,7 @@ import math
 import pytest
 
 from wanlab.errors import SpecError
-from wanlab.spec import units
+from wanlab.frontends import units
 
 
 @pytest.mark.parametrize("s,bps", [

@@ -24,7 +24,7 @@ from typing import Any
 from wanlab.model.ir import Event, Experiment
 from wanlab.plan.plan import Plan, engine_params, make_plan
 from wanlab.run.link_events import requests_for
-from wanlab.sim.flows import SimFlow, sim_flows
+from wanlab.plan.sim_flows import SimFlow, sim_flows
 
 SHORT = "5100"            # fixed, so addresses and MACs are the same in every run
 NS = 1_000_000_000

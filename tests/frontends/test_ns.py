@@ -7,7 +7,7 @@ import tempfile
 import pytest
 
 from wanlab.errors import SpecError
-from wanlab.spec import ns
+from wanlab.frontends import ns
 
 
 def test_nodes_links_names_and_sources(tcl):
@@ -476,7 +476,7 @@ def test_error_in_sourced_file_cites_that_file(tcl, tmp_path):
 
 
 def test_missing_file_and_unsupported_extension(tmp_path):
-    from wanlab.spec import load
+    from wanlab.frontends import load
     with pytest.raises(SpecError, match="no such file"):
         ns.parse(tmp_path / "nope.tcl")
     (tmp_path / "x.txt").write_text("")

@@ -19,7 +19,8 @@ from typing import Any
 
 from wanlab.errors import EngineError
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 
 
 def engine_binary() -> str:

@@ -1,6 +1,6 @@
 """Run an experiment as a pure simulation and keep its results.
 
-``simulate(exp)`` builds the scenario (:mod:`wanlab.sim.scenario`), runs
+``simulate(exp)`` builds the scenario (:mod:`wanlab.backends.simulate.scenario`), runs
 ``wanlab-engine simulate`` on it and writes, in the output folder:
 
 * ``scenario.json`` — what the engine ran; ``result.json`` — what it returned (the
@@ -22,8 +22,8 @@ from typing import Any
 
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
-from wanlab.realize.engine import engine_binary
-from wanlab.sim.scenario import NS, Scenario, build
+from wanlab.backends.emulate.engine import engine_binary
+from wanlab.backends.simulate.scenario import NS, Scenario, build
 
 SAMPLE_S = 0.1
 

@@ -3,7 +3,7 @@
 The file is checked against the JSON Schema (draft 2020-12) first, so an
 unknown or misspelt key is an error naming its path
 (``links[0].bandwith: unknown key (did you mean bandwidth?)``); then each
-entry is declared through :class:`~wanlab.spec.builder.ExperimentBuilder`, so
+entry is declared through :class:`~wanlab.frontends.builder.ExperimentBuilder`, so
 YAML, Python and ns-2 share units and semantics.  Errors cite the file and the
 line of the offending entry; YAML syntax errors cite the line of the mistake.
 """
@@ -20,8 +20,8 @@ import yaml
 
 from wanlab.errors import SpecError
 from wanlab.model import ir
-from wanlab.spec.builder import ExperimentBuilder, unknown_key
-from wanlab.spec.ns import sanitize_name
+from wanlab.frontends.builder import ExperimentBuilder, unknown_key
+from wanlab.frontends.ns import sanitize_name
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schema" / "experiment.schema.json"
 

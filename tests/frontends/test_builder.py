@@ -5,8 +5,8 @@ import math
 import pytest
 
 from wanlab.errors import SpecError
-from wanlab.spec import load
-from wanlab.spec.builder import ExperimentBuilder
+from wanlab.frontends import load
+from wanlab.frontends.builder import ExperimentBuilder
 
 
 def test_brief_example():
@@ -56,13 +56,13 @@ def test_direction_and_members():
 
 def test_load_python_file(tmp_path):
     p = tmp_path / "exp.py"
-    p.write_text("from wanlab.spec.builder import ExperimentBuilder\n"
+    p.write_text("from wanlab.frontends.builder import ExperimentBuilder\n"
                  "b = ExperimentBuilder('pyexp')\nb.node('a')\nexperiment = b.build()\n")
     assert load(p).name == "pyexp"
     p.write_text("x = 1\n")
     with pytest.raises(SpecError, match="module-level 'experiment'"):
         load(p)
-    p.write_text("from wanlab.spec.builder import ExperimentBuilder\n"
+    p.write_text("from wanlab.frontends.builder import ExperimentBuilder\n"
                  "b = ExperimentBuilder('e')\n\nb.link('a', 'b')\n")
     with pytest.raises(SpecError) as ei:
         load(p)

@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from wanlab.spec import ns
+from wanlab.frontends import ns
 
 HEAD = "set ns [new Simulator]\nsource tb_compat.tcl\n"
 

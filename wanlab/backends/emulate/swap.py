@@ -35,7 +35,7 @@ from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.plan import Interface, NodePlan, Plan, make_plan
 from wanlab.plan.routes import RouteEntry
-from wanlab.realize import engine, frr, netns, procs
+from wanlab.backends.emulate import engine, frr, netns, procs
 from wanlab.store.db import ExperimentRow, Store
 
 Progress = Callable[[str], None]

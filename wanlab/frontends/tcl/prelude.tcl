@@ -3,7 +3,7 @@
 # parser interposed on ns.  A user's script runs after this file in the same
 # interpreter (see run.tcl); nothing is realized here: every declaration is
 # recorded with the file and line it came from, and run.tcl writes the
-# records as JSON for wanlab/spec/ns.py to turn into the IR.
+# records as JSON for wanlab/frontends/ns.py to turn into the IR.
 #
 # Conventions:
 #   * an object is a command named like ns-2's handles (_o12) aliased to

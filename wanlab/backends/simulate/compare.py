@@ -20,7 +20,7 @@ from wanlab.model.ir import Experiment
 
 def compare(lab, exp: Experiment, out: str, source_path: str | None = None) -> dict[str, Any]:
     os.makedirs(out, exist_ok=True)
-    from wanlab.sim.runner import simulate
+    from wanlab.backends.simulate.runner import simulate
     lab.say(f"{exp.name}: simulating")
     sim = simulate(exp, os.path.join(out, "simulated"), plot=True)
     emu_name = f"{exp.name}-emu"

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from wanlab.spec import load
+from wanlab.frontends import load
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 

@@ -6,7 +6,7 @@ import textwrap
 import pytest
 
 from wanlab.errors import SpecError
-from wanlab.spec import yaml_spec
+from wanlab.frontends import yaml_spec
 
 
 def load(text, tmp_path, name="t.yaml"):

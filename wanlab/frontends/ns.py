@@ -1,7 +1,7 @@
 """The ns-2 front end: run an Emulab-style Tcl script in a real ``tclsh``.
 
 How it works (as Emulab's parser did): the script runs in a real Tcl
-interpreter after wanlab's prelude (``wanlab/spec/tcl/prelude.tcl`` and
+interpreter after wanlab's prelude (``wanlab/frontends/tcl/prelude.tcl`` and
 ``tb_compat.tcl``), which defines ``Simulator``, nodes, links, LANs, agents,
 ``Program``, ``$ns at`` and every ``tb-*`` command.  The prelude records each
 declaration with the file and line it came from; ``run.tcl`` writes these
@@ -36,7 +36,7 @@ from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.model import ir
-from wanlab.spec import units
+from wanlab.frontends import units
 
 TCL_DIR = Path(__file__).resolve().parent / "tcl"
 RUN_TCL = TCL_DIR / "run.tcl"

@@ -2,12 +2,12 @@
 
 :func:`load` picks the front end from the file's extension:
 
-* ``.tcl`` / ``.ns``: an Emulab-style ns-2 script (:mod:`wanlab.spec.ns`);
-* ``.yaml`` / ``.yml``: wanlab's YAML form (:mod:`wanlab.spec.yaml_spec`,
+* ``.tcl`` / ``.ns``: an Emulab-style ns-2 script (:mod:`wanlab.frontends.ns`);
+* ``.yaml`` / ``.yml``: wanlab's YAML form (:mod:`wanlab.frontends.yaml_spec`,
   docs/yaml.md, schema/experiment.schema.json);
 * ``.py``: Python code, run as a module; it must define a module-level
   ``experiment`` that is an :class:`~wanlab.model.ir.Experiment` or an
-  :class:`~wanlab.spec.builder.ExperimentBuilder` (:mod:`wanlab.spec.builder`).
+  :class:`~wanlab.frontends.builder.ExperimentBuilder` (:mod:`wanlab.frontends.builder`).
 
 Every user mistake is a :class:`~wanlab.errors.SpecError` naming the file and
 line or field; the result is always validated with :func:`wanlab.model.ir.validate`.
@@ -29,13 +29,13 @@ def load(path: str | os.PathLike[str]) -> Experiment:
     ext = Path(path).suffix.lower()
     kind = SUPPORTED.get(ext)
     if kind == "ns":
-        from wanlab.spec import ns
+        from wanlab.frontends import ns
         return ns.parse(path)
     if kind == "yaml":
-        from wanlab.spec import yaml_spec
+        from wanlab.frontends import yaml_spec
         return yaml_spec.load_file(path)
     if kind == "python":
-        from wanlab.spec import builder
+        from wanlab.frontends import builder
         return builder.load_python(path)
     raise SpecError(f"unknown experiment format {ext or '(no extension)'!r}; supported "
                     f"formats are .tcl/.ns (ns-2), .yaml/.yml (YAML) and .py (Python)",

@@ -1,1 +1,0 @@
-"""Tests of the front ends (wanlab.spec)."""
