@@ -30,7 +30,7 @@ from typing import Any
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment, validate
 from wanlab.plan.plan import engine_params, make_plan
-from wanlab.backends.emulate import engine, modify, netns, swap
+from wanlab.backends.emulate import engine, modify, netns, nodes, swap
 from wanlab.store.db import ExperimentRow, Store
 
 ACTIVE, SWAPPED, NEW = "active", "swapped", "new"
@@ -113,7 +113,7 @@ class Lab:
             row = self.store.get(name)
             self.store.set_state(row.id, "terminating", "terminate")
             swap.teardown(self.store, row.id, self.say)
-            shutil.rmtree(swap.folder_of(self.store, name), ignore_errors=True)
+            shutil.rmtree(nodes.folder_of(self.store, name), ignore_errors=True)
             self.store.delete_experiment(row.id)
 
     def cleanup(self, name: str | None = None) -> list[str]:
@@ -180,7 +180,7 @@ class Lab:
                 with engine.Client(self._socket(row), timeout=5) as c:
                     links = c.call("stats")
         return {"name": row.name, "id": row.short, "state": row.state, "error": row.error,
-                "folder": swap.folder_of(self.store, name),
+                "folder": nodes.folder_of(self.store, name),
                 "nodes": {n.name: {"netns": None if n.simulated else n.netns,
                                    "simulated": n.simulated,
                                    "interfaces": [{"ifname": i.ifname, "ip": f"{i.ip}/"
@@ -208,7 +208,7 @@ class Lab:
         row = self.store.get(name)
         if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
-        with EventClient(swap.folder_of(self.store, name)) as c:
+        with EventClient(nodes.folder_of(self.store, name)) as c:
             return c.event(time_spec, target, action, list(args or []), wait)
 
     def follow(self, name: str):
@@ -217,7 +217,7 @@ class Lab:
         row = self.store.get(name)
         if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
-        c = EventClient(swap.folder_of(self.store, name))
+        c = EventClient(nodes.folder_of(self.store, name))
         try:
             yield from c.follow()
         finally:
@@ -252,7 +252,7 @@ class Lab:
         if summary["flows"]:
             from wanlab.report.plots import plot_throughput
             summary["plot"] = plot_throughput(self, row.name)
-        folder = swap.folder_of(self.store, row.name)
+        folder = nodes.folder_of(self.store, row.name)
         with open(os.path.join(folder, "summary.json"), "w") as f:
             import json as _json
             _json.dump(summary, f, indent=2)
@@ -313,7 +313,7 @@ class Lab:
         return engine.Client(self._socket(row))
 
     def _socket(self, row: ExperimentRow) -> str:
-        return os.path.join(swap.folder_of(self.store, row.name), "engine.sock")
+        return os.path.join(nodes.folder_of(self.store, row.name), "engine.sock")
 
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
         row = self.store.get(name)
@@ -330,7 +330,7 @@ class Lab:
         if not netns.exists(ns):
             raise WanlabError(f"node {node!r} has no namespace; run 'wanlab cleanup {name}' "
                               f"and swap in again")
-        return swap.node_argv(ns, node, argv)
+        return nodes.node_argv(ns, node, argv)
 
     def exec(self, name: str, node: str, argv: list[str], **kw: Any) -> subprocess.CompletedProcess:
         """Run ``argv`` in ``node``; keyword arguments go to subprocess.run."""

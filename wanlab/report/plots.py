@@ -100,7 +100,7 @@ def plot_throughput(lab, name: str, output: str | None = None) -> str:
     fig, ax = figure()
     throughput_axes(ax, [f for f in flows if f["t0"] == t0])
     if output is None:
-        from wanlab.backends.emulate.swap import folder_of
+        from wanlab.backends.emulate.nodes import folder_of
         output = os.path.join(folder_of(lab.store, lab.get(name).name), "plots",
                               "throughput.png")
     return finish(fig, ax, lab.event_log(name), "received throughput (Mbit/s)",

@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable
 
 from wanlab.plan.plan import engine_params, make_plan
-from wanlab.backends.emulate import engine, netns, procs, swap
+from wanlab.backends.emulate import engine, netns, nodes, procs
 from wanlab.run.link_events import requests_for
 from wanlab.run.programs import ProgramRunner
 from wanlab.run.sim_traffic import SimTrafficAgent
@@ -40,7 +40,7 @@ class Runtime:
     def __init__(self, store: Store, row: ExperimentRow, t0_mono: float, t0_wall: float):
         self.store, self.row, self.exp = store, row, row.ir
         self.plan = make_plan(row.ir, row.short)
-        self.folder = swap.folder_of(store, row.name)
+        self.folder = nodes.folder_of(store, row.name)
         self.sock = os.path.join(self.folder, "engine.sock")
         self.t0_mono, self.t0_wall = t0_mono, t0_wall
         self.db_lock = threading.Lock()
@@ -175,7 +175,7 @@ class Runtime:
         node = next(n for n in self.exp.nodes if n.name == target)
         if node.startcmd:
             with self.db_lock:
-                swap.start_command(self.store, self.row, self.plan, target, node.startcmd,
+                nodes.start_command(self.store, self.row, self.plan, target, node.startcmd,
                                    self.folder)
         return "ok", f"{killed} processes stopped" + (", start command rerun"
                                                       if node.startcmd else "")

@@ -17,7 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from wanlab.model.ir import Program
-from wanlab.backends.emulate import swap
+from wanlab.backends.emulate import nodes
 
 if TYPE_CHECKING:
     from wanlab.run.objects import Runtime
@@ -51,7 +51,7 @@ class ProgramRunner:
             rid = self.rt.record_process(f"program-{self.prog.name}-{n}", self.prog.node)
             with open(base + ".out", "wb") as out, open(base + ".err", "wb") as err:
                 self.proc = subprocess.Popen(
-                    swap.node_argv(ns, self.prog.node, ["sh", "-c", self.command]),
+                    nodes.node_argv(ns, self.prog.node, ["sh", "-c", self.command]),
                     cwd=cwd if os.path.isdir(cwd) else None, stdin=subprocess.DEVNULL,
                     stdout=out, stderr=err, start_new_session=True)
             self.rt.process_started(rid, self.proc.pid)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from wanlab.model.ir import Agent
 from wanlab.backends.emulate import engine as engine_mod
-from wanlab.backends.emulate import netns, swap
+from wanlab.backends.emulate import netns, nodes
 from wanlab.frontends.units import parse_bandwidth, parse_time
 
 if TYPE_CHECKING:
@@ -82,7 +82,7 @@ class TrafficAgent:
         ns = self.rt.plan.nodes[node].netns
         rid = self.rt.record_process(f"agent-{self.app.name}-{self.flows}-{argv[0]}", node)
         with open(out, "wb") as f:
-            p = subprocess.Popen(swap.node_argv(ns, node, argv), stdin=subprocess.DEVNULL,
+            p = subprocess.Popen(nodes.node_argv(ns, node, argv), stdin=subprocess.DEVNULL,
                                  stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         self.rt.process_started(rid, p.pid)
         return p

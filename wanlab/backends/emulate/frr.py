@@ -19,7 +19,7 @@ meet:
   ``ip netns exec`` bind-mounts it over ``/etc/frr`` for every command run
   in the node.
 * ``/etc/netns/<ns>/frr/run/`` holds the daemons' sockets and pid files.
-  The node's command wrapper (:func:`wanlab.backends.emulate.swap.node_argv`)
+  The node's command wrapper (:func:`wanlab.backends.emulate.nodes.node_argv`)
   bind-mounts it over ``/run/frr``, so a plain ``vtysh -c 'show ip ospf
   neighbor'`` run with ``wanlab exec`` reaches that node's own daemons.
 * The daemons' logs go to ``<folder>/nodes/<node>/{zebra,ospfd}.log``.
@@ -129,7 +129,7 @@ def check_installed() -> None:
 
 def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
     """Write every node's configuration and start its zebra and ospfd (recorded first)."""
-    from wanlab.backends.emulate.swap import node_argv
+    from wanlab.backends.emulate.nodes import node_argv
     check_installed()
     what = "zebra + " + ("bgpd" if exp.rtproto == "bgp" else
                          "ospfd" + (" + bgpd" if exp.asns else ""))

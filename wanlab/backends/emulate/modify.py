@@ -27,7 +27,7 @@ from typing import Any
 
 from wanlab.model.ir import Experiment
 from wanlab.plan.plan import Interface, Plan, make_plan
-from wanlab.backends.emulate import engine, netns, procs, swap
+from wanlab.backends.emulate import engine, netns, nodes, procs, swap
 from wanlab.store.db import ExperimentRow, Store
 
 
@@ -60,7 +60,7 @@ def apply_diff(store: Store, row: ExperimentRow, new: Experiment, say) -> dict[s
     kept_nets = [n for n in new_nets if n in old_nets and n not in gone_nets]
     gone_nodes = [n for n in old_plan.nodes if n not in new_plan.nodes]
     added_nodes = [n for n in new_plan.nodes if n not in old_plan.nodes]
-    folder = swap.folder_of(store, row.name)
+    folder = nodes.folder_of(store, row.name)
     sock = os.path.join(folder, "engine.sock")
     counts = {"networks_removed": len(gone_nets), "networks_added": len(added_nets),
               "nodes_removed": len(gone_nodes), "nodes_added": len(added_nodes),
@@ -147,7 +147,7 @@ def apply_diff(store: Store, row: ExperimentRow, new: Experiment, say) -> dict[s
     # 7. start commands of added nodes
     for node in new.nodes:
         if node.name in added_nodes and node.startcmd:
-            swap.start_command(store, row, new_plan, node.name, node.startcmd, folder)
+            nodes.start_command(store, row, new_plan, node.name, node.startcmd, folder)
     return counts
 
 

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shlex
-import subprocess
 import sys
 from collections.abc import Callable
 
@@ -36,26 +34,10 @@ from wanlab.model.ir import Experiment
 from wanlab.plan.plan import Interface, NodePlan, Plan, make_plan
 from wanlab.plan.routes import RouteEntry
 from wanlab.backends.emulate import engine, frr, netns, procs
+from wanlab.backends.emulate.nodes import folder_of, start_command
 from wanlab.store.db import ExperimentRow, Store
 
 Progress = Callable[[str], None]
-
-
-def folder_of(store: Store, name: str) -> str:
-    return os.path.join(store.home, "exps", name)
-
-
-# Inside the node: its hostname, and (when it runs FRR) its own /run/frr, so vtysh and the
-# daemons meet there (/etc/frr is already the node's own: ip netns exec binds /etc/netns/NS/*).
-NODE_SHELL = ('hostname "$0" || exit 111; '
-              'if [ -d /etc/frr/run ]; then mkdir -p /run/frr && '
-              'mount --bind /etc/frr/run /run/frr || exit 111; fi; exec "$@"')
-
-
-def node_argv(ns: str, node: str, argv: list[str]) -> list[str]:
-    """Run ``argv`` inside a node: its namespace, hosts file, hostname and FRR sockets."""
-    return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c", NODE_SHELL, node,
-            *argv]
 
 
 def swap_in(store: Store, row: ExperimentRow, progress: Progress | None = None) -> Plan:
@@ -181,23 +163,6 @@ def write_hosts(ns: str, hosts: str) -> None:
     os.makedirs(etc, exist_ok=True)
     with open(os.path.join(etc, "hosts"), "w") as f:
         f.write(hosts)
-
-
-def start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: str,
-                  folder: str) -> None:
-    """Run a node's start command in the background; output and exit code in its folder."""
-    ndir = os.path.join(folder, "nodes", node)
-    out = os.path.join(ndir, "startcmd.log")
-    code = os.path.join(ndir, "startcmd.exit")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(code)
-    script = f"sh -c {shlex.quote(cmd)}; echo $? > {shlex.quote(code)}"
-    rid = store.record(row.id, "process", f"startcmd-{node}", node=node)
-    with open(out, "ab") as log:
-        p = subprocess.Popen(node_argv(plan.nodes[node].netns, node, ["sh", "-c", script]),
-                             cwd=ndir, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             start_new_session=True)
-    store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))
 
 
 def teardown(store: Store, exp_id: int, progress: Progress | None = None) -> None:
