@@ -67,8 +67,8 @@ def test_create_exec_show_terminate(tmp_path):
     assert bad.returncode == 2 and "no node 'ghost'" in bad.stderr
     assert wanlab(tmp_path, "terminate", "clitest").returncode == 0
     assert leftovers(short) == []
-    assert wanlab(tmp_path, "cleanup").returncode == 0
-    assert wanlab(tmp_path, "cleanup").returncode == 0
+    assert wanlab(tmp_path, "cleanup", "--all").returncode == 0
+    assert wanlab(tmp_path, "cleanup", "--all").returncode == 0
 
 
 @needs_root

@@ -145,8 +145,16 @@ def cmd_terminate(lab, a) -> int:
 
 
 def cmd_cleanup(lab, a) -> int:
-    done = lab.cleanup(a.name)
+    if a.name and a.all:
+        raise WanlabError("cleanup takes a name or --all, not both")
+    done = lab.cleanup(a.name, all=a.all)
     print(f"cleaned up: {', '.join(done) if done else 'nothing recorded'}")
+    return 0
+
+
+def cmd_export(lab, a) -> int:
+    n = lab.export(a.name, a.dest)
+    print(f"{a.name}: {n} files exported to {os.path.abspath(a.dest)} (readable by everyone)")
     return 0
 
 
@@ -361,9 +369,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("modify", cmd_modify, "apply a changed description to an experiment")
     sp.add_argument("name")
     sp.add_argument("file")
-    sp = add("cleanup", cmd_cleanup, "remove everything the store recorded (all experiments "
-             "if no name); safe to run twice")
+    sp = add("cleanup", cmd_cleanup, "remove everything the store recorded for an experiment "
+             "(--all: for every experiment on this host); safe to run twice")
     sp.add_argument("name", nargs="?")
+    sp.add_argument("--all", action="store_true", help="every experiment on this host")
+    sp = add("export", cmd_export, "copy an experiment's results (logs, flows, plots, "
+             "captures; no sockets) to a new folder readable by everyone: the state folder "
+             "itself is private to root")
+    sp.add_argument("name")
+    sp.add_argument("dest", help="a folder that does not exist yet")
     sp = add("list", cmd_list, "list experiments")
     sp.add_argument("--json", action="store_true")
     sp = add("show", cmd_show, "state, nodes, interfaces, addresses, routes and links")
@@ -405,7 +419,12 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# commands that may create the state folder; the others refuse a missing one (a typo)
+CREATING = ("create", "run", "compare")
+
+
 def main(argv: list[str] | None = None) -> int:
+    os.umask(0o077)     # everything wanlab writes is private to root (docs/security.md)
     args = build_parser().parse_args(argv)
     if args.cmd != "parse" and os.geteuid() != 0:
         print("wanlab: must run as root (namespaces and TAP devices need CAP_NET_ADMIN)",
@@ -416,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "parse":
             return args.fn(None, args)
         from wanlab.lifecycle import Lab
-        lab = Lab(args.home, progress=True)
+        lab = Lab(args.home, progress=True, create=args.cmd in CREATING)
         return args.fn(lab, args)
     except WanlabError as e:
         if os.environ.get("WANLAB_DEBUG"):

@@ -21,6 +21,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment, validate
 from wanlab.plan.plan import engine_params, make_plan
 from wanlab.backends.emulate import engine, modify, netns, nodes, swap
-from wanlab.store.db import ExperimentRow, Store
+from wanlab.store.db import ExperimentRow, Store, make_private_dir
 
 ACTIVE, SWAPPED, NEW = "active", "swapped", "new"
 TRANSIENT = ("activating", "swapping-out", "modifying", "terminating")
@@ -44,23 +45,43 @@ def _say_stderr(msg: str) -> None:
 class Lab:
     """All operations on experiments; the CLI and the Python API are thin layers over it."""
 
-    def __init__(self, home: str | None = None, progress: bool = False):
-        self.store = Store(home)
+    def __init__(self, home: str | None = None, progress: bool = False, create: bool = True):
+        """``create``: make the state folder if missing (commands that only read or act on
+        existing experiments pass False, so a mistyped home is an error, not a new store)."""
+        self.store = Store(home, create=create)
         self.say = _say_stderr if progress else (lambda msg: None)
 
     def close(self) -> None:
         self.store.close()
 
     @contextlib.contextmanager
-    def _locked(self, name: str) -> Iterator[None]:
-        d = os.path.join(self.store.home, "locks")
-        os.makedirs(d, exist_ok=True)
-        with open(os.path.join(d, f"{name}.lock"), "w") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+    def _locked(self, name: str) -> Iterator[ExperimentRow]:
+        """Hold experiment ``name``'s lock; yields its row (fresh, read under the lock).
+
+        The name is checked and the experiment must exist before a lock file is made;
+        ``terminate`` removes the lock file, so a waiter that wakes on a removed file
+        takes the lock again on the current one."""
+        self.store.get(name)
+        path = self.store.lock_path(name)
+        make_private_dir(os.path.dirname(path))
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
             try:
-                yield
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                try:
+                    same = os.fstat(fd).st_ino == os.stat(path).st_ino
+                except FileNotFoundError:
+                    same = False
+                if not same:
+                    continue
+                row = self.store.find(name)
+                if row is None:             # terminated while we waited
+                    os.unlink(path)
+                    raise WanlabError(f"no experiment named {name!r} (see 'wanlab list')")
+                yield row
+                return
             finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+                os.close(fd)             # also releases the lock
 
     # -- create / swap ------------------------------------------------------
     def create(self, exp: Experiment, source_path: str | None = None,
@@ -76,6 +97,8 @@ class Lab:
             except WanlabError:
                 with contextlib.suppress(Exception):
                     self.store.delete_experiment(row.id)
+                with contextlib.suppress(OSError):
+                    os.unlink(self.store.lock_path(row.name))
                 raise
         return self.store.get(row.name)
 
@@ -109,20 +132,23 @@ class Lab:
             return self.store.get(name)
 
     def terminate(self, name: str) -> None:
-        with self._locked(name):
-            row = self.store.get(name)
+        with self._locked(name) as row:
             self.store.set_state(row.id, "terminating", "terminate")
             swap.teardown(self.store, row.id, self.say)
-            shutil.rmtree(nodes.folder_of(self.store, name), ignore_errors=True)
+            shutil.rmtree(self.store.folder(name), ignore_errors=True)
             self.store.delete_experiment(row.id)
+            os.unlink(self.store.lock_path(name))     # still held: waiters retry on a new file
 
-    def cleanup(self, name: str | None = None) -> list[str]:
-        """Remove recorded resources of one experiment (or all); safe to run twice."""
+    def cleanup(self, name: str | None = None, all: bool = False) -> list[str]:
+        """Remove recorded resources of one experiment (or, with ``all``, of every one);
+        safe to run twice."""
+        if name is None and not all:
+            raise WanlabError("cleanup of every experiment on this host needs --all (or name "
+                              "one experiment)")
         names = [name] if name else [r.name for r in self.store.list()]
         done = []
         for n in names:
-            with self._locked(n):
-                row = self.store.get(n)
+            with self._locked(n) as row:
                 swap.teardown(self.store, row.id, self.say)
                 if row.state in TRANSIENT or row.state == ACTIVE:
                     self.store.set_state(row.id, SWAPPED, "cleanup")
@@ -180,7 +206,7 @@ class Lab:
                 with engine.Client(self._socket(row), timeout=5) as c:
                     links = c.call("stats")
         return {"name": row.name, "id": row.short, "state": row.state, "error": row.error,
-                "folder": nodes.folder_of(self.store, name),
+                "folder": self.store.folder(name),
                 "nodes": {n.name: {"netns": None if n.simulated else n.netns,
                                    "simulated": n.simulated,
                                    "interfaces": [{"ifname": i.ifname, "ip": f"{i.ip}/"
@@ -208,7 +234,7 @@ class Lab:
         row = self.store.get(name)
         if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
-        with EventClient(nodes.folder_of(self.store, name)) as c:
+        with EventClient(self.store.folder(name)) as c:
             return c.event(time_spec, target, action, list(args or []), wait)
 
     def follow(self, name: str):
@@ -217,7 +243,7 @@ class Lab:
         row = self.store.get(name)
         if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
-        c = EventClient(nodes.folder_of(self.store, name))
+        c = EventClient(self.store.folder(name))
         try:
             yield from c.follow()
         finally:
@@ -252,7 +278,7 @@ class Lab:
         if summary["flows"]:
             from wanlab.report.plots import plot_throughput
             summary["plot"] = plot_throughput(self, row.name)
-        folder = nodes.folder_of(self.store, row.name)
+        folder = self.store.folder(row.name)
         with open(os.path.join(folder, "summary.json"), "w") as f:
             import json as _json
             _json.dump(summary, f, indent=2)
@@ -267,7 +293,7 @@ class Lab:
         process left behind); results in ``out`` (default <home>/sims/<name>)."""
         from wanlab.backends.simulate.runner import simulate
         validate(exp)
-        out = out or os.path.join(self.store.home, "sims", exp.name)
+        out = out or self.store.inside("sims", exp.name)
         self.say(f"simulating {exp.name} in virtual time")
         return simulate(exp, out, seed=seed, duration_s=duration_s)
 
@@ -276,8 +302,43 @@ class Lab:
         """Run ``exp`` emulated and simulated; results and side-by-side plots in ``out``."""
         from wanlab.backends.simulate.compare import compare
         validate(exp)
-        out = out or os.path.join(self.store.home, "compare", exp.name)
+        out = out or self.store.inside("compare", exp.name)
         return compare(self, exp, out, source_path)
+
+    def export(self, name: str, dest: str) -> int:
+        """Copy the experiment's results to ``dest`` (a new folder), readable by everyone.
+
+        The state folder is private to root; this is the deliberate way to share results.
+        Only regular files with a single link are copied (never sockets, devices, symbolic
+        or hard links a node may have planted in its folder); returns the number copied."""
+        src = self.store.folder(self.store.get(name).name)
+        if os.path.lexists(dest):
+            raise WanlabError(f"export: {dest} already exists (give a new folder)")
+        if not os.path.isdir(src):
+            raise WanlabError(f"experiment {name!r} has no folder yet (swap it in first)")
+        count = 0
+        for root, dirs, files in os.walk(src):
+            rel = os.path.relpath(root, src)
+            out = os.path.normpath(os.path.join(dest, rel))
+            os.makedirs(out)
+            os.chmod(out, 0o755)
+            for f in files:
+                try:
+                    fd = os.open(os.path.join(root, f), os.O_RDONLY | os.O_NOFOLLOW |
+                                 os.O_NONBLOCK)
+                except OSError:
+                    continue            # a symbolic link or a socket
+                with os.fdopen(fd, "rb") as inp:
+                    st = os.fstat(inp.fileno())
+                    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                        continue
+                    target = os.path.join(out, f)
+                    with open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644),
+                              "wb") as o:
+                        shutil.copyfileobj(inp, o)
+                    os.chmod(target, 0o644)
+                    count += 1
+        return count
 
     def event_log(self, name: str) -> list[dict[str, Any]]:
         """The event log of the experiment's latest run (t = 0 at its last swap-in)."""
@@ -313,7 +374,7 @@ class Lab:
         return engine.Client(self._socket(row))
 
     def _socket(self, row: ExperimentRow) -> str:
-        return os.path.join(nodes.folder_of(self.store, row.name), "engine.sock")
+        return os.path.join(self.store.folder(row.name), "engine.sock")
 
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
         row = self.store.get(name)

@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from wanlab.errors import SpecError
+from wanlab.model.names import NAME_RULE, check_experiment_name, is_valid
 
 IR_VERSION = 1
 
-NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
 QUEUE_KINDS = ("droptail", "red", "gred")
 NODE_KINDS = ("emulated", "simulated")
 RTPROTOS = ("static", "manual", "session", "ospf", "bgp")
@@ -270,7 +269,8 @@ class Experiment:
         return Experiment(**top)
 
     def with_name(self, name: str) -> "Experiment":
-        return replace(self, name=name)
+        """The same experiment under another name (checked: names become folder names)."""
+        return replace(self, name=check_experiment_name(name))
 
 
 def _plain(x: Any) -> Any:
@@ -337,13 +337,15 @@ def validate(exp: Experiment) -> Experiment:
     seen: dict[str, str] = {}
 
     def claim(name: str, what: str, src: Source) -> None:
-        if not NAME_RE.match(name):
-            raise _err(f"{what} name {name!r} is not a valid name (a letter, then letters, "
-                       f"digits or '-', at most 32)", src)
+        if not is_valid(name):
+            raise _err(f"{what} name {name!r} is not a valid name ({NAME_RULE})", src)
         if name in seen:
             raise _err(f"{what} name {name!r} already names a {seen[name]}", src)
         seen[name] = what
 
+    if not is_valid(exp.name):
+        raise _err(f"experiment name {exp.name!r} is not a valid name ({NAME_RULE})",
+                   exp.source, "name")
     if not 1 <= exp.ospf_hello_s < exp.ospf_dead_s <= 65535:
         raise _err(f"OSPF timers hello {exp.ospf_hello_s} s / dead {exp.ospf_dead_s} s: need "
                    f"1 <= hello < dead <= 65535", exp.source)

@@ -285,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", required=True)
     ap.add_argument("--name", required=True)
     a = ap.parse_args(argv)
-    store = Store(a.home, shared=True)
+    os.umask(0o077)
+    store = Store(a.home, shared=True, create=False)
     try:
         sched = Scheduler(store, a.name)
     except WanlabError as e:
@@ -310,7 +311,7 @@ def start(store: Store, row, folder: str) -> None:
     log = open(os.path.join(folder, "scheduler.log"), "ab")
     p = subprocess.Popen([sys.executable, "-m", "wanlab.run.scheduler", "--home", store.home,
                           "--name", row.name], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                         start_new_session=True, cwd=os.path.dirname(os.path.dirname(
+                         start_new_session=True, umask=0o077, cwd=os.path.dirname(os.path.dirname(
                              os.path.dirname(os.path.abspath(__file__)))))
     log.close()
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))

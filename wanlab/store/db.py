@@ -7,7 +7,11 @@ is created, marked removed after), ``events`` (the stored timeline).
 Schema changes are numbered migrations applied in order, tracked by
 ``PRAGMA user_version``.
 
-The path is ``$WANLAB_HOME/wanlab.db`` (default ``/var/lib/wanlab``).
+The path is ``$WANLAB_HOME/wanlab.db`` (default ``/var/lib/wanlab``). The
+state folder is private to its owner (root): the folder 0700, the database
+0600 (docs/security.md). Every path built from an experiment's name comes from
+:meth:`Store.folder` / :meth:`Store.inside`, which check the name and that the
+result stays inside the state folder.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Any
 
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
+from wanlab.model.names import check_experiment_name
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -100,6 +105,14 @@ def default_home() -> str:
     return os.environ.get("WANLAB_HOME", "/var/lib/wanlab")
 
 
+def make_private_dir(path: str) -> None:
+    """Create ``path`` (and parents) readable only by its owner; tighten it if it exists."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    st = os.stat(path)
+    if st.st_uid == os.geteuid() and st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+
+
 @dataclass(frozen=True)
 class ExperimentRow:
     id: int
@@ -127,11 +140,20 @@ class Resource:
 class Store:
     """A connection to the store; cheap to open, safe to use from several processes."""
 
-    def __init__(self, home: str | None = None, shared: bool = False):
-        """``shared``: the connection may be used from several threads (callers serialise)."""
-        self.home = home or default_home()
-        os.makedirs(self.home, exist_ok=True)
+    def __init__(self, home: str | None = None, shared: bool = False, create: bool = True):
+        """``shared``: the connection may be used from several threads (callers serialise).
+        ``create``: make the state folder if it does not exist (else that is an error, so a
+        mistyped ``--home`` is not silently a new, empty store)."""
+        self.home = os.path.abspath(home or default_home())
+        if not create and not os.path.isdir(self.home):
+            raise WanlabError(f"no wanlab state folder at {self.home} (nothing was ever created "
+                              f"there; check --home or WANLAB_HOME)")
+        make_private_dir(self.home)
         self.path = os.path.join(self.home, "wanlab.db")
+        # SQLite gives its -wal and -shm files the database file's mode: create it 0600
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        if os.stat(self.path).st_mode & 0o077:
+            os.chmod(self.path, 0o600)
         self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None,
                                   check_same_thread=not shared)
         self.db.row_factory = sqlite3.Row
@@ -158,12 +180,32 @@ class Store:
                 self.db.execute("ROLLBACK")
                 raise
 
+    # -- paths ----------------------------------------------------------------
+    def inside(self, *parts: str) -> str:
+        """``home/parts...``, refusing any result outside the state folder."""
+        path = os.path.normpath(os.path.join(self.home, *parts))
+        if os.path.commonpath([self.home, path]) != self.home or path == self.home:
+            raise WanlabError(f"refusing a path outside the state folder: {path}")
+        return path
+
+    def folder(self, name: str, *parts: str) -> str:
+        """Experiment ``name``'s folder (or ``parts`` inside it); the name is checked first."""
+        base = self.inside("exps", check_experiment_name(name))
+        path = os.path.normpath(os.path.join(base, *parts))
+        if os.path.commonpath([base, path]) != base:
+            raise WanlabError(f"refusing a path outside {base}: {path}")
+        return path
+
+    def lock_path(self, name: str) -> str:
+        return self.inside("locks", check_experiment_name(name) + ".lock")
+
     @property
     def schema_version(self) -> int:
         return self.db.execute("PRAGMA user_version").fetchone()[0]
 
     # -- experiments ----------------------------------------------------------
     def add_experiment(self, exp: Experiment, source_path: str | None) -> ExperimentRow:
+        check_experiment_name(exp.name)
         now = time.time()
         for _ in range(20):
             short = secrets.token_hex(2)
@@ -196,6 +238,7 @@ class Store:
                              created=r["created"], updated=r["updated"])
 
     def get(self, name: str) -> ExperimentRow:
+        check_experiment_name(name)
         r = self.db.execute("SELECT * FROM experiments WHERE name = ?", (name,)).fetchone()
         if r is None:
             raise WanlabError(f"no experiment named {name!r} (see 'wanlab list')")

@@ -45,7 +45,7 @@ def start(folder: str, seed: int) -> subprocess.Popen:
     log = open(os.path.join(folder, "engine.log"), "ab")
     proc = subprocess.Popen([engine_binary(), "--socket", sock, "--seed", str(seed)],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True, close_fds=True)
+                            start_new_session=True, close_fds=True, umask=0o077)
     log.close()
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

@@ -18,7 +18,8 @@ from wanlab.store.db import ExperimentRow, Store
 
 
 def folder_of(store: Store, name: str) -> str:
-    return os.path.join(store.home, "exps", name)
+    """The experiment's folder (the name checked, the path confined to the store)."""
+    return store.folder(name)
 
 
 # Inside the node: its hostname, and (when it runs FRR) its own /run/frr, so vtysh and the

@@ -35,7 +35,7 @@ from wanlab.plan.plan import Interface, NodePlan, Plan, make_plan
 from wanlab.plan.routes import RouteEntry
 from wanlab.backends.emulate import engine, frr, netns, procs
 from wanlab.backends.emulate.nodes import folder_of, start_command
-from wanlab.store.db import ExperimentRow, Store
+from wanlab.store.db import ExperimentRow, Store, make_private_dir
 
 Progress = Callable[[str], None]
 
@@ -59,6 +59,7 @@ def swap_in(store: Store, row: ExperimentRow, progress: Progress | None = None) 
 def _build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, say: Progress) -> None:
     from wanlab.run import scheduler     # run/ builds on realize/: import at use
     folder = folder_of(store, row.name)
+    make_private_dir(folder)            # 0700: specs, commands and logs are root's only
     os.makedirs(os.path.join(folder, "nodes"), exist_ok=True)
 
     say("starting the engine")
