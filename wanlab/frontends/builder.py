@@ -365,37 +365,7 @@ class ExperimentBuilder:
 
 
 def load_python(path: str | os.PathLike[str]) -> ir.Experiment:
-    """Run a ``.py`` experiment file; it must define a module-level ``experiment``."""
-    display = str(path)
-    if not os.path.isfile(path):
-        raise SpecError("no such file", file=display)
-    try:
-        g = runpy.run_path(str(path), run_name="__wanlab_experiment__")
-    except SpecError as e:
-        if e.file:
-            raise
-        raise SpecError(e.message, file=display, line=_tb_line(e, path),
-                        field=e.field) from None
-    except SyntaxError as e:
-        raise SpecError(f"Python syntax error: {e.msg}", file=display, line=e.lineno) from None
-    except Exception as e:  # the user's code failed: report it as a spec error
-        raise SpecError(f"{type(e).__name__}: {e}", file=display,
-                        line=_tb_line(e, path)) from None
-    exp = g.get("experiment")
-    if isinstance(exp, ExperimentBuilder):
-        exp = exp.build()
-    if not isinstance(exp, ir.Experiment):
-        raise SpecError("a Python experiment file must define a module-level 'experiment' "
-                        "(an ExperimentBuilder or an Experiment)", file=display)
-    return ir.validate(exp)
-
-
-def _tb_line(e: BaseException, path: Any) -> int | None:
-    target = os.path.abspath(str(path))
-    line = None
-    tb = e.__traceback__
-    while tb is not None:
-        if os.path.abspath(tb.tb_frame.f_code.co_filename) == target:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+    """Run a ``.py`` experiment file (in a bounded child: :mod:`wanlab.frontends.pyspec`);
+    it must define a module-level ``experiment``."""
+    from wanlab.frontends import pyspec
+    return pyspec.load(path)

@@ -6,6 +6,11 @@ unknown or misspelt key is an error naming its path
 entry is declared through :class:`~wanlab.frontends.builder.ExperimentBuilder`, so
 YAML, Python and ns-2 share units and semantics.  Errors cite the file and the
 line of the offending entry; YAML syntax errors cite the line of the mistake.
+
+Anchors and aliases are allowed, but their expansion is bounded: the composed
+node graph is measured *before* any Python object is built, and a document
+whose aliases would expand it beyond :func:`expansion_bound` nodes (an
+"anchor bomb") or that refers to itself is refused with a clear error.
 """
 
 from __future__ import annotations
@@ -64,6 +69,59 @@ class _Loader(yaml.SafeLoader):
 
 _Loader.add_constructor("tag:yaml.org,2002:map", _Loader.construct_mapping)
 _Loader.add_constructor("tag:yaml.org,2002:seq", _Loader.construct_sequence)
+
+
+def expansion_bound(composed: int) -> int:
+    """How many nodes a document of ``composed`` distinct nodes may expand to."""
+    return 10 * composed + 100_000
+
+
+def _check_expansion(root: yaml.Node, file: str) -> None:
+    """Refuse a node graph whose aliases expand it too far, or that contains itself."""
+    size: dict[int, int] = {}            # id(node) -> expanded size
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        kids: list[yaml.Node] = []
+        if isinstance(node, yaml.SequenceNode):
+            kids = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            kids = [x for kv in node.value for x in kv]
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(k)] for k in kids)
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise SpecError("an alias refers to its own anchor (a recursive document)",
+                            file=file, line=node.start_mark.line + 1)
+        on_path.add(key)
+        stack.append((node, True))
+        for k in kids:
+            if id(k) in on_path:
+                raise SpecError("an alias refers to its own anchor (a recursive document)",
+                                file=file, line=k.start_mark.line + 1)
+            if id(k) not in size:
+                stack.append((k, False))
+    total, bound = size[id(root)], expansion_bound(len(size))
+    if total > bound:
+        raise SpecError(f"anchors and aliases expand this document to {total} nodes (more "
+                        f"than {bound}); refusing it (an alias bomb?)", file=file)
+
+
+def _compose_and_construct(text: str, file: str) -> Any:
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node, file)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def _path_str(path: list[Any]) -> str:
@@ -133,7 +191,7 @@ def load_file(path: str | os.PathLike[str]) -> ir.Experiment:
 def loads(text: str, *, file: str = "<yaml>", default_name: str = "experiment") -> ir.Experiment:
     """Parse YAML text (``file`` is used in error messages)."""
     try:
-        doc = yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+        doc = _compose_and_construct(text, file)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise SpecError(f"YAML syntax error: {e.problem or e}", file=file,
