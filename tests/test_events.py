@@ -201,6 +201,13 @@ def test_halt_cancels_the_rest_of_the_timeline(lab, tmp_path):
     assert len(ping_rtts(lab, "halt", "a", "b", count=1)) == 1
 
 
+def test_ns_swapout_event_swaps_the_experiment_out_through_the_life_cycle(lab, tmp_path):
+    row = create(lab, tmp_path, '$ns at 0.3 "$ns swapout"\n', "selfout")
+    wait_for(lambda: lab.get("selfout").state == "swapped", timeout=30)
+    assert lab.store.resources(row.id) == []
+    assert lab.store.transitions(row.id)[-1][2:] == ("swapped", "swapped out")
+
+
 def test_trace_captures_a_link_to_pcap_and_the_api_sends_events(tmp_path):
     from wanlab.api import Experiment
     path = tmp_path / "trace.tcl"

@@ -148,14 +148,14 @@ def test_failed_swapin_leaves_nothing_and_says_why(lab, monkeypatch):
 
 
 def test_failure_midway_removes_namespaces_taps_and_engine(lab, monkeypatch):
-    from wanlab.backends.emulate import swap
+    from wanlab.backends.emulate import stages
     calls = []
 
     def broken(ipr, iface):
         calls.append(iface.node)
         raise WanlabError("injected failure while configuring " + iface.node)
 
-    monkeypatch.setattr(swap, "configure_interface", broken)
+    monkeypatch.setattr(stages, "configure_interface", broken)
     before = _ours()
     lab.store.add_experiment(pair(), None)
     with pytest.raises(WanlabError, match="injected failure"):

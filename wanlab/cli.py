@@ -310,7 +310,7 @@ def cmd_routes(lab, a) -> int:
 
 
 def cmd_validate(lab, a) -> int:
-    from wanlab.backends.emulate.engine import REPO_ROOT
+    from wanlab.engine.binary import REPO_ROOT
     suite = os.path.join(REPO_ROOT, "bench", "fidelity.py")
     if not os.path.exists(suite):
         raise WanlabError("the fidelity suite (bench/fidelity.py) is part of the source "
@@ -321,8 +321,7 @@ def cmd_validate(lab, a) -> int:
 
 
 def cmd_plot(lab, a) -> int:
-    from wanlab.report.plots import plot_throughput
-    path = plot_throughput(lab, a.name, a.output)
+    path = lab.plot(a.name, a.output)
     print(path)
     return 0
 

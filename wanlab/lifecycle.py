@@ -31,7 +31,8 @@ from typing import Any
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment, validate
 from wanlab.plan.plan import engine_params, make_plan
-from wanlab.backends.emulate import engine, modify, netns, nodes, swap
+from wanlab.backends.emulate import engine, modify, netns, nodes, stages, swap
+from wanlab.run import stages as run_stages
 from wanlab.store.db import ExperimentRow, Store, make_private_dir
 
 ACTIVE, SWAPPED, NEW = "active", "swapped", "new"
@@ -53,6 +54,14 @@ class Lab:
 
     def close(self) -> None:
         self.store.close()
+
+    def stages(self) -> tuple[stages.Stage, ...]:
+        """The swap-in stages: emulation's, with the run layer's scheduler after the engine
+        and its clock last. The scheduler reaches back here for ``swapout``/``terminate``
+        through ``python -m wanlab.lifecycle``."""
+        control = [sys.executable, "-m", "wanlab.lifecycle", "--home", self.store.home]
+        return (*stages.insert_after(stages.STAGES, "engine",
+                                     run_stages.scheduler_stage(control)), run_stages.CLOCK)
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[ExperimentRow]:
@@ -111,7 +120,7 @@ class Lab:
             before = row.state
             self.store.set_state(row.id, "activating", "swap-in")
             try:
-                plan = swap.swap_in(self.store, row, self.say)
+                plan = swap.swap_in(self.store, row, self.stages(), self.say)
             except BaseException as e:
                 self.store.set_state(row.id, before, "swap-in failed", error=str(e))
                 raise
@@ -172,13 +181,13 @@ class Lab:
                                   "supported yet: swap it out, modify, swap it in")
             self.store.set_state(row.id, "modifying", "modify")
             try:
-                counts = modify.apply_diff(self.store, row, new, self.say)
+                counts = modify.apply(self.store, row, new, self.say)
             except BaseException as e:
                 # the experiment is part old, part new: rebuild it from the old description
                 self.say(f"modify failed ({e}); rebuilding the previous description")
                 swap.teardown(self.store, row.id, self.say)
                 try:
-                    swap.swap_in(self.store, row, self.say)
+                    swap.swap_in(self.store, row, self.stages(), self.say)
                     self.store.set_state(row.id, ACTIVE, "modify failed; rebuilt",
                                          error=str(e))
                 except BaseException as e2:
@@ -276,8 +285,7 @@ class Lab:
         self.swapout(row.name)             # stops agents: their flows are recorded
         summary["flows"] = self.store.flows(row.id)
         if summary["flows"]:
-            from wanlab.report.plots import plot_throughput
-            summary["plot"] = plot_throughput(self, row.name)
+            summary["plot"] = self.plot(row.name)
         folder = self.store.folder(row.name)
         with open(os.path.join(folder, "summary.json"), "w") as f:
             import json as _json
@@ -348,6 +356,12 @@ class Lab:
         """Results of every traffic-agent flow (latest first run last)."""
         return self.store.flows(self.store.get(name).id)
 
+    def plot(self, name: str, output: str | None = None) -> str:
+        """A PNG of the latest run's flow throughput (default <folder>/plots/throughput.png)."""
+        from wanlab.report.plots import plot_throughput
+        output = output or os.path.join(self.store.folder(name), "plots", "throughput.png")
+        return plot_throughput(name, self.flows(name), self.event_log(name), output)
+
     def routes(self, name: str, node: str | None = None) -> dict[str, str]:
         """Each node's kernel routing table (``ip route``), as text."""
         row = self.store.get(name)
@@ -396,3 +410,27 @@ class Lab:
     def exec(self, name: str, node: str, argv: list[str], **kw: Any) -> subprocess.CompletedProcess:
         """Run ``argv`` in ``node``; keyword arguments go to subprocess.run."""
         return subprocess.run(self.node_argv(name, node, argv), **kw)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m wanlab.lifecycle --home H swapout|terminate NAME``: how a running
+    experiment's scheduler asks for its own swap-out (ns ``swapout``/``terminate``)."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m wanlab.lifecycle")
+    ap.add_argument("--home", required=True)
+    ap.add_argument("op", choices=("swapout", "terminate"))
+    ap.add_argument("name")
+    a = ap.parse_args(argv)
+    lab = Lab(a.home)
+    try:
+        getattr(lab, a.op)(a.name)
+    except WanlabError as e:
+        print(f"wanlab: {e}", file=sys.stderr)
+        return 1
+    finally:
+        lab.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -15,45 +15,16 @@ The plan is a pure function of the IR and the short id.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.model.ir import Experiment, LinkParams
 from wanlab.plan.addressing import NetworkSpec, assign
 from wanlab.plan.routes import Attachment, RouteEntry, shortest_path_routes
-
-
-@dataclass(frozen=True)
-class Interface:
-    node: str
-    ifname: str
-    network: str
-    ip: str
-    prefixlen: int
-    mac: str
-    port: str
-
-
-@dataclass
-class NodePlan:
-    name: str
-    netns: str
-    interfaces: list[Interface] = field(default_factory=list)
-    routes: list[RouteEntry] = field(default_factory=list)
-    loopback: str | None = None      # a /32 on lo, with dynamic routing (the router id)
-    simulated: bool = False          # a router inside the engine: no namespace
-
-
-@dataclass
-class Plan:
-    short: str
-    nodes: dict[str, NodePlan]
-    subnets: dict[str, ipaddress.IPv4Network]
-    hosts: str
-    engine: dict[str, Any]
-    warnings: list[str]
-    exp: Experiment | None = None    # what was planned (with simulated endpoint hosts)
+from wanlab.plan.sim_flows import engine_agents, sim_flows
+from wanlab.plan.sim_nodes import engine_nodes, with_endpoints
+from wanlab.plan.types import Interface, NodePlan, Plan
 
 
 def netns_name(short: str, node: str) -> str:
@@ -79,7 +50,6 @@ def engine_params(p: LinkParams) -> dict[str, Any]:
 def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     """The plan of ``exp``; with ``simulate_all`` every node is simulated in the engine
     (pure simulation: no namespaces, dynamic routing replaced by static routes)."""
-    from wanlab.plan.sim_nodes import with_endpoints
     warnings: list[str] = []
     exp = with_endpoints(exp, {n.name for n in exp.nodes
                                if simulate_all or n.kind == "simulated"})
@@ -166,8 +136,6 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
              for ifs in ports_of.values() for i in ifs if not nodes[i.node].simulated]
     # simulated nodes are the engine's own hosts and routers (ports without TAPs), and
     # applications between simulated nodes its traffic agents
-    from wanlab.plan.sim_flows import engine_agents, sim_flows
-    from wanlab.plan.sim_nodes import engine_nodes
     routers, sim_hosts = engine_nodes([np_ for np_ in nodes.values() if np_.simulated])
     links = []
     for l in exp.links:

@@ -21,7 +21,7 @@ from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.model.ir import Agent, Experiment
-from wanlab.plan.plan import Plan
+from wanlab.plan.types import Plan
 from wanlab.frontends.units import parse_bandwidth, parse_time
 
 BASE_PORT = 5000

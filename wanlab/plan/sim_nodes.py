@@ -12,15 +12,13 @@ through it (:func:`with_endpoints`, applied before planning).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dataclasses import replace
 
 from wanlab.errors import SpecError
 from wanlab.model.ir import Experiment, Link, Node
-
-if TYPE_CHECKING:
-    from wanlab.plan.plan import NodePlan
+from wanlab.plan.types import NodePlan
 
 
 def with_endpoints(exp: Experiment, simulated: set[str]) -> Experiment:

@@ -90,18 +90,15 @@ def plot_flows(flows: list[dict[str, Any]], events: list[dict[str, Any]], outdir
     return paths
 
 
-def plot_throughput(lab, name: str, output: str | None = None) -> str:
-    """Write a PNG of every flow's received throughput against experiment time."""
-    flows = lab.flows(name)
+def plot_throughput(name: str, flows: list[dict[str, Any]], events: list[dict[str, Any]],
+                    output: str) -> str:
+    """Write a PNG of every flow's received throughput (of the latest run) against
+    experiment time, with the events marked."""
     if not flows:
         raise WanlabError(f"experiment {name!r} has no flow results yet (start and stop a "
                           f"traffic agent first)")
     t0 = flows[-1]["t0"]
     fig, ax = figure()
     throughput_axes(ax, [f for f in flows if f["t0"] == t0])
-    if output is None:
-        from wanlab.backends.emulate.nodes import folder_of
-        output = os.path.join(folder_of(lab.store, lab.get(name).name), "plots",
-                              "throughput.png")
-    return finish(fig, ax, lab.event_log(name), "received throughput (Mbit/s)",
+    return finish(fig, ax, events, "received throughput (Mbit/s)",
                   f"{name}: throughput over time", "lower right", output)

@@ -18,14 +18,13 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
-import time
 from typing import Any, Callable
 
-from wanlab.plan.plan import engine_params, make_plan
+from wanlab.plan.plan import engine_params
 from wanlab.backends.emulate import engine, netns, nodes, procs
-from wanlab.run.link_events import requests_for
+from wanlab.run.context import Context
+from wanlab.engine.link_events import requests_for
 from wanlab.run.programs import ProgramRunner
 from wanlab.run.sim_traffic import SimTrafficAgent
 from wanlab.run.traffic import TrafficAgent
@@ -34,16 +33,15 @@ from wanlab.store.db import ExperimentRow, Store
 
 Outcome = tuple[str, str]          # ("ok" | "failed" | "timeout" | "error", detail)
 
-class Runtime:
+class Runtime(Context):
     """Everything the scheduler of one running experiment knows and can touch."""
 
-    def __init__(self, store: Store, row: ExperimentRow, t0_mono: float, t0_wall: float):
-        self.store, self.row, self.exp = store, row, row.ir
-        self.plan = make_plan(row.ir, row.short)
-        self.folder = nodes.folder_of(store, row.name)
-        self.sock = os.path.join(self.folder, "engine.sock")
-        self.t0_mono, self.t0_wall = t0_mono, t0_wall
-        self.db_lock = threading.Lock()
+    def __init__(self, store: Store, row: ExperimentRow, t0_mono: float, t0_wall: float,
+                 control_argv: list[str] | None = None):
+        super().__init__(store, row, t0_mono, t0_wall)
+        # how to ask the life cycle for a swap-out or terminate (ns swapout/terminate):
+        # given by whoever started the scheduler, which runs no layer above its own
+        self.control_argv = control_argv
         self.halted = False
         self.on_halt: Callable[[], None] = lambda: None
         self.programs = {p.name: ProgramRunner(self, p) for p in row.ir.programs}
@@ -73,26 +71,6 @@ class Runtime:
                 self.params[(lan.name, f"{iface}/from_lan")] = engine_params(m.from_lan)
 
     # -- bookkeeping ------------------------------------------------------------
-    def now(self) -> float:
-        return time.monotonic() - self.t0_mono
-
-    def record_process(self, name: str, node: str) -> int:
-        with self.db_lock:
-            return self.store.record(self.row.id, "process", name, node=node)
-
-    def process_started(self, rid: int, pid: int) -> None:
-        with self.db_lock:
-            self.store.update_resource(rid, "created", pid=pid, started=procs.start_time(pid))
-
-    def flow_done(self, agent: str, kind: str, start: float, stop: float,
-                  result: dict[str, Any]) -> None:
-        with self.db_lock:
-            self.store.add_flow(self.row.id, self.t0_wall, agent, kind, start, stop, result)
-
-    def log_note(self, text: str) -> None:
-        with open(os.path.join(self.folder, "scheduler.log"), "a") as f:
-            f.write(f"{self.now():.6f} {text}\n")
-
     def _lan_ports(self, lan: str) -> list[str]:
         return [i.port for np_ in self.plan.nodes.values() for i in np_.interfaces
                 if i.network == lan]
@@ -199,12 +177,15 @@ class Runtime:
             self.stop_all()
             return "ok", "every program and agent stopped"
         if action in ("halt", "terminate", "swapout"):
+            if action != "halt" and not self.control_argv:
+                raise ValueError(f"{action} needs the life cycle; this scheduler was started "
+                                 f"without a way to reach it")
             self.halted = True
             self.on_halt()
             if action == "halt":
                 return "ok", "timeline halted"
             # the swap-out kills this scheduler: run it from a process of its own
-            subprocess.Popen([sys.executable, "-m", "wanlab.cli", "--home", self.store.home,
+            subprocess.Popen([*self.control_argv,
                               "terminate" if action == "terminate" else "swapout",
                               self.row.name], stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

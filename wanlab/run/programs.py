@@ -20,13 +20,13 @@ from wanlab.model.ir import Program
 from wanlab.backends.emulate import nodes
 
 if TYPE_CHECKING:
-    from wanlab.run.objects import Runtime
+    from wanlab.run.context import Context
 
 
 class ProgramRunner:
     """The live state of one Program object."""
 
-    def __init__(self, rt: "Runtime", prog: Program):
+    def __init__(self, rt: "Context", prog: Program):
         self.rt, self.prog = rt, prog
         self.command = prog.command
         self.runs = 0

@@ -43,12 +43,15 @@ import os
 import queue
 import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
 from typing import Any
 
+from wanlab.backends.emulate import procs
 from wanlab.errors import WanlabError
+from wanlab.run.client import EventClient
 from wanlab.run.objects import Runtime
 from wanlab.store.db import Store
 
@@ -67,13 +70,13 @@ def _realtime() -> None:
 
 
 class Scheduler:
-    def __init__(self, store: Store, name: str):
+    def __init__(self, store: Store, name: str, control_argv: list[str] | None = None):
         self.store = store
         row = store.get(name)
         self.t0_wall = 0.0
         self.t0_mono = time.monotonic()
         self.started = False
-        self.rt = Runtime(store, row, self.t0_mono, self.t0_wall)
+        self.rt = Runtime(store, row, self.t0_mono, self.t0_wall, control_argv)
         self.rt.on_halt = self._halt
         self.folder = self.rt.folder
         self.cond = threading.Condition()
@@ -284,11 +287,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="wanlab-scheduler")
     ap.add_argument("--home", required=True)
     ap.add_argument("--name", required=True)
+    ap.add_argument("--control", help="JSON argv that reaches the life cycle")
     a = ap.parse_args(argv)
     os.umask(0o077)
     store = Store(a.home, shared=True, create=False)
     try:
-        sched = Scheduler(store, a.name)
+        sched = Scheduler(store, a.name, json.loads(a.control) if a.control else None)
     except WanlabError as e:
         print(f"scheduler: {e}", file=sys.stderr)
         return 2
@@ -299,19 +303,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def start(store: Store, row, folder: str) -> None:
-    """Launch the scheduler for ``row`` (recorded first); :func:`go` starts its clock."""
-    import subprocess
-
-    from wanlab.backends.emulate import procs
+def start(store: Store, row, folder: str, control_argv: list[str] | None = None) -> None:
+    """Launch the scheduler for ``row`` (recorded first); :func:`go` starts its clock.
+    ``control_argv`` + [swapout|terminate, NAME] is how it asks the life cycle for the
+    ns ``swapout`` and ``terminate`` events (a process of their own: they stop it)."""
     sock = os.path.join(folder, "events.sock")
     if os.path.exists(sock):
         os.unlink(sock)
     rid = store.record(row.id, "scheduler", f"scheduler-{row.short}")
     log = open(os.path.join(folder, "scheduler.log"), "ab")
+    control = ["--control", json.dumps(control_argv)] if control_argv else []
     p = subprocess.Popen([sys.executable, "-m", "wanlab.run.scheduler", "--home", store.home,
-                          "--name", row.name], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                         start_new_session=True, umask=0o077, cwd=os.path.dirname(os.path.dirname(
+                          "--name", row.name, *control], stdin=subprocess.DEVNULL, stdout=log,
+                         stderr=log, start_new_session=True, umask=0o077,
+                         cwd=os.path.dirname(os.path.dirname(
                              os.path.dirname(os.path.abspath(__file__)))))
     log.close()
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))
@@ -319,7 +324,6 @@ def start(store: Store, row, folder: str) -> None:
 
 def go(folder: str) -> float:
     """t = 0 for the scheduler of the experiment in ``folder``; returns t0 (wall clock)."""
-    from wanlab.run.client import EventClient
     with EventClient(folder) as c:
         reply = c.request({"cmd": "go"})
     if not reply.get("ok"):

@@ -17,7 +17,7 @@ from wanlab.backends.emulate import engine
 from wanlab.plan.sim_flows import SimFlow
 
 if TYPE_CHECKING:
-    from wanlab.run.objects import Runtime
+    from wanlab.run.context import Context
 
 SAMPLE_S = 0.1
 
@@ -25,7 +25,7 @@ SAMPLE_S = 0.1
 class SimTrafficAgent:
     """One simulated application, driven through the engine's control socket."""
 
-    def __init__(self, rt: "Runtime", flow: SimFlow):
+    def __init__(self, rt: "Context", flow: SimFlow):
         self.rt, self.flow = rt, flow
         self.kind = "ftp" if flow.kind == "tcp" else flow.kind
         self.lock = threading.Lock()

@@ -35,25 +35,25 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from wanlab.model.ir import Agent
-from wanlab.backends.emulate import engine as engine_mod
+from wanlab.engine.binary import engine_binary
 from wanlab.backends.emulate import netns, nodes
 from wanlab.frontends.units import parse_bandwidth, parse_time
 
 if TYPE_CHECKING:
-    from wanlab.run.objects import Runtime
+    from wanlab.run.context import Context
 
 NS2_DEFAULTS = {"packetSize_": "210", "rate_": "448Kb"}
 BASE_PORT = 20000
 
 
 def gen_binary() -> str:
-    return os.path.join(os.path.dirname(engine_mod.engine_binary()), "wanlab-gen")
+    return os.path.join(os.path.dirname(engine_binary()), "wanlab-gen")
 
 
 class TrafficAgent:
     """One application (CBR or FTP) with its transport agents and peer."""
 
-    def __init__(self, rt: "Runtime", app: Agent, index: int):
+    def __init__(self, rt: "Context", app: Agent, index: int):
         self.rt, self.app = rt, app
         agents = {a.name: a for a in rt.exp.agents}
         self.transport = agents.get(app.attached or "")

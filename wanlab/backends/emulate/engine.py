@@ -11,31 +11,13 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import shutil
 import socket
 import subprocess
 import time
 from typing import Any
 
+from wanlab.engine.binary import engine_binary
 from wanlab.errors import EngineError
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
-
-
-def engine_binary() -> str:
-    """The engine: $WANLAB_ENGINE, else the workspace's release build, else PATH."""
-    env = os.environ.get("WANLAB_ENGINE")
-    if env:
-        return env
-    built = os.path.join(REPO_ROOT, "target", "release", "wanlab-engine")
-    if os.path.exists(built):
-        return built
-    found = shutil.which("wanlab-engine")
-    if found:
-        return found
-    raise EngineError("wanlab-engine not found: run 'make install' (or set WANLAB_ENGINE)")
-
 
 def start(folder: str, seed: int) -> subprocess.Popen:
     """Spawn the engine; returns once its socket answers ``hello``."""

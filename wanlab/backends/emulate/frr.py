@@ -43,7 +43,7 @@ import time
 
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
-from wanlab.plan.plan import NodePlan, Plan
+from wanlab.plan.types import NodePlan, Plan
 from wanlab.backends.emulate import netns, procs
 
 FRR_BIN = "/usr/lib/frr"

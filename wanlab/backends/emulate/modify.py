@@ -1,153 +1,95 @@
 """Applying a changed description to a live experiment, touching only what changed.
 
-The old and new plans are compared, and only the difference is applied:
+:func:`wanlab.plan.diff.diff` says what changed (a pure function); :func:`apply` makes
+it so, in three steps:
 
-* **links and LANs.** A network whose interfaces (node, ifname, address, MAC)
-  are unchanged keeps running; if its parameters changed, they change in place
-  with the engine's ``set``, without reordering. A network that is removed,
-  or whose membership or addressing changed, is removed from the engine with
-  its ports, whose TAPs go with them. The new version is then added with
-  ``apply``.
-* **nodes.** Removed nodes lose their processes and their namespace. Added
-  nodes get a namespace and their start command. Kept nodes keep their
-  processes.
-* **routes and hosts.** Routes are replaced on each node whose table changed,
-  and the hosts file is rewritten where its contents changed.
+1. **remove**: removed or changed networks leave the engine with their ports (the engine
+   deletes their TAPs); removed nodes lose their namespace and every process in it, and
+   kept nodes whose start command changed lose the old command's process. All of it goes
+   through the store's records and the registry of resource kinds.
+2. **build**: the swap-in stages (:mod:`wanlab.backends.emulate.stages`) run over what
+   the diff adds: namespaces, TAPs and addresses of added nodes and networks, the route
+   tables and hosts files that changed, and the start commands to run. A failed stage
+   undoes what this step built.
+3. **set**: kept links and LANs whose parameters changed get the engine's ``set``,
+   without reordering (:func:`param_requests`).
 
-Processes on untouched nodes keep running, and traffic on untouched links is
-never interrupted.
+Processes on untouched nodes keep running, and traffic on untouched links is never
+interrupted.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import Any
 
-
+from wanlab.backends.emulate import engine, resources, stages
+from wanlab.backends.emulate.stages import Build, Progress
 from wanlab.model.ir import Experiment
-from wanlab.plan.plan import Interface, Plan, make_plan
-from wanlab.backends.emulate import engine, netns, nodes, procs, swap
+from wanlab.plan.diff import Diff, diff
+from wanlab.plan.plan import make_plan
+from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
 
-
-def _net_ifaces(plan: Plan) -> dict[str, tuple[Interface, ...]]:
-    out: dict[str, list[Interface]] = {}
-    for np_ in plan.nodes.values():
-        for i in np_.interfaces:
-            out.setdefault(i.network, []).append(i)
-    return {k: tuple(v) for k, v in out.items()}
+# the swap-in stages a modify runs (the engine, FRR and the clock run already)
+MODIFY_STAGES = ("folder", "namespaces", "taps", "addresses", "routes", "startcmds")
 
 
-def _engine_objects(plan: Plan) -> dict[str, dict[str, Any]]:
-    objs = {l["link"]: l for l in plan.engine["links"]}
-    objs.update({l["lan"]: l for l in plan.engine["lans"]})
-    return objs
+def remove_request(old: Plan, d: Diff) -> dict[str, Any]:
+    """The engine's ``remove`` for the networks the diff removes, with their ports."""
+    kinds = {l["link"]: "link" for l in old.engine["links"]}
+    return {"links": [n for n in d.networks_removed if kinds.get(n) == "link"],
+            "lans": [n for n in d.networks_removed if kinds.get(n) != "link"],
+            "ports": [i.port for i in stages.engine_ports(old, d.networks_removed)]}
 
 
-def apply_diff(store: Store, row: ExperimentRow, new: Experiment, say) -> dict[str, int]:
+def param_requests(d: Diff) -> list[dict[str, Any]]:
+    """The engine's ``set`` requests for the diff's parameter changes (one per direction)."""
+    return [{"cmd": "set", "target": p.network, "dir": p.dir, "params": p.params,
+             **({"member": p.member} if p.member is not None else {})} for p in d.params]
+
+
+def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress) -> dict[str, int]:
     """Change the live experiment ``row`` into ``new``; returns counts of what changed."""
     old_plan = make_plan(row.ir, row.short)
     new_plan = make_plan(new, row.short)
-    old_nets, new_nets = _net_ifaces(old_plan), _net_ifaces(new_plan)
-    old_objs, new_objs = _engine_objects(old_plan), _engine_objects(new_plan)
-    kinds = {l.name: "link" for l in new.links} | {l.name: "lan" for l in new.lans}
-    old_kinds = {l.name: "link" for l in row.ir.links} | {l.name: "lan" for l in row.ir.lans}
+    d = diff(old_plan, new_plan)
+    sock = os.path.join(store.folder(row.name), "engine.sock")
 
-    gone_nets = [n for n in old_nets if n not in new_nets or old_nets[n] != new_nets[n]
-                 or old_kinds.get(n) != kinds.get(n)]
-    added_nets = [n for n in new_nets if n not in old_nets or n in gone_nets]
-    kept_nets = [n for n in new_nets if n in old_nets and n not in gone_nets]
-    gone_nodes = [n for n in old_plan.nodes if n not in new_plan.nodes]
-    added_nodes = [n for n in new_plan.nodes if n not in old_plan.nodes]
-    folder = nodes.folder_of(store, row.name)
-    sock = os.path.join(folder, "engine.sock")
-    counts = {"networks_removed": len(gone_nets), "networks_added": len(added_nets),
-              "nodes_removed": len(gone_nodes), "nodes_added": len(added_nodes),
-              "parameters_changed": 0, "route_tables_changed": 0}
-    live = {(r.kind, r.name): r for r in store.resources(row.id)}
+    # 1. remove
+    live = store.resources(row.id)
+    if d.networks_removed:
+        say(f"removing {len(d.networks_removed)} links/LANs")
+        req = remove_request(old_plan, d)
+        with engine.Client(sock) as c:
+            c.call("remove", **req)
+        gone_taps = {resources.tap_name(old_plan.nodes[i.node].netns, i.ifname)
+                     for i in stages.engine_ports(old_plan, d.networks_removed)}
+        resources.remove(store, row.id, [r.id for r in live
+                                         if r.kind == "tap" and r.name in gone_taps])
+    doomed = []
+    for n in d.nodes_removed:
+        ns = old_plan.nodes[n].netns
+        doomed += [r.id for r in live if r.detail.get("node") == n
+                   or (r.kind == "netns" and r.name == ns)]
+    doomed += [r.id for r in live if r.kind == "process"
+               and r.name in {f"startcmd-{n}" for n in d.startcmds}]
+    if doomed:
+        if d.nodes_removed:
+            say(f"removing {len(d.nodes_removed)} nodes")
+        resources.remove(store, row.id, doomed)
 
-    with engine.Client(sock) as c:
-        # 1. remove changed/removed networks and their ports
-        if gone_nets:
-            say(f"removing {len(gone_nets)} links/LANs")
-            c.call("remove", links=[n for n in gone_nets if old_kinds[n] == "link"],
-                   lans=[n for n in gone_nets if old_kinds[n] == "lan"],
-                   ports=[i.port for n in gone_nets for i in old_nets[n]])
-            store.mark_removed([live[("tap", f"{old_plan.nodes[i.node].netns}/{i.ifname}")].id
-                                for n in gone_nets for i in old_nets[n]
-                                if ("tap", f"{old_plan.nodes[i.node].netns}/{i.ifname}") in live])
-        # 2. removed nodes: processes, then namespace
-        for n in gone_nodes:
-            ns = old_plan.nodes[n].netns
-            res = live.get(("netns", ns))
-            if res and res.detail.get("inode") and netns.inode(ns) == res.detail["inode"]:
-                for pid in netns.pids_in(res.detail["inode"]):
-                    procs.kill(pid, procs.start_time(pid))
-            netns.delete(ns)
-            ids = [r.id for (k, name), r in live.items()
-                   if (k == "netns" and name == ns) or (r.detail.get("node") == n)]
-            store.mark_removed(ids)
-        # 3. added nodes
-        if added_nodes:
-            say(f"adding {len(added_nodes)} nodes")
-            store.record_many(row.id, [("netns", new_plan.nodes[n].netns, {"node": n})
-                                       for n in added_nodes])
-            recs = {r.name: r.id for r in store.resources(row.id) if r.kind == "netns"}
-            inodes = {}
-            for n in added_nodes:
-                np_ = new_plan.nodes[n]
-                inodes[recs[np_.netns]] = {"inode": netns.create(np_.netns)}
-                os.makedirs(os.path.join(folder, "nodes", n), exist_ok=True)
-                swap.prepare_namespace(np_.netns)
-            store.update_resources("created", inodes)
-        # 4. added networks: ports (TAPs) and links/LANs in one apply
-        if added_nets:
-            say(f"adding {len(added_nets)} links/LANs")
-            ifaces = [i for n in added_nets for i in new_nets[n]]
-            store.record_many(row.id, [("tap", f"{new_plan.nodes[i.node].netns}/{i.ifname}",
-                                        {"node": i.node, "ifname": i.ifname,
-                                         "netns": new_plan.nodes[i.node].netns})
-                                       for i in ifaces])
-            wanted = {i.port for i in ifaces}
-            c.call("apply", ports=[p for p in new_plan.engine["ports"] if p["port"] in wanted],
-                   links=[l for l in new_plan.engine["links"] if l["link"] in added_nets],
-                   lans=[l for l in new_plan.engine["lans"] if l["lan"] in added_nets])
-            for n in {i.node for i in ifaces}:
-                with contextlib.closing(netns.netlink(new_plan.nodes[n].netns)) as ipr:
-                    for i in ifaces:
-                        if i.node == n:
-                            swap.configure_interface(ipr, i)
-            store.update_resources("created", {r.id: {} for r in store.resources(row.id)
-                                               if r.kind == "tap" and r.state == "planned"})
-        # 5. parameter changes on kept networks
-        for n in kept_nets:
-            o, w = old_objs[n], new_objs[n]
-            if kinds[n] == "link":
-                for d in ("ab", "ba"):
-                    if o[d] != w[d]:
-                        c.call("set", target=n, dir=d, params=w[d])
-                        counts["parameters_changed"] += 1
-            else:
-                for mo, mw in zip(o["members"], w["members"]):
-                    for d in ("to_lan", "from_lan"):
-                        if mo[d] != mw[d]:
-                            c.call("set", target=n, member=mw["port"], dir=d, params=mw[d])
-                            counts["parameters_changed"] += 1
+    # 2. build what the diff adds, through the swap-in stages
+    b = Build(store, row, new, new_plan, say, nodes=d.nodes_added,
+              networks=d.networks_added, routes=d.routes, hosts=d.hosts,
+              startcmds=d.startcmds, swapin=False)
+    stages.run([s for s in stages.STAGES if s.name in MODIFY_STAGES], b,
+               f"modify of {row.name!r}")
 
-    # 6. routes and hosts on every remaining node
-    for n, np_ in new_plan.nodes.items():
-        old = old_plan.nodes.get(n)
-        if n in added_nodes or old is None or old.routes != np_.routes \
-                or [i for i in old.interfaces] != [i for i in np_.interfaces]:
-            swap.install_routes(np_, old.routes if old and n not in added_nodes else [])
-            counts["route_tables_changed"] += 1
-        if n in added_nodes or old_plan.hosts != new_plan.hosts:
-            swap.write_hosts(np_.netns, new_plan.hosts)
-    # 7. start commands of added nodes
-    for node in new.nodes:
-        if node.name in added_nodes and node.startcmd:
-            nodes.start_command(store, row, new_plan, node.name, node.startcmd, folder)
-    return counts
-
-
+    # 3. parameters of kept networks
+    reqs = param_requests(d)
+    if reqs:
+        with engine.Client(sock) as c:
+            for r in reqs:
+                c.call(r.pop("cmd"), **r)
+    return d.counts()

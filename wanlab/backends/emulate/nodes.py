@@ -1,4 +1,4 @@
-"""A node's process context: how a command runs inside a node, and the node's folder.
+"""A node's process context: how a command runs inside a node.
 
 ``node_argv`` is the one place that says what "inside a node" means (network
 namespace, hosts file, hostname, FRR sockets); start commands, Programs, traffic
@@ -13,13 +13,8 @@ import shlex
 import subprocess
 
 from wanlab.backends.emulate import procs
-from wanlab.plan.plan import Plan
+from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
-
-
-def folder_of(store: Store, name: str) -> str:
-    """The experiment's folder (the name checked, the path confined to the store)."""
-    return store.folder(name)
 
 
 # Inside the node: its hostname, and (when it runs FRR) its own /run/frr, so vtysh and the

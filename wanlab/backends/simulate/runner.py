@@ -22,7 +22,7 @@ from typing import Any
 
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
-from wanlab.backends.emulate.engine import engine_binary
+from wanlab.engine.binary import engine_binary
 from wanlab.backends.simulate.scenario import NS, Scenario, build
 
 SAMPLE_S = 0.1

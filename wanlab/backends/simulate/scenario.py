@@ -4,7 +4,7 @@ Every node is simulated (hosts and routers in the engine); links and LANs keep t
 parameters; the timeline becomes engine requests at their times:
 
 * link and LAN events: the same requests the scheduler sends in an emulation
-  (:mod:`wanlab.run.link_events`);
+  (:mod:`wanlab.engine.link_events`);
 * ``start`` / ``stop`` of an application: the engine's ``agent`` command, with a
   ``stats`` request for its source and sink at the same instant (flow accounting);
 * ``$ns halt`` / ``terminate`` / ``swapout`` end the run there; ``stoprun`` stops
@@ -22,8 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wanlab.model.ir import Event, Experiment
-from wanlab.plan.plan import Plan, engine_params, make_plan
-from wanlab.run.link_events import requests_for
+from wanlab.plan.plan import engine_params, make_plan
+from wanlab.plan.types import Plan
+from wanlab.engine.link_events import requests_for
 from wanlab.plan.sim_flows import SimFlow, sim_flows
 
 SHORT = "5100"            # fixed, so addresses and MACs are the same in every run

@@ -1,0 +1,311 @@
+"""Swap-in as named stages, each with a build and an undo.
+
+A :class:`Build` says what one run of the stages makes: at swap-in everything
+(:meth:`Build.everything`), at ``modify`` only what the new description adds
+(:mod:`wanlab.backends.emulate.modify`). :func:`run` builds the stages in order. Every
+resource a stage makes is recorded in the store before it is created, and :func:`run`
+notes which records each stage added; if a stage fails, the stages built so far (the
+failed one first) are undone in reverse order, each removing exactly its own records
+through the registry of resource kinds (:mod:`wanlab.backends.emulate.resources`).
+
+The emulation stages, in swap-in order (:data:`STAGES`):
+
+  ``folder``      the experiment's folder and ``nodes/<node>/`` (kept on undo: results live there)
+  ``engine``      the experiment's own ``wanlab-engine``
+  ``namespaces``  one network namespace per node; forwarding on, no IPv6 chatter
+  ``taps``        the engine creates each TAP (``apply``) inside its node's namespace, and
+                  the links, LANs and simulated nodes between them
+  ``addresses``   loopback, and each TAP's MAC, MTU and address; up
+  ``routes``      static and manual routes, and each node's ``/etc/netns/<ns>/hosts``
+  ``routing``     FRR daemons in every node, for dynamic routing; waits for convergence
+  ``startcmds``   start commands (``tb-set-node-startcmd``), output in ``nodes/<node>/``
+
+The run layer adds its own two (:mod:`wanlab.run.stages`): ``scheduler`` right after
+``engine`` (its start-up overlaps the building) and ``clock`` last (t = 0). The life
+cycle puts the list together (:func:`insert_after`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from pyroute2.netlink.exceptions import NetlinkError
+
+from wanlab.backends.emulate import engine, frr, netns, procs, resources
+from wanlab.backends.emulate.nodes import start_command
+from wanlab.errors import WanlabError
+from wanlab.model.ir import Experiment
+from wanlab.plan.routes import RouteEntry
+from wanlab.plan.types import Interface, NodePlan, Plan
+from wanlab.store.db import ExperimentRow, Store, make_private_dir
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Build:
+    """One run of the stages: where, and what to make."""
+
+    store: Store
+    row: ExperimentRow
+    exp: Experiment
+    plan: Plan
+    say: Progress
+    nodes: list[str]                  # emulated nodes to create (namespace, folder)
+    networks: list[str]               # links and LANs to add to the engine, with their TAPs
+    routes: dict[str, list[RouteEntry]]   # nodes whose routes are set -> routes to replace
+    hosts: list[str]                  # nodes whose hosts file is written
+    startcmds: list[str]              # nodes whose start command runs
+    swapin: bool = True               # a whole swap-in; False: a modify adds to a running one
+    recorded: dict[str, list[int]] = field(default_factory=dict)   # stage -> resource ids
+
+    @property
+    def folder(self) -> str:
+        return self.store.folder(self.row.name)
+
+    @property
+    def socket(self) -> str:
+        return os.path.join(self.folder, "engine.sock")
+
+    @classmethod
+    def everything(cls, store: Store, row: ExperimentRow, plan: Plan, say: Progress) -> Build:
+        emulated = [n for n, np_ in plan.nodes.items() if not np_.simulated]
+        exp = row.ir
+        return cls(store, row, exp, plan, say, nodes=emulated,
+                   networks=[*(l.name for l in exp.links), *(l.name for l in exp.lans)],
+                   routes={n: [] for n in emulated}, hosts=emulated,
+                   startcmds=[n.name for n in exp.nodes if n.startcmd and n.name in emulated])
+
+
+@dataclass(frozen=True)
+class Stage:
+    name: str
+    build: Callable[[Build], None]
+    undo: Callable[[Build], None] | None = None     # default: remove what ``build`` recorded
+
+
+def undo_recorded(b: Build, stage: str) -> None:
+    """Remove, through the registry of kinds, the resources that ``stage`` recorded."""
+    ids = b.recorded.get(stage, [])
+    if ids:
+        resources.remove(b.store, b.row.id, ids)
+
+
+def keep(b: Build) -> None:
+    """An undo that keeps what was built (the folder: results of earlier runs live there)."""
+
+
+def run(stages: Sequence[Stage], b: Build, what: str = "swap-in") -> None:
+    """Build ``stages`` in order; on failure undo what was built, newest first, and raise
+    (a WanlabError as it is, anything else as a WanlabError naming ``what`` and the stage)."""
+    built: list[Stage] = []
+    try:
+        for st in stages:
+            before = {r.id for r in b.store.resources(b.row.id)}
+            built.append(st)
+            try:
+                st.build(b)
+            finally:
+                b.recorded[st.name] = [r.id for r in b.store.resources(b.row.id)
+                                       if r.id not in before]
+    except BaseException as e:
+        b.say(f"stage {built[-1].name} failed; undoing {', '.join(s.name for s in built)}")
+        for st in reversed(built):
+            try:
+                (st.undo or (lambda b_: undo_recorded(b_, st.name)))(b)
+            except Exception as e2:     # go on: the later records are still there for cleanup
+                b.say(f"undoing stage {st.name} failed: {e2}")
+        if isinstance(e, (WanlabError, KeyboardInterrupt)):
+            raise
+        raise WanlabError(f"{what} failed at stage {built[-1].name}: {e}") from e
+
+
+def insert_after(stages: Sequence[Stage], name: str, *new: Stage) -> tuple[Stage, ...]:
+    """``stages`` with ``new`` right after the stage called ``name``."""
+    names = [s.name for s in stages]
+    if name not in names:
+        raise WanlabError(f"no stage {name!r}; stages are {', '.join(names)}")
+    k = names.index(name) + 1
+    return (*stages[:k], *new, *stages[k:])
+
+
+# -- the emulation stages -------------------------------------------------------------
+
+def _folder(b: Build) -> None:
+    make_private_dir(b.folder)          # 0700: specs, commands and logs are root's only
+    for n in b.nodes:
+        os.makedirs(os.path.join(b.folder, "nodes", n), exist_ok=True)
+    os.makedirs(os.path.join(b.folder, "nodes"), exist_ok=True)
+
+
+def _engine(b: Build) -> None:
+    if not b.swapin:
+        return
+    b.say("starting the engine")
+    eid = b.store.record(b.row.id, "engine", f"engine-{b.row.short}", socket=b.socket)
+    proc = engine.start(b.folder, b.exp.seed)
+    b.store.update_resource(eid, "created", pid=proc.pid, started=procs.start_time(proc.pid))
+
+
+def _namespaces(b: Build) -> None:
+    if not b.nodes:
+        return
+    b.say(f"creating {len(b.nodes)} node namespaces")
+    nps = [b.plan.nodes[n] for n in b.nodes]
+    b.store.record_many(b.row.id, [("netns", np_.netns, {"node": np_.name}) for np_ in nps])
+    wanted = {np_.netns for np_ in nps}
+    ns_res = {r.name: r.id for r in b.store.resources(b.row.id)
+              if r.kind == "netns" and r.name in wanted and r.state == "planned"}
+    inodes: dict[int, dict[str, int]] = {}
+    for np_ in nps:
+        inodes[ns_res[np_.netns]] = {"inode": netns.create(np_.netns)}
+        prepare_namespace(np_.netns)
+    b.store.update_resources("created", inodes)
+
+
+def engine_ports(plan: Plan, networks: Sequence[str]) -> list[Interface]:
+    """The interfaces of ``networks`` that are TAPs (on emulated nodes)."""
+    nets = set(networks)
+    return [i for np_ in plan.nodes.values() if not np_.simulated
+            for i in np_.interfaces if i.network in nets]
+
+
+def apply_request(plan: Plan, networks: Sequence[str], everything: bool) -> dict:
+    """The engine's ``apply`` for ``networks`` (with ``everything``: the whole topology,
+    simulated routers, hosts and agents included)."""
+    if everything:
+        return dict(plan.engine)
+    nets = set(networks)
+    wanted = {i.port for i in engine_ports(plan, networks)}
+    return {"ports": [p for p in plan.engine["ports"] if p["port"] in wanted],
+            "links": [l for l in plan.engine["links"] if l["link"] in nets],
+            "lans": [l for l in plan.engine["lans"] if l["lan"] in nets]}
+
+
+def _taps(b: Build) -> None:
+    ports = engine_ports(b.plan, b.networks)
+    everything = b.swapin
+    if not ports and not everything:
+        return
+    n_sim = sum(np_.simulated for np_ in b.plan.nodes.values()) if everything else 0
+    b.say(f"wiring {len(ports)} interfaces into the engine"
+          + (f" ({n_sim} simulated routers inside it)" if n_sim else ""))
+    b.store.record_many(b.row.id, [
+        ("tap", resources.tap_name(b.plan.nodes[i.node].netns, i.ifname),
+         {"node": i.node, "ifname": i.ifname, "netns": b.plan.nodes[i.node].netns})
+        for i in ports])
+    with engine.Client(b.socket) as c:
+        c.call("apply", **apply_request(b.plan, b.networks, everything))
+    b.store.update_resources("created", {r.id: {} for r in b.store.resources(b.row.id)
+                                         if r.kind == "tap" and r.state == "planned"})
+
+
+def _addresses(b: Build) -> None:
+    ports = engine_ports(b.plan, b.networks)
+    touched = list(dict.fromkeys([*b.nodes, *(i.node for i in ports)]))
+    if not touched:
+        return
+    b.say("configuring addresses")
+    by_node: dict[str, list[Interface]] = {}
+    for i in ports:
+        by_node.setdefault(i.node, []).append(i)
+    new_nodes = set(b.nodes)
+    for n in touched:
+        np_ = b.plan.nodes[n]
+        with contextlib.closing(netns.netlink(np_.netns)) as ipr:
+            if n in new_nodes:
+                lo = ipr.link_lookup(ifname="lo")[0]
+                ipr.link("set", index=lo, state="up")
+                if np_.loopback:
+                    ipr.addr("add", index=lo, address=np_.loopback, prefixlen=32)
+            for i in by_node.get(n, []):
+                configure_interface(ipr, i)
+
+
+def _routes(b: Build) -> None:
+    if b.routes:
+        b.say(f"installing routes in {len(b.routes)} nodes")
+    for n, old in b.routes.items():
+        install_routes(b.plan.nodes[n], old)
+    for n in b.hosts:
+        write_hosts(b.plan.nodes[n].netns, b.plan.hosts)
+
+
+def _routing(b: Build) -> None:
+    if b.exp.rtproto not in frr.DYNAMIC or not b.swapin:
+        return
+    frr.start(b.store, b.row, b.exp, b.plan, b.folder, b.say)
+    took = frr.wait_converged(b.plan, timeout=60 + 3 * b.exp.ospf_dead_s,
+                              settle=max(1.0, float(b.exp.ospf_hello_s)), say=b.say)
+    b.say(f"routing converged in {took:.1f} s")
+
+
+def _startcmds(b: Build) -> None:
+    cmds = {n.name: n.startcmd for n in b.exp.nodes if n.startcmd}
+    todo = [n for n in b.startcmds if cmds.get(n)]
+    if todo:
+        b.say(f"running {len(todo)} start commands")
+    for n in todo:
+        start_command(b.store, b.row, b.plan, n, cmds[n] or "", b.folder)
+
+
+STAGES: tuple[Stage, ...] = (
+    Stage("folder", _folder, keep),
+    Stage("engine", _engine),
+    Stage("namespaces", _namespaces),
+    Stage("taps", _taps),
+    Stage("addresses", _addresses),
+    Stage("routes", _routes),
+    Stage("routing", _routing),
+    Stage("startcmds", _startcmds),
+)
+
+
+# -- what the stages do inside a node --------------------------------------------------
+
+def prepare_namespace(ns: str) -> None:
+    """Kernel settings of a fresh node: forwarding on (any node may route), no IPv6
+    router solicitations or DAD delays (they would only add chatter and start-up lag)."""
+    with netns.entered(ns):
+        for key, val in (("net/ipv4/ip_forward", "1"),
+                         ("net/ipv6/conf/default/router_solicitations", "0"),
+                         ("net/ipv6/conf/default/dad_transmits", "0"),
+                         ("net/ipv6/conf/default/accept_ra", "0")):
+            with open("/proc/sys/" + key, "w") as f:
+                f.write(val)
+
+
+def configure_interface(ipr, i: Interface) -> None:
+    """MAC, MTU, address and up for a TAP the engine created in the node (``ipr`` is
+    a netlink socket in that node)."""
+    idx = ipr.link_lookup(ifname=i.ifname)[0]
+    ipr.link("set", index=idx, address=i.mac, mtu=1500)
+    ipr.addr("add", index=idx, address=i.ip, prefixlen=i.prefixlen)
+    ipr.link("set", index=idx, state="up")
+
+
+def install_routes(np_: NodePlan, old: list[RouteEntry]) -> None:
+    """Make the node's routes ``np_.routes``: delete those of ``old`` no longer wanted."""
+    with contextlib.closing(netns.netlink(np_.netns)) as ipr:
+        index = {i.ifname: ipr.link_lookup(ifname=i.ifname)[0] for i in np_.interfaces}
+        for r in old:
+            if r not in np_.routes:
+                with contextlib.suppress(NetlinkError):
+                    ipr.route("del", dst="0.0.0.0/0" if r.dst == "default" else r.dst)
+        for r in np_.routes:
+            dst = "0.0.0.0/0" if r.dst == "default" else r.dst
+            try:
+                ipr.route("replace", dst=dst, gateway=r.via, oif=index[r.dev])
+            except NetlinkError as e:
+                raise WanlabError(f"node {np_.name}: cannot add route {r.dst} via {r.via} "
+                                  f"dev {r.dev}: {e.args[1] if len(e.args) > 1 else e}") from None
+
+
+def write_hosts(ns: str, hosts: str) -> None:
+    etc = os.path.join(netns.NETNS_ETC_DIR, ns)
+    os.makedirs(etc, exist_ok=True)
+    with open(os.path.join(etc, "hosts"), "w") as f:
+        f.write(hosts)
