@@ -421,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("op", choices=("swapout", "terminate"))
     ap.add_argument("name")
     a = ap.parse_args(argv)
-    lab = Lab(a.home)
+    lab = Lab(a.home, create=False)
     try:
         getattr(lab, a.op)(a.name)
     except WanlabError as e:

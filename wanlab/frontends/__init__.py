@@ -35,8 +35,8 @@ def load(path: str | os.PathLike[str]) -> Experiment:
         from wanlab.frontends import yaml_spec
         return yaml_spec.load_file(path)
     if kind == "python":
-        from wanlab.frontends import builder
-        return builder.load_python(path)
+        from wanlab.frontends import pyspec
+        return pyspec.load(path)
     raise SpecError(f"unknown experiment format {ext or '(no extension)'!r}; supported "
                     f"formats are .tcl/.ns (ns-2), .yaml/.yml (YAML) and .py (Python)",
                     file=str(path))

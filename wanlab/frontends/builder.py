@@ -27,8 +27,6 @@ module-level ``experiment`` (an ``Experiment`` or an ``ExperimentBuilder``).
 from __future__ import annotations
 
 import difflib
-import os
-import runpy
 import sys
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
@@ -363,9 +361,3 @@ class ExperimentBuilder:
                             warnings=tuple(self._warnings))
         return ir.validate(exp)
 
-
-def load_python(path: str | os.PathLike[str]) -> ir.Experiment:
-    """Run a ``.py`` experiment file (in a bounded child: :mod:`wanlab.frontends.pyspec`);
-    it must define a module-level ``experiment``."""
-    from wanlab.frontends import pyspec
-    return pyspec.load(path)
