@@ -18,6 +18,25 @@ def test_migrations_apply_once_and_record_version(tmp_path):
     assert s.schema_version == len(MIGRATIONS)
 
 
+def test_migration_3_drops_the_unread_events_table_and_keeps_experiments(tmp_path):
+    import json
+    db = sqlite3.connect(str(tmp_path / "wanlab.db"))
+    for script in MIGRATIONS[:2]:
+        db.executescript(script)
+    db.execute("PRAGMA user_version = 2")
+    db.execute("INSERT INTO experiments(name, short, state, ir, seed, created, updated)"
+               " VALUES ('pair', 'ab12', 'new', ?, 1, 0, 0)", (json.dumps(pair().to_json()),))
+    db.execute("INSERT INTO events(exp_id, time_s, target, action, args)"
+               " VALUES (1, 1.0, 'link0', 'down', '[]')")
+    db.commit()
+    db.close()
+    s = Store(str(tmp_path))
+    assert s.schema_version == 3
+    assert s.get("pair").ir == pair()
+    tables = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert "events" not in tables and {"experiments", "event_log", "flows"} <= tables
+
+
 def test_experiment_round_trip_and_unique_names(tmp_path):
     s = Store(str(tmp_path))
     row = s.add_experiment(pair(), "/x.tcl")

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from wanlab.model.ir import Program
@@ -112,17 +111,3 @@ class ProgramRunner:
             return "error", f"program {self.prog.name}: cannot set {key!r} (only command)"
         self.command = value.strip().strip('"')
         return "ok", f"command is now {self.command!r}"
-
-
-def wait_exit_file(path: str, timeout: float = 10.0) -> int | None:
-    """The exit code a finished run wrote, waiting up to ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with open(path) as f:
-                return int(f.read().strip())
-        except (FileNotFoundError, ValueError):
-            time.sleep(0.02)
-    return None
-
-

@@ -3,7 +3,9 @@
 Tables: ``experiments`` (name, short id, state, IR as JSON, seed),
 ``transitions`` (every state change, with the reason), ``resources`` (every
 namespace, TAP, process and file an experiment creates: recorded *before* it
-is created, marked removed after), ``events`` (the stored timeline).
+is created, marked removed after), ``event_log`` (every fired event of each run, with
+its lateness and outcome) and ``flows`` (traffic agents' results). The timeline itself
+is part of the IR.
 Schema changes are numbered migrations applied in order, tracked by
 ``PRAGMA user_version``.
 
@@ -97,6 +99,10 @@ MIGRATIONS: list[str] = [
         stopped_s REAL,
         result TEXT NOT NULL
     );
+    """,
+    # 3: the timeline lives in the IR (experiments.ir); its copy in ``events`` was never read
+    """
+    DROP TABLE events
     """,
 ]
 
@@ -225,10 +231,6 @@ class Store:
         exp_id = cur.lastrowid
         self.db.execute("INSERT INTO transitions(exp_id, at, from_state, to_state, reason)"
                         " VALUES (?,?,?,?,?)", (exp_id, now, None, "new", "created"))
-        self.db.executemany(
-            "INSERT INTO events(exp_id, time_s, target, action, args) VALUES (?,?,?,?,?)",
-            [(exp_id, e.time_s, e.target, e.action, json.dumps(list(e.args)))
-             for e in exp.events])
         return self.get(exp.name)
 
     def _row(self, r: sqlite3.Row) -> ExperimentRow:
@@ -264,15 +266,8 @@ class Store:
         self.db.execute("COMMIT")
 
     def set_ir(self, exp_id: int, exp: Experiment) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
         self.db.execute("UPDATE experiments SET ir = ?, updated = ? WHERE id = ?",
                         (json.dumps(exp.to_json()), time.time(), exp_id))
-        self.db.execute("DELETE FROM events WHERE exp_id = ?", (exp_id,))
-        self.db.executemany(
-            "INSERT INTO events(exp_id, time_s, target, action, args) VALUES (?,?,?,?,?)",
-            [(exp_id, e.time_s, e.target, e.action, json.dumps(list(e.args)))
-             for e in exp.events])
-        self.db.execute("COMMIT")
 
     def transitions(self, exp_id: int) -> list[tuple[float, str | None, str, str]]:
         return [(r["at"], r["from_state"], r["to_state"], r["reason"]) for r in

@@ -137,13 +137,6 @@ def netlink(name: str) -> IPRoute:
         return IPRoute()
 
 
-def write_sysctl(name: str, key: str, value: str) -> None:
-    """Write a net sysctl inside namespace ``name`` (/proc/sys/net follows the opener's netns)."""
-    with entered(name):
-        with open("/proc/sys/" + key.replace(".", "/"), "w") as f:
-            f.write(value)
-
-
 def listening(name: str, proto: str, port: int) -> bool:
     """Whether a socket in namespace ``name`` listens (tcp) or is bound (udp) on ``port``,
     over IPv4 or IPv6 (a dual-stack socket shows only in the ``6`` table)."""
