@@ -94,7 +94,7 @@ def diff(old: Plan, new: Plan) -> Diff:
             o, w = old_links[n], new_links[n]
             d.params += [ParamChange(n, k, w[k]) for k in ("ab", "ba") if o[k] != w[k]]
         else:
-            for mo, mw in zip(old_lans[n]["members"], new_lans[n]["members"]):
+            for mo, mw in zip(old_lans[n]["members"], new_lans[n]["members"], strict=True):
                 d.params += [ParamChange(n, k, mw[k], member=mw["port"])
                              for k in ("to_lan", "from_lan") if mo[k] != mw[k]]
 

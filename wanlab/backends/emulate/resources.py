@@ -4,13 +4,17 @@ Every resource is written to the store's ``resources`` table *before* it is crea
 (state ``planned``), becomes ``created`` once it exists and ``removed`` once it is gone.
 Removal goes through those records only, never through a name pattern:
 
-| kind | what | removed by |
-|---|---|---|
-| ``scheduler`` | the experiment's event scheduler (pid, start time) | SIGTERM, up to 15 s: it stops its agents and programs first, so their flows are stored |
-| ``process`` | start commands, FRR daemons, Programs, traffic agents (pid, start time) | SIGTERM, then SIGKILL |
-| ``engine`` | the experiment's ``wanlab-engine`` (pid, start time, socket) | ``shutdown`` request, then SIGTERM/SIGKILL; its socket is unlinked |
-| ``tap`` | a TAP ``ethN`` inside a node's namespace | nothing of its own: the engine makes it persistent, so it outlives the engine and goes with its namespace (next); a port removed at run time takes its TAP with it |
-| ``netns`` | a node's network namespace (inode) | every process still inside it (matched by inode), then unmount and unlink |
+* ``scheduler``: the experiment's event scheduler (pid, start time). SIGTERM, with up to
+  15 s to stop its agents and programs, so their flows are stored.
+* ``process``: start commands, FRR daemons, Programs, traffic agents (pid, start time).
+  SIGTERM, then SIGKILL.
+* ``engine``: the experiment's ``wanlab-engine`` (pid, start time, socket). A ``shutdown``
+  request, then SIGTERM/SIGKILL; the socket is unlinked.
+* ``tap``: a TAP ``ethN`` inside a node's namespace. Nothing of its own: the engine makes
+  it persistent, so it outlives the engine and goes with its namespace (the next kind); a
+  port removed at run time takes its TAP with it.
+* ``netns``: a node's network namespace (inode). Every process still inside it (matched
+  by inode), then unmount and unlink.
 
 :data:`KINDS` is in teardown order: whoever could still create or use a later kind goes
 first. :func:`remove` applies it to any set of records, so teardown, ``cleanup`` and the

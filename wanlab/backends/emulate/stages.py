@@ -115,7 +115,10 @@ def run(stages: Sequence[Stage], b: Build, what: str = "swap-in") -> None:
         b.say(f"stage {built[-1].name} failed; undoing {', '.join(s.name for s in built)}")
         for st in reversed(built):
             try:
-                (st.undo or (lambda b_: undo_recorded(b_, st.name)))(b)
+                if st.undo:
+                    st.undo(b)
+                else:
+                    undo_recorded(b, st.name)
             except Exception as e2:     # go on: the later records are still there for cleanup
                 b.say(f"undoing stage {st.name} failed: {e2}")
         if isinstance(e, (WanlabError, KeyboardInterrupt)):
