@@ -244,6 +244,27 @@ def test_startcmd_output_and_exit_code_are_kept(lab):
     assert open(os.path.join(folder, "startcmd.exit")).read().strip() == "3"
 
 
+def test_modify_with_a_new_start_command_stops_the_old_one_and_runs_the_new(lab):
+    from dataclasses import replace
+    base = pair()
+
+    def with_cmd(cmd):
+        return replace(base, nodes=(replace(base.nodes[0], startcmd=cmd), base.nodes[1]))
+
+    row = lab.create(with_cmd("sleep 600"))
+    old = next(r for r in lab.store.resources(row.id) if r.name == "startcmd-a")
+    assert procs.alive(old.detail["pid"], old.detail["started"])
+    lab.modify("pair", with_cmd("echo second on $(hostname)"))
+    assert not procs.alive(old.detail["pid"], old.detail["started"])
+    folder = os.path.join(lab.store.home, "exps", "pair", "nodes", "a")
+    for _ in range(200):
+        if os.path.exists(os.path.join(folder, "startcmd.exit")):
+            break
+        time.sleep(0.02)
+    assert open(os.path.join(folder, "startcmd.log")).read().endswith("second on a\n")
+    assert "1 start commands run" in lab.store.transitions(row.id)[-1][3]
+
+
 def test_modify_changes_lan_parameters_live(lab):
     lab.create(lan(3, delay=0.002))
     lab.modify("lanexp", lan(3, delay=0.010))
