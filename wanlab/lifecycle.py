@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import stat
@@ -33,6 +34,7 @@ from wanlab.model.ir import Experiment, validate
 from wanlab.plan.plan import engine_params, make_plan
 from wanlab.backends.emulate import engine, modify, netns, nodes, stages, swap
 from wanlab.run import stages as run_stages
+from wanlab.run.client import EventClient
 from wanlab.store.db import ExperimentRow, Store, make_private_dir
 
 ACTIVE, SWAPPED, NEW = "active", "swapped", "new"
@@ -239,7 +241,6 @@ class Lab:
     def tevc(self, name: str, time_spec: str, target: str, action: str,
              args: list[str] | None = None, wait: bool = False) -> dict[str, Any]:
         """Send an event to an active experiment (Emulab's tevc); ``wait`` returns its result."""
-        from wanlab.run.client import EventClient
         row = self.store.get(name)
         if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
@@ -248,7 +249,6 @@ class Lab:
 
     def follow(self, name: str):
         """Yield events of an active experiment as they fire (until it is swapped out)."""
-        from wanlab.run.client import EventClient
         row = self.store.get(name)
         if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
@@ -288,8 +288,7 @@ class Lab:
             summary["plot"] = self.plot(row.name)
         folder = self.store.folder(row.name)
         with open(os.path.join(folder, "summary.json"), "w") as f:
-            import json as _json
-            _json.dump(summary, f, indent=2)
+            json.dump(summary, f, indent=2)
         summary["folder"] = folder
         if terminate:
             self.terminate(row.name)
@@ -307,11 +306,29 @@ class Lab:
 
     def compare(self, exp: Experiment, out: str | None = None,
                 source_path: str | None = None) -> dict[str, Any]:
-        """Run ``exp`` emulated and simulated; results and side-by-side plots in ``out``."""
-        from wanlab.backends.simulate.compare import compare
+        """Run ``exp`` simulated, then emulated (as ``<name>-emu``, terminated after); both
+        runs' results, tables and side-by-side plots in ``out`` (:mod:`wanlab.report.compare`)."""
+        from wanlab.report import compare
         validate(exp)
         out = out or self.store.inside("compare", exp.name)
-        return compare(self, exp, out, source_path)
+        os.makedirs(out, exist_ok=True)
+        sim = self.simulate(exp, os.path.join(out, "simulated"))
+        emu_name = f"{exp.name}-emu"
+        if emu_name in {r.name for r in self.list()}:
+            self.terminate(emu_name)
+        self.say(f"{exp.name}: emulating (as {emu_name})")
+        emu = self.run(exp.with_name(emu_name), source_path=source_path)
+        shutil.copytree(emu["folder"], os.path.join(out, "emulated"), dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("*.sock"))
+        self.terminate(emu_name)
+        emu["folder"] = os.path.join(out, "emulated")
+        result = {"name": exp.name, "flows": compare.table(emu, sim),
+                  "links": compare.link_table(emu, sim), "simulation_speed": sim["engine"],
+                  "plots": compare.plot(emu, sim, os.path.join(out, "plots"), exp.name)}
+        with open(os.path.join(out, "compare.json"), "w") as f:
+            json.dump(result, f, indent=1)
+        result["folder"] = out
+        return result
 
     def export(self, name: str, dest: str) -> int:
         """Copy the experiment's results to ``dest`` (a new folder), readable by everyone.

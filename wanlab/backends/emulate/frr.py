@@ -45,6 +45,7 @@ from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.types import NodePlan, Plan
 from wanlab.backends.emulate import netns, procs
+from wanlab.backends.emulate.nodes import node_argv
 
 FRR_BIN = "/usr/lib/frr"
 DYNAMIC = ("session", "ospf", "bgp")
@@ -129,7 +130,6 @@ def check_installed() -> None:
 
 def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
     """Write every node's configuration and start its zebra and ospfd (recorded first)."""
-    from wanlab.backends.emulate.nodes import node_argv
     check_installed()
     what = "zebra + " + ("bgpd" if exp.rtproto == "bgp" else
                          "ospfd" + (" + bgpd" if exp.asns else ""))

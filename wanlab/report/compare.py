@@ -1,45 +1,20 @@
-"""``wanlab compare``: the same spec emulated and simulated, side by side.
+"""``wanlab compare``'s results: an emulated and a simulated run of one spec, side by side.
 
-The emulation is a normal ``wanlab run`` (real namespaces, Linux TCP, the engine in real
-time); the simulation is ``wanlab run --simulate`` (simulated hosts and TCP, virtual time).
-For every flow the table gives mean throughput, bytes, loss or retransmissions and RTT;
-for every link the packets delivered and dropped. ``plots/compare-throughput.png`` and
-``plots/compare-cwnd.png`` draw both runs on the same axes (Linux cwnd from iperf3's
-sender report, simulated cwnd from the engine's trace).
+The life cycle runs both (:meth:`wanlab.lifecycle.Lab.compare`): the emulation is a normal
+``wanlab run`` (real namespaces, Linux TCP, the engine in real time), the simulation is
+``wanlab run --simulate`` (simulated hosts and TCP, virtual time). Given the two summaries,
+:func:`table` gives every flow's mean throughput, bytes, loss or retransmissions and RTT;
+:func:`link_table` every link's packets delivered and dropped; :func:`plot` draws
+``compare-throughput.png`` and ``compare-cwnd.png`` with both runs on the same axes (Linux
+cwnd from iperf3's sender report, simulated cwnd from the engine's trace).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 from typing import Any
 
-from wanlab.model.ir import Experiment
-
-
-def compare(lab, exp: Experiment, out: str, source_path: str | None = None) -> dict[str, Any]:
-    os.makedirs(out, exist_ok=True)
-    from wanlab.backends.simulate.runner import simulate
-    lab.say(f"{exp.name}: simulating")
-    sim = simulate(exp, os.path.join(out, "simulated"), plot=True)
-    emu_name = f"{exp.name}-emu"
-    if emu_name in {r.name for r in lab.list()}:
-        lab.terminate(emu_name)
-    lab.say(f"{exp.name}: emulating (as {emu_name})")
-    emu = lab.run(exp.with_name(emu_name), source_path=source_path)
-    shutil.copytree(emu["folder"], os.path.join(out, "emulated"), dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("*.sock"))
-    lab.terminate(emu_name)
-    emu["folder"] = os.path.join(out, "emulated")
-    rows = table(emu, sim)
-    result = {"name": exp.name, "flows": rows, "links": link_table(emu, sim),
-              "simulation_speed": sim["engine"],
-              "plots": plot(emu, sim, os.path.join(out, "plots"), exp.name)}
-    with open(os.path.join(out, "compare.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    result["folder"] = out
-    return result
+from wanlab.report.plots import _plt, cwnd_axes, figure, finish, throughput_axes
 
 
 def _summary(f: dict[str, Any] | None) -> dict[str, Any]:
@@ -97,7 +72,6 @@ def link_table(emu: dict[str, Any], sim: dict[str, Any]) -> dict[str, Any]:
 
 
 def plot(emu: dict[str, Any], sim: dict[str, Any], outdir: str, title: str) -> list[str]:
-    from wanlab.report.plots import _plt, cwnd_axes, figure, finish, throughput_axes
     events = sim.get("events", [])
     fig, ax = figure()
     throughput_axes(ax, emu.get("flows", []), " emulated")
