@@ -33,6 +33,9 @@ NODE_KINDS = ("emulated", "simulated")
 RTPROTOS = ("static", "manual", "session", "ospf", "bgp")
 MAX_BANDWIDTH_BPS = 100_000_000_000
 MAX_DELAY_S = 10.0
+# The experiment's horizon: no event (timeline or tevc) may be later than this after t = 0.
+# Ten days is longer than any run on one machine, and keeps times far from float limits.
+HORIZON_S = 10 * 24 * 3600.0
 
 
 @dataclass(frozen=True)
@@ -332,6 +335,26 @@ def _check_mask(mask: str | None, where: str, src: Source) -> None:
         raise _err(f"{mask!r} is not a netmask", src, where) from None
 
 
+def _check_unique_addresses(exp: Experiment) -> None:
+    """An address given explicitly to two interfaces is an error at its second use (the
+    kernel would refuse it at swap-in, far from the line that caused it)."""
+    used: dict[str, tuple[str, Source]] = {}
+    given = [(ip, f"{node} on link {l.name}", f"links.{l.name}", l.source)
+             for l in exp.links for ip, node in ((l.ip_a, l.a), (l.ip_b, l.b))]
+    given += [(m.ip, f"{m.node} on LAN {lan.name}", f"lans.{lan.name}.{m.node}", lan.source)
+              for lan in exp.lans for m in lan.members]
+    for ip, who, where, src in given:
+        if not ip:
+            continue
+        ip = str(ipaddress.IPv4Address(ip))       # one spelling (already checked valid)
+        if ip in used:
+            first, fsrc = used[ip]
+            at = f" ({fsrc.file}:{fsrc.line})" if fsrc.file and fsrc.line else ""
+            raise _err(f"address {ip} of {who} is already the address of {first}{at}", src,
+                       where)
+        used[ip] = (who, src)
+
+
 def validate(exp: Experiment) -> Experiment:
     """Check an experiment is realizable; raise :class:`SpecError` naming the culprit."""
     seen: dict[str, str] = {}
@@ -425,10 +448,12 @@ def validate(exp: Experiment) -> Experiment:
                    exp.source, "bgp.as")
     if exp.bgp_sessions and exp.rtproto not in ("session", "ospf", "bgp"):
         raise _err("BGP sessions need routing bgp, ospf or session", exp.source, "routing")
+    _check_unique_addresses(exp)
     targets = exp.object_names()
     for e in exp.events:
-        if e.time_s < 0:
-            raise _err(f"event time {e.time_s} is negative", e.source)
+        if not 0 <= e.time_s <= HORIZON_S:      # also refuses NaN
+            raise _err(f"event time {e.time_s} s is outside 0..{HORIZON_S:g} s (the "
+                       f"experiment's horizon: 10 days)", e.source)
         if e.target not in targets:
             raise _err(f"event targets unknown object {e.target!r}", e.source)
     for n in exp.nodes:

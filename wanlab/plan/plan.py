@@ -76,7 +76,14 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
                                  tuple(m.ip for m in lan.members), lan.netmask))
         members[lan.name] = [m.node for m in lan.members]
         costs[lan.name] = lan.cost
-    addrs = assign(specs)
+    try:
+        addrs = assign(specs)
+    except SpecError as e:
+        # name the line that declared the network (addressing knows only its name)
+        src = {x.name: x.source for x in (*exp.links, *exp.lans)}.get(e.field or "")
+        if src is None or e.file:
+            raise
+        raise SpecError(e.message, file=src.file, line=src.line, field=e.field) from None
 
     port_no = 0
     atts: dict[str, list[Attachment]] = {}

@@ -6,7 +6,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from wanlab.errors import WanlabError
@@ -15,17 +15,25 @@ from wanlab.errors import WanlabError
 class EventClient:
     """A connection to ``<folder>/events.sock`` (waits up to ``wait_s`` for it to appear)."""
 
-    def __init__(self, folder: str, wait_s: float = 10.0):
+    def __init__(self, folder: str, wait_s: float = 10.0,
+                 alive: Callable[[], bool] | None = None):
+        """``alive``: whether the scheduler process still lives (no waiting for a dead one)."""
         path = os.path.join(folder, "events.sock")
         deadline = time.monotonic() + wait_s
+        refused_until = None
         while True:
             self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 self.sock.connect(path)
                 break
-            except OSError:
+            except OSError as e:
                 self.sock.close()
-                if time.monotonic() > deadline:
+                # a socket file nobody listens on: the scheduler died (or is between bind
+                # and listen, which takes far less than a second): do not wait it out
+                if isinstance(e, ConnectionRefusedError) and refused_until is None:
+                    refused_until = time.monotonic() + 1.0
+                if time.monotonic() > min(deadline, refused_until or deadline) or (
+                        alive is not None and not alive()):
                     raise WanlabError("the experiment's event scheduler is not running (see "
                                       f"{os.path.join(folder, 'scheduler.log')})") from None
                 time.sleep(0.02)

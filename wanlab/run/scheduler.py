@@ -51,6 +51,7 @@ from typing import Any
 
 from wanlab.backends.emulate import procs
 from wanlab.errors import WanlabError
+from wanlab.model.ir import HORIZON_S
 from wanlab.run.client import EventClient
 from wanlab.run.objects import Runtime
 from wanlab.store.db import Store
@@ -142,23 +143,34 @@ class Scheduler:
                 at = self.heap[0][0]
                 left = at - self.rt.now()
                 if left > SPIN_S:
-                    self.cond.wait(left - SPIN_S)
+                    self.cond.wait(min(left - SPIN_S, 3600.0))   # bounded: no overflow
                     continue
                 while self.rt.now() < at:       # the last millisecond: spin
                     pass
                 ev = heapq.heappop(self.heap)
             fired = self.rt.now()
-            kind = self.rt.objects().get(ev[3])
-            if ev[2] == "sequence":
-                threading.Thread(target=self._sequence, args=(ev, fired), daemon=True).start()
-            elif kind in INLINE_KINDS or (kind == "simulator" and ev[4] in ("msg", "log")):
-                self._execute(ev, fired)
-            else:
-                threading.Thread(target=self._execute, args=(ev, fired), daemon=True).start()
+            try:
+                kind = self.rt.objects().get(ev[3])
+                if ev[2] == "sequence":
+                    threading.Thread(target=self._sequence, args=(ev, fired),
+                                     daemon=True).start()
+                elif kind in INLINE_KINDS or (kind == "simulator" and ev[4] in ("msg", "log")):
+                    self._execute(ev, fired)
+                else:
+                    threading.Thread(target=self._execute, args=(ev, fired),
+                                     daemon=True).start()
+            except Exception as e:  # noqa: BLE001 - never let one event stop the loop
+                print(f"scheduler: dispatch of {ev[3]} {ev[4]} failed: {e!r}", file=sys.stderr,
+                      flush=True)
 
     def _execute(self, ev, fired: float) -> None:
         at, _, origin, target, action, args, waiter = ev
-        outcome, detail = self.rt.fire(target, action, args)
+        try:
+            outcome, detail = self.rt.fire(target, action, args)
+        except Exception as e:  # noqa: BLE001 - the scheduler never dies of an event
+            print(f"scheduler: event {target} {action} failed: {e!r}", file=sys.stderr,
+                  flush=True)
+            outcome, detail = "error", f"{target} {action}: internal error: {e}"
         self.log_queue.put((at, fired, origin, target, action, args, outcome, detail, waiter))
 
     def _sequence(self, ev, fired: float) -> None:
@@ -217,9 +229,15 @@ class Scheduler:
             for line in f:
                 try:
                     req = json.loads(line)
+                    if not isinstance(req, dict):
+                        raise TypeError("a request is a JSON object")
                     reply = self._handle(conn, req)
                 except (ValueError, KeyError, TypeError) as e:
                     reply = {"ok": False, "error": str(e)}
+                except Exception as e:  # noqa: BLE001 - a bug must not kill the scheduler
+                    print(f"scheduler: request {line[:200]!r} failed: {e!r}", file=sys.stderr,
+                          flush=True)
+                    reply = {"ok": False, "error": f"internal error: {e}"}
                 if reply is not None:
                     conn.sendall((json.dumps(reply) + "\n").encode())
         except OSError:
@@ -272,14 +290,17 @@ class Scheduler:
 
 
 def parse_time(text: str, now: float) -> float:
-    """tevc TIME: ``now``, ``+SECONDS`` (from now) or ``SECONDS`` (since t = 0)."""
+    """tevc TIME: ``now``, ``+SECONDS`` (from now) or ``SECONDS`` (since t = 0); a time
+    beyond the experiment's horizon (``HORIZON_S`` after t = 0) is a ValueError."""
     if text == "now":
         return now
-    if text.startswith("+"):
-        return now + float(text[1:])
-    value = float(text)
-    if value < 0:
-        raise ValueError("time must not be negative")
+    try:
+        value = now + float(text[1:]) if text.startswith("+") else float(text)
+    except ValueError:
+        raise ValueError(f"time {text!r} is not now, +SECONDS or SECONDS") from None
+    if not 0 <= value <= HORIZON_S:             # also refuses NaN and infinities
+        raise ValueError(f"time {text!r} is outside the experiment's horizon (0 to "
+                         f"{HORIZON_S:g} s after t = 0, 10 days)")
     return value
 
 
@@ -320,11 +341,18 @@ def start(store: Store, row, folder: str, control_argv: list[str] | None = None)
                              os.path.dirname(os.path.abspath(__file__)))))
     log.close()
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))
+    _started[os.path.abspath(folder)] = p
+
+
+# the schedulers this process started, by folder: go() stops waiting for a dead one
+_started: dict[str, Any] = {}
 
 
 def go(folder: str) -> float:
     """t = 0 for the scheduler of the experiment in ``folder``; returns t0 (wall clock)."""
-    with EventClient(folder) as c:
+    p = _started.pop(os.path.abspath(folder), None)
+    alive = (lambda: p.poll() is None) if p is not None else None
+    with EventClient(folder, alive=alive) as c:
         reply = c.request({"cmd": "go"})
     if not reply.get("ok"):
         raise WanlabError(f"the event scheduler refused to start: {reply.get('error')}")
