@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from wanlab.errors import WanlabError
+from wanlab.errors import Interrupted, WanlabError
 
 
 def _load(path: str):
@@ -22,7 +22,9 @@ def _load(path: str):
 
 
 def cmd_parse(lab, a) -> int:
+    from wanlab.plan.plan import make_plan
     exp = _load(a.file)
+    make_plan(exp, "0000")       # addressing and routes: an impossible plan fails here
     for w in exp.warnings:
         print(f"wanlab: warning: {w}", file=sys.stderr)
     if a.json:
@@ -63,6 +65,13 @@ def cmd_run(lab, a) -> int:
     if s.get("plot"):
         print(f"plot: {s['plot']}")
     print(f"results: {s['folder']}" + (" (removed: --terminate)" if a.terminate else ""))
+    bad = [f"{e['target']} {e['action']} at t={e['scheduled_s']:g} s ({e['outcome']}"
+           + (f": {e['detail']}" if e.get("detail") else "") + ")" for e in s["failed"]]
+    if s["unfired"]:
+        bad.append(f"{s['unfired']} timeline events never fired")
+    if bad:
+        print(f"wanlab: {len(bad)} timeline events failed: " + "; ".join(bad), file=sys.stderr)
+        return 1
     return 0
 
 
@@ -121,7 +130,7 @@ def cmd_compare(lab, a) -> int:
 
 
 def cmd_swapin(lab, a) -> int:
-    row = lab.swapin(a.name)
+    row = lab.swapin(a.name, repair=a.repair)
     print(f"{row.name}: {row.state}")
     return 0
 
@@ -162,11 +171,13 @@ def cmd_list(lab, a) -> int:
     rows = lab.list()
     if a.json:
         print(json.dumps([{"name": r.name, "id": r.short, "state": r.state,
-                           "nodes": len(r.ir.nodes)} for r in rows], indent=2))
+                           "nodes": len(r.ir.nodes), "error": r.error} for r in rows],
+                         indent=2))
         return 0
     print(f"{'NAME':24} {'ID':6} {'STATE':14} NODES")
     for r in rows:
-        print(f"{r.name:24} {r.short:6} {r.state:14} {len(r.ir.nodes)}")
+        print(f"{r.name:24} {r.short:6} {r.state:14} {len(r.ir.nodes)}"
+              + (f"  ({r.error})" if r.state == "degraded" else ""))
     return 0
 
 
@@ -175,9 +186,13 @@ def cmd_show(lab, a) -> int:
     if a.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"experiment {info['name']} (id {info['id']}): {info['state']}")
-    if info["error"]:
-        print(f"  last error: {info['error']}")
+    if info["state"] == "degraded":
+        print(f"experiment {info['name']} (id {info['id']}): degraded: {info['error']} "
+              f"('wanlab swapin --repair {info['name']}' rebuilds it)")
+    else:
+        print(f"experiment {info['name']} (id {info['id']}): {info['state']}")
+        if info["error"]:
+            print(f"  last error: {info['error']}")
     print(f"  folder: {info['folder']}")
     print("nodes:")
     for n, d in info["nodes"].items():
@@ -361,8 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
              "two side by side (throughput, RTT, loss, cwnd)")
     sp.add_argument("file")
     sp.add_argument("--out", help="results folder (default <home>/compare/<name>)")
-    for name, fn, h in (("swapin", cmd_swapin, "swap a stored experiment in"),
-                        ("swapout", cmd_swapout, "swap an experiment out (soft state gone)"),
+    sp = add("swapin", cmd_swapin, "swap a stored experiment in")
+    sp.add_argument("name")
+    sp.add_argument("--repair", action="store_true", help="rebuild a degraded experiment "
+                    "(its engine, scheduler or a namespace died): remove what is recorded, "
+                    "swap in again")
+    for name, fn, h in (("swapout", cmd_swapout, "swap an experiment out (soft state gone)"),
                         ("terminate", cmd_terminate, "swap out and forget an experiment")):
         add(name, fn, h).add_argument("name")
     sp = add("modify", cmd_modify, "apply a changed description to an experiment")
@@ -441,8 +460,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"wanlab: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("wanlab: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as e:
+        # Interrupted says what was rolled back or finished (wanlab/interrupts.py)
+        print(f"wanlab: {e.message if isinstance(e, Interrupted) else 'interrupted'}",
+              file=sys.stderr)
         return 130
     finally:
         if lab is not None:

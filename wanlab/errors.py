@@ -25,3 +25,13 @@ class SpecError(WanlabError):
 
 class EngineError(WanlabError):
     """The engine refused a request or could not be reached."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM ended an operation; the message says what was rolled back or
+    finished (wanlab/interrupts.py). A KeyboardInterrupt, so ``except Exception`` lets
+    it through."""
+
+    def __init__(self, message: str):
+        self.message = message
+        super().__init__(message)

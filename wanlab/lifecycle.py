@@ -6,6 +6,8 @@ States (as in Emulab)::
      ^                  │            │  ^                                 │
      └── (failure) ─────┘            └──┘ modify                          │
                                      swapped ──swapin──> activating ───────┘
+    active ──(health check: engine, scheduler or a namespace gone)──> degraded
+    degraded ──swapin --repair──> activating ──> active   (or swapout / terminate)
 
 A failed swap-in removes what it built and returns to the state it left,
 with the reason recorded. ``terminate`` removes the resources, the folder
@@ -13,6 +15,12 @@ and the record. ``cleanup`` removes whatever the store recorded as possibly
 existing (after a crash or kill -9) and leaves the experiment ``swapped``
 so it can be swapped in again. Operations on one experiment are serialised
 by a lock file.
+
+``list`` and ``show`` check the health of active experiments
+(wanlab/backends/emulate/health.py); a broken one becomes ``degraded``, with the
+reason and the time it was noticed in its error and event log. Ctrl-C (or SIGTERM)
+rolls back a swap-in, create, modify or run, and lets a swap-out, terminate or
+cleanup finish first (wanlab/interrupts.py); either way the user is told which.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ import fcntl
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -29,20 +38,35 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from wanlab.errors import WanlabError
+from wanlab import interrupts
+from wanlab.errors import Interrupted, WanlabError
 from wanlab.model.ir import Experiment, validate
 from wanlab.plan.plan import engine_params, make_plan
-from wanlab.backends.emulate import engine, modify, netns, nodes, stages, swap
+from wanlab.backends.emulate import engine, health, modify, netns, nodes, stages, swap
 from wanlab.run import stages as run_stages
 from wanlab.run.client import EventClient
 from wanlab.store.db import ExperimentRow, Store, make_private_dir
 
-ACTIVE, SWAPPED, NEW = "active", "swapped", "new"
+ACTIVE, SWAPPED, NEW, DEGRADED = "active", "swapped", "new", "degraded"
 TRANSIENT = ("activating", "swapping-out", "modifying", "terminating")
 
 
 def _say_stderr(msg: str) -> None:
     print(f"wanlab: {msg}", file=sys.stderr, flush=True)
+
+
+def _quote_logs(message: str, folder: str) -> str:
+    """The last lines of each log in ``folder`` that ``message`` names (before the folder
+    of a failed create is removed)."""
+    out = []
+    for log in ("engine.log", "scheduler.log"):
+        if log in message:
+            with contextlib.suppress(OSError):
+                with open(os.path.join(folder, log), errors="replace") as f:
+                    lines = [x.strip() for x in f.read().splitlines() if x.strip()][-3:]
+                if lines:
+                    out.append(f"the end of {log}: " + " | ".join(lines))
+    return "; ".join(out)
 
 
 class Lab:
@@ -52,7 +76,18 @@ class Lab:
         """``create``: make the state folder if missing (commands that only read or act on
         existing experiments pass False, so a mistyped home is an error, not a new store)."""
         self.store = Store(home, create=create)
-        self.say = _say_stderr if progress else (lambda msg: None)
+        say = _say_stderr if progress else (lambda msg: None)
+        # Test hook for the fault suite (tests/test_faults.py): with WANLAB_TEST_PAUSE_AT set
+        # to progress-message prefixes separated by '|', the process stops itself (SIGSTOP)
+        # right after saying one, so a test can kill or interrupt at that exact stage.
+        pause = [p for p in os.environ.get("WANLAB_TEST_PAUSE_AT", "").split("|") if p]
+        if pause:
+            def say_and_pause(msg: str, _say=say) -> None:
+                _say(msg)
+                if any(msg.startswith(p) for p in pause):
+                    os.kill(os.getpid(), signal.SIGSTOP)
+            say = say_and_pause
+        self.say = say
 
     def close(self) -> None:
         self.store.close()
@@ -99,43 +134,83 @@ class Lab:
                swapin: bool = True) -> ExperimentRow:
         """Store ``exp`` and (by default) swap it in; returns when every node is up."""
         validate(exp)
-        row = self.store.add_experiment(exp, source_path)
-        for w in exp.warnings:
-            self.say(f"warning: {w}")
-        if swapin:
+        make_plan(exp, "0000")        # an impossible plan fails before anything is stored
+        with interrupts.undoable(f"rolling back the creation of {exp.name}", self.say):
             try:
-                self.swapin(row.name)
-            except WanlabError:
+                row = self.store.add_experiment(exp, source_path)
+            except KeyboardInterrupt:
+                raise Interrupted(f"interrupted: {exp.name} was not created") from None
+            try:
+                for w in exp.warnings:
+                    self.say(f"warning: {w}")
+                if swapin:
+                    self.swapin(row.name)
+            except BaseException as e:
                 with contextlib.suppress(Exception):
                     self.store.delete_experiment(row.id)
                 with contextlib.suppress(OSError):
                     os.unlink(self.store.lock_path(row.name))
+                # nothing of it is left: not its record, not its folder (a log the error
+                # points to is quoted in the error first)
+                folder = self.store.folder(row.name)
+                quoted = _quote_logs(str(e), folder)
+                shutil.rmtree(folder, ignore_errors=True)
+                if quoted and isinstance(e, WanlabError):
+                    raise WanlabError(f"{e}; {quoted}") from None
+                if isinstance(e, KeyboardInterrupt):
+                    raise Interrupted(f"interrupted: the creation of {row.name} was rolled "
+                                      f"back (nothing left)") from None
                 raise
         return self.store.get(row.name)
 
-    def swapin(self, name: str) -> ExperimentRow:
-        with self._locked(name):
+    def swapin(self, name: str, repair: bool = False) -> ExperimentRow:
+        """Swap a new or swapped experiment in; ``repair``: rebuild a degraded (or broken
+        active) one: remove what is recorded, then swap in again."""
+        with self._locked(name), interrupts.undoable(f"rolling back the swap-in of {name}",
+                                                     self.say):
             row = self.store.get(name)
-            if row.state not in (NEW, SWAPPED):
+            if repair:
+                if row.state == ACTIVE:
+                    row = self._check_health(row, locked=True)
+                if row.state != DEGRADED:
+                    raise WanlabError(f"experiment {name!r} is {row.state}, not degraded: "
+                                      f"nothing to repair")
+                self.say(f"repairing {name} ({row.error}): removing what is recorded")
+                self.store.set_state(row.id, "activating", "repair")
+                before = SWAPPED        # a failed repair leaves it swapped, everything removed
+                swap.teardown(self.store, row.id, self.say)
+            elif row.state not in (NEW, SWAPPED):
+                hint = (f"; 'wanlab swapin --repair {name}' rebuilds it"
+                        if row.state == DEGRADED else "")
                 raise WanlabError(f"experiment {name!r} is {row.state}; only new or swapped "
-                                  f"experiments can be swapped in")
-            before = row.state
-            self.store.set_state(row.id, "activating", "swap-in")
+                                  f"experiments can be swapped in{hint}")
+            else:
+                before = row.state
+                self.store.set_state(row.id, "activating", "swap-in")
+            built = False
             try:
                 plan = swap.swap_in(self.store, row, self.stages(), self.say)
+                built = True
+                for w in plan.warnings:
+                    self.say(f"warning: {w}")
+                self.store.set_state(row.id, ACTIVE, "repaired" if repair else "swapped in")
             except BaseException as e:
-                self.store.set_state(row.id, before, "swap-in failed", error=str(e))
+                if built:       # interrupted after the building: undo it all the same
+                    swap.teardown(self.store, row.id, self.say)
+                stopped = isinstance(e, KeyboardInterrupt)
+                self.store.set_state(row.id, before, "swap-in interrupted" if stopped
+                                     else "swap-in failed", error=str(e) or type(e).__name__)
+                if stopped:
+                    raise Interrupted(f"interrupted: the swap-in of {name} was rolled back "
+                                      f"({name} is {before} again)") from None
                 raise
-            for w in plan.warnings:
-                self.say(f"warning: {w}")
-            self.store.set_state(row.id, ACTIVE, "swapped in")
             self.say(f"{name} is active ({len(plan.nodes)} nodes)")
             return self.store.get(name)
 
     def swapout(self, name: str) -> ExperimentRow:
-        with self._locked(name):
+        with self._locked(name), interrupts.finish_first(f"the swap-out of {name}", self.say):
             row = self.store.get(name)
-            if row.state != ACTIVE:
+            if row.state not in (ACTIVE, DEGRADED):
                 raise WanlabError(f"experiment {name!r} is {row.state}, not active")
             self.store.set_state(row.id, "swapping-out", "swap-out")
             swap.teardown(self.store, row.id, self.say)
@@ -143,7 +218,8 @@ class Lab:
             return self.store.get(name)
 
     def terminate(self, name: str) -> None:
-        with self._locked(name) as row:
+        with self._locked(name) as row, \
+                interrupts.finish_first(f"terminating {name}", self.say):
             self.store.set_state(row.id, "terminating", "terminate")
             swap.teardown(self.store, row.id, self.say)
             shutil.rmtree(self.store.folder(name), ignore_errors=True)
@@ -159,9 +235,10 @@ class Lab:
         names = [name] if name else [r.name for r in self.store.list()]
         done = []
         for n in names:
-            with self._locked(n) as row:
+            with self._locked(n) as row, \
+                    interrupts.finish_first(f"the cleanup of {n}", self.say):
                 swap.teardown(self.store, row.id, self.say)
-                if row.state in TRANSIENT or row.state == ACTIVE:
+                if row.state in TRANSIENT or row.state in (ACTIVE, DEGRADED):
                     self.store.set_state(row.id, SWAPPED, "cleanup")
                 done.append(n)
         return done
@@ -171,8 +248,10 @@ class Lab:
         """Apply a new description. A stored (not active) experiment just takes the new
         IR; an active one changes only what differs (wanlab/backends/emulate/modify.py)."""
         validate(new)
-        with self._locked(name):
+        with self._locked(name), interrupts.undoable(f"rolling back the modify of {name}",
+                                                     self.say):
             row = self.store.get(name)
+            self._need_not_degraded(row)
             new = replace(new, name=name)
             make_plan(new, row.short)           # an impossible plan fails before any change
             if row.state != ACTIVE:
@@ -194,6 +273,13 @@ class Lab:
                                          error=str(e))
                 except BaseException as e2:
                     self.store.set_state(row.id, SWAPPED, "modify failed", error=str(e2))
+                    if isinstance(e, KeyboardInterrupt):
+                        raise Interrupted(f"interrupted: the modify of {name} was rolled back, "
+                                          f"but rebuilding failed ({e2}); it is swapped") from None
+                    raise
+                if isinstance(e, KeyboardInterrupt):
+                    raise Interrupted(f"interrupted: the modify of {name} was rolled back "
+                                      f"(rebuilt from the previous description)") from None
                 raise
             self.store.set_ir(row.id, new)
             summary = ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in counts.items() if v)
@@ -203,13 +289,70 @@ class Lab:
 
     # -- inspection -----------------------------------------------------------
     def list(self) -> list[ExperimentRow]:
-        return self.store.list()
+        """Every experiment; active ones are health-checked first (see :meth:`health`)."""
+        return [self._check_health(r) if r.state == ACTIVE else r for r in self.store.list()]
 
     def get(self, name: str) -> ExperimentRow:
         return self.store.get(name)
 
+    def health(self, name: str) -> health.Health:
+        """Check an active experiment's engine, scheduler and namespaces; a broken one
+        becomes ``degraded`` (recorded once, with the time it was noticed, in its state
+        history and event log)."""
+        row = self.store.get(name)
+        if row.state != ACTIVE:
+            return health.Health()
+        return health.check(self.store, row.id, self.store.folder(name))
+
+    def _check_health(self, row: ExperimentRow, locked: bool = False) -> ExperimentRow:
+        h = health.check(self.store, row.id, self.store.folder(row.name))
+        if h.ok:
+            return row
+        lock = contextlib.nullcontext() if locked else self._locked(row.name)
+        with lock:
+            row = self.store.get(row.name)
+            if row.state != ACTIVE:         # someone else changed it meanwhile
+                return row
+            h = health.check(self.store, row.id, self.store.folder(row.name))
+            if h.ok:
+                return row
+            import time as _time
+            noticed = _time.time()
+            at = _time.strftime("%Y-%m-%d %H:%M:%S %Z", _time.localtime(noticed))
+            reason = "; ".join(h.broken) + f" at {at}"
+            self.store.set_state(row.id, DEGRADED, "health check", error=reason)
+            t0 = self._t0(row)
+            with contextlib.suppress(Exception):
+                self.store.log_event(row.id, t0, "health", noticed - t0, noticed - t0,
+                                     "experiment", "degraded", [], "error", reason)
+            return self.store.get(row.name)
+
+    def _t0(self, row: ExperimentRow) -> float:
+        """Wall-clock t = 0 of the current run (the scheduler writes it at ``go``)."""
+        try:
+            with open(os.path.join(self.store.folder(row.name), "t0")) as f:
+                return float(f.read())
+        except (OSError, ValueError):
+            return row.updated
+
+    def _need_active(self, row: ExperimentRow) -> ExperimentRow:
+        """``row`` if it is active and healthy; else a WanlabError that says what to do."""
+        if row.state == ACTIVE:
+            row = self._check_health(row)
+        self._need_not_degraded(row)
+        if row.state != ACTIVE:
+            raise WanlabError(f"experiment {row.name!r} is {row.state}, not active")
+        return row
+
+    def _need_not_degraded(self, row: ExperimentRow) -> None:
+        if row.state == DEGRADED:
+            raise WanlabError(f"experiment {row.name!r} is degraded ({row.error}); "
+                              f"'wanlab swapin --repair {row.name}' rebuilds it")
+
     def show(self, name: str) -> dict[str, Any]:
         row = self.store.get(name)
+        if row.state == ACTIVE:
+            row = self._check_health(row)
         plan = make_plan(row.ir, row.short)
         links = {}
         if row.state == ACTIVE:
@@ -242,16 +385,14 @@ class Lab:
              args: list[str] | None = None, wait: bool = False) -> dict[str, Any]:
         """Send an event to an active experiment (Emulab's tevc); ``wait`` returns its result."""
         row = self.store.get(name)
-        if row.state != ACTIVE:
-            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        row = self._need_active(row)
         with EventClient(self.store.folder(name)) as c:
             return c.event(time_spec, target, action, list(args or []), wait)
 
     def follow(self, name: str):
         """Yield events of an active experiment as they fire (until it is swapped out)."""
         row = self.store.get(name)
-        if row.state != ACTIVE:
-            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        row = self._need_active(row)
         c = EventClient(self.store.folder(name))
         try:
             yield from c.follow()
@@ -262,10 +403,32 @@ class Lab:
             terminate: bool = False) -> dict[str, Any]:
         """Create, swap in, play the whole timeline, collect results, swap out.
 
-        Returns a summary (events, flows, plot path). Results stay in the
-        experiment's folder unless ``terminate``."""
+        Returns a summary (events, flows, plot path, and ``failed``: the timeline events
+        whose outcome was not ok, or that never fired). Results stay in the experiment's
+        folder unless ``terminate``. Ctrl-C while creating rolls the creation back; later it
+        stops the run: the experiment is swapped out (traffic stopped, flows recorded)."""
         import time as _time
-        row = self.create(exp, source_path)
+        with interrupts.undoable("stopping the run", self.say):
+            row = self.create(exp, source_path)
+            try:
+                return self._play(row, terminate)
+            except KeyboardInterrupt as e:
+                if isinstance(e, Interrupted):
+                    raise
+                t = _time.time() - self._t0(row)
+                with interrupts.finish_first("stopping the run", self.say):
+                    now = self.store.find(row.name)
+                    if now is not None and now.state in (ACTIVE, DEGRADED):
+                        self.swapout(row.name)
+                    if terminate and now is not None:
+                        self.terminate(row.name)
+                where = ("it was terminated (--terminate)" if terminate else
+                         f"partial results in {self.store.folder(row.name)}")
+                raise Interrupted(f"interrupted at t={t:.1f} s: {row.name} was swapped out "
+                                  f"(traffic stopped); {where}") from None
+
+    def _play(self, row: ExperimentRow, terminate: bool) -> dict[str, Any]:
+        import time as _time
         n = len(row.ir.events)
         last = max((e.time_s for e in row.ir.events), default=0.0)
         self.say(f"running the timeline: {n} events over {last:g} s")
@@ -276,6 +439,10 @@ class Lab:
                 break
             _time.sleep(0.1)
         summary: dict[str, Any] = {"name": row.name, "events": self.store.event_log(row.id)}
+        timeline = [e for e in summary["events"] if e["origin"] in ("timeline", "sequence")]
+        summary["failed"] = [e for e in summary["events"]
+                             if e["outcome"] not in ("ok", "cancelled")]
+        summary["unfired"] = max(0, n - len(timeline))
         try:
             with self.engine(row.name) as c:
                 stats = c.call("stats")
@@ -382,8 +549,7 @@ class Lab:
     def routes(self, name: str, node: str | None = None) -> dict[str, str]:
         """Each node's kernel routing table (``ip route``), as text."""
         row = self.store.get(name)
-        if row.state != ACTIVE:
-            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        row = self._need_active(row)
         plan = make_plan(row.ir, row.short)
         if node is not None and node not in plan.nodes:
             raise WanlabError(f"experiment {name!r} has no node {node!r}")
@@ -400,8 +566,7 @@ class Lab:
     def engine(self, name: str) -> engine.Client:
         """A control connection to an active experiment's engine."""
         row = self.store.get(name)
-        if row.state != ACTIVE:
-            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        row = self._need_active(row)
         return engine.Client(self._socket(row))
 
     def _socket(self, row: ExperimentRow) -> str:
@@ -409,8 +574,7 @@ class Lab:
 
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
         row = self.store.get(name)
-        if row.state != ACTIVE:
-            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        row = self._need_active(row)
         if node not in {n.name for n in row.ir.nodes}:
             raise WanlabError(f"experiment {name!r} has no node {node!r} (nodes: "
                               f"{', '.join(n.name for n in row.ir.nodes)})")

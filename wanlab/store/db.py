@@ -18,11 +18,13 @@ result stays inside the state folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import sqlite3
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,6 +207,19 @@ class Store:
     def lock_path(self, name: str) -> str:
         return self.inside("locks", check_experiment_name(name) + ".lock")
 
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[None]:
+        """One write transaction; rolled back on any exception, Ctrl-C included, so the
+        connection is never left inside a transaction."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            if self.db.in_transaction:
+                self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
     @property
     def schema_version(self) -> int:
         return self.db.execute("PRAGMA user_version").fetchone()[0]
@@ -213,24 +228,26 @@ class Store:
     def add_experiment(self, exp: Experiment, source_path: str | None) -> ExperimentRow:
         check_experiment_name(exp.name)
         now = time.time()
-        for _ in range(20):
-            short = secrets.token_hex(2)
-            try:
-                cur = self.db.execute(
-                    "INSERT INTO experiments(name, short, state, ir, source_path, seed, created,"
-                    " updated) VALUES (?,?,?,?,?,?,?,?)",
-                    (exp.name, short, "new", json.dumps(exp.to_json()), source_path, exp.seed,
-                     now, now))
-                break
-            except sqlite3.IntegrityError as e:
-                if "experiments.name" in str(e):
-                    raise WanlabError(f"an experiment named {exp.name!r} already exists "
-                                      f"(choose another with --name, or terminate it)") from None
-        else:
-            raise WanlabError("could not allocate a short id for the experiment")
-        exp_id = cur.lastrowid
-        self.db.execute("INSERT INTO transitions(exp_id, at, from_state, to_state, reason)"
-                        " VALUES (?,?,?,?,?)", (exp_id, now, None, "new", "created"))
+        with self._tx():       # all of it or nothing (a Ctrl-C leaves no half record)
+            for _ in range(20):
+                short = secrets.token_hex(2)
+                try:
+                    cur = self.db.execute(
+                        "INSERT INTO experiments(name, short, state, ir, source_path, seed,"
+                        " created, updated) VALUES (?,?,?,?,?,?,?,?)",
+                        (exp.name, short, "new", json.dumps(exp.to_json()), source_path,
+                         exp.seed, now, now))
+                    break
+                except sqlite3.IntegrityError as e:
+                    if "experiments.name" in str(e):
+                        raise WanlabError(f"an experiment named {exp.name!r} already "
+                                          f"exists (choose another with --name, or "
+                                          f"terminate it)") from None
+            else:
+                raise WanlabError("could not allocate a short id for the experiment")
+            exp_id = cur.lastrowid
+            self.db.execute("INSERT INTO transitions(exp_id, at, from_state, to_state, reason)"
+                            " VALUES (?,?,?,?,?)", (exp_id, now, None, "new", "created"))
         return self.get(exp.name)
 
     def _row(self, r: sqlite3.Row) -> ExperimentRow:
@@ -256,18 +273,18 @@ class Store:
     def set_state(self, exp_id: int, state: str, reason: str = "",
                   error: str | None = None) -> None:
         now = time.time()
-        self.db.execute("BEGIN IMMEDIATE")
-        (old,) = self.db.execute("SELECT state FROM experiments WHERE id = ?",
-                                 (exp_id,)).fetchone()
-        self.db.execute("UPDATE experiments SET state = ?, updated = ?, error = ? WHERE id = ?",
-                        (state, now, error, exp_id))
-        self.db.execute("INSERT INTO transitions(exp_id, at, from_state, to_state, reason)"
-                        " VALUES (?,?,?,?,?)", (exp_id, now, old, state, reason))
-        self.db.execute("COMMIT")
+        with self._tx():
+            (old,) = self.db.execute("SELECT state FROM experiments WHERE id = ?",
+                                     (exp_id,)).fetchone()
+            self.db.execute("UPDATE experiments SET state = ?, updated = ?, error = ? "
+                            "WHERE id = ?", (state, now, error, exp_id))
+            self.db.execute("INSERT INTO transitions(exp_id, at, from_state, to_state, reason)"
+                            " VALUES (?,?,?,?,?)", (exp_id, now, old, state, reason))
 
     def set_ir(self, exp_id: int, exp: Experiment) -> None:
-        self.db.execute("UPDATE experiments SET ir = ?, updated = ? WHERE id = ?",
-                        (json.dumps(exp.to_json()), time.time(), exp_id))
+        with self._tx():
+            self.db.execute("UPDATE experiments SET ir = ?, updated = ? WHERE id = ?",
+                            (json.dumps(exp.to_json()), time.time(), exp_id))
 
     def transitions(self, exp_id: int) -> list[tuple[float, str | None, str, str]]:
         return [(r["at"], r["from_state"], r["to_state"], r["reason"]) for r in
@@ -288,12 +305,11 @@ class Store:
 
     def record_many(self, exp_id: int, items: list[tuple[str, str, dict[str, Any]]]) -> None:
         now = time.time()
-        self.db.execute("BEGIN IMMEDIATE")
-        self.db.executemany(
-            "INSERT INTO resources(exp_id, kind, name, detail, state, created)"
-            " VALUES (?,?,?,?,?,?)",
-            [(exp_id, k, n, json.dumps(d), "planned", now) for k, n, d in items])
-        self.db.execute("COMMIT")
+        with self._tx():
+            self.db.executemany(
+                "INSERT INTO resources(exp_id, kind, name, detail, state, created)"
+                " VALUES (?,?,?,?,?,?)",
+                [(exp_id, k, n, json.dumps(d), "planned", now) for k, n, d in items])
 
     def update_resource(self, res_id: int, state: str | None = None, **detail: Any) -> None:
         if detail:
@@ -367,7 +383,6 @@ class Store:
                 for r in self.db.execute(q + " ORDER BY id", args)]
 
     def mark_removed(self, res_ids: list[int]) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-        self.db.executemany("UPDATE resources SET state = 'removed' WHERE id = ?",
-                            [(i,) for i in res_ids])
-        self.db.execute("COMMIT")
+        with self._tx():
+            self.db.executemany("UPDATE resources SET state = 'removed' WHERE id = ?",
+                                [(i,) for i in res_ids])

@@ -56,12 +56,29 @@ def kill(pid: int, started: int | None, grace: float = 1.0) -> bool:
     return True
 
 
+# exit statuses of our own children, kept when we reap them (the health check reports them)
+EXITS: dict[int, int] = {}
+
+
 def _reap(pid: int) -> None:
     """Collect the exit status if ``pid`` is our own child (otherwise init does)."""
     try:
-        os.waitpid(pid, os.WNOHANG)
+        got, status = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
-        pass
+        return
+    if got == pid:
+        EXITS[pid] = status
+
+
+def exit_reason(pid: int) -> str | None:
+    """"exited with signal N" / "exited with code N" if we reaped ``pid``; None if unknown
+    (a process started by another wanlab command is reaped by init, not by us)."""
+    status = EXITS.get(pid)
+    if status is None:
+        return None
+    if os.WIFSIGNALED(status):
+        return f"exited with signal {os.WTERMSIG(status)}"
+    return f"exited with code {os.waitstatus_to_exitcode(status)}"
 
 
 def zombie(pid: int) -> bool:
