@@ -37,9 +37,10 @@ tb-set-node-startcmd $b "sleep MARKER"
 $ns run
 """
 
-# swap-in stages, by the progress message that starts each (wanlab/backends/emulate/swap.py)
+# swap-in stages, by the progress message that starts each (wanlab/backends/emulate/stages.py,
+# wanlab/run/stages.py)
 STAGES = ["starting the engine", "creating", "wiring", "configuring addresses",
-          "running 1 start commands", "starting the clock"]
+          "installing routes", "running 1 start commands", "starting the clock"]
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -320,7 +321,7 @@ def test_ctrl_c_during_create_rolls_back_and_the_name_is_free_again(tmp_path, sp
 
 def test_second_ctrl_c_cannot_cut_the_roll_back_short(tmp_path, spec, marker):
     home = tmp_path / "home"
-    p = cli(home, "create", spec, pause="wiring|swap-in failed")
+    p = cli(home, "create", spec, pause="wiring|stage ")
     wait_stopped(p)
     paused = recorded(home)
     os.kill(p.pid, signal.SIGINT)
