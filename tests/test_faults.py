@@ -377,7 +377,14 @@ def test_ctrl_c_during_run_stops_the_traffic_and_swaps_out(tmp_path, marker):
     p = cli(home, "run", str(spec), pause="running the timeline")
     wait_stopped(p)
     os.kill(p.pid, signal.SIGCONT)
-    time.sleep(1.5)                                 # the CBR is sending
+    lab = Lab(str(home))
+    deadline = time.monotonic() + 30
+    while not any(e["target"] == "cbr0" and e["outcome"] == "ok"
+                  for e in lab.event_log("faulty")):
+        assert time.monotonic() < deadline, "the CBR never started"
+        time.sleep(0.05)
+    lab.close()
+    time.sleep(0.5)                                 # the CBR is sending
     os.kill(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
