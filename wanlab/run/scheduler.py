@@ -295,9 +295,12 @@ def parse_time(text: str, now: float) -> float:
     if text == "now":
         return now
     try:
-        value = now + float(text[1:]) if text.startswith("+") else float(text)
+        offset = float(text[1:]) if text.startswith("+") else None
+        value = now + offset if offset is not None else float(text)
     except ValueError:
         raise ValueError(f"time {text!r} is not now, +SECONDS or SECONDS") from None
+    if offset is not None and not offset >= 0:
+        raise ValueError(f"time {text!r}: +SECONDS counts from now and cannot be negative")
     if not 0 <= value <= HORIZON_S:             # also refuses NaN and infinities
         raise ValueError(f"time {text!r} is outside the experiment's horizon (0 to "
                          f"{HORIZON_S:g} s after t = 0, 10 days)")
