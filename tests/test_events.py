@@ -136,8 +136,35 @@ def test_unknown_object_is_refused_with_its_name(lab, tmp_path):
     create(lab, tmp_path, "", "unknown")
     with pytest.raises(WanlabError, match="no object named 'ghost'"):
         lab.tevc("unknown", "now", "ghost", "start")
-    r = lab.tevc("unknown", "now", "link0", "frobnicate", wait=True)
-    assert r["outcome"] == "error" and "unknown event" in r["detail"]
+    # typed at the tevc boundary: refused before anything is sent, naming the word
+    with pytest.raises(WanlabError, match="unknown event 'frobnicate'"):
+        lab.tevc("unknown", "now", "link0", "frobnicate", wait=True)
+    with pytest.raises(WanlabError, match="delay 'banana' not understood"):
+        lab.tevc("unknown", "now", "link0", "delay", ["banana"])
+    assert lab.event_log("unknown") == []
+
+
+def test_a_run_time_change_survives_later_events(lab, tmp_path):
+    """Regression: the scheduler resent a whole copy of each direction on every event, so
+    the API's delay change was undone by a later bandwidth event (timeline or tevc)."""
+    create(lab, tmp_path, '$ns at 1.0 "$link0 bandwidth 20Mb"\n', "survive")
+    lab.set_link("survive", "link0", delay="50ms")       # what api.Experiment.set_link does
+    wait_for(lambda: any(e["action"] == "bandwidth" and e["outcome"] == "ok"
+                         for e in lab.event_log("survive")))
+    lab.tevc("survive", "now", "link0", "plr", ["0"], wait=True)
+    rtts = ping_rtts(lab, "survive", "a", "b", count=3, interval=0.1)
+    assert rtts and min(rtts) >= 99.9, rtts
+
+
+def test_api_set_link_on_a_lan_is_member_to_member(lab, tmp_path):
+    """Regression: api.set_link on a LAN gave each half the full delay (RTT 4 D)."""
+    path = tmp_path / "lanset.tcl"
+    path.write_text("set ns [new Simulator]\nsource tb_compat.tcl\nset a [$ns node]\n"
+                    "set b [$ns node]\nset lan0 [$ns make-lan \"$a $b\" 100Mb 0ms]\n$ns run\n")
+    lab.create(load(str(path)))
+    lab.set_link("lanset", "lan0", delay="20ms")
+    rtts = ping_rtts(lab, "lanset", "a", "b", count=3, interval=0.1)
+    assert rtts and 39.9 <= min(rtts) and statistics.median(rtts) < 42, rtts
 
 
 def test_follow_streams_events_as_they_fire(lab, tmp_path):

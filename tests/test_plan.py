@@ -129,3 +129,27 @@ def test_lan_engine_topology_and_hosts():
 def test_addressing_rejects_duplicate_fixed_addresses():
     with pytest.raises(SpecError, match="same address"):
         assign([NetworkSpec("l", ("a", "b"), ("10.2.0.1", "10.2.0.1"), None)])
+
+
+def test_random_traffic_between_emulated_nodes_is_refused_at_plan_time():
+    """Poisson / exponential / Pareto sources are generated only by the engine's simulated
+    hosts; from an emulated node they were never sent, and events to them got a wrong
+    message. Planning an emulation now refuses them by name; a simulation plans them."""
+    import pytest as _pytest
+
+    from wanlab.errors import SpecError
+    from wanlab.frontends.builder import ExperimentBuilder
+    from wanlab.plan.plan import make_plan
+    b = ExperimentBuilder("x")
+    b.node("a"), b.node("b")
+    b.link("a", "b")
+    u = b.agent("Agent/UDP", node="a", name="u")
+    n = b.agent("Agent/Null", node="b", name="n")
+    b.connect(u, n)
+    b.agent("Application/Traffic/Pareto", attached=u, name="par")
+    exp = b.build()
+    with _pytest.raises(SpecError, match=r"application par \(Application/Traffic/Pareto\): "
+                                         r"pareto traffic from emulated node a"):
+        make_plan(exp, "abcd")
+    plan = make_plan(exp, "abcd", simulate_all=True)
+    assert [a["kind"] for a in plan.engine["agents"]] == ["sink", "onoff"]

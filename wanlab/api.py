@@ -94,17 +94,11 @@ class Experiment:
     # links
     def set_link(self, link: str, dir: str = "both", *, bandwidth: str | int | None = None,
                  delay: str | float | None = None, loss: float | None = None) -> None:
-        """Change a link's (or LAN's) parameters at run time, e.g. ``delay="50ms"``."""
-        from wanlab.frontends.units import parse_bandwidth, parse_delay
-        params: dict[str, Any] = {}
-        if bandwidth is not None:
-            params["bandwidth_bps"] = parse_bandwidth(bandwidth)
-        if delay is not None:
-            params["delay_us"] = parse_delay(delay) * 1e6
-        if loss is not None:
-            params["loss"] = {"kind": "bernoulli", "p": float(loss)} if loss else {"kind": "none"}
-        with self.lab.engine(self.name) as c:
-            c.call("set", target=link, dir=dir, params=params)
+        """Change a link's (or LAN's) parameters at run time, e.g. ``delay="50ms"``: the
+        same meaning as ``tevc`` (``dir`` ``ab``/``ba`` for one direction of a link; a
+        LAN's delay and loss are member-to-member, so each half gets D/2). Only what is
+        given changes."""
+        self.lab.set_link(self.name, link, dir, bandwidth=bandwidth, delay=delay, loss=loss)
 
     def link_down(self, link: str) -> None:
         with self.lab.engine(self.name) as c:

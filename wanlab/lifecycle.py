@@ -383,11 +383,32 @@ class Lab:
     # -- events -------------------------------------------------------------------
     def tevc(self, name: str, time_spec: str, target: str, action: str,
              args: list[str] | None = None, wait: bool = False) -> dict[str, Any]:
-        """Send an event to an active experiment (Emulab's tevc); ``wait`` returns its result."""
-        row = self.store.get(name)
-        row = self._need_active(row)
+        """Send an event to an active experiment (Emulab's tevc); ``wait`` returns its result.
+
+        The words are typed here, by the front ends' normaliser, so a bad argument is a
+        SpecError naming it before anything is sent."""
+        from wanlab.frontends.normalize import event
+        row = self._need_active(self.store.get(name))
+        if target not in row.ir.kinds():
+            raise WanlabError(f"no object named {target!r} in experiment {name!r}")
+        ev = event(row.ir, 0.0, target, action, list(args or []))
         with EventClient(self.store.folder(name)) as c:
-            return c.event(time_spec, target, action, list(args or []), wait)
+            return c.event(time_spec, ev, wait)
+
+    def set_link(self, name: str, target: str, dir: str = "both", **change: Any) -> None:
+        """Change a link's or LAN's bandwidth/delay/loss now, with tevc's meaning (a LAN's
+        delay and loss are member-to-member), as patches through the one encoder."""
+        from wanlab.engine import encode
+        from wanlab.frontends.normalize import link_change
+        row = self.store.get(name)
+        kind = row.ir.kinds().get(target)
+        if kind not in ("link", "lan"):
+            raise WanlabError(f"{target!r} is not a link or LAN of experiment {name!r}")
+        plan = make_plan(row.ir, row.short)
+        reqs = [r for ev in link_change(row.ir, target, dir, **change)
+                for r in encode.event_requests(ev, kind, plan, "")]
+        with self.engine(name) as c:
+            c.send_all(reqs)
 
     def follow(self, name: str):
         """Yield events of an active experiment as they fire (until it is swapped out)."""

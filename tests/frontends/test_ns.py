@@ -8,6 +8,7 @@ import pytest
 
 from wanlab.errors import SpecError
 from wanlab.frontends import ns
+from wanlab.model.ir import Traffic, Transport
 
 
 def test_nodes_links_names_and_sources(tcl):
@@ -342,13 +343,18 @@ def test_agents_and_applications(tcl):
     ag = {x.name: x for x in e.agents}
     assert ag["udp"].kind == "Agent/UDP" and ag["udp"].node == "a" and ag["udp"].peer == "sink"
     assert ag["cbr"].attached == "udp" and ag["cbr"].node == "a"
-    assert dict(ag["cbr"].params) == {"packetSize_": "500", "rate_": "1Mb", "interval_": "0.01",
-                                      "iptos_": "16"}
+    # typed once: interval_ replaces rate_ (ns-2), units parsed
+    assert ag["cbr"].traffic == Traffic(pattern="cbr", packet_size=500, interval_s=0.01, tos=16)
+    assert ag["tcp"].transport == Transport(protocol="tcp", cc="newreno")
+    assert ag["tsink"].transport == Transport(protocol="tcp_sink")
+    assert ag["sink"].transport == Transport(protocol="udp_sink")
     assert ag["tcp"].kind == "Agent/TCP/Newreno" and ag["tcp"].peer == "tsink"
     assert ag["ftp"].kind == "Application/FTP" and ag["ftp"].attached == "tcp"
     assert ag["tel"].kind == "Application/Telnet"
     assert ag["full"].kind == "Agent/TCP/FullTcp"
-    assert e.events[1].action == "set" and e.events[1].args == ("rate_", "2Mb")
+    assert (e.events[1].action, e.events[1].param, e.events[1].value) == \
+        ("set", "rate_bps", 2_000_000)
+    assert ag["tel"].traffic is None and ag["full"].transport.cc is None
 
 
 def test_events_parse_targets_and_args(tcl):
@@ -362,9 +368,9 @@ def test_events_parse_targets_and_args(tcl):
         $ns at 21 "finish"
         $ns run
     """)
-    ev = [(x.time_s, x.target, x.action, x.args) for x in e.events]
-    assert ev == [(12.0, "link0", "down", ()), (13.5, "link0", "bandwidth", ("5Mb",)),
-                  (20.0, "ns", "swapout", ())]
+    ev = [(x.time_s, x.target, x.action, x.value) for x in e.events]
+    assert ev == [(12.0, "link0", "down", None), (13.5, "link0", "bandwidth", 5_000_000),
+                  (20.0, "ns", "swapout", None)]
     assert any("t.tcl:9: event 'finish'" in w for w in e.warnings)
 
 

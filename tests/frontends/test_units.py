@@ -44,6 +44,7 @@ def test_loss():
             units.parse_loss(bad)
 
 
-def test_split_loss_composes():
-    half = units.split_loss(0.19)
-    assert math.isclose(1 - (1 - half) ** 2, 0.19)
+def test_lan_half_composes():
+    from wanlab.model.ir import lan_half
+    d, half = lan_half(0.02, 0.19)
+    assert d == 0.01 and math.isclose(1 - (1 - half) ** 2, 0.19)

@@ -54,8 +54,10 @@ def test_full_form(tmp_path):
     assert m["c"].ip == "10.1.0.3"
     assert e.programs[0].timeout_s == 30.0
     cbr = [a for a in e.agents if a.name == "cbr0"][0]
-    assert cbr.node == "a" and dict(cbr.params)["rate_"] == "1Mb"
-    assert e.events[1].time_s == 1.5 and e.events[1].args == ("rate_", "2Mb")
+    assert cbr.node == "a" and cbr.traffic.rate_bps == 1_000_000
+    assert cbr.traffic.packet_size == 500
+    assert e.events[1].time_s == 1.5 and (e.events[1].param, e.events[1].value) == \
+        ("rate_bps", 2_000_000)
     assert e.programs[0].source.line == 15
 
 

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping
 
 from wanlab.errors import SpecError
 from wanlab.model import ir
-from wanlab.frontends import units
+from wanlab.frontends import normalize, units
 
 QUEUE_KEYS = ("kind", "limit", "in_bytes", "thresh", "maxthresh", "q_weight", "linterm",
               "gentle", "mean_pktsize")
@@ -112,7 +112,7 @@ class ExperimentBuilder:
         self._lans: dict[str, dict[str, Any]] = {}
         self._programs: list[ir.Program] = []
         self._agents: dict[str, dict[str, Any]] = {}
-        self._events: list[ir.Event] = []
+        self._events: list[tuple[float, str, str, tuple[str, ...], ir.Source]] = []
         self._warnings: list[str] = []
         self._counters: dict[str, int] = {}
 
@@ -316,11 +316,12 @@ class ExperimentBuilder:
 
     def at(self, time: Any, target: str, action: str, *args: Any,
            source: ir.Source | None = None) -> None:
-        """``$ns at TIME "$target action args"``."""
+        """``$ns at TIME "$target action args"`` (ns-2's words, e.g.
+        ``at(5, "link0", "bandwidth", "5Mb")``); checked by :meth:`build`, which knows
+        every target."""
         src = source or _caller_source()
-        self._events.append(ir.Event(time_s=units.parse_time(time, field="at"),
-                                     target=str(target), action=str(action),
-                                     args=tuple(str(a) for a in args), source=src))
+        self._events.append((units.parse_time(time, field="at"), str(target), str(action),
+                             tuple(str(a) for a in args), src))
 
     # -- result ------------------------------------------------------------
     def build(self) -> ir.Experiment:
@@ -329,8 +330,9 @@ class ExperimentBuilder:
         links = tuple(ir.Link(**l) for l in self._links.values())
         lans = []
         for l in self._lans.values():
-            half = ir.LinkParams(bandwidth_bps=l["bandwidth"], delay_s=l["delay"] / 2,
-                                 loss=units.split_loss(l["loss"]), queue=l["queue"])
+            hd, hl = ir.lan_half(l["delay"], l["loss"])
+            half = ir.LinkParams(bandwidth_bps=l["bandwidth"], delay_s=hd, loss=hl,
+                                 queue=l["queue"])
             members = []
             for node in l["order"]:
                 m = l["members"][node]
@@ -347,11 +349,14 @@ class ExperimentBuilder:
             node = a["node"]
             if node is None and a["attached"] in self._agents:
                 node = self._agents[a["attached"]]["node"]
-            agents.append(ir.Agent(name=a["name"], kind=a["kind"], node=node,
-                                   attached=a["attached"], peer=a["peer"],
-                                   params=tuple(a["params"]), source=a["source"]))
+            agent, notes = normalize.agent(a["name"], a["kind"], node=node,
+                                           attached=a["attached"], peer=a["peer"],
+                                           params=a["params"], source=a["source"])
+            for n in notes:
+                self._warn(n, a["source"])
+            agents.append(agent)
         exp = ir.Experiment(name=self.name, nodes=nodes, links=links, lans=tuple(lans),
-                            events=tuple(self._events), programs=tuple(self._programs),
+                            programs=tuple(self._programs),
                             agents=tuple(agents), rtproto=self.rtproto,
                             ospf_hello_s=getattr(self, "ospf_hello_s", ir.Experiment.ospf_hello_s),
                             ospf_dead_s=getattr(self, "ospf_dead_s", ir.Experiment.ospf_dead_s),
@@ -359,5 +364,8 @@ class ExperimentBuilder:
                             bgp_sessions=tuple(getattr(self, "_bgp", [])),
                             seed=units.parse_int(self.seed, "seed", field="seed"),
                             warnings=tuple(self._warnings))
-        return ir.validate(exp)
+        kinds = exp.kinds()
+        events = tuple(normalize.event(exp, t, target, action, args, src, kinds=kinds)
+                       for t, target, action, args, src in self._events)
+        return ir.validate(replace(exp, events=events))
 

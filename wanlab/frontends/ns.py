@@ -36,7 +36,7 @@ from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.model import ir
-from wanlab.frontends import units
+from wanlab.frontends import normalize, units
 
 TCL_DIR = Path(__file__).resolve().parent / "tcl"
 RUN_TCL = TCL_DIR / "run.tcl"
@@ -47,7 +47,6 @@ _NAMED_CLASSES = {"Node": "node", "Link": "link", "Lan": "lan", "Program": "prog
                   "Agent": "agent", "EventGroup": "group", "EventSequence": "seq",
                   "EventTimeline": "timeline"}
 _GROUPS = ("EventGroup", "EventSequence", "EventTimeline")
-_RED_PARAMS = ("thresh_", "maxthresh_", "q_weight_", "linterm_", "gentle_", "mean_pktsize_")
 
 
 def tclsh_path() -> str:
@@ -206,6 +205,11 @@ class _Records:
         nodes, links, lans = self.node_ips(objs, nodes, links, lans)
         programs = [self.program(o) for o in objs if o["class"] == "Program"]
         agents = [self.agent(o) for o in objs if o["class"] == "Agent"]
+        # events are typed against the objects declared (their kinds and queues)
+        self.exp = ir.Experiment(name="x", nodes=tuple(nodes), links=tuple(links),
+                                 lans=tuple(lans), programs=tuple(programs),
+                                 agents=tuple(agents))
+        self.kinds = self.exp.kinds()
         events: list[ir.Event] = []
         for e in rec["events"]:
             events.extend(self.event(e))
@@ -308,21 +312,12 @@ class _Records:
         qa = {k[len(pre) + 2:]: v for k, v in o["attrs"].items() if k.startswith(pre + "q,")}
         changes: dict[str, Any] = {}
         for key, (v, f, line) in sorted(qa.items()):
-            kw = dict(file=self.fname(f), line=line or None)
-            if key in _RED_PARAMS and qkind == "droptail":
+            fld, value = normalize.queue_field(key, v, self.src(f, line))
+            if fld in ir.RED_FIELDS and qkind == "droptail":
                 self.warn(f"queue parameter {key} on the DropTail queue of {what} is "
                           f"ignored (it applies to RED/GRED queues)", f, line)
                 continue
-            if key == "limit_":
-                changes["limit"] = units.parse_int(v, "queue limit_", **kw)
-            elif key == "queue-in-bytes_":
-                changes["in_bytes"] = units.parse_bool(v, "queue-in-bytes_", **kw)
-            elif key == "gentle_":
-                changes["gentle"] = units.parse_bool(v, "gentle_", **kw)
-            elif key == "mean_pktsize_":
-                changes["mean_pktsize"] = units.parse_int(v, "mean_pktsize_", **kw)
-            else:
-                changes[key.rstrip("_")] = units.parse_float(v, key, **kw)
+            changes[fld] = value
         if changes:
             q = replace(q, **changes)
         return ir.LinkParams(bandwidth_bps=b, delay_s=d, loss=lo, queue=q)
@@ -353,7 +348,8 @@ class _Records:
         qkind = self.val(o, "qkind", "droptail")
         members = []
         for h in o["attrs"]["members"][0]:
-            half = dict(bw=bw, delay=delay / 2, loss=units.split_loss(loss), qkind=qkind)
+            hd, hl = ir.lan_half(delay, loss)
+            half = dict(bw=bw, delay=hd, loss=hl, qkind=qkind)
             members.append(ir.LanMember(
                 node=self.names[h],
                 to_lan=self.params(o, f"m,{h},to,", what=f"LAN {name}", **half),
@@ -415,14 +411,20 @@ class _Records:
         attached = self.val(o, "attached")
         if node is None and attached:
             node = self.by_h[attached]["attrs"].get("node", [None])[0]
-        params = tuple((k[len("param,"):], v[0]) for k, v in sorted(o["attrs"].items())
-                       if k.startswith("param,"))
+        params = [(k[len("param,"):], v[0]) for k, v in sorted(o["attrs"].items())
+                  if k.startswith("param,")]
+        where = {k[len("param,"):]: self.src(v[1], v[2]) for k, v in o["attrs"].items()
+                 if k.startswith("param,")}
         peer = self.val(o, "peer")
-        return ir.Agent(name=self.names[o["h"]], kind=self.val(o, "kind"),
-                        node=self.names[node] if node else None,
-                        attached=self.names[attached] if attached else None,
-                        peer=self.names[peer] if peer else None,
-                        params=params, source=self.src(o["file"], o["line"]))
+        a, notes = normalize.agent(self.names[o["h"]], self.val(o, "kind"),
+                                   node=self.names[node] if node else None,
+                                   attached=self.names[attached] if attached else None,
+                                   peer=self.names[peer] if peer else None,
+                                   params=params, source=self.src(o["file"], o["line"]),
+                                   sources=where)
+        for n in notes:
+            self.warn(n, o["file"], o["line"])
+        return a
 
     # -- events
     def event(self, e: dict[str, Any], base: float = 0.0, depth: int = 0) -> list[ir.Event]:
@@ -446,8 +448,21 @@ class _Records:
         action, args = words[1], tuple(self.ref(w) for w in words[2:])
         if o["class"] in _GROUPS and depth < 8:
             return self.expand(o, t, action, args, e, depth)
-        return [ir.Event(time_s=t, target=self.name_of(target), action=action, args=args,
-                         source=self.src(f, line))]
+        dir, member = self.direction_of(target)
+        return [normalize.event(self.exp, t, self.name_of(target), action, args,
+                                self.src(f, line), dir=dir, member=member, kinds=self.kinds)]
+
+    def direction_of(self, h: str) -> tuple[str | None, str | None]:
+        """The direction an ns simplex link (or its queue) selects: (dir, member)."""
+        o = self.by_h[h]
+        if o["class"] == "Queue":
+            return self.direction_of(o["attrs"]["dir"][0])
+        if o["class"] != "Simplex":
+            return None, None
+        d = o["attrs"]["dir"][0]
+        if d.startswith("m,"):                   # [$ns lanlink $lan $node]: member -> LAN
+            return "to_lan", self.names[d.split(",")[1]]
+        return d, None
 
     def expand(self, o, t, action, args, e, depth) -> list[ir.Event]:
         items = o["attrs"].get("items", [[]])[0]
@@ -455,8 +470,10 @@ class _Records:
         if o["class"] == "EventGroup":
             for h in items:
                 if h in self.by_h:
-                    out.append(ir.Event(time_s=t, target=self.name_of(h), action=action,
-                                        args=args, source=self.src(e["file"], e["line"])))
+                    dir, member = self.direction_of(h)
+                    out.append(normalize.event(self.exp, t, self.name_of(h), action, args,
+                                               self.src(e["file"], e["line"]), dir=dir,
+                                               member=member, kinds=self.kinds))
             return out
         if action not in ("start", "run"):
             self.warn(f"{o['class']} action {action!r} is not supported; ignored",

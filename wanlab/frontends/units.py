@@ -94,11 +94,6 @@ def parse_loss(value: object, *, file: str | None = None, line: int | None = Non
     return p
 
 
-def split_loss(total: float) -> float:
-    """Per-half loss so that two halves in series lose ``total``: 1 - sqrt(1 - L)."""
-    return 1.0 - math.sqrt(1.0 - total)
-
-
 def parse_int(value: object, what: str, *, file: str | None = None, line: int | None = None,
               field: str | None = None) -> int:
     try:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.model.names import NAME_RULE, check_experiment_name, is_valid
 
-IR_VERSION = 1
+IR_VERSION = 2
 
 QUEUE_KINDS = ("droptail", "red", "gred")
 NODE_KINDS = ("emulated", "simulated")
@@ -36,6 +37,35 @@ MAX_DELAY_S = 10.0
 # The experiment's horizon: no event (timeline or tevc) may be later than this after t = 0.
 # Ten days is longer than any run on one machine, and keeps times far from float limits.
 HORIZON_S = 10 * 24 * 3600.0
+
+# queue fields an event may set (the engine's names; ns-2's are mapped by the front ends)
+QUEUE_FIELDS = {"limit": int, "in_bytes": bool, "thresh": float, "maxthresh": float,
+                "q_weight": float, "linterm": float, "gentle": bool, "mean_pktsize": int}
+RED_FIELDS = ("thresh", "maxthresh", "q_weight", "linterm", "gentle", "mean_pktsize")
+TRANSPORTS = ("udp", "tcp", "udp_sink", "tcp_sink")
+TCP_CCS = ("tahoe", "reno", "newreno", "cubic")
+PATTERNS = ("cbr", "poisson", "exponential", "pareto", "ftp")
+# traffic fields an application's ``set`` event may change, with their types
+TRAFFIC_FIELDS = {"packet_size": int, "rate_bps": int, "interval_s": float, "tos": int,
+                  "max_packets": int}
+# the actions each kind of object takes (docs/ir.md, Event)
+ACTIONS = {
+    "link": ("up", "down", "bandwidth", "delay", "plr", "set", "drop", "trace"),
+    "lan": ("up", "down", "bandwidth", "delay", "plr", "set", "trace"),
+    "program": ("start", "stop", "kill", "run", "set"),
+    "application": ("start", "stop", "reset", "set"),
+    "node": ("reboot",),
+    "simulator": ("halt", "terminate", "swapout", "stoprun", "msg", "log"),
+}
+TRACE_OPS = ("start", "stop", "snapshot")
+
+
+def lan_half(delay_s: float, loss: float) -> tuple[float, float]:
+    """The delay and loss of one half (member to switch, or switch to member) of a LAN
+    whose member-to-member delay is ``delay_s`` and loss ``loss``: D/2 and 1 - sqrt(1 - L),
+    so two halves in series give D and L (Emulab's semantics). The only place of this rule:
+    front ends use it at creation, the engine encoder for run-time changes."""
+    return delay_s / 2, 1.0 - math.sqrt(1.0 - loss)
 
 
 @dataclass(frozen=True)
@@ -138,7 +168,16 @@ class Lan:
 
 @dataclass(frozen=True)
 class Event:
-    """``$ns at TIME "$obj action args"``: fire ``action`` on ``target`` at ``time_s``.
+    """``$ns at TIME "$obj action args"``, typed: do ``action`` on ``target`` at ``time_s``.
+
+    The argument is typed by the action (docs/ir.md, Event): ``value`` is an int of bit/s
+    (``bandwidth``), seconds (``delay``), a probability (``plr``), a packet count
+    (``drop``), ``start``/``stop``/``snapshot`` (``trace``) or a text (``msg``, ``log``,
+    a Program's ``set``); ``set`` names the changed field in ``param`` (a queue field for
+    links and LANs, a traffic field for applications, ``command`` for programs). ``dir``
+    selects one direction of a link (``ab``/``ba``) or of a LAN ``member``
+    (``to_lan``/``from_lan``); None means every direction. Values of a LAN's ``delay`` and
+    ``plr`` are member-to-member (each half gets :func:`lan_half`).
 
     Steps of an event sequence share ``sequence`` (one key per started sequence) and are
     numbered by ``step``: step k starts when step k-1 has completed (a Program's ``run``
@@ -148,10 +187,31 @@ class Event:
     time_s: float
     target: str
     action: str
-    args: tuple[str, ...] = ()
+    param: str | None = None
+    value: Any = None
+    dir: str | None = None
+    member: str | None = None
     source: Source = field(default_factory=Source)
     sequence: str | None = None
     step: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return _plain(asdict(self))
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> "Event":
+        return Event(**{**d, "source": Source(**d["source"]) if d.get("source") else Source()})
+
+    def args(self) -> list[str]:
+        """The argument as words, for logs and messages."""
+        out = [] if self.dir is None else [f"{self.member}/{self.dir}" if self.member
+                                           else self.dir]
+        if self.param is not None:
+            out.append(self.param)
+        if self.value is not None:
+            out.append(str(self.value).lower() if isinstance(self.value, bool)
+                       else str(self.value))
+        return out
 
 
 @dataclass(frozen=True)
@@ -168,19 +228,67 @@ class Program:
 
 
 @dataclass(frozen=True)
-class Agent:
-    """A traffic agent or application (``Agent/UDP``, ``Application/Traffic/CBR``, ...).
+class Transport:
+    """What a transport agent does: send UDP, send TCP, or sink either.
 
-    Agents sit on a ``node``; applications are ``attached`` to an agent;
-    ``peer`` is the agent this one is ``$ns connect``-ed to.
+    ``cc`` is the TCP congestion control (``tahoe``, ``reno``, ``newreno``, ``cubic``, or
+    another Linux name from ``Agent/TCP/Linux``'s ``select_ca``; None for a TCP variant
+    with no equivalent here). None for ``mss``/``window``/``window_init``/``min_rto_s``
+    means the back end's default (Linux's in emulation, ns-2's in simulation).
+    """
+
+    protocol: str                    # udp | tcp | udp_sink | tcp_sink
+    cc: str | None = None
+    mss: int | None = None           # bytes (ns packetSize_)
+    window: int | None = None        # packets (ns window_)
+    window_init: int | None = None   # packets (ns windowInit_)
+    min_rto_s: float | None = None
+    delayed_ack: bool = False        # tcp_sink: ACK every other segment
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """What an application sends, with ns-2's defaults applied.
+
+    ``cbr``: ``packet_size`` bytes every ``interval_s``, or at ``rate_bps`` of payload
+    (exactly one of the two is set). ``poisson``: exponential gaps of mean
+    ``interval_s`` or mean payload rate ``rate_bps``. ``exponential`` / ``pareto``:
+    on/off, ``rate_bps`` during bursts of mean ``burst_s``, idle times of mean
+    ``idle_s`` (Pareto ``shape``). ``ftp``: a bulk TCP transfer (``max_bytes`` or
+    unlimited). ``max_packets`` ends a UDP source after that many packets.
+    """
+
+    pattern: str
+    packet_size: int | None = None
+    rate_bps: int | None = None
+    interval_s: float | None = None
+    burst_s: float | None = None
+    idle_s: float | None = None
+    shape: float | None = None
+    tos: int | None = None
+    max_packets: int | None = None
+    max_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Agent:
+    """A traffic agent or application, typed.
+
+    Agents sit on a ``node`` and have a ``transport``; applications are ``attached`` to
+    an agent, get its node and have ``traffic``; ``peer`` is the agent this one is
+    ``$ns connect``-ed to. ``kind`` is the class as declared (``Agent/TCP/Newreno``),
+    for messages only: an agent or application wanlab does not realise has
+    ``transport``/``traffic`` None.
     """
 
     name: str
     kind: str
+    role: str = "agent"              # agent | application
     node: str | None = None
     attached: str | None = None
     peer: str | None = None
-    params: tuple[tuple[str, str], ...] = ()
+    transport: Transport | None = None
+    traffic: Traffic | None = None
     source: Source = field(default_factory=Source)
 
 
@@ -225,6 +333,18 @@ class Experiment:
                                      self.agents) for o in coll}
         return names | {"ns", "sim"}
 
+    def kinds(self) -> dict[str, str]:
+        """Every object's name -> its kind: node, link, lan, program, application, agent,
+        simulator (the keys of :data:`ACTIONS`, and ``agent`` for transport agents)."""
+        k = {"ns": "simulator", "sim": "simulator"}
+        k.update({n.name: "node" for n in self.nodes})
+        k.update({x.name: "link" for x in self.links})
+        k.update({x.name: "lan" for x in self.lans})
+        k.update({p.name: "program" for p in self.programs})
+        k.update({a.name: "application" if a.role == "application" else "agent"
+                  for a in self.agents})
+        return k
+
     # -- JSON --------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
         """The documented JSON form (docs/ir.md)."""
@@ -257,12 +377,16 @@ class Experiment:
             LanMember(**{**m, "to_lan": params(m.get("to_lan")),
                          "from_lan": params(m.get("from_lan"))}) for m in l["members"]),
             "source": src(l.get("source"))}) for l in d.get("lans", ()))
-        events = tuple(Event(**{**e, "args": tuple(e.get("args", ())),
-                                "source": src(e.get("source"))}) for e in d.get("events", ()))
+        if d.get("version", 1) != IR_VERSION:
+            raise SpecError(f"IR version {d.get('version', 1)} is not {IR_VERSION}; "
+                            f"upgrade it with wanlab.frontends.normalize.upgrade")
+        events = tuple(Event.from_json(e) for e in d.get("events", ()))
         programs = tuple(Program(**{**p, "source": src(p.get("source"))})
                          for p in d.get("programs", ()))
-        agents = tuple(Agent(**{**a, "params": tuple(tuple(kv) for kv in a.get("params", ())),
-                                "source": src(a.get("source"))}) for a in d.get("agents", ()))
+        agents = tuple(Agent(**{
+            **a, "transport": Transport(**a["transport"]) if a.get("transport") else None,
+            "traffic": Traffic(**a["traffic"]) if a.get("traffic") else None,
+            "source": src(a.get("source"))}) for a in d.get("agents", ()))
         top = {k: v for k, v in d.items() if k in {f.name for f in fields(Experiment)}}
         top.update(nodes=nodes, links=links, lans=lans, events=events, programs=programs,
                    agents=agents, warnings=tuple(d.get("warnings", ())),
@@ -449,16 +573,140 @@ def validate(exp: Experiment) -> Experiment:
     if exp.bgp_sessions and exp.rtproto not in ("session", "ospf", "bgp"):
         raise _err("BGP sessions need routing bgp, ospf or session", exp.source, "routing")
     _check_unique_addresses(exp)
-    targets = exp.object_names()
+    for a in exp.agents:
+        check_agent(a)
+    kinds = exp.kinds()
     for e in exp.events:
-        if not 0 <= e.time_s <= HORIZON_S:      # also refuses NaN
-            raise _err(f"event time {e.time_s} s is outside 0..{HORIZON_S:g} s (the "
-                       f"experiment's horizon: 10 days)", e.source)
-        if e.target not in targets:
-            raise _err(f"event targets unknown object {e.target!r}", e.source)
+        check_event(exp, e, kinds)
     for n in exp.nodes:
         for r in n.routes:
             if not r.dst or not r.via:
                 raise _err("route needs a destination and a next hop", n.source,
                            f"nodes.{n.name}.routes")
     return exp
+
+
+def _num_ok(v: Any, typ: type, lo: float = 0, hi: float = math.inf) -> bool:
+    if isinstance(v, bool) and typ is not bool:
+        return False
+    if typ is bool:
+        return isinstance(v, bool)
+    if typ is int and not isinstance(v, int):
+        return False
+    if not isinstance(v, (int, float)) or not math.isfinite(v):
+        return False
+    return lo <= v <= hi
+
+
+def check_agent(a: Agent) -> None:
+    """An agent's typed fields are in range (the front ends' normaliser makes them so)."""
+    src = a.source
+    if a.role not in ("agent", "application"):
+        raise _err(f"agent {a.name!r}: role {a.role!r} is neither agent nor application", src)
+    t = a.transport
+    if t is not None:
+        if t.protocol not in TRANSPORTS:
+            raise _err(f"agent {a.name!r}: transport {t.protocol!r} unknown", src)
+        for f, lo, hi in (("mss", 16, 65495), ("window", 1, 1 << 30),
+                          ("window_init", 1, 1 << 20)):
+            v = getattr(t, f)
+            if v is not None and not _num_ok(v, int, lo, hi):
+                raise _err(f"agent {a.name!r}: {f} {v!r} out of range {lo}..{hi}", src)
+        if t.min_rto_s is not None and not _num_ok(t.min_rto_s, float, 0, 60):
+            raise _err(f"agent {a.name!r}: min_rto_s {t.min_rto_s!r} out of range 0..60", src)
+    tr = a.traffic
+    if tr is not None:
+        if tr.pattern not in PATTERNS:
+            raise _err(f"application {a.name!r}: traffic {tr.pattern!r} unknown", src)
+        for f in TRAFFIC_FIELDS:
+            v = getattr(tr, f)
+            if v is not None and not _traffic_value_ok(f, v):
+                raise _err(f"application {a.name!r}: {f} {v!r} out of range", src)
+        if tr.pattern != "ftp" and (tr.rate_bps is None) == (tr.interval_s is None):
+            raise _err(f"application {a.name!r}: give a rate or an interval, not both", src)
+
+
+def _traffic_value_ok(f: str, v: Any) -> bool:
+    if f == "packet_size":
+        return _num_ok(v, int, 16, 65507)
+    if f == "rate_bps":
+        return _num_ok(v, int, 1, MAX_BANDWIDTH_BPS)
+    if f == "interval_s":
+        return _num_ok(v, float, 1e-9, 3600) and v > 0
+    if f == "tos":
+        return _num_ok(v, int, 0, 255)
+    return _num_ok(v, int, 1, 1 << 62)
+
+
+def queue_value_ok(fld: str, v: Any) -> bool:
+    """Whether ``v`` is a valid value of queue field ``fld`` (types of QUEUE_FIELDS)."""
+    typ = QUEUE_FIELDS.get(fld)
+    if typ is None:
+        return False
+    if typ is bool:
+        return isinstance(v, bool)
+    if fld == "limit":
+        return _num_ok(v, int, 1, 1_000_000)
+    if fld == "mean_pktsize":
+        return _num_ok(v, int, 1, 65535)
+    return _num_ok(v, typ)
+
+
+def check_event(exp: Experiment, e: Event, kinds: dict[str, str] | None = None) -> None:
+    """An event is well-typed for its target: a known action, a value of the right type
+    and range, a direction the target has. Raises SpecError naming the event's line."""
+    kinds = kinds if kinds is not None else exp.kinds()
+    src = e.source
+    if not _num_ok(e.time_s, float, 0, HORIZON_S):      # also refuses NaN
+        raise _err(f"event time {e.time_s} s is outside 0..{HORIZON_S:g} s (the "
+                   f"experiment's horizon: 10 days)", src)
+    kind = kinds.get(e.target)
+    if kind is None:
+        raise _err(f"event targets unknown object {e.target!r}", src)
+    what = f"{kind} {e.target}"
+    if kind == "agent":
+        raise _err(f"{e.target} is a transport agent; send events to its application", src)
+    if kind == "application":
+        app = next(a for a in exp.agents if a.name == e.target)
+        if app.traffic is None:
+            raise _err(f"application {e.target} ({app.kind}) is not realised by wanlab, so "
+                       f"it takes no events", src)
+    if e.action not in ACTIONS[kind]:
+        raise _err(f"{what}: unknown event {e.action!r}; {kind}s take "
+                   f"{', '.join(ACTIONS[kind])}", src)
+    a, v = e.action, e.value
+    if e.dir is not None or e.member is not None:
+        if kind == "link" and e.member is None and e.dir in ("ab", "ba"):
+            pass
+        elif kind == "lan" and e.dir in ("to_lan", "from_lan") and e.member is not None:
+            lan = next(x for x in exp.lans if x.name == e.target)
+            if e.member not in {m.node for m in lan.members}:
+                raise _err(f"{what}: {e.member!r} is not a member", src)
+        else:
+            raise _err(f"{what}: direction {e.dir!r} unknown", src)
+        if a not in ("bandwidth", "delay", "plr", "set", "drop", "trace"):
+            raise _err(f"{what}: {a} applies to the whole {kind}, not one direction", src)
+    ok = True
+    if a in ("up", "down", "start", "stop", "kill", "run", "reset", "reboot", "halt",
+             "terminate", "swapout", "stoprun"):
+        ok = v is None and e.param is None
+    elif a == "bandwidth":
+        ok = _num_ok(v, int, 0, MAX_BANDWIDTH_BPS)
+    elif a == "delay":
+        ok = _num_ok(v, float, 0, MAX_DELAY_S)
+    elif a == "plr":
+        ok = _num_ok(v, float, 0, 1)
+    elif a == "drop":
+        ok = _num_ok(v, int, 1, 1000) and e.dir in ("ab", "ba")
+    elif a == "trace":
+        ok = v in TRACE_OPS
+    elif a in ("msg", "log"):
+        ok = isinstance(v, str)
+    elif a == "set" and kind in ("link", "lan"):
+        ok = queue_value_ok(e.param or "", v)
+    elif a == "set" and kind == "application":
+        ok = e.param in TRAFFIC_FIELDS and _traffic_value_ok(e.param, v)
+    elif a == "set" and kind == "program":
+        ok = e.param == "command" and isinstance(v, str)
+    if not ok:
+        raise _err(f"{what}: bad argument for {a}: {' '.join(e.args()) or '(none)'}", src)

@@ -31,6 +31,7 @@ class ParamChange:
     dir: str
     params: dict[str, Any]
     member: str | None = None
+    old: dict[str, Any] = field(default_factory=dict)   # what the engine had (for a patch)
 
 
 @dataclass
@@ -92,10 +93,11 @@ def diff(old: Plan, new: Plan) -> Diff:
             continue
         if new_kinds[n] == "link":
             o, w = old_links[n], new_links[n]
-            d.params += [ParamChange(n, k, w[k]) for k in ("ab", "ba") if o[k] != w[k]]
+            d.params += [ParamChange(n, k, w[k], old=o[k]) for k in ("ab", "ba")
+                         if o[k] != w[k]]
         else:
             for mo, mw in zip(old_lans[n]["members"], new_lans[n]["members"], strict=True):
-                d.params += [ParamChange(n, k, mw[k], member=mw["port"])
+                d.params += [ParamChange(n, k, mw[k], member=mw["port"], old=mo[k])
                              for k in ("to_lan", "from_lan") if mo[k] != mw[k]]
 
     added = set(d.nodes_added)

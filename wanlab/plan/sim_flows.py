@@ -1,39 +1,33 @@
-"""ns-2 agents and applications on simulated nodes as the engine's traffic agents.
+"""Applications on simulated nodes as the engine's traffic agents.
 
-| ns-2 | engine source | sink (the connected agent) |
+Applications and agents arrive typed (:class:`~wanlab.model.ir.Traffic`,
+:class:`~wanlab.model.ir.Transport`; ns-2's defaults applied by the front ends):
+
+| traffic | engine source | sink (the connected agent) |
 |---|---|---|
-| ``Application/Traffic/CBR`` on ``Agent/UDP`` | ``cbr`` (``packetSize_``, ``rate_`` or ``interval_``) | ``Agent/Null``, ``Agent/LossMonitor``: ``sink`` |
-| ``Application/Traffic/Exponential`` | ``onoff`` exponential (``burst_time_``, ``idle_time_``, ``rate_``); with ``burst_time_ 0``: ``poisson``, mean gap ``idle_time_`` | ``sink`` |
-| ``Application/Traffic/Pareto`` | ``onoff`` Pareto (``shape_`` too) | ``sink`` |
-| ``Application/Traffic/Poisson`` (wanlab) | ``poisson`` (``rate_``) | ``sink`` |
-| ``Application/FTP`` on ``Agent/TCP`` (Tahoe), ``/Reno``, ``/Newreno``, ``/Linux`` + ``select_ca cubic`` | ``tcp`` (``packetSize_`` = MSS, ``window_``, ``windowInit_``, ``minrto_``) | ``Agent/TCPSink``: ``tcp_sink``; ``/DelAck``: delayed ACKs |
+| ``cbr`` over UDP | ``cbr`` (``size``, ``rate_bps`` or ``interval_us``) | ``udp_sink``: ``sink`` |
+| ``poisson`` | ``poisson`` (mean rate or mean gap) | ``sink`` |
+| ``exponential`` / ``pareto`` | ``onoff`` (``on_us``, ``off_us``, ``rate_bps`` during bursts; ``shape``) | ``sink`` |
+| ``ftp`` over TCP ``tahoe``, ``reno``, ``newreno``, ``cubic`` | ``tcp`` (``mss``, ``window``, ``initial_window``, ``min_rto_us``) | ``tcp_sink``: ``tcp_sink`` (``delayed_ack``) |
 
 Each application is one engine source named after it; its sink is ``<app>.sink`` on the
-peer's node, on port 5000 + the application's index. Defaults are ns-2's except for TCP:
-``window_`` is unlimited and ``windowInit_`` 10 (ns-2: 20 and 1), so that a simulated
-flow is limited by the network as a Linux flow is (see docs/simulation.md).
+peer's node, on port 5000 + the application's index. Where the IR leaves a TCP field
+unset the engine's defaults apply: ``window`` unlimited and ``initial_window`` 10 (ns-2:
+20 and 1), so that a simulated flow is limited by the network as a Linux flow is (see
+docs/simulation.md).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from wanlab.errors import SpecError
-from wanlab.model.ir import Agent, Experiment
+from wanlab.model.ir import TCP_CCS, Agent, Experiment
 from wanlab.plan.types import Plan
-from wanlab.frontends.units import parse_bandwidth, parse_time
 
 BASE_PORT = 5000
 SINK_SUFFIX = ".sink"
-
-TCP_CC = {"Agent/TCP": "tahoe", "Agent/TCP/Reno": "reno", "Agent/TCP/Newreno": "newreno",
-          "Agent/TCP/NewReno": "newreno"}
-UDP_SINKS = ("Agent/Null", "Agent/LossMonitor")
-TCP_SINKS = ("Agent/TCPSink", "Agent/TCPSink/DelAck")
-TRAFFIC_DEFAULTS = {"packetSize_": "210", "rate_": "448Kb"}
-ONOFF_DEFAULTS = {"packetSize_": "210", "rate_": "64Kb", "burst_time_": "0.5",
-                  "idle_time_": "0.5", "shape_": "1.5"}
 
 
 @dataclass
@@ -46,7 +40,6 @@ class SimFlow:
     dst_node: str
     source: dict[str, Any]
     sink: dict[str, Any]
-    params: dict[str, str] = field(default_factory=dict)
 
     @property
     def sink_id(self) -> str:
@@ -54,7 +47,7 @@ class SimFlow:
 
 
 def is_application(a: Agent) -> bool:
-    return a.kind.startswith("Application/")
+    return a.role == "application"
 
 
 def _where(a: Agent) -> str:
@@ -91,12 +84,9 @@ def sim_flows(exp: Experiment, plan: Plan, simulated: set[str]) -> list[SimFlow]
     return flows
 
 
-def _num(params: dict[str, str], key: str, app: Agent, conv=float) -> float:
-    try:
-        return conv(float(params[key]))
-    except (ValueError, KeyError):
-        raise SpecError(f"{_where(app)}{app.name}: {key} {params.get(key)!r} is not a number",
-                        field=f"agents.{app.name}.{key}") from None
+def _need(ok: bool, where: Agent, msg: str) -> None:
+    if not ok:
+        raise SpecError(f"{_where(where)}{msg}", field=f"agents.{where.name}")
 
 
 def _flow(app: Agent, transport: Agent, peer: Agent, index: int, plan: Plan) -> SimFlow:
@@ -104,77 +94,52 @@ def _flow(app: Agent, transport: Agent, peer: Agent, index: int, plan: Plan) -> 
     dst_ip = plan.nodes[peer.node].interfaces[0].ip
     base = {"agent": app.name, "host": transport.node, "dst": f"{dst_ip}:{port}"}
     sink_id = app.name + SINK_SUFFIX
-    kind = app.kind
-    if kind == "Application/FTP":
-        if not transport.kind.startswith("Agent/TCP") or transport.kind.startswith("Agent/TCPSink"):
-            raise SpecError(f"{_where(app)}{app.name}: FTP needs an Agent/TCP, not "
-                            f"{transport.kind}", field=f"agents.{app.name}")
-        if peer.kind not in TCP_SINKS:
-            raise SpecError(f"{_where(app)}{transport.name} must be connected to an "
-                            f"Agent/TCPSink, not {peer.kind}", field=f"agents.{transport.name}")
-        tp = dict(transport.params)
-        cc = TCP_CC.get(transport.kind)
-        if transport.kind == "Agent/TCP/Linux":
-            cc = {"cubic": "cubic", "reno": "newreno", "newreno": "newreno"}.get(
-                tp.get("select_ca", "cubic").lower())
-        if cc is None:
-            raise SpecError(f"{_where(transport)}{transport.name}: {transport.kind}"
-                            + (f" with select_ca {tp.get('select_ca')}" if "select_ca" in tp else "")
-                            + " is not simulated; use Agent/TCP, /Reno, /Newreno or /Linux with "
-                            "select_ca cubic", field=f"agents.{transport.name}")
-        src = {**base, "kind": "tcp", "cc": cc, "trace_interval_us": 10000}
-        if "packetSize_" in tp:
-            src["mss"] = int(_num(tp, "packetSize_", transport))
-        if "window_" in tp:
-            src["window"] = int(_num(tp, "window_", transport))
-        if "windowInit_" in tp:
-            src["initial_window"] = int(_num(tp, "windowInit_", transport))
-        if "minrto_" in tp:
-            src["min_rto_us"] = round(_num(tp, "minrto_", transport) * 1e6)
-        ap = dict(app.params)
-        if "maxbytes_" in ap:
-            src["bytes"] = int(_num(ap, "maxbytes_", app))
+    t, tp, pp = app.traffic, transport.transport, peer.transport
+    _need(t is not None, app, f"{app.name}: {app.kind} is not simulated (supported: CBR, "
+          f"Exponential, Pareto, Poisson, FTP)")
+    assert t is not None
+    if t.pattern == "ftp":
+        _need(tp is not None and tp.protocol == "tcp", app,
+              f"{app.name}: FTP needs an Agent/TCP, not {transport.kind}")
+        _need(pp is not None and pp.protocol == "tcp_sink", transport,
+              f"{transport.name} must be connected to an Agent/TCPSink, not {peer.kind}")
+        assert tp is not None and pp is not None
+        _need(tp.cc in TCP_CCS, transport,
+              f"{transport.name}: {transport.kind}" + (f" with select_ca {tp.cc}" if tp.cc
+                                                       else "")
+              + " is not simulated; use Agent/TCP, /Reno, /Newreno or /Linux with "
+              "select_ca cubic")
+        src = {**base, "kind": "tcp", "cc": tp.cc, "trace_interval_us": 10000}
+        for key, v in (("mss", tp.mss), ("window", tp.window),
+                       ("initial_window", tp.window_init)):
+            if v is not None:
+                src[key] = v
+        if tp.min_rto_s is not None:
+            src["min_rto_us"] = round(tp.min_rto_s * 1e6)
+        if t.max_bytes is not None:
+            src["bytes"] = t.max_bytes
         sink = {"agent": sink_id, "host": peer.node, "kind": "tcp_sink", "port": port,
-                "delayed_ack": peer.kind.endswith("DelAck")}
-        return SimFlow(app.name, "tcp", transport.node, peer.node, src, sink, tp)
-    if not transport.kind.startswith("Agent/UDP"):
-        raise SpecError(f"{_where(app)}{app.name}: {kind} needs an Agent/UDP, not "
-                        f"{transport.kind}", field=f"agents.{app.name}")
-    if peer.kind not in UDP_SINKS:
-        raise SpecError(f"{_where(app)}{transport.name} must be connected to an Agent/Null or "
-                        f"Agent/LossMonitor, not {peer.kind}", field=f"agents.{transport.name}")
+                "delayed_ack": pp.delayed_ack}
+        return SimFlow(app.name, "tcp", transport.node, peer.node, src, sink)
+    _need(tp is not None and tp.protocol == "udp", app,
+          f"{app.name}: {app.kind} needs an Agent/UDP, not {transport.kind}")
+    _need(pp is not None and pp.protocol == "udp_sink", transport,
+          f"{transport.name} must be connected to an Agent/Null or Agent/LossMonitor, not "
+          f"{peer.kind}")
     sink = {"agent": sink_id, "host": peer.node, "kind": "sink", "port": port}
-    if kind == "Application/Traffic/CBR":
-        p = {**TRAFFIC_DEFAULTS, **dict(app.params)}
-        src = {**base, "kind": "cbr", "size": max(16, int(_num(p, "packetSize_", app)))}
-        if "interval_" in p:
-            src["interval_us"] = round(parse_time(p["interval_"]) * 1e6, 3)
-        else:
-            src["rate_bps"] = parse_bandwidth(p["rate_"])
-        return SimFlow(app.name, "cbr", transport.node, peer.node, src, sink, p)
-    if kind == "Application/Traffic/Poisson":
-        p = {**TRAFFIC_DEFAULTS, **dict(app.params)}
-        src = {**base, "kind": "poisson", "size": max(16, int(_num(p, "packetSize_", app))),
-               "rate_bps": parse_bandwidth(p["rate_"])}
-        return SimFlow(app.name, "poisson", transport.node, peer.node, src, sink, p)
-    if kind in ("Application/Traffic/Exponential", "Application/Traffic/Pareto"):
-        p = {**ONOFF_DEFAULTS, **dict(app.params)}
-        size = max(16, int(_num(p, "packetSize_", app)))
-        burst, idle = parse_time(p["burst_time_"]), parse_time(p["idle_time_"])
-        if burst == 0 and kind.endswith("Exponential"):
-            if idle <= 0:
-                raise SpecError(f"{_where(app)}{app.name}: idle_time_ must be > 0",
-                                field=f"agents.{app.name}.idle_time_")
-            src = {**base, "kind": "poisson", "size": size, "rate_bps": max(1, round(size * 8 / idle))}
-            return SimFlow(app.name, "poisson", transport.node, peer.node, src, sink, p)
-        src = {**base, "kind": "onoff", "size": size, "rate_bps": parse_bandwidth(p["rate_"]),
-               "on_us": burst * 1e6, "off_us": idle * 1e6,
-               "dist": "pareto" if kind.endswith("Pareto") else "exponential"}
-        if kind.endswith("Pareto"):
-            src["shape"] = _num(p, "shape_", app)
-        return SimFlow(app.name, "onoff", transport.node, peer.node, src, sink, p)
-    raise SpecError(f"{_where(app)}{app.name}: {kind} is not simulated (supported: CBR, "
-                    f"Exponential, Pareto, Poisson, FTP)", field=f"agents.{app.name}")
+    src = {**base, "size": max(16, t.packet_size or 0)}
+    if t.interval_s is not None:
+        src["interval_us"] = max(1, round(t.interval_s * 1e6))
+    else:
+        src["rate_bps"] = t.rate_bps
+    if t.pattern in ("cbr", "poisson"):
+        return SimFlow(app.name, t.pattern, transport.node, peer.node,
+                       {**src, "kind": t.pattern}, sink)
+    assert t.burst_s is not None and t.idle_s is not None
+    src.update(kind="onoff", on_us=t.burst_s * 1e6, off_us=t.idle_s * 1e6, dist=t.pattern)
+    if t.pattern == "pareto":
+        src["shape"] = t.shape
+    return SimFlow(app.name, "onoff", transport.node, peer.node, src, sink)
 
 
 def engine_agents(flows: list[SimFlow]) -> list[dict[str, Any]]:

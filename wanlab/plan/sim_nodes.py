@@ -32,7 +32,7 @@ def with_endpoints(exp: Experiment, simulated: set[str]) -> Experiment:
         for m in lan.members:
             degree[m.node] += 1
     carriers = sorted({a.node for a in exp.agents if a.node in simulated
-                       and not a.kind.startswith("Application/") and degree[a.node] != 1})
+                       and a.role != "application" and degree[a.node] != 1})
     if not carriers:
         return exp
     taken = {n.name for n in exp.nodes} | {l.name for l in exp.links} | \
@@ -49,7 +49,7 @@ def with_endpoints(exp: Experiment, simulated: set[str]) -> Experiment:
         nodes.append(Node(ep, kind="simulated", source=src))
         links.append(Link(ep, n, ep, source=src))
     agents = tuple(replace(a, node=moved[a.node]) if a.node in moved and
-                   not a.kind.startswith("Application/") else a for a in exp.agents)
+                   a.role != "application" else a for a in exp.agents)
     return replace(exp, nodes=tuple(nodes), links=tuple(links), agents=agents)
 
 

@@ -1,16 +1,15 @@
-"""The objects events act on, and what each event does (docs/ns-reference.md § Events).
+"""The objects events act on, and what each typed event does (docs/ir.md § Event).
 
 | object | events |
 |---|---|
-| link, LAN | ``up``, ``down``, ``bandwidth B``, ``delay D``, ``plr P``, ``set PARAM V`` (queue: ``limit_``, ``thresh_``, ``maxthresh_``, ``q_weight_``, ``linterm_``, ``queue-in-bytes_``, ``gentle_``), ``trace start|stop|snapshot`` |
-| Program | ``start``, ``stop``, ``kill``, ``run``, ``set command=CMD`` |
-| CBR / FTP application | ``start``, ``stop``, ``reset``, ``set PARAM V`` |
+| link, LAN | ``up``, ``down``, ``bandwidth``, ``delay``, ``plr``, ``set`` (a queue field), ``drop`` (links), ``trace``: engine requests from :mod:`wanlab.engine.encode` |
+| Program | ``start``, ``stop``, ``kill``, ``run``, ``set`` (its command) |
+| CBR / FTP application | ``start``, ``stop``, ``reset``, ``set`` (a traffic field) |
 | node | ``reboot`` (its processes are stopped and its start command runs again) |
-| ``ns`` (the simulator) | ``halt`` (no further timeline events), ``terminate``, ``swapout``, ``stoprun`` (stop every program and agent), ``msg TEXT``, ``log TEXT`` |
+| ``ns`` (the simulator) | ``halt`` (no further timeline events), ``terminate``, ``swapout``, ``stoprun`` (stop every program and agent), ``msg``, ``log`` |
 
-A LAN's ``delay D`` gives each member's half D/2, and its ``plr P`` gives each
-half 1 - sqrt(1 - P), as at creation. Link changes go to the engine's ``set``
-and take effect without reordering.
+Events arrive typed and checked (the front ends and tevc normalise them), so nothing
+here reads ns-2 words.
 """
 
 from __future__ import annotations
@@ -21,10 +20,10 @@ import subprocess
 import threading
 from typing import Any, Callable
 
-from wanlab.plan.plan import engine_params
 from wanlab.backends.emulate import engine, netns, nodes, procs
+from wanlab.engine import encode
+from wanlab.model.ir import Event
 from wanlab.run.context import Context
-from wanlab.engine.link_events import requests_for
 from wanlab.run.programs import ProgramRunner
 from wanlab.run.sim_traffic import SimTrafficAgent
 from wanlab.run.traffic import TrafficAgent
@@ -49,32 +48,20 @@ class Runtime(Context):
         sim = {n for n, np_ in self.plan.nodes.items() if np_.simulated}
         for f in sim_flows(self.plan.exp or row.ir, self.plan, sim) if sim else []:
             self.agents[f.app] = SimTrafficAgent(self, f)
-        apps = [a for a in row.ir.agents if a.kind.startswith("Application/")]
+        apps = [a for a in row.ir.agents if a.role == "application"]
+        self.unusable: dict[str, str] = {}
         for i, a in enumerate(apps):
-            if a.name in self.agents:
+            if a.name in self.agents or a.traffic is None:
                 continue
-            if a.kind.endswith("CBR") or a.kind.endswith("FTP"):
-                try:
-                    self.agents[a.name] = TrafficAgent(self, a, i)
-                except ValueError as e:
-                    self.log_note(f"agent {a.name} unusable: {e}")
+            try:
+                self.agents[a.name] = TrafficAgent(self, a, i)
+            except ValueError as e:
+                self.unusable[a.name] = str(e)
+                self.log_note(f"agent {a.name} unusable: {e}")
         self.links = {l.name: l for l in row.ir.links}
         self.lans = {l.name: l for l in row.ir.lans}
-        # current engine parameters of every direction, starting from the IR
-        self.params: dict[tuple[str, str], dict[str, Any]] = {}
-        for l in row.ir.links:
-            self.params[(l.name, "ab")] = engine_params(l.ab)
-            self.params[(l.name, "ba")] = engine_params(l.ba)
-        for lan in row.ir.lans:
-            for m, iface in zip(lan.members, self._lan_ports(lan.name)):
-                self.params[(lan.name, f"{iface}/to_lan")] = engine_params(m.to_lan)
-                self.params[(lan.name, f"{iface}/from_lan")] = engine_params(m.from_lan)
 
     # -- bookkeeping ------------------------------------------------------------
-    def _lan_ports(self, lan: str) -> list[str]:
-        return [i.port for np_ in self.plan.nodes.values() for i in np_.interfaces
-                if i.network == lan]
-
     def objects(self) -> dict[str, str]:
         kinds = {"ns": "simulator"}
         kinds.update({n.name: "node" for n in self.exp.nodes})
@@ -85,64 +72,63 @@ class Runtime(Context):
         return kinds
 
     # -- dispatch ---------------------------------------------------------------
-    def fire(self, target: str, action: str, args: list[str]) -> Outcome:
-        kinds = self.objects()
-        kind = kinds.get(target)
+    def fire(self, ev: Event) -> Outcome:
+        """Do one typed event (checked against the experiment when it was made)."""
+        kind = self.objects().get(ev.target)
         if kind is None:
-            other = {a.name for a in self.exp.agents} - set(self.agents)
-            if target in other:
-                return "error", f"{target} is a transport agent; send events to its application"
-            return "error", f"no object named {target!r}"
+            if ev.target in self.unusable:
+                return "error", f"{ev.target} cannot run: {self.unusable[ev.target]}"
+            return "error", f"no object named {ev.target!r}"
         try:
-            return getattr(self, f"_{kind}")(target, action, args)
+            return getattr(self, f"_{kind}")(ev)
         except (ValueError, KeyError) as e:
-            return "error", f"{target} {action}: {e}"
+            return "error", f"{ev.target} {ev.action}: {e}"
         except Exception as e:     # an engine refusal, a failed process start, ...
-            return "error", f"{target} {action}: {e}"
+            return "error", f"{ev.target} {ev.action}: {e}"
 
-    # links and LANs
-    def _link(self, target: str, action: str, args: list[str]) -> Outcome:
-        return self._shaped(target, action, args, lan=False)
+    # links and LANs: patches through the one encoder (no copy of their parameters here)
+    def _link(self, ev: Event) -> Outcome:
+        return self._shaped(ev, "link")
 
-    def _lan(self, target: str, action: str, args: list[str]) -> Outcome:
-        return self._shaped(target, action, args, lan=True)
+    def _lan(self, ev: Event) -> Outcome:
+        return self._shaped(ev, "lan")
 
-    def _shaped(self, target: str, action: str, args: list[str], lan: bool) -> Outcome:
+    def _shaped(self, ev: Event, kind: str) -> Outcome:
         trace_dir = os.path.join(self.folder, "traces")
-        reqs, detail = requests_for(self.params, target, action, args, lan, trace_dir)
-        if any(r["cmd"] == "capture_start" for r in reqs):
+        reqs = encode.event_requests(ev, kind, self.plan, trace_dir)
+        if ev.action == "trace" and ev.value == "start":
             os.makedirs(trace_dir, exist_ok=True)
         with engine.Client(self.sock) as c:
-            for r in reqs:
-                c.call(r.pop("cmd"), **r)
-        return "ok", detail
+            c.send_all(reqs)
+        return "ok", encode.describe(ev, trace_dir)
 
     # programs and agents
-    def _program(self, target: str, action: str, args: list[str]) -> Outcome:
-        p = self.programs[target]
-        if action == "start":
+    def _program(self, ev: Event) -> Outcome:
+        p = self.programs[ev.target]
+        if ev.action == "start":
             return p.start()
-        if action == "run":
+        if ev.action == "run":
             return p.run()
-        if action == "stop":
+        if ev.action == "stop":
             return p.stop(signal.SIGTERM)
-        if action == "kill":
+        if ev.action == "kill":
             return p.stop(signal.SIGKILL)
-        if action == "set":
-            return p.set(args)
+        if ev.action == "set":
+            return p.set_command(ev.value)
         raise ValueError("unknown event; programs take start, stop, kill, run, set")
 
-    def _agent(self, target: str, action: str, args: list[str]) -> Outcome:
-        a = self.agents[target]
-        if action in ("start", "stop", "reset"):
-            return getattr(a, action)()
-        if action == "set":
-            return a.set(args)
+    def _agent(self, ev: Event) -> Outcome:
+        a = self.agents[ev.target]
+        if ev.action in ("start", "stop", "reset"):
+            return getattr(a, ev.action)()
+        if ev.action == "set":
+            return a.set(ev.param, ev.value)
         raise ValueError("unknown event; traffic agents take start, stop, reset, set")
 
     # nodes and the simulator
-    def _node(self, target: str, action: str, args: list[str]) -> Outcome:
-        if action != "reboot":
+    def _node(self, ev: Event) -> Outcome:
+        target = ev.target
+        if ev.action != "reboot":
             raise ValueError("unknown event; nodes take reboot")
         ns = self.plan.nodes[target].netns
         ino = netns.inode(ns)
@@ -169,10 +155,11 @@ class Runtime(Context):
         for p in self.programs.values():
             p.stop(signal.SIGTERM)
 
-    def _simulator(self, target: str, action: str, args: list[str]) -> Outcome:
+    def _simulator(self, ev: Event) -> Outcome:
+        action = ev.action
         if action in ("msg", "log"):
-            self.log_note(" ".join(args))
-            return "ok", " ".join(args)
+            self.log_note(ev.value)
+            return "ok", ev.value
         if action == "stoprun":
             self.stop_all()
             return "ok", "every program and agent stopped"

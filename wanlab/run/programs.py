@@ -100,14 +100,7 @@ class ProgramRunner:
         except ProcessLookupError:
             pass
 
-    def set(self, args: list[str]) -> tuple[str, str]:
-        """``set command=CMD`` (Emulab's tevc form) or ``set command CMD``."""
-        text = " ".join(args)
-        key, sep, value = text.partition("=")
-        if not sep:
-            key, _, value = text.partition(" ")
-        key = key.strip()
-        if key != "command":
-            return "error", f"program {self.prog.name}: cannot set {key!r} (only command)"
-        self.command = value.strip().strip('"')
+    def set_command(self, command: str) -> tuple[str, str]:
+        """``set command=CMD`` (Emulab's tevc form), already parsed by the normaliser."""
+        self.command = command
         return "ok", f"command is now {self.command!r}"

@@ -21,10 +21,10 @@ Logging happens off the loop thread.
 
 Socket protocol (one JSON object per line):
 
-* ``{"cmd": "event", "time": "now" | "+S" | "S", "target": T, "action": A,
-  "args": [...], "wait": bool}``. The reply is
-  ``{"ok": true, "scheduled_s": S}``; with ``wait``, it comes after the event
-  ran, with ``outcome``, ``detail`` and ``lateness_s``.
+* ``{"cmd": "event", "time": "now" | "+S" | "S", "event": EVENT, "wait": bool}``,
+  EVENT a typed IR event (docs/ir.md; tevc normalises the user's words before
+  sending). The reply is ``{"ok": true, "scheduled_s": S}``; with ``wait``, it
+  comes after the event ran, with ``outcome``, ``detail`` and ``lateness_s``.
 * ``{"cmd": "subscribe"}``. Every fired event follows, one JSON line each.
 * ``{"cmd": "status"}``. Returns t0, now, the pending events, and whether the
   timeline was halted.
@@ -50,8 +50,8 @@ import time
 from typing import Any
 
 from wanlab.backends.emulate import procs
-from wanlab.errors import WanlabError
-from wanlab.model.ir import HORIZON_S
+from wanlab.errors import SpecError, WanlabError
+from wanlab.model.ir import HORIZON_S, Event, check_event
 from wanlab.run.client import EventClient
 from wanlab.run.objects import Runtime
 from wanlab.store.db import Store
@@ -81,24 +81,24 @@ class Scheduler:
         self.rt.on_halt = self._halt
         self.folder = self.rt.folder
         self.cond = threading.Condition()
-        self.heap: list[tuple[float, int, str, str, str, list[str], Any]] = []
+        # (time, order, origin, event or the steps of a sequence, waiter)
+        self.heap: list[tuple[float, int, str, Any, Any]] = []
         self.seq = itertools.count()
         self.subscribers: list[socket.socket] = []
         self.stopping = False
         self.log_queue: queue.Queue = queue.Queue()
         threading.Thread(target=self._logger, daemon=True).start()
         # plain events, and one entry per started event sequence carrying its steps
-        self.timeline: list[tuple[float, str, str, str, Any]] = []
-        steps: dict[str, list] = {}
+        self.timeline: list[tuple[float, str, Any]] = []
+        steps: dict[str, list[Event]] = {}
         for e in row.ir.events:
             if e.sequence is None:
-                self.timeline.append((e.time_s, "timeline", e.target, e.action, list(e.args)))
+                self.timeline.append((e.time_s, "timeline", e))
             else:
                 steps.setdefault(e.sequence, []).append(e)
-        for key, evs in steps.items():
+        for evs in steps.values():
             evs.sort(key=lambda e: e.step)
-            self.timeline.append((evs[0].time_s, "sequence", key, "run",
-                                  [(e.target, e.action, list(e.args)) for e in evs]))
+            self.timeline.append((evs[0].time_s, "sequence", evs))
 
     def go(self) -> None:
         """t = 0: start the clock and the timeline."""
@@ -110,17 +110,15 @@ class Scheduler:
             with open(os.path.join(self.folder, "t0"), "w") as f:
                 f.write(f"{self.t0_wall:.6f}\n")
             self.started = True
-            for at, origin, target, action, args in self.timeline:
-                heapq.heappush(self.heap, (at, next(self.seq), origin, target, action, args,
-                                           None))
+            for at, origin, item in self.timeline:
+                heapq.heappush(self.heap, (at, next(self.seq), origin, item, None))
             self.cond.notify()
         self.rt.prepare_agents()
 
     # -- queue ----------------------------------------------------------------
-    def _push(self, at: float, origin: str, target: str, action: str, args: list[str],
-              waiter: Any) -> None:
+    def _push(self, at: float, origin: str, ev: Event, waiter: Any) -> None:
         with self.cond:
-            heapq.heappush(self.heap, (at, next(self.seq), origin, target, action, args, waiter))
+            heapq.heappush(self.heap, (at, next(self.seq), origin, ev, waiter))
             self.cond.notify()
 
     def _halt(self) -> None:
@@ -128,9 +126,9 @@ class Scheduler:
             cancelled = [e for e in self.heap if e[2] in ("timeline", "sequence")]
             self.heap = [e for e in self.heap if e[2] not in ("timeline", "sequence")]
             heapq.heapify(self.heap)
-        for at, _, origin, target, action, args, _ in cancelled:
-            for t, a, ar in (args if origin == "sequence" else [(target, action, args)]):
-                self._record(at, None, origin, t, a, ar, "cancelled", "halted")
+        for at, _, origin, item, _ in cancelled:
+            for ev in (item if origin == "sequence" else [item]):
+                self._record(at, None, origin, ev, "cancelled", "halted")
 
     def run(self) -> None:
         _realtime()
@@ -150,41 +148,41 @@ class Scheduler:
                 ev = heapq.heappop(self.heap)
             fired = self.rt.now()
             try:
-                kind = self.rt.objects().get(ev[3])
                 if ev[2] == "sequence":
                     threading.Thread(target=self._sequence, args=(ev, fired),
                                      daemon=True).start()
-                elif kind in INLINE_KINDS or (kind == "simulator" and ev[4] in ("msg", "log")):
+                    continue
+                kind = self.rt.objects().get(ev[3].target)
+                if kind in INLINE_KINDS or (kind == "simulator"
+                                            and ev[3].action in ("msg", "log")):
                     self._execute(ev, fired)
                 else:
                     threading.Thread(target=self._execute, args=(ev, fired),
                                      daemon=True).start()
             except Exception as e:  # noqa: BLE001 - never let one event stop the loop
-                print(f"scheduler: dispatch of {ev[3]} {ev[4]} failed: {e!r}", file=sys.stderr,
+                print(f"scheduler: dispatch of {ev[3]} failed: {e!r}", file=sys.stderr,
                       flush=True)
 
-    def _execute(self, ev, fired: float) -> None:
-        at, _, origin, target, action, args, waiter = ev
+    def _execute(self, entry, fired: float) -> None:
+        at, _, origin, ev, waiter = entry
         try:
-            outcome, detail = self.rt.fire(target, action, args)
+            outcome, detail = self.rt.fire(ev)
         except Exception as e:  # noqa: BLE001 - the scheduler never dies of an event
-            print(f"scheduler: event {target} {action} failed: {e!r}", file=sys.stderr,
+            print(f"scheduler: event {ev.target} {ev.action} failed: {e!r}", file=sys.stderr,
                   flush=True)
-            outcome, detail = "error", f"{target} {action}: internal error: {e}"
-        self.log_queue.put((at, fired, origin, target, action, args, outcome, detail, waiter))
+            outcome, detail = "error", f"{ev.target} {ev.action}: internal error: {e}"
+        self.log_queue.put((at, fired, origin, ev, outcome, detail, waiter))
 
     def _sequence(self, ev, fired: float) -> None:
         """An event sequence: each step starts when the previous one has completed (a
         failed step is logged and the sequence goes on)."""
-        at, steps = ev[0], ev[5]
-        for target, action, args in steps:
+        at, steps = ev[0], ev[3]
+        for step in steps:
             if self.rt.halted:
-                self.log_queue.put((at, None, "sequence", target, action, args, "cancelled",
-                                    "halted", None))
+                self.log_queue.put((at, None, "sequence", step, "cancelled", "halted", None))
                 continue
-            outcome, detail = self.rt.fire(target, action, args)
-            self.log_queue.put((at, fired, "sequence", target, action, args, outcome, detail,
-                                None))
+            outcome, detail = self.rt.fire(step)
+            self.log_queue.put((at, fired, "sequence", step, outcome, detail, None))
             at = fired = self.rt.now()
 
     def _logger(self) -> None:
@@ -195,7 +193,8 @@ class Scheduler:
             if waiter is not None:
                 waiter(msg)
 
-    def _record(self, at, fired, origin, target, action, args, outcome, detail) -> dict:
+    def _record(self, at, fired, origin, ev: Event, outcome, detail) -> dict:
+        target, action, args = ev.target, ev.action, ev.args()
         with self.rt.db_lock:
             self.store.log_event(self.rt.row.id, self.t0_wall, origin, at, fired, target, action,
                                  args, outcome, detail)
@@ -256,20 +255,24 @@ class Scheduler:
             return {"ok": True, "t0": self.t0_wall, "now_s": self.rt.now()}
         if cmd == "status":
             with self.cond:
-                pending = [{"at": e[0], "target": e[3], "action": e[4], "args": e[5]}
-                           for e in sorted(self.heap)]
+                pending = [{"at": e[0], "target": ev.target, "action": ev.action,
+                            "args": ev.args()} for e in sorted(self.heap, key=lambda e: e[:2])
+                           for ev in (e[3] if e[2] == "sequence" else [e[3]])]
             return {"ok": True, "t0": self.t0_wall, "now_s": self.rt.now(),
                     "halted": self.rt.halted, "pending": pending}
         if cmd != "event":
             return {"ok": False, "error": f"unknown cmd {cmd!r}; use event, subscribe, status, "
                                           f"go"}
-        target, action = str(req["target"]), str(req["action"])
-        args = [str(a) for a in req.get("args", [])]
-        if target not in self.rt.objects():
-            return {"ok": False, "error": f"no object named {target!r} in this experiment"}
+        ev = Event.from_json(req["event"])
+        if ev.target not in self.rt.objects():
+            return {"ok": False, "error": f"no object named {ev.target!r} in this experiment"}
+        try:
+            check_event(self.rt.exp, ev)            # typed by tevc; checked again here
+        except SpecError as e:
+            return {"ok": False, "error": e.message}
         at = parse_time(str(req.get("time", "now")), self.rt.now())
         if not req.get("wait"):
-            self._push(at, "tevc", target, action, args, None)
+            self._push(at, "tevc", ev, None)
             return {"ok": True, "scheduled_s": at}
         done = threading.Event()
         box: dict = {}
@@ -277,7 +280,7 @@ class Scheduler:
         def waiter(msg):
             box.update(msg)
             done.set()
-        self._push(at, "tevc", target, action, args, waiter)
+        self._push(at, "tevc", ev, waiter)
         done.wait()
         return {"ok": box.get("outcome") == "ok", **box}
 

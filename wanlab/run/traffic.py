@@ -1,18 +1,22 @@
 """Traffic agents realised as real traffic between the nodes' namespaces.
 
-* ``Application/Traffic/CBR`` on an ``Agent/UDP``, connected to an
-  ``Agent/Null``. The project's generator runs on both ends: ``wanlab-gen
+Applications arrive typed (:class:`~wanlab.model.ir.Traffic`, ns-2's defaults already
+applied by the front ends):
+
+* ``cbr`` traffic. The project's generator runs on both ends: ``wanlab-gen
   sink`` on the sink's node and ``wanlab-gen send`` on the source's.
-  ``rate_`` counts ``packetSize_`` bytes, as in ns-2 (packetSize_ is the UDP
-  payload here, so a frame is 42 bytes longer). ``interval_``, when set,
-  overrides ``rate_``. The defaults are ns-2's: 210 bytes and 448 kbit/s.
-* ``Application/FTP`` on an ``Agent/TCP`` (any variant), connected to an
-  ``Agent/TCPSink``. iperf3 runs as a bulk transfer: a one-shot server on the
-  sink's node and a client on the source's. ``/Reno`` and ``/Newreno`` use
-  Linux ``reno`` (which recovers as NewReno), ``/Linux`` its ``select_ca``;
-  ``packetSize_`` sets the MSS and ``window_`` the socket buffers
-  (window_ × packetSize_ bytes). The result keeps Linux's cwnd and RTT every
-  0.1 s from the sender's report.
+  ``rate_bps`` counts ``packet_size`` bytes of payload, as in ns-2 (the UDP
+  payload here, so a frame is 42 bytes longer); or one packet per ``interval_s``.
+* ``ftp`` over a TCP transport. iperf3 runs as a bulk transfer: a one-shot
+  server on the sink's node and a client on the source's. ``reno`` and
+  ``newreno`` use Linux ``reno`` (which recovers as NewReno), ``cubic`` and
+  other Linux names themselves; ``tahoe`` (plain ``Agent/TCP``) has no Linux
+  equivalent and keeps the host's default. ``mss`` sets the MSS and ``window``
+  the socket buffers (window × MSS bytes). The result keeps Linux's cwnd and
+  RTT every 0.1 s from the sender's report.
+* ``poisson``, ``exponential`` and ``pareto`` traffic between emulated nodes
+  is refused when the experiment is planned (:func:`wanlab.plan.plan.make_plan`):
+  wanlab-gen sends at a constant rate only; they run between simulated nodes.
 
 Receivers (and CBR senders, paused until a signal) are started ahead of time,
 at t = 0 and after each flow, so a ``start`` event begins the flow at once.
@@ -34,16 +38,17 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from wanlab.model.ir import Agent
-from wanlab.engine.binary import engine_binary
+from dataclasses import replace
+
 from wanlab.backends.emulate import netns, nodes
-from wanlab.frontends.units import parse_bandwidth, parse_time
+from wanlab.engine.binary import engine_binary
+from wanlab.model.ir import Agent, Traffic
 
 if TYPE_CHECKING:
     from wanlab.run.context import Context
 
-NS2_DEFAULTS = {"packetSize_": "210", "rate_": "448Kb"}
 BASE_PORT = 20000
+LINUX_CC = {"reno": "reno", "newreno": "reno", "tahoe": None}   # the rest by name
 
 
 def gen_binary() -> str:
@@ -62,10 +67,14 @@ class TrafficAgent:
         self.peer = agents.get(self.transport.peer or "")
         if self.peer is None or self.peer.node is None:
             raise ValueError(f"agent {self.transport.name} is not connected to a sink")
-        self.kind = "cbr" if app.kind.endswith("CBR") else "ftp"
+        assert app.traffic is not None
+        if app.traffic.pattern not in ("cbr", "ftp"):
+            raise ValueError(f"{app.traffic.pattern} traffic is not generated between "
+                             f"emulated nodes")
+        self.kind = app.traffic.pattern
         self.port = BASE_PORT + index
-        self.initial = {**(NS2_DEFAULTS if self.kind == "cbr" else {}), **dict(app.params)}
-        self.params = dict(self.initial)
+        self.initial: Traffic = app.traffic
+        self.traffic: Traffic = app.traffic
         self.flows = 0
         self.lock = threading.Lock()
         self.sender: subprocess.Popen | None = None
@@ -100,32 +109,30 @@ class TrafficAgent:
             time.sleep(0.005)
 
     def _cbr_rate_args(self) -> list[str]:
-        size = int(float(self.params["packetSize_"]))
-        if "interval_" in self.params:
-            interval = parse_time(self.params["interval_"])
-            if interval <= 0:
-                raise ValueError("interval_ must be positive")
-            return ["--size", str(size), "--rate", f"{1 / interval:.9g}"]
-        bps = parse_bandwidth(self.params["rate_"])
-        return ["--size", str(size), "--bitrate", str(bps), "--bitrate-counts", "payload"]
+        t = self.traffic
+        size = str(t.packet_size)
+        if t.interval_s is not None:
+            return ["--size", size, "--rate", f"{1 / t.interval_s:.9g}"]
+        return ["--size", size, "--bitrate", str(t.rate_bps), "--bitrate-counts", "payload"]
+
+    def _amount(self) -> list[str]:
+        """ns-2's maxbytes_ (``max_bytes``), else a transfer until the stop event."""
+        mb = self.traffic.max_bytes
+        return ["-n", str(mb)] if mb is not None else ["-t", "86400"]
 
     def _tcp_args(self) -> list[str]:
-        """Linux congestion control and MSS from the ns-2 TCP agent: /Reno and /Newreno
-        run Linux "reno" (NewReno recovery), /Linux its select_ca; plain Agent/TCP keeps
-        the host's default. packetSize_, when set, becomes the MSS."""
-        kind, tp = self.transport.kind, dict(self.transport.params)
-        cc = {"Agent/TCP/Reno": "reno", "Agent/TCP/Newreno": "reno",
-              "Agent/TCP/NewReno": "reno"}.get(kind)
-        if kind == "Agent/TCP/Linux":
-            cc = {"reno": "reno", "newreno": "reno"}.get(tp.get("select_ca", "cubic").lower(),
-                                                          tp.get("select_ca", "cubic").lower())
+        """Linux congestion control, MSS and buffers from the typed TCP transport."""
+        tp = self.transport.transport
+        if tp is None or tp.protocol != "tcp":
+            raise ValueError(f"FTP {self.app.name} needs a TCP agent, not "
+                             f"{self.transport.kind}")
+        cc = LINUX_CC.get(tp.cc, tp.cc) if tp.cc else None
         args = ["-C", cc] if cc else []
-        if "packetSize_" in tp:
-            args += ["-M", str(int(float(tp["packetSize_"])))]
-        if "window_" in tp:
+        if tp.mss is not None:
+            args += ["-M", str(tp.mss)]
+        if tp.window is not None:
             # ns-2's window_ (packets) as the socket buffers: Linux then caps its window
-            size = int(float(tp.get("packetSize_", 1000)))
-            args += ["-w", str(int(float(tp["window_"])) * size)]
+            args += ["-w", str(tp.window * (tp.mss or 1000))]
         return args
 
     # -- events -------------------------------------------------------------------
@@ -155,8 +162,10 @@ class TrafficAgent:
             self._wait_bound(sink, "udp")
             argv = [gen, "send", "--dst", f"{self._dst_ip()}:{self.port}",
                     *self._cbr_rate_args(), "--duration", "864000", "--wait-signal", "--json"]
-            if "iptos_" in self.params:
-                argv += ["--tos", str(int(float(self.params["iptos_"])))]
+            if self.traffic.tos is not None:
+                argv += ["--tos", str(self.traffic.tos)]
+            if self.traffic.max_packets is not None:      # ns-2 maxpkts_
+                argv += ["--count", str(self.traffic.max_packets)]
             self.sender = self._spawn(src, argv, self.base + ".send.json")
             self._wait_signal_ready(self.sender)
         else:
@@ -174,8 +183,8 @@ class TrafficAgent:
                 os.kill(self.sender.pid, signal.SIGUSR1)
             else:
                 self.sender = self._spawn(self.transport.node or "", [
-                    "iperf3", "-c", self._dst_ip(), "-p", str(self.port), "-t", "86400", "-J",
-                    "-i", "0.1", *self._tcp_args()], self.base + ".send.json")
+                    "iperf3", "-c", self._dst_ip(), "-p", str(self.port), *self._amount(),
+                    "-J", "-i", "0.1", *self._tcp_args()], self.base + ".send.json")
             self.sending = True
             self.started_s = self.rt.now()
             return "ok", (f"flow {self.flows} started ({self.kind} {self.transport.node} -> "
@@ -255,23 +264,23 @@ class TrafficAgent:
         self.stop(prepare_next=False)
         with self.lock:
             self._discard()
-            self.params = dict(self.initial)
+            self.traffic = self.initial
         self._prepare_quietly()
         return "ok", "stopped; parameters reset"
 
-    def set(self, args: list[str]) -> tuple[str, str]:
-        if len(args) < 2:
-            return "error", f"{self.app.name}: set needs a parameter and a value"
-        key, value = args[0], " ".join(args[1:])
-        if key not in ("packetSize_", "rate_", "interval_", "iptos_", "maxpkts_"):
-            return "error", f"{self.app.name}: unknown parameter {key!r}"
+    def set(self, key: str, value) -> tuple[str, str]:
+        """A typed traffic field (``rate_bps``, ``packet_size``, ``interval_s``, ``tos``,
+        ``max_packets``); a running flow restarts with it."""
         was_running = self.running()
         self.stop(prepare_next=False)
         with self.lock:
             self._discard()          # a prepared sender has the old rate: make a new one
-            self.params[key] = value
-            if key == "rate_":
-                self.params.pop("interval_", None)
+            change = {key: value}
+            if key == "rate_bps":        # ns-2: setting rate_ drops interval_
+                change["interval_s"] = None
+            elif key == "interval_s":
+                change["rate_bps"] = None
+            self.traffic = replace(self.traffic, **change)
         if was_running:
             self.start()
             return "ok", f"{key} = {value} (restarted as flow {self.flows})"
@@ -283,7 +292,7 @@ class TrafficAgent:
         send = _load_json(self.base + ".send.json")
         sink = _load_json(self.base + ".sink.json")
         if self.kind == "cbr":
-            size = int(float(self.params["packetSize_"]))
+            size = self.traffic.packet_size or 0
             interval = sink.get("interval_s") or 0.1
             series = [[round((i + 1) * interval, 6), n * size * 8 / interval]
                       for i, n in enumerate(sink.get("interval_pkts", []))]

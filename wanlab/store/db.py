@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wanlab.errors import WanlabError
-from wanlab.model.ir import Experiment
+from wanlab.model.ir import IR_VERSION, Experiment
 from wanlab.model.names import check_experiment_name
 
 MIGRATIONS: list[str] = [
@@ -252,7 +252,7 @@ class Store:
 
     def _row(self, r: sqlite3.Row) -> ExperimentRow:
         return ExperimentRow(id=r["id"], name=r["name"], short=r["short"], state=r["state"],
-                             ir=Experiment.from_json(json.loads(r["ir"])),
+                             ir=_ir(json.loads(r["ir"])),
                              source_path=r["source_path"], seed=r["seed"], error=r["error"],
                              created=r["created"], updated=r["updated"])
 
@@ -386,3 +386,11 @@ class Store:
         with self._tx():
             self.db.executemany("UPDATE resources SET state = 'removed' WHERE id = ?",
                                 [(i,) for i in res_ids])
+
+
+def _ir(d: dict[str, Any]) -> Experiment:
+    """A stored IR; one stored by an older wanlab is upgraded as it is read."""
+    if d.get("version", 1) != IR_VERSION:
+        from wanlab.frontends.normalize import upgrade
+        d = upgrade(d)
+    return Experiment.from_json(d)

@@ -1,4 +1,4 @@
-"""Starting ``wanlab-engine`` for an experiment and talking to it (docs/engine-protocol.md).
+"""Starting ``wanlab-engine`` for an experiment (talking to it: :mod:`wanlab.engine.client`).
 
 Each experiment has its own engine process, so experiments share nothing:
 a frame of one can never reach another's TAPs. The engine runs detached
@@ -8,16 +8,16 @@ on ``<folder>/engine.sock``.
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
-import socket
 import subprocess
 import time
-from typing import Any
 
 from wanlab.engine.binary import engine_binary
+from wanlab.engine.client import Client
 from wanlab.errors import EngineError
+
+__all__ = ["Client", "engine_binary", "start"]
+
 
 def start(folder: str, seed: int) -> subprocess.Popen:
     """Spawn the engine; returns once its socket answers ``hello``."""
@@ -44,47 +44,3 @@ def start(folder: str, seed: int) -> subprocess.Popen:
         time.sleep(0.005)
     proc.kill()
     raise EngineError("the engine did not answer within 10 s")
-
-
-class Client:
-    """A connection to an engine's control socket: one JSON request, one JSON reply."""
-
-    def __init__(self, path: str, timeout: float = 30.0):
-        self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        try:
-            self.sock.connect(path)
-        except OSError as e:
-            self.sock.close()
-            raise EngineError(f"cannot reach the engine at {path}: {e.strerror}") from None
-        self.file = self.sock.makefile("rwb")
-        self.ids = itertools.count(1)
-
-    def call(self, cmd: str, **args: Any) -> dict[str, Any]:
-        """Send one request; return the reply, or raise EngineError with the engine's message."""
-        rid = next(self.ids)
-        self.file.write(json.dumps({"id": rid, "cmd": cmd, **args}).encode() + b"\n")
-        self.file.flush()
-        while True:
-            line = self.file.readline()
-            if not line:
-                raise EngineError(f"the engine closed the connection during {cmd!r}")
-            reply = json.loads(line)
-            if reply.get("id") == rid:
-                break           # anything else is a pushed event for a subscriber
-        if not reply.get("ok"):
-            raise EngineError(f"engine refused {cmd}: {reply.get('error', 'no reason given')}")
-        return reply
-
-    def close(self) -> None:
-        try:
-            self.file.close()
-        finally:
-            self.sock.close()
-
-    def __enter__(self) -> "Client":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

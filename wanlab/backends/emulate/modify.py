@@ -25,6 +25,8 @@ from typing import Any
 
 from wanlab.backends.emulate import engine, resources, stages
 from wanlab.backends.emulate.stages import Build, Progress
+from wanlab.engine import encode
+from wanlab.engine.protocol import Remove, Set
 from wanlab.model.ir import Experiment
 from wanlab.plan.diff import Diff, diff
 from wanlab.plan.plan import make_plan
@@ -43,10 +45,12 @@ def remove_request(old: Plan, d: Diff) -> dict[str, Any]:
             "ports": [i.port for i in stages.engine_ports(old, d.networks_removed)]}
 
 
-def param_requests(d: Diff) -> list[dict[str, Any]]:
-    """The engine's ``set`` requests for the diff's parameter changes (one per direction)."""
-    return [{"cmd": "set", "target": p.network, "dir": p.dir, "params": p.params,
-             **({"member": p.member} if p.member is not None else {})} for p in d.params]
+def param_requests(d: Diff) -> list[Set]:
+    """The engine's ``set`` patches for the diff's parameter changes (one per direction):
+    only the fields the description changed, so a run-time change to another field (by
+    tevc or the API) stays."""
+    return [Set(target=p.network, dir=p.dir, params=encode.params_patch(p.old, p.params),
+                member=p.member) for p in d.params]
 
 
 def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress) -> dict[str, int]:
@@ -62,7 +66,7 @@ def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress) -> d
         say(f"removing {len(d.networks_removed)} links/LANs")
         req = remove_request(old_plan, d)
         with engine.Client(sock) as c:
-            c.call("remove", **req)
+            c.send(Remove(**req))
         gone_taps = {resources.tap_name(old_plan.nodes[i.node].netns, i.ifname)
                      for i in stages.engine_ports(old_plan, d.networks_removed)}
         resources.remove(store, row.id, [r.id for r in live
@@ -90,6 +94,5 @@ def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress) -> d
     reqs = param_requests(d)
     if reqs:
         with engine.Client(sock) as c:
-            for r in reqs:
-                c.call(r.pop("cmd"), **r)
+            c.send_all(reqs)
     return d.counts()

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from wanlab.backends.emulate import engine, netns, procs
+from wanlab.engine.protocol import Shutdown
 from wanlab.errors import WanlabError
 from wanlab.store.db import Resource, Store
 
@@ -61,7 +62,7 @@ def _remove_engine(r: Resource) -> None:
     if pid and procs.alive(pid, started):
         with contextlib.suppress(Exception):
             with engine.Client(sock, timeout=2) as c:
-                c.call("shutdown")
+                c.send(Shutdown())
         procs.kill(pid, started, grace=2.0)
     if sock:
         with contextlib.suppress(FileNotFoundError):

@@ -36,6 +36,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from wanlab.backends.emulate import engine, frr, netns, procs, resources
 from wanlab.backends.emulate.nodes import start_command
+from wanlab.engine.protocol import Apply
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.routes import RouteEntry
@@ -201,7 +202,7 @@ def _taps(b: Build) -> None:
          {"node": i.node, "ifname": i.ifname, "netns": b.plan.nodes[i.node].netns})
         for i in ports])
     with engine.Client(b.socket) as c:
-        c.call("apply", **apply_request(b.plan, b.networks, everything))
+        c.send(Apply(**apply_request(b.plan, b.networks, everything)))
     b.store.update_resources("created", {r.id: {} for r in b.store.resources(b.row.id)
                                          if r.kind == "tap" and r.state == "planned"})
 

@@ -4,7 +4,7 @@ Every node is simulated (hosts and routers in the engine); links and LANs keep t
 parameters; the timeline becomes engine requests at their times:
 
 * link and LAN events: the same requests the scheduler sends in an emulation
-  (:mod:`wanlab.engine.link_events`);
+  (:mod:`wanlab.engine.encode`);
 * ``start`` / ``stop`` of an application: the engine's ``agent`` command, with a
   ``stats`` request for its source and sink at the same instant (flow accounting);
 * ``$ns halt`` / ``terminate`` / ``swapout`` end the run there; ``stoprun`` stops
@@ -21,10 +21,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from wanlab.engine import encode
 from wanlab.model.ir import Event, Experiment
-from wanlab.plan.plan import engine_params, make_plan
+from wanlab.plan.plan import make_plan
 from wanlab.plan.types import Plan
-from wanlab.engine.link_events import requests_for
 from wanlab.plan.sim_flows import SimFlow, sim_flows
 
 SHORT = "5100"            # fixed, so addresses and MACs are the same in every run
@@ -81,19 +81,9 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
     exp = plan.exp or exp                 # with endpoint hosts for multi-homed nodes
     everything = set(plan.nodes)
     flows = {f.app: f for f in sim_flows(exp, plan, everything)}
-    topo = {k: v for k, v in plan.engine.items() if k != "ports"}
-    sc = Scenario(exp, plan, flows, [{"at_ns": 0, "cmd": "apply", **topo}], 0.0)
+    sc = Scenario(exp, plan, flows, [{"at_ns": 0, **encode.apply(plan, with_ports=False)
+                                      .to_json()}], 0.0)
 
-    params: dict[tuple[str, str], dict[str, Any]] = {}
-    ports = {lan.name: [i.port for np_ in plan.nodes.values() for i in np_.interfaces
-                        if i.network == lan.name] for lan in exp.lans}
-    for l in exp.links:
-        params[(l.name, "ab")] = engine_params(l.ab)
-        params[(l.name, "ba")] = engine_params(l.ba)
-    for lan in exp.lans:
-        for m, port in zip(lan.members, ports[lan.name]):
-            params[(lan.name, f"{port}/to_lan")] = engine_params(m.to_lan)
-            params[(lan.name, f"{port}/from_lan")] = engine_params(m.from_lan)
     links, lans = {l.name for l in exp.links}, {l.name for l in exp.lans}
     programs = {p.name for p in exp.programs}
     nodes = {n.name for n in exp.nodes}
@@ -115,21 +105,17 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
     halted_at: float | None = None
     for e in events:
         def log(outcome: str, detail: str, e: Event = e) -> None:
-            sc.events.append(Disposition(e.time_s, e.target, e.action, e.args, outcome, detail))
+            sc.events.append(Disposition(e.time_s, e.target, e.action, tuple(e.args()),
+                                         outcome, detail))
         if halted_at is not None or e.time_s > end:
             log("skipped", "after the end of the run")
             continue
-        t, args = e.time_s, list(e.args)
+        t = e.time_s
         if e.target in links or e.target in lans:
-            try:
-                reqs, detail = requests_for(params, e.target, e.action, args,
-                                            e.target in lans, trace_dir)
-            except ValueError as err:
-                log("error", f"{e.target} {e.action}: {err}")
-                continue
-            # params are mutated by later events: each request keeps its own copy
-            sc.requests.extend({"at_ns": _at(t), **_copy(r)} for r in reqs)
-            log("ok", detail)
+            reqs = encode.event_requests(e, "lan" if e.target in lans else "link", plan,
+                                         trace_dir)
+            sc.requests.extend({"at_ns": _at(t), **r.to_json()} for r in reqs)
+            log("ok", encode.describe(e, trace_dir))
         elif e.target in flows:
             if e.action in ("start", "stop"):
                 agent(e.target, e.action == "start", t)
@@ -149,7 +135,7 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
                     agent(app, False, t)
                 log("ok", "every application stopped")
             elif e.action in ("msg", "log"):
-                log("ok", " ".join(args))
+                log("ok", e.value)
             else:
                 log("error", f"ns {e.action}: unknown event")
         else:
@@ -159,8 +145,3 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
         agent(app, False, sc.until_s)
     sc.requests.sort(key=lambda r: r["at_ns"])   # stable: timeline order at equal times
     return sc
-
-
-def _copy(r: dict[str, Any]) -> dict[str, Any]:
-    import copy
-    return copy.deepcopy(r)
