@@ -76,7 +76,7 @@ def test_traffic_between_emulated_and_simulated_is_refused(lab, tmp_path):
     spec.write_text(bad)
     with pytest.raises(SpecError, match="between an emulated and a simulated node"):
         lab.create(load(str(spec)))
-    assert lab.list() == [] or all(r.state != "active" for r in lab.list())
+    assert lab.list() == []           # refused before anything was built, and not stored
 
 
 COMPARE = """set ns [new Simulator]
@@ -145,4 +145,8 @@ def test_show_prints_simulated_agents_and_engine_pace(lab, tmp_path):
                           "mixed"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "simulated agents:" in out.stdout and "cbr.sink (sink)" in out.stdout
-    assert "engine: keeping pace" in out.stdout or "engine: BEHIND" in out.stdout
+    # the pace line says which, and with what numbers (either verdict is a valid outcome)
+    import re
+    m = re.search(r"engine: (keeping pace|BEHIND real time); (\d+) of (\d+) timer events",
+                  out.stdout)
+    assert m and int(m.group(2)) <= int(m.group(3)) and int(m.group(3)) > 0, out.stdout

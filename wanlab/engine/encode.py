@@ -131,4 +131,4 @@ def describe(ev: ir.Event, trace_dir: str = "") -> str:
         return f"trace {ev.value}: {trace_dir}"
     if ev.action == "set":
         return f"{ev.target}{where} {ev.param} = {ev.value}"
-    return f"{ev.target}{where} {ev.action} {ev.value}"
+    return f"{ev.target}{where} {ev.action} {ev.args()[-1]}"

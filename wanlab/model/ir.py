@@ -209,9 +209,21 @@ class Event:
         if self.param is not None:
             out.append(self.param)
         if self.value is not None:
-            out.append(str(self.value).lower() if isinstance(self.value, bool)
-                       else str(self.value))
+            out.append(_word(self.action, self.param, self.value))
         return out
+
+
+def _word(action: str, param: str | None, v: Any) -> str:
+    """A typed value as ns-2 would write it (``10ms``, ``5Mb``), for people."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if action == "delay" or param == "interval_s":
+        return f"{v * 1e3:g}ms" if v < 1 else f"{v:g}s"
+    if action == "bandwidth" or param == "rate_bps":
+        for unit, k in (("Gb", 10**9), ("Mb", 10**6), ("kb", 10**3)):
+            if v >= k:
+                return f"{v / k:g}{unit}"
+    return str(v)
 
 
 @dataclass(frozen=True)
