@@ -90,7 +90,7 @@ def test_modify_sends_only_what_the_description_changed():
 
 
 def test_apply_is_the_plans_topology():
-    exp, plan = lab()
+    _, plan = lab()
     a = encode.apply(plan).to_json()
     assert a["cmd"] == "apply" and [x["link"] for x in a["links"]] == ["l0"]
     assert "ports" not in encode.apply(plan, with_ports=False).to_json()

@@ -26,7 +26,7 @@ from wanlab.engine.protocol import (
     Up,
 )
 from wanlab.model import ir
-from wanlab.plan.plan import Plan
+from wanlab.plan.types import Plan
 
 
 def apply(plan: Plan, *, with_ports: bool = True) -> Apply:
