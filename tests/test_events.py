@@ -164,7 +164,8 @@ def test_api_set_link_on_a_lan_is_member_to_member(lab, tmp_path):
     lab.create(load(str(path)))
     lab.set_link("lanset", "lan0", delay="20ms")
     rtts = ping_rtts(lab, "lanset", "a", "b", count=3, interval=0.1)
-    assert rtts and 39.9 <= min(rtts) and statistics.median(rtts) < 42, rtts
+    # 40 ms member to member (the bug gave 80); the upper bound leaves room for load
+    assert rtts and 39.9 <= min(rtts) and statistics.median(rtts) < 60, rtts
 
 
 def test_follow_streams_events_as_they_fire(lab, tmp_path):
