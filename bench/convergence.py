@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import re
@@ -30,8 +31,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from wanlab.lifecycle import Lab  # noqa: E402
 from wanlab.frontends import ns  # noqa: E402
+from wanlab.lifecycle import Lab  # noqa: E402
 
 SQUARE = """set ns [new Simulator]
 foreach n {{a b c d}} {{ set $n [$ns node] }}
@@ -58,7 +59,7 @@ def outage(lab: Lab, name: str, kind: str, dead: int) -> float:
         lab.tevc(name, "now", "bc", "plr", ["1"], wait=True)
     out, _ = ping.communicate(timeout=2 * (dead + 8) + 60)
     times = [float(t) for t in re.findall(r"^\[([\d.]+)\] \d+ bytes from", out, re.M)]
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     if times and times[-1] - times[0] < dead + 4:
         return float("inf")      # replies never came back before ping gave up
     return max(gaps) if gaps else float("nan")

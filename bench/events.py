@@ -32,8 +32,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from wanlab.lifecycle import Lab  # noqa: E402
 from wanlab.frontends import load  # noqa: E402
+from wanlab.lifecycle import Lab  # noqa: E402
 
 
 def script(n: int, spacing_s: float, traffic: bool) -> str:

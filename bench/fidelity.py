@@ -23,9 +23,23 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from netlab import (ENGINE, GEN, ROOT, Engine, EngineError, EngineTopo, Lab, LabError, RouterTopo,  # noqa: E402
-                    VethTopo, MTU, engine_help, link_params, ns_cmd, sh, static_neigh)
 import measure as M  # noqa: E402
+from netlab import (  # noqa: E402
+    ENGINE,
+    GEN,
+    MTU,
+    ROOT,
+    Engine,
+    EngineTopo,
+    Lab,
+    RouterTopo,
+    VethTopo,
+    engine_help,
+    link_params,
+    ns_cmd,
+    sh,
+    static_neigh,
+)
 
 RESULTS = os.path.join(ROOT, "bench", "results")
 
@@ -88,8 +102,10 @@ class Suite:
                 try:
                     r = M.rtt(self.lab, self.topo(kind), fr, rate, dur)
                     base_rows[(kind, fr)] = r
-                    self.res["delay"].append({"path": kind, "delay_ms": 0, "frame": fr, "rtt_us": r["rtt_avg_us"],
-                                              "stdev_us": r["rtt_stdev_us"], "p50_us": r["rtt_p50_us"],
+                    self.res["delay"].append({"path": kind, "delay_ms": 0, "frame": fr,
+                                              "rtt_us": r["rtt_avg_us"],
+                                              "stdev_us": r["rtt_stdev_us"],
+                                              "p50_us": r["rtt_p50_us"],
                                               "lost": r["lost"], "n": r["rtt_n"]})
                     log(f"  {kind} {fr}B rtt {r['rtt_avg_us']:.1f} us")
                 except Exception as e:
@@ -112,8 +128,10 @@ class Suite:
                         r = M.rtt(self.lab, t, fr, rate, dur, wait=1.0 + 2 * d / 1000)
                         obs = r["rtt_avg_us"]
                         exp = 2 * d * 1000.0
-                        row = {"path": kind, "delay_ms": d, "frame": fr, "rtt_us": obs, "stdev_us": r["rtt_stdev_us"],
-                               "p50_us": r["rtt_p50_us"], "min_us": r["rtt_min_us"], "max_us": r["rtt_max_us"],
+                        row = {"path": kind, "delay_ms": d, "frame": fr, "rtt_us": obs,
+                               "stdev_us": r["rtt_stdev_us"],
+                               "p50_us": r["rtt_p50_us"], "min_us": r["rtt_min_us"],
+                               "max_us": r["rtt_max_us"],
                                "lost": r["lost"], "n": r["rtt_n"], "expected_us": exp}
                         if obs is not None:
                             row["error_pct"] = (obs - exp) / exp * 100 if exp else None
@@ -169,7 +187,7 @@ class Suite:
                     time.sleep(0.05)
                     samples = []
 
-                    def sample(dur=dur):
+                    def sample(dur=dur, samples=samples):
                         time.sleep(0.3 + dur * 0.25)
                         a = (time.monotonic(), t.engine.stats(t.link)["ab"])
                         time.sleep(dur * 0.5)
@@ -177,9 +195,11 @@ class Suite:
                         samples.extend([a, b])
                         return (b[1]["out_bytes"] - a[1]["out_bytes"]) * 8 / (b[0] - a[0])
 
-                    s, k, eng_bps = M.stream(self.lab, t, fr, dur, bitrate=rate * 1.03, during=sample)
+                    s, k, eng_bps = M.stream(self.lab, t, fr, dur, bitrate=rate * 1.03,
+                                             during=sample)
                     meas = k["bps_frame"]
-                    row = {"rate_bps": rate, "frame": fr, "queue_limit": qlim, "offered_bps": s["bps_frame"], "measured_bps": meas,
+                    row = {"rate_bps": rate, "frame": fr, "queue_limit": qlim,
+                           "offered_bps": s["bps_frame"], "measured_bps": meas,
                            "error_pct": (meas - rate) / rate * 100 if meas else None,
                            "engine_bps": eng_bps, "engine_error_pct": (eng_bps - rate) / rate * 100,
                            "pkts": k["pkts"], "sink_lost": k["lost"],
@@ -187,7 +207,8 @@ class Suite:
                     row["goal"] = row["error_pct"] is not None and abs(row["error_pct"]) <= 0.5
                     row["offered_short"] = s["bps_frame"] < rate
                     self.res["bandwidth"].append(row)
-                    log(f"  {rate/1e6:g} Mbit/s {fr}B: sink {meas/1e6:.4f} engine {eng_bps/1e6:.4f} "
+                    log(f"  {rate/1e6:g} Mbit/s {fr}B: sink {meas/1e6:.4f} engine "
+                        f"{eng_bps/1e6:.4f} "
                         f"offered {s['bps_frame']/1e6:.3f}")
                 except Exception as e:
                     self.error(f"bandwidth {rate} {fr}", e)
@@ -222,14 +243,21 @@ class Suite:
                     d_in = after["in_pkts"] - before["in_pkts"]
                     d_loss = after.get("drop_loss", 0) - before.get("drop_loss", 0)
                     d_q = after.get("drop_queue", 0) - before.get("drop_queue", 0)
+                    engine_inside = None
+                    if d_in:
+                        e_lo, e_hi = M.binom_interval(d_in, p)
+                        engine_inside = e_lo <= d_loss <= e_hi
                     row = {"p": p, "frame": fr, "sent": s["sent_pkts"], "expected": n, "lost": lost,
-                           "measured": lost / n if n else None, "lo": lo / n if n else None, "hi": hi / n if n else None,
+                           "measured": lost / n if n else None, "lo": lo / n if n else None,
+                           "hi": hi / n if n else None,
                            "inside": lo <= lost <= hi, "engine_in": d_in,
-                           "engine_inside": (lambda a, b: a <= d_loss <= b)(*M.binom_interval(d_in, p)) if d_in else None, "engine_drop_loss": d_loss,
-                           "engine_drop_queue": d_q, "engine_measured": d_loss / d_in if d_in else None,
+                           "engine_inside": engine_inside, "engine_drop_loss": d_loss,
+                           "engine_drop_queue": d_q,
+                           "engine_measured": d_loss / d_in if d_in else None,
                            "reordered": k["reordered"], "duplicates": k["duplicates"]}
                     self.res["loss"].append(row)
-                    log(f"  p={p} {fr}B: {lost}/{n} = {row['measured']*100:.3f}% [{lo}-{hi}] inside={row['inside']}")
+                    log(f"  p={p} {fr}B: {lost}/{n} = {row['measured']*100:.3f}% [{lo}-{hi}] "
+                        f"inside={row['inside']}")
                 except Exception as e:
                     self.error(f"loss {p} {fr}", e)
         try:
@@ -268,11 +296,13 @@ class Suite:
                     pps.append(k["pps"])
                     sent.append(s["pps"])
                     lossr.append(k["loss_ratio"])
-                    log(f"  {kind} 64B rep{i}: rx {k['pps']/1e6:.3f} Mpps (tx {s['pps']/1e6:.3f}, loss {k['loss_ratio']*100:.1f}%)")
+                    log(f"  {kind} 64B rep{i}: rx {k['pps']/1e6:.3f} Mpps (tx {s['pps']/1e6:.3f}, "
+                        f"loss {k['loss_ratio']*100:.1f}%)")
                 except Exception as e:
                     self.error(f"capacity {kind} rep {i}", e)
             self.res["capacity"].append({"path": kind, "pps": pps, "pps_median": M.median(pps),
-                                         "tx_pps_median": M.median(sent), "loss_median": M.median(lossr)})
+                                         "tx_pps_median": M.median(sent),
+                                         "loss_median": M.median(lossr)})
             for par in [1, 8]:
                 vals = []
                 for i in range(reps):
@@ -281,16 +311,18 @@ class Suite:
                         log(f"  {kind} TCP -P {par} rep{i}: {vals[-1]/1e9:.3f} Gbit/s")
                     except Exception as e:
                         self.error(f"tcp {kind} P{par} rep {i}", e)
-                self.res["tcp"].append({"path": kind, "parallel": par, "bps": vals, "bps_median": M.median(vals)})
+                self.res["tcp"].append({"path": kind, "parallel": par, "bps": vals,
+                                        "bps_median": M.median(vals)})
             if kind == "engine-busypoll":
                 self.drop_topo(kind)
         # engine-vs-baseline ratios
         cap = {r["path"]: r["pps_median"] for r in self.res["capacity"]}
         for r in self.res["capacity"]:
-            r["ratio_veth"] = r["pps_median"] / cap["veth"] if r["pps_median"] and cap.get("veth") else None
-            r["ratio_router"] = r["pps_median"] / cap["router"] if r["pps_median"] and cap.get("router") else None
+            pps = r["pps_median"]
+            r["ratio_veth"] = pps / cap["veth"] if pps and cap.get("veth") else None
+            r["ratio_router"] = pps / cap["router"] if pps and cap.get("router") else None
             if r["path"].startswith("engine") and r["pps_median"]:
-                r["goal"] = r["pps_median"] >= 1e6 and (cap.get("router") is None or r["pps_median"] >= cap["router"])
+                r["goal"] = pps >= 1e6 and (cap.get("router") is None or pps >= cap["router"])
         tcp = {(r["path"], r["parallel"]): r["bps_median"] for r in self.res["tcp"]}
         for r in self.res["tcp"]:
             v, k = tcp.get(("veth", r["parallel"])), tcp.get(("router", r["parallel"]))
@@ -316,7 +348,8 @@ class Suite:
             for i in range(nlinks):
                 ta, tb = f"wlb{tag}s{i}a", f"wlb{tag}s{i}b"
                 ports += [{"port": f"p{i}a", "tap": ta}, {"port": f"p{i}b", "tap": tb}]
-                links.append({"link": f"l{i}", "a": f"p{i}a", "b": f"p{i}b", "ab": base, "ba": base})
+                links.append({"link": f"l{i}", "a": f"p{i}a", "b": f"p{i}b", "ab": base,
+                              "ba": base})
             t0 = time.monotonic()
             eng.request({"cmd": "apply", "ports": ports, "links": links}, timeout=300)
             sc["apply_s"] = time.monotonic() - t0
@@ -330,7 +363,8 @@ class Suite:
                 t.ns_a, t.ns_b = self.lab.add_ns(f"s{i}a"), self.lab.add_ns(f"s{i}b")
                 t.ip_a, t.ip_b = "10.77.0.1", "10.77.0.2"
                 t.link = f"l{i}"
-                for ns, dev, ip in ((t.ns_a, f"wlb{tag}s{i}a", t.ip_a), (t.ns_b, f"wlb{tag}s{i}b", t.ip_b)):
+                for ns, dev, ip in ((t.ns_a, f"wlb{tag}s{i}a", t.ip_a), (t.ns_b, f"wlb{tag}s{i}b",
+                                                                         t.ip_b)):
                     sh(["ip", "link", "set", dev, "netns", ns])
                     sh(ns_cmd(ns, ["ip", "addr", "add", ip + "/24", "dev", dev]))
                     sh(ns_cmd(ns, ["ip", "link", "set", dev, "mtu", str(MTU), "up"]))
@@ -351,7 +385,8 @@ class Suite:
 
             def run(i):
                 try:
-                    out[i] = M.stream(self.lab, topos[i], 1518, dur, bitrate=10_000_000 * 1.03, extra_wait=0.05)
+                    out[i] = M.stream(self.lab, topos[i], 1518, dur, bitrate=10_000_000 * 1.03,
+                                      extra_wait=0.05)
                 except Exception as e:  # recorded below
                     out[i] = e
             c0, w0 = eng.cpu_ticks(), time.monotonic()
@@ -368,7 +403,8 @@ class Suite:
                 errs.append((o[1]["bps_frame"] - 10e6) / 10e6 * 100)
             sc["bw_errors_pct"] = errs
             sc["bw_max_abs_error_pct"] = max(abs(e) for e in errs) if errs else None
-            log(f"  bandwidth errors on {len(errs)} links: max |err| {sc['bw_max_abs_error_pct']:.3f} %")
+            log(f"  bandwidth errors on {len(errs)} links: max |err| "
+                f"{sc['bw_max_abs_error_pct']:.3f} %")
             # concurrent RTT probes, bandwidth unlimited, 10 ms one-way delay
             for t in topos:
                 eng.set(t.link, link_params(delay_us=10_000, queue=10000))
@@ -376,14 +412,16 @@ class Suite:
 
             def runp(i):
                 try:
-                    rout[i] = M.rtt(self.lab, topos[i], 64, 100, 2.0 if self.quick else 4.0, wait=1.1)
+                    rout[i] = M.rtt(self.lab, topos[i], 64, 100, 2.0 if self.quick else 4.0,
+                                    wait=1.1)
                 except Exception as e:
                     rout[i] = e
             ths = [threading.Thread(target=runp, args=(i,)) for i in range(nactive)]
             [th.start() for th in ths]
             [th.join() for th in ths]
             base = next((r["rtt_us"] for r in self.res["delay"]
-                         if r["path"] == "engine" and r["delay_ms"] == 0 and r["frame"] == 64), 0.0) or 0.0
+                         if r["path"] == "engine" and r["delay_ms"] == 0 and r["frame"] == 64),
+                         0.0) or 0.0
             rerr = []
             for i, o in enumerate(rout):
                 if isinstance(o, Exception) or o is None:
@@ -391,16 +429,19 @@ class Suite:
                     continue
                 rerr.append((o["rtt_avg_us"] - base - 20000) / 20000 * 100)
             sc["rtt_base_us"] = base
-            ref_d = next((r for r in self.res["delay"] if r["path"] == "engine" and r["delay_ms"] == 10 and r["frame"] == 64), None)
-            ref_b = next((r for r in self.res["bandwidth"] if r["rate_bps"] == 10e6 and r["frame"] == 1518), None)
+            ref_d = next((r for r in self.res["delay"] if r["path"] == "engine"
+                          and r["delay_ms"] == 10 and r["frame"] == 64), None)
+            ref_b = next((r for r in self.res["bandwidth"]
+                          if r["rate_bps"] == 10e6 and r["frame"] == 1518), None)
             sc["ref_single_rtt_adj_error_pct"] = ref_d.get("adj_error_pct") if ref_d else None
             sc["ref_single_bw_error_pct"] = ref_b.get("error_pct") if ref_b else None
             sc["rtt_adj_errors_pct"] = rerr
             sc["rtt_max_abs_adj_error_pct"] = max(abs(e) for e in rerr) if rerr else None
             log(f"  adjusted RTT errors: max |err| {sc['rtt_max_abs_adj_error_pct']:.3f} %")
             # adjusted RTT goal for 20 ms: max(0.5 %, 50 us) = 0.5 %
-            sc["goal"] = (sc["bw_max_abs_error_pct"] is not None and sc["bw_max_abs_error_pct"] <= 0.5
-                          and sc["rtt_max_abs_adj_error_pct"] is not None and sc["rtt_max_abs_adj_error_pct"] <= 0.5)
+            bw_err, rtt_err = sc["bw_max_abs_error_pct"], sc["rtt_max_abs_adj_error_pct"]
+            sc["goal"] = (bw_err is not None and bw_err <= 0.5
+                          and rtt_err is not None and rtt_err <= 0.5)
             eng.close()
         except Exception as e:
             self.error("scale", e)
@@ -408,15 +449,18 @@ class Suite:
     # ---- driver ---------------------------------------------------------
     def run(self):
         meta = self.res["meta"]
-        meta.update({"date": datetime.datetime.now().isoformat(timespec="seconds"), "quick": self.quick,
+        meta.update({"date": datetime.datetime.now().isoformat(timespec="seconds"),
+                     "quick": self.quick,
                      "host": platform.node(), "kernel": platform.release(), "cpus": os.cpu_count(),
                      "engine_built": self.engine_ok, "busy_poll_variant": self.busy_poll,
-                     "git": sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], check=False).strip()})
+                     "git": sh(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                               check=False).strip()})
         if self.engine_ok:
             import hashlib
             with open(ENGINE, "rb") as f:
                 meta["engine_sha256"] = hashlib.sha256(f.read()).hexdigest()[:12]
-            meta["engine_mtime"] = datetime.datetime.fromtimestamp(os.path.getmtime(ENGINE)).isoformat(timespec="seconds")
+            meta["engine_mtime"] = datetime.datetime.fromtimestamp(
+                os.path.getmtime(ENGINE)).isoformat(timespec="seconds")
         meta["loadavg_start"] = os.getloadavg()
         t0 = time.monotonic()
         for name in ["delay", "bandwidth", "loss", "capacity", "scale"]:
@@ -434,7 +478,8 @@ class Suite:
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="reduced set, < 3 minutes")
     ap.add_argument("--only", help="comma-separated subset: delay,bandwidth,loss,capacity,scale")
     ap.add_argument("--out", default=RESULTS, help="results directory")

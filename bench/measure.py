@@ -9,7 +9,7 @@ import math
 import statistics
 import time
 
-from netlab import GEN, LabError, sh, ns_cmd, wait_json
+from netlab import GEN, LabError, ns_cmd, sh, wait_json
 
 FRAME_OVERHEAD = 42  # Ethernet 14 + IPv4 20 + UDP 8
 _ports = itertools.count(20000)
@@ -24,10 +24,13 @@ def rtt(lab, topo, frame, rate, duration, wait=None):
     """Round trip a->b->a with wanlab-gen ping/echo; returns the ping report."""
     port = next(_ports)
     idle = 2.0 + duration + (wait or 1.0)
-    echo = lab.popen([GEN, "echo", "--bind", f"{topo.ip_b}:{port}", "--idle-exit", str(idle)], ns=topo.ns_b)
+    echo = lab.popen([GEN, "echo", "--bind", f"{topo.ip_b}:{port}", "--idle-exit", str(idle)],
+                     ns=topo.ns_b)
     time.sleep(0.15)
-    ping = lab.popen([GEN, "ping", "--dst", f"{topo.ip_b}:{port}", "--size", str(payload_for_frame(frame)),
-                      "--rate", str(rate), "--duration", str(duration), "--wait", str(wait or 1.0), "--json"],
+    ping = lab.popen([GEN, "ping", "--dst", f"{topo.ip_b}:{port}", "--size",
+                      str(payload_for_frame(frame)),
+                      "--rate", str(rate), "--duration", str(duration), "--wait", str(wait or 1.0),
+                      "--json"],
                      ns=topo.ns_a)
     rep = wait_json(ping, duration + (wait or 1.0) + 30)
     echo.terminate()
@@ -49,7 +52,8 @@ def stream(lab, topo, frame, duration, rate=None, bitrate=None, max_rate=False, 
     port = next(_ports)
     idle = 2.0 + extra_wait
     sink_cmd = [GEN, "sink", "--bind", f"{topo.ip_b}:{port}", "--idle-exit", str(idle),
-                "--fin-exit", str(0.2 + extra_wait), "--duration", str(duration + 10 + 2 * extra_wait), "--json"]
+                "--fin-exit", str(0.2 + extra_wait), "--duration",
+                str(duration + 10 + 2 * extra_wait), "--json"]
     if interval:
         sink_cmd += ["--interval", str(interval)]
     sink = lab.popen(sink_cmd, ns=topo.ns_b)
@@ -83,7 +87,7 @@ def iperf(lab, topo, parallel, duration):
     try:
         j = json.loads(out)
     except ValueError:
-        raise LabError(f"iperf3 gave no JSON: {out[:300]!r}")
+        raise LabError(f"iperf3 gave no JSON: {out[:300]!r}") from None
     if "error" in j:
         raise LabError(f"iperf3: {j['error']}")
     return j["end"]["sum_received"]["bits_per_second"]

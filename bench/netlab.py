@@ -44,7 +44,8 @@ def sh(cmd, check=True, timeout=60, capture=True):
     r = subprocess.run(cmd, stdout=subprocess.PIPE if capture else None,
                        stderr=subprocess.PIPE if capture else None, text=True, timeout=timeout)
     if check and r.returncode != 0:
-        raise LabError(f"command failed ({r.returncode}): {' '.join(cmd)}\n{(r.stderr or '').strip()}")
+        raise LabError(f"command failed ({r.returncode}): "
+                       f"{' '.join(cmd)}\n{(r.stderr or '').strip()}")
     return r.stdout or ""
 
 
@@ -81,7 +82,8 @@ class Lab:
             self.namespaces.remove(name)
 
     def popen(self, cmd, ns=None, **kw):
-        p = subprocess.Popen(ns_cmd(ns, cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+        p = subprocess.Popen(ns_cmd(ns, cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, **kw)
         self.procs.append(p)
         return p
 
@@ -115,7 +117,7 @@ def wait_json(p, timeout):
     except subprocess.TimeoutExpired:
         p.kill()
         out, err = p.communicate()
-        raise LabError(f"timed out: {' '.join(p.args)}")
+        raise LabError(f"timed out: {' '.join(p.args)}") from None
     if p.returncode != 0:
         raise LabError(f"{' '.join(p.args)} exited {p.returncode}: {err.strip()}")
     lines = [l for l in out.splitlines() if l.startswith("{")]
@@ -132,8 +134,10 @@ def mac_of(ns, dev):
 def static_neigh(ns_a, dev_a, ip_a, ns_b, dev_b, ip_b):
     """Install permanent ARP entries both ways so no ARP crosses the link mid-test."""
     ma, mb = mac_of(ns_a, dev_a), mac_of(ns_b, dev_b)
-    sh(ns_cmd(ns_a, ["ip", "neigh", "replace", ip_b, "lladdr", mb, "dev", dev_a, "nud", "permanent"]))
-    sh(ns_cmd(ns_b, ["ip", "neigh", "replace", ip_a, "lladdr", ma, "dev", dev_b, "nud", "permanent"]))
+    sh(ns_cmd(ns_a, ["ip", "neigh", "replace", ip_b, "lladdr", mb, "dev", dev_a, "nud",
+                     "permanent"]))
+    sh(ns_cmd(ns_b, ["ip", "neigh", "replace", ip_a, "lladdr", ma, "dev", dev_b, "nud",
+                     "permanent"]))
 
 
 class Topo:
@@ -153,7 +157,8 @@ class VethTopo(Topo):
         self.ns_a = lab.add_ns(suffix + "a")
         self.ns_b = lab.add_ns(suffix + "b")
         da, db = f"wlb{suffix}a", f"wlb{suffix}b"
-        sh(["ip", "link", "add", da, "netns", self.ns_a, "type", "veth", "peer", "name", db, "netns", self.ns_b])
+        sh(["ip", "link", "add", da, "netns", self.ns_a, "type", "veth", "peer", "name", db,
+            "netns", self.ns_b])
         self.ip_a, self.ip_b = "10.77.0.1", "10.77.0.2"
         for ns, dev, ip in ((self.ns_a, da, self.ip_a), (self.ns_b, db, self.ip_b)):
             sh(ns_cmd(ns, ["ip", "addr", "add", ip + "/24", "dev", dev]))
@@ -172,7 +177,8 @@ class RouterTopo(Topo):
         pairs = [(self.ns_a, f"wlb{suffix}a", "10.77.1.1", f"wlb{suffix}ra", "10.77.1.254"),
                  (self.ns_b, f"wlb{suffix}b", "10.77.2.1", f"wlb{suffix}rb", "10.77.2.254")]
         for ns, dev, ip, rdev, rip in pairs:
-            sh(["ip", "link", "add", dev, "netns", ns, "type", "veth", "peer", "name", rdev, "netns", self.ns_r])
+            sh(["ip", "link", "add", dev, "netns", ns, "type", "veth", "peer", "name", rdev,
+                "netns", self.ns_r])
             sh(ns_cmd(ns, ["ip", "addr", "add", ip + "/24", "dev", dev]))
             sh(ns_cmd(ns, ["ip", "link", "set", dev, "mtu", str(MTU), "up"]))
             sh(ns_cmd(self.ns_r, ["ip", "addr", "add", rip + "/24", "dev", rdev]))
@@ -199,7 +205,8 @@ class Engine:
         deadline = time.time() + 10
         while not os.path.exists(self.path):
             if self.proc.poll() is not None:
-                raise EngineError(f"engine exited {self.proc.returncode}: {self.proc.stderr.read().strip()}")
+                raise EngineError(f"engine exited {self.proc.returncode}: "
+                                  f"{self.proc.stderr.read().strip()}")
             if time.time() > deadline:
                 raise EngineError("engine did not create its control socket within 10 s")
             time.sleep(0.02)
@@ -289,7 +296,8 @@ class EngineTopo(Topo):
 def engine_help():
     """Engine --help text ('' if it cannot run)."""
     try:
-        r = subprocess.run([ENGINE, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=5)
+        r = subprocess.run([ENGINE, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=5)
         return r.stdout
     except Exception:
         return ""

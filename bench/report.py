@@ -7,6 +7,18 @@ def pf(ok):
     return "n/a" if ok is None else ("PASS" if ok else "MISS")
 
 
+def _within(err, bound):
+    return None if err is None else err <= bound
+
+
+def _pct(x):
+    return None if x is None else x * 100
+
+
+def _scaled(x, unit):
+    return None if x is None else x / unit
+
+
 def rate_name(bps):
     if bps >= 1e6:
         return f"{bps/1e6:g} Mbit/s"
@@ -16,77 +28,100 @@ def rate_name(bps):
 def markdown(res):
     m = res["meta"]
     L = [f"# wanlab fidelity & capacity ({'quick' if m.get('quick') else 'full'} run)", "",
-         f"{m.get('date')} · kernel {m.get('kernel')} · {m.get('cpus')} CPUs · git {m.get('git')} · "
-         f"engine built: {m.get('engine_built')} (binary {m.get('engine_sha256')}, {m.get('engine_mtime')}) · busy-poll variant: {m.get('busy_poll_variant')} · "
+         f"{m.get('date')} · kernel {m.get('kernel')} · {m.get('cpus')} CPUs · git {m.get('git')} "
+         "· "
+         f"engine built: {m.get('engine_built')} (binary {m.get('engine_sha256')}, "
+         f"{m.get('engine_mtime')}) · busy-poll variant: {m.get('busy_poll_variant')} · "
          f"total {m.get('total_s')} s · load average at start/end "
-         f"{fmt((m.get('loadavg_start') or [None])[0], 2)}/{fmt((m.get('loadavg_end') or [None])[0], 2)} "
+         f"{fmt((m.get('loadavg_start') or [None])[0], 2)}/"
+         f"{fmt((m.get('loadavg_end') or [None])[0], 2)} "
          "(other work on the host skews capacity numbers)", ""]
     if res["delay"]:
         L += ["## Delay (RTT through one link, wanlab-gen ping at 1000 pps)", "",
               "Goal: adjusted error <= max(0.5 %, 50 us); engine base RTT <= veth RTT + 30 us.", "",
-              "| path | one-way delay (ms) | frame (B) | observed RTT (ms) | stdev (ms) | error % | adjusted RTT (ms) | adjusted error % | goal |",
+              "| path | one-way delay (ms) | frame (B) | observed RTT (ms) | stdev (ms) | error % "
+              "| adjusted RTT (ms) | adjusted error % | goal |",
               "|---|---|---|---|---|---|---|---|---|"]
         for r in res["delay"]:
             if r.get("delay_ms") == 0:
-                goal = pf(r.get("base_goal")) + (f" (veth {fmt(r['veth_rtt_us']/1e3, 4)})" if r.get("veth_rtt_us") else "")
+                veth = r.get("veth_rtt_us")
+                goal = pf(r.get("base_goal")) + (f" (veth {fmt(veth / 1e3, 4)})" if veth else "")
             else:
                 goal = pf(r.get("goal"))
-            us = lambda x: None if x is None else x / 1e3
-            L.append(f"| {r['path']} | {r['delay_ms']} | {r['frame']} | {fmt(us(r['rtt_us']), 4)} | {fmt(us(r['stdev_us']), 4)} | "
-                     f"{fmt(r.get('error_pct'), 3)} | {fmt(us(r.get('adj_rtt_us')), 4)} | {fmt(r.get('adj_error_pct'), 3)} | {goal} |")
+            L.append(f"| {r['path']} | {r['delay_ms']} | {r['frame']} | "
+                     f"{fmt(_scaled(r['rtt_us'], 1e3), 4)} "
+                     f"| {fmt(_scaled(r['stdev_us'], 1e3), 4)} | "
+                     f"{fmt(r.get('error_pct'), 3)} | {fmt(_scaled(r.get('adj_rtt_us'), 1e3), 4)} "
+                     "| "
+                     f"{fmt(r.get('adj_error_pct'), 3)} | {goal} |")
         L.append("")
     if res["bandwidth"]:
         L += ["## Bandwidth (Ethernet frame bytes; offered 3 % above the rate)", "",
               "Goal: |error| <= 0.5 % (sink-measured).", "",
-              "| configured | frame (B) | offered | measured at sink | error % | engine out_bytes rate | engine error % | goal |",
+              "| configured | frame (B) | offered | measured at sink | error % | engine out_bytes "
+              "rate | engine error % | goal |",
               "|---|---|---|---|---|---|---|---|"]
         for r in res["bandwidth"]:
             note = " (offered < rate)" if r.get("offered_short") else ""
-            L.append(f"| {rate_name(r['rate_bps'])} | {r['frame']} | {fmt(r['offered_bps']/1e6, 4)} Mbit/s | "
-                     f"{fmt(r['measured_bps']/1e6, 5)} Mbit/s | {fmt(r['error_pct'], 3)} | {fmt(r['engine_bps']/1e6, 5)} Mbit/s | "
+            L.append(f"| {rate_name(r['rate_bps'])} | {r['frame']} | "
+                     f"{fmt(r['offered_bps']/1e6, 4)} Mbit/s | "
+                     f"{fmt(r['measured_bps']/1e6, 5)} Mbit/s | {fmt(r['error_pct'], 3)} | "
+                     f"{fmt(r['engine_bps']/1e6, 5)} Mbit/s | "
                      f"{fmt(r['engine_error_pct'], 3)} | {pf(r.get('goal'))}{note} |")
         L.append("")
     if res["loss"]:
         L += ["## Loss (Bernoulli, measured by sequence gaps at the sink)", "",
-              "| configured | frame (B) | packets | lost | measured % | 99 % interval % | inside | engine drop_loss/in_pkts % | engine inside | queue drops |",
+              "| configured | frame (B) | packets | lost | measured % | 99 % interval % | inside | "
+              "engine drop_loss/in_pkts % | engine inside | queue drops |",
               "|---|---|---|---|---|---|---|---|---|---|"]
         for r in res["loss"]:
-            L.append(f"| {r['p']*100:g} % | {r['frame']} | {r['expected']} | {r['lost']} | {fmt(r['measured']*100 if r['measured'] is not None else None, 3)} | "
+            L.append(f"| {r['p']*100:g} % | {r['frame']} | {r['expected']} | {r['lost']} | "
+                     f"{fmt(r['measured']*100 if r['measured'] is not None else None, 3)} | "
                      f"{fmt(r['lo']*100, 3)} – {fmt(r['hi']*100, 3)} | {pf(r['inside'])} | "
-                     f"{fmt(r['engine_measured']*100 if r['engine_measured'] is not None else None, 3)} | {pf(r.get('engine_inside'))} | {r['engine_drop_queue']} |")
+                     f"{fmt(_pct(r['engine_measured']), 3)}"
+                     f" | {pf(r.get('engine_inside'))} | {r['engine_drop_queue']} |")
         L.append("")
     if res["capacity"]:
         L += ["## Capacity: 64-byte frames, wanlab-gen send --max (median of 3)", "",
               "Goal (engine): >= 1 Mpps and >= kernel router.", "",
-              "| path | received Mpps | sent Mpps | loss % | vs veth | vs router | goal |", "|---|---|---|---|---|---|---|"]
+              "| path | received Mpps | sent Mpps | loss % | vs veth | vs router | goal |",
+              "|---|---|---|---|---|---|---|"]
         for r in res["capacity"]:
-            mp = lambda x: None if x is None else x / 1e6
-            L.append(f"| {r['path']} | {fmt(mp(r['pps_median']), 3)} | {fmt(mp(r['tx_pps_median']), 3)} | "
-                     f"{fmt(r['loss_median']*100 if r['loss_median'] is not None else None, 2)} | {fmt(r.get('ratio_veth'), 2)} | "
+            L.append(f"| {r['path']} | {fmt(_scaled(r['pps_median'], 1e6), 3)} | "
+                     f"{fmt(_scaled(r['tx_pps_median'], 1e6), 3)} | "
+                     f"{fmt(r['loss_median']*100 if r['loss_median'] is not None else None, 2)} | "
+                     f"{fmt(r.get('ratio_veth'), 2)} | "
                      f"{fmt(r.get('ratio_router'), 2)} | {pf(r.get('goal'))} |")
         L.append("")
     if res["tcp"]:
         L += ["## TCP throughput, iperf3 (median of 3)", "",
               "| path | streams | Gbit/s | vs veth | vs router |", "|---|---|---|---|---|"]
         for r in res["tcp"]:
-            L.append(f"| {r['path']} | {r['parallel']} | {fmt(r['bps_median']/1e9 if r['bps_median'] else None, 3)} | "
+            L.append(f"| {r['path']} | {r['parallel']} | "
+                     f"{fmt(r['bps_median']/1e9 if r['bps_median'] else None, 3)} | "
                      f"{fmt(r.get('ratio_veth'), 2)} | {fmt(r.get('ratio_router'), 2)} |")
         L.append("")
     sc = res.get("scale") or {}
     if sc:
         L += ["## Scale", "",
-              f"{sc.get('links')} configured links ({sc.get('taps')} TAPs; {sc.get('active')} placed in namespaces with traffic, "
+              f"{sc.get('links')} configured links ({sc.get('taps')} TAPs; {sc.get('active')} "
+              "placed in namespaces with traffic, "
               "the rest unplaced).", "",
               "| metric | value | goal |", "|---|---|---|",
               f"| apply time | {fmt(sc.get('apply_s'), 2)} s | |",
-              f"| engine idle CPU over 5 s | {fmt(sc.get('idle_cpu_pct'), 2)} % | {pf(sc.get('idle_goal'))} (<= 1 %) |",
+              f"| engine idle CPU over 5 s | {fmt(sc.get('idle_cpu_pct'), 2)} % | "
+              f"{pf(sc.get('idle_goal'))} (<= 1 %) |",
               f"| engine CPU with 10 × 10 Mbit/s streams | {fmt(sc.get('busy_cpu_pct'), 1)} % | |",
-              f"| bandwidth error, 10 links at 10 Mbit/s, 1518 B (max abs) | {fmt(sc.get('bw_max_abs_error_pct'), 3)} % | "
-              f"{pf(None if sc.get('bw_max_abs_error_pct') is None else sc['bw_max_abs_error_pct'] <= 0.5)} |",
-              f"| same, single-link table (10 Mbit/s, 1518 B) | {fmt(sc.get('ref_single_bw_error_pct'), 3)} % | |",
-              f"| adjusted RTT error, 10 links at 10 ms one-way (max abs) | {fmt(sc.get('rtt_max_abs_adj_error_pct'), 3)} % | "
-              f"{pf(None if sc.get('rtt_max_abs_adj_error_pct') is None else sc['rtt_max_abs_adj_error_pct'] <= 0.5)} |",
-              f"| same, single-link table (10 ms, 64 B) | {fmt(sc.get('ref_single_rtt_adj_error_pct'), 3)} % | |", ""]
+              "| bandwidth error, 10 links at 10 Mbit/s, 1518 B (max abs) | "
+              f"{fmt(sc.get('bw_max_abs_error_pct'), 3)} % | "
+              f"{pf(_within(sc.get('bw_max_abs_error_pct'), 0.5))} |",
+              "| same, single-link table (10 Mbit/s, 1518 B) | "
+              f"{fmt(sc.get('ref_single_bw_error_pct'), 3)} % | |",
+              "| adjusted RTT error, 10 links at 10 ms one-way (max abs) | "
+              f"{fmt(sc.get('rtt_max_abs_adj_error_pct'), 3)} % | "
+              f"{pf(_within(sc.get('rtt_max_abs_adj_error_pct'), 0.5))} |",
+              "| same, single-link table (10 ms, 64 B) | "
+              f"{fmt(sc.get('ref_single_rtt_adj_error_pct'), 3)} % | |", ""]
     if res["errors"]:
         L += ["## Errors", ""] + [f"- {e}" for e in res["errors"]] + [""]
     return "\n".join(L)

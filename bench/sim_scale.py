@@ -30,8 +30,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from wanlab.lifecycle import Lab  # noqa: E402
 from wanlab.frontends.builder import ExperimentBuilder  # noqa: E402
+from wanlab.lifecycle import Lab  # noqa: E402
 
 
 def experiment(name: str, n_nodes: int, rate: int, bw: str):

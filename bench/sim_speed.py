@@ -71,7 +71,8 @@ def run_wanlab(flows: int, bps: float, delay_ms: float, duration: float, cc: str
     # the engine's run, like ns-3's Simulator::Run(); the whole command (JSON in and out,
     # process start) is kept as command_wall_s
     wall = s["engine"]["run_wall_s"] or s["engine"]["wall_s"]
-    return {"wall_s": wall, "command_wall_s": s["engine"]["wall_s"], "events": s["engine"]["events"],
+    return {"wall_s": wall, "command_wall_s": s["engine"]["wall_s"],
+            "events": s["engine"]["events"],
             "events_per_s": s["engine"]["events"] / wall, "delivered_pkts": delivered,
             "delivered_pkts_per_wall_s": delivered / wall,
             "goodput_bps": sum(f["result"]["bytes"] for f in s["flows"]) * 8 / duration}

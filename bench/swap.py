@@ -40,10 +40,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from wanlab.lifecycle import Lab  # noqa: E402
-from wanlab.model.ir import (Experiment, Lan, LanMember, Link, LinkParams, Node,  # noqa: E402
-                             validate)
 from wanlab.backends.emulate import netns  # noqa: E402
+from wanlab.lifecycle import Lab  # noqa: E402
+from wanlab.model.ir import Experiment, Lan, LanMember, Link, LinkParams, Node, validate  # noqa: E402
 
 SHAPED = LinkParams(bandwidth_bps=100_000_000, delay_s=0.001)
 

@@ -38,19 +38,24 @@ def test_markdown_renders_all_sections():
                    "adj_rtt_us": 0.0, "base_goal": True, "veth_rtt_us": 28.0},
                   {"path": "engine", "delay_ms": 5, "frame": 64, "rtt_us": 10030.0, "stdev_us": 5.0,
                    "error_pct": 0.3, "adj_rtt_us": 10000.0, "adj_error_pct": 0.0, "goal": True}],
-        "bandwidth": [{"rate_bps": 56e3, "frame": 64, "offered_bps": 57e3, "measured_bps": 56e3, "error_pct": 0.0,
+        "bandwidth": [{"rate_bps": 56e3, "frame": 64, "offered_bps": 57e3, "measured_bps": 56e3,
+                       "error_pct": 0.0,
                        "engine_bps": 56e3, "engine_error_pct": 0.0, "goal": True}],
-        "loss": [{"p": 0.008, "frame": 64, "expected": 100000, "lost": 800, "measured": 0.008, "lo": 0.0073,
+        "loss": [{"p": 0.008, "frame": 64, "expected": 100000, "lost": 800, "measured": 0.008,
+                  "lo": 0.0073,
                   "hi": 0.0087, "inside": True, "engine_measured": 0.008, "engine_inside": True,
                   "engine_drop_queue": 0}],
         "capacity": [{"path": "veth", "pps_median": 2e5, "tx_pps_median": 2e5, "loss_median": 0.0,
                       "ratio_veth": 1.0, "ratio_router": 1.2}],
-        "tcp": [{"path": "veth", "parallel": 1, "bps_median": 1e10, "ratio_veth": 1.0, "ratio_router": None}],
-        "scale": {"links": 1000, "taps": 2000, "active": 10, "idle_cpu_pct": 0.0, "idle_goal": True},
+        "tcp": [{"path": "veth", "parallel": 1, "bps_median": 1e10, "ratio_veth": 1.0,
+                 "ratio_router": None}],
+        "scale": {"links": 1000, "taps": 2000, "active": 10, "idle_cpu_pct": 0.0,
+                  "idle_goal": True},
         "errors": ["x: y"],
     }
     md = report.markdown(res)
-    for h in ["## Delay", "## Bandwidth", "## Loss", "## Capacity", "## TCP", "## Scale", "## Errors"]:
+    for h in ["## Delay", "## Bandwidth", "## Loss", "## Capacity", "## TCP", "## Scale",
+              "## Errors"]:
         assert h in md
     assert "| engine | 5 | 64 | 10.0300 |" in md
     assert "56 kbit/s" in md
