@@ -191,11 +191,15 @@ class Lab:
             try:
                 plan = swap.swap_in(self.store, row, self.stages(), self.say)
                 built = True
+                # a part that died while the others were built: fail now, not at first use
+                h = health.check(self.store, row.id, self.store.folder(name))
+                if not h.ok:
+                    raise WanlabError(f"swap-in of {name!r} failed: {'; '.join(h.broken)}")
                 for w in plan.warnings:
                     self.say(f"warning: {w}")
                 self.store.set_state(row.id, ACTIVE, "repaired" if repair else "swapped in")
             except BaseException as e:
-                if built:       # interrupted after the building: undo it all the same
+                if built:       # broken or interrupted after the building: undo it all the same
                     swap.teardown(self.store, row.id, self.say)
                 stopped = isinstance(e, KeyboardInterrupt)
                 self.store.set_state(row.id, before, "swap-in interrupted" if stopped
