@@ -65,6 +65,15 @@ def wait_stopped(p, timeout=30.0):
     raise AssertionError("the CLI never reached its pause point")
 
 
+def wait_gone(pid, timeout=10.0):
+    """Wait until ``pid`` has died (reaping it if it is our child, as the health check
+    would)."""
+    deadline = time.monotonic() + timeout
+    while procs.alive(pid, None):
+        assert time.monotonic() < deadline, f"process {pid} survived SIGKILL"
+        time.sleep(0.01)
+
+
 def recorded(home):
     """Every resource ever recorded in the store at ``home`` (removed ones too), and the
     short ids of its experiments."""
@@ -209,7 +218,7 @@ def test_dead_engine_makes_the_experiment_degraded_and_repair_rebuilds_it(lab):
     lab.create(pair(name="dead"))
     pid = resource_pid(lab.store.home, "engine")
     os.kill(pid, signal.SIGKILL)
-    time.sleep(0.1)
+    wait_gone(pid)
     (listed,) = lab.list()
     assert listed.state == "degraded"
     # this process started the engine, so it reaps it and knows the signal
@@ -239,8 +248,9 @@ def test_dead_scheduler_is_noticed_by_show_on_the_command_line(tmp_path, spec, m
     p = cli(home, "create", spec)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
-    os.kill(resource_pid(home, "scheduler"), signal.SIGKILL)
-    time.sleep(0.2)
+    pid = resource_pid(home, "scheduler")
+    os.kill(pid, signal.SIGKILL)
+    wait_gone(pid)
     p = cli(home, "show", "faulty")
     out, _ = p.communicate(timeout=30)
     first = out.splitlines()[0]
