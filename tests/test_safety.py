@@ -12,8 +12,8 @@ import sys
 from dataclasses import replace
 
 import pytest
-
 from conftest import ROOT, needs_root, pair
+
 from wanlab.errors import SpecError, WanlabError
 from wanlab.frontends.builder import ExperimentBuilder
 from wanlab.lifecycle import Lab
@@ -26,7 +26,7 @@ BAD_NAMES = ["../../../../tmp/v", "a/b", "/etc", "", "1abc", "-x", "a b", "a\n",
 
 def wanlab(home, *args):
     return subprocess.run([sys.executable, "-m", "wanlab.cli", "--home", str(home), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
 
 
 def files_under(path):

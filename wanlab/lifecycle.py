@@ -611,7 +611,7 @@ class Lab:
         if not netns.exists(ns):
             raise WanlabError(f"node {node!r} has no namespace; run 'wanlab cleanup {name}' "
                               f"and swap in again")
-        return nodes.node_argv(ns, node, argv)
+        return nodes.node_argv(self.store, row, ns, node, argv)
 
     def exec(self, name: str, node: str, argv: list[str], **kw: Any) -> subprocess.CompletedProcess:
         """Run ``argv`` in ``node``; keyword arguments go to subprocess.run."""

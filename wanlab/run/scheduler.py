@@ -36,6 +36,7 @@ so their flows are recorded, and then it exits.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import heapq
 import itertools
 import json
@@ -43,6 +44,7 @@ import os
 import queue
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -223,6 +225,12 @@ class Scheduler:
             threading.Thread(target=self._client, args=(conn,), daemon=True).start()
 
     def _client(self, conn: socket.socket) -> None:
+        why = peer_refused(conn)
+        if why:
+            with contextlib.suppress(OSError):
+                conn.sendall((json.dumps({"ok": False, "error": why}) + "\n").encode())
+            conn.close()
+            return
         f = conn.makefile("rb")
         try:
             for line in f:
@@ -290,6 +298,23 @@ class Scheduler:
             self.cond.notify_all()
         self.rt.stop_all()
         os._exit(0)
+
+
+def peer_refused(conn: socket.socket) -> str | None:
+    """Why a client of the event socket is refused (None: accepted). Only processes of our
+    own user in our own network namespace may send events: never a process inside a node
+    (docs/security.md), even if it found the socket."""
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                         struct.calcsize("3i")))
+    if uid != os.geteuid():
+        return f"refused: client uid {uid} is not {os.geteuid()}"
+    try:
+        theirs = os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return "refused: cannot tell the client's network namespace"
+    if theirs != os.stat("/proc/self/ns/net").st_ino:
+        return "refused: the client is not in the host's network namespace"
+    return None
 
 
 def parse_time(text: str, now: float) -> float:

@@ -91,8 +91,9 @@ class TrafficAgent:
         ns = self.rt.plan.nodes[node].netns
         rid = self.rt.record_process(f"agent-{self.app.name}-{self.flows}-{argv[0]}", node)
         with open(out, "wb") as f:
-            p = subprocess.Popen(nodes.node_argv(ns, node, argv), stdin=subprocess.DEVNULL,
-                                 stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+            p = subprocess.Popen(nodes.node_argv(self.rt.store, self.rt.row, ns, node, argv),
+                                 stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
         self.rt.process_started(rid, p.pid)
         return p
 

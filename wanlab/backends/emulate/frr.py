@@ -45,9 +45,13 @@ from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.types import NodePlan, Plan
 from wanlab.backends.emulate import netns, procs
-from wanlab.backends.emulate.nodes import node_argv
+from wanlab.backends.emulate.nodes import ensure_holders, node_argv
 
 FRR_BIN = "/usr/lib/frr"
+# a capability a node's commands lack that FRR's daemons ask for at start (network namespaces
+# for VRFs) and refuse to run without; only these wanlab-started daemons keep it (they run as
+# user frr, which a node's processes cannot ptrace; docs/security.md)
+FRR_CAPS = ("sys_admin",)
 DYNAMIC = ("session", "ospf", "bgp")
 
 
@@ -148,13 +152,19 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
                 f.write(text)
             _chown_frr(path)
             os.chmod(path, 0o640)
+    # every node's files are in place: build the nodes' confinement (in parallel) now
+    ensure_holders(store, row, [(np_.netns, np_.name) for np_ in plan.nodes.values()])
+    for np_ in plan.nodes.values():
+        logdir = os.path.join(folder, "nodes", np_.name)
+        run = os.path.join(etc_dir(np_.netns), "run")
         daemons = ["zebra"] + (["ospfd"] if exp.rtproto != "bgp" else []) + (
             ["bgpd"] if np_.name in dict(exp.asns) else [])
         for daemon in daemons:
             argv = [os.path.join(FRR_BIN, daemon), "-f", f"/etc/frr/{daemon}.conf",
                     "-i", f"/run/frr/{daemon}.pid", "-P", "0", "-u", "frr", "-g", "frr"]
             _spawn(store, row, np_, f"frr-{daemon}-{np_.name}",
-                   node_argv(np_.netns, np_.name, argv), os.path.join(logdir, f"{daemon}.out"))
+                   node_argv(store, row, np_.netns, np_.name, argv, keep=FRR_CAPS),
+                   os.path.join(logdir, f"{daemon}.out"))
             if daemon == "zebra":
                 _wait_socket(os.path.join(run, "zserv.api"))
         _spawn(store, row, np_, f"route-monitor-{np_.name}",

@@ -1,8 +1,12 @@
 """A node's process context: how a command runs inside a node.
 
 ``node_argv`` is the one place that says what "inside a node" means (network
-namespace, hosts file, hostname, FRR sockets); start commands, Programs, traffic
-agents, FRR and ``wanlab exec``/``shell`` all go through it.
+namespace, hosts file, hostname, FRR sockets, and the confinement of
+docs/security.md: wanlab's state hidden, private /tmp, /run and /dev, the host's
+files read-only, a reduced capability bounding set); start commands, Programs,
+traffic agents, FRR and ``wanlab exec``/``shell`` all go through it. The
+confinement is built once per node by a holder process (:func:`ensure_holders`)
+whose namespaces later commands enter.
 """
 
 from __future__ import annotations
@@ -13,21 +17,184 @@ import shlex
 import subprocess
 
 from wanlab.backends.emulate import procs
+from wanlab.errors import WanlabError
 from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
 
 
-# Inside the node: its hostname, and (when it runs FRR) its own /run/frr, so vtysh and the
-# daemons meet there (/etc/frr is already the node's own: ip netns exec binds /etc/netns/NS/*).
-NODE_SHELL = ('hostname "$0" || exit 111; '
-              'if [ -d /etc/frr/run ]; then mkdir -p /run/frr && '
-              'mount --bind /etc/frr/run /run/frr || exit 111; fi; exec "$@"')
+# Capabilities a node never has (its bounding set): no mounts or setns (SYS_ADMIN), no ptrace
+# or /proc/PID/{root,ns} of wanlab's own processes (SYS_PTRACE; and a smaller permitted set
+# than theirs), no modules, raw I/O, reboot, clock, file handles that bypass mounts
+# (DAC_READ_SEARCH), device nodes, file capabilities, kernel log, BPF. Kept: NET_ADMIN,
+# NET_RAW, NET_BIND_SERVICE (FRR, ping, iperf3, tcpdump), SETUID/SETGID (FRR and tcpdump drop
+# to their users), DAC_OVERRIDE, CHOWN, FOWNER, KILL, SYS_NICE, SYS_RESOURCE, IPC_*.
+DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot",
+                "dac_read_search", "mknod", "sys_time", "setfcap", "mac_admin", "mac_override",
+                "audit_control", "syslog", "bpf", "perfmon", "checkpoint_restore",
+                "linux_immutable", "sys_pacct", "sys_tty_config", "wake_alarm", "block_suspend")
+
+# Run by ``sh -c`` inside ``ip netns exec`` (a fresh mount namespace, slave to the host's, with
+# /etc/netns/NS/* bound over /etc) and ``unshare --uts``; $0 node, $1 state folder, $2 the
+# node's folder, $3 setpriv's --bounding-set, then the command. Mounts made here never reach
+# the host. In order:
+#  - the host's own mounts (/ and any other) are noted, to be made read-only at the end (a
+#    node must not rewrite wanlab, FRR, /etc/cron.d ... of the host it runs on);
+#  - stage: a tmpfs over /run, holding the node's folder and a new minimal /dev;
+#  - /dev: null, zero, full, random, urandom, tty, net/tun, a private devpts and shm
+#    (no disks, no memory devices);
+#  - the state folder is hidden under an empty tmpfs (the store, locks, every experiment's
+#    sockets and files), and only the node's own folder is bound back at its path (its logs,
+#    FRR's logs, its start command's output);
+#  - /tmp, /var/tmp and /run are the node's own (<node folder>/tmp, /run), kept across its
+#    commands; the
+#    node's /run/frr is /etc/frr/run (FRR's sockets), so vtysh meets the node's own daemons;
+#  - /var/lib/wanlab and /etc/netns (other nodes' FRR sockets) are hidden;
+#  - /sys and /proc/sys are read-only except /proc/sys/net (the node's own network sysctls);
+#  - the working directory is re-entered by path (never a host directory kept open), and
+#    the command runs with the capabilities above removed from its bounding set.
+NODE_SHELL = r"""node=$0 home=$1 dir=$2 caps=$3; shift 3
+cwd=$(pwd); cd / || exit 111
+host_mounts=$(awk '$2 !~ "^/(proc|sys|dev|run|tmp|var/tmp|etc)(/|$)" { print $2 }' /proc/self/mounts)
+hostname "$node" || exit 111
+mkdir -p "$dir/tmp" "$dir/run" && chmod 1777 "$dir/tmp" &&
+mount -t tmpfs -o mode=0755,size=1m wanlab-stage /run &&
+mkdir /run/node /run/dev && mount --bind "$dir" /run/node &&
+mount -t tmpfs -o mode=0755,size=1m,nosuid,noexec wanlab-dev /run/dev || exit 111
+for d in null zero full random urandom tty; do
+  touch "/run/dev/$d" && mount --bind "/dev/$d" "/run/dev/$d" || exit 111
+done
+if [ -c /dev/net/tun ]; then
+  mkdir /run/dev/net && touch /run/dev/net/tun && mount --bind /dev/net/tun /run/dev/net/tun ||
+  exit 111
+fi
+mkdir /run/dev/pts /run/dev/shm && ln -s pts/ptmx /run/dev/ptmx &&
+ln -s /proc/self/fd /run/dev/fd && ln -s /proc/self/fd/0 /run/dev/stdin &&
+ln -s /proc/self/fd/1 /run/dev/stdout && ln -s /proc/self/fd/2 /run/dev/stderr &&
+mount --move /run/dev /dev &&
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /dev/pts &&
+mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev shm /dev/shm &&
+mount -t tmpfs -o mode=0711,size=1m wanlab-hidden "$home" &&
+mkdir -p "$dir" && mount --bind /run/node "$dir" &&
+mount --bind /run/node/tmp /tmp && mount --bind /run/node/tmp /var/tmp || exit 111
+if [ "$(stat -c %d:%i "$dir" 2>/dev/null)" != "$(stat -c %d:%i /run/node)" ]; then
+  mkdir -p "$dir" && mount --bind /run/node "$dir" || exit 111     # the folder was under /tmp
+fi
+mount --bind /run/node/run /run || exit 111
+if [ -d /etc/frr/run ]; then mkdir -p /run/frr && mount --bind /etc/frr/run /run/frr ||
+  exit 111; fi
+for h in /var/lib/wanlab /etc/netns; do
+  if [ -d "$h" ] && [ "$h" != "$home" ]; then
+    mount -t tmpfs -o mode=0711,size=1m wanlab-hidden "$h" || exit 111; fi
+done
+mount -o remount,bind,ro /sys &&
+mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys &&
+mount --bind /proc/sys/net /proc/sys/net && mount -o remount,bind,rw /proc/sys/net || exit 111
+if [ -e /proc/sysrq-trigger ]; then mount --bind /dev/null /proc/sysrq-trigger || exit 111; fi
+for m in $host_mounts; do
+  case "$m" in "$home"|"$home"/*|/var/lib/wanlab|/var/lib/wanlab/*) continue;; esac
+  mount -o remount,bind,ro "$(printf '%b' "$m")" || exit 111
+done
+cd "$cwd" 2>/dev/null || cd "$dir" || exit 111
+exec setpriv --bounding-set "$caps" -- "$@"
+"""
 
 
-def node_argv(ns: str, node: str, argv: list[str]) -> list[str]:
-    """Run ``argv`` inside a node: its namespace, hosts file, hostname and FRR sockets."""
+def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
+    """Build the node's confinement (NODE_SHELL) from scratch and run ``argv`` in it."""
+    home = os.path.dirname(os.path.dirname(folder))
+    ndir = os.path.join(folder, "nodes", node)
+    caps = ",".join("-" + c for c in DROPPED_CAPS)
     return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c", NODE_SHELL, node,
-            *argv]
+            home, ndir, caps, *argv]
+
+
+# Enter a node's holder (its network, mount and UTS namespaces), drop capabilities, and go to
+# the caller's working directory *by path* in the node's view (else the node's folder).
+ENTER_SHELL = (
+    'pid=$0 caps=$1; shift; exec nsenter -t "$pid" -m -u -n -- setpriv --bounding-set '
+    '"$caps" -- sh -c \'cd "$0" 2>/dev/null || cd "$1" || exit 111; shift; exec "$@"\' '
+    '"$(pwd -P)" "$@"')
+
+
+def _holder_file(store: Store, row: ExperimentRow, node: str) -> str:
+    # in the experiment's folder, which no node sees (a node could rewrite a pid in its own)
+    return store.folder(row.name, "holders", node)
+
+
+def _live_holder(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            pid, started = (int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return None
+    return pid if procs.alive(pid, started) else None
+
+
+def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, str]]) -> None:
+    """Make sure each (netns, node) of ``targets`` has a live holder, starting the missing
+    ones in parallel.
+
+    A holder is a process that built the node's confinement once (NODE_SHELL) and then
+    sleeps; every later command enters its namespaces with ``nsenter`` (milliseconds instead
+    of a few dozen mounts). It is a recorded process (teardown kills it). Start it after
+    /etc/netns/<ns>/* is complete (FRR's files): ``ip netns exec`` binds what exists then."""
+    import fcntl
+    if len(targets) > 64:                # bound the open pipes and lock files
+        for i in range(0, len(targets), 64):
+            ensure_holders(store, row, targets[i:i + 64])
+        return
+    folder = store.folder(row.name)
+    hdir = store.folder(row.name, "holders")
+    os.makedirs(hdir, mode=0o700, exist_ok=True)
+    started: list[tuple[str, str, subprocess.Popen, int | None, int]] = []
+    with contextlib.ExitStack() as locks:
+        for ns, node in targets:
+            path = _holder_file(store, row, node)
+            lock = locks.enter_context(open(path + ".lock", "a"))
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if _live_holder(path):
+                continue
+            rid = store.record(row.id, "process", f"node-{node}", node=node, role="holder")
+            p = subprocess.Popen(
+                _setup_argv(ns, node, ["sh", "-c", "echo ready; exec sleep infinity"], folder),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                start_new_session=True)
+            st = procs.start_time(p.pid)
+            store.update_resource(rid, "created", pid=p.pid, started=st)
+            started.append((node, path, p, st, rid))
+        for node, path, p, st, _rid in started:
+            assert p.stdout is not None
+            line = p.stdout.readline()
+            if line != b"ready\n":
+                rest = (line + p.stdout.read()).decode(errors="replace").strip()
+                p.wait()
+                raise WanlabError(f"node {node}: could not build its confinement (exit "
+                                  f"{p.returncode}): {rest.splitlines()[-1] if rest else ''}")
+            p.stdout.close()
+            tmp = path + ".new"
+            with open(tmp, "w") as f:
+                f.write(f"{p.pid} {st}\n")
+            os.replace(tmp, path)
+
+
+def node_argv(store: Store, row: ExperimentRow, ns: str, node: str, argv: list[str],
+              keep: tuple[str, ...] = ()) -> list[str]:
+    """Run ``argv`` inside a node: its network namespace, hosts file, hostname, FRR sockets,
+    its own /tmp and /run, with wanlab's state hidden, the host's files read-only and
+    dangerous capabilities dropped (docs/security.md).
+
+    ``keep`` names dropped capabilities a trusted daemon wanlab starts still needs (FRR:
+    ``sys_admin``). The node's holder is started first if it has none."""
+    path = _holder_file(store, row, node)
+    pid = _live_holder(path)
+    if pid is None:
+        ensure_holders(store, row, [(ns, node)])
+        pid = _live_holder(path)
+        if pid is None:
+            raise WanlabError(f"node {node}: its holder process died at once")
+    caps = ",".join("-" + c for c in DROPPED_CAPS if c not in keep)
+    ndir = store.folder(row.name, "nodes", node)
+    return ["sh", "-c", ENTER_SHELL, str(pid), caps, ndir, *argv]
 
 
 def start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: str,
@@ -41,7 +208,8 @@ def start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: 
     script = f"sh -c {shlex.quote(cmd)}; echo $? > {shlex.quote(code)}"
     rid = store.record(row.id, "process", f"startcmd-{node}", node=node)
     with open(out, "ab") as log:
-        p = subprocess.Popen(node_argv(plan.nodes[node].netns, node, ["sh", "-c", script]),
+        p = subprocess.Popen(node_argv(store, row, plan.nodes[node].netns, node,
+                                       ["sh", "-c", script]),
                              cwd=ndir, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                              start_new_session=True)
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))

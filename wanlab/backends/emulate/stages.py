@@ -18,6 +18,9 @@ The emulation stages, in swap-in order (:data:`STAGES`):
   ``addresses``   loopback, and each TAP's MAC, MTU and address; up
   ``routes``      static and manual routes, and each node's ``/etc/netns/<ns>/hosts``
   ``routing``     FRR daemons in every node, for dynamic routing; waits for convergence
+  ``confine``     each node's holder: its confinement (state hidden, own /tmp, /run, /dev,
+                  host files read-only, fewer capabilities; docs/security.md), built once,
+                  entered by every later command (FRR builds its nodes' holders itself)
   ``startcmds``   start commands (``tb-set-node-startcmd``), output in ``nodes/<node>/``
 
 The run layer adds its own two (:mod:`wanlab.run.stages`): ``scheduler`` right after
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from pyroute2.netlink.exceptions import NetlinkError
 
 from wanlab.backends.emulate import engine, frr, netns, procs, resources
-from wanlab.backends.emulate.nodes import start_command
+from wanlab.backends.emulate.nodes import ensure_holders, start_command
 from wanlab.engine.protocol import Apply
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
@@ -247,6 +250,10 @@ def _routing(b: Build) -> None:
     b.say(f"routing converged in {took:.1f} s")
 
 
+def _confine(b: Build) -> None:
+    ensure_holders(b.store, b.row, [(b.plan.nodes[n].netns, n) for n in b.nodes])
+
+
 def _startcmds(b: Build) -> None:
     cmds = {n.name: n.startcmd for n in b.exp.nodes if n.startcmd}
     todo = [n for n in b.startcmds if cmds.get(n)]
@@ -264,6 +271,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("addresses", _addresses),
     Stage("routes", _routes),
     Stage("routing", _routing),
+    Stage("confine", _confine),
     Stage("startcmds", _startcmds),
 )
 

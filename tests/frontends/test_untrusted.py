@@ -1,0 +1,121 @@
+"""Issue 17 defect 2: a spec cannot run away with the host.
+
+Python specs run in a bounded child process (time, memory; its process group is
+killed afterwards); YAML anchor bombs and recursive documents are refused before
+they are built. Every failure is one SpecError naming the file.
+"""
+
+import os
+import time
+
+import pytest
+
+from wanlab.errors import SpecError
+from wanlab.frontends import load, pyspec, yaml_spec
+
+GOOD = ("from wanlab.frontends.builder import ExperimentBuilder\n"
+        "b = ExperimentBuilder('pyexp')\nb.node('a')\nexperiment = b\n")
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_python_spec_runs_in_a_child(tmp_path):
+    p = tmp_path / "exp.py"
+    p.write_text("import os\nprint('hello from the spec')\n" + GOOD +
+                 f"open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n")
+    exp = load(p)
+    assert exp.name == "pyexp" and [n.name for n in exp.nodes] == ["a"]
+    assert int((tmp_path / "pid").read_text()) != os.getpid()
+
+
+def test_sys_exit_is_a_clear_error(tmp_path):
+    p = tmp_path / "exit.py"
+    p.write_text("import sys\n\nsys.exit(3)\n")
+    with pytest.raises(SpecError) as ei:
+        load(p)
+    assert ei.value.file == str(p) and ei.value.line == 3
+    assert "sys.exit(3)" in ei.value.message
+
+
+def test_an_exception_names_the_users_line(tmp_path):
+    p = tmp_path / "boom.py"
+    p.write_text("x = 1\n\ndef f():\n    return {}['k']\n\nf()\n")
+    with pytest.raises(SpecError) as ei:
+        load(p)
+    assert ei.value.line == 4 and "KeyError" in ei.value.message
+
+
+def test_timeout_kills_the_script_and_its_background_children(tmp_path):
+    p = tmp_path / "slow.py"
+    pidfile = tmp_path / "bg"
+    p.write_text("import subprocess, time\n"
+                 "bg = subprocess.Popen(['sleep', '95'])\n"
+                 f"open({str(pidfile)!r}, 'w').write(str(bg.pid))\n"
+                 "while True:\n    pass\n")
+    t = time.monotonic()
+    with pytest.raises(SpecError, match="did not finish within 2 s|more than 2 s of CPU"):
+        pyspec.load(p, timeout=2)
+    assert time.monotonic() - t < 30
+    bg = int(pidfile.read_text())
+    for _ in range(100):
+        if not alive(bg):
+            break
+        time.sleep(0.05)
+    assert not alive(bg), "the background process outlived the parse"
+
+
+def test_a_finished_parse_leaves_no_background_process(tmp_path):
+    p = tmp_path / "bg.py"
+    pidfile = tmp_path / "bg"
+    p.write_text("import subprocess\nbg = subprocess.Popen(['sleep', '95'])\n"
+                 f"open({str(pidfile)!r}, 'w').write(str(bg.pid))\n" + GOOD)
+    assert load(p).name == "pyexp"
+    bg = int(pidfile.read_text())
+    for _ in range(100):
+        if not alive(bg):
+            break
+        time.sleep(0.05)
+    assert not alive(bg)
+
+
+def test_memory_limit(tmp_path):
+    p = tmp_path / "hog.py"
+    p.write_text("x = []\nwhile True:\n    x.append(bytearray(16 << 20))\n")
+    with pytest.raises(SpecError, match="memory"):
+        pyspec.load(p, memory=512 << 20)
+
+
+YAML_BOMB = "".join(
+    f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]\n"
+    for p, c in zip("abcdefgh", "bcdefghi")
+)
+
+
+def test_yaml_alias_bomb_is_refused_before_building():
+    text = 'a: &a ["x","x","x","x","x","x","x","x","x"]\n' + YAML_BOMB
+    t = time.monotonic()
+    with pytest.raises(SpecError, match="alias bomb") as ei:
+        yaml_spec.loads(text, file="bomb.yaml")
+    assert ei.value.file == "bomb.yaml"
+    assert time.monotonic() - t < 10          # generous: it takes milliseconds
+
+
+def test_yaml_recursive_alias_is_refused():
+    with pytest.raises(SpecError, match="refers to its own anchor") as ei:
+        yaml_spec.loads("name: x\nnodes: &n [a, *n]\n", file="rec.yaml")
+    assert ei.value.line == 2
+
+
+def test_yaml_ordinary_aliases_still_work():
+    text = ("name: al\nnodes: [a, b]\n"
+            "links:\n  - {nodes: [a, b], <<: &p {bandwidth: 10Mb, delay: 5ms}}\n"
+            "  - {name: l2, nodes: [b, a], <<: *p}\n")
+    exp = yaml_spec.loads(text, file="al.yaml")
+    assert [l.ab.delay_s for l in exp.links] == [0.005, 0.005]
+    assert yaml_spec.expansion_bound(10) >= 100_000
