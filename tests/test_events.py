@@ -70,6 +70,35 @@ def test_cbr_delivers_its_rate_for_its_duration(lab, tmp_path):
     assert all(0 <= e["lateness_s"] < 0.05 for e in log)
 
 
+def test_random_sources_between_emulated_nodes_send_their_mean_rate(lab, tmp_path):
+    """Poisson and on/off applications between emulated nodes were never sent (and an
+    event to one got a wrong message): wanlab-gen now draws their departures."""
+    body = CBR.replace("Application/Traffic/CBR", "Application/Traffic/Poisson") + """\
+set onoff [new Application/Traffic/Exponential]
+$onoff set packetSize_ 1000
+$onoff set rate_ 1Mb
+$onoff set burst_time_ 0.2
+$onoff set idle_time_ 0.3
+$onoff attach-agent $udp0
+$ns at 0.5 "$cbr0 start"
+$ns at 4.5 "$cbr0 stop"
+$ns at 4.6 "$onoff start"
+$ns at 8.6 "$onoff stop"
+"""
+    create(lab, tmp_path, body, "random")
+    flows = wait_for(lambda: len(lab.flows("random")) == 2 and lab.flows("random"),
+                     timeout=30)
+    poisson, onoff = (f["result"] for f in flows)
+    assert poisson["kind"] == "poisson" and onoff["kind"] == "exponential"
+    # Poisson at 125 packets/s for 4 s: 500 +- 4 sigma (sigma ~ 22), none lost
+    assert 410 <= poisson["packets"] <= 590 and poisson["lost"] == 0, poisson["packets"]
+    # not a constant rate: the packets per 0.1 s vary as a Poisson count (mean 12.5)
+    counts = poisson["sink"]["interval_pkts"][3:-3]
+    assert max(counts) - min(counts) >= 6, counts
+    # on/off: bursts at 1 Mbit/s 40 % of the time, on average; well below 500 packets
+    assert 0 < onoff["packets"] < 400, onoff["packets"]
+
+
 def test_ping_shows_the_gap_of_a_link_down_from_2_to_4_s(lab, tmp_path):
     create(lab, tmp_path, '$ns at 2 "$link0 down"\n$ns at 4 "$link0 up"\n', "gap")
     t0 = t0_of(lab, "gap")

@@ -10,6 +10,7 @@ pub mod json;
 pub mod net;
 pub mod pacer;
 pub mod packet;
+pub mod pattern;
 pub mod ping;
 pub mod send;
 pub mod sink;

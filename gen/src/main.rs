@@ -8,6 +8,7 @@ use sink::StopRule;
 use std::process::ExitCode;
 use std::time::Duration;
 use wanlab_gen::args::Args;
+use wanlab_gen::pattern::{Dist, Pattern};
 use wanlab_gen::{echo, json, net, packet, ping, send, sink};
 
 const USAGE: &str = "\
@@ -16,6 +17,8 @@ wanlab-gen: sendmmsg/recvmmsg UDP generator and sink
   wanlab-gen send --dst IP:PORT --size BYTES (--rate PPS | --bitrate BPS | --max)
                   (--duration SECS | --count N) [--batch 64] [--tos N] [--bind IP:PORT]
                   [--bitrate-counts frame|ip|payload] [--fin N] [--wait-signal] [--json]
+                  [--pattern cbr|poisson|exponential|pareto [--burst SECS --idle SECS]
+                   [--shape X] [--seed N]]
   wanlab-gen sink --bind IP:PORT (--duration SECS | --idle-exit SECS) [--interval SECS]
                   [--fin-exit SECS] [--batch 256] [--json]
   wanlab-gen echo --bind IP:PORT (--duration SECS | --idle-exit SECS) [--batch 64] [--json]
@@ -25,6 +28,9 @@ wanlab-gen: sendmmsg/recvmmsg UDP generator and sink
 --size is the UDP payload (>= 20); the Ethernet frame is size + 42 bytes.
 --bitrate counts Ethernet frame bytes by default (--bitrate-counts).
 --wait-signal: set everything up, then start sending on SIGUSR1.
+--pattern: random departures (ns-2's sources): poisson = exponential gaps at the mean
+rate; exponential/pareto = on/off bursts at the rate, of mean --burst seconds, separated
+by idle times of mean --idle seconds (Pareto --shape, default 1.5); --seed fixes the draws.
 Datagrams carry a sequence number and a CLOCK_MONOTONIC send timestamp;
 the sink reports loss (sequence gaps), reordering, duplicates, one-way delay
 and throughput. Numbers accept k/M/G suffixes (decimal).";
@@ -80,6 +86,11 @@ const SEND_OPTS: &[&str] = &[
     "bitrate-counts",
     "fin",
     "wait",
+    "pattern",
+    "burst",
+    "idle",
+    "shape",
+    "seed",
 ];
 
 /// Build the send configuration and the connected socket shared by send/ping.
@@ -143,6 +154,7 @@ fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg
         net::set_tos(&sock, t as u8).map_err(|e| format!("cannot set TOS: {e}"))?;
     }
     let fin_copies = a.u64("fin")?.unwrap_or(5).min(1000) as u32;
+    let pattern = pattern(a, num)?;
     Ok((
         sock,
         SendCfg {
@@ -153,8 +165,53 @@ fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg
             count,
             batch,
             fin_copies,
+            pattern,
         },
     ))
+}
+
+/// `--pattern poisson|exponential|pareto` (with `--burst`, `--idle`, `--shape`, `--seed`):
+/// random departures around the rate (ns-2's Poisson and on/off sources).
+fn pattern(a: &Args, pps_num: u128) -> Result<Option<(Pattern, u64)>, String> {
+    let name = a.str("pattern").unwrap_or("cbr");
+    let seed = a.u64("seed")?.unwrap_or(1);
+    let on_off = |dist| -> Result<Pattern, String> {
+        let burst = a
+            .f64("burst")?
+            .ok_or("--pattern exponential|pareto needs --burst SECS")?;
+        let idle = a
+            .f64("idle")?
+            .ok_or("--pattern exponential|pareto needs --idle SECS")?;
+        if !(burst > 0.0 && burst < 1e7) || !(0.0..1e7).contains(&idle) {
+            return Err("--burst must be > 0 and --idle >= 0 seconds".into());
+        }
+        Ok(Pattern::OnOff {
+            burst_ns: burst * 1e9,
+            idle_ns: idle * 1e9,
+            dist,
+        })
+    };
+    let p = match name {
+        "cbr" => return Ok(None),
+        "poisson" => Pattern::Poisson,
+        "exponential" => on_off(Dist::Exponential)?,
+        "pareto" => {
+            let shape = a.f64("shape")?.unwrap_or(1.5);
+            if !(shape > 1.0 && shape < 1e6) {
+                return Err("--shape must be > 1".into());
+            }
+            on_off(Dist::Pareto { shape })?
+        }
+        o => {
+            return Err(format!(
+                "--pattern: expected cbr, poisson, exponential or pareto, got '{o}'"
+            ))
+        }
+    };
+    if pps_num == 0 {
+        return Err("--pattern needs --rate or --bitrate (not --max)".into());
+    }
+    Ok(Some((p, seed)))
 }
 
 fn cmd_send(rest: &[String]) -> Result<(), String> {

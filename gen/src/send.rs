@@ -11,6 +11,7 @@ use crate::json::Obj;
 use crate::net::{Batch, SendResult};
 use crate::pacer::Pacer;
 use crate::packet::{self, Header, Kind, FRAME_OVERHEAD, HEADER_LEN, IP_OVERHEAD};
+use crate::pattern::{Pattern, RandomPacer};
 use std::net::UdpSocket;
 
 /// What a sending run should do.
@@ -24,6 +25,38 @@ pub struct SendCfg {
     pub count: Option<u64>,
     pub batch: usize,
     pub fin_copies: u32,
+    /// Random departures (Poisson, on/off) around the rate instead of a constant rate,
+    /// with the seed of their draws.
+    pub pattern: Option<(Pattern, u64)>,
+}
+
+/// Deadlines: constant-rate or random.
+enum Timing {
+    Paced(Pacer),
+    Random(RandomPacer),
+}
+
+impl Timing {
+    fn unpaced(&self) -> bool {
+        matches!(self, Timing::Paced(p) if p.unpaced())
+    }
+    fn deadline(&mut self, i: u64) -> u64 {
+        match self {
+            Timing::Paced(p) => p.deadline(i),
+            Timing::Random(r) => r.deadline(i),
+        }
+    }
+    fn due_count(&mut self, now: u64) -> u64 {
+        match self {
+            Timing::Paced(p) => p.due_count(now),
+            Timing::Random(r) => r.due_count(now),
+        }
+    }
+    fn sent(&mut self, seq: u64) {
+        if let Timing::Random(r) = self {
+            r.forget_below(seq);
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -95,12 +128,20 @@ pub fn run(sock: &UdpSocket, cfg: &SendCfg) -> Result<SendReport, String> {
         .write(b.slot_mut(i));
     }
     let start = now_ns() + 100_000;
-    let pacer = Pacer::new(start, cfg.pps_num, cfg.pps_den);
+    let mut pacer = match cfg.pattern {
+        Some((p, seed)) if cfg.pps_num > 0 => {
+            Timing::Random(RandomPacer::new(start, cfg.pps_num, cfg.pps_den, p, seed))
+        }
+        _ => Timing::Paced(Pacer::new(start, cfg.pps_num, cfg.pps_den)),
+    };
     let end = cfg.duration_ns.map(|d| start + d);
-    // Total packets: the count, and/or every packet whose deadline precedes the end.
+    // Total packets: the count, and/or every packet whose deadline precedes the end
+    // (random departures are not drawn ahead: the end stops them)
     let mut limit = cfg.count.unwrap_or(u64::MAX);
-    if let (Some(e), false) = (end, pacer.unpaced()) {
-        limit = limit.min(pacer.due_count(e - 1));
+    if let (Some(e), Timing::Paced(p)) = (end, &pacer) {
+        if !p.unpaced() {
+            limit = limit.min(p.due_count(e - 1));
+        }
     }
     let mut rep = SendReport {
         size: cfg.size,
@@ -143,6 +184,7 @@ pub fn run(sock: &UdpSocket, cfg: &SendCfg) -> Result<SendReport, String> {
             SendResult::Sent(k) => {
                 seq += k as u64;
                 rep.batches += 1;
+                pacer.sent(seq);
             }
             SendResult::Busy(_) => {
                 rep.busy += 1;

@@ -63,8 +63,6 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         raise SpecError(f"simulated nodes (make-simulated) are routers inside the engine with "
                         f"static routes; routing {exp.rtproto!r} needs every node emulated")
 
-    _check_emulated_traffic(exp, {n for n, np_ in nodes.items() if not np_.simulated})
-
     # networks in declaration order: links, then LANs
     specs: list[NetworkSpec] = []
     members: dict[str, list[str]] = {}
@@ -202,21 +200,3 @@ def _manual_route(node: str, dst: str, via: str, nodes: dict[str, NodePlan],
     raise SpecError(f"route on {node}: next hop {via} is on none of its networks",
                     field=f"nodes.{node}.routes")
 
-
-def _check_emulated_traffic(exp: Experiment, emulated: set[str]) -> None:
-    """Random traffic (Poisson, exponential or Pareto on/off) is generated only by the
-    engine's simulated hosts: between emulated nodes it is refused here, before anything
-    is built, rather than silently never sent."""
-    agents = {a.name: a for a in exp.agents}
-    for app in exp.agents:
-        t = app.traffic
-        if t is None or t.pattern in ("cbr", "ftp"):
-            continue
-        transport = agents.get(app.attached or "")
-        if transport is not None and transport.node in emulated:
-            where = f"{app.source.file}:{app.source.line}: " if app.source.line else ""
-            raise SpecError(f"{where}application {app.name} ({app.kind}): {t.pattern} traffic "
-                            f"from emulated node {transport.node} is not generated (wanlab-gen "
-                            f"sends at a constant rate); use CBR, or make both ends simulated "
-                            f"(make-simulated), or run the experiment with --simulate",
-                            field=f"agents.{app.name}")

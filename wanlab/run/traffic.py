@@ -14,9 +14,10 @@ applied by the front ends):
   equivalent and keeps the host's default. ``mss`` sets the MSS and ``window``
   the socket buffers (window × MSS bytes). The result keeps Linux's cwnd and
   RTT every 0.1 s from the sender's report.
-* ``poisson``, ``exponential`` and ``pareto`` traffic between emulated nodes
-  is refused when the experiment is planned (:func:`wanlab.plan.plan.make_plan`):
-  wanlab-gen sends at a constant rate only; they run between simulated nodes.
+* ``poisson``, ``exponential`` and ``pareto`` traffic: wanlab-gen with
+  ``--pattern`` (the engine's rules for its simulated sources: exponential
+  gaps; on/off bursts at the rate with exponential or Pareto burst lengths and
+  idle times), seeded from the experiment's seed, the agent and the flow.
 
 Receivers (and CBR senders, paused until a signal) are started ahead of time,
 at t = 0 and after each flow, so a ``start`` event begins the flow at once.
@@ -36,6 +37,7 @@ import signal
 import subprocess
 import threading
 import time
+import zlib
 from typing import TYPE_CHECKING, Any
 
 from dataclasses import replace
@@ -68,10 +70,8 @@ class TrafficAgent:
         if self.peer is None or self.peer.node is None:
             raise ValueError(f"agent {self.transport.name} is not connected to a sink")
         assert app.traffic is not None
-        if app.traffic.pattern not in ("cbr", "ftp"):
-            raise ValueError(f"{app.traffic.pattern} traffic is not generated between "
-                             f"emulated nodes")
         self.kind = app.traffic.pattern
+        self.udp = self.kind != "ftp"            # wanlab-gen; ftp: iperf3
         self.port = BASE_PORT + index
         self.initial: Traffic = app.traffic
         self.traffic: Traffic = app.traffic
@@ -110,11 +110,23 @@ class TrafficAgent:
             time.sleep(0.005)
 
     def _cbr_rate_args(self) -> list[str]:
+        """Size and rate (mean rate for Poisson, rate during bursts for on/off), and the
+        random pattern with a seed of its own: the experiment's, the agent and the flow."""
         t = self.traffic
         size = str(t.packet_size)
         if t.interval_s is not None:
-            return ["--size", size, "--rate", f"{1 / t.interval_s:.9g}"]
-        return ["--size", size, "--bitrate", str(t.rate_bps), "--bitrate-counts", "payload"]
+            args = ["--size", size, "--rate", f"{1 / t.interval_s:.9g}"]
+        else:
+            args = ["--size", size, "--bitrate", str(t.rate_bps), "--bitrate-counts",
+                    "payload"]
+        if t.pattern != "cbr":
+            seed = (self.rt.exp.seed << 32) ^ zlib.crc32(f"{self.app.name}:{self.flows}".encode())
+            args += ["--pattern", t.pattern, "--seed", str(seed)]
+        if t.pattern in ("exponential", "pareto"):
+            args += ["--burst", f"{t.burst_s:.9g}", "--idle", f"{t.idle_s:.9g}"]
+        if t.pattern == "pareto":
+            args += ["--shape", f"{t.shape:.9g}"]
+        return args
 
     def _amount(self) -> list[str]:
         """ns-2's maxbytes_ (``max_bytes``), else a transfer until the stop event."""
@@ -155,7 +167,7 @@ class TrafficAgent:
         self.base = os.path.join(d, f"{self.app.name}-{self.flows}")
         src, sink = self.transport.node, self.peer.node
         assert src is not None and sink is not None
-        if self.kind == "cbr":
+        if self.udp:
             gen = gen_binary()
             self.receiver = self._spawn(sink, [gen, "sink", "--bind", f"0.0.0.0:{self.port}",
                                                "--duration", "864000", "--interval", "0.1",
@@ -179,7 +191,7 @@ class TrafficAgent:
             if self.running():
                 return "error", f"{self.app.name} is already running"
             self._prepare()
-            if self.kind == "cbr":
+            if self.udp:
                 assert self.sender is not None
                 os.kill(self.sender.pid, signal.SIGUSR1)
             else:
@@ -209,7 +221,7 @@ class TrafficAgent:
                 json.dump(result, f, indent=2)
         if prepare_next:
             threading.Thread(target=self._prepare_quietly, daemon=True).start()
-        if self.kind == "cbr":
+        if self.udp:
             return "ok", (f"flow {flow}: {result.get('bytes', 0)} bytes, "
                           f"{result.get('packets', 0)} packets, {result.get('lost', 0)} lost")
         return "ok", f"flow {flow}: {result.get('bytes', 0)} bytes received"
@@ -292,12 +304,12 @@ class TrafficAgent:
     def _result(self, ran_s: float) -> dict[str, Any]:
         send = _load_json(self.base + ".send.json")
         sink = _load_json(self.base + ".sink.json")
-        if self.kind == "cbr":
+        if self.udp:
             size = self.traffic.packet_size or 0
             interval = sink.get("interval_s") or 0.1
             series = [[round((i + 1) * interval, 6), n * size * 8 / interval]
                       for i, n in enumerate(sink.get("interval_pkts", []))]
-            return {"kind": "cbr", "sent_packets": send.get("sent_pkts"),
+            return {"kind": self.kind, "sent_packets": send.get("sent_pkts"),
                     "sent_bytes": send.get("payload_bytes"), "packets": sink.get("pkts", 0),
                     "bytes": sink.get("bytes", 0), "lost": sink.get("lost", 0),
                     "loss_ratio": sink.get("loss_ratio", 0), "owd_avg_us": sink.get("owd_avg_us"),
