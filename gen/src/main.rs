@@ -97,7 +97,7 @@ const SEND_OPTS: &[&str] = &[
 fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg), String> {
     let dst = net::parse_v4(a.require("dst")?, "--dst")?;
     let size = a.u64("size")?.ok_or("missing required option --size")? as usize;
-    if size < packet::HEADER_LEN || size > 65507 {
+    if !(packet::HEADER_LEN..=65507).contains(&size) {
         return Err(format!(
             "--size must be between {} and 65507 bytes",
             packet::HEADER_LEN
@@ -118,7 +118,7 @@ fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg
         }
         ((r * 1000.0).round() as u128, 1000u128)
     } else if let Some(b) = a.f64("bitrate")? {
-        if !(b >= 1.0 && b < 1e12) {
+        if !(1.0..1e12).contains(&b) {
             return Err("--bitrate must be in [1, 1e12) bit/s".into());
         }
         let per = match a.str("bitrate-counts").unwrap_or("frame") {

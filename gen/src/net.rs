@@ -116,8 +116,13 @@ impl Batch {
         b
     }
 
+    /// Capacity in messages.
     pub fn len(&self) -> usize {
         self.hdrs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.hdrs.is_empty()
     }
 
     /// Mutable view of slot `i` (the full slot size).

@@ -283,7 +283,7 @@ mod tests {
         assert_eq!(d.max_ns, 4_000_000);
         assert!((d.mean_ns() - 2_500_000.0).abs() < 1e-6);
         // sample stdev of 1,2,3,4 ms = 1.2909944 ms
-        assert!((d.stdev_ns() - 1_290_994.4487).abs() < 1.0);
+        assert!((d.stdev_ns() - 1_290_994.448_7).abs() < 1.0);
         assert_eq!(d.percentile_ns(50.0), Some(2_000_500.0));
         assert_eq!(d.percentile_ns(100.0), Some(4_000_500.0));
         d.record_pair(10, 5);

@@ -1,13 +1,12 @@
 //! TCP agents in the network (see `model/sim/tcp`): segment delivery to the agent bound to
-//! (host, destination port), their timers (kind `KIND_TCP` in the heap), start/stop and
-//! validation. Kept apart from `network.rs` so the UDP agents can evolve independently.
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, HashMap};
+//! (host, destination port), their timers (kind [`TimerKind::Tcp`]), start/stop and stats.
+use std::collections::BTreeMap;
 
-use super::{
-    AgentKind, AgentKindSpec, AgentStats, Network, Timer, TopologySpec, KIND_TCP, PROTO_TCP,
-};
+use super::timers::TimerKind;
+use super::{AgentKind, Network};
 use crate::model::packet::Packet;
+use crate::model::sim::agent::AgentStats;
+use crate::model::sim::host::PROTO_TCP;
 use crate::model::sim::tcp::{Segment, TcpSample, TxSeg};
 use crate::time::Instant;
 use crate::wire::ipv4::Addr;
@@ -15,7 +14,7 @@ use crate::wire::ipv4::Addr;
 impl Network {
     /// A TCP sender's trace (`None` if `id` is not a TCP sender).
     pub fn agent_trace(&self, id: &str) -> Option<&[TcpSample]> {
-        match &self.agents.get(*self.agent_ids.get(id)?)?.as_ref()?.kind {
+        match &self.agents.by_id(id)?.kind {
             AgentKind::Tcp(t) => Some(t.trace()),
             _ => None,
         }
@@ -25,7 +24,6 @@ impl Network {
     pub fn tcp_traces(&self) -> BTreeMap<&str, &[TcpSample]> {
         self.agents
             .iter()
-            .flatten()
             .filter_map(|a| match &a.kind {
                 AgentKind::Tcp(t) => Some((a.id.as_str(), t.trace())),
                 _ => None,
@@ -35,37 +33,10 @@ impl Network {
 
     /// Take (and clear) a TCP sender's trace.
     pub fn take_agent_trace(&mut self, id: &str) -> Option<Vec<TcpSample>> {
-        match &mut self
-            .agents
-            .get_mut(*self.agent_ids.get(id)?)?
-            .as_mut()?
-            .kind
-        {
+        match &mut self.agents.by_id_mut(id)?.kind {
             AgentKind::Tcp(t) => Some(t.take_trace()),
             _ => None,
         }
-    }
-
-    /// At most one TCP sink per (host, port), counting existing ones.
-    pub(super) fn check_tcp_sinks(&self, spec: &TopologySpec) -> Result<(), String> {
-        let mut ports: HashMap<(String, u16), ()> = HashMap::new();
-        for a in self.agents.iter().flatten() {
-            if let AgentKind::TcpSink(s) = &a.kind {
-                let h = self.hosts[a.host]
-                    .as_ref()
-                    .map(|h| h.id.clone())
-                    .unwrap_or_default();
-                ports.insert((h, s.port), ());
-            }
-        }
-        for (i, a) in spec.agents.iter().enumerate() {
-            if let AgentKindSpec::TcpSink { port, .. } = a.kind {
-                if ports.insert((a.host.clone(), port), ()).is_some() {
-                    return Err(format!("agents[{i}] (\"{}\").port: host \"{}\" already has a tcp_sink on port {port}", a.id, a.host));
-                }
-            }
-        }
-        Ok(())
     }
 
     /// A TCP segment for host `h`: to the sender whose source port or the sink whose port is
@@ -73,13 +44,13 @@ impl Network {
     pub(super) fn tcp_receive(&mut self, h: usize, seg: Segment, at: Instant) {
         let found = self.bound.get(&(h, PROTO_TCP, seg.dport)).copied();
         let Some(ai) = found else {
-            if let Some(Some(sh)) = self.hosts.get_mut(h) {
+            if let Some(sh) = self.hosts.get_mut(h) {
                 sh.host.counters.dropped_other += 1;
             }
             return;
         };
         let mut out = Vec::new();
-        if let Some(Some(a)) = self.agents.get_mut(ai) {
+        if let Some(a) = self.agents.get_mut(ai) {
             match &mut a.kind {
                 AgentKind::Tcp(t) => {
                     let mut segs = Vec::new();
@@ -98,7 +69,7 @@ impl Network {
         if segs.is_empty() {
             return;
         }
-        let Some(Some(a)) = self.agents.get(ai) else {
+        let Some(a) = self.agents.get(ai) else {
             return;
         };
         let sport = match &a.kind {
@@ -106,7 +77,7 @@ impl Network {
             AgentKind::TcpSink(s) => s.port,
             _ => return,
         };
-        let Some(Some(sh)) = self.hosts.get_mut(a.host) else {
+        let Some(sh) = self.hosts.get_mut(a.host) else {
             return;
         };
         let port = sh.port;
@@ -120,14 +91,14 @@ impl Network {
     }
 
     pub(super) fn fire_tcp(&mut self, ai: usize, at: Instant, now: Instant) {
-        let Some(Some(a)) = self.agents.get(ai) else {
+        let Some(a) = self.agents.get(ai) else {
             return;
         };
         if a.scheduled != Some(at) {
             return; // stale
         }
         self.count_event(at, now);
-        let Some(Some(a)) = self.agents.get_mut(ai) else {
+        let Some(a) = self.agents.get_mut(ai) else {
             return;
         };
         a.scheduled = None;
@@ -146,7 +117,7 @@ impl Network {
     }
 
     fn reschedule_tcp(&mut self, ai: usize) {
-        let Some(Some(a)) = self.agents.get_mut(ai) else {
+        let Some(a) = self.agents.get_mut(ai) else {
             return;
         };
         let at = match &a.kind {
@@ -157,13 +128,7 @@ impl Network {
         if at != a.scheduled {
             a.scheduled = at;
             if let Some(at) = at {
-                self.seq += 1;
-                self.timers.push(Reverse(Timer {
-                    at,
-                    kind: KIND_TCP,
-                    source: ai as u64,
-                    seq: self.seq,
-                }));
+                self.timers.push(at, TimerKind::Tcp, ai);
             }
         }
     }
@@ -174,7 +139,7 @@ impl Network {
         start: bool,
         now: Instant,
     ) -> Result<(), String> {
-        let Some(Some(a)) = self.agents.get_mut(ai) else {
+        let Some(a) = self.agents.get_mut(ai) else {
             return Err("agent: unknown agent".into());
         };
         let mut out = Vec::new();

@@ -67,6 +67,8 @@ pub struct RouterCounters {
 }
 
 type Pending = (Vec<u8>, bool);
+/// Networks of one prefix length: network → (interface, gateway; `None` if connected).
+type Networks = HashMap<u32, (usize, Option<Addr>)>;
 
 #[derive(Debug)]
 pub struct Router {
@@ -74,7 +76,7 @@ pub struct Router {
     /// Routes by prefix length, longest first: network → (interface, gateway). Connected
     /// routes were inserted first, then static ones, and the first entry for a network
     /// wins, so lookup costs one hash probe per distinct prefix length, not one per route.
-    table: Vec<(u8, HashMap<u32, (usize, Option<Addr>)>)>,
+    table: Vec<(u8, Networks)>,
     /// Own addresses → interface, and directed-broadcast addresses (prefix < 31).
     own: HashMap<Addr, usize>,
     broadcasts: HashSet<Addr>,
@@ -131,7 +133,7 @@ pub fn validate(ifaces: &[Interface], routes: &[Route]) -> Result<(), String> {
 impl Router {
     /// Build a router (call [`validate`] first; invalid routes are skipped).
     pub fn new(ifaces: Vec<Interface>, routes: &[Route]) -> Self {
-        let mut by_len: BTreeMap<u8, HashMap<u32, (usize, Option<Addr>)>> = BTreeMap::new();
+        let mut by_len: BTreeMap<u8, Networks> = BTreeMap::new();
         let mut add = |net: Addr, prefix: u8, i: usize, via: Option<Addr>| {
             let key = u32::from_be_bytes(net) & ipv4::mask(prefix);
             by_len

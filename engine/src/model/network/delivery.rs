@@ -1,0 +1,142 @@
+//! Simulated delivery: what happens to a frame when it leaves a pipeline. It goes out of a
+//! real port (to the driver), into a simulated router or host (whose answers enter their
+//! port's ingress pipeline at the same instant), or through a LAN's switch into the members'
+//! `from_lan` pipelines.
+use super::{AgentKind, Network, Output, PipeIdx, Sink};
+use crate::model::lan::Forward;
+use crate::model::packet::Packet;
+use crate::model::sim::host::{Up, PROTO_UDP};
+use crate::time::Instant;
+
+impl Network {
+    pub(super) fn forward(
+        &mut self,
+        sink: Sink,
+        f: Packet,
+        at: Instant,
+        emit: &mut impl FnMut(Output<'_>),
+    ) {
+        match sink {
+            Sink::Port(port) => {
+                let p = self.ports.get(port);
+                match (p.and_then(|p| p.sim), p.and_then(|p| p.host)) {
+                    (Some((r, iface)), _) => self.route(r, iface, f, at),
+                    (None, Some(h)) => self.host_receive(h, f, at),
+                    (None, None) => emit(Output::Frame {
+                        port,
+                        data: f.data,
+                        vnet: f.vnet,
+                    }),
+                }
+            }
+            Sink::Lan { lan, member } => self.switch(lan, member, f, at),
+        }
+    }
+
+    /// Hand a frame to a simulated router and enqueue what it sends at the same instant.
+    fn route(&mut self, r: usize, iface: usize, f: Packet, at: Instant) {
+        let Some(sr) = self.routers.get_mut(r) else {
+            return;
+        };
+        let Ok(frames) = f.into_wire() else {
+            sr.router.counters.dropped_other += 1;
+            return;
+        };
+        let mut out = Vec::new();
+        for w in frames {
+            out.extend(
+                sr.router
+                    .receive(iface, &w)
+                    .into_iter()
+                    .filter_map(|(i, d)| sr.ports.get(i).map(|&p| (p, d))),
+            );
+        }
+        for (port, d) in out {
+            self.receive_packet(port, Packet::plain(d), at);
+        }
+    }
+
+    /// Hand a frame to a simulated host: its answers are enqueued at the same instant, a UDP
+    /// datagram goes to the sink bound to its port (or is counted as dropped), a TCP segment
+    /// to the TCP agent bound to its port (see `tcp_agents`).
+    fn host_receive(&mut self, h: usize, f: Packet, at: Instant) {
+        let Some(sh) = self.hosts.get_mut(h) else {
+            return;
+        };
+        let Ok(frames) = f.into_wire() else {
+            sh.host.counters.dropped_other += 1;
+            return;
+        };
+        let port = sh.port;
+        let mut out = Vec::new();
+        let mut dgrams = Vec::new();
+        let mut segs = Vec::new();
+        for w in frames {
+            let (o, d) = sh.host.receive_any(&w);
+            out.extend(o);
+            match d {
+                Some(Up::Udp(d)) => dgrams.push(d),
+                Some(Up::Tcp(s)) => segs.push(s),
+                None => {}
+            }
+        }
+        for d in dgrams {
+            let ai = self.bound.get(&(h, PROTO_UDP, d.dport)).copied();
+            let sink = ai
+                .and_then(|ai| self.agents.get_mut(ai))
+                .and_then(|a| match &mut a.kind {
+                    AgentKind::Sink(s) => Some(s),
+                    _ => None,
+                });
+            match sink {
+                Some(s) => s.receive(&d.payload, at),
+                None => {
+                    if let Some(sh) = self.hosts.get_mut(h) {
+                        sh.host.counters.dropped_other += 1;
+                    }
+                }
+            }
+        }
+        for d in out {
+            self.receive_packet(port, Packet::plain(d), at);
+        }
+        for s in segs {
+            self.tcp_receive(h, s, at);
+        }
+    }
+
+    /// A frame left member `from`'s `to_lan` pipeline: the switch forwards it to one
+    /// member's `from_lan` pipeline or floods it to all others.
+    fn switch(&mut self, lan: usize, from: usize, frame: Packet, at: Instant) {
+        let Some(l) = self.lans.get_mut(lan) else {
+            return;
+        };
+        let targets: Vec<PipeIdx> = match l.switch(from, &frame.data) {
+            Forward::Filter => return,
+            Forward::To(m) => l.members.get(m).map(|m| m.from_lan).into_iter().collect(),
+            Forward::Flood => l
+                .members
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != from)
+                .map(|(_, m)| m.from_lan)
+                .collect(),
+        };
+        let last = targets.len().saturating_sub(1);
+        let mut frame = Some(frame);
+        for (i, pipe) in targets.into_iter().enumerate() {
+            // Move the frame into the last target, clone for the others.
+            let Some(f) = (if i == last {
+                frame.take()
+            } else {
+                frame.clone()
+            }) else {
+                continue;
+            };
+            if let Some(slot) = self.pipes.get_mut(pipe) {
+                slot.pipe.enqueue_packet(f, at);
+                self.reschedule(pipe);
+            }
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! The network: ports, point-to-point links and LANs, and the timer queue that drives them.
+//!
+//! Ports are where frames enter and leave (a TAP in emulation). A port is attached to at most
+//! one link end or LAN membership; its *ingress* pipeline is the direction that carries its
+//! frames away (link `ab` for port `a`, LAN member `to_lan`).
+//!
+//! Scheduling: each pipeline reports `poll_at()`; the network keeps one [`timers`] queue
+//! ordered by the total key (time, kind, source id, sequence), so the order of simultaneous
+//! events never depends on hash order or on the driver, and an idle link costs nothing.
+//! Timers are invalidated lazily: an entry is acted on only if it is still the pipeline's
+//! scheduled deadline. Pipelines are polled at their event time, not at the driver's `now`,
+//! so a frame crossing a LAN switch enters the next pipeline at its exact time.
+//!
+//! Every collection is an [`Arena`]: indices of ports, links, LANs and pipelines are never
+//! reused while the engine runs, so a stale timer or capture can never point at a different
+//! object.
+//!
+//! The rest is split by what it does: [`spec`] (what `apply` takes), `check` (validation of
+//! a spec against the network), `topology` (apply and remove), `targets` (addressing link
+//! and LAN directions), `delivery` (frames into simulated routers, hosts and LAN switches),
+//! `udp_agents` and `tcp_agents` (traffic agents and their timers), `stats`.
+use std::collections::HashMap;
+
+use super::arena::Arena;
+use super::lan::Lan;
+use super::packet::Packet;
+use super::pipeline::Pipeline;
+use super::sim::agent::{Cbr, UdpSink};
+use super::sim::host::Host;
+use super::sim::router::Router;
+use super::sim::tcp::sender::TcpSender;
+use super::sim::tcp::sink::TcpSink;
+use crate::time::Instant;
+use crate::wire::ethernet::HEADER_LEN;
+use crate::wire::vnet::VnetHdr;
+
+mod check;
+mod delivery;
+pub mod spec;
+mod stats;
+mod targets;
+mod tcp_agents;
+pub mod timers;
+mod topology;
+mod udp_agents;
+
+pub use spec::{
+    AgentKindSpec, AgentSpec, HostSpec, LanSpec, LinkSpec, MemberSpec, RouterSpec, TopologySpec,
+};
+pub use stats::{LinkStats, MemberStats, StatsBody};
+pub use targets::Dir;
+use timers::{TimerKind, TimerQueue};
+
+pub type PortIdx = usize;
+pub type PipeIdx = usize;
+
+/// Where a pipeline delivers what leaves it.
+#[derive(Debug, Clone, Copy)]
+enum Sink {
+    Port(PortIdx),
+    Lan { lan: usize, member: usize },
+}
+
+#[derive(Debug)]
+struct PipeSlot {
+    pipe: Pipeline,
+    sink: Sink,
+    capture: bool,
+    scheduled: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct Port {
+    id: String,
+    ingress: Option<PipeIdx>,
+    /// A simulated port: (router, interface index); frames delivered to it go to the router.
+    sim: Option<(usize, usize)>,
+    /// A simulated host's port: frames delivered to it go to that host.
+    host: Option<usize>,
+    /// Frames that arrived on an unattached port (or too short for an unattached port).
+    unattached_drops: u64,
+}
+
+#[derive(Debug)]
+struct Link {
+    id: String,
+    a: PortIdx,
+    b: PortIdx,
+    ab: PipeIdx,
+    ba: PipeIdx,
+    up: bool,
+}
+
+#[derive(Debug)]
+struct SimHost {
+    id: String,
+    port: PortIdx,
+    host: Host,
+}
+
+#[derive(Debug)]
+enum AgentKind {
+    Cbr(Cbr),
+    Sink(UdpSink),
+    Tcp(Box<TcpSender>),
+    TcpSink(TcpSink),
+}
+
+#[derive(Debug)]
+struct Agent {
+    id: String,
+    host: usize,
+    kind: AgentKind,
+    scheduled: Option<Instant>,
+}
+
+#[derive(Debug)]
+struct SimRouter {
+    id: String,
+    ports: Vec<PortIdx>,
+    router: Router,
+}
+
+/// What `poll` hands the driver.
+#[derive(Debug)]
+pub enum Output<'a> {
+    /// A frame to write to a port; `vnet` is its offload metadata (default for a plain wire
+    /// frame; a super-frame or partial checksum only after crossing unlimited pipelines).
+    Frame {
+        port: PortIdx,
+        data: Vec<u8>,
+        vnet: VnetHdr,
+    },
+    /// A frame leaving a pipeline with capture enabled (emitted just before it is delivered).
+    Capture {
+        pipe: PipeIdx,
+        at: Instant,
+        data: &'a [u8],
+    },
+}
+
+#[derive(Debug)]
+pub struct Network {
+    seed: u64,
+    ports: Arena<Port>,
+    links: Arena<Link>,
+    lans: Arena<Lan>,
+    pipes: Arena<PipeSlot>,
+    routers: Arena<SimRouter>,
+    hosts: Arena<SimHost>,
+    agents: Arena<Agent>,
+    /// (host, IP protocol, local port) → the agent that receives there (UDP sinks, TCP sinks
+    /// and senders; the first one created wins), so delivery costs no scan of all agents.
+    bound: HashMap<(usize, u8, u16), usize>,
+    timers: TimerQueue,
+    scratch: Vec<Packet>,
+    /// Timer events acted on (stale heap entries not counted).
+    events: u64,
+    /// Lateness of timer events behind the `now` they were polled at (real-time driver only).
+    lateness: Option<Lateness>,
+    /// At most this many events per `poll` call (None: all that are due).
+    poll_limit: Option<u64>,
+}
+
+/// How late timer events ran: lateness = the `now` passed to [`Network::poll`] − deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lateness {
+    pub threshold_ns: u64,
+    /// Events with lateness > threshold.
+    pub late_events: u64,
+    pub max_late_ns: u64,
+    /// Largest lateness in the last `poll` call (0 if nothing ran).
+    pub last_poll_max_ns: u64,
+}
+
+impl Network {
+    pub fn new(seed: u64) -> Self {
+        Network {
+            seed,
+            ports: Arena::new(),
+            links: Arena::new(),
+            lans: Arena::new(),
+            pipes: Arena::new(),
+            routers: Arena::new(),
+            hosts: Arena::new(),
+            agents: Arena::new(),
+            bound: HashMap::new(),
+            timers: TimerQueue::default(),
+            scratch: Vec::new(),
+            events: 0,
+            lateness: None,
+            poll_limit: None,
+        }
+    }
+
+    /// Timer events processed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Measure lateness of timer events against the `now` of each poll (real-time driver).
+    pub fn track_lateness(&mut self, threshold_ns: u64) {
+        self.lateness = Some(Lateness {
+            threshold_ns,
+            ..Default::default()
+        });
+    }
+
+    pub fn lateness(&self) -> Option<Lateness> {
+        self.lateness
+    }
+
+    /// Process at most `max` events per [`Network::poll`] call, so a driver that fell
+    /// behind still gets to service its I/O between batches (None: no limit).
+    pub fn set_poll_limit(&mut self, max: Option<u64>) {
+        self.poll_limit = max;
+    }
+
+    fn count_event(&mut self, at: Instant, now: Instant) {
+        self.events += 1;
+        if let Some(l) = self.lateness.as_mut() {
+            let late = now.nanos().saturating_sub(at.nanos());
+            if late > l.threshold_ns {
+                l.late_events += 1;
+            }
+            l.max_late_ns = l.max_late_ns.max(late);
+            l.last_poll_max_ns = l.last_poll_max_ns.max(late);
+        }
+    }
+
+    pub fn port_index(&self, id: &str) -> Option<PortIdx> {
+        self.ports.index_of(id)
+    }
+
+    pub fn port_id(&self, port: PortIdx) -> Option<&str> {
+        self.ports.get(port).map(|p| p.id.as_str())
+    }
+
+    pub fn has_link(&self, id: &str) -> bool {
+        self.links.contains_id(id)
+    }
+    pub fn has_lan(&self, id: &str) -> bool {
+        self.lans.contains_id(id)
+    }
+    pub fn has_router(&self, id: &str) -> bool {
+        self.routers.contains_id(id)
+    }
+    pub fn has_agent(&self, id: &str) -> bool {
+        self.agents.contains_id(id)
+    }
+
+    /// The simulated router behind a port, if it is a simulated port: (router id, interface).
+    pub fn sim_port(&self, port: PortIdx) -> Option<(&str, usize)> {
+        let (r, i) = self.ports.get(port)?.sim?;
+        Some((self.routers.get(r)?.id.as_str(), i))
+    }
+
+    /// A plain wire frame arrived on `port` at `now`.
+    pub fn receive(&mut self, port: PortIdx, frame: Vec<u8>, now: Instant) {
+        self.receive_packet(port, Packet::plain(frame), now);
+    }
+
+    /// A frame with offload metadata arrived on `port` at `now`.
+    pub fn receive_packet(&mut self, port: PortIdx, frame: Packet, now: Instant) {
+        let Some(p) = self.ports.get_mut(port) else {
+            return;
+        };
+        let Some(pipe) = p.ingress else {
+            p.unattached_drops += 1;
+            return;
+        };
+        let Some(slot) = self.pipes.get_mut(pipe) else {
+            return;
+        };
+        if frame.len() < HEADER_LEN {
+            slot.pipe.count_malformed(frame.len());
+            return;
+        }
+        slot.pipe.enqueue_packet(frame, now);
+        self.reschedule(pipe);
+    }
+
+    fn reschedule(&mut self, pipe: PipeIdx) {
+        let Some(slot) = self.pipes.get_mut(pipe) else {
+            return;
+        };
+        let at = slot.pipe.poll_at();
+        if let Some(t) = at.filter(|_| at != slot.scheduled) {
+            slot.scheduled = at;
+            self.timers.push(t, TimerKind::Pipeline, pipe);
+        }
+    }
+
+    /// Next deadline (possibly a stale one, which only costs an early wake-up).
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.timers.peek().map(|t| t.at)
+    }
+
+    /// Run every event due by `now`, in total order, handing outputs to `emit`.
+    pub fn poll(&mut self, now: Instant, mut emit: impl FnMut(Output<'_>)) {
+        if let Some(l) = self.lateness.as_mut() {
+            l.last_poll_max_ns = 0;
+        }
+        let stop_at = self.poll_limit.map(|n| self.events.saturating_add(n));
+        while let Some(t) = self.timers.peek() {
+            if t.at > now || stop_at.is_some_and(|s| self.events >= s) {
+                break;
+            }
+            self.timers.pop();
+            match t.kind {
+                TimerKind::Pipeline => self.fire_pipe(t.source, t.at, now, &mut emit),
+                TimerKind::Agent => self.fire_agent(t.source, t.at, now),
+                TimerKind::Tcp => self.fire_tcp(t.source, t.at, now),
+            }
+        }
+    }
+
+    /// A pipeline's deadline: poll it at its event time and deliver what leaves it.
+    fn fire_pipe(
+        &mut self,
+        pipe: PipeIdx,
+        at: Instant,
+        now: Instant,
+        emit: &mut impl FnMut(Output<'_>),
+    ) {
+        let Some(slot) = self.pipes.get_mut(pipe) else {
+            return;
+        };
+        if slot.scheduled != Some(at) {
+            return; // stale entry
+        }
+        slot.scheduled = None;
+        self.count_event(at, now);
+        let Some(slot) = self.pipes.get_mut(pipe) else {
+            return;
+        };
+        let mut out = std::mem::take(&mut self.scratch);
+        slot.pipe.poll(at, |f| out.push(f));
+        let (sink, capture) = (slot.sink, slot.capture);
+        self.reschedule(pipe);
+        for f in out.drain(..) {
+            if capture && f.vnet.is_offloaded() {
+                // A capture sees wire frames: segment (and checksum) what would otherwise
+                // cross whole, and forward those frames instead.
+                for w in f.into_wire().unwrap_or_default() {
+                    emit(Output::Capture { pipe, at, data: &w });
+                    self.forward(sink, Packet::plain(w), at, emit);
+                }
+                continue;
+            }
+            if capture {
+                emit(Output::Capture {
+                    pipe,
+                    at,
+                    data: &f.data,
+                });
+            }
+            self.forward(sink, f, at, emit);
+        }
+        self.scratch = out;
+    }
+}

@@ -1,0 +1,72 @@
+//! What [`super::Network::apply`] takes: topology additions, already validated by the
+//! control layer for value ranges (ids and references are checked by `check_apply`).
+use crate::model::params::LinkParams;
+use crate::model::sim::agent::CbrSpec;
+use crate::model::sim::host::HostConfig;
+use crate::model::sim::router::{Interface, Route};
+use crate::model::sim::tcp::sender::TcpSpec;
+
+/// A point-to-point link between two ports.
+#[derive(Debug, Clone)]
+pub struct LinkSpec {
+    pub id: String,
+    pub a: String,
+    pub b: String,
+    pub ab: LinkParams,
+    pub ba: LinkParams,
+}
+
+#[derive(Debug, Clone)]
+pub struct MemberSpec {
+    pub port: String,
+    pub to_lan: LinkParams,
+    pub from_lan: LinkParams,
+}
+
+#[derive(Debug, Clone)]
+pub struct LanSpec {
+    pub id: String,
+    pub members: Vec<MemberSpec>,
+}
+
+/// A simulated router; each interface creates the simulated port `port`.
+#[derive(Debug, Clone)]
+pub struct RouterSpec {
+    pub id: String,
+    pub interfaces: Vec<(String, Interface)>,
+    pub routes: Vec<Route>,
+}
+
+/// A simulated host; it creates the simulated port `port`.
+#[derive(Debug, Clone)]
+pub struct HostSpec {
+    pub id: String,
+    pub port: String,
+    pub cfg: HostConfig,
+}
+
+#[derive(Debug, Clone)]
+pub enum AgentKindSpec {
+    Cbr(CbrSpec),
+    Sink { port: u16 },
+    Tcp(TcpSpec),
+    TcpSink { port: u16, delayed_ack: bool },
+}
+
+/// A traffic agent on a (new or existing) simulated host.
+#[derive(Debug, Clone)]
+pub struct AgentSpec {
+    pub id: String,
+    pub host: String,
+    pub kind: AgentKindSpec,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct TopologySpec {
+    pub ports: Vec<String>,
+    pub links: Vec<LinkSpec>,
+    pub lans: Vec<LanSpec>,
+    pub routers: Vec<RouterSpec>,
+    pub hosts: Vec<HostSpec>,
+    pub agents: Vec<AgentSpec>,
+}

@@ -1,0 +1,113 @@
+//! Counters of links, LANs, simulated routers, hosts and agents, as the `stats` request
+//! returns them (maps keyed by id, so the JSON is in a stable order).
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{Network, PipeIdx};
+use crate::model::sim::agent::AgentStats;
+use crate::model::sim::host::HostCounters;
+use crate::model::sim::router::RouterCounters;
+use crate::stats::Counters;
+use crate::time::Instant;
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct LinkStats {
+    pub ab: Counters,
+    pub ba: Counters,
+    pub up: bool,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct MemberStats {
+    pub to_lan: Counters,
+    pub from_lan: Counters,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct StatsBody {
+    pub now_ns: u64,
+    pub links: BTreeMap<String, LinkStats>,
+    pub lans: BTreeMap<String, BTreeMap<String, MemberStats>>,
+    pub routers: BTreeMap<String, RouterCounters>,
+    pub hosts: BTreeMap<String, HostCounters>,
+    pub agents: BTreeMap<String, AgentStats>,
+}
+
+impl Network {
+    /// Counters of a simulated router.
+    pub fn router_counters(&self, id: &str) -> Option<RouterCounters> {
+        self.routers.by_id(id).map(|r| r.router.counters)
+    }
+
+    /// Counters of a simulated host.
+    pub fn host_counters(&self, id: &str) -> Option<HostCounters> {
+        self.hosts.by_id(id).map(|h| h.host.counters)
+    }
+
+    fn counters(&self, pipe: PipeIdx) -> Counters {
+        self.pipes
+            .get(pipe)
+            .map(|s| s.pipe.counters())
+            .unwrap_or_default()
+    }
+
+    /// Counters of everything, or of one link, LAN, router, host or agent.
+    pub fn stats(&self, target: Option<&str>, now: Instant) -> Result<StatsBody, String> {
+        if let Some(t) = target {
+            if !self.has_link(t)
+                && !self.has_lan(t)
+                && !self.has_router(t)
+                && !self.hosts.contains_id(t)
+                && !self.has_agent(t)
+            {
+                return Err(format!(
+                    "target: no link, lan, router, host or agent \"{t}\""
+                ));
+            }
+        }
+        let wanted = |id: &str| target.is_none_or(|t| t == id);
+        let mut body = StatsBody {
+            now_ns: now.nanos(),
+            links: BTreeMap::new(),
+            lans: BTreeMap::new(),
+            routers: BTreeMap::new(),
+            hosts: BTreeMap::new(),
+            agents: BTreeMap::new(),
+        };
+        for h in self.hosts.iter().filter(|h| wanted(&h.id)) {
+            body.hosts.insert(h.id.clone(), h.host.counters);
+        }
+        for a in self.agents.iter().filter(|a| wanted(&a.id)) {
+            body.agents.insert(a.id.clone(), Self::stats_of(a));
+        }
+        for r in self.routers.iter().filter(|r| wanted(&r.id)) {
+            body.routers.insert(r.id.clone(), r.router.counters);
+        }
+        for l in self.links.iter().filter(|l| wanted(&l.id)) {
+            body.links.insert(
+                l.id.clone(),
+                LinkStats {
+                    ab: self.counters(l.ab),
+                    ba: self.counters(l.ba),
+                    up: l.up,
+                },
+            );
+        }
+        for lan in self.lans.iter().filter(|l| wanted(&l.id)) {
+            let mut ms = BTreeMap::new();
+            for m in &lan.members {
+                let name = self.port_id(m.port).unwrap_or("?").to_string();
+                ms.insert(
+                    name,
+                    MemberStats {
+                        to_lan: self.counters(m.to_lan),
+                        from_lan: self.counters(m.from_lan),
+                    },
+                );
+            }
+            body.lans.insert(lan.id.clone(), ms);
+        }
+        Ok(body)
+    }
+}
