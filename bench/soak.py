@@ -39,8 +39,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from wanlab.frontends import load
-from wanlab.lifecycle import Lab
+from wanlab.frontends import load  # noqa: E402
+from wanlab.lifecycle import Lab  # noqa: E402
 
 SPEC = """\
 # soak: client -- router -- server, a CBR from the router, TCP driven from outside
@@ -94,7 +94,7 @@ def slope_per_hour(ts: list[float], ys: list[float]) -> float:
     den = sum((t - mt) ** 2 for t in ts)
     if den == 0:
         return 0.0
-    return sum((t - mt) * (y - my) for t, y in zip(ts, ys)) / den * 3600
+    return sum((t - mt) * (y - my) for t, y in zip(ts, ys, strict=True)) / den * 3600
 
 
 def verdict(samples: list[dict], minutes: float, rss_limit: float, fd_limit: float) -> dict:

@@ -39,10 +39,10 @@ from dataclasses import replace
 from typing import Any
 
 from wanlab import interrupts
+from wanlab.backends.emulate import engine, health, modify, netns, nodes, stages, swap
 from wanlab.errors import Interrupted, WanlabError
 from wanlab.model.ir import Experiment, validate
 from wanlab.plan.plan import engine_params, make_plan
-from wanlab.backends.emulate import engine, health, modify, netns, nodes, stages, swap
 from wanlab.run import stages as run_stages
 from wanlab.run.client import EventClient
 from wanlab.store.db import ExperimentRow, Store, make_private_dir
@@ -379,8 +379,8 @@ class Lab:
                 "lans": [{"name": l.name, "members": [m.node for m in l.members],
                           "bandwidth_bps": l.bandwidth_bps, "delay_s": l.delay_s,
                           "loss": l.loss} for l in row.ir.lans],
-                "stats": {k: v for k, v in links.items() if k in ("links", "lans", "routers", "hosts",
-                                                                "agents", "realtime")},
+                "stats": {k: v for k, v in links.items()
+                          if k in ("links", "lans", "routers", "hosts", "agents", "realtime")},
                 "history": [{"at": t, "from": a, "to": b, "reason": r}
                             for t, a, b, r in self.store.transitions(row.id)]}
 
@@ -534,7 +534,7 @@ class Lab:
         if not os.path.isdir(src):
             raise WanlabError(f"experiment {name!r} has no folder yet (swap it in first)")
         count = 0
-        for root, dirs, files in os.walk(src):
+        for root, _dirs, files in os.walk(src):
             rel = os.path.relpath(root, src)
             out = os.path.normpath(os.path.join(dest, rel))
             os.makedirs(out)
