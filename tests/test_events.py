@@ -7,11 +7,10 @@ import subprocess
 import time
 
 import pytest
+from conftest import needs_root, ping_rtts
 
 from wanlab.errors import WanlabError
 from wanlab.frontends import load
-
-from conftest import needs_root, ping_rtts
 
 pytestmark = needs_root
 
@@ -105,7 +104,7 @@ def test_ping_shows_the_gap_of_a_link_down_from_2_to_4_s(lab, tmp_path):
     out = lab.exec("gap", "a", ["ping", "-n", "-D", "-i", "0.05", "-c", "110", "-W", "1",
                                 "b"], capture_output=True, text=True).stdout
     replies = [float(t) - t0 for t in re.findall(r"^\[([\d.]+)\] \d+ bytes from", out, re.M)]
-    gaps = [(x, y) for x, y in zip(replies, replies[1:]) if y - x > 0.5]
+    gaps = [(x, y) for x, y in zip(replies, replies[1:], strict=False) if y - x > 0.5]
     assert len(gaps) == 1, gaps
     last_before, first_after = gaps[0]
     # replies stop when the link goes down at 2 s (ping every 50 ms, RTT 10 ms) and none

@@ -1,11 +1,10 @@
 """Mixed experiments: a simulated subnetwork with simulated traffic, inside an emulation."""
 
 import pytest
+from conftest import needs_root, ping_rtts
 
 from wanlab.errors import SpecError
 from wanlab.frontends import load
-
-from conftest import needs_root, ping_rtts
 
 pytestmark = needs_root
 
@@ -60,7 +59,8 @@ def test_simulated_cross_traffic_beside_real_ping(lab, tmp_path):
     dur = flows["cbr"]["stopped_s"] - flows["cbr"]["started_s"]
     # the simulated CBR delivered its 4 Mbit/s (500 packets/s) while TCP filled the rest
     assert cbr["simulated"] and cbr["packets"] == pytest.approx(500 * dur, rel=0.1)
-    assert ftp["simulated"] and ftp["cc"] == "newreno" and ftp["bytes"] > 100_000, (ftp, lab.show("mixed")["stats"]["agents"])
+    assert ftp["simulated"] and ftp["cc"] == "newreno" and ftp["bytes"] > 100_000, \
+        (ftp, lab.show("mixed")["stats"]["agents"])
     assert ftp["cwnd"], "the TCP trace reached the flow result"
     # real pings crossed the same simulated core: 2 × (1 + 5 + 1) ms plus queueing
     assert len(rtts) >= 8 and min(rtts) >= 14.0

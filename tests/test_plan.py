@@ -3,14 +3,13 @@
 import ipaddress
 
 import pytest
+from conftest import chain, lan
 
 from wanlab.errors import SpecError
 from wanlab.model.ir import Experiment, Link, Node, Route, validate
 from wanlab.plan.addressing import NetworkSpec, assign
 from wanlab.plan.plan import make_plan
 from wanlab.plan.routes import _collapse
-
-from conftest import chain, lan
 
 
 def test_each_network_gets_its_own_subnet_in_order():
@@ -21,7 +20,8 @@ def test_each_network_gets_its_own_subnet_in_order():
     assert [(i.ifname, i.ip) for i in n1.interfaces] == [("eth0", "10.1.0.2"),
                                                          ("eth1", "10.1.1.1")]
     assert n1.netns == "wl-abcd-n1"
-    assert p.engine["ports"][0] == {"port": "n0:eth0", "tap": "eth0", "netns": "/run/netns/wl-abcd-n0"}
+    assert p.engine["ports"][0] == {"port": "n0:eth0", "tap": "eth0",
+                                    "netns": "/run/netns/wl-abcd-n0"}
 
 
 def test_plan_is_deterministic():
@@ -77,7 +77,7 @@ def test_route_compression_is_exact():
 def test_every_node_reaches_every_subnet_in_a_chain():
     n = 12
     p = make_plan(chain(n), "abcd")
-    for name, np_ in p.nodes.items():
+    for name in p.nodes:
         for net, subnet in p.subnets.items():
             # walk next hops from this node until a node attached to subnet is reached
             cur, hops = name, 0

@@ -32,8 +32,8 @@ from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
 from wanlab.errors import SpecError
-from wanlab.model import ir
 from wanlab.frontends import normalize, units
+from wanlab.model import ir
 
 QUEUE_KEYS = ("kind", "limit", "in_bytes", "thresh", "maxthresh", "q_weight", "linterm",
               "gentle", "mean_pktsize")

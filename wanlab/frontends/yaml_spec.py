@@ -24,9 +24,9 @@ from typing import Any
 import yaml
 
 from wanlab.errors import SpecError
-from wanlab.model import ir
 from wanlab.frontends.builder import ExperimentBuilder, unknown_key
 from wanlab.frontends.ns import sanitize_name
+from wanlab.model import ir
 
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schema" / "experiment.schema.json"
 

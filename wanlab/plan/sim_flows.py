@@ -3,12 +3,14 @@
 Applications and agents arrive typed (:class:`~wanlab.model.ir.Traffic`,
 :class:`~wanlab.model.ir.Transport`; ns-2's defaults applied by the front ends):
 
-| traffic | engine source | sink (the connected agent) |
-|---|---|---|
-| ``cbr`` over UDP | ``cbr`` (``size``, ``rate_bps`` or ``interval_us``) | ``udp_sink``: ``sink`` |
-| ``poisson`` | ``poisson`` (mean rate or mean gap) | ``sink`` |
-| ``exponential`` / ``pareto`` | ``onoff`` (``on_us``, ``off_us``, ``rate_bps`` during bursts; ``shape``) | ``sink`` |
-| ``ftp`` over TCP ``tahoe``, ``reno``, ``newreno``, ``cubic`` | ``tcp`` (``mss``, ``window``, ``initial_window``, ``min_rto_us``) | ``tcp_sink``: ``tcp_sink`` (``delayed_ack``) |
+* ``cbr`` over UDP -> engine ``cbr`` (``size``, ``rate_bps`` or ``interval_us``);
+* ``poisson`` -> ``poisson`` (mean rate or mean gap);
+* ``exponential`` / ``pareto`` -> ``onoff`` (``on_us``, ``off_us``, ``rate_bps`` during
+  bursts; ``shape``);
+* ``ftp`` over TCP ``tahoe``, ``reno``, ``newreno``, ``cubic`` -> ``tcp`` (``mss``,
+  ``window``, ``initial_window``, ``min_rto_us``);
+* the connected agent: ``udp_sink`` -> ``sink``, ``tcp_sink`` -> ``tcp_sink``
+  (``delayed_ack``).
 
 Each application is one engine source named after it; its sink is ``<app>.sink`` on the
 peer's node, on port 5000 + the application's index. Where the IR leaves a TCP field

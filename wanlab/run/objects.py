@@ -1,12 +1,12 @@
 """The objects events act on, and what each typed event does (docs/ir.md § Event).
 
-| object | events |
-|---|---|
-| link, LAN | ``up``, ``down``, ``bandwidth``, ``delay``, ``plr``, ``set`` (a queue field), ``drop`` (links), ``trace``: engine requests from :mod:`wanlab.engine.encode` |
-| Program | ``start``, ``stop``, ``kill``, ``run``, ``set`` (its command) |
-| CBR / FTP application | ``start``, ``stop``, ``reset``, ``set`` (a traffic field) |
-| node | ``reboot`` (its processes are stopped and its start command runs again) |
-| ``ns`` (the simulator) | ``halt`` (no further timeline events), ``terminate``, ``swapout``, ``stoprun`` (stop every program and agent), ``msg``, ``log`` |
+* link, LAN: ``up``, ``down``, ``bandwidth``, ``delay``, ``plr``, ``set`` (a queue
+  field), ``drop`` (links), ``trace``: engine requests from :mod:`wanlab.engine.encode`;
+* Program: ``start``, ``stop``, ``kill``, ``run``, ``set`` (its command);
+* traffic application: ``start``, ``stop``, ``reset``, ``set`` (a traffic field);
+* node: ``reboot`` (its processes are stopped and its start command runs again);
+* ``ns`` (the simulator): ``halt`` (no further timeline events), ``terminate``,
+  ``swapout``, ``stoprun`` (stop every program and agent), ``msg``, ``log``.
 
 Events arrive typed and checked (the front ends and tevc normalise them), so nothing
 here reads ns-2 words.
@@ -18,16 +18,16 @@ import os
 import signal
 import subprocess
 import threading
-from typing import Any, Callable
+from typing import Callable
 
 from wanlab.backends.emulate import engine, netns, nodes, procs
 from wanlab.engine import encode
 from wanlab.model.ir import Event
+from wanlab.plan.sim_flows import sim_flows
 from wanlab.run.context import Context
 from wanlab.run.programs import ProgramRunner
 from wanlab.run.sim_traffic import SimTrafficAgent
 from wanlab.run.traffic import TrafficAgent
-from wanlab.plan.sim_flows import sim_flows
 from wanlab.store.db import ExperimentRow, Store
 
 Outcome = tuple[str, str]          # ("ok" | "failed" | "timeout" | "error", detail)

@@ -59,7 +59,7 @@ class SimTrafficAgent:
                     c.call("trace", agent=self.flow.app, clear=True)
                 c.call("agent", agent=self.flow.app, action="start")
                 self.started_s = self.rt.now()
-                self.start_stats = dict(zip(("source", "sink"), self._stats(c)))
+                self.start_stats = dict(zip(("source", "sink"), self._stats(c), strict=True))
                 self.t0_ns = self.engine_now_ns
             self.flows += 1
             self.sending = True

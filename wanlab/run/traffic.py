@@ -38,9 +38,8 @@ import subprocess
 import threading
 import time
 import zlib
-from typing import TYPE_CHECKING, Any
-
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from wanlab.backends.emulate import netns, nodes
 from wanlab.engine.binary import engine_binary

@@ -24,8 +24,8 @@ from typing import Any
 from wanlab.engine import encode
 from wanlab.model.ir import Event, Experiment
 from wanlab.plan.plan import make_plan
-from wanlab.plan.types import Plan
 from wanlab.plan.sim_flows import SimFlow, sim_flows
+from wanlab.plan.types import Plan
 
 SHORT = "5100"            # fixed, so addresses and MACs are the same in every run
 NS = 1_000_000_000
