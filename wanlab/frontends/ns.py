@@ -1,25 +1,32 @@
-"""The ns-2 front end: run an Emulab-style Tcl script in a real ``tclsh``.
+"""The ns-2 front end: run an Emulab-style Tcl script in a sandboxed ``tclsh``.
 
 How it works (as Emulab's parser did): the script runs in a real Tcl
 interpreter after wanlab's prelude (``wanlab/frontends/tcl/prelude.tcl`` and
 ``tb_compat.tcl``), which defines ``Simulator``, nodes, links, LANs, agents,
 ``Program``, ``$ns at`` and every ``tb-*`` command.  The prelude records each
 declaration with the file and line it came from; ``run.tcl`` writes these
-records as JSON to a temporary file whose path is passed in ``argv`` (the
-script's own ``puts`` output stays on stdout and never mixes with them).
+records as JSON to a temporary file whose path is passed in ``argv``.
 :func:`parse` then turns the records into a validated
 :class:`~wanlab.model.ir.Experiment`.
 
-Names follow Emulab: an object is named after the Tcl variable it was first
-assigned to (``set router [$ns node]`` is ``router``; ``set n(3) [$ns node]``
-is ``n-3``; characters other than letters, digits and ``-`` become ``-``).
-Objects never stored in a variable get generated names (``node0``,
-``link0``, ``lan0``, ``prog0``, ``agent0``...).
+The script is untrusted: ``run.tcl`` runs it in a Tcl *safe* interpreter
+(``interp create -safe``: no ``exec``, ``open``, ``file``, ``socket``, ...;
+``source`` reads only files beside the script), bounded by
+:data:`MAX_COMMANDS` Tcl commands and the timeout (``interp limit``); the
+``tclsh`` process itself gets :data:`MAX_MEMORY_BYTES` of address space and
+its own process group, killed whole if it outlives the timeout.
 
-Errors: a genuine Tcl error (syntax, bad ``expr``, wrong number of arguments)
-or a bad value (``10Xb``) is a :class:`~wanlab.errors.SpecError` citing the
-script's file and line; unknown commands only warn (Emulab's behaviour).  The
-full command reference is docs/ns-reference.md.
+Names follow Emulab: an object assigned to a global variable right after its
+creation is renamed after the variable (``set router [$ns node]`` is
+``router``; ``set n(3) [$ns node]`` is ``n-3``), so ``$router`` is the string
+``router`` wherever it is used (start commands, events, ``tb-*``).  Other
+objects keep generated names (``node0``, ``link0``, ...).  A name Emulab
+could not use is an error naming the line ('_' becomes '-', with a warning).
+
+Errors: a Tcl error (syntax, bad ``expr``, wrong number of arguments, an
+unknown command, a command the sandbox lacks), a bad value (``10Xb``) or a
+script without ``$ns run`` is a :class:`~wanlab.errors.SpecError` citing the
+script's file and line.  The full command reference is docs/ns-reference.md.
 """
 
 from __future__ import annotations
@@ -27,7 +34,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import replace
@@ -41,11 +50,11 @@ from wanlab.frontends import normalize, units
 TCL_DIR = Path(__file__).resolve().parent / "tcl"
 RUN_TCL = TCL_DIR / "run.tcl"
 DEFAULT_TIMEOUT_S = 60.0
+MAX_COMMANDS = 500_000_000          # Tcl commands a parse may run (interp limit)
+MAX_MEMORY_BYTES = 2 << 30          # address space of the tclsh child (RLIMIT_AS)
 
-_HANDLE_RE = re.compile(r"^_o[0-9]+$")
-_NAMED_CLASSES = {"Node": "node", "Link": "link", "Lan": "lan", "Program": "prog",
-                  "Agent": "agent", "EventGroup": "group", "EventSequence": "seq",
-                  "EventTimeline": "timeline"}
+_NAMED_CLASSES = ("Node", "Link", "Lan", "Program", "Agent", "EventGroup", "EventSequence",
+                  "EventTimeline")
 _GROUPS = ("EventGroup", "EventSequence", "EventTimeline")
 
 
@@ -68,9 +77,46 @@ def sanitize_name(raw: str, fallback: str = "exp") -> str:
     return s or fallback
 
 
+def _limit_child() -> None:
+    """In the tclsh child: bounded memory, no core file (runs before exec)."""
+    resource.setrlimit(resource.RLIMIT_AS, (MAX_MEMORY_BYTES, MAX_MEMORY_BYTES))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _run_tclsh(argv: list[str], cwd: str, timeout: float, display: str) -> str:
+    """Run the driver in its own process group; kill the whole group on timeout.
+
+    Returns its stderr (for a message when it stops without a result)."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True, preexec_fn=_limit_child)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise SpecError(f"the script did not finish within the parse time limit of "
+                        f"{timeout:g} s (an endless loop?)", file=display) from None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    text = err[-4000:].decode("utf-8", "replace")
+    if proc.returncode and proc.returncode < 0 and "alloc" in text:
+        raise SpecError(f"the script used more than the parse memory limit of "
+                        f"{MAX_MEMORY_BYTES >> 20} MB", file=display)
+    return text
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
 def parse(path: str | os.PathLike[str], *, params: dict[str, str] | None = None,
           timeout: float = DEFAULT_TIMEOUT_S, name: str | None = None) -> ir.Experiment:
-    """Run the ns-2 script at ``path`` and return its validated experiment.
+    """Run the ns-2 script at ``path`` in the sandbox and return its validated experiment.
 
     ``params`` override ``define-template-parameter`` defaults; ``name``
     overrides the experiment name (default: the file's stem, sanitised).
@@ -80,30 +126,36 @@ def parse(path: str | os.PathLike[str], *, params: dict[str, str] | None = None,
     if not p.is_file():
         raise SpecError("no such file", file=display)
     exe = tclsh_path()
-    argv = [exe, str(RUN_TCL), "", str(p.resolve())]
+    # the sandbox's own time limit ends an endless loop with its line; the process
+    # timeout (a little later) is the backstop
+    inner = max(0.5, timeout - min(5.0, timeout * 0.2))
+    argv = [exe, str(RUN_TCL), "", str(p.resolve()), str(MAX_COMMANDS), f"{inner:.3f}"]
     for k, v in (params or {}).items():
         argv += [str(k), str(v)]
     with tempfile.TemporaryDirectory(prefix="wanlab-ns-") as tmp:
         rec = Path(tmp) / "records.json"
         argv[2] = str(rec)
-        try:
-            proc = subprocess.run(argv, cwd=str(p.resolve().parent), stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise SpecError(f"the script did not finish within {timeout:g} s "
-                            f"(an endless loop?)", file=display) from None
+        err = _run_tclsh(argv, str(p.resolve().parent), timeout, display)
         try:
             text = rec.read_text(encoding="utf-8")
         except OSError:
-            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            lines = err.strip().splitlines()
             raise SpecError("tclsh stopped without a result"
-                            + (f": {err[-1]}" if err else ""), file=display) from None
+                            + (f": {lines[-1]}" if lines else ""), file=display) from None
     try:
         records = json.loads(text)
     except ValueError as e:
         raise SpecError(f"internal error reading the ns front end's records: {e}",
                         file=display) from None
-    return _Records(records, display, p.resolve(), params or {}).experiment(name)
+    conv = _Records(records, display, p.resolve(), params or {})
+    try:
+        return conv.experiment(name)
+    except (KeyError, IndexError, TypeError, AttributeError) as e:
+        # the script shares an interpreter with the prelude: redefining ::wl::
+        # procedures or variables can leave records we cannot read
+        raise SpecError(f"the ns front end's records are inconsistent ({type(e).__name__}: "
+                        f"{e}); does the script change wanlab's ::wl:: namespace?",
+                        file=display) from None
 
 
 # -- errors ---------------------------------------------------------------------
@@ -197,12 +249,12 @@ class _Records:
             self.raise_error(rec["error"])
         objs = rec["objects"]
         self.by_h = {o["h"]: o for o in objs}
+        self.by_name = {o["name"]: o for o in objs}
+        self.names = {o["h"]: o["name"] for o in objs}
         self.sim = rec.get("sim") or ""
-        self.assign_names(objs)
         nodes = [self.node(o) for o in objs if o["class"] == "Node"]
         links = [self.link(o) for o in objs if o["class"] == "Link"]
         lans = [self.lan(o) for o in objs if o["class"] == "Lan"]
-        nodes, links, lans = self.node_ips(objs, nodes, links, lans)
         programs = [self.program(o) for o in objs if o["class"] == "Program"]
         agents = [self.agent(o) for o in objs if o["class"] == "Agent"]
         # events are typed against the objects declared (their kinds and queues)
@@ -216,14 +268,14 @@ class _Records:
         rt = rec.get("rtproto")
         rtproto = rt[0] if rt else "static"
         timers = rec.get("ospf") or [ir.Experiment.ospf_hello_s, ir.Experiment.ospf_dead_s]
-        if not rec.get("ran"):
-            self.warn("the script never calls '$ns run' (Emulab requires it); "
-                      "the declarations made are used anyway")
         for k in rec.get("unused_params", []):
             raise SpecError(f"parameter {k!r} is not a define-template-parameter of "
                             f"this script", file=self.display)
         for w in rec["warnings"]:
             self.warn(w[0], w[1], w[2])
+        if not rec.get("ran"):
+            raise SpecError("the script never calls '$ns run' (Emulab requires it at the "
+                            "end of every script)", file=self.display)
         exp = ir.Experiment(
             name=name or sanitize_name(Path(self.display).stem),
             nodes=tuple(nodes), links=tuple(links), lans=tuple(lans),
@@ -238,42 +290,12 @@ class _Records:
         f, line = e.get("file") or None, e.get("line") or None
         if not f:
             f, line = locate_error(e.get("errorinfo", ""), e.get("procs", {}))
+        if "out of memory" in msg or "unable to alloc" in msg:
+            msg = f"the script used more than the parse memory limit of " \
+                  f"{MAX_MEMORY_BYTES >> 20} MB ({msg})"
         if msg.startswith("wrong # args: should be \"set ") and line:
             msg += " (a '#' comment after a command needs ';#')"
         raise self.err(msg, f, line)
-
-    # -- names
-    def assign_names(self, objs: list[dict[str, Any]]) -> None:
-        self.names: dict[str, str] = {}
-        taken: set[str] = {"ns", "sim"}
-        for o in objs:
-            if o["class"] not in _NAMED_CLASSES or not o.get("var"):
-                continue
-            raw = "-".join(o["var"])
-            n = sanitize_name(raw, "")
-            if not n:
-                continue
-            if n in taken:
-                i = 1
-                while f"{n}-{i}" in taken:
-                    i += 1
-                n = f"{n}-{i}"
-            if n != raw and len(o["var"]) == 1:
-                self.warn(f"Tcl variable {raw} names object {n!r} (names may contain only "
-                          f"letters, digits and '-')", o["file"], o["line"])
-            self.names[o["h"]] = n
-            taken.add(n)
-        counters: dict[str, int] = {}
-        for o in objs:
-            prefix = _NAMED_CLASSES.get(o["class"])
-            if prefix is None or o["h"] in self.names:
-                continue
-            i = counters.get(prefix, 0)
-            while f"{prefix}{i}" in taken:
-                i += 1
-            counters[prefix] = i + 1
-            self.names[o["h"]] = f"{prefix}{i}"
-            taken.add(f"{prefix}{i}")
 
     def name_of(self, h: str) -> str:
         if h == self.sim:
@@ -286,8 +308,9 @@ class _Records:
         return self.names.get(h, h)
 
     def ref(self, x: str) -> str:
-        """A word that may be an object handle -> the object's name."""
-        return self.name_of(x) if _HANDLE_RE.match(x) and x in self.by_h else x
+        """A word that may name an object -> the IR name of that object."""
+        o = self.by_name.get(x)
+        return self.name_of(o["h"]) if o else x
 
     # -- objects
     def node(self, o: dict[str, Any]) -> ir.Node:
@@ -359,34 +382,6 @@ class _Records:
                       loss=loss, netmask=self.val(o, "netmask"),
                       source=self.src(o["file"], o["line"]))
 
-    def node_ips(self, objs, nodes, links, lans):
-        """``tb-set-ip node ip``: the address of the node's only interface."""
-        for o in objs:
-            if o["class"] != "Node" or "ip" not in o["attrs"]:
-                continue
-            ip, f, line = o["attrs"]["ip"]
-            n = self.names[o["h"]]
-            ifs = [("link", i) for i, l in enumerate(links) if n in (l.a, l.b)]
-            ifs += [("lan", i) for i, l in enumerate(lans) if n in {m.node for m in l.members}]
-            if not ifs:
-                self.warn(f"tb-set-ip {n}: the node has no link or LAN; address ignored", f,
-                          line)
-                continue
-            if len(ifs) > 1:
-                raise self.err(f"tb-set-ip: node {n!r} has {len(ifs)} interfaces; use "
-                               f"tb-set-ip-link, tb-set-ip-lan or tb-set-ip-interface", f, line)
-            kind, i = ifs[0]
-            if kind == "link":
-                side = "ip_a" if links[i].a == n else "ip_b"
-                if getattr(links[i], side) is None:
-                    links[i] = replace(links[i], **{side: ip})
-            else:
-                lan = lans[i]
-                lans[i] = replace(lan, members=tuple(
-                    replace(m, ip=ip) if m.node == n and m.ip is None else m
-                    for m in lan.members))
-        return nodes, links, lans
-
     def program(self, o: dict[str, Any]) -> ir.Program:
         name = self.names[o["h"]]
         node = self.val(o, "var,node")
@@ -436,15 +431,15 @@ class _Records:
         if not words:
             self.warn(f"event at {e['time']} is empty; ignored", f, line)
             return []
-        target = words[0]
-        if not (_HANDLE_RE.match(target) and target in self.by_h):
+        o = self.by_name.get(words[0])
+        if o is None:
             self.warn(f"event {e['cmd']!r} at {e['time']} does not name a wanlab object "
                       f"(Tcl procs cannot run at experiment time); ignored", f, line)
             return []
+        target = o["h"]
         if len(words) < 2:
             self.warn(f"event {e['cmd']!r} has no action; ignored", f, line)
             return []
-        o = self.by_h[target]
         action, args = words[1], tuple(self.ref(w) for w in words[2:])
         if o["class"] in _GROUPS and depth < 8:
             return self.expand(o, t, action, args, e, depth)
@@ -468,8 +463,9 @@ class _Records:
         items = o["attrs"].get("items", [[]])[0]
         out: list[ir.Event] = []
         if o["class"] == "EventGroup":
-            for h in items:
-                if h in self.by_h:
+            for x in items:
+                if x in self.by_name:
+                    h = self.by_name[x]["h"]
                     dir, member = self.direction_of(h)
                     out.append(normalize.event(self.exp, t, self.name_of(h), action, args,
                                                self.src(e["file"], e["line"]), dir=dir,

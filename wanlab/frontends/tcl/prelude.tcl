@@ -1,51 +1,126 @@
 # wanlab's ns-2 prelude: our own definitions of Simulator, nodes, links, LANs,
 # agents, Program objects, `$ns at` and the tb-* commands, in the way Emulab's
-# parser interposed on ns.  A user's script runs after this file in the same
-# interpreter (see run.tcl); nothing is realized here: every declaration is
-# recorded with the file and line it came from, and run.tcl writes the
-# records as JSON for wanlab/frontends/ns.py to turn into the IR.
+# parser interposed on ns.  It is loaded into the *safe* Tcl interpreter in
+# which the user's script then runs (run.tcl creates it, with no files,
+# processes, sockets or sub-interpreters, and bounded in commands and time).
+# Nothing is realized here: every declaration is recorded with the file and
+# line it came from, and emit.tcl turns the records into JSON for
+# wanlab/frontends/ns.py.
 #
 # Conventions:
-#   * an object is a command named like ns-2's handles (_o12) aliased to
-#     ::wl::dispatch; its class is ::wl::cls($h) and its attributes live in
-#     ::wl::A($h,KEY) as located values {value file line};
-#   * methods of class C are procs ::wl::m::C::METHOD {self ...};
+#   * an object has an internal handle (_o12) that keys its state and never
+#     leaves the interpreter, and a *name*, which is also its Tcl command and
+#     the value user code sees: generated (node0, link0, ...) when created,
+#     then the name of the global variable it is first assigned to (Emulab's
+#     rule: `set n(1) [$ns node]` is n-1);
+#   * its class is ::wl::cls($h) and its attributes live in ::wl::A($h,KEY) as
+#     located values {value file line};
+#   * methods of class C are procs ::wl::m::C::METHOD {self ...} (self = handle);
 #   * ::wl::warn records a warning at the user's current line; ::wl::fail
 #     raises an error carrying that location (errorcode WANLAB LOC file line).
 
 namespace eval ::wl {
     variable seq 0
     variable order {}        ;# object handles in creation order
-    variable pending {}      ;# dict: handles not yet found in a variable
+    variable last ""         ;# the most recently created nameable object
     variable warnings {}     ;# {msg file line} ...
     variable events {}       ;# {time cmd file line} ...
     variable simulated 0     ;# >0 inside make-simulated
-    variable anchors {}      ;# {file line} of the make-simulated bodies being run
-    variable sim ""          ;# the Simulator
+    variable sim ""          ;# the Simulator's handle
     variable rtproto ""
     variable ospf ""
     variable ran 0
     variable tparams {}      ;# template parameters given by the caller
     variable procdef         ;# proc name -> {file line} of its definition
     array set procdef {}
-    variable dir [file dirname [file normalize [info script]]]
+    variable anchors         ;# frame level -> {file line}: where that level's lines count from
+    array set anchors {}
+    variable chunks {}       ;# {level file line} of the chunks being run, innermost last
     variable cls
     array set cls {}
     variable A
     array set A {}
-    variable var
-    array set var {}
+    variable nm              ;# handle -> current name
+    array set nm {}
+    variable obj             ;# name -> handle
+    array set obj {}
+    variable gen             ;# name prefix -> next number for generated names
+    array set gen {}
     variable cache
     array set cache {}
+    # classes named after their variable, with the prefix of their generated names
+    variable named {Node node Link link Lan lan Program prog Agent agent EventGroup group
+        EventSequence seq EventTimeline timeline Simulator sim}
+    variable prefix [dict merge $named {Simplex simplex Queue queue Other obj}]
 }
 namespace eval ::wl::m {}
+namespace eval ::wl::o {}
+
+# -- running the user's files ---------------------------------------------------
+
+# Run TEXT (the contents of PATH) in the caller's frame, as `source` would, but
+# in chunks of complete commands: `info frame` costs time proportional to the
+# position in the script being run, so one script of 50 000 commands made
+# every located value slow (parse time grew quadratically).  Each chunk's
+# frame level is an anchor: lines inside it count from the chunk's first line.
+proc ::wl::run_text {path text} {
+    variable chunks
+    variable anchors
+    set lines [split $text \n]
+    set n [llength $lines]
+    set first 0
+    set count 0
+    set next 8
+    for {set i 0} {$i < $n} {incr i} {
+        incr count
+        if {$count < $next && $i < $n - 1} { continue }
+        set __wl_chunk__ [join [lrange $lines $first $i] \n]
+        if {$i < $n - 1 && ([regexp {(?:^|[^\\])(?:\\\\)*\\$} [lindex $lines $i]]
+                            || ![info complete $__wl_chunk__])} {
+            # not a command boundary yet: look again after 1/8 more lines (linear overall)
+            set next [expr {$count + max(1, $count / 8)}]
+            continue
+        }
+        set level [expr {[info frame] + 1}]
+        set outer [expr {[info exists anchors($level)] ? $anchors($level) : ""}]
+        set anchors($level) [list $path [expr {$first + 1}]]
+        lappend chunks [list $level $path [expr {$first + 1}]]
+        set code [catch {uplevel 1 $__wl_chunk__} res opts]
+        if {$code == 1} {
+            # errorInfo counts lines from the chunk: give them in the file
+            dict set opts -errorinfo [relocate [dict get $opts -errorinfo] [lrange $chunks end end]]
+        }
+        set chunks [lrange $chunks 0 end-1]
+        if {$outer eq ""} { unset anchors($level) } else { set anchors($level) $outer }
+        if {$code != 0} {
+            dict incr opts -level
+            return -options $opts $res
+        }
+        set first [expr {$i + 1}]
+        set count 0
+        set next 8
+    }
+    return ""
+}
+
+# Replace the markers that the chunks in STACK (innermost last) leave in
+# errorInfo, innermost first, by (file "F" line N) markers, which ns.py reads.
+proc ::wl::relocate {info stack} {
+    set re {\("uplevel" body line (\d+)\)(\s+invoked from within\s+"uplevel 1 \$__wl_chunk__")}
+    foreach c [lreverse $stack] {
+        lassign $c level file line
+        if {![regexp -indices $re $info all k]} { break }
+        set k [string range $info {*}$k]
+        set info [string replace $info {*}$all "(file \"$file\" line [expr {$line + $k - 1}])"]
+    }
+    return $info
+}
 
 # -- locations, warnings, errors ---------------------------------------------
 
-# The innermost frame in the user's code: {file line}, or {"" 0}. Within one call
-# from the user's code into an object (dispatch) or `new`, it is computed once: `info
-# frame` costs time proportional to the position in the script, and one command
-# records several located values.
+# The innermost location in the user's code: {file line}, or {"" 0}. Within one
+# call from the user's code into an object (dispatch) or `new`, it is computed
+# once, as one command records several located values.
 variable ::wl::here ""
 proc ::wl::userloc {} {
     if {$::wl::here ne ""} { return $::wl::here }
@@ -53,25 +128,36 @@ proc ::wl::userloc {} {
 }
 
 proc ::wl::find_userloc {} {
-    variable dir
+    variable anchors
     variable procdef
+    # the innermost frame that is not wanlab's own (wanlab's frames have a file:
+    # the user's files run as chunks, which have none)
     for {set i [expr {[info frame] - 1}]} {$i > 0} {incr i -1} {
-        if {[catch {info frame $i} f]} { continue }
-        if {[dict exists $f file]} {
-            set file [dict get $f file]
-            if {[file dirname [file normalize $file]] eq $dir} { continue }
-            return [list $file [dict get $f line]]
+        if {![dict exists [info frame $i] file]} { break }
+    }
+    if {$i <= 0} { return [list "" 0] }
+    set inner [info frame $i]
+    set line [expr {[dict exists $inner line] ? [dict get $inner line] : 1}]
+    # walk out to the nearest frame whose lines we can place: a chunk or a
+    # make-simulated body (anchors), or a procedure defined in the user's code
+    for {set j $i} {$j > 0} {incr j -1} {
+        set f [expr {$j == $i ? $inner : [info frame $j]}]
+        if {[info exists anchors($j)]} {
+            lassign $anchors($j) file base
+        } elseif {[dict get $f type] eq "proc" && [dict exists $f proc]
+                  && [info exists procdef([dict get $f proc])]} {
+            lassign $procdef([dict get $f proc]) file base
+        } else {
+            continue
         }
-        if {[dict get $f type] eq "eval" && [llength $::wl::anchors]} {
-            # inside a make-simulated body: lines count from the body's first line
-            lassign [lindex $::wl::anchors end] file line
-            return [list $file [expr {$line + [dict get $f line] - 1}]]
-        }
-        if {[dict get $f type] eq "proc" && [dict exists $f proc]
-                && [info exists procdef([dict get $f proc])]} {
-            lassign $procdef([dict get $f proc]) file line
-            return [list $file [expr {$line + [dict get $f line] - 1}]]
-        }
+        if {$j == $i} { return [list $file [expr {$base + $line - 1}]] }
+        # the user's command is inside a body run by the command of frame j: its line
+        # counts from frame j's script when it falls within that command (a literal
+        # body, as Tcl tracks it), else the command of frame j is the best we know
+        set fl [expr {[dict exists $f line] ? [dict get $f line] : 1}]
+        set span [regexp -all \n [dict get $f cmd]]
+        if {$line >= $fl && $line <= $fl + $span} { set fl $line }
+        return [list $file [expr {$base + $fl - 1}]]
     }
     return [list "" 0]
 }
@@ -95,38 +181,70 @@ proc ::wl::lv {value} {
 
 # -- objects --------------------------------------------------------------------
 
-proc ::wl::new_obj {class {named 1}} {
+proc ::wl::new_obj {class} {
     variable seq
     variable order
-    variable pending
     variable cls
     variable A
+    variable nm
+    variable obj
+    variable gen
+    variable prefix
+    variable named
     set h "_o[incr seq]"
     set cls($h) $class
     lappend order $h
-    if {$named} { dict set pending $h 1 }
+    # a generated name, free both as an object name and as a command
+    set p [dict get $prefix $class]
+    if {![info exists gen($p)]} { set gen($p) 0 }
+    while {[info exists obj($p$gen($p))] || [llength [info commands ::$p$gen($p)]]} {
+        incr gen($p)
+    }
+    set name $p$gen($p)
+    incr gen($p)
+    set nm($h) $name
+    set obj($name) $h
     lassign [userloc] file line
     set A($h,@file) $file
     set A($h,@line) $line
-    interp alias {} $h {} ::wl::dispatch $h
+    # the driver makes ::wl::o::$h an alias of `::wl::dispatch $h`; renamed, it is the
+    # object's command (an alias created under a reused name costs time in Tcl)
+    ::wl::host_objcmd $h
+    rename ::wl::o::$h ::$name
+    if {[dict exists $named $class]} { set ::wl::last $h }
     return $h
 }
 
-proc ::wl::is_obj {x {class ""}} {
+# The handle of object X (a name; a handle is accepted too), or "".
+proc ::wl::H {x} {
+    variable obj
     variable cls
-    if {![info exists cls($x)]} { return 0 }
-    if {$class eq ""} { return 1 }
-    return [expr {[lsearch -exact $class $cls($x)] >= 0}]
+    if {[info exists obj($x)]} { return $obj($x) }
+    if {[info exists cls($x)]} { return $x }
+    return ""
 }
 
+# The name user code sees for handle H.
+proc ::wl::N {h} { return $::wl::nm($h) }
+
+proc ::wl::is_obj {x {class ""}} {
+    variable cls
+    set h [H $x]
+    if {$h eq ""} { return 0 }
+    if {$class eq ""} { return 1 }
+    return [expr {$cls($h) in $class}]
+}
+
+# Check that X is an object of one of CLASS and return its handle.
 proc ::wl::need {x class what} {
-    if {![is_obj $x $class]} {
-        if {[is_obj $x]} {
-            fail "$what: expected a [join $class { or }], got a $::wl::cls($x)"
+    set h [H $x]
+    if {$h eq "" || $::wl::cls($h) ni $class} {
+        if {$h ne ""} {
+            fail "$what: expected a [join $class { or }], got a $::wl::cls($h) ('$x')"
         }
-        fail "$what: '$x' is not a [join $class { or }] object"
+        fail "$what: '$x' is not a [join $class { or }]"
     }
-    return $x
+    return $h
 }
 
 proc ::wl::set_attr {h key value} {
@@ -140,61 +258,68 @@ proc ::wl::get_attr {h key {default ""}} {
     return $default
 }
 
-# Name objects after the global variables they were first assigned to
-# (Emulab's rule). A global `set VAR [...]` names the object at once (on_set, an
-# execution trace on `set`); objects assigned otherwise (`global x` in a proc,
-# `array set`, ...) are looked for in the global variables and arrays once, when
-# the script has finished (scan_names). Looking at every entry into the prelude
-# instead cost one pass over all globals per call: quadratic in large scripts.
+# Emulab's naming rule: an object assigned by `set` to a global variable right
+# after its creation is renamed after the variable (`set n(1) [$ns node]` is
+# n-1), and the variable then holds the new name. Emulab renamed only at global
+# level; like Emulab, a variable made global in a proc (`global h`) counts too.
+# A name that is not letters, digits and '-' is refused ('_' becomes '-', with a
+# warning); a name already taken is an error, as in Emulab.
 proc ::wl::on_set {cmd code result op} {
-    if {$code != 0 || [llength $cmd] != 3 || [info level] != 1} { return }
-    variable cls
-    variable var
-    if {![info exists cls($result)] || [info exists var($result)]} { return }
-    variable pending
-    if {![dict exists $pending $result]} { return }
-    set name [string trimleft [lindex $cmd 1] :]
-    if {[regexp {^([^(]+)\((.*)\)$} $name -> arr key]} {
-        set var($result) [list $arr $key]
-    } else {
-        set var($result) [list $name]
-    }
-    dict unset pending $result
+    variable last
+    if {$code != 0 || $last eq "" || [llength $cmd] != 3} { return }
+    if {$result ne $::wl::nm($last)} { return }
+    set var [lindex $cmd 1]
+    set base [string trimleft [lindex [split $var (] 0] :]
+    if {[info level] > 1 && ![string match ::* $var]
+            && [uplevel 1 [list info locals $base]] ne ""} { return }
+    set h $last
+    set last ""
+    set name [string trimleft $var :]
+    regsub -all {[(),]} [string trimright $name )] - name
+    ::wl::rename_obj $h $name $var
+    uplevel 1 [list ::set $var $::wl::nm($h)]
 }
 trace add execution set leave ::wl::on_set
 
-proc ::wl::scan_names {} {
-    variable pending
-    if {![dict size $pending]} { return }
-    variable var
-    set want $pending
-    set frames [list #0]   ;# globals only: proc-local variables never name objects
-    foreach fr $frames {
-        if {$fr eq "#0"} { set names [uplevel #0 {info vars}] } else {
-            set names [uplevel $fr {info vars}]
-        }
-        foreach v [lsort $names] {
-            if {[string match tcl_* $v] || $v in {env argv argv0 argc errorInfo errorCode auto_path auto_index}} {
-                continue
-            }
-            if {[uplevel $fr [list array exists $v]]} {
-                foreach {k x} [uplevel $fr [list array get $v]] {
-                    if {[dict exists $want $x]} {
-                        set var($x) [list $v $k]
-                        dict unset want $x
-                    }
-                }
-            } elseif {[uplevel $fr [list info exists $v]]} {
-                set x [uplevel $fr [list set $v]]
-                if {[dict exists $want $x]} {
-                    set var($x) [list $v]
-                    dict unset want $x
-                }
-            }
-            if {![dict size $want]} { break }
-        }
+proc ::wl::rename_obj {h name var} {
+    variable nm
+    variable obj
+    variable cls
+    set old $nm($h)
+    if {[string first _ $name] >= 0} {
+        set want [string map {_ -} $name]
+        warn "the $cls($h) in variable $var is named '$want' ('_' is not allowed in names)"
+        set name $want
     }
-    set pending $want
+    if {![regexp {^[A-Za-z][A-Za-z0-9-]{0,31}$} $name]} {
+        fail "variable $var cannot name the $cls($h): names are letters, digits and '-', start with a letter and have at most 32 characters (use another variable name)"
+    }
+    if {$name eq "ns" && $cls($h) ne "Simulator"} {
+        fail "variable $var cannot name the $cls($h): 'ns' is the simulator's name in events"
+    }
+    if {$name eq $old} { return }
+    if {[info exists obj($name)]} {
+        set o $obj($name)
+        fail "variable $var cannot name the $cls($h): the $cls($o) created at line [lindex $::wl::A($o,@line) 0] is already named '$name' (each object needs its own variable, as in Emulab)"
+    }
+    unset obj($old)
+    # give the generated name back when it was the last one handed out, so that
+    # unnamed objects are numbered from 0 (node0, link0, ...)
+    set p [dict get $::wl::prefix $cls($h)]
+    if {$old eq "$p[expr {$::wl::gen($p) - 1}]"} { incr ::wl::gen($p) -1 }
+    set nm($h) $name
+    set obj($name) $h
+    if {[llength [info commands ::$name]]} {
+        # a Tcl command of that name (e.g. `set source [$ns node]`): the object is
+        # named, passed by name to every wanlab command, but has no command of its
+        # own; our `source` dispatches `$source METHOD ...` to it
+        rename ::$old {}
+        if {$name ne "source"} {
+            warn "the $cls($h) '$name' has the name of the Tcl command '$name': pass it to wanlab commands, but '\$$var METHOD' calls the command"
+        }
+    } else {
+        rename ::$old ::$name
+    }
 }
 
 # Usage string of a method/command proc, for "wrong # args" messages.
@@ -216,6 +341,11 @@ proc ::wl::dispatch {h args} {
     } finally {
         set ::wl::here $outer
     }
+}
+
+proc ::wl::has_method {h m} {
+    set c $::wl::cls($h)
+    return [expr {[llength [info commands ::wl::m::${c}::$m]] || [llength [info commands ::wl::m::Any::$m]]}]
 }
 
 proc ::wl::dispatch_in {h args} {
@@ -270,14 +400,13 @@ proc ::wl::new_in {class args} {
         Simulator {
             if {$::wl::sim ne ""} {
                 ::wl::warn "new Simulator: a second Simulator is the same as the first"
-                return $::wl::sim
+                return [::wl::N $::wl::sim]
             }
-            set ::wl::sim [::wl::new_obj Simulator 0]
-            return $::wl::sim
+            set ::wl::sim [::wl::new_obj Simulator]
+            return [::wl::N $::wl::sim]
         }
         Program {
-            set h [::wl::new_obj Program]
-            return $h
+            return [::wl::N [::wl::new_obj Program]]
         }
         Agent/* - Application/* {
             set h [::wl::new_obj Agent]
@@ -288,14 +417,14 @@ proc ::wl::new_in {class args} {
                         Application/Traffic/Pareto Application/Traffic/Poisson}} {
                 ::wl::warn "new $class: recorded as an agent of kind $class; wanlab may not generate its traffic"
             }
-            return $h
+            return [::wl::N $h]
         }
         EventGroup {
-            return [::wl::new_obj EventGroup]
+            return [::wl::N [::wl::new_obj EventGroup]]
         }
         default {
             ::wl::warn "new $class: class not supported by wanlab; a placeholder object is returned and its methods are ignored"
-            return [::wl::new_obj Other 0]
+            return [::wl::N [::wl::new_obj Other]]
         }
     }
 }
@@ -308,7 +437,8 @@ proc ::wl::m::Simulator::node {self args} {
     if {[llength $args]} { ::wl::warn "\$ns node: arguments '$args' ignored" }
     set h [::wl::new_obj Node]
     ::wl::set_attr $h kind [expr {$::wl::simulated ? "simulated" : "emulated"}]
-    return $h
+    set ::wl::ifaces($h) {}
+    return [::wl::N $h]
 }
 
 proc ::wl::queue_kind {q} {
@@ -320,8 +450,8 @@ proc ::wl::queue_kind {q} {
 }
 
 proc ::wl::make_link {a b bw delay q simplex} {
-    ::wl::need $a Node "link endpoint"
-    ::wl::need $b Node "link endpoint"
+    set a [::wl::need $a Node "link endpoint"]
+    set b [::wl::need $b Node "link endpoint"]
     if {$a eq $b} { ::wl::fail "a link cannot join a node to itself" }
     set kind [::wl::queue_kind $q]
     # A simplex-link b->a completing an earlier simplex-link a->b: one duplex link.
@@ -330,7 +460,7 @@ proc ::wl::make_link {a b bw delay q simplex} {
         unset ::wl::cache(simplex,$b,$a)
         foreach {k v} [list bw $bw delay $delay qkind $kind] { ::wl::set_attr $h ba,$k $v }
         ::wl::set_attr $h simplex 0
-        return [::wl::direction $h ba]
+        return [::wl::N [::wl::direction $h ba]]
     }
     set h [::wl::new_obj Link]
     ::wl::set_attr $h a $a
@@ -340,12 +470,14 @@ proc ::wl::make_link {a b bw delay q simplex} {
     }
     lappend ::wl::cache(links,$a,$b) $h
     lappend ::wl::cache(links,$b,$a) $h
+    lappend ::wl::ifaces($a) [list link $h]
+    lappend ::wl::ifaces($b) [list link $h]
     if {$simplex} {
         ::wl::set_attr $h simplex 1
         set ::wl::cache(simplex,$a,$b) $h
-        return [::wl::direction $h ab]
+        return [::wl::N [::wl::direction $h ab]]
     }
-    return $h
+    return [::wl::N $h]
 }
 
 proc ::wl::m::Simulator::duplex-link {self n1 n2 bw delay {queue DropTail} args} {
@@ -362,9 +494,11 @@ proc ::wl::make_lan {nodes bw delay extra what} {
     set h [::wl::new_obj Lan]
     set members [list]
     foreach n $nodes {
-        ::wl::need $n Node "$what member"
-        if {$n in $members} { ::wl::fail "$what lists a node twice" }
-        lappend members $n
+        set m [::wl::need $n Node "$what member"]
+        if {[info exists ::wl::member($h,$m)]} { ::wl::fail "$what lists node '$n' twice" }
+        set ::wl::member($h,$m) 1
+        lappend members $m
+        lappend ::wl::ifaces($m) [list lan $h]
     }
     if {![llength $members]} { ::wl::fail "$what needs at least one node" }
     ::wl::set_attr $h members $members
@@ -377,7 +511,7 @@ proc ::wl::make_lan {nodes bw delay extra what} {
             ::wl::warn "$what: argument '$x' ignored"
         }
     }
-    return $h
+    return [::wl::N $h]
 }
 
 proc ::wl::m::Simulator::make-lan {self nodes bw delay args} {
@@ -391,30 +525,33 @@ proc ::wl::m::Simulator::make-cloud {self nodes bw delay args} {
 
 proc ::wl::m::Simulator::make-path {self args} {
     ::wl::warn "make-path: ignored; wanlab shapes each link of a path separately"
-    return [::wl::new_obj Other 0]
+    return [::wl::N [::wl::new_obj Other]]
 }
 
 proc ::wl::m::Simulator::bridge {self args} {
     ::wl::warn "bridge: created as an ordinary node (no kernel bridging)"
     set h [::wl::new_obj Node]
     ::wl::set_attr $h kind emulated
-    return $h
+    set ::wl::ifaces($h) {}
+    return [::wl::N $h]
 }
 
 # The link joining n1 and n2 (error if none or ambiguous).
 proc ::wl::link_between {n1 n2 what} {
-    ::wl::need $n1 Node $what
-    ::wl::need $n2 Node $what
-    if {![info exists ::wl::cache(links,$n1,$n2)]} {
-        ::wl::fail "$what: no link between these two nodes"
+    set h1 [::wl::need $n1 Node $what]
+    set h2 [::wl::need $n2 Node $what]
+    if {![info exists ::wl::cache(links,$h1,$h2)]} {
+        ::wl::fail "$what: no link between $n1 and $n2"
     }
+    set n1 $h1
+    set n2 $h2
     return [lindex $::wl::cache(links,$n1,$n2) 0]
 }
 
 # A simplex direction object for link h ("ab" or "ba"), cached.
 proc ::wl::direction {h d} {
     if {![info exists ::wl::cache(dir,$h,$d)]} {
-        set o [::wl::new_obj Simplex 0]
+        set o [::wl::new_obj Simplex]
         ::wl::set_attr $o parent $h
         ::wl::set_attr $o dir $d
         set ::wl::cache(dir,$h,$d) $o
@@ -422,20 +559,24 @@ proc ::wl::direction {h d} {
     return $::wl::cache(dir,$h,$d)
 }
 
+proc ::wl::simplex_of {n1 n2 what} {
+    set h [::wl::link_between $n1 $n2 $what]
+    return [::wl::direction $h [expr {[::wl::get_attr $h a] eq [::wl::H $n1] ? "ab" : "ba"}]]
+}
+
 proc ::wl::m::Simulator::link {self n1 n2} {
-    set h [::wl::link_between $n1 $n2 "\$ns link"]
-    return [::wl::direction $h [expr {[::wl::get_attr $h a] eq $n1 ? "ab" : "ba"}]]
+    return [::wl::N [::wl::simplex_of $n1 $n2 "\$ns link"]]
 }
 
 proc ::wl::m::Simulator::lanlink {self lan node} {
-    ::wl::need $lan Lan "\$ns lanlink"
-    ::wl::need $node Node "\$ns lanlink"
-    if {$node ni [::wl::get_attr $lan members]} { ::wl::fail "\$ns lanlink: node is not a member of the LAN" }
-    return [::wl::direction $lan "m,$node,to"]
+    set lan [::wl::need $lan Lan "\$ns lanlink"]
+    set node [::wl::need $node Node "\$ns lanlink"]
+    if {![info exists ::wl::member($lan,$node)]} { ::wl::fail "\$ns lanlink: node is not a member of the LAN" }
+    return [::wl::N [::wl::direction $lan "m,$node,to"]]
 }
 
 proc ::wl::m::Simulator::queue-limit {self n1 n2 limit} {
-    set d [::wl::m::Simulator::link $self $n1 $n2]
+    set d [::wl::simplex_of $n1 $n2 "\$ns queue-limit"]
     ::wl::set_attr [::wl::get_attr $d parent] [::wl::get_attr $d dir],q,limit_ $limit
 }
 
@@ -480,8 +621,8 @@ proc ::wl::m::Simulator::at {self time event} {
 }
 
 proc ::wl::m::Simulator::attach-agent {self node agent} {
-    ::wl::need $node Node "attach-agent"
-    ::wl::need $agent Agent "attach-agent"
+    set node [::wl::need $node Node "attach-agent"]
+    set agent [::wl::need $agent Agent "attach-agent"]
     ::wl::set_attr $agent node $node
 }
 
@@ -490,8 +631,8 @@ proc ::wl::m::Simulator::detach-agent {self node agent} {
 }
 
 proc ::wl::m::Simulator::connect {self src dst} {
-    ::wl::need $src Agent "\$ns connect"
-    ::wl::need $dst Agent "\$ns connect"
+    set src [::wl::need $src Agent "\$ns connect"]
+    set dst [::wl::need $dst Agent "\$ns connect"]
     ::wl::set_attr $src peer $dst
     ::wl::set_attr $dst peer $src
 }
@@ -503,12 +644,15 @@ proc ::wl::m::Simulator::run {self} {
 
 proc ::wl::m::Simulator::make-simulated {self body} {
     incr ::wl::simulated
-    lappend ::wl::anchors [::wl::userloc]
+    # the body's commands are located on their own lines, counted from this command's
+    set level [expr {[info frame] + 1}]
+    set prev [expr {[info exists ::wl::anchors($level)] ? $::wl::anchors($level) : ""}]
+    set ::wl::anchors($level) [::wl::userloc]
     set outer $::wl::here
-    set ::wl::here ""        ;# the body's commands are located on their own lines
+    set ::wl::here ""
     set code [catch {uplevel 2 $body} res opts]
     set ::wl::here $outer
-    set ::wl::anchors [lrange $::wl::anchors 0 end-1]
+    if {$prev eq ""} { unset ::wl::anchors($level) } else { set ::wl::anchors($level) $prev }
     incr ::wl::simulated -1
     if {$code == 1} {
         dict incr opts -level
@@ -534,7 +678,7 @@ proc ::wl::m::Simulator::event-group {self args} {
     set h [::wl::new_obj EventGroup]
     ::wl::set_attr $h items [concat {*}$args]
     ::wl::warn "event-group: supported best effort (events on the group are applied to each member)"
-    return $h
+    return [::wl::N $h]
 }
 
 proc ::wl::m::Simulator::event-sequence {self {body ""}} {
@@ -552,14 +696,14 @@ proc ::wl::m::Simulator::event-sequence {self {body ""}} {
     }
     ::wl::set_attr $h items $items
     ::wl::warn "event-sequence: its steps run one after another when the sequence is started by \$ns at (tevc cannot start it)"
-    return $h
+    return [::wl::N $h]
 }
 
 proc ::wl::m::Simulator::event-timeline {self args} {
     set h [::wl::new_obj EventTimeline]
     ::wl::set_attr $h items {}
     ::wl::warn "event-timeline: supported best effort (its events are scheduled relative to the time it is started)"
-    return $h
+    return [::wl::N $h]
 }
 
 namespace eval ::wl::m::EventTimeline {
@@ -625,7 +769,7 @@ namespace eval ::wl::m::Node {
                 default { ::wl::fail "program-agent: unknown option '$opt'; options are -command -dir -timeout -expected-exit-code -tag" }
             }
         }
-        return $p
+        return [::wl::N $p]
     }
     proc console {self args} {
         ::wl::warn "node console: ignored (use 'wanlab shell' to enter a node)"
@@ -642,13 +786,13 @@ unset _m
 namespace eval ::wl::m::Simplex {
     proc queue {self} {
         if {![info exists ::wl::cache(queue,$self)]} {
-            set q [::wl::new_obj Queue 0]
+            set q [::wl::new_obj Queue]
             ::wl::set_attr $q dir $self
             set ::wl::cache(queue,$self) $q
         }
-        return $::wl::cache(queue,$self)
+        return [::wl::N $::wl::cache(queue,$self)]
     }
-    proc trace {self args} { ::wl::warn "link trace: accepted and ignored here; use 'wanlab capture'" }
+    proc trace {self args} { ::wl::warn "link trace: accepted and ignored here; trace links with events (\$ns at T \"\$link trace start\"), see docs/ns-reference.md" }
 }
 
 namespace eval ::wl::m::Queue {
@@ -669,10 +813,10 @@ namespace eval ::wl::m::Queue {
 
 # Links and LANs accept trace/up/down etc. as methods only in events.
 namespace eval ::wl::m::Link {
-    proc trace {self args} { ::wl::warn "link trace: accepted and ignored here; use 'wanlab capture'" }
+    proc trace {self args} { ::wl::warn "link trace: accepted and ignored here; trace links with events (\$ns at T \"\$link trace start\"), see docs/ns-reference.md" }
 }
 namespace eval ::wl::m::Lan {
-    proc trace {self args} { ::wl::warn "lan trace: accepted and ignored here; use 'wanlab capture'" }
+    proc trace {self args} { ::wl::warn "lan trace: accepted and ignored here; trace LANs with events (\$ns at T \"\$lan trace start\"), see docs/ns-reference.md" }
 }
 
 # -- Agents and applications ------------------------------------------------------
@@ -684,7 +828,7 @@ namespace eval ::wl::m::Agent {
         return [lindex $args 0]
     }
     proc attach-agent {self agent} {
-        ::wl::need $agent Agent "attach-agent"
+        ::set agent [::wl::need $agent Agent "attach-agent"]
         ::wl::set_attr $self attached $agent
         return ""
     }
@@ -696,7 +840,7 @@ namespace eval ::wl::m::Agent {
         ::set h [::wl::new_obj Agent]
         ::wl::set_attr $h kind Application/$kind
         ::wl::set_attr $h attached $self
-        return $h
+        return [::wl::N $h]
     }
 }
 foreach _m {start stop reset send produce producemore} {
@@ -712,7 +856,10 @@ namespace eval ::wl::m::Program {
             ::wl::warn "Program: variable '$key' is not supported; ignored (supported: node command dir timeout expected-exit-code tag)"
         }
         if {![llength $args]} { return [::wl::get_attr $self var,$key] }
-        if {$key eq "node"} { ::wl::need [lindex $args 0] Node "Program set node" }
+        if {$key eq "node"} {
+            ::wl::set_attr $self var,node [::wl::need [lindex $args 0] Node "Program set node"]
+            return [lindex $args 0]
+        }
         ::wl::set_attr $self var,$key [lindex $args 0]
         return [lindex $args 0]
     }
@@ -724,38 +871,59 @@ unset _m
 
 # -- Tcl overrides ---------------------------------------------------------------------
 
-rename unknown ::wl::tcl_unknown
+# An unknown command is an error, as in Emulab's parser; the commands a safe
+# interpreter hides (exec, open, file, socket, ...) say why they are missing.
 proc unknown {args} {
-    ::wl::warn "unknown command '[lindex $args 0]' ignored"
-    return ""
+    set c [lindex $args 0]
+    if {$c in $::wl::hidden} {
+        ::wl::fail "'$c' is not available: ns scripts are read in a sandbox, without files, processes or network access (wanlab runs programs in the nodes: tb-set-node-startcmd, Program objects)"
+    }
+    ::wl::fail "unknown command '$c'"
 }
 
-rename source ::wl::tcl_source
+# `source tb_compat.tcl` (whatever its path) is ours, already loaded; other files
+# are read by the driver (only files beside the script) and run here.
 proc source {args} {
+    # `$source METHOD ...` for a node named source (figure 2 of the Netbed paper)
+    if {[info exists ::wl::obj(source)] && [llength $args]
+            && [::wl::has_method $::wl::obj(source) [lindex $args 0]]} {
+        return [uplevel 1 [list ::wl::dispatch $::wl::obj(source) {*}$args]]
+    }
+    if {[llength $args] != 1 && [llength $args] != 3} {
+        ::wl::fail "wrong # args: should be \"source fileName\""
+    }
     set f [lindex $args end]
-    if {[file tail $f] in {tb_compat.tcl tb-compat.tcl}} { return "" }
-    return [uplevel 1 [list ::wl::tcl_source {*}$args]]
+    if {[lindex [split $f /] end] in {tb_compat.tcl tb-compat.tcl}} { return "" }
+    lassign [::wl::host_read $f] path text
+    return [uplevel 1 [list ::wl::run_text $path $text]]
 }
 
-rename exit ::wl::tcl_exit
 proc exit {{code 0}} {
     throw [list WANLAB EXIT $code] "exit $code"
 }
 
-::wl::tcl_source [file join $::wl::dir tb_compat.tcl]
+# The script's own output goes nowhere (the records are what counts).
+proc puts {args} { return "" }
 
 # Record where user procs are defined (for error lines inside procs).
 rename proc ::wl::tcl_proc
 ::wl::tcl_proc proc {name params body} {
-    set f [info frame -1]
-    if {[dict exists $f file] && [dict exists $f line]} {
+    lassign [::wl::find_userloc] file line
+    if {$file ne ""} {
         set full $name
         if {![string match ::* $full]} {
             set ns [uplevel 1 {namespace current}]
             set full [expr {$ns eq "::" ? "::$name" : "${ns}::$name"}]
         }
-        set ::wl::procdef($full) [list [dict get $f file] [dict get $f line]]
-        set ::wl::procdef([namespace tail $name]) [list [dict get $f file] [dict get $f line]]
+        set ::wl::procdef($full) [list $file $line]
+        set ::wl::procdef([namespace tail $name]) [list $file $line]
     }
     return [uplevel 1 [list ::wl::tcl_proc $name $params $body]]
+}
+
+# The driver's entry point: run the script at global level.
+proc ::wl::main {path text} {
+    set code [catch {uplevel #0 [list ::wl::run_text $path $text]} res opts]
+    if {$code == 1 && [lrange [dict get $opts -errorcode] 0 1] eq {WANLAB EXIT}} { return "" }
+    return -options $opts $res
 }

@@ -1,124 +1,88 @@
-# Driver: tclsh run.tcl RECORDS-FILE SCRIPT ?NAME VALUE ...?
+# Driver: tclsh run.tcl RECORDS-FILE SCRIPT MAX-COMMANDS MAX-SECONDS ?NAME VALUE ...?
 #
-# Loads the prelude, runs SCRIPT at global level, and writes one JSON document
-# to RECORDS-FILE (never to stdout, which belongs to the script's own puts):
-#   {"ok": true, "objects": [...], "events": [...], "warnings": [...], ...}
-# or {"ok": false, "error": {...}} when the script raised an error.
+# Runs SCRIPT in a *safe* interpreter (interp create -safe: no exec, open,
+# file, socket, cd, glob, load, ...; we also hide interp, after, vwait and
+# update), loaded with wanlab's prelude and tb_compat.tcl, and bounded by
+# MAX-COMMANDS Tcl commands and MAX-SECONDS of run time (interp limit).
+# `source` in the script reaches back here (read_source): only regular files
+# inside the script's folder are read.  The records are written as one JSON
+# document to RECORDS-FILE (see emit.tcl).  This process's own memory is
+# bounded by its parent (ns.py sets an rlimit).
 
-set ::wl_recfile [lindex $argv 0]
-set ::wl_script [lindex $argv 1]
-set ::wl_tparams [lrange $argv 2 end]
-set argv {}
-set argc 0
-set argv0 $::wl_script
+lassign $argv recfile script maxcmds maxsecs
+set tparams [lrange $argv 4 end]
+set libdir [file dirname [file normalize [info script]]]
+set script [file normalize $script]
+set scriptdir [file dirname $script]
+set MAX_BYTES [expr {64 * 1024 * 1024}]
 
-source [file join [file dirname [file normalize [info script]]] prelude.tcl]
-set ::wl::tparams $::wl_tparams
-
-namespace eval ::wl::json {
-    variable map {\\ \\\\ \" \\\"}
-    for {set i 0} {$i < 32} {incr i} {
-        lappend map [format %c $i] [format \\u%04x $i]
-    }
-    proc str {s} {
-        variable map
-        return "\"[string map $map $s]\""
-    }
-    proc strs {l} {
-        set out [list]
-        foreach x $l { lappend out [str $x] }
-        return "\[[join $out ,]\]"
-    }
-    # located value {v file line} -> [v, file, line]
-    proc lv {l} {
-        lassign $l v f n
-        if {![string is integer -strict $n]} { set n 0 }
-        return "\[[str $v],[str $f],$n\]"
-    }
+proc read_text {path} {
+    set fh [open $path r]
+    fconfigure $fh -encoding utf-8
+    set text [read $fh]
+    close $fh
+    return $text
 }
 
-proc ::wl::emit {fh} {
-    variable order
-    variable cls
-    variable A
-    variable var
-    set objs [list]
-    # each object's attribute keys, in one pass ([array names A $h,*] per object would
-    # scan every attribute of every object: quadratic in big scripts)
-    set keys [dict create]
-    foreach k [array names A] {
-        dict lappend keys [string range $k 0 [string first , $k]-1] $k
+# `source FILE` from the script: {path text}, or an error the user can act on.
+proc read_source {f} {
+    set p [file normalize [file join $::scriptdir $f]]
+    if {[string first $::scriptdir/ $p] != 0} {
+        error "source: '$f' is outside the script's folder $::scriptdir (ns scripts may source only files beside them)"
     }
-    foreach h $order {
-        set attrs [list]
-        foreach k [lsort [expr {[dict exists $keys $h] ? [dict get $keys $h] : {}}]] {
-            set key [string range $k [string length $h,] end]
-            if {[string index $key 0] eq "@"} continue
-            lassign $A($k) v f n
-            if {$key eq "members"} {
-                set v [::wl::json::strs $v]
-                lappend attrs "[::wl::json::str $key]:\[$v,[::wl::json::str $f],[expr {$n eq {} ? 0 : $n}]\]"
-            } elseif {$key eq "items"} {
-                set js [list]
-                foreach it $v {
-                    if {$cls($h) eq "EventGroup"} { lappend js [::wl::json::str $it]
-                    } else { lappend js [::wl::json::strs $it] }
-                }
-                lappend attrs "[::wl::json::str $key]:\[\[[join $js ,]\],[::wl::json::str $f],[expr {$n eq {} ? 0 : $n}]\]"
-            } else {
-                lappend attrs "[::wl::json::str $key]:[::wl::json::lv $A($k)]"
-            }
-        }
-        set v [expr {[info exists var($h)] ? [::wl::json::strs $var($h)] : "null"}]
-        set line $A($h,@line)
-        if {![string is integer -strict $line]} { set line 0 }
-        lappend objs "\{\"h\":[::wl::json::str $h],\"class\":[::wl::json::str $cls($h)],\"var\":$v,\"file\":[::wl::json::str $A($h,@file)],\"line\":$line,\"attrs\":\{[join $attrs ,]\}\}"
-    }
-    set evs [list]
-    foreach e $::wl::events {
-        lassign $e t c f n
-        set words null
-        if {![catch {llength $c}]} { set words [::wl::json::strs $c] }
-        lappend evs "\{\"time\":[::wl::json::str $t],\"cmd\":[::wl::json::str $c],\"words\":$words,\"file\":[::wl::json::str $f],\"line\":[expr {[string is integer -strict $n] ? $n : 0}]\}"
-    }
-    set ws [list]
-    foreach w $::wl::warnings {
-        lappend ws [::wl::json::lv $w]
-    }
-    set rt [expr {$::wl::rtproto eq "" ? "null" : [::wl::json::lv $::wl::rtproto]}]
-    puts $fh "\{\"ok\":true,\"sim\":[::wl::json::str $::wl::sim],\"rtproto\":$rt,\"ospf\":\[[join $::wl::ospf ,]\],\"ran\":$::wl::ran,\"unused_params\":[::wl::json::strs [dict keys $::wl::tparams]],\"objects\":\[[join $objs ,\n]\],\"events\":\[[join $evs ,\n]\],\"warnings\":\[[join $ws ,\n]\]\}"
+    if {![file exists $p]} { error "source: no such file '$f' (looked in $::scriptdir)" }
+    if {[file type $p] eq "link"} { error "source: '$f' is a symbolic link (not followed)" }
+    if {![file isfile $p]} { error "source: '$f' is not a regular file" }
+    if {[file size $p] > $::MAX_BYTES} { error "source: '$f' is larger than [expr {$::MAX_BYTES >> 20}] MB" }
+    return [list $p [read_text $p]]
 }
 
-proc ::wl::emit_error {fh msg opts} {
-    set code [dict get $opts -errorcode]
+proc objcmd {S h} {
+    interp alias $S ::wl::o::$h $S ::wl::dispatch $h
+}
+
+set S [interp create -safe]
+foreach c {interp after vwait update} { interp hide $S $c }
+interp alias $S ::wl::host_objcmd {} objcmd $S
+interp alias $S ::wl::host_read {} read_source
+interp eval $S [list namespace eval ::wl [list variable hidden [interp hidden $S]]]
+foreach f {prelude.tcl tb_compat.tcl emit.tcl} {
+    interp invokehidden $S source [file join $libdir $f]
+}
+interp eval $S [list set ::wl::tparams $tparams]
+
+proc write_records {text} {
+    set fh [open $::recfile w]
+    fconfigure $fh -encoding utf-8
+    puts $fh $text
+    close $fh
+}
+
+if {[file size $script] > $MAX_BYTES} {
+    write_records [interp eval $S [list ::wl::emit_error "the script is larger than [expr {$MAX_BYTES >> 20}] MB" "" {}]]
+    exit 0
+}
+set text [read_text $script]
+interp limit $S commands -value [expr {[interp eval $S {info cmdcount}] + $maxcmds}]
+set until [expr {[clock milliseconds] + int($maxsecs * 1000)}]
+interp limit $S time -seconds [expr {$until / 1000}] -milliseconds [expr {$until % 1000}]
+set code [catch {interp eval $S [list ::wl::main $script $text]} msg opts]
+interp limit $S commands -value {}
+interp limit $S time -seconds {} -milliseconds {}
+if {$code == 1} {
     set info [dict get $opts -errorinfo]
-    set file ""
-    set line 0
-    if {[lrange $code 0 1] eq {WANLAB LOC}} {
-        lassign [lrange $code 2 3] file line
+    set ecode [dict get $opts -errorcode]
+    if {$msg in {"command count limit exceeded" "time limit exceeded"}} {
+        set info [interp eval $S [list ::wl::limit_errorinfo $info]]
+        if {$msg eq "time limit exceeded"} {
+            set msg "the script ran longer than the parse time limit ($maxsecs s; an endless loop?)"
+        } else {
+            set msg "the script ran more than $maxcmds Tcl commands, the parse limit (an endless loop?)"
+        }
+        set ecode {}
     }
-    set pd [list]
-    foreach k [array names ::wl::procdef] {
-        lassign $::wl::procdef($k) f n
-        lappend pd "[::wl::json::str $k]:\[[::wl::json::str $f],$n\]"
-    }
-    puts $fh "\{\"ok\":false,\"error\":\{\"message\":[::wl::json::str $msg],\"errorinfo\":[::wl::json::str $info],\"file\":[::wl::json::str $file],\"line\":[expr {[string is integer -strict $line] ? $line : 0}],\"procs\":\{[join $pd ,]\}\}\}"
+    write_records [interp eval $S [list ::wl::emit_error $msg $info $ecode]]
+} elseif {[catch {write_records [interp eval $S ::wl::emit]} m o]} {
+    write_records [interp eval $S [list ::wl::emit_error "internal error in wanlab's ns front end: $m" [dict get $o -errorinfo] {}]]
 }
-
-set ::wl_code [catch {uplevel #0 [list ::wl::tcl_source $::wl_script]} ::wl_msg ::wl_opts]
-if {$::wl_code == 1 && [lrange [dict get $::wl_opts -errorcode] 0 1] eq {WANLAB EXIT}} {
-    set ::wl_code 0
-}
-set ::wl_fh [open $::wl_recfile w]
-fconfigure $::wl_fh -encoding utf-8
-if {$::wl_code == 1} {
-    ::wl::emit_error $::wl_fh $::wl_msg $::wl_opts
-} else {
-    if {[catch {::wl::scan_names; ::wl::emit $::wl_fh} m o]} {
-        close $::wl_fh
-        set ::wl_fh [open $::wl_recfile w]
-        ::wl::emit_error $::wl_fh "internal error in wanlab's ns front end: $m" $o
-    }
-}
-close $::wl_fh
-::wl::tcl_exit 0
+exit 0

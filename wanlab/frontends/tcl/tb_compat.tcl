@@ -1,41 +1,73 @@
-# wanlab's tb_compat.tcl: Emulab's tb-* commands.  Loaded by prelude.tcl;
-# a script's own `source tb_compat.tcl` is a no-op.  Commands that only make
+# wanlab's tb_compat.tcl: Emulab's tb-* commands.  Loaded after prelude.tcl;
+# a script's own `source tb_compat.tcl` (any path) is a no-op.  Each command
+# follows Emulab's tb_compat.tcl (checked when it is called, as Emulab does);
+# where they differ, docs/ns-reference.md says so.  Commands that only make
 # sense on a testbed of many machines are accepted, recorded where the IR has
-# a field for them, and produce a warning saying what wanlab does instead.
+# a field for them, and produce one warning saying what wanlab does instead.
 
 # -- addresses and routing ------------------------------------------------------
 
+proc ::wl::check_ip {ip what} {
+    if {![regexp {^([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})$} $ip -> a b c d]
+            || $a > 255 || $b > 255 || $c > 255 || $d > 255} {
+        ::wl::fail "$what: '$ip' is not an IPv4 address"
+    }
+}
+
+proc ::wl::set_link_ip {link node ip what} {
+    if {[::wl::get_attr $link a] eq $node} { ::wl::set_attr $link ip_a $ip
+    } elseif {[::wl::get_attr $link b] eq $node} { ::wl::set_attr $link ip_b $ip
+    } else { ::wl::fail "$what: [::wl::N $node] is not an end of link [::wl::N $link]" }
+}
+
+# Emulab: the node must have exactly one link or LAN *now*; the address goes on it
+# (a link or LAN added later gets its own address).
 proc tb-set-ip {node ip} {
-    ::wl::need $node Node tb-set-ip
-    ::wl::set_attr $node ip $ip
+    set h [::wl::need $node Node tb-set-ip]
+    ::wl::check_ip $ip tb-set-ip
+    set ifs $::wl::ifaces($h)
+    if {[llength $ifs] != 1} {
+        set n [llength $ifs]
+        ::wl::fail "tb-set-ip: node $node has [expr {$n ? $n : "no"}] link[expr {$n == 1 ? "" : "s"}] or LANs at this point of the script; tb-set-ip needs exactly one (use tb-set-ip-link, tb-set-ip-lan or tb-set-ip-interface)"
+    }
+    lassign [lindex $ifs 0] kind obj
+    if {$kind eq "link"} {
+        ::wl::set_link_ip $obj $h $ip tb-set-ip
+    } else {
+        ::wl::set_attr $obj m,$h,ip $ip
+    }
 }
 
 proc tb-set-ip-interface {src dst ip} {
-    set h [::wl::link_between $src $dst tb-set-ip-interface]
-    ::wl::set_attr $h [expr {[::wl::get_attr $h a] eq $src ? "ip_a" : "ip_b"}] $ip
+    set link [::wl::link_between $src $dst tb-set-ip-interface]
+    ::wl::check_ip $ip tb-set-ip-interface
+    ::wl::set_link_ip $link [::wl::H $src] $ip tb-set-ip-interface
 }
 
 proc tb-set-ip-link {src link ip} {
-    ::wl::need $src Node tb-set-ip-link
-    ::wl::need $link Link tb-set-ip-link
-    if {[::wl::get_attr $link a] eq $src} { ::wl::set_attr $link ip_a $ip
-    } elseif {[::wl::get_attr $link b] eq $src} { ::wl::set_attr $link ip_b $ip
-    } else { ::wl::fail "tb-set-ip-link: the node is not an end of the link" }
+    set h [::wl::need $src Node tb-set-ip-link]
+    set l [::wl::need $link Link tb-set-ip-link]
+    ::wl::check_ip $ip tb-set-ip-link
+    ::wl::set_link_ip $l $h $ip tb-set-ip-link
 }
 
 proc tb-set-ip-lan {src lan ip} {
-    ::wl::need $src Node tb-set-ip-lan
-    ::wl::need $lan Lan tb-set-ip-lan
-    if {$src ni [::wl::get_attr $lan members]} { ::wl::fail "tb-set-ip-lan: the node is not a member of the LAN" }
-    ::wl::set_attr $lan m,$src,ip $ip
+    set h [::wl::need $src Node tb-set-ip-lan]
+    set l [::wl::need $lan Lan tb-set-ip-lan]
+    ::wl::check_ip $ip tb-set-ip-lan
+    if {![info exists ::wl::member($l,$h)]} { ::wl::fail "tb-set-ip-lan: $src is not a member of LAN $lan" }
+    ::wl::set_attr $l m,$h,ip $ip
 }
 
 proc tb-set-netmask {lanlink mask} {
-    ::wl::need $lanlink {Link Lan} tb-set-netmask
-    ::wl::set_attr $lanlink netmask $mask
+    set h [::wl::need $lanlink {Link Lan} tb-set-netmask]
+    ::wl::set_attr $h netmask $mask
 }
 
+# Emulab: none | ospf; wanlab also takes its rtproto names.  none = no routes
+# computed (rtproto Manual: only the script's add-route).
 proc tb-set-ip-routing {type} {
+    if {[string tolower $type] eq "none"} { set type manual }
     ::wl::set_rtproto $type tb-set-ip-routing
 }
 
@@ -46,25 +78,25 @@ proc tb-use-ipassign {args} {
 # -- nodes ---------------------------------------------------------------------
 
 proc tb-set-hardware {node type args} {
-    ::wl::need $node Node tb-set-hardware
-    ::wl::set_attr $node hardware $type
+    set h [::wl::need $node Node tb-set-hardware]
+    ::wl::set_attr $h hardware $type
     ::wl::warn "tb-set-hardware $type: recorded; ignored: all nodes run as namespaces on this host"
 }
 
-proc tb-set-node-os {node os args} {
-    ::wl::need $node Node tb-set-node-os
-    ::wl::set_attr $node os $os
+proc tb-set-node-os {node os {parentos 0}} {
+    set h [::wl::need $node Node tb-set-node-os]
+    ::wl::set_attr $h os $os
     ::wl::warn "tb-set-node-os $os: recorded only; every node runs the host's own filesystem and kernel (the default image)"
 }
 
 proc tb-set-node-startcmd {node cmd} {
-    ::wl::need $node Node tb-set-node-startcmd
-    ::wl::set_attr $node startcmd $cmd
+    set h [::wl::need $node Node tb-set-node-startcmd]
+    ::wl::set_attr $h startcmd $cmd
 }
 
 proc tb-set-node-startup {node cmd} {
-    ::wl::need $node Node tb-set-node-startup
-    ::wl::set_attr $node startcmd $cmd
+    set h [::wl::need $node Node tb-set-node-startup]
+    ::wl::set_attr $h startcmd $cmd
 }
 
 proc ::wl::ignored {name why} {
@@ -85,52 +117,58 @@ proc ::wl::ignored {name why} {
 ::wl::ignored tb-make-weighted-vtype "ignored: all nodes run on this host (no hardware types)"
 ::wl::ignored tb-set-node-usesharednode "ignored: all nodes run on this host"
 ::wl::ignored tb-set-tarfiles "ignored: nodes share the host's filesystem"
+::wl::ignored tb-set-node-deltas "ignored: nodes share the host's filesystem (no disk images or deltas)"
+::wl::ignored tb-set-node-id "ignored: wanlab numbers nothing by hand"
+::wl::ignored tb-elab-in-elab "ignored: wanlab cannot run an Emulab inside an experiment"
+::wl::ignored tb-elab-in-elab-topology "ignored: wanlab cannot run an Emulab inside an experiment"
 
 # -- links ---------------------------------------------------------------------
 
-# tb-set-link-loss link rate             both directions
-# tb-set-link-loss link src rate         direction src -> other end
-# tb-set-link-loss src dst rate          direction src -> dst of the link joining them
-# tb-set-link-loss [$ns link a b] rate   direction a -> b
-# tb-set-link-loss lan rate              same as tb-set-lan-loss
+# tb-set-link-loss LINK RATE             Emulab: the whole link (each direction loses RATE)
+# tb-set-link-loss SRC DST RATE          Emulab: the link joining SRC and DST, both directions
+# tb-set-link-loss LINK SRC RATE         wanlab: direction SRC -> other end only
+# tb-set-link-loss [$ns link A B] RATE   wanlab: direction A -> B only
+# tb-set-link-loss LAN RATE              wanlab: as tb-set-lan-loss
 proc tb-set-link-loss {obj args} {
     switch -- [llength $args] {
         1 {
             set rate [lindex $args 0]
-            if {[::wl::is_obj $obj Simplex]} {
-                ::wl::set_attr [::wl::get_attr $obj parent] [::wl::get_attr $obj dir],loss $rate
-            } elseif {[::wl::is_obj $obj Lan]} {
-                ::wl::set_attr $obj loss $rate
-            } else {
-                ::wl::need $obj Link tb-set-link-loss
-                ::wl::set_attr $obj ab,loss $rate
-                ::wl::set_attr $obj ba,loss $rate
+            if {![::wl::is_obj $obj {Lan Simplex}]} { ::wl::need $obj Link tb-set-link-loss }
+            set h [::wl::H $obj]
+            switch -- $::wl::cls($h) {
+                Simplex { ::wl::set_attr [::wl::get_attr $h parent] [::wl::get_attr $h dir],loss $rate }
+                Lan { ::wl::set_attr $h loss $rate }
+                Link {
+                    ::wl::set_attr $h ab,loss $rate
+                    ::wl::set_attr $h ba,loss $rate
+                }
             }
         }
         2 {
             lassign $args x rate
             if {[::wl::is_obj $obj Link]} {
-                ::wl::need $x Node tb-set-link-loss
-                set d [::wl::dir_from $obj $x tb-set-link-loss]
-                ::wl::set_attr $obj $d,loss $rate
+                set h [::wl::H $obj]
+                set d [::wl::dir_from $h [::wl::need $x Node tb-set-link-loss] tb-set-link-loss]
+                ::wl::set_attr $h $d,loss $rate
             } else {
                 set h [::wl::link_between $obj $x tb-set-link-loss]
-                ::wl::set_attr $h [::wl::dir_from $h $obj tb-set-link-loss],loss $rate
+                ::wl::set_attr $h ab,loss $rate
+                ::wl::set_attr $h ba,loss $rate
             }
         }
-        default { ::wl::fail "wrong # args: should be \"tb-set-link-loss link ?src? rate\"" }
+        default { ::wl::fail "wrong # args: should be \"tb-set-link-loss link ?src? rate\" or \"tb-set-link-loss src dst rate\"" }
     }
 }
 
 proc ::wl::dir_from {link node what} {
     if {[::wl::get_attr $link a] eq $node} { return ab }
     if {[::wl::get_attr $link b] eq $node} { return ba }
-    ::wl::fail "$what: the node is not an end of the link"
+    ::wl::fail "$what: [::wl::N $node] is not an end of link [::wl::N $link]"
 }
 
 proc tb-set-link-simplex-params {link src delay bw loss} {
-    ::wl::need $link Link tb-set-link-simplex-params
-    ::wl::need $src Node tb-set-link-simplex-params
+    set link [::wl::need $link Link tb-set-link-simplex-params]
+    set src [::wl::need $src Node tb-set-link-simplex-params]
     set d [::wl::dir_from $link $src tb-set-link-simplex-params]
     ::wl::set_attr $link $d,delay $delay
     ::wl::set_attr $link $d,bw $bw
@@ -144,18 +182,19 @@ proc tb-set-link-simplex-params {link src delay bw loss} {
 # -- LANs --------------------------------------------------------------------------
 
 proc tb-set-lan-loss {lan rate} {
-    ::wl::need $lan Lan tb-set-lan-loss
-    ::wl::set_attr $lan loss $rate
+    ::wl::set_attr [::wl::need $lan Lan tb-set-lan-loss] loss $rate
 }
 
+# {node-handle lan-handle} of a member, checked
 proc ::wl::lan_member {node lan what} {
-    ::wl::need $node Node $what
-    ::wl::need $lan Lan $what
-    if {$node ni [::wl::get_attr $lan members]} { ::wl::fail "$what: the node is not a member of the LAN" }
+    set n [::wl::need $node Node $what]
+    set l [::wl::need $lan Lan $what]
+    if {![info exists ::wl::member($l,$n)]} { ::wl::fail "$what: $node is not a member of LAN $lan" }
+    return [list $n $l]
 }
 
 proc tb-set-lan-simplex-params {lan node todelay tobw toloss fromdelay frombw fromloss} {
-    ::wl::lan_member $node $lan tb-set-lan-simplex-params
+    lassign [::wl::lan_member $node $lan tb-set-lan-simplex-params] node lan
     foreach {k v} [list to,delay $todelay to,bw $tobw to,loss $toloss \
                         from,delay $fromdelay from,bw $frombw from,loss $fromloss] {
         ::wl::set_attr $lan m,$node,$k $v
@@ -163,22 +202,22 @@ proc tb-set-lan-simplex-params {lan node todelay tobw toloss fromdelay frombw fr
 }
 
 proc tb-set-node-lan-delay {node lan delay} {
-    ::wl::lan_member $node $lan tb-set-node-lan-delay
+    lassign [::wl::lan_member $node $lan tb-set-node-lan-delay] node lan
     foreach d {to from} { ::wl::set_attr $lan m,$node,$d,delay $delay }
 }
 
 proc tb-set-node-lan-bandwidth {node lan bw} {
-    ::wl::lan_member $node $lan tb-set-node-lan-bandwidth
+    lassign [::wl::lan_member $node $lan tb-set-node-lan-bandwidth] node lan
     foreach d {to from} { ::wl::set_attr $lan m,$node,$d,bw $bw }
 }
 
 proc tb-set-node-lan-loss {node lan loss} {
-    ::wl::lan_member $node $lan tb-set-node-lan-loss
+    lassign [::wl::lan_member $node $lan tb-set-node-lan-loss] node lan
     foreach d {to from} { ::wl::set_attr $lan m,$node,$d,loss $loss }
 }
 
 proc tb-set-node-lan-params {node lan delay bw loss} {
-    ::wl::lan_member $node $lan tb-set-node-lan-params
+    lassign [::wl::lan_member $node $lan tb-set-node-lan-params] node lan
     foreach d {to from} {
         ::wl::set_attr $lan m,$node,$d,delay $delay
         ::wl::set_attr $lan m,$node,$d,bw $bw
@@ -192,7 +231,9 @@ proc tb-set-node-lan-params {node lan delay bw loss} {
 # -- shaping placement, wide area --------------------------------------------------
 
 ::wl::ignored tb-set-noshaping "ignored: every link is shaped by the wanlab engine"
-::wl::ignored tb-set-endnodeshaping "ignored: every link is shaped by the wanlab engine"
+::wl::ignored tb-set-endnodeshaping "ignored: every link is shaped by the wanlab engine between the nodes (no delay nodes, no end-node shaping)"
+::wl::ignored tb-use-endnodeshaping "ignored: every link is shaped by the wanlab engine between the nodes (no delay nodes, no end-node shaping)"
+::wl::ignored tb-force-endnodeshaping "ignored: every link is shaped by the wanlab engine between the nodes (no delay nodes, no end-node shaping)"
 ::wl::ignored tb-set-multiplexed "ignored: every link is shaped by the wanlab engine"
 ::wl::ignored tb-set-link-encap "ignored: links carry plain Ethernet frames"
 ::wl::ignored tb-set-vlink-emulation "ignored: links carry plain Ethernet frames"
