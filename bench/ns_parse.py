@@ -94,7 +94,7 @@ def main() -> int:
                 path = os.path.join(tmp, f"{shape}{n}.tcl")
                 with open(path, "w") as f:
                     f.write(SHAPES[shape](n))
-                lines = sum(1 for _ in open(path))
+                lines = SHAPES[shape](n).count("\n")
                 times = [time_parse(path, n, args.timeout) for _ in range(args.repeats)]
                 med = statistics.median(times)
                 rows.append((shape, n, lines, med, min(times), max(times)))
@@ -109,11 +109,12 @@ def main() -> int:
     if not args.no_save:
         out = os.path.join(ROOT, "bench", "results", "ns-parse-latest.md")
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        tcl = subprocess.run([ns.tclsh_path()], input="puts [info patchlevel]",
+                             capture_output=True, text=True, check=False).stdout.strip()
         with open(out, "w") as f:
             f.write(f"# ns-2 parse time\n\n`python3 bench/ns_parse.py --sizes {args.sizes} "
-                    f"--repeats {args.repeats}` at {stamp}, commit {git_rev()}, "
-                    f"Tcl {subprocess.run([ns.tclsh_path()], input='puts [info patchlevel]', capture_output=True, text=True).stdout.strip()}"
-                    f" (2 shared cores; medians of {args.repeats}).\n\n{table}")
+                    f"--repeats {args.repeats}` at {stamp}, commit {git_rev()}, Tcl {tcl} "
+                    f"(2 cores shared with other work; medians of {args.repeats}).\n\n{table}")
         print(f"written to {out}")
     return 0
 

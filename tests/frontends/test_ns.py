@@ -525,7 +525,8 @@ def test_locate_error_unit():
     info = ('boom\n    while executing\n"error boom"\n    ("foreach" body line 3)\n'
             '    invoked from within\n"foreach ..."\n    (file "/x/s.tcl" line 10)')
     assert ns.locate_error(info, {}) == ("/x/s.tcl", 12)
-    info = 'boom\n    (procedure "mk" line 2)\n    invoked from within\n"mk"\n    (file "/x/s.tcl" line 9)'
+    info = ('boom\n    (procedure "mk" line 2)\n    invoked from within\n"mk"\n'
+            '    (file "/x/s.tcl" line 9)')
     assert ns.locate_error(info, {"mk": ["/x/s.tcl", 4]}) == ("/x/s.tcl", 5)
 
 

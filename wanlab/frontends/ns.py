@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 from wanlab.errors import SpecError
-from wanlab.model import ir
 from wanlab.frontends import normalize, units
+from wanlab.model import ir
 
 TCL_DIR = Path(__file__).resolve().parent / "tcl"
 RUN_TCL = TCL_DIR / "run.tcl"
