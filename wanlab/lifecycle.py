@@ -178,7 +178,6 @@ class Lab:
                 self.say(f"repairing {name} ({row.error}): removing what is recorded")
                 self.store.set_state(row.id, "activating", "repair")
                 before = SWAPPED        # a failed repair leaves it swapped, everything removed
-                swap.teardown(self.store, row.id, self.say)
             elif row.state not in (NEW, SWAPPED):
                 hint = (f"; 'wanlab swapin --repair {name}' rebuilds it"
                         if row.state == DEGRADED else "")
@@ -187,8 +186,10 @@ class Lab:
             else:
                 before = row.state
                 self.store.set_state(row.id, "activating", "swap-in")
-            built = False
+            built = repair          # a repair starts from what is recorded: undo it on failure
             try:
+                if repair:
+                    swap.teardown(self.store, row.id, self.say)
                 plan = swap.swap_in(self.store, row, self.stages(), self.say)
                 built = True
                 # a part that died while the others were built: fail now, not at first use
