@@ -423,3 +423,17 @@ def test_run_exits_nonzero_and_names_the_failed_events(tmp_path):
     out, err = p.communicate(timeout=120)
     assert p.returncode == 1, (out, err)
     assert "1 timeline events failed: prog run at t=0.2 s (failed" in err, err
+
+
+def test_kill9_of_the_cli_during_swapout_then_cleanup_leaves_nothing(tmp_path, spec, marker):
+    home = tmp_path / "home"
+    p = cli(home, "create", spec)
+    p.communicate(timeout=60)
+    assert p.returncode == 0
+    p = cli(home, "swapout", "faulty", pause="removing")
+    wait_stopped(p)
+    seen = recorded(home)
+    p.kill()
+    p.communicate(timeout=30)
+    clean_all(home)
+    assert_nothing_left(home, seen, marker)
