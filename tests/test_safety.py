@@ -71,7 +71,8 @@ def test_every_lab_entry_point_refuses_before_touching_files(tmp_path, name):
         for call in (lambda: lab.terminate(name), lambda: lab.cleanup(name),
                      lambda: lab.swapin(name), lambda: lab.swapout(name),
                      lambda: lab.show(name), lambda: lab.get(name),
-                     lambda: lab.modify(name, pair()), lambda: lab.export(name, str(tmp_path / "e")),
+                     lambda: lab.modify(name, pair()),
+                     lambda: lab.export(name, str(tmp_path / "e")),
                      lambda: lab.create(replace(pair(), name=name), swapin=False),
                      lambda: lab.store.add_experiment(replace(pair(), name=name), None),
                      lambda: lab.store.folder(name), lambda: lab.store.lock_path(name)):
@@ -86,7 +87,8 @@ def test_every_lab_entry_point_refuses_before_touching_files(tmp_path, name):
 def test_store_paths_stay_inside(tmp_path):
     s = Store(str(tmp_path / "home"))
     try:
-        assert s.folder("ok", "nodes", "a") == str(tmp_path / "home" / "exps" / "ok" / "nodes" / "a")
+        want = tmp_path / "home" / "exps" / "ok" / "nodes" / "a"
+        assert s.folder("ok", "nodes", "a") == str(want)
         for parts in (("..", "x"), ("nodes", "..", "..", "..", "x"), ("/etc",)):
             with pytest.raises(WanlabError, match="refusing a path outside"):
                 s.folder("ok", *parts)

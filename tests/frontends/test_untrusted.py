@@ -93,7 +93,7 @@ def test_memory_limit(tmp_path):
 
 YAML_BOMB = "".join(
     f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]\n"
-    for p, c in zip("abcdefgh", "bcdefghi")
+    for p, c in zip("abcdefgh", "bcdefghi", strict=True)
 )
 
 

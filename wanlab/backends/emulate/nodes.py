@@ -21,7 +21,6 @@ from wanlab.errors import WanlabError
 from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
 
-
 # Capabilities a node never has (its bounding set): no mounts or setns (SYS_ADMIN), no ptrace
 # or /proc/PID/{root,ns} of wanlab's own processes (SYS_PTRACE; and a smaller permitted set
 # than theirs), no modules, raw I/O, reboot, clock, file handles that bypass mounts
@@ -54,7 +53,8 @@ DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot"
 #    the command runs with the capabilities above removed from its bounding set.
 NODE_SHELL = r"""node=$0 home=$1 dir=$2 caps=$3; shift 3
 cwd=$(pwd); cd / || exit 111
-host_mounts=$(awk '$2 !~ "^/(proc|sys|dev|run|tmp|var/tmp|etc)(/|$)" { print $2 }' /proc/self/mounts)
+host_mounts=$(awk '$2 !~ "^/(proc|sys|dev|run|tmp|var/tmp|etc)(/|$)" { print $2 }' \
+  /proc/self/mounts)
 hostname "$node" || exit 111
 mkdir -p "$dir/tmp" "$dir/run" && chmod 1777 "$dir/tmp" &&
 mount -t tmpfs -o mode=0755,size=1m wanlab-stage /run &&
