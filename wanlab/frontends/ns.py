@@ -241,6 +241,8 @@ class _Records:
         a = o["attrs"].get(key)
         if a is None:
             return default
+        if fn in (units.parse_bandwidth, units.parse_delay):
+            kw.setdefault("warn", lambda m: self.warn(m, a[1], a[2]))
         return fn(a[0], file=self.fname(a[1]), line=a[2] or None, **kw)
 
     def experiment(self, name: str | None) -> ir.Experiment:

@@ -5,18 +5,24 @@ ns-2 conventions:
 * bandwidth: ``10Mb``, ``1.5Mb``, ``100kb``, ``1Gb``, ``56kb``, ``10Mbps``,
   ``100kbps``, ``1.5Gb``, ``10Mbit``; a plain number is bit/s. Prefixes are
   decimal (k = 1e3, M = 1e6, G = 1e9, T = 1e12, case-insensitive); a final
-  capital ``B`` means bytes (``1MB`` = 8 Mbit/s), as in ns-2.
+  capital ``B`` means bytes (``1MB`` = 8 Mbit/s), as in ns-2. ``0`` means
+  unlimited (no shaping).
 * delay / time: ``20ms``, ``1.5s``, ``500us``, ``10ns``; a plain number is seconds.
 * loss: a probability ``0.01`` (or a percentage ``1%``).
 
 Every function raises :class:`~wanlab.errors.SpecError` with a message that
-shows an accepted example; the caller adds file/line or field path.
+shows an accepted example (a negative value says so); the caller adds
+file/line or field path.  :func:`parse_bandwidth` and :func:`parse_delay`
+also take ``warn``, a callable given a note for values that are valid but
+easy to misread: bandwidth 0 (unlimited) and a delay without a unit
+(seconds, where ns-2 users often mean milliseconds).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
 from wanlab.errors import SpecError
 
@@ -29,15 +35,24 @@ _TIME_UNITS = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1
                "ns": 1e-9}
 
 
+Warn = Callable[[str], None] | None
+
+
 def _err(msg: str, file: str | None, line: int | None, field: str | None) -> SpecError:
     return SpecError(msg, file=file, line=line, field=field)
 
 
+def _negative(value: object) -> bool:
+    return isinstance(value, str) and value.strip().startswith("-")
+
+
 def parse_bandwidth(value: object, *, file: str | None = None, line: int | None = None,
-                    field: str | None = None) -> int:
+                    field: str | None = None, warn: Warn = None) -> int:
     """Bandwidth in bit/s (int). ``0`` means unlimited."""
     if isinstance(value, bool):
         raise _err(f"bandwidth {value!r} is not a bandwidth", file, line, field)
+    if _negative(value):
+        raise _err(f"bandwidth {value!r} is negative; write e.g. 10Mb", file, line, field)
     if isinstance(value, (int, float)):
         bps = float(value)
     else:
@@ -50,14 +65,18 @@ def parse_bandwidth(value: object, *, file: str | None = None, line: int | None 
             bps *= 8
     if not math.isfinite(bps) or bps < 0:
         raise _err(f"bandwidth {value!r} must be a non-negative number", file, line, field)
+    if bps == 0 and warn:
+        warn(f"bandwidth {value}: 0 means unlimited (the link is not shaped)")
     return int(round(bps))
 
 
 def parse_delay(value: object, *, file: str | None = None, line: int | None = None,
-                field: str | None = None, what: str = "delay") -> float:
+                field: str | None = None, what: str = "delay", warn: Warn = None) -> float:
     """Delay or time in seconds (float)."""
     if isinstance(value, bool):
         raise _err(f"{what} {value!r} is not a {what}", file, line, field)
+    if _negative(value):
+        raise _err(f"{what} {value!r} is negative; write e.g. 20ms", file, line, field)
     if isinstance(value, (int, float)):
         s = float(value)
     else:
@@ -66,6 +85,9 @@ def parse_delay(value: object, *, file: str | None = None, line: int | None = No
             raise _err(f"{what} {str(value)!r} not understood; write e.g. 20ms, 1.5s, "
                        f"500us, or a plain number of seconds", file, line, field)
         s = float(m.group(1)) * _TIME_UNITS[m.group(2)]
+        if m.group(2) is None and s != 0 and warn:
+            warn(f"{what} {str(value).strip()} has no unit: ns-2 reads it as "
+                 f"{s:g} seconds (write {str(value).strip()}ms for milliseconds)")
     if not math.isfinite(s) or s < 0:
         raise _err(f"{what} {value!r} must be a non-negative number", file, line, field)
     return s
@@ -89,6 +111,9 @@ def parse_loss(value: object, *, file: str | None = None, line: int | None = Non
     except (TypeError, ValueError):
         raise _err(f"loss {value!r} not understood; write a probability such as 0.01",
                    file, line, field) from None
+    if p < 0:
+        raise _err(f"loss {value!r} is negative; write a probability such as 0.01",
+                   file, line, field)
     if not (0.0 <= p <= 1.0):
         raise _err(f"loss {value!r} is not a probability in 0..1", file, line, field)
     return p
