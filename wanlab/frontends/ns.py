@@ -309,6 +309,16 @@ class _Records:
             return self.name_of(o["attrs"]["dir"][0])
         return self.names.get(h, h)
 
+    def hop(self, x: str) -> str:
+        """A next hop: a node, an address, or ns-2's ``[$ns link $me $next]`` (-> next)."""
+        o = self.by_name.get(x)
+        if o and o["class"] == "Simplex":
+            link = self.by_h[o["attrs"]["parent"][0]]
+            if link["class"] == "Link":
+                end = "b" if o["attrs"]["dir"][0] == "ab" else "a"
+                return self.names[link["attrs"][end][0]]
+        return self.ref(x)
+
     def ref(self, x: str) -> str:
         """A word that may name an object -> the IR name of that object."""
         o = self.by_name.get(x)
@@ -319,7 +329,7 @@ class _Records:
         routes = []
         for i in range(int(self.val(o, "nroutes", 0))):
             routes.append(ir.Route(dst=self.ref(self.val(o, f"route,{i},dst")),
-                                   via=self.ref(self.val(o, f"route,{i},via"))))
+                                   via=self.hop(self.val(o, f"route,{i},via"))))
         return ir.Node(name=self.names[o["h"]], kind=self.val(o, "kind", "emulated"),
                        os=self.val(o, "os"), hardware=self.val(o, "hardware"),
                        startcmd=self.val(o, "startcmd"), routes=tuple(routes),

@@ -114,7 +114,7 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
             nodes[name].routes.extend(entries)
     for n in exp.nodes:
         for r in n.routes:
-            nodes[n.name].routes.append(_manual_route(n.name, r.dst, r.via, nodes, exp))
+            nodes[n.name].routes.append(_manual_route(n.name, r.dst, r.via, nodes, addrs))
 
     # With dynamic routing every node also gets a loopback address (10.255.0.0/16, in
     # declaration order), advertised by OSPF: a router's name then stays reachable
@@ -169,18 +169,27 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
 
 
 def _manual_route(node: str, dst: str, via: str, nodes: dict[str, NodePlan],
-                  exp: Experiment) -> RouteEntry:
-    """Resolve ``$node add-route DST NEXTHOP`` (names or addresses) to a route."""
+                  addrs: dict) -> RouteEntry:
+    """Resolve ``$node add-route DST NEXTHOP`` to a route.
+
+    DST is a node (its first address), a link or LAN (its subnet, as Emulab's
+    ``add-route $link``), a prefix or ``default``; NEXTHOP a neighbour node or
+    an address on one of the node's networks."""
     me = nodes[node]
     if dst in nodes:
         if not nodes[dst].interfaces:
             raise SpecError(f"route on {node}: destination node {dst!r} has no interfaces")
         dst = nodes[dst].interfaces[0].ip + "/32"
+    elif dst in addrs:
+        if any(i.network == dst for i in me.interfaces):
+            raise SpecError(f"route on {node}: {dst!r} is one of its own networks (no "
+                            f"route needed)", field=f"nodes.{node}.routes")
+        dst = str(addrs[dst][0])
     try:
         dst_net = ipaddress.IPv4Network(dst, strict=False) if dst != "default" else None
     except ValueError:
-        raise SpecError(f"route on {node}: destination {dst!r} is neither a node nor a "
-                        f"prefix", field=f"nodes.{node}.routes") from None
+        raise SpecError(f"route on {node}: destination {dst!r} is neither a node, a link, a "
+                        f"LAN nor a prefix", field=f"nodes.{node}.routes") from None
     if via in nodes:
         shared = [(i, j) for i in me.interfaces for j in nodes[via].interfaces
                   if i.network == j.network]
