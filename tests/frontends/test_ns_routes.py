@@ -2,11 +2,10 @@
 forwarding over real namespaces."""
 
 import pytest
+from conftest import needs_root, ping_rtts
 
 from wanlab.errors import SpecError
 from wanlab.plan.plan import make_plan
-
-from conftest import needs_root, ping_rtts
 
 ROUTED = """\
     set a [$ns node]
