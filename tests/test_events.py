@@ -98,6 +98,26 @@ $ns at 8.6 "$onoff stop"
     assert 0 < onoff["packets"] < 400, onoff["packets"]
 
 
+def test_tevc_starts_a_timeline_the_script_never_started(lab, tmp_path):
+    body = """set later [$ns event-timeline]
+$later at 0.2 "$link0 delay 50ms"
+set g [new EventGroup $ns]
+$g add $link0
+"""
+    create(lab, tmp_path, body, "later")
+    assert lab.event_log("later") == []
+    r = lab.tevc("later", "now", "later", "start", wait=True)
+    assert r["outcome"] == "ok" and "1 events" in r["detail"]
+    log = wait_for(lambda: lab.event_log("later"))
+    assert [(e["target"], e["action"], e["args"], e["outcome"]) for e in log] == \
+        [("link0", "delay", ["50ms"], "ok")]
+    assert min(ping_rtts(lab, "later", "a", "b", count=2)) >= 99.9
+    # an event group: the event goes to each member
+    r = lab.tevc("later", "now", "g", "delay", ["5ms"], wait=True)
+    assert r["outcome"] == "ok" and r["detail"] == "link0 delay 5ms"
+    assert max(ping_rtts(lab, "later", "a", "b", count=2)) < 15
+
+
 def test_ping_shows_the_gap_of_a_link_down_from_2_to_4_s(lab, tmp_path):
     create(lab, tmp_path, '$ns at 2 "$link0 down"\n$ns at 4 "$link0 up"\n', "gap")
     t0 = t0_of(lab, "gap")

@@ -394,11 +394,25 @@ class Lab:
         SpecError naming it before anything is sent."""
         from wanlab.frontends.normalize import event
         row = self._need_active(self.store.get(name))
-        if target not in row.ir.kinds():
+        kinds = row.ir.kinds()
+        if target not in kinds:
             raise WanlabError(f"no object named {target!r} in experiment {name!r}")
-        ev = event(row.ir, 0.0, target, action, list(args or []))
+        group = next((g for g in row.ir.groups if g.name == target), None)
+        members = group.members if group is not None else (target,)
+        evs = [event(row.ir, 0.0, m, action, list(args or []), kinds=kinds) for m in members]
         with EventClient(self.store.folder(name)) as c:
-            return c.event(time_spec, ev, wait)
+            replies = [c.event(time_spec, ev, wait) for ev in evs]
+        if len(replies) == 1:
+            return replies[0]
+        # an event group: one event per member, reported together
+        return {"ok": all(r.get("ok") for r in replies),
+                "scheduled_s": min((r.get("scheduled_s", 0.0) for r in replies), default=0.0),
+                "outcome": "ok" if all(r.get("outcome", "ok") == "ok" for r in replies)
+                else "error", "detail": "; ".join(f"{m}: {r.get('detail', 'scheduled')}"
+                                                   for m, r in zip(members, replies,
+                                                                   strict=True)),
+                "t": max((r.get("t") or 0.0 for r in replies), default=0.0),
+                "lateness_s": None, "replies": replies}
 
     def set_link(self, name: str, target: str, dir: str = "both", **change: Any) -> None:
         """Change a link's or LAN's bandwidth/delay/loss now, with tevc's meaning (a LAN's

@@ -402,7 +402,36 @@ def test_event_groups_best_effort(tcl):
     ev = [(x.time_s, x.target, x.action) for x in e.events]
     assert ev == [(10.0, "l1", "down"), (10.0, "l2", "down"), (105.0, "l1", "down"),
                   (200.0, "l2", "down"), (200.0, "l2", "up")]
+    # kept in the IR (typed) so that tevc can start them again
+    tls = {t.name: t for t in e.timelines}
+    assert tls["tl"].kind == "timeline" and \
+        [(x.time_s, x.target, x.action) for x in tls["tl"].events] == [(5.0, "l1", "down")]
+    assert tls["seq"].kind == "sequence" and \
+        [(x.target, x.action) for x in tls["seq"].events] == [("l2", "down"), ("l2", "up")]
+    assert [(g.name, g.members) for g in e.groups] == [("g", ("l1", "l2"))]
     assert any("event-sequence" in w for w in e.warnings)
+
+
+def test_a_timeline_never_started_stays_and_is_checked(tcl):
+    e = tcl("""\
+        set a [$ns node]
+        set b [$ns node]
+        set l [$ns duplex-link $a $b 10Mb 10ms DropTail]
+        set later [$ns event-timeline]
+        $later at 1 "$l bandwidth 1Mb"
+        $ns run
+    """)
+    assert e.events == () and e.timelines[0].name == "later"
+    assert e.timelines[0].events[0].value == 1_000_000
+    with pytest.raises(SpecError, match=r"t.tcl:\d+: .*bandwidth 'lots'"):
+        tcl("""\
+            set a [$ns node]
+            set b [$ns node]
+            set l [$ns duplex-link $a $b 10Mb 10ms DropTail]
+            set later [$ns event-timeline]
+            $later at 1 "$l bandwidth lots"
+            $ns run
+        """)
 
 
 def test_template_parameters(tcl):

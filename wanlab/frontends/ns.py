@@ -267,6 +267,7 @@ class _Records:
         events: list[ir.Event] = []
         for e in rec["events"]:
             events.extend(self.event(e))
+        timelines, groups = self.timelines(objs)
         rt = rec.get("rtproto")
         rtproto = rt[0] if rt else "static"
         timers = rec.get("ospf") or [ir.Experiment.ospf_hello_s, ir.Experiment.ospf_dead_s]
@@ -282,6 +283,7 @@ class _Records:
             name=name or sanitize_name(Path(self.display).stem),
             nodes=tuple(nodes), links=tuple(links), lans=tuple(lans),
             events=tuple(events), programs=tuple(programs), agents=tuple(agents),
+            timelines=tuple(timelines), groups=tuple(groups),
             rtproto=rtproto, ospf_hello_s=int(timers[0]), ospf_dead_s=int(timers[1]),
             warnings=tuple(_coalesce(self.warnings)),
             source=ir.Source(self.display, None))
@@ -470,6 +472,27 @@ class _Records:
         if d.startswith("m,"):                   # [$ns lanlink $lan $node]: member -> LAN
             return "to_lan", self.names[d.split(",")[1]]
         return d, None
+
+    def timelines(self, objs) -> tuple[list[ir.Timeline], list[ir.Group]]:
+        """Every event timeline, sequence and group, typed and kept in the IR, so that
+        tevc can start one the script never starts (or start it again)."""
+        tls, groups = [], []
+        for o in objs:
+            if o["class"] not in _GROUPS:
+                continue
+            name, src = self.names[o["h"]], self.src(o["file"], o["line"])
+            items = o["attrs"].get("items", [[]])[0]
+            if o["class"] == "EventGroup":
+                groups.append(ir.Group(name, tuple(self.name_of(h) for h in items
+                                                   if h in self.by_h), src))
+                continue
+            evs: list[ir.Event] = []
+            for rel, cmd in items:
+                evs.extend(self.event({"time": rel, "cmd": cmd, "words": _split_words(cmd),
+                                       "file": o["file"], "line": o["line"]}, depth=1))
+            kind = "sequence" if o["class"] == "EventSequence" else "timeline"
+            tls.append(ir.Timeline(name, kind, tuple(evs), src))
+        return tls, groups
 
     def expand(self, o, t, action, args, e, depth) -> list[ir.Event]:
         items = o["attrs"].get("items", [[]])[0]

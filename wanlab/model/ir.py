@@ -56,6 +56,7 @@ ACTIONS = {
     "application": ("start", "stop", "reset", "set"),
     "node": ("reboot",),
     "simulator": ("halt", "terminate", "swapout", "stoprun", "msg", "log"),
+    "timeline": ("start", "run"),
 }
 TRACE_OPS = ("start", "stop", "snapshot")
 
@@ -227,6 +228,31 @@ def _word(action: str, param: str | None, v: Any) -> str:
 
 
 @dataclass(frozen=True)
+class Timeline:
+    """An ns ``EventTimeline`` or ``EventSequence``, kept so that it can be started at run
+    time (``wanlab tevc NAME now TL start``) even if the script never starts it.
+
+    ``events`` are typed; a timeline's ``time_s`` are relative to its start, a sequence's
+    are its steps in order (each starts when the previous one has completed). A script's
+    own ``$ns at T "$tl start"`` is already expanded into :attr:`Experiment.events`.
+    """
+
+    name: str
+    kind: str                        # timeline | sequence
+    events: tuple[Event, ...] = ()
+    source: Source = field(default_factory=Source)
+
+
+@dataclass(frozen=True)
+class Group:
+    """An ns ``EventGroup``: an event sent to it (tevc) goes to each member."""
+
+    name: str
+    members: tuple[str, ...] = ()
+    source: Source = field(default_factory=Source)
+
+
+@dataclass(frozen=True)
 class Program:
     """An Emulab ``Program`` object: a command run on a node on demand or by events."""
 
@@ -323,6 +349,8 @@ class Experiment:
     events: tuple[Event, ...] = ()
     programs: tuple[Program, ...] = ()
     agents: tuple[Agent, ...] = ()
+    timelines: tuple[Timeline, ...] = ()
+    groups: tuple[Group, ...] = ()
     rtproto: str = "static"
     ospf_hello_s: int = 1            # OSPF timers for rtproto session/ospf (FRR's own
     ospf_dead_s: int = 4             # defaults, 10/40 s, make failures slow to notice)
@@ -342,7 +370,7 @@ class Experiment:
     def object_names(self) -> set[str]:
         """Names events may target."""
         names = {o.name for coll in (self.nodes, self.links, self.lans, self.programs,
-                                     self.agents) for o in coll}
+                                     self.agents, self.timelines, self.groups) for o in coll}
         return names | {"ns", "sim"}
 
     def kinds(self) -> dict[str, str]:
@@ -355,6 +383,8 @@ class Experiment:
         k.update({p.name: "program" for p in self.programs})
         k.update({a.name: "application" if a.role == "application" else "agent"
                   for a in self.agents})
+        k.update({t.name: "timeline" for t in self.timelines})
+        k.update({g.name: "group" for g in self.groups})
         return k
 
     # -- JSON --------------------------------------------------------------
@@ -399,7 +429,13 @@ class Experiment:
             **a, "transport": Transport(**a["transport"]) if a.get("transport") else None,
             "traffic": Traffic(**a["traffic"]) if a.get("traffic") else None,
             "source": src(a.get("source"))}) for a in d.get("agents", ()))
+        timelines = tuple(Timeline(name=t["name"], kind=t["kind"],
+                                   events=tuple(Event.from_json(e) for e in t.get("events", ())),
+                                   source=src(t.get("source"))) for t in d.get("timelines", ()))
+        groups = tuple(Group(name=g["name"], members=tuple(g.get("members", ())),
+                             source=src(g.get("source"))) for g in d.get("groups", ()))
         top = {k: v for k, v in d.items() if k in {f.name for f in fields(Experiment)}}
+        top.update(timelines=timelines, groups=groups)
         top.update(nodes=nodes, links=links, lans=lans, events=events, programs=programs,
                    agents=agents, warnings=tuple(d.get("warnings", ())),
                    asns=tuple((n, int(a)) for n, a in d.get("asns", ())),
@@ -585,11 +621,25 @@ def validate(exp: Experiment) -> Experiment:
     if exp.bgp_sessions and exp.rtproto not in ("session", "ospf", "bgp"):
         raise _err("BGP sessions need routing bgp, ospf or session", exp.source, "routing")
     _check_unique_addresses(exp)
+    for t in exp.timelines:
+        claim(t.name, t.kind, t.source)
+    for g in exp.groups:
+        claim(g.name, "group", g.source)
     for a in exp.agents:
         check_agent(a)
     kinds = exp.kinds()
     for e in exp.events:
         check_event(exp, e, kinds)
+    for t in exp.timelines:
+        if t.kind not in ("timeline", "sequence"):
+            raise _err(f"{t.name}: kind {t.kind!r} is neither timeline nor sequence", t.source)
+        for e in t.events:
+            check_event(exp, e, kinds)
+    for g in exp.groups:
+        for m in g.members:
+            if kinds.get(m) in (None, "group", "timeline"):
+                raise _err(f"group {g.name}: member {m!r} is not an object events can target",
+                           g.source)
     for n in exp.nodes:
         for r in n.routes:
             if not r.dst or not r.via:
@@ -678,6 +728,8 @@ def check_event(exp: Experiment, e: Event, kinds: dict[str, str] | None = None) 
     what = f"{kind} {e.target}"
     if kind == "agent":
         raise _err(f"{e.target} is a transport agent; send events to its application", src)
+    if kind == "group":
+        raise _err(f"{e.target} is an event group: its events go to each member", src)
     if kind == "application":
         app = next(a for a in exp.agents if a.name == e.target)
         if app.traffic is None:

@@ -69,6 +69,7 @@ class Runtime(Context):
         kinds.update({n: "lan" for n in self.lans})
         kinds.update({n: "program" for n in self.programs})
         kinds.update({n: "agent" for n in self.agents})
+        kinds.update({t.name: "timeline" for t in self.exp.timelines})
         return kinds
 
     # -- dispatch ---------------------------------------------------------------

@@ -49,11 +49,12 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from wanlab.backends.emulate import procs
 from wanlab.errors import SpecError, WanlabError
-from wanlab.model.ir import HORIZON_S, Event, check_event
+from wanlab.model.ir import HORIZON_S, Event, Timeline, check_event
 from wanlab.run.client import EventClient
 from wanlab.run.objects import Runtime
 from wanlab.store.db import Store
@@ -279,6 +280,9 @@ class Scheduler:
         except SpecError as e:
             return {"ok": False, "error": e.message}
         at = parse_time(str(req.get("time", "now")), self.rt.now())
+        tl = next((t for t in self.rt.exp.timelines if t.name == ev.target), None)
+        if tl is not None:
+            return self._start_timeline(tl, at)
         if not req.get("wait"):
             self._push(at, "tevc", ev, None)
             return {"ok": True, "scheduled_s": at}
@@ -291,6 +295,22 @@ class Scheduler:
         self._push(at, "tevc", ev, waiter)
         done.wait()
         return {"ok": box.get("outcome") == "ok", **box}
+
+    def _start_timeline(self, tl: Timeline, at: float) -> dict:
+        """tevc ``TL start``: a timeline's events at ``at`` + their times; a sequence's
+        steps one after another from ``at``."""
+        with self.cond:
+            if tl.kind == "sequence":
+                heapq.heappush(self.heap, (at, next(self.seq), "sequence", list(tl.events),
+                                           None))
+            else:
+                for e in tl.events:
+                    heapq.heappush(self.heap, (at + e.time_s, next(self.seq), "tevc",
+                                               replace(e, time_s=at + e.time_s), None))
+            self.cond.notify()
+        detail = f"{tl.kind} {tl.name}: {len(tl.events)} events from t={at:.6f} s"
+        return {"ok": True, "scheduled_s": at, "outcome": "ok", "detail": detail, "t": at,
+                "lateness_s": None}
 
     def shutdown(self, *_: Any) -> None:
         self.stopping = True
