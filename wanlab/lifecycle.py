@@ -399,6 +399,8 @@ class Lab:
             raise WanlabError(f"no object named {target!r} in experiment {name!r}")
         group = next((g for g in row.ir.groups if g.name == target), None)
         members = group.members if group is not None else (target,)
+        if not members:
+            raise WanlabError(f"event group {target!r} has no members")
         evs = [event(row.ir, 0.0, m, action, list(args or []), kinds=kinds) for m in members]
         with EventClient(self.store.folder(name)) as c:
             replies = [c.event(time_spec, ev, wait) for ev in evs]

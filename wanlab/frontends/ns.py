@@ -483,8 +483,8 @@ class _Records:
             name, src = self.names[o["h"]], self.src(o["file"], o["line"])
             items = o["attrs"].get("items", [[]])[0]
             if o["class"] == "EventGroup":
-                groups.append(ir.Group(name, tuple(self.name_of(h) for h in items
-                                                   if h in self.by_h), src))
+                groups.append(ir.Group(name, tuple(self.name_of(self.by_name[x]["h"])
+                                                   for x in items if x in self.by_name), src))
                 continue
             evs: list[ir.Event] = []
             for rel, cmd in items:
