@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from wanlab.report.plots import _plt, cwnd_axes, figure, finish, throughput_axes
+from wanlab.report.plots import cwnd_axes, discard, figure, finish, throughput_axes
 
 
 def _summary(f: dict[str, Any] | None) -> dict[str, Any]:
@@ -87,5 +87,5 @@ def plot(emu: dict[str, Any], sim: dict[str, Any], outdir: str, title: str) -> l
                             f"{title}: TCP congestion window, emulated vs simulated",
                             "upper right", os.path.join(outdir, "compare-cwnd.png")))
     else:
-        _plt().close(fig)
+        discard(fig)
     return paths

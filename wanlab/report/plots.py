@@ -67,6 +67,11 @@ def finish(fig, ax, events: list[dict[str, Any]], ylabel: str, title: str, legen
     return path
 
 
+def discard(fig) -> None:
+    """Close a figure that had nothing to draw."""
+    _plt().close(fig)
+
+
 def figure():
     """A new figure of the plots' size: (fig, ax)."""
     return _plt().subplots(figsize=(9, 4.5))
@@ -86,7 +91,7 @@ def plot_flows(flows: list[dict[str, Any]], events: list[dict[str, Any]], outdir
                             f"{title}: TCP congestion window", "upper right",
                             os.path.join(outdir, "cwnd.png")))
     else:
-        _plt().close(fig)
+        discard(fig)
     return paths
 
 
