@@ -77,3 +77,19 @@ def test_deleting_an_experiment_cascades(tmp_path):
     s.delete_experiment(row.id)
     db = sqlite3.connect(s.path)
     assert db.execute("SELECT count(*) FROM resources").fetchone()[0] == 0
+
+
+def test_an_ir_stored_as_version_1_is_upgraded_when_read(tmp_path):
+    """IR version 2 typed agents and events; what an older wanlab stored (ns-2 strings)
+    is read through the front ends' normaliser."""
+    import json
+    s = Store(str(tmp_path))
+    row = s.add_experiment(pair(), None)
+    v1 = row.ir.to_json()
+    v1.update(version=1, events=[{"time_s": 2, "target": "link0", "action": "delay",
+                                  "args": ["30ms"], "source": {"file": None, "line": None}}])
+    v1.pop("timelines"), v1.pop("groups")
+    s.db.execute("UPDATE experiments SET ir = ? WHERE id = ?", (json.dumps(v1), row.id))
+    ev = s.get(row.name).ir.events[0]
+    assert (ev.target, ev.action, ev.value) == ("link0", "delay", 0.03)
+    s.close()

@@ -22,6 +22,7 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+from wanlab.engine.protocol import Down, Stats, Up
 from wanlab.lifecycle import Lab
 from wanlab.model import ir
 
@@ -102,15 +103,15 @@ class Experiment:
 
     def link_down(self, link: str) -> None:
         with self.lab.engine(self.name) as c:
-            c.call("down", target=link)
+            c.send(Down(target=link))
 
     def link_up(self, link: str) -> None:
         with self.lab.engine(self.name) as c:
-            c.call("up", target=link)
+            c.send(Up(target=link))
 
     def stats(self, target: str | None = None) -> dict[str, Any]:
         with self.lab.engine(self.name) as c:
-            return c.call("stats", **({"target": target} if target else {}))
+            return c.send(Stats(target=target))
 
     # events, results, routing
     def tevc(self, target: str, action: str, *args: str, at: str = "now",

@@ -14,6 +14,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from wanlab.backends.emulate import engine
+from wanlab.engine.protocol import AgentAction, Stats, Trace
 from wanlab.plan.sim_flows import SimFlow
 
 if TYPE_CHECKING:
@@ -39,9 +40,9 @@ class SimTrafficAgent:
         self.engine_now_ns = self.t0_ns = 0
 
     def _stats(self, c: engine.Client) -> tuple[dict[str, Any], dict[str, Any]]:
-        r = c.call("stats", target=self.flow.app)
+        r = c.send(Stats(target=self.flow.app))
         self.engine_now_ns = r.get("now_ns", 0)
-        sink = c.call("stats", target=self.flow.sink_id)["agents"]
+        sink = c.send(Stats(target=self.flow.sink_id))["agents"]
         return r["agents"].get(self.flow.app, {}), sink.get(self.flow.sink_id, {})
 
     def running(self) -> bool:
@@ -56,8 +57,8 @@ class SimTrafficAgent:
                 return "error", f"{self.flow.app} is already running"
             with engine.Client(self.rt.sock) as c:
                 if self.flow.kind == "tcp":
-                    c.call("trace", agent=self.flow.app, clear=True)
-                c.call("agent", agent=self.flow.app, action="start")
+                    c.send(Trace(agent=self.flow.app, clear=True))
+                c.send(AgentAction(agent=self.flow.app, action="start"))
                 self.started_s = self.rt.now()
                 self.start_stats = dict(zip(("source", "sink"), self._stats(c), strict=True))
                 self.t0_ns = self.engine_now_ns
@@ -76,7 +77,8 @@ class SimTrafficAgent:
         while not self.stop_sampling.wait(SAMPLE_S):
             try:
                 with engine.Client(self.rt.sock) as c:
-                    sink = c.call("stats", target=self.flow.sink_id)["agents"][self.flow.sink_id]
+                    sink = c.send(Stats(target=self.flow.sink_id))["agents"][
+                        self.flow.sink_id]
             except Exception:            # engine gone: the flow ends with the experiment
                 return
             now = self.rt.now()
@@ -92,10 +94,10 @@ class SimTrafficAgent:
             self.stop_sampling.set()
             try:
                 with engine.Client(self.rt.sock) as c:
-                    c.call("agent", agent=self.flow.app, action="stop")
+                    c.send(AgentAction(agent=self.flow.app, action="stop"))
                     stopped = self.rt.now()
                     src, sink = self._stats(c)
-                    trace = (c.call("trace", agent=self.flow.app).get("samples", [])
+                    trace = (c.send(Trace(agent=self.flow.app)).get("samples", [])
                              if self.flow.kind == "tcp" else [])
             finally:
                 self.sending = False

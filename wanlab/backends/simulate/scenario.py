@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wanlab.engine import encode
+from wanlab.engine.protocol import AgentAction, Stats
 from wanlab.model.ir import Event, Experiment
 from wanlab.plan.plan import make_plan
 from wanlab.plan.sim_flows import SimFlow, sim_flows
@@ -90,10 +91,10 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
     running: dict[str, FlowWindow] = {}
 
     def agent(app: str, start: bool, t: float) -> None:
-        sc.requests.append({"at_ns": _at(t), "cmd": "agent", "agent": app,
-                            "action": "start" if start else "stop"})
+        sc.requests.append({"at_ns": _at(t), **AgentAction(
+            agent=app, action="start" if start else "stop").to_json()})
         for target in (app, flows[app].sink_id):
-            sc.requests.append({"at_ns": _at(t), "cmd": "stats", "target": target})
+            sc.requests.append({"at_ns": _at(t), **Stats(target=target).to_json()})
         if start and app not in running:
             running[app] = FlowWindow(app, t)
             sc.windows.append(running[app])
