@@ -17,21 +17,55 @@ GOOD = ("from wanlab.frontends.builder import ExperimentBuilder\n"
         "b = ExperimentBuilder('pyexp')\nb.node('a')\nexperiment = b\n")
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except FileNotFoundError:
-        return False
+def running(marker):
+    """Host pids of processes whose command line contains ``marker`` (read from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        out.append(int(d))
+            except OSError:
+                pass
+    return out
 
 
-def test_python_spec_runs_in_a_child(tmp_path):
+def gone(marker):
+    for _ in range(100):
+        if not running(marker):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_python_spec_runs_in_a_bounded_child(tmp_path, capfd):
     p = tmp_path / "exp.py"
-    p.write_text("import os\nprint('hello from the spec')\n" + GOOD +
-                 f"open({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n")
+    p.write_text("import os\nprint('spec pid', os.getpid(), 'uid', os.getuid())\n" + GOOD)
     exp = load(p)
     assert exp.name == "pyexp" and [n.name for n in exp.nodes] == ["a"]
-    assert int((tmp_path / "pid").read_text()) != os.getpid()
+    words = capfd.readouterr().err.split()
+    pid, uid = int(words[words.index("pid") + 1]), int(words[words.index("uid") + 1])
+    assert pid != os.getpid()
+    if os.geteuid() == 0:
+        assert uid == 65534                    # root's child runs as nobody
+        assert pid == 1                        # in its own PID namespace
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (the child drops to nobody)")
+def test_a_root_started_spec_cannot_touch_roots_files(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("root only")
+    os.chmod(secret, 0o600)
+    p = tmp_path / "peek.py"
+    p.write_text(f"open({str(secret)!r}).read()\n")
+    with pytest.raises(SpecError, match="PermissionError") as ei:
+        load(p)
+    assert ei.value.line == 1
+    p.write_text("import resource\n"
+                 "resource.setrlimit(resource.RLIMIT_AS, (-1, -1))\n")
+    with pytest.raises(SpecError, match="ValueError|not allowed|PermissionError"):
+        load(p)
 
 
 def test_sys_exit_is_a_clear_error(tmp_path):
@@ -53,35 +87,22 @@ def test_an_exception_names_the_users_line(tmp_path):
 
 def test_timeout_kills_the_script_and_its_background_children(tmp_path):
     p = tmp_path / "slow.py"
-    pidfile = tmp_path / "bg"
-    p.write_text("import subprocess, time\n"
-                 "bg = subprocess.Popen(['sleep', '95'])\n"
-                 f"open({str(pidfile)!r}, 'w').write(str(bg.pid))\n"
+    p.write_text("import subprocess\n"
+                 "subprocess.Popen(['sleep', '95.0417'], start_new_session=True)\n"
                  "while True:\n    pass\n")
     t = time.monotonic()
     with pytest.raises(SpecError, match="did not finish within 2 s|more than 2 s of CPU"):
         pyspec.load(p, timeout=2)
     assert time.monotonic() - t < 30
-    bg = int(pidfile.read_text())
-    for _ in range(100):
-        if not alive(bg):
-            break
-        time.sleep(0.05)
-    assert not alive(bg), "the background process outlived the parse"
+    assert gone("95.0417"), "the background process outlived the parse"
 
 
 def test_a_finished_parse_leaves_no_background_process(tmp_path):
     p = tmp_path / "bg.py"
-    pidfile = tmp_path / "bg"
-    p.write_text("import subprocess\nbg = subprocess.Popen(['sleep', '95'])\n"
-                 f"open({str(pidfile)!r}, 'w').write(str(bg.pid))\n" + GOOD)
+    p.write_text("import subprocess\n"
+                 "subprocess.Popen(['sleep', '95.0418'], start_new_session=True)\n" + GOOD)
     assert load(p).name == "pyexp"
-    bg = int(pidfile.read_text())
-    for _ in range(100):
-        if not alive(bg):
-            break
-        time.sleep(0.05)
-    assert not alive(bg)
+    assert gone("95.0418")
 
 
 def test_memory_limit(tmp_path):

@@ -4,7 +4,10 @@ A ``.py`` spec is code. It never runs inside wanlab's own (root) process:
 :func:`load` starts ``python -m wanlab.frontends.pyspec FILE`` in a new
 session with a CPU-time, memory and file-size limit (``setrlimit``) and a
 wall-clock timeout, and reads back the experiment's IR as JSON on a pipe of
-its own (the script's prints go to stderr). Every way the script can fail is
+its own (the script's prints go to stderr). Started by root, the child also
+runs in its own PID, network and IPC namespaces (``unshare``: when it ends,
+everything it started ends; it has no network) and, once it has read the
+file, as user ``nobody`` (so it cannot raise its limits or touch root's files). Every way the script can fail is
 one clear line naming the file (and line, when the script raised):
 an exception, a syntax error, ``sys.exit(N)``, the memory or time limit.
 On a timeout the child's whole process group is killed, so a background
@@ -29,6 +32,7 @@ from wanlab.model import ir
 TIMEOUT_S = 60.0
 MEMORY_BYTES = 2 << 30            # address space of the child
 MAX_FILE_BYTES = 64 << 20         # any file the script writes
+NOBODY = 65534                    # the user a root-started child becomes
 _WANLAB_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -42,9 +46,11 @@ def load(path: str | os.PathLike[str], *, timeout: float = TIMEOUT_S,
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (_WANLAB_ROOT, env.get("PYTHONPATH")) if x)
     rfd, wfd = os.pipe()
+    jail = ["unshare", "--pid", "--fork", "--kill-child", "--net", "--ipc", "--"] \
+        if os.geteuid() == 0 else []
     try:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "wanlab.frontends.pyspec", "--result-fd", str(wfd),
+            [*jail, _child_python(), "-m", "wanlab.frontends.pyspec", "--result-fd", str(wfd),
              "--limits", f"{cpu},{memory}", os.path.abspath(path), display],
             stdin=subprocess.DEVNULL, stdout=sys.stderr.fileno(), pass_fds=(wfd,), env=env,
             start_new_session=True)
@@ -68,6 +74,29 @@ def load(path: str | os.PathLike[str], *, timeout: float = TIMEOUT_S,
     _kill_group(proc)                  # whatever it left running in the background
     reader.join(timeout=5)
     return _result(b"".join(chunks), code, display, timeout, memory)
+
+
+def _others_can_read(path: str) -> bool:
+    """Whether a user other than the owner can list ``path`` (every ancestor searchable)."""
+    path = os.path.abspath(path)
+    try:
+        if os.stat(path).st_mode & 0o005 != 0o005:
+            return False
+        while path != os.path.dirname(path):
+            path = os.path.dirname(path)
+            if not os.stat(path).st_mode & 0o001:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _child_python() -> str:
+    """An interpreter ``nobody`` can run: this one if its library is readable by others
+    (a root-only installation, e.g. under /root, is not), else the system's."""
+    if os.geteuid() != 0 or _others_can_read(os.path.dirname(os.__file__)):
+        return sys.executable
+    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 
 
 def _read_all(fd: int, out: list[bytes]) -> None:
@@ -110,12 +139,19 @@ def _result(data: bytes, code: int, display: str, timeout: float,
 
 # -- the child ----------------------------------------------------------------------------
 
-def run_in_process(path: str, display: str) -> ir.Experiment:
-    """Run the spec here (only ever in the bounded child); SpecError for any failure."""
+def run_in_process(path: str, display: str, source: bytes | None = None) -> ir.Experiment:
+    """Run the spec here (only ever in the bounded child); SpecError for any failure.
+    ``source``: the file's bytes, read before privileges were dropped."""
     from wanlab.frontends.builder import ExperimentBuilder
     sys.path.insert(0, os.path.dirname(path))     # the spec may import its neighbours
     try:
-        g = runpy.run_path(path, run_name="__wanlab_experiment__")
+        if source is None:
+            g = runpy.run_path(path, run_name="__wanlab_experiment__")
+        else:
+            import builtins
+            g = {"__name__": "__wanlab_experiment__", "__file__": path,
+                 "__builtins__": builtins}
+            exec(compile(source, path, "exec"), g)  # noqa: S102 - the bounded child
     except SpecError as e:
         if e.file:
             raise
@@ -166,6 +202,13 @@ def _limit(cpu: int, memory: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
+def _drop_privileges() -> None:
+    """Root reads the file, then becomes nobody (no supplementary groups) for good."""
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
 def main(argv: list[str]) -> int:
     fd, path, display = int(argv[1]), argv[4], argv[5]
     cpu, memory = (int(x) for x in argv[3].split(","))
@@ -173,7 +216,12 @@ def main(argv: list[str]) -> int:
     out = os.fdopen(fd, "w")
     os.set_inheritable(fd, False)      # the script's own children do not hold the pipe
     try:
-        exp = run_in_process(path, display)
+        source = None
+        if os.geteuid() == 0:
+            with open(path, "rb") as f:
+                source = f.read()
+            _drop_privileges()
+        exp = run_in_process(path, display, source)
         reply: dict[str, Any] = {"experiment": exp.to_json()}
     except SpecError as e:
         reply = {"error": {"message": e.message, "line": e.line, "field": e.field}}
