@@ -7,8 +7,9 @@ wall-clock timeout, and reads back the experiment's IR as JSON on a pipe of
 its own (the script's prints go to stderr). Started by root, the child also
 runs in its own PID, network and IPC namespaces (``unshare``: when it ends,
 everything it started ends; it has no network) and, once it has read the
-file, as user ``nobody`` (so it cannot raise its limits or touch root's files). Every way the script can fail is
-one clear line naming the file (and line, when the script raised):
+file, as user ``nobody`` (so it cannot raise its limits or touch root's files).
+Every way the script can fail is one clear line naming the file (and line,
+when the script raised):
 an exception, a syntax error, ``sys.exit(N)``, the memory or time limit.
 On a timeout the child's whole process group is killed, so a background
 process the script started does not outlive the parse.
