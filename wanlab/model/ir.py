@@ -1,7 +1,7 @@
 """The experiment IR: immutable, validated, with explicit units.
 
 Every front end (ns-2 Tcl, YAML, Python) produces an :class:`Experiment`;
-everything downstream (store, plan, realize, run) reads only this.
+everything downstream (store, plan, back ends, run) reads only this.
 
 Units are in the field names: ``bandwidth_bps`` (bits/s, 0 = unlimited),
 ``delay_s`` (seconds), ``loss`` (probability 0..1), ``time_s`` (seconds after
