@@ -40,6 +40,7 @@ from typing import Any
 
 from wanlab import interrupts
 from wanlab.backends.emulate import engine, health, modify, netns, nodes, stages, swap
+from wanlab.engine.client import socket_of
 from wanlab.errors import Interrupted, WanlabError
 from wanlab.model.ir import Experiment, validate
 from wanlab.plan.plan import engine_params, make_plan
@@ -612,7 +613,7 @@ class Lab:
         return engine.Client(self._socket(row))
 
     def _socket(self, row: ExperimentRow) -> str:
-        return os.path.join(self.store.folder(row.name), "engine.sock")
+        return socket_of(self.store.folder(row.name))
 
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
         row = self.store.get(name)

@@ -15,13 +15,18 @@ from wanlab.errors import WanlabError
 from wanlab.model.ir import Event
 
 
+def events_socket(folder: str) -> str:
+    """The event scheduler's socket of the experiment in ``folder``."""
+    return os.path.join(folder, "events.sock")
+
+
 class EventClient(LineSocket):
     """A connection to ``<folder>/events.sock`` (waits up to ``wait_s`` for it to appear)."""
 
     def __init__(self, folder: str, wait_s: float = 10.0,
                  alive: Callable[[], bool] | None = None):
         """``alive``: whether the scheduler process still lives (no waiting for a dead one)."""
-        super().__init__(os.path.join(folder, "events.sock"), wait_s=wait_s, error=WanlabError,
+        super().__init__(events_socket(folder), wait_s=wait_s, error=WanlabError,
                          unreachable="the experiment's event scheduler is not running (see "
                                      f"{os.path.join(folder, 'scheduler.log')})", alive=alive)
 

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from wanlab.backends.emulate import procs
+from wanlab.engine.client import socket_of
 from wanlab.plan.plan import make_plan
 from wanlab.store.db import ExperimentRow, Store
 
@@ -25,7 +26,7 @@ class Context:
         self.store, self.row, self.exp = store, row, row.ir
         self.plan = make_plan(row.ir, row.short)
         self.folder = store.folder(row.name)
-        self.sock = os.path.join(self.folder, "engine.sock")
+        self.sock = socket_of(self.folder)
         self.t0_mono, self.t0_wall = t0_mono, t0_wall
         self.db_lock = threading.Lock()
 

@@ -55,7 +55,7 @@ from typing import Any
 from wanlab.backends.emulate import procs
 from wanlab.errors import SpecError, WanlabError
 from wanlab.model.ir import HORIZON_S, Event, Timeline, check_event
-from wanlab.run.client import EventClient
+from wanlab.run.client import EventClient, events_socket
 from wanlab.run.objects import Runtime
 from wanlab.store.db import Store
 
@@ -215,7 +215,7 @@ class Scheduler:
 
     # -- control socket -----------------------------------------------------------
     def serve(self) -> None:
-        path = os.path.join(self.folder, "events.sock")
+        path = events_socket(self.folder)
         if os.path.exists(path):
             os.unlink(path)
         srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -379,7 +379,7 @@ def start(store: Store, row, folder: str, control_argv: list[str] | None = None)
     """Launch the scheduler for ``row`` (recorded first); :func:`go` starts its clock.
     ``control_argv`` + [swapout|terminate, NAME] is how it asks the life cycle for the
     ns ``swapout`` and ``terminate`` events (a process of their own: they stop it)."""
-    sock = os.path.join(folder, "events.sock")
+    sock = events_socket(folder)
     if os.path.exists(sock):
         os.unlink(sock)
     rid = store.record(row.id, "scheduler", f"scheduler-{row.short}")

@@ -13,7 +13,7 @@ import subprocess
 import time
 
 from wanlab.engine.binary import engine_binary
-from wanlab.engine.client import Client
+from wanlab.engine.client import Client, socket_of
 from wanlab.errors import EngineError
 
 __all__ = ["Client", "engine_binary", "start"]
@@ -21,7 +21,7 @@ __all__ = ["Client", "engine_binary", "start"]
 
 def start(folder: str, seed: int) -> subprocess.Popen:
     """Spawn the engine; returns once its socket answers ``hello``."""
-    sock = os.path.join(folder, "engine.sock")
+    sock = socket_of(folder)
     if os.path.exists(sock):
         os.unlink(sock)
     log = open(os.path.join(folder, "engine.log"), "ab")

@@ -20,12 +20,12 @@ interrupted.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from wanlab.backends.emulate import engine, resources, stages
 from wanlab.backends.emulate.stages import Build, Progress
 from wanlab.engine import encode
+from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import Remove, Set
 from wanlab.model.ir import Experiment
 from wanlab.plan.diff import Diff, diff
@@ -58,7 +58,7 @@ def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress) -> d
     old_plan = make_plan(row.ir, row.short)
     new_plan = make_plan(new, row.short)
     d = diff(old_plan, new_plan)
-    sock = os.path.join(store.folder(row.name), "engine.sock")
+    sock = socket_of(store.folder(row.name))
 
     # 1. remove
     live = store.resources(row.id)

@@ -39,6 +39,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from wanlab.backends.emulate import engine, frr, netns, procs, resources
 from wanlab.backends.emulate.nodes import ensure_holders, start_command
+from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import Apply
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
@@ -72,7 +73,7 @@ class Build:
 
     @property
     def socket(self) -> str:
-        return os.path.join(self.folder, "engine.sock")
+        return socket_of(self.folder)
 
     @classmethod
     def everything(cls, store: Store, row: ExperimentRow, plan: Plan, say: Progress) -> Build:
