@@ -211,17 +211,23 @@ class _Records:
         self.script = str(script)
         self.tparams = params
         self.warnings: list[tuple[str, str | None, int | None]] = []
+        self._fnames: dict[str, str] = {}
 
     # files and lines
     def fname(self, f: str | None) -> str | None:
+        """The file to cite: the script as the user named it, or a sourced file."""
         if not f:
             return self.display
-        try:
-            if str(Path(f).resolve()) == self.script:
-                return self.display
-        except OSError:
-            pass
-        return f
+        known = self._fnames.get(f)
+        if known is None:
+            known = f
+            try:
+                if str(Path(f).resolve()) == self.script:
+                    known = self.display
+            except OSError:
+                pass
+            self._fnames[f] = known
+        return known
 
     def err(self, msg: str, f: str | None, line: int | None) -> SpecError:
         return SpecError(msg, file=self.fname(f), line=line or None)
@@ -337,6 +343,18 @@ class _Records:
                        startcmd=self.val(o, "startcmd"), routes=tuple(routes),
                        source=self.src(o["file"], o["line"]))
 
+    def queue_attrs(self, o: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """An object's queue attributes ``{pre}q,{name}``, grouped by ``pre`` (once:
+        scanning every attribute per LAN member was quadratic in big LANs)."""
+        if "_queues" not in o:
+            groups: dict[str, dict[str, Any]] = {}
+            for k, v in o["attrs"].items():
+                i = k.find(",q,")
+                if i >= 0:
+                    groups.setdefault(k[:i + 1], {})[k[i + 3:]] = v
+            o["_queues"] = groups
+        return o["_queues"]
+
     def params(self, o: dict[str, Any], pre: str, *, bw: Any, delay: Any, loss: Any,
                qkind: str, what: str, default_loss: float = 0.0) -> ir.LinkParams:
         """One direction's LinkParams from attributes ``{pre}bw`` etc. or defaults."""
@@ -346,7 +364,7 @@ class _Records:
         lo = self.conv(o, pre + "loss", units.parse_loss) if pre + "loss" in o["attrs"] \
             else loss
         q = ir.Queue(kind=qkind)
-        qa = {k[len(pre) + 2:]: v for k, v in o["attrs"].items() if k.startswith(pre + "q,")}
+        qa = self.queue_attrs(o).get(pre, {})
         changes: dict[str, Any] = {}
         for key, (v, f, line) in sorted(qa.items()):
             fld, value = normalize.queue_field(key, v, self.src(f, line))

@@ -602,8 +602,8 @@ def validate(exp: Experiment) -> Experiment:
             raise _err(f"BGP: AS number given for unknown node {n!r}", exp.source, "bgp.as")
         if not 1 <= a <= 4294967295:
             raise _err(f"BGP: AS number {a} of {n!r} out of range", exp.source, "bgp.as")
-    neighbours = {frozenset((l.a, l.b)) for l in exp.links}
-    for lan in exp.lans:
+    neighbours = {frozenset((l.a, l.b)) for l in exp.links} if exp.bgp_sessions else set()
+    for lan in exp.lans if exp.bgp_sessions else ():     # pairs: quadratic in a LAN's size
         ms = [m.node for m in lan.members]
         neighbours |= {frozenset((x, y)) for x in ms for y in ms if x != y}
     for sess in exp.bgp_sessions:

@@ -277,7 +277,7 @@ proc ::wl::on_set {cmd code result op} {
     set name [string trimleft $var :]
     regsub -all {[(),]} [string trimright $name )] - name
     ::wl::rename_obj $h $name $var
-    uplevel 1 [list ::set $var $::wl::nm($h)]
+    uplevel 1 [list ::wl::set $var $::wl::nm($h)]
 }
 trace add execution set leave ::wl::on_set
 
@@ -797,14 +797,14 @@ namespace eval ::wl::m::Simplex {
 
 namespace eval ::wl::m::Queue {
     proc set {self key args} {
-        ::set d [::wl::get_attr $self dir]
-        ::set parent [::wl::get_attr $d parent]
-        ::set dir [::wl::get_attr $d dir]
+        ::wl::set d [::wl::get_attr $self dir]
+        ::wl::set parent [::wl::get_attr $d parent]
+        ::wl::set dir [::wl::get_attr $d dir]
         if {$key ni {limit_ queue-in-bytes_ gentle_ thresh_ maxthresh_ q_weight_ linterm_ mean_pktsize_ queue_in_bytes_}} {
             ::wl::warn "queue parameter '$key' is not supported by wanlab; ignored (supported: limit_ queue-in-bytes_ gentle_ thresh_ maxthresh_ q_weight_ linterm_ mean_pktsize_)"
             return ""
         }
-        if {$key eq "queue_in_bytes_"} { ::set key queue-in-bytes_ }
+        if {$key eq "queue_in_bytes_"} { ::wl::set key queue-in-bytes_ }
         if {![llength $args]} { return [::wl::get_attr $parent $dir,q,$key] }
         ::wl::set_attr $parent $dir,q,$key [lindex $args 0]
         return [lindex $args 0]
@@ -828,7 +828,7 @@ namespace eval ::wl::m::Agent {
         return [lindex $args 0]
     }
     proc attach-agent {self agent} {
-        ::set agent [::wl::need $agent Agent "attach-agent"]
+        ::wl::set agent [::wl::need $agent Agent "attach-agent"]
         ::wl::set_attr $self attached $agent
         return ""
     }
@@ -837,7 +837,7 @@ namespace eval ::wl::m::Agent {
         return ""
     }
     proc attach-app {self kind} {
-        ::set h [::wl::new_obj Agent]
+        ::wl::set h [::wl::new_obj Agent]
         ::wl::set_attr $h kind Application/$kind
         ::wl::set_attr $h attached $self
         return [::wl::N $h]

@@ -46,8 +46,18 @@ foreach c {interp after vwait update} { interp hide $S $c }
 interp alias $S ::wl::host_objcmd {} objcmd $S
 interp alias $S ::wl::host_read {} read_source
 interp eval $S [list namespace eval ::wl [list variable hidden [interp hidden $S]]]
+# wanlab's own code uses the built-in `set` as ::wl::set; the script's `set` is an
+# alias of it that the prelude traces to name objects (a trace on the built-in
+# would run for every `set` in wanlab's code too, and made parsing twice as slow)
+interp eval $S {rename ::set ::wl::set}
+interp alias $S ::set $S ::wl::set
 foreach f {prelude.tcl tb_compat.tcl emit.tcl} {
     interp invokehidden $S source [file join $libdir $f]
+}
+interp eval $S {
+    foreach ns [list ::wl::json {*}[namespace children ::wl::m]] {
+        namespace eval $ns {namespace path ::wl}
+    }
 }
 interp eval $S [list set ::wl::tparams $tparams]
 
