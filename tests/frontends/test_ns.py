@@ -569,3 +569,67 @@ def test_warnings_inside_make_simulated_cite_their_line(tcl):
         $ns run
     """)
     assert e.warnings[0].startswith(e.source.file + ":6: tb-set-hardware")
+
+
+# -- tb-* semantics as in Emulab's tb_compat.tcl ----------------------------------------
+
+def test_tb_set_ip_is_checked_when_called_and_keeps_the_first_interface(tcl):
+    e = tcl("""\
+        set a [$ns node]
+        set b [$ns node]
+        set c [$ns node]
+        set l0 [$ns duplex-link $a $b 10Mb 1ms DropTail]
+        tb-set-ip $a 10.9.0.1
+        set l1 [$ns duplex-link $a $c 10Mb 1ms DropTail]
+        $ns run
+    """)
+    l0, l1 = e.links
+    assert l0.ip_a == "10.9.0.1" and l1.ip_a is None
+    with pytest.raises(SpecError, match=r"t.tcl:4: tb-set-ip: node a has no links or LANs at "
+                                        r"this point"):
+        tcl("set a [$ns node]\ntb-set-ip $a 10.0.0.1\nset b [$ns node]\n"
+            "$ns duplex-link $a $b 1Mb 1ms DropTail\n$ns run\n")
+    with pytest.raises(SpecError, match=r"t.tcl:6: tb-set-ip: '10.0.0.300' is not an IPv4"):
+        tcl("set a [$ns node]\nset b [$ns node]\n$ns duplex-link $a $b 1Mb 1ms DropTail\n"
+            "tb-set-ip $a 10.0.0.300\n$ns run\n")
+
+
+def test_tb_set_link_loss_src_dst_sets_both_directions(tcl):
+    e = tcl("""\
+        set a [$ns node]
+        set b [$ns node]
+        set l [$ns duplex-link $a $b 10Mb 1ms DropTail]
+        tb-set-link-loss $a $b 0.04
+        $ns run
+    """)
+    assert e.links[0].ab.loss == e.links[0].ba.loss == 0.04
+    with pytest.raises(SpecError, match=r"t.tcl:5: tb-set-link-loss: no link between a and b"):
+        tcl("set a [$ns node]\nset b [$ns node]\ntb-set-link-loss $a $b 0.1\n$ns run\n")
+
+
+def test_tb_set_ip_routing_none_is_manual(tcl):
+    assert tcl("tb-set-ip-routing none\n$ns node\n$ns run\n").rtproto == "manual"
+    assert tcl("tb-set-ip-routing ospf\n$ns node\n$ns run\n").rtproto == "ospf"
+
+
+def test_emulab_commands_that_do_not_apply_get_one_precise_note_each(tcl):
+    e = tcl("""\
+        set a [$ns node]
+        set b [$ns node]
+        set l [$ns duplex-link $a $b 10Mb 1ms DropTail]
+        tb-use-endnodeshaping 1
+        tb-set-endnodeshaping $l 1
+        tb-elab-in-elab 1
+        tb-set-node-deltas $a /proj/x.delta
+        tb-set-hardware $a pc3000
+        $ns run
+    """)
+    j = "\n".join(e.warnings)
+    assert len(e.warnings) == 5
+    for line, cmd, why in [(6, "tb-use-endnodeshaping", "no end-node shaping"),
+                           (7, "tb-set-endnodeshaping", "no end-node shaping"),
+                           (8, "tb-elab-in-elab", "Emulab inside an experiment"),
+                           (9, "tb-set-node-deltas", "no disk images"),
+                           (10, "tb-set-hardware pc3000", "namespaces on this host")]:
+        assert f"t.tcl:{line}: {cmd}" in j and why in j
+    assert e.node("a").hardware == "pc3000"
