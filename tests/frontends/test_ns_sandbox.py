@@ -87,6 +87,15 @@ def test_source_reads_only_files_beside_the_script(tcl, tmp_path):
             tcl(f"set a [$ns node]\nsource {bad}\n$ns run\n")
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_source_refuses_another_users_file(tcl, tmp_path):
+    lib = tmp_path / "theirs.tcl"
+    lib.write_text("set b [$ns node]\n")
+    os.chown(lib, 65534, 65534)
+    with pytest.raises(SpecError, match="t.tcl:3: source: 'theirs.tcl' belongs to another user"):
+        tcl("source theirs.tcl\n$ns run\n")
+
+
 def test_random_bytes_are_not_an_experiment(tmp_path):
     rng = random.Random(7)
     for i in range(5):

@@ -5,7 +5,7 @@
 # update), loaded with wanlab's prelude and tb_compat.tcl, and bounded by
 # MAX-COMMANDS Tcl commands and MAX-SECONDS of run time (interp limit).
 # `source` in the script reaches back here (read_source): only regular files
-# inside the script's folder are read.  The records are written as one JSON
+# inside the script's folder, owned by the script's owner, are read.  The records are written as one JSON
 # document to RECORDS-FILE (see emit.tcl).  This process's own memory is
 # bounded by its parent (ns.py sets an rlimit).
 
@@ -34,6 +34,10 @@ proc read_source {f} {
     if {[file type $p] eq "link"} { error "source: '$f' is a symbolic link (not followed)" }
     if {![file isfile $p]} { error "source: '$f' is not a regular file" }
     if {[file size $p] > $::MAX_BYTES} { error "source: '$f' is larger than [expr {$::MAX_BYTES >> 20}] MB" }
+    # in a shared folder (/tmp), only the script owner's own files
+    if {[file attributes $p -owner] ne [file attributes $::script -owner]} {
+        error "source: '$f' belongs to another user than the script"
+    }
     return [list $p [read_text $p]]
 }
 
