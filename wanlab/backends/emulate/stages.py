@@ -18,9 +18,11 @@ The emulation stages, in swap-in order (:data:`STAGES`):
   ``addresses``   loopback, and each TAP's MAC, MTU and address; up
   ``routes``      static and manual routes, and each node's ``/etc/netns/<ns>/hosts``
   ``routing``     FRR daemons in every node, for dynamic routing; waits for convergence
-  ``confine``     each node's holder: its confinement (state hidden, own /tmp, /run, /dev,
-                  host files read-only, fewer capabilities; docs/security.md), built once,
-                  entered by every later command (FRR builds its nodes' holders itself)
+  ``confine``     the holder of each node that runs something: its confinement (state
+                  hidden, own /tmp, /run, /dev, host files read-only, fewer capabilities;
+                  docs/security.md), built once, entered by every later command (FRR
+                  builds its nodes' holders itself; an idle node's comes with its first
+                  command)
   ``startcmds``   start commands (``tb-set-node-startcmd``), output in ``nodes/<node>/``
 
 The run layer adds its own two (:mod:`wanlab.run.stages`): ``scheduler`` right after
@@ -252,7 +254,15 @@ def _routing(b: Build) -> None:
 
 
 def _confine(b: Build) -> None:
-    ensure_holders(b.store, b.row, [(b.plan.nodes[n].netns, n) for n in b.nodes])
+    # nodes that will run something (start command, Program, traffic agent) get their
+    # holder now, in parallel, so the timeline never waits for one; the others get it at
+    # their first command (``wanlab exec``)
+    busy = {n.name for n in b.exp.nodes if n.startcmd} | {p.node for p in b.exp.programs} | \
+        {a.node for a in b.exp.agents if a.node}
+    todo = [n for n in b.nodes if n in busy]
+    if todo:
+        b.say(f"confining {len(todo)} nodes")
+    ensure_holders(b.store, b.row, [(b.plan.nodes[n].netns, n) for n in todo])
 
 
 def _startcmds(b: Build) -> None:
