@@ -3,11 +3,10 @@
 import sqlite3
 
 import pytest
+from conftest import pair
 
 from wanlab.errors import WanlabError
 from wanlab.store.db import MIGRATIONS, Store
-
-from conftest import pair
 
 
 def test_migrations_apply_once_and_record_version(tmp_path):
