@@ -9,9 +9,11 @@ each (medians of ``--repeats`` runs, default 3):
 * star: N leaf nodes on one ``make-lan`` with a router, each with an
   ``tb-set-ip-lan``.
 
-The table (seconds, and microseconds per node, which is flat when parse
-time is linear) is printed and written to bench/results/ns-parse-latest.md
-(``--no-save`` to print only). Needs ``tclsh``; runs without root.
+The table (wall seconds; CPU seconds of the parse, tclsh child and Python
+together, which other work on the host does not inflate; and CPU
+microseconds per node, which is flat when parse time is linear) is printed
+and written to bench/results/ns-parse-latest.md (``--no-save`` to print
+only). Needs ``tclsh``; runs without root.
 
     python3 bench/ns_parse.py [--sizes 1000,10000,50000] [--repeats 3]
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -61,13 +64,19 @@ def star_script(n: int) -> str:
 SHAPES = {"chain": chain_script, "star": star_script}
 
 
-def time_parse(path: str, nodes: int, timeout: float) -> float:
-    t0 = time.perf_counter()
+def _cpu() -> float:
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return c.ru_utime + c.ru_stime + time.process_time()
+
+
+def time_parse(path: str, nodes: int, timeout: float) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one parse."""
+    t0, c0 = time.perf_counter(), _cpu()
     exp = ns.parse(path, timeout=timeout)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, _cpu() - c0
     if len(exp.nodes) < nodes:
         raise SystemExit(f"{path}: parsed {len(exp.nodes)} nodes, expected {nodes}")
-    return dt
+    return dt, cpu
 
 
 def git_rev() -> str:
@@ -95,15 +104,16 @@ def main() -> int:
                 with open(path, "w") as f:
                     f.write(SHAPES[shape](n))
                 lines = SHAPES[shape](n).count("\n")
-                times = [time_parse(path, n, args.timeout) for _ in range(args.repeats)]
-                med = statistics.median(times)
-                rows.append((shape, n, lines, med, min(times), max(times)))
-                print(f"{shape:5} {n:6} nodes {lines:7} lines  median {med:7.2f} s  "
-                      f"({med / n * 1e6:6.0f} us/node)", flush=True)
-    head = ("| shape | nodes | lines | median s | min s | max s | us per node |\n"
-            "|---|---:|---:|---:|---:|---:|---:|\n")
-    table = head + "".join(f"| {s} | {n} | {ln} | {m:.2f} | {lo:.2f} | {hi:.2f} | "
-                           f"{m / n * 1e6:.0f} |\n" for s, n, ln, m, lo, hi in rows)
+                runs = [time_parse(path, n, args.timeout) for _ in range(args.repeats)]
+                wall = statistics.median(w for w, _ in runs)
+                cpu = statistics.median(c for _, c in runs)
+                rows.append((shape, n, lines, wall, cpu))
+                print(f"{shape:5} {n:6} nodes {lines:7} lines  median {wall:7.2f} s wall "
+                      f"{cpu:7.2f} s CPU ({cpu / n * 1e6:6.0f} us CPU/node)", flush=True)
+    head = ("| shape | nodes | lines | wall s (median) | CPU s (median) | CPU us per node |\n"
+            "|---|---:|---:|---:|---:|---:|\n")
+    table = head + "".join(f"| {s} | {n} | {ln} | {w:.2f} | {c:.2f} | {c / n * 1e6:.0f} |\n"
+                           for s, n, ln, w, c in rows)
     print()
     print(table)
     if not args.no_save:
