@@ -49,7 +49,7 @@ from wanlab.model import ir
 
 TCL_DIR = Path(__file__).resolve().parent / "tcl"
 RUN_TCL = TCL_DIR / "run.tcl"
-DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_S = 120.0        # a 50 000-node script takes ~15 s of CPU; hosts are shared
 MAX_COMMANDS = 500_000_000          # Tcl commands a parse may run (interp limit)
 MAX_MEMORY_BYTES = 2 << 30          # address space of the tclsh child (RLIMIT_AS)
 
