@@ -12,12 +12,11 @@ import sys
 import time
 
 import pytest
+from conftest import ROOT, chain, lan, leftovers, needs_root, pair, ping_rtts
 
+from wanlab.backends.emulate import procs
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment, Node
-from wanlab.backends.emulate import procs
-
-from conftest import ROOT, chain, lan, leftovers, needs_root, pair, ping_rtts
 
 pytestmark = needs_root
 
@@ -148,14 +147,14 @@ def test_failed_swapin_leaves_nothing_and_says_why(lab, monkeypatch):
 
 
 def test_failure_midway_removes_namespaces_taps_and_engine(lab, monkeypatch):
-    from wanlab.backends.emulate import stages
+    from wanlab.backends.emulate import netconf
     calls = []
 
-    def broken(ipr, iface):
-        calls.append(iface.node)
-        raise WanlabError("injected failure while configuring " + iface.node)
+    def broken(node, interfaces, known, lo=True):
+        calls.append(node.name)
+        raise WanlabError("injected failure while configuring " + node.name)
 
-    monkeypatch.setattr(stages, "configure_interface", broken)
+    monkeypatch.setattr(netconf, "configure", broken)
     before = _ours()
     lab.store.add_experiment(pair(), None)
     with pytest.raises(WanlabError, match="injected failure"):

@@ -32,21 +32,18 @@ cycle puts the list together (:func:`insert_after`).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pyroute2.netlink.exceptions import NetlinkError
-
-from wanlab.backends.emulate import engine, frr, netns, procs, resources
+from wanlab.backends.emulate import engine, frr, netconf, netns, procs, resources
 from wanlab.backends.emulate.nodes import ensure_holders, start_command
 from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import Apply
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.routes import RouteEntry
-from wanlab.plan.types import Interface, NodePlan, Plan
+from wanlab.plan.types import Interface, Plan
 from wanlab.store.db import ExperimentRow, Store, make_private_dir
 
 Progress = Callable[[str], None]
@@ -68,6 +65,7 @@ class Build:
     startcmds: list[str]              # nodes whose start command runs
     swapin: bool = True               # a whole swap-in; False: a modify adds to a running one
     recorded: dict[str, list[int]] = field(default_factory=dict)   # stage -> resource ids
+    ifindex: dict[str, int] = field(default_factory=dict)   # port -> TAP index (engine's reply)
 
     @property
     def folder(self) -> str:
@@ -169,11 +167,9 @@ def _namespaces(b: Build) -> None:
     wanted = {np_.netns for np_ in nps}
     ns_res = {r.name: r.id for r in b.store.resources(b.row.id)
               if r.kind == "netns" and r.name in wanted and r.state == "planned"}
-    inodes: dict[int, dict[str, int]] = {}
-    for np_ in nps:
-        inodes[ns_res[np_.netns]] = {"inode": netns.create(np_.netns)}
-        prepare_namespace(np_.netns)
-    b.store.update_resources("created", inodes)
+    made = netns.create_many([np_.netns for np_ in nps], setup=netconf.apply_sysctls)
+    b.store.update_resources("created", {ns_res[np_.netns]: {"inode": ino}
+                                         for np_, ino in zip(nps, made, strict=True)})
 
 
 def engine_ports(plan: Plan, networks: Sequence[str]) -> list[Interface]:
@@ -207,8 +203,12 @@ def _taps(b: Build) -> None:
         ("tap", resources.tap_name(b.plan.nodes[i.node].netns, i.ifname),
          {"node": i.node, "ifname": i.ifname, "netns": b.plan.nodes[i.node].netns})
         for i in ports])
-    with engine.Client(b.socket) as c:
-        c.send(Apply(**apply_request(b.plan, b.networks, everything)))
+    # the engine makes each TAP inside its namespace (about a millisecond each): allow for
+    # tens of thousands on a busy machine
+    with engine.Client(b.socket, timeout=30 + 0.02 * len(ports)) as c:
+        reply = c.send(Apply(**apply_request(b.plan, b.networks, everything)))
+    b.ifindex.update({p: v["ifindex"] for p, v in reply.get("ports", {}).items()
+                      if "ifindex" in v})
     b.store.update_resources("created", {r.id: {} for r in b.store.resources(b.row.id)
                                          if r.kind == "tap" and r.state == "planned"})
 
@@ -223,23 +223,15 @@ def _addresses(b: Build) -> None:
     for i in ports:
         by_node.setdefault(i.node, []).append(i)
     new_nodes = set(b.nodes)
-    for n in touched:
-        np_ = b.plan.nodes[n]
-        with contextlib.closing(netns.netlink(np_.netns)) as ipr:
-            if n in new_nodes:
-                lo = ipr.link_lookup(ifname="lo")[0]
-                ipr.link("set", index=lo, state="up")
-                if np_.loopback:
-                    ipr.addr("add", index=lo, address=np_.loopback, prefixlen=32)
-            for i in by_node.get(n, []):
-                configure_interface(ipr, i)
+    for n in touched:       # one netlink batch per node
+        netconf.configure(b.plan.nodes[n], by_node.get(n, []), b.ifindex, lo=n in new_nodes)
 
 
 def _routes(b: Build) -> None:
     if b.routes:
         b.say(f"installing routes in {len(b.routes)} nodes")
     for n, old in b.routes.items():
-        install_routes(b.plan.nodes[n], old)
+        netconf.install_routes(b.plan.nodes[n], old, b.ifindex)
     for n in b.hosts:
         write_hosts(b.plan.nodes[n].netns, b.plan.hosts)
 
@@ -288,44 +280,6 @@ STAGES: tuple[Stage, ...] = (
 
 
 # -- what the stages do inside a node --------------------------------------------------
-
-def prepare_namespace(ns: str) -> None:
-    """Kernel settings of a fresh node: forwarding on (any node may route), no IPv6
-    router solicitations or DAD delays (they would only add chatter and start-up lag)."""
-    with netns.entered(ns):
-        for key, val in (("net/ipv4/ip_forward", "1"),
-                         ("net/ipv6/conf/default/router_solicitations", "0"),
-                         ("net/ipv6/conf/default/dad_transmits", "0"),
-                         ("net/ipv6/conf/default/accept_ra", "0")):
-            with open("/proc/sys/" + key, "w") as f:
-                f.write(val)
-
-
-def configure_interface(ipr, i: Interface) -> None:
-    """MAC, MTU, address and up for a TAP the engine created in the node (``ipr`` is
-    a netlink socket in that node)."""
-    idx = ipr.link_lookup(ifname=i.ifname)[0]
-    ipr.link("set", index=idx, address=i.mac, mtu=1500)
-    ipr.addr("add", index=idx, address=i.ip, prefixlen=i.prefixlen)
-    ipr.link("set", index=idx, state="up")
-
-
-def install_routes(np_: NodePlan, old: list[RouteEntry]) -> None:
-    """Make the node's routes ``np_.routes``: delete those of ``old`` no longer wanted."""
-    with contextlib.closing(netns.netlink(np_.netns)) as ipr:
-        index = {i.ifname: ipr.link_lookup(ifname=i.ifname)[0] for i in np_.interfaces}
-        for r in old:
-            if r not in np_.routes:
-                with contextlib.suppress(NetlinkError):
-                    ipr.route("del", dst="0.0.0.0/0" if r.dst == "default" else r.dst)
-        for r in np_.routes:
-            dst = "0.0.0.0/0" if r.dst == "default" else r.dst
-            try:
-                ipr.route("replace", dst=dst, gateway=r.via, oif=index[r.dev])
-            except NetlinkError as e:
-                raise WanlabError(f"node {np_.name}: cannot add route {r.dst} via {r.via} "
-                                  f"dev {r.dev}: {e.args[1] if len(e.args) > 1 else e}") from None
-
 
 def write_hosts(ns: str, hosts: str) -> None:
     etc = os.path.join(netns.NETNS_ETC_DIR, ns)
