@@ -5,7 +5,7 @@ PYTHON ?= python3
 APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux frr traceroute
 PY := $(shell command -v $(PYTHON))
 
-.PHONY: install deps engine python demo test test-engine test-python validate bench-swap bench-sim clean
+.PHONY: install deps engine python demo test lint test-engine test-python validate bench-swap bench-sim clean
 
 install: deps engine python
 
@@ -29,7 +29,14 @@ python:
 demo: install
 	bash examples/demo.sh
 
-test: install test-engine test-python
+test: install lint test-engine test-python
+
+# the gates: Rust formatting and lints, Python lints, and the layers' import contract
+lint:
+	cargo fmt --all --check
+	cargo clippy --release --workspace --all-targets -- -D warnings
+	$(PY) -m ruff check wanlab tests bench examples
+	PYTHONPATH=$(CURDIR) $(PY) -c 'from importlinter.cli import lint_imports_command as c; c()' --no-cache
 
 test-engine:
 	cargo test --release --workspace

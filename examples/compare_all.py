@@ -19,8 +19,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from wanlab.lifecycle import Lab  # noqa: E402
 from wanlab.frontends import load  # noqa: E402
+from wanlab.lifecycle import Lab  # noqa: E402
 
 SPECS = {"onedrop": "examples/onedrop/onedrop.tcl",
          "dumbbell": "examples/dumbbell/dumbbell.tcl",
@@ -65,7 +65,8 @@ def main() -> int:
         with open(os.path.join(out_dir, f"{name}-compare.md"), "w") as f:
             f.write(text)
         for p in r["plots"]:
-            shutil.copy(p, os.path.join(out_dir, f"{name}-{os.path.basename(p).replace('compare-', '')}"))
+            plot_name = os.path.basename(p).replace("compare-", "")
+            shutil.copy(p, os.path.join(out_dir, f"{name}-{plot_name}"))
     return 0
 
 

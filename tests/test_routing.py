@@ -4,9 +4,9 @@ import os
 import re
 import time
 
-from wanlab.frontends import load
-
 from conftest import chain, needs_root, ping_rtts
+
+from wanlab.frontends import load
 
 pytestmark = needs_root
 
@@ -94,6 +94,7 @@ def test_bgp_sessions_between_three_ases(lab):
 
 def test_bgp_session_must_join_neighbours():
     import pytest
+
     from wanlab.errors import SpecError
     from wanlab.frontends.builder import ExperimentBuilder
     b = ExperimentBuilder("bad")

@@ -84,6 +84,7 @@ def test_cbr_through_a_link_failure_is_exact(lab, tmp_path):
 
 def test_same_seed_same_trace_byte_for_byte(lab, tmp_path):
     import dataclasses
+
     from wanlab.model.ir import LinkParams
     spec = load(write(tmp_path, CBR))
     lossy = LinkParams(bandwidth_bps=10_000_000, delay_s=0.005, loss=0.05)

@@ -3,11 +3,10 @@
 import re
 
 import pytest
+from conftest import needs_root, ping_rtts
 
 from wanlab.errors import WanlabError
 from wanlab.frontends import load
-
-from conftest import needs_root, ping_rtts
 
 pytestmark = needs_root
 

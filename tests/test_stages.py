@@ -2,14 +2,13 @@
 and stages: no root, no kernel objects."""
 
 import pytest
+from conftest import pair
 
 from wanlab.backends.emulate import resources, stages
 from wanlab.backends.emulate.resources import Kind
 from wanlab.errors import WanlabError
 from wanlab.plan.plan import make_plan
 from wanlab.store.db import Store
-
-from conftest import pair
 
 
 @pytest.fixture

@@ -32,8 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, ROOT)
 
-from wanlab.lifecycle import Lab  # noqa: E402
 from wanlab.frontends import ns  # noqa: E402
+from wanlab.lifecycle import Lab  # noqa: E402
 
 FAIL_AT, RESTORE_AT, END = 12.0, 38.0, 60.0
 FAILED = "L-denver-kansascity"

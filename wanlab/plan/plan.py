@@ -90,7 +90,7 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     ports_of: dict[str, list[Interface]] = {}
     for spec in specs:
         subnet, ips = addrs[spec.name]
-        for node, ip in zip(spec.members, ips):
+        for node, ip in zip(spec.members, ips, strict=True):
             np_ = nodes[node]
             ifname = f"eth{len(np_.interfaces)}"
             hi, lo = port_no >> 8 & 0xFF, port_no & 0xFF
@@ -154,7 +154,7 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         lans.append({"lan": lan.name, "members": [
             {"port": i.port, "to_lan": engine_params(m.to_lan),
              "from_lan": engine_params(m.from_lan)}
-            for m, i in zip(lan.members, ports_of[lan.name])]})
+            for m, i in zip(lan.members, ports_of[lan.name], strict=True)]})
     engine = {"ports": ports, "links": links, "lans": lans}
     if routers:
         engine["routers"] = routers

@@ -12,9 +12,8 @@ through it (:func:`with_endpoints`, applied before planning).
 
 from __future__ import annotations
 
-from typing import Any
-
 from dataclasses import replace
+from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.model.ir import Experiment, Link, Node

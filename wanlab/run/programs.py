@@ -15,8 +15,8 @@ import subprocess
 import threading
 from typing import TYPE_CHECKING
 
-from wanlab.model.ir import Program
 from wanlab.backends.emulate import nodes
+from wanlab.model.ir import Program
 
 if TYPE_CHECKING:
     from wanlab.run.context import Context

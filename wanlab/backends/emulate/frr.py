@@ -41,11 +41,11 @@ import pwd
 import subprocess
 import time
 
+from wanlab.backends.emulate import netns, procs
+from wanlab.backends.emulate.nodes import ensure_holders, node_argv
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.types import NodePlan, Plan
-from wanlab.backends.emulate import netns, procs
-from wanlab.backends.emulate.nodes import ensure_holders, node_argv
 
 FRR_BIN = "/usr/lib/frr"
 # a capability a node's commands lack that FRR's daemons ask for at start (network namespaces

@@ -14,16 +14,16 @@
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import time
 from typing import Any
 
+from wanlab.backends.simulate.scenario import NS, Scenario, build
+from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
-from wanlab.engine.binary import engine_binary
-from wanlab.backends.simulate.scenario import NS, Scenario, build
 
 SAMPLE_S = 0.1
 
@@ -97,7 +97,8 @@ def summarize(sc: Scenario, result: dict[str, Any], seed: int, wall: float) -> d
         res: dict[str, Any] = {"simulated": True, "bytes": d(s0, s1, "bytes"),
                                "sent_bytes": d(a0, a1, "sent_bytes"), "throughput_bps": series}
         if f.kind == "tcp":
-            res.update(kind="ftp", cc=f.source["cc"], mss=f.source.get("mss", 1000), packets=d(s0, s1, "pkts"),
+            res.update(kind="ftp", cc=f.source["cc"], mss=f.source.get("mss", 1000),
+                       packets=d(s0, s1, "pkts"),
                        sent_packets=d(a0, a1, "sent_pkts"),
                        retransmits=d(a0, a1, "retransmits"), timeouts=d(a0, a1, "timeouts"),
                        srtt_us=a1.get("srtt_us"), cwnd_final=a1.get("cwnd"))
