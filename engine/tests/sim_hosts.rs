@@ -139,8 +139,52 @@ fn sink_loss_equals_queue_drops() {
     assert!(drops > 200, "about half is dropped: {drops}");
     assert_eq!(lost, drops);
     assert_eq!(pkts + lost, 501);
+    let AgentStats::Sink {
+        expected,
+        reordered,
+        duplicates,
+        ..
+    } = vt.net.agent_stats("sink").unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!((expected, reordered, duplicates), (501, 0, 0));
     assert_eq!(vt.net.router_counters("r").unwrap().arp_queue_drops, 0);
     assert_eq!(vt.net.host_counters("a").unwrap().arp_queue_drops, 0);
+}
+
+/// Reordered and duplicated datagrams are not lost (the definition shared with wanlab-gen,
+/// `flowstats`): a jittery link that reorders and duplicates but never drops gives lost 0.
+#[test]
+fn reordered_and_duplicates_are_not_lost() {
+    let la = json!({"bandwidth_bps": 100_000_000, "delay_us": 1000});
+    let lb = json!({"bandwidth_bps": 100_000_000, "delay_us": 5000, "jitter_us": 3000,
+                    "jitter_reorder": true, "duplicate": 0.1, "queue": {"kind": "droptail", "limit": 10000}});
+    let mut vt = net(
+        topo(la, lb, json!({"size": 1000, "rate_bps": 8_000_000})),
+        3,
+    );
+    vt.net.agent_action("cbr", true, Instant::ZERO).unwrap();
+    vt.run_until(Instant::from_nanos(1000 * MS - 1));
+    vt.net.agent_action("cbr", false, vt.now).unwrap();
+    vt.run_to_idle();
+    let (sent_pkts, _) = sent(&vt);
+    assert_eq!(sent_pkts, 1000);
+    let AgentStats::Sink {
+        pkts,
+        expected,
+        lost,
+        reordered,
+        duplicates,
+        ..
+    } = vt.net.agent_stats("sink").unwrap()
+    else {
+        panic!()
+    };
+    assert!(reordered > 100, "the link reorders: {reordered}");
+    assert!(duplicates > 50, "the link duplicates: {duplicates}");
+    assert_eq!((expected, lost), (1000, 0));
+    assert_eq!(pkts, 1000 + duplicates);
 }
 
 #[test]

@@ -182,7 +182,8 @@ fn pattern(a: &Args, pps_num: u128) -> Result<Option<(Pattern, u64)>, String> {
         let idle = a
             .f64("idle")?
             .ok_or("--pattern exponential|pareto needs --idle SECS")?;
-        if !(burst > 0.0 && burst < 1e7) || !(0.0..1e7).contains(&idle) {
+        let valid = burst > 0.0 && burst < 1e7 && (0.0..1e7).contains(&idle);
+        if !valid {
             return Err("--burst must be > 0 and --idle >= 0 seconds".into());
         }
         Ok(Pattern::OnOff {

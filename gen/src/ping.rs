@@ -34,7 +34,7 @@ pub fn run(sock: UdpSocket, cfg: &SendCfg, wait_ns: u64) -> Result<(SendReport, 
             let d = done2.load(Ordering::Acquire);
             if crate::stop::requested()
                 || d != 0
-                    && (now >= d + wait_ns || (r.seq.fin_total.is_some() && r.seq.lost() == 0))
+                    && (now >= d + wait_ns || (r.seq.announced.is_some() && r.seq.lost() == 0))
             {
                 return Ok(r);
             }

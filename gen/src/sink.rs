@@ -60,7 +60,7 @@ impl Receiver {
                     by += len;
                 }
                 Some(h) => {
-                    self.seq.fin_total = Some(h.seq);
+                    self.seq.announced = Some(h.seq);
                     self.fin_ns.get_or_insert(rx_ns);
                 }
                 None => self.foreign += 1,
@@ -97,9 +97,9 @@ impl Receiver {
             .int("pkts", self.pkts)
             .int("bytes", self.bytes)
             .num("avg_size", avg_size)
-            .int("unique", self.seq.unique)
+            .int("unique", self.seq.received)
             .int("expected", self.seq.expected())
-            .bool("fin_seen", self.seq.fin_total.is_some())
+            .bool("fin_seen", self.seq.announced.is_some())
             .int("lost", self.seq.lost())
             .num("loss_ratio", self.seq.loss_ratio())
             .int("reordered", self.seq.reordered)

@@ -1,78 +1,9 @@
-//! Receive-side report math: loss from sequence gaps, reordering, duplicates,
-//! delay statistics (min/avg/max/stdev and percentiles) and throughput.
-//!
-//! Sequence bookkeeping uses a growable bitmap of seen sequence numbers, so
-//! duplicates are exact. A datagram is "reordered" when it arrives after one
-//! with a higher sequence number. Lost = expected - unique received, where
-//! expected is the sender's total from its FIN datagram if one arrived and
-//! otherwise the highest sequence number seen + 1.
+//! Receive-side report math: delay statistics (min/avg/max/stdev and percentiles) and
+//! throughput. Loss, reordering and duplicates are counted by [`SeqTracker`] from the
+//! `wanlab-flowstats` crate, the one definition the engine's simulated sinks use too
+//! (reordered is not lost: lost = expected − distinct received).
 
-/// Sequence numbers above this are treated as garbage (bitmap would be > 128 MiB).
-pub const MAX_SEQ: u64 = 1 << 30;
-
-#[derive(Default, Debug, Clone)]
-pub struct SeqTracker {
-    seen: Vec<u64>,
-    pub unique: u64,
-    pub duplicates: u64,
-    pub reordered: u64,
-    pub max_seq: Option<u64>,
-    pub out_of_range: u64,
-    pub fin_total: Option<u64>,
-}
-
-impl SeqTracker {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Record one data datagram.
-    pub fn record(&mut self, seq: u64) {
-        if seq >= MAX_SEQ {
-            self.out_of_range += 1;
-            return;
-        }
-        let (w, b) = ((seq / 64) as usize, seq % 64);
-        if w >= self.seen.len() {
-            let n = (w + 1).max(self.seen.len() * 2).max(1024);
-            self.seen.resize(n, 0);
-        }
-        if self.seen[w] & (1 << b) != 0 {
-            self.duplicates += 1;
-            return;
-        }
-        self.seen[w] |= 1 << b;
-        self.unique += 1;
-        match self.max_seq {
-            Some(m) if seq < m => self.reordered += 1,
-            Some(m) if seq > m => self.max_seq = Some(seq),
-            None => self.max_seq = Some(seq),
-            _ => {}
-        }
-    }
-
-    /// Number of datagrams the sender is known to have sent.
-    pub fn expected(&self) -> u64 {
-        let by_seq = self.max_seq.map(|m| m + 1).unwrap_or(0);
-        match self.fin_total {
-            Some(t) => t.max(by_seq),
-            None => by_seq,
-        }
-    }
-
-    pub fn lost(&self) -> u64 {
-        self.expected().saturating_sub(self.unique)
-    }
-
-    pub fn loss_ratio(&self) -> f64 {
-        let e = self.expected();
-        if e == 0 {
-            0.0
-        } else {
-            self.lost() as f64 / e as f64
-        }
-    }
-}
+pub use flowstats::SeqTracker;
 
 /// Running delay statistics (Welford) plus a 1 µs-bucket histogram up to
 /// `HIST_US` for percentiles; larger values land in an overflow bucket.
@@ -227,51 +158,6 @@ pub fn first_last_bps(total_bytes: u64, first_pkt_bytes: u64, first_ns: u64, las
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn in_order_no_loss() {
-        let mut t = SeqTracker::new();
-        for s in 0..1000 {
-            t.record(s);
-        }
-        assert_eq!(
-            (t.unique, t.lost(), t.reordered, t.duplicates),
-            (1000, 0, 0, 0)
-        );
-    }
-
-    #[test]
-    fn gaps_reorder_dups() {
-        let mut t = SeqTracker::new();
-        for s in [0u64, 1, 3, 2, 5, 5, 7, 6, 9] {
-            t.record(s);
-        }
-        // seen 0,1,2,3,5,6,7,9 -> unique 8, expected 10, lost 4 and 8
-        assert_eq!(t.unique, 8);
-        assert_eq!(t.duplicates, 1);
-        assert_eq!(t.reordered, 2); // 2 after 3, 6 after 7
-        assert_eq!(t.lost(), 2);
-        t.fin_total = Some(12);
-        assert_eq!(t.lost(), 4);
-        assert!((t.loss_ratio() - 4.0 / 12.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn fin_smaller_than_seen_is_ignored() {
-        let mut t = SeqTracker::new();
-        t.record(10);
-        t.fin_total = Some(3);
-        assert_eq!(t.expected(), 11);
-    }
-
-    #[test]
-    fn out_of_range() {
-        let mut t = SeqTracker::new();
-        t.record(MAX_SEQ + 5);
-        assert_eq!(t.out_of_range, 1);
-        assert_eq!(t.expected(), 0);
-        assert_eq!(t.loss_ratio(), 0.0);
-    }
 
     #[test]
     fn delay_moments() {

@@ -10,6 +10,7 @@
 //! (exponential inter-departure times) and ns-2 style on/off (exponential or Pareto burst and
 //! idle lengths). Their randomness comes from the agent's own generator, seeded from
 //! `stream_seed(experiment seed, "agent:<id>")`, so a seed gives the same departures.
+use flowstats::SeqTracker;
 use serde::Serialize;
 
 use crate::rng::Rng;
@@ -197,10 +198,11 @@ impl Cbr {
 #[derive(Debug, Default)]
 pub struct UdpSink {
     pub port: u16,
+    /// Every datagram (duplicates and short ones included) and its payload bytes.
     pub pkts: u64,
     pub bytes: u64,
-    pub lost: u64,
-    next_seq: u64,
+    /// Loss, reordering and duplicates: the one definition shared with wanlab-gen.
+    pub seq: SeqTracker,
     owd_sum_ns: u128,
     owd_min_ns: Option<u64>,
     owd_max_ns: u64,
@@ -216,21 +218,17 @@ impl UdpSink {
         }
     }
 
-    /// A datagram arrived at `now`. Loss = gaps in the sequence numbers (a packet older than
-    /// the highest seen is late/reordered and is not counted lost again or un-lost).
+    /// A datagram arrived at `now`. Loss is `flowstats`' definition: expected (highest
+    /// sequence number + 1) − distinct received, so a reordered packet is not lost and a
+    /// duplicate is not counted twice.
     pub fn receive(&mut self, payload: &[u8], now: Instant) {
         self.pkts += 1;
         self.bytes += payload.len() as u64;
-        if payload.len() < MIN_SIZE {
+        let (Some(seq), Some(sent)) = (be_u64(payload, 0), be_u64(payload, 8)) else {
             self.short += 1;
             return;
-        }
-        let seq = u64::from_be_bytes(payload[0..8].try_into().unwrap_or_default());
-        let sent = u64::from_be_bytes(payload[8..16].try_into().unwrap_or_default());
-        if seq >= self.next_seq {
-            self.lost += seq - self.next_seq;
-            self.next_seq = seq.saturating_add(1);
-        }
+        };
+        self.seq.record(seq);
         let owd = now.nanos().saturating_sub(sent);
         self.owd_sum_ns += u128::from(owd);
         self.owd_min_ns = Some(self.owd_min_ns.map_or(owd, |m| m.min(owd)));
@@ -243,12 +241,20 @@ impl UdpSink {
             port: self.port,
             pkts: self.pkts,
             bytes: self.bytes,
-            lost: self.lost,
+            expected: self.seq.expected(),
+            lost: self.seq.lost(),
+            reordered: self.seq.reordered,
+            duplicates: self.seq.duplicates,
             owd_min_us: self.owd_min_ns.map(|n| n as f64 / 1000.0),
             owd_avg_us: (timed > 0).then(|| self.owd_sum_ns as f64 / timed as f64 / 1000.0),
             owd_max_us: (timed > 0).then(|| self.owd_max_ns as f64 / 1000.0),
         }
     }
+}
+
+/// The big-endian u64 at `at`, if the payload is long enough.
+fn be_u64(p: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_be_bytes(p.get(at..at + 8)?.try_into().ok()?))
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -263,7 +269,11 @@ pub enum AgentStats {
         port: u16,
         pkts: u64,
         bytes: u64,
+        /// Highest sequence number + 1; lost = expected − distinct received.
+        expected: u64,
         lost: u64,
+        reordered: u64,
+        duplicates: u64,
         owd_min_us: Option<f64>,
         owd_avg_us: Option<f64>,
         owd_max_us: Option<f64>,
