@@ -8,7 +8,9 @@ on ``<folder>/engine.sock``.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import resource
 import subprocess
 import time
 
@@ -17,6 +19,8 @@ from wanlab.engine.client import Client, socket_of
 from wanlab.errors import EngineError
 
 __all__ = ["Client", "engine_binary", "start"]
+
+FD_LIMIT = 1 << 20      # the kernel's default fs.nr_open
 
 
 def start(folder: str, seed: int) -> subprocess.Popen:
@@ -29,6 +33,9 @@ def start(folder: str, seed: int) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                             start_new_session=True, close_fds=True, umask=0o077)
     log.close()
+    # one descriptor per TAP: a 10 000-node chain holds 20 000, past common limits
+    with contextlib.suppress(OSError, ValueError):
+        resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if proc.poll() is not None:

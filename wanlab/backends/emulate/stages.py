@@ -232,8 +232,7 @@ def _routes(b: Build) -> None:
         b.say(f"installing routes in {len(b.routes)} nodes")
     for n, old in b.routes.items():
         netconf.install_routes(b.plan.nodes[n], old, b.ifindex)
-    for n in b.hosts:
-        write_hosts(b.plan.nodes[n].netns, b.plan.hosts)
+    write_hosts([b.plan.nodes[n].netns for n in b.hosts], b.plan.hosts)
 
 
 def _routing(b: Build) -> None:
@@ -281,8 +280,26 @@ STAGES: tuple[Stage, ...] = (
 
 # -- what the stages do inside a node --------------------------------------------------
 
-def write_hosts(ns: str, hosts: str) -> None:
-    etc = os.path.join(netns.NETNS_ETC_DIR, ns)
-    os.makedirs(etc, exist_ok=True)
-    with open(os.path.join(etc, "hosts"), "w") as f:
-        f.write(hosts)
+def write_hosts(namespaces: list[str], hosts: str) -> None:
+    """``/etc/netns/<ns>/hosts`` of each namespace. The file lists every node, so N copies
+    would cost N² bytes: a new one is a hard link to the first written; one that exists is
+    written in place (a confined node has it bind-mounted), each inode once. The content
+    is the experiment's, the same for every node, so sharing an inode is harmless."""
+    written: set[int] = set()
+    first = None
+    for ns in namespaces:
+        etc = os.path.join(netns.NETNS_ETC_DIR, ns)
+        os.makedirs(etc, exist_ok=True)
+        path = os.path.join(etc, "hosts")
+        try:
+            ino = os.stat(path).st_ino
+        except FileNotFoundError:
+            ino = None
+        if ino is None and first is not None:
+            os.link(first, path)
+            continue
+        if ino not in written:
+            with open(path, "w") as f:
+                f.write(hosts)
+            written.add(os.stat(path).st_ino)
+        first = first or path
