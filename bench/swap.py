@@ -15,10 +15,12 @@ joined by N-1 links; a star: N nodes on one LAN), it measures:
   which builds N hosts on one Linux bridge without shaping and stops them;
   Mininet reports the total, so its column is build + stop.
 
-Medians of ``--repeats`` runs (1000-node runs once unless asked). Results
-are printed and written to bench/results/swap-latest.md and a dated copy.
+Medians of ``--repeats`` runs (a third as many at 1000 nodes and more). Results
+are printed and written to bench/results/swap-latest.md and a dated copy, with
+the host's load average (the machine may be shared).
 
-    python3 bench/swap.py [--sizes 10,100,1000] [--repeats 3]
+    python3 bench/swap.py [--sizes 10,100,1000] [--repeats 3] [--shapes chain,star]
+                          [--no-floor] [--mininet-max 100]
 """
 
 from __future__ import annotations
@@ -131,13 +133,16 @@ def mininet_seconds(n: int) -> float | None:
 
 # -- runs --------------------------------------------------------------------
 
-def run(sizes: list[int], repeats: int, mininet_max: int) -> list[dict]:
+def run(sizes: list[int], repeats: int, mininet_max: int, shapes: list[str],
+        floor: bool) -> list[dict]:
     results = []
     home = tempfile.mkdtemp(prefix="wanlab-bench-")
     lab = Lab(home)
     try:
         for n in sizes:
             for shape, make in (("chain", chain), ("star", star)):
+                if shape not in shapes:
+                    continue
                 exp = make(n)
                 reps = repeats if n < 1000 else max(1, repeats // 3)
                 w_in, w_out, f_in, f_out = [], [], [], []
@@ -149,6 +154,8 @@ def run(sizes: list[int], repeats: int, mininet_max: int) -> list[dict]:
                     lab.swapout(exp.name)
                     w_out.append(time.monotonic() - t)
                     lab.terminate(exp.name)
+                    if not floor:
+                        continue
                     t = time.monotonic()
                     names = floor_build(shape, n, f"{os.getpid() % 1000}{r}")
                     f_in.append(time.monotonic() - t)
@@ -157,19 +164,21 @@ def run(sizes: list[int], repeats: int, mininet_max: int) -> list[dict]:
                     f_out.append(time.monotonic() - t)
                 row = {"shape": shape, "nodes": n, "repeats": reps,
                        "wanlab_in_s": statistics.median(w_in),
+                       "wanlab_in_runs_s": [round(x, 3) for x in w_in],
                        "wanlab_out_s": statistics.median(w_out),
-                       "veth_in_s": statistics.median(f_in),
-                       "veth_out_s": statistics.median(f_out)}
-                row["in_ratio"] = row["wanlab_in_s"] / row["veth_in_s"]
+                       "veth_in_s": statistics.median(f_in) if f_in else None,
+                       "veth_out_s": statistics.median(f_out) if f_out else None,
+                       "load_avg": round(os.getloadavg()[0], 1)}
+                row["in_ratio"] = row["wanlab_in_s"] / row["veth_in_s"] if f_in else None
                 mn = [mininet_seconds(n) for _ in range(reps)] \
                     if shape == "star" and n <= mininet_max else []
                 mn = [x for x in mn if x is not None]
                 row["mininet_build_stop_s"] = statistics.median(mn) if mn else None
                 results.append(row)
                 print(f"{shape:6} {n:5}: swap-in {row['wanlab_in_s']:.3f} s "
-                      f"(veth floor {row['veth_in_s']:.3f} s, x{row['in_ratio']:.2f}), "
+                      f"(runs {row['wanlab_in_runs_s']}; veth floor {_s(row['veth_in_s'])}), "
                       f"swap-out {row['wanlab_out_s']:.3f} s "
-                      f"(floor {row['veth_out_s']:.3f} s)", flush=True)
+                      f"(floor {_s(row['veth_out_s'])}), load {row['load_avg']}", flush=True)
     finally:
         for r in lab.list():
             with contextlib.suppress(Exception):
@@ -178,27 +187,35 @@ def run(sizes: list[int], repeats: int, mininet_max: int) -> list[dict]:
     return results
 
 
+def _s(x: float | None) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
 def write(results: list[dict], cmd: str) -> str:
-    goal = {10: None, 100: 1.0, 1000: 10.0}
+    goal = {10: None, 100: 1.0, 1000: 10.0, 10000: 60.0}
     lines = [f"# Swap-in / swap-out time ({datetime.date.today()})", "",
-             f"Command: `{cmd}`  ", "Machine: 2 cores, Debian 12; medians of repeats. Links "
+             f"Command: `{cmd}`  ",
+             "Machine: 2 cores, Debian 12, shared with other work (load average per row); "
+             "medians of repeats. Links "
              "shaped 100 Mbit/s, 1 ms. Floor: the same namespaces joined by plain veth "
              "pairs (chain) or veths on a Linux bridge (star), same addressing, no shaping, "
              "no routes. Mininet: `mn --topo single,N --switch lxbr --controller none --test "
              "build` (build + stop, no shaping), stars only.", "",
-             "| shape | nodes | wanlab swap-in s | veth floor s | ratio | goal | "
-             "wanlab swap-out s | floor teardown s | wanlab in+out s | Mininet build+stop s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| shape | nodes | wanlab swap-in s | runs s | veth floor s | ratio | goal | "
+             "wanlab swap-out s | floor teardown s | wanlab in+out s | Mininet build+stop s "
+             "| load avg |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         g = goal.get(r["nodes"])
         verdict = "" if g is None else (f"≤ {g:g} s: " +
                                         ("PASS" if r["wanlab_in_s"] <= g else "MISS"))
+        ratio = "–" if r["in_ratio"] is None else f"{r['in_ratio']:.2f}"
         lines.append(f"| {r['shape']} | {r['nodes']} | {r['wanlab_in_s']:.3f} | "
-                     f"{r['veth_in_s']:.3f} | {r['in_ratio']:.2f} | {verdict} | "
-                     f"{r['wanlab_out_s']:.3f} | {r['veth_out_s']:.3f} | "
+                     f"{', '.join(f'{x:.2f}' for x in r['wanlab_in_runs_s'])} | "
+                     f"{_s(r['veth_in_s'])} | {ratio} | {verdict} | "
+                     f"{r['wanlab_out_s']:.3f} | {_s(r['veth_out_s'])} | "
                      f"{r['wanlab_in_s'] + r['wanlab_out_s']:.3f} | "
-                     + (f"{r['mininet_build_stop_s']:.3f} |" if r.get("mininet_build_stop_s")
-                        else "– |"))
+                     f"{_s(r.get('mininet_build_stop_s'))} | {r['load_avg']} |")
     text = "\n".join(lines) + "\n"
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
@@ -216,9 +233,12 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--mininet-max", type=int, default=100,
                     help="largest star to build with Mininet too (0: never)")
+    ap.add_argument("--shapes", default="chain,star", help="chain, star or both")
+    ap.add_argument("--no-floor", dest="floor", action="store_false",
+                    help="skip the plain-veth floor (slow at 10 000 nodes)")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
-    results = run(sizes, a.repeats, a.mininet_max)
+    results = run(sizes, a.repeats, a.mininet_max, a.shapes.split(","), a.floor)
     print()
     print(write(results, "python3 bench/swap.py " + " ".join(sys.argv[1:])))
     return 0
