@@ -33,9 +33,14 @@ def start(folder: str, seed: int) -> subprocess.Popen:
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                             start_new_session=True, close_fds=True, umask=0o077)
     log.close()
-    # one descriptor per TAP: a 10 000-node chain holds 20 000, past common limits
-    with contextlib.suppress(OSError, ValueError):
+    # one descriptor per TAP: a 10 000-node chain holds 20 000, past common limits. Raising
+    # the hard limit needs CAP_SYS_RESOURCE; without it, the soft one goes up to the hard.
+    try:
         resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError, ValueError):
+            hard = resource.prlimit(proc.pid, resource.RLIMIT_NOFILE)[1]
+            resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, (hard, hard))
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if proc.poll() is not None:
