@@ -116,30 +116,8 @@ fn tcp_layout(hdr: &VnetHdr, f: &[u8]) -> Result<TcpLayout, GsoError> {
     })
 }
 
-/// Ones' complement sum of `b` (odd length padded with a zero byte), not folded.
-pub fn sum(b: &[u8], mut acc: u64) -> u64 {
-    let mut chunks = b.chunks_exact(8);
-    for c in &mut chunks {
-        let w = u64::from_be_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
-        acc += (w >> 48) + ((w >> 32) & 0xffff) + ((w >> 16) & 0xffff) + (w & 0xffff);
-    }
-    let mut rest = chunks.remainder().chunks_exact(2);
-    for c in &mut rest {
-        acc += u64::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [last] = rest.remainder() {
-        acc += u64::from(*last) << 8;
-    }
-    acc
-}
-
-/// Fold a ones' complement sum to 16 bits.
-pub fn fold(mut acc: u64) -> u16 {
-    while acc >> 16 != 0 {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
-    acc as u16
-}
+use super::checksum::pseudo_header;
+pub use super::checksum::{fold, sum};
 
 /// Complete a partial checksum (`NEEDS_CSUM`) in place: add the sum from `csum_start` to the
 /// end to the pseudo-header sum already in the field and store the complement.
@@ -231,12 +209,12 @@ pub fn to_wire(hdr: &VnetHdr, frame: &[u8], out: &mut Vec<Vec<u8>>) -> Result<()
         // TCP checksum over the pseudo-header and the segment.
         s[t.l4 + 16..t.l4 + 18].copy_from_slice(&[0, 0]);
         let tcp_len = s.len() - t.l4;
-        let mut acc = if t.v6 {
-            sum(&s[t.l3 + 8..t.l3 + 40], 0)
+        let (src, dst) = if t.v6 {
+            (t.l3 + 8..t.l3 + 24, t.l3 + 24..t.l3 + 40)
         } else {
-            sum(&s[t.l3 + 12..t.l3 + 20], 0)
+            (t.l3 + 12..t.l3 + 16, t.l3 + 16..t.l3 + 20)
         };
-        acc += 6 + tcp_len as u64;
+        let acc = pseudo_header(&s[src], &s[dst], 6, tcp_len);
         let c = !fold(sum(&s[t.l4..], acc));
         s[t.l4 + 16..t.l4 + 18].copy_from_slice(&c.to_be_bytes());
         out.push(s);

@@ -1,4 +1,4 @@
-//! IPv4 header view over a byte buffer, the RFC 1071 checksum and the RFC 1624 incremental
+//! IPv4 header view over a byte buffer, its checksum (`super::checksum`) and the RFC 1624 incremental
 //! update used when a router decrements the TTL.
 //!
 //! `Packet::new_checked` validates version, IHL and total length against the buffer, so the
@@ -78,26 +78,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
-/// Ones'-complement sum of 16-bit big-endian words (odd trailing byte padded), folded.
-pub fn sum16(data: &[u8]) -> u16 {
-    let mut s: u32 = 0;
-    let mut it = data.chunks_exact(2);
-    for w in &mut it {
-        s += u32::from(u16::from_be_bytes([w[0], w[1]]));
-    }
-    if let [last] = it.remainder() {
-        s += u32::from(*last) << 8;
-    }
-    while s > 0xffff {
-        s = (s & 0xffff) + (s >> 16);
-    }
-    s as u16
-}
-
 /// RFC 1071 Internet checksum (the value to store; verifying a correct header gives 0).
-pub fn checksum(data: &[u8]) -> u16 {
-    !sum16(data)
-}
+pub use super::checksum::checksum;
 
 /// Decrement the TTL of a header (`h.len() >= 20`, TTL ≥ 1) and update its checksum
 /// incrementally, RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m').
@@ -199,10 +181,6 @@ mod tests {
     #[test]
     fn checksum_known_value() {
         // RFC 1071 example words 0001 f203 f4f5 f6f7 sum to 0xddf2 → checksum 0x220d.
-        assert_eq!(
-            sum16(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
-            0xddf2
-        );
         assert_eq!(
             checksum(&[0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7]),
             0x220d

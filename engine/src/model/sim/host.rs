@@ -15,12 +15,12 @@ use super::router::{ARP_QUEUE, ARP_REQUESTS};
 use super::tcp::{self, Segment};
 use crate::wire::ethernet::{self, Address, Frame};
 use crate::wire::ipv4::{self, Addr};
-use crate::wire::{arp, icmp};
+use crate::wire::{arp, icmp, udp};
 
 const ETH_IPV4: u16 = 0x0800;
-pub const PROTO_UDP: u8 = 17;
-pub const UDP_HEADER_LEN: usize = 8;
-pub const PROTO_TCP: u8 = 6;
+pub const PROTO_UDP: u8 = udp::PROTOCOL;
+pub const UDP_HEADER_LEN: usize = udp::HEADER_LEN;
+pub const PROTO_TCP: u8 = crate::wire::tcp::PROTOCOL;
 const TTL: u8 = 64;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,20 +83,6 @@ pub fn validate(c: &HostConfig) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// The UDP checksum of a datagram (header with a zero checksum field + payload).
-fn udp_checksum(src: Addr, dst: Addr, udp: &[u8]) -> u16 {
-    let mut pseudo = Vec::with_capacity(12 + udp.len());
-    pseudo.extend_from_slice(&src);
-    pseudo.extend_from_slice(&dst);
-    pseudo.extend_from_slice(&[0, PROTO_UDP]);
-    pseudo.extend_from_slice(&(udp.len() as u16).to_be_bytes());
-    pseudo.extend_from_slice(udp);
-    match ipv4::checksum(&pseudo) {
-        0 => 0xffff,
-        c => c,
-    }
 }
 
 impl Host {
@@ -198,20 +184,16 @@ impl Host {
                 None => self.counters.dropped_other += 1,
             },
             PROTO_UDP => {
-                let u = ip.payload();
-                let len = u
-                    .get(4..6)
-                    .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])));
-                let Some(len) = len.filter(|l| *l >= UDP_HEADER_LEN && *l <= u.len()) else {
+                let Ok(u) = udp::Packet::new_checked(ip.payload()) else {
                     self.counters.dropped_other += 1;
                     return None;
                 };
                 self.counters.udp_received += 1;
                 return Some(Up::Udp(Datagram {
                     src: ip.src(),
-                    sport: u16::from_be_bytes([u[0], u[1]]),
-                    dport: u16::from_be_bytes([u[2], u[3]]),
-                    payload: u[UDP_HEADER_LEN..len].to_vec(),
+                    sport: u.src_port(),
+                    dport: u.dst_port(),
+                    payload: u.payload().to_vec(),
                 }));
             }
             PROTO_TCP => match tcp::parse(ip.src(), ip.dst(), ip.payload()) {
@@ -229,14 +211,7 @@ impl Host {
     /// Send a UDP datagram; returns the frames to transmit (the datagram itself, or an ARP
     /// request while the next hop is unresolved).
     pub fn send_udp(&mut self, dst: Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<Vec<u8>> {
-        let mut udp = Vec::with_capacity(UDP_HEADER_LEN + payload.len());
-        udp.extend_from_slice(&sport.to_be_bytes());
-        udp.extend_from_slice(&dport.to_be_bytes());
-        udp.extend_from_slice(&((UDP_HEADER_LEN + payload.len()).min(0xffff) as u16).to_be_bytes());
-        udp.extend_from_slice(&[0, 0]);
-        udp.extend_from_slice(payload);
-        let c = udp_checksum(self.cfg.ip, dst, &udp);
-        udp[6..8].copy_from_slice(&c.to_be_bytes());
+        let udp = udp::build(self.cfg.ip, dst, sport, dport, payload);
         let mut out = Vec::new();
         if self.send_ip(dst, PROTO_UDP, &udp, &mut out) {
             self.counters.udp_sent += 1;

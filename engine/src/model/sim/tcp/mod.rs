@@ -1,8 +1,8 @@
 //! Simulated TCP on simulated hosts (ns-2 `Agent/TCP/*` + `Application/FTP` and
 //! `Agent/TCPSink`), with real TCP/IPv4 segments on the wire.
 //!
-//! * Wire format ([`build`], [`parse`]): a 20-byte TCP header without options, valid
-//!   checksums, payload of zero bytes (only lengths matter).
+//! * Wire format ([`build`], [`parse`], over [`crate::wire::tcp`]): a 20-byte TCP header
+//!   without options, valid checksums, payload of zero bytes (only lengths matter).
 //! * [`sender::TcpSender`]: 3-way handshake, then bulk data (infinite or `bytes`-limited)
 //!   with Tahoe / Reno / NewReno (RFC 5681, RFC 6582) or CUBIC (RFC 9438) congestion control
 //!   and an RFC 6298 retransmission timer. **No SACK, no timestamps, no window scaling**;
@@ -14,23 +14,18 @@
 use serde::ser::SerializeTuple;
 use serde::Serialize;
 
-use crate::wire::ipv4::{self, Addr};
+use crate::wire::ipv4::Addr;
+use crate::wire::tcp;
 
 pub mod cubic;
 pub mod sender;
 pub mod sink;
 
-pub const HEADER_LEN: usize = 20;
+pub use crate::wire::tcp::{ACK, FIN, HEADER_LEN, PSH, RST, SYN};
 /// Largest payload of one segment in one IPv4 packet (65535 − 20 − 20).
 pub const MAX_MSS: usize = 65535 - 20 - HEADER_LEN;
 /// The window advertised in every segment (the sender ignores it).
 pub const ADVERTISED_WINDOW: u16 = 65535;
-
-pub const FIN: u8 = 0x01;
-pub const SYN: u8 = 0x02;
-pub const RST: u8 = 0x04;
-pub const PSH: u8 = 0x08;
-pub const ACK: u8 = 0x10;
 
 /// A TCP segment addressed to a host (header fields and payload length).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,51 +48,35 @@ pub struct TxSeg {
     pub len: usize,
 }
 
-fn checksum(src: Addr, dst: Addr, tcp: &[u8]) -> u16 {
-    let mut pseudo = Vec::with_capacity(12 + tcp.len());
-    pseudo.extend_from_slice(&src);
-    pseudo.extend_from_slice(&dst);
-    pseudo.extend_from_slice(&[0, super::host::PROTO_TCP]);
-    pseudo.extend_from_slice(&(tcp.len().min(0xffff) as u16).to_be_bytes());
-    pseudo.extend_from_slice(tcp);
-    ipv4::checksum(&pseudo)
-}
-
 /// The TCP header + payload (zeros) of `seg`, with its checksum.
 pub fn build(src: Addr, dst: Addr, sport: u16, dport: u16, seg: &TxSeg) -> Vec<u8> {
-    let len = seg.len.min(MAX_MSS);
-    let mut t = vec![0u8; HEADER_LEN + len];
-    t[0..2].copy_from_slice(&sport.to_be_bytes());
-    t[2..4].copy_from_slice(&dport.to_be_bytes());
-    t[4..8].copy_from_slice(&seg.seq.to_be_bytes());
-    t[8..12].copy_from_slice(&seg.ack.to_be_bytes());
-    t[12] = ((HEADER_LEN / 4) as u8) << 4;
-    t[13] = seg.flags;
-    t[14..16].copy_from_slice(&ADVERTISED_WINDOW.to_be_bytes());
-    let c = checksum(src, dst, &t);
-    t[16..18].copy_from_slice(&c.to_be_bytes());
+    let mut t = vec![0u8; HEADER_LEN + seg.len.min(MAX_MSS)];
+    let h = tcp::Header {
+        sport,
+        dport,
+        seq: seg.seq,
+        ack: seg.ack,
+        flags: seg.flags,
+        window: ADVERTISED_WINDOW,
+    };
+    h.emit(&mut t, src, dst);
     t
 }
 
 /// Parse and check (header length, checksum) the TCP part of an IPv4 packet.
 pub fn parse(src: Addr, dst: Addr, t: &[u8]) -> Option<Segment> {
-    if t.len() < HEADER_LEN {
+    let p = tcp::Packet::new_checked(t).ok()?;
+    if !p.verify_checksum(src, dst) {
         return None;
     }
-    let off = usize::from(t[12] >> 4) * 4;
-    if off < HEADER_LEN || off > t.len() || checksum(src, dst, t) != 0 {
-        return None;
-    }
-    let be16 = |i: usize| u16::from_be_bytes([t[i], t[i + 1]]);
-    let be32 = |i: usize| u32::from_be_bytes([t[i], t[i + 1], t[i + 2], t[i + 3]]);
     Some(Segment {
         src,
-        sport: be16(0),
-        dport: be16(2),
-        seq: be32(4),
-        ack: be32(8),
-        flags: t[13],
-        payload_len: t.len() - off,
+        sport: p.src_port(),
+        dport: p.dst_port(),
+        seq: p.seq(),
+        ack: p.ack(),
+        flags: p.flags(),
+        payload_len: p.payload().len(),
     })
 }
 
