@@ -3,7 +3,8 @@
 //! Layers, from the bytes up (each depends only on the ones above it in this list):
 //!
 //! * [`time`], [`rng`]: the caller-owned clock type and the deterministic per-link PRNG.
-//! * [`wire`]: views over frame bytes (Ethernet, ARP, IPv4, ICMP) and offload handling.
+//! * [`wire`]: views over frame bytes (Ethernet, ARP, IPv4, ICMP, UDP, TCP), the one Internet
+//!   checksum, and offload handling.
 //! * [`model`]: the core without I/O — link-direction pipelines (queue → rate → delay → loss
 //!   → dup/corrupt), LANs, simulated routers (`model::sim`), and the
 //!   [`model::network::Network`] that schedules them. Every

@@ -15,8 +15,8 @@ use wanlab_engine::model::params::{LinkParams, LossParams, QueueKind, QueueParam
 use wanlab_engine::model::sim::router::{Interface, Route};
 use wanlab_engine::time::Instant;
 use wanlab_engine::wire::ethernet::Address;
-use wanlab_engine::wire::gso;
 use wanlab_engine::wire::vnet::VnetHdr;
+use wanlab_engine::wire::{gso, tcp, udp};
 
 fn arb_params() -> impl Strategy<Value = LinkParams> {
     (
@@ -246,6 +246,33 @@ proptest! {
             prop_assert!(c.out_pkts <= c.in_pkts - c.drop_queue - c.drop_down - c.drop_malformed - c.drop_loss + c.duplicated);
             prop_assert_eq!(c.qlen_pkts, 0);
         }
+    }
+
+    /// The UDP and TCP views accept or refuse any bytes without panicking, and what they
+    /// accept stays within the buffer; what the emitters write parses back.
+    #[test]
+    fn udp_and_tcp_parsers_never_panic(data in proptest::collection::vec(any::<u8>(), 0..80), src in any::<[u8; 4]>(), dst in any::<[u8; 4]>(), ports in any::<(u16, u16)>(), seq in any::<(u32, u32)>(), flags in any::<u8>()) {
+        if let Ok(u) = udp::Packet::new_checked(&data[..]) {
+            prop_assert!(u.len() >= udp::HEADER_LEN && u.len() <= data.len());
+            prop_assert_eq!(u.payload().len(), u.len() - udp::HEADER_LEN);
+            let _ = (u.src_port(), u.dst_port(), u.verify_checksum(src, dst));
+        }
+        if let Ok(t) = tcp::Packet::new_checked(&data[..]) {
+            prop_assert!(t.header_len() >= tcp::HEADER_LEN);
+            prop_assert_eq!(t.payload().len(), data.len() - t.header_len());
+            let _ = (t.seq(), t.ack(), t.flags(), t.window(), t.verify_checksum(src, dst));
+        }
+        let d = udp::build(src, dst, ports.0, ports.1, &data);
+        let u = udp::Packet::new_checked(&d[..]).unwrap();
+        prop_assert!(u.verify_checksum(src, dst));
+        prop_assert_eq!((u.src_port(), u.dst_port(), u.payload()), (ports.0, ports.1, &data[..]));
+        let h = tcp::Header { sport: ports.0, dport: ports.1, seq: seq.0, ack: seq.1, flags, window: 7 };
+        let mut seg = vec![0u8; tcp::HEADER_LEN];
+        seg.extend_from_slice(&data);
+        h.emit(&mut seg, src, dst);
+        let t = tcp::Packet::new_checked(&seg[..]).unwrap();
+        prop_assert!(t.verify_checksum(src, dst));
+        prop_assert_eq!((t.seq(), t.ack(), t.flags(), t.payload()), (seq.0, seq.1, flags, &data[..]));
     }
 
     #[test]

@@ -4,14 +4,11 @@
 //! to it to the network, which delivers them to the sink agent bound to the port; TCP
 //! segments likewise go to the TCP agent bound to the destination port.
 //!
-//! Like [`super::router::Router`] it holds no clock and no timer: ARP as in the router (a
-//! queue of [`super::router::ARP_QUEUE`] packets per unresolved next hop, a request for each
-//! of the first [`super::router::ARP_REQUESTS`], entries never expire, learning from any ARP whose sender is on the subnet).
-use std::collections::BTreeMap;
-
+//! Like [`super::router::Router`] it holds no clock and no timer; ARP is the same
+//! [`NeighbourCache`] as the router's (see `neighbours` for its rules).
 use serde::Serialize;
 
-use super::router::{ARP_QUEUE, ARP_REQUESTS};
+use super::neighbours::{Iface, NeighbourCache, Resolved};
 use super::tcp::{self, Segment};
 use crate::wire::ethernet::{self, Address, Frame};
 use crate::wire::ipv4::{self, Addr};
@@ -63,8 +60,7 @@ pub enum Up {
 #[derive(Debug)]
 pub struct Host {
     pub cfg: HostConfig,
-    neighbours: BTreeMap<Addr, Address>,
-    pending: BTreeMap<Addr, Vec<Vec<u8>>>,
+    neighbours: NeighbourCache<Vec<u8>>,
     ident: u16,
     pub counters: HostCounters,
 }
@@ -89,8 +85,7 @@ impl Host {
     pub fn new(cfg: HostConfig) -> Self {
         Host {
             cfg,
-            neighbours: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            neighbours: NeighbourCache::default(),
             ident: 0,
             counters: HostCounters::default(),
         }
@@ -132,32 +127,30 @@ impl Host {
         (out, dgram)
     }
 
+    fn iface(&self) -> Iface {
+        Iface {
+            mac: self.cfg.mac,
+            ip: self.cfg.ip,
+            prefix: self.cfg.prefix,
+        }
+    }
+
     fn receive_arp(&mut self, payload: &[u8], out: &mut Vec<Vec<u8>>) {
-        let me = self.cfg.clone();
-        let Ok(a) = arp::Packet::new_checked(payload) else {
+        let me = self.iface();
+        let Some(input) = self.neighbours.receive_arp(&me, payload) else {
             self.counters.dropped_other += 1;
             return;
         };
-        let (smac, sip, op) = (a.sender_mac(), a.sender_ip(), a.operation());
-        if op != arp::OP_REQUEST && op != arp::OP_REPLY {
-            self.counters.dropped_other += 1;
-            return;
-        }
-        let valid_sender = !smac.is_multicast()
-            && sip != me.ip
-            && ipv4::in_subnet(sip, me.ip, me.prefix)
-            && !ipv4::is_special(sip);
-        if valid_sender {
-            self.neighbours.insert(sip, smac);
-            for pkt in self.pending.remove(&sip).unwrap_or_default() {
-                out.push(ethernet::build(smac, me.mac, ETH_IPV4, &pkt));
+        if let Some((mac, waiting)) = input.released {
+            for pkt in waiting {
+                out.push(ethernet::build(mac, me.mac, ETH_IPV4, &pkt));
             }
         }
-        if op == arp::OP_REQUEST && a.target_ip() == me.ip && !smac.is_multicast() {
-            let reply = arp::build(arp::OP_REPLY, me.mac, me.ip, smac, sip);
-            out.push(ethernet::build(smac, me.mac, arp::ETHERTYPE, &reply));
+        if let Some(reply) = input.reply {
+            out.push(reply);
             self.counters.arp_replies += 1;
-        } else if !valid_sender {
+        }
+        if input.ignored {
             self.counters.dropped_other += 1;
         }
     }
@@ -250,25 +243,11 @@ impl Host {
         self.ident = self.ident.wrapping_add(1);
         let mut pkt = ipv4::header(c.ip, dst, proto, TTL, self.ident, msg.len()).to_vec();
         pkt.extend_from_slice(msg);
-        if let Some(mac) = self.neighbours.get(&hop) {
-            out.push(ethernet::build(*mac, c.mac, ETH_IPV4, &pkt));
-            return true;
-        }
-        let (mac, ip) = (c.mac, c.ip);
-        let q = self.pending.entry(hop).or_default();
-        if q.len() < ARP_QUEUE {
-            q.push(pkt);
-        } else {
-            self.counters.arp_queue_drops += 1;
-        }
-        if q.len() <= ARP_REQUESTS {
-            let req = arp::build(arp::OP_REQUEST, mac, ip, Address([0; 6]), hop);
-            out.push(ethernet::build(
-                Address::BROADCAST,
-                mac,
-                arp::ETHERTYPE,
-                &req,
-            ));
+        let me = self.iface();
+        match self.neighbours.resolve(&me, hop, pkt) {
+            Resolved::Now(mac, pkt) => out.push(ethernet::build(mac, me.mac, ETH_IPV4, &pkt)),
+            Resolved::Queued { request } => out.extend(request),
+            Resolved::Dropped => self.counters.arp_queue_drops += 1,
         }
         true
     }

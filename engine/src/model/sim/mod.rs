@@ -3,5 +3,6 @@
 //! [`super::network::Network`] feeds into link pipelines, exactly as frames read from a TAP.
 pub mod agent;
 pub mod host;
+pub mod neighbours;
 pub mod router;
 pub mod tcp;

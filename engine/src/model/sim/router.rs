@@ -28,15 +28,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
 
+use super::neighbours::{Iface, NeighbourCache, Resolved};
 use crate::wire::ethernet::{self, Address, Frame};
 use crate::wire::ipv4::{self, Addr};
 use crate::wire::{arp, icmp};
 
-/// Packets queued per unresolved next hop (Linux's `unres_qlen` default is 101): enough for
-/// an initial TCP window plus cross traffic while the first ARP exchange is under way.
-pub const ARP_QUEUE: usize = 100;
-/// Queued packets that each send an ARP request (retries without timers); later ones wait.
-pub const ARP_REQUESTS: usize = 3;
+pub use super::neighbours::{ARP_QUEUE, ARP_REQUESTS};
 const ETH_IPV4: u16 = 0x0800;
 const ICMP_TTL: u8 = 64;
 
@@ -80,9 +77,8 @@ pub struct Router {
     /// Own addresses → interface, and directed-broadcast addresses (prefix < 31).
     own: HashMap<Addr, usize>,
     broadcasts: HashSet<Addr>,
-    neighbours: BTreeMap<(usize, Addr), Address>,
-    /// IP packets waiting for ARP per (interface, next hop), with "is forwarded".
-    pending: BTreeMap<(usize, Addr), Vec<Pending>>,
+    /// One ARP cache per interface; waiting packets carry "is forwarded".
+    neighbours: Vec<NeighbourCache<Pending>>,
     ident: u16,
     pub counters: RouterCounters,
 }
@@ -163,13 +159,13 @@ impl Router {
             .filter(|f| f.prefix < 31)
             .map(|f| (u32::from_be_bytes(f.ip) | !ipv4::mask(f.prefix)).to_be_bytes())
             .collect();
+        let n_ifaces = ifaces.len();
         Router {
             ifaces,
             table,
             own,
             broadcasts,
-            neighbours: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            neighbours: (0..n_ifaces).map(|_| NeighbourCache::default()).collect(),
             ident: 0,
             counters: RouterCounters::default(),
         }
@@ -222,36 +218,26 @@ impl Router {
         payload: &[u8],
         out: &mut Vec<(usize, Vec<u8>)>,
     ) {
-        let Ok(a) = arp::Packet::new_checked(payload) else {
+        let Some(cache) = self.neighbours.get_mut(iface) else {
+            return;
+        };
+        let Some(input) = cache.receive_arp(&iface_of(me), payload) else {
             self.counters.dropped_other += 1;
             return;
         };
-        let (smac, sip) = (a.sender_mac(), a.sender_ip());
-        let op = a.operation();
-        if op != arp::OP_REQUEST && op != arp::OP_REPLY {
-            self.counters.dropped_other += 1;
-            return;
-        }
-        let valid_sender = !smac.is_multicast()
-            && sip != me.ip
-            && ipv4::in_subnet(sip, me.ip, me.prefix)
-            && !ipv4::is_special(sip);
-        if valid_sender {
-            self.neighbours.insert((iface, sip), smac);
-            if let Some(q) = self.pending.remove(&(iface, sip)) {
-                for (pkt, fwd) in q {
-                    if fwd {
-                        self.counters.forwarded += 1;
-                    }
-                    out.push((iface, ethernet::build(smac, me.mac, ETH_IPV4, &pkt)));
+        if let Some((mac, waiting)) = input.released {
+            for (pkt, fwd) in waiting {
+                if fwd {
+                    self.counters.forwarded += 1;
                 }
+                out.push((iface, ethernet::build(mac, me.mac, ETH_IPV4, &pkt)));
             }
         }
-        if op == arp::OP_REQUEST && a.target_ip() == me.ip && !smac.is_multicast() {
-            let reply = arp::build(arp::OP_REPLY, me.mac, me.ip, smac, sip);
-            out.push((iface, ethernet::build(smac, me.mac, arp::ETHERTYPE, &reply)));
+        if let Some(reply) = input.reply {
+            out.push((iface, reply));
             self.counters.arp_replies += 1;
-        } else if !valid_sender {
+        }
+        if input.ignored {
             self.counters.dropped_other += 1;
         }
     }
@@ -353,26 +339,27 @@ impl Router {
         let Some(f) = self.ifaces.get(oif).cloned() else {
             return;
         };
-        if let Some(mac) = self.neighbours.get(&(oif, hop)) {
-            if forwarded {
-                self.counters.forwarded += 1;
-            }
-            out.push((oif, ethernet::build(*mac, f.mac, ETH_IPV4, &pkt)));
+        let Some(cache) = self.neighbours.get_mut(oif) else {
             return;
+        };
+        match cache.resolve(&iface_of(&f), hop, (pkt, forwarded)) {
+            Resolved::Now(mac, (pkt, _)) => {
+                if forwarded {
+                    self.counters.forwarded += 1;
+                }
+                out.push((oif, ethernet::build(mac, f.mac, ETH_IPV4, &pkt)));
+            }
+            Resolved::Queued { request } => out.extend(request.map(|r| (oif, r))),
+            Resolved::Dropped => self.counters.arp_queue_drops += 1,
         }
-        let q = self.pending.entry((oif, hop)).or_default();
-        if q.len() < ARP_QUEUE {
-            q.push((pkt, forwarded));
-        } else {
-            self.counters.arp_queue_drops += 1;
-        }
-        if q.len() <= ARP_REQUESTS {
-            let req = arp::build(arp::OP_REQUEST, f.mac, f.ip, Address([0; 6]), hop);
-            out.push((
-                oif,
-                ethernet::build(Address::BROADCAST, f.mac, arp::ETHERTYPE, &req),
-            ));
-        }
+    }
+}
+
+fn iface_of(f: &Interface) -> Iface {
+    Iface {
+        mac: f.mac,
+        ip: f.ip,
+        prefix: f.prefix,
     }
 }
 
