@@ -10,8 +10,9 @@
 //!   [`model::network::Network`] that schedules them. Every
 //!   entry point takes `now`; every object reports `poll_at()`.
 //! * [`stats`], [`pcap`]: counters and the capture file format.
-//! * [`control`]: the line-oriented JSON control protocol (types, validation, dispatch).
-//! * [`io`]: TAP devices.
+//! * [`control`]: the line-oriented JSON control protocol: wire types, pure validation into
+//!   typed commands, checks against the network, execution, and the socket's own thread.
+//! * [`io`]: TAP devices, capture files confined to a directory, control-peer credentials.
 //! * [`driver`]: the real-time driver (epoll, timerfd, spinning), the virtual-time driver
 //!   (jumps from deadline to deadline) and batch simulation (`simulate`: scenario files run in
 //!   virtual time through the control layer), all thin loops over the same `Network`.

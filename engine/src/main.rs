@@ -1,7 +1,8 @@
-//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N] [--behind-us N]`
+//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]`
 //!
 //! Starts the real-time driver with an empty network; the control plane then builds the
-//! topology over the socket (see docs/engine-protocol.md).
+//! topology over the socket (see docs/engine-protocol.md). Captures are written only inside
+//! `--capture-dir` (without it, `capture_start` is refused).
 //!
 //! `wanlab-engine simulate SCENARIO.json [--out RESULT.json]` runs a scenario in virtual time
 //! instead (see `driver/simulate.rs`) and writes the result to RESULT.json (or stdout).
@@ -12,7 +13,7 @@ use std::process::ExitCode;
 use wanlab_engine::control::exec::engine_version;
 use wanlab_engine::driver::realtime::{run, Options};
 
-const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N] [--behind-us N]\n       wanlab-engine simulate SCENARIO.json [--out RESULT.json]";
+const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]\n       wanlab-engine simulate SCENARIO.json [--out RESULT.json]";
 
 /// `simulate SCENARIO [--out PATH]` (arguments after `simulate`).
 fn simulate_main(args: &[String]) -> ExitCode {
@@ -54,6 +55,7 @@ struct Args {
     linger_us: u64,
     anticipate_us: u64,
     behind_us: u64,
+    capture_dir: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -65,6 +67,7 @@ fn parse_args() -> Result<Args, String> {
     let mut linger_us = 100u64;
     let mut anticipate_us = 100u64;
     let mut behind_us = 1000u64;
+    let mut capture_dir = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -93,6 +96,7 @@ fn parse_args() -> Result<Args, String> {
                     .parse()
                     .map_err(|e| format!("--behind-us: {e}"))?
             }
+            "--capture-dir" => capture_dir = Some(PathBuf::from(val("--capture-dir")?)),
             "--version" => {
                 println!("{}", engine_version());
                 std::process::exit(0);
@@ -113,6 +117,7 @@ fn parse_args() -> Result<Args, String> {
         linger_us,
         anticipate_us,
         behind_us,
+        capture_dir,
     })
 }
 
@@ -163,6 +168,7 @@ fn main() -> ExitCode {
             linger_ns: args.linger_us.saturating_mul(1000),
             anticipate_ns: args.anticipate_us.saturating_mul(1000),
             behind_ns: args.behind_us.saturating_mul(1000),
+            capture_dir: args.capture_dir,
         },
     ) {
         Ok(()) => {

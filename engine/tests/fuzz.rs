@@ -4,8 +4,10 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use wanlab_engine::control::exec::build_topology;
-use wanlab_engine::control::protocol::{merge_params, parse_request, Request, COMMANDS};
+use wanlab_engine::control::check::check_topology;
+use wanlab_engine::control::params::merge_params;
+use wanlab_engine::control::protocol::{parse_request, Request, COMMANDS};
+use wanlab_engine::control::topology::build_topology;
 use wanlab_engine::driver::virtual_time::VirtualTime;
 use wanlab_engine::model::network::{
     Dir, LanSpec, LinkSpec, MemberSpec, Network, RouterSpec, TopologySpec,
@@ -209,7 +211,7 @@ proptest! {
             }],
             ..Default::default()
         };
-        net.check_apply(&spec).unwrap();
+        check_topology(&net, &spec).unwrap();
         net.apply(spec, Instant::ZERO);
         let mut vt = VirtualTime::new(net);
         ops.sort_by_key(|o| match o { Op::Frame { at_us, .. } | Op::Offloaded { at_us, .. } => *at_us, _ => 0 });
@@ -303,7 +305,7 @@ fn exercise(r: Result<Request, String>) {
     match r {
         Ok(Request::Apply(a)) => {
             if let Ok(spec) = build_topology(&a) {
-                if net.check_apply(&spec).is_ok() {
+                if check_topology(&net, &spec).is_ok() {
                     net.apply(spec, Instant::ZERO);
                     let _ = net.stats(None, Instant::ZERO);
                 }

@@ -142,6 +142,8 @@ fn two_namespaces_through_a_10ms_link() {
             "7",
             "--log",
             dir.join("engine.log").to_str().unwrap(),
+            "--capture-dir",
+            dir.to_str().unwrap(),
         ])
         .spawn()
         .unwrap();
@@ -182,6 +184,24 @@ fn two_namespaces_through_a_10ms_link() {
     c.req(
         json!({"cmd": "capture_start", "target": "l", "dir": "ab", "path": pcap.to_str().unwrap()}),
     );
+    // Captures never overwrite a file and stay inside --capture-dir.
+    for (path, want) in [
+        ("ab.pcap", "already exists"),
+        ("engine.log", "already exists"),
+        ("../escape.pcap", "no \"..\""),
+        ("/tmp/escape.pcap", "outside the capture directory"),
+    ] {
+        let r = c.raw(
+            &json!({"cmd": "capture_start", "target": "l", "dir": "ba", "path": path}).to_string(),
+        );
+        let e = r["error"].as_str().unwrap_or_default();
+        assert!(e.starts_with("path: ") && e.contains(want), "{path}: {r}");
+    }
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&sock).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "socket mode {mode:o}");
+    }
     c.req(json!({"cmd": "subscribe", "interval_ms": 50}));
 
     // First ping resolves ARP; then RTT ≈ 2 × 10 ms.
@@ -247,4 +267,78 @@ fn two_namespaces_through_a_10ms_link() {
     // The TAPs went away with the engine.
     let links = sh(&["ip", "-n", &nsa, "link"]);
     assert!(!links.contains(&ta), "{links}");
+}
+
+/// SO_PEERCRED: a root client in another network namespace (as a node's program is) is
+/// refused with a logged reason; the host's client is served.
+#[test]
+fn clients_in_other_network_namespaces_are_refused() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !have("ip") || !have("python3") {
+        eprintln!("skipping: needs root, ip and python3");
+        return;
+    }
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("wlt-peer-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("engine.sock");
+    let log = dir.join("engine.log");
+    let engine = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
+        .args([
+            "--socket",
+            sock.to_str().unwrap(),
+            "--log",
+            log.to_str().unwrap(),
+        ])
+        .spawn()
+        .unwrap();
+    let ns = format!("wlt-{pid}-peer");
+    let mut fx = Fixture {
+        engine,
+        namespaces: vec![],
+        dir: dir.clone(),
+    };
+    let mut c = Client::connect(&sock);
+    c.req(json!({"cmd": "hello"}));
+    sh(&["ip", "netns", "add", &ns]);
+    fx.namespaces.push(ns.clone());
+    // Connect from the namespace and print whatever comes back (nothing: closed).
+    let script = "import socket,sys\n\
+s=socket.socket(socket.AF_UNIX)\n\
+s.connect(sys.argv[1])\n\
+s.settimeout(5)\n\
+try:\n    s.sendall(b'{\"cmd\":\"down\",\"target\":\"x\"}\\n')\nexcept OSError:\n    pass\n\
+try:\n    print(repr(s.recv(4096)))\nexcept OSError as e:\n    print('error', e)\n";
+    let out = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns,
+        "python3",
+        "-c",
+        script,
+        sock.to_str().unwrap(),
+    ]);
+    assert!(
+        out.trim() == "b''" || out.contains("error"),
+        "a client in {ns} got an answer: {out}"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("refused a control connection") && text.contains("another network namespace"),
+        "{text}"
+    );
+    // The host's client is still served.
+    c.req(json!({"cmd": "hello"}));
+    // Without --capture-dir, captures are refused with the reason.
+    let r = c.raw(r#"{"cmd":"capture_start","target":"x","dir":"ab","path":"x.pcap"}"#);
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("path: captures are disabled"),
+        "{r}"
+    );
+    c.req(json!({"cmd": "shutdown"}));
+    let _ = fx.engine.wait();
 }

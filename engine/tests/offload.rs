@@ -1,7 +1,9 @@
 //! Offloaded frames (virtio_net_hdr: TSO super-frames, partial checksums) through the model,
 //! in virtual time: whole across unlimited links, wire frames everywhere else.
 
-use wanlab_engine::control::protocol::{merge_params, ParamsSpec};
+use wanlab_engine::control::check::check_topology;
+use wanlab_engine::control::params::merge_params;
+use wanlab_engine::control::protocol::ParamsSpec;
 use wanlab_engine::driver::virtual_time::VirtualTime;
 use wanlab_engine::model::network::{Dir, LinkSpec, Network, TopologySpec};
 use wanlab_engine::model::packet::Packet;
@@ -30,7 +32,7 @@ fn link(ab: &str) -> VirtualTime {
         routers: vec![],
         ..Default::default()
     };
-    net.check_apply(&spec).unwrap();
+    check_topology(&net, &spec).unwrap();
     net.apply(spec, Instant::ZERO);
     VirtualTime::new(net)
 }

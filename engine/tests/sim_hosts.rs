@@ -5,8 +5,10 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use wanlab_engine::control::exec::{build_topology, Engine};
+use wanlab_engine::control::check::check_topology;
+use wanlab_engine::control::exec::Engine;
 use wanlab_engine::control::protocol::{parse_request, ApplyReq};
+use wanlab_engine::control::topology::build_topology;
 use wanlab_engine::driver::virtual_time::VirtualTime;
 use wanlab_engine::model::network::Network;
 use wanlab_engine::model::sim::agent::AgentStats;
@@ -40,7 +42,7 @@ fn net(req: Value, seed: u64) -> VirtualTime {
     let a: ApplyReq = serde_json::from_value(req).unwrap();
     let spec = build_topology(&a).unwrap();
     let mut net = Network::new(seed);
-    net.check_apply(&spec).unwrap();
+    check_topology(&net, &spec).unwrap();
     net.apply(spec, Instant::ZERO);
     VirtualTime::new(net)
 }

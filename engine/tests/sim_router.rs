@@ -7,8 +7,10 @@
 use proptest::prelude::*;
 use serde_json::json;
 
-use wanlab_engine::control::exec::{build_topology, Engine};
+use wanlab_engine::control::check::check_topology;
+use wanlab_engine::control::exec::Engine;
 use wanlab_engine::control::protocol::{parse_request, ApplyReq};
+use wanlab_engine::control::topology::build_topology;
 use wanlab_engine::driver::virtual_time::{Delivered, VirtualTime};
 use wanlab_engine::model::network::{Network, PortIdx};
 use wanlab_engine::time::Instant;
@@ -39,7 +41,7 @@ impl Sim {
         let a: ApplyReq = serde_json::from_value(req).unwrap();
         let spec = build_topology(&a).unwrap();
         let mut net = Network::new(1);
-        net.check_apply(&spec).unwrap();
+        check_topology(&net, &spec).unwrap();
         net.apply(spec, Instant::ZERO);
         let hosts = hosts
             .iter()
@@ -421,7 +423,7 @@ fn protocol_apply_stats_remove() {
     );
     bad(
         &|v| v["links"][0]["link"] = json!("r"),
-        "id already exists",
+        "links[0] (\"r\").link: id \"r\" already exists in this request",
         &mut e,
     );
     bad(

@@ -6,8 +6,10 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 
-use wanlab_engine::control::exec::{build_topology, Engine};
+use wanlab_engine::control::check::check_topology;
+use wanlab_engine::control::exec::Engine;
 use wanlab_engine::control::protocol::{parse_request, ApplyReq};
+use wanlab_engine::control::topology::build_topology;
 use wanlab_engine::driver::virtual_time::VirtualTime;
 use wanlab_engine::model::network::Network;
 use wanlab_engine::model::sim::tcp::{self, TcpSample, TxSeg};
@@ -47,7 +49,7 @@ fn net(req: Value, seed: u64) -> VirtualTime {
     let a: ApplyReq = serde_json::from_value(req).unwrap();
     let spec = build_topology(&a).unwrap();
     let mut net = Network::new(seed);
-    net.check_apply(&spec).unwrap();
+    check_topology(&net, &spec).unwrap();
     net.apply(spec, Instant::ZERO);
     VirtualTime::new(net)
 }
@@ -559,7 +561,7 @@ fn fuzz_net() -> (VirtualTime, usize) {
     let mut spec = build_topology(&a).unwrap();
     spec.ports.push("x".into());
     let mut net = Network::new(1);
-    net.check_apply(&spec).unwrap();
+    check_topology(&net, &spec).unwrap();
     net.apply(spec, Instant::ZERO);
     let x = net.port_index("x").unwrap();
     let mut vt = VirtualTime::new(net);

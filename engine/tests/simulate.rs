@@ -143,11 +143,14 @@ fn link_failure_exact_counts_and_identical_bytes() {
     );
     let sec = u32::from_ne_bytes(cap[24..28].try_into().unwrap());
     assert_eq!(sec, 1);
-    // Identical bytes on a second run (the capture is rewritten identically too).
+    // Identical bytes on a second run (the capture, which is never overwritten, too).
+    let first = std::fs::read(&pcap).unwrap();
+    std::fs::remove_file(&pcap).unwrap();
     let (_, again) = ok(&d, "small", &small(&pcap));
     assert_eq!(bytes, again);
-    assert_eq!(cap, std::fs::read(&pcap).unwrap());
+    assert_eq!(first, std::fs::read(&pcap).unwrap());
     // With an epoch, capture timestamps move; the result does not.
+    std::fs::remove_file(&pcap).unwrap();
     let mut sc = small(&pcap);
     sc["epoch_ns"] = json!(1_700_000_000u64 * S);
     let (_, third) = ok(&d, "small", &sc);
@@ -165,9 +168,12 @@ fn seeds_change_random_results_only() {
     let d = dir("seed");
     let mut sc = small(&d.join("x.pcap"));
     sc["requests"][0]["agents"][0] = json!({"agent": "c1", "host": "a", "kind": "poisson", "dst": "10.1.2.2:5000", "size": 100, "rate_bps": 80_000});
+    // Captures never overwrite a file: each run gets the path anew.
     let (a, ab) = ok(&d, "a", &sc);
+    std::fs::remove_file(d.join("x.pcap")).unwrap();
     let (_, ab2) = ok(&d, "a2", &sc);
     assert_eq!(ab, ab2);
+    std::fs::remove_file(d.join("x.pcap")).unwrap();
     sc["seed"] = json!(2);
     let (b, _) = ok(&d, "b", &sc);
     assert_ne!(a["stats"]["agents"], b["stats"]["agents"]);

@@ -4,8 +4,9 @@
 
 use serde_json::{json, Value};
 
-use wanlab_engine::control::exec::build_topology;
+use wanlab_engine::control::check::check_topology;
 use wanlab_engine::control::protocol::ApplyReq;
+use wanlab_engine::control::topology::build_topology;
 use wanlab_engine::driver::virtual_time::VirtualTime;
 use wanlab_engine::model::network::Network;
 use wanlab_engine::model::sim::agent::{AgentStats, Cbr, CbrSpec, OnOffDist, Pattern};
@@ -207,7 +208,7 @@ fn net(src: Value, seed: u64) -> VirtualTime {
     let a: ApplyReq = serde_json::from_value(req).unwrap();
     let spec = build_topology(&a).unwrap();
     let mut net = Network::new(seed);
-    net.check_apply(&spec).unwrap();
+    check_topology(&net, &spec).unwrap();
     net.apply(spec, Instant::ZERO);
     let mut vt = VirtualTime::new(net);
     vt.net.agent_action("src", true, Instant::ZERO).unwrap();
@@ -272,8 +273,18 @@ fn validation_names_fields() {
         let mut a = agent;
         a["agent"] = json!("x");
         a["host"] = json!("h");
-        let req: ApplyReq = serde_json::from_value(json!({"hosts": h, "agents": [a]})).unwrap();
-        build_topology(&req).unwrap_err()
+        // Through the protocol's parser, as on the socket: a field of another kind is refused
+        // there, value ranges by `build_topology`.
+        let (_, req) = wanlab_engine::control::protocol::parse_request_value(
+            json!({"cmd": "apply", "hosts": h, "agents": [a]}),
+        );
+        match req {
+            Err(e) => e,
+            Ok(wanlab_engine::control::protocol::Request::Apply(req)) => {
+                build_topology(&req).unwrap_err()
+            }
+            Ok(other) => panic!("{other:?}"),
+        }
     };
     let base = |k: &str| json!({"kind": k, "dst": "10.0.0.2:9", "size": 100, "rate_bps": 1000});
     let with = |k: &str, f: &str, v: Value| {

@@ -8,13 +8,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::model::network::Dir;
-use crate::model::params::{JitterDist, LinkParams, LossParams, QueueKind, RedParams};
 
 pub const PROTOCOL_VERSION: u32 = 1;
-pub const MAX_BANDWIDTH_BPS: u64 = 100_000_000_000;
-pub const MAX_DELAY_US: f64 = 10_000_000.0;
-pub const MAX_LIMIT_PKTS: u64 = 1_000_000;
-pub const MAX_ORDINALS: usize = 1_000_000;
 
 // ---------------------------------------------------------------- link parameters
 
@@ -68,175 +63,6 @@ pub enum LossSpec {
     Bernoulli { p: f64 },
     Gilbert { p: f64, r: f64, k: f64, h: f64 },
     Ordinals { drop: Vec<u64> },
-}
-
-fn check_prob(field: &str, v: f64) -> Result<f64, String> {
-    if v.is_finite() && (0.0..=1.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!("{field}: probability must be in [0, 1], got {v}"))
-    }
-}
-
-fn check_us(field: &str, v: f64) -> Result<u64, String> {
-    if v.is_finite() && (0.0..=MAX_DELAY_US).contains(&v) {
-        Ok((v * 1000.0).round() as u64)
-    } else {
-        Err(format!(
-            "{field}: must be between 0 and {MAX_DELAY_US} µs (10 s), got {v}"
-        ))
-    }
-}
-
-/// Merge a partial spec into `base` and validate the result. `ctx` prefixes error messages
-/// (e.g. `links[0].ab`). Unspecified fields keep `base`'s values.
-pub fn merge_params(
-    base: &LinkParams,
-    patch: &ParamsSpec,
-    ctx: &str,
-) -> Result<LinkParams, String> {
-    let mut p = base.clone();
-    if let Some(b) = patch.bandwidth_bps {
-        if b > MAX_BANDWIDTH_BPS {
-            return Err(format!(
-                "{ctx}.bandwidth_bps: at most {MAX_BANDWIDTH_BPS} (100 Gbit/s), got {b}"
-            ));
-        }
-        p.bandwidth_bps = b;
-    }
-    if let Some(d) = patch.delay_us {
-        p.delay_ns = check_us(&format!("{ctx}.delay_us"), d)?;
-    }
-    if let Some(j) = patch.jitter_us {
-        p.jitter_ns = check_us(&format!("{ctx}.jitter_us"), j)?;
-    }
-    if let Some(d) = patch.jitter_dist {
-        p.jitter_dist = match d {
-            JitterDistSpec::Uniform => JitterDist::Uniform,
-            JitterDistSpec::Normal => JitterDist::Normal,
-        };
-    }
-    if let Some(r) = patch.jitter_reorder {
-        p.jitter_reorder = r;
-    }
-    if let Some(d) = patch.duplicate {
-        p.duplicate = check_prob(&format!("{ctx}.duplicate"), d)?;
-    }
-    if let Some(c) = patch.corrupt {
-        p.corrupt = check_prob(&format!("{ctx}.corrupt"), c)?;
-    }
-    if let Some(l) = &patch.loss {
-        let f = |n: &str, v: f64| check_prob(&format!("{ctx}.loss.{n}"), v);
-        p.loss = match l {
-            LossSpec::None => LossParams::None,
-            LossSpec::Bernoulli { p } => LossParams::Bernoulli { p: f("p", *p)? },
-            LossSpec::Gilbert { p, r, k, h } => LossParams::Gilbert {
-                p: f("p", *p)?,
-                r: f("r", *r)?,
-                k: f("k", *k)?,
-                h: f("h", *h)?,
-            },
-            LossSpec::Ordinals { drop } => {
-                if drop.len() > MAX_ORDINALS {
-                    return Err(format!("{ctx}.loss.drop: at most {MAX_ORDINALS} ordinals"));
-                }
-                if let Some(i) = drop.iter().position(|&o| o == 0) {
-                    return Err(format!("{ctx}.loss.drop[{i}]: ordinals are 1-based, got 0"));
-                }
-                LossParams::Ordinals { drop: drop.clone() }
-            }
-        };
-    }
-    if let Some(q) = &patch.queue {
-        merge_queue(&mut p, q, ctx)?;
-    }
-    // Cross-field checks on the merged result (a `set` may change the limit under RED).
-    if let QueueKind::Red(r) = p.queue.kind {
-        let limit = p.queue.effective_limit(p.bandwidth_bps, p.delay_ns);
-        if !(r.thresh < r.maxthresh && r.maxthresh <= f64::from(limit)) {
-            return Err(format!(
-                "{ctx}.queue: RED needs thresh < maxthresh <= limit, got thresh {} maxthresh {} limit {limit}",
-                r.thresh, r.maxthresh
-            ));
-        }
-    }
-    Ok(p)
-}
-
-fn merge_queue(p: &mut LinkParams, q: &QueueSpec, ctx: &str) -> Result<(), String> {
-    let qp = &mut p.queue;
-    match q.kind {
-        Some(QueueKindSpec::Droptail) => qp.kind = QueueKind::DropTail,
-        // Switching to RED starts from the ns-2 defaults; RED stays RED with its values.
-        Some(QueueKindSpec::Red) if !matches!(qp.kind, QueueKind::Red(_)) => {
-            qp.kind = QueueKind::Red(RedParams::default())
-        }
-        Some(QueueKindSpec::Red) | None => {}
-    }
-    if let Some(l) = q.limit {
-        if l == 0 || l > MAX_LIMIT_PKTS {
-            return Err(format!(
-                "{ctx}.queue.limit: must be 1..={MAX_LIMIT_PKTS} packets, got {l}"
-            ));
-        }
-        qp.limit = Some(l as u32);
-    }
-    if let Some(b) = q.in_bytes {
-        qp.in_bytes = b;
-    }
-    if let Some(m) = q.mean_pktsize {
-        if m == 0 || m > 65_535 {
-            return Err(format!(
-                "{ctx}.queue.mean_pktsize: must be 1..=65535 bytes, got {m}"
-            ));
-        }
-        qp.mean_pktsize = m as u32;
-    }
-    let red_fields = [
-        ("thresh", q.thresh.is_some()),
-        ("maxthresh", q.maxthresh.is_some()),
-        ("q_weight", q.q_weight.is_some()),
-        ("linterm", q.linterm.is_some()),
-        ("gentle", q.gentle.is_some()),
-    ];
-    match &mut qp.kind {
-        QueueKind::DropTail => {
-            if let Some((name, _)) = red_fields.iter().find(|(_, set)| *set) {
-                return Err(format!(
-                    "{ctx}.queue.{name}: only valid for kind \"red\" (queue is droptail)"
-                ));
-            }
-        }
-        QueueKind::Red(r) => {
-            let num =
-                |n: &str, v: Option<f64>, min: f64, max: f64, cur: f64| -> Result<f64, String> {
-                    match v {
-                        None => Ok(cur),
-                        Some(x) if x.is_finite() && x >= min && x <= max => Ok(x),
-                        Some(x) => Err(format!(
-                            "{ctx}.queue.{n}: must be in [{min}, {max}], got {x}"
-                        )),
-                    }
-                };
-            r.thresh = num("thresh", q.thresh, 0.0, MAX_LIMIT_PKTS as f64, r.thresh)?;
-            r.maxthresh = num(
-                "maxthresh",
-                q.maxthresh,
-                0.0,
-                MAX_LIMIT_PKTS as f64,
-                r.maxthresh,
-            )?;
-            r.linterm = num("linterm", q.linterm, 1.0, 1e12, r.linterm)?;
-            r.q_weight = num("q_weight", q.q_weight, 0.0, 1.0, r.q_weight)?;
-            if r.q_weight <= 0.0 {
-                return Err(format!("{ctx}.queue.q_weight: must be > 0"));
-            }
-            if let Some(g) = q.gentle {
-                r.gentle = g;
-            }
-        }
-    }
-    Ok(())
 }
 
 // ---------------------------------------------------------------- requests
@@ -310,60 +136,196 @@ pub struct HostReq {
     pub gateway: Option<String>,
 }
 
-/// A traffic agent on a simulated host (see `model/sim/agent.rs`); which fields are allowed
-/// depends on `kind` and is checked by `build_topology`.
+/// A traffic agent on a simulated host (see `model/sim/agent.rs`), one variant per `kind`;
+/// each variant takes only its own fields (see [`parse_agent`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum AgentReq {
+    Cbr(UdpSourceReq),
+    Poisson(UdpSourceReq),
+    OnOff(OnOffReq),
+    Sink(SinkReq),
+    Tcp(TcpReq),
+    TcpSink(TcpSinkReq),
+}
+
+/// The `kind` names, in the order of [`AgentReq`]'s variants.
+pub const AGENT_KINDS: &[&str] = &["cbr", "poisson", "onoff", "sink", "tcp", "tcp_sink"];
+
+impl AgentReq {
+    pub fn id(&self) -> &str {
+        match self {
+            AgentReq::Cbr(a) | AgentReq::Poisson(a) => &a.agent,
+            AgentReq::OnOff(a) => &a.agent,
+            AgentReq::Sink(a) => &a.agent,
+            AgentReq::Tcp(a) => &a.agent,
+            AgentReq::TcpSink(a) => &a.agent,
+        }
+    }
+    pub fn host(&self) -> &str {
+        match self {
+            AgentReq::Cbr(a) | AgentReq::Poisson(a) => &a.host,
+            AgentReq::OnOff(a) => &a.host,
+            AgentReq::Sink(a) => &a.host,
+            AgentReq::Tcp(a) => &a.host,
+            AgentReq::TcpSink(a) => &a.host,
+        }
+    }
+}
+
+/// Kinds `cbr` (fixed interval) and `poisson` (exponential gaps, same mean rate).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct AgentReq {
+pub struct UdpSourceReq {
     pub agent: String,
     pub host: String,
-    pub kind: String,
-    /// cbr: `"a.b.c.d:port"`.
-    #[serde(default)]
-    pub dst: Option<String>,
-    /// cbr: UDP payload bytes.
-    #[serde(default)]
-    pub size: Option<u64>,
+    /// `"a.b.c.d:port"`.
+    pub dst: String,
+    /// UDP payload bytes.
+    pub size: u64,
+    /// Exactly one of `rate_bps` and `interval_us`.
     #[serde(default)]
     pub rate_bps: Option<u64>,
     #[serde(default)]
     pub interval_us: Option<u64>,
-    /// sink: UDP port.
+}
+
+/// Kind `onoff`: a UDP source sending at its rate during ON periods.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OnOffReq {
+    pub agent: String,
+    pub host: String,
+    pub dst: String,
+    pub size: u64,
     #[serde(default)]
-    pub port: Option<u64>,
-    /// onoff: mean ON (burst) and OFF (idle) times in µs.
+    pub rate_bps: Option<u64>,
     #[serde(default)]
-    pub on_us: Option<f64>,
+    pub interval_us: Option<u64>,
+    /// Mean ON (burst) and OFF (idle) times in µs.
+    pub on_us: f64,
+    pub off_us: f64,
+    /// `"exponential"` (default) or `"pareto"`.
     #[serde(default)]
-    pub off_us: Option<f64>,
-    /// onoff: `"exponential"` (default) or `"pareto"`.
-    #[serde(default)]
-    pub dist: Option<String>,
-    /// onoff pareto: shape > 1 (default 1.5, as ns-2).
+    pub dist: Option<OnOffDistSpec>,
+    /// Pareto shape > 1 (default 1.5, as ns-2); only with `dist: "pareto"`.
     #[serde(default)]
     pub shape: Option<f64>,
-    /// tcp: congestion control, `"newreno"` (default), `"reno"`, `"tahoe"`, `"cubic"`.
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum OnOffDistSpec {
+    Exponential,
+    Pareto,
+}
+
+/// Kind `sink`: counts UDP packets to `port`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SinkReq {
+    pub agent: String,
+    pub host: String,
+    pub port: u64,
+}
+
+/// Kind `tcp`: a TCP sender with an FTP application.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TcpReq {
+    pub agent: String,
+    pub host: String,
+    pub dst: String,
+    /// Congestion control, `"newreno"` (default), `"reno"`, `"tahoe"`, `"cubic"`.
     #[serde(default)]
     pub cc: Option<String>,
-    /// tcp: payload bytes per segment.
+    /// Payload bytes per segment.
     #[serde(default)]
     pub mss: Option<u64>,
-    /// tcp: maximum cwnd in segments.
+    /// Maximum cwnd in segments.
     #[serde(default)]
     pub window: Option<u64>,
-    /// tcp: initial cwnd in segments.
+    /// Initial cwnd in segments.
     #[serde(default)]
     pub initial_window: Option<u64>,
     #[serde(default)]
     pub min_rto_us: Option<u64>,
-    /// tcp: total payload bytes (absent: infinite).
+    /// Total payload bytes (absent: infinite).
     #[serde(default)]
     pub bytes: Option<u64>,
     #[serde(default)]
     pub trace_interval_us: Option<u64>,
-    /// tcp_sink.
+}
+
+/// Kind `tcp_sink`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TcpSinkReq {
+    pub agent: String,
+    pub host: String,
+    pub port: u64,
     #[serde(default)]
     pub delayed_ack: Option<bool>,
+}
+
+/// The name inside the first pair of backticks of a serde message ("unknown field `x`, …").
+fn quoted_name(msg: &str) -> Option<&str> {
+    let (_, rest) = msg.split_once('`')?;
+    Some(rest.split_once('`')?.0)
+}
+
+impl<'de> Deserialize<'de> for AgentReq {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        parse_agent(Value::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Parse an agent by its `kind`: a field another kind takes, a missing or a mistyped field
+/// is an error naming the field. The message continues the path of the agent
+/// (` ("id").field: …`, so that [`args`] reports `agents[i] ("id").field: …`).
+pub fn parse_agent(v: Value) -> Result<AgentReq, String> {
+    let Value::Object(mut m) = v else {
+        return Err(": must be an object".into());
+    };
+    let id = m.get("agent").and_then(Value::as_str).unwrap_or("");
+    let ctx = format!(" (\"{id}\")");
+    let kind = match m.remove("kind") {
+        Some(Value::String(k)) => k,
+        Some(_) => return Err(format!("{ctx}.kind: must be a string")),
+        None => return Err(format!("{ctx}.kind: missing")),
+    };
+    let v = Value::Object(m);
+    fn by_kind<T: serde::de::DeserializeOwned>(
+        ctx: &str,
+        kind: &str,
+        v: Value,
+    ) -> Result<T, String> {
+        serde_path_to_error::deserialize::<_, T>(v).map_err(|e| {
+            let path = e.path().to_string();
+            let msg = e.inner().to_string();
+            match (path.as_str(), quoted_name(&msg)) {
+                (_, Some(f)) if msg.starts_with("unknown field") => {
+                    format!("{ctx}.{f}: not valid for kind \"{kind}\"")
+                }
+                (_, Some(f)) if msg.starts_with("missing field") => {
+                    format!("{ctx}.{f}: required for kind \"{kind}\"")
+                }
+                ("." | "", _) => format!("{ctx}: {msg}"),
+                (p, _) => format!("{ctx}.{p}: {msg}"),
+            }
+        })
+    }
+    match kind.as_str() {
+        "cbr" => by_kind(&ctx, &kind, v).map(AgentReq::Cbr),
+        "poisson" => by_kind(&ctx, &kind, v).map(AgentReq::Poisson),
+        "onoff" => by_kind(&ctx, &kind, v).map(AgentReq::OnOff),
+        "sink" => by_kind(&ctx, &kind, v).map(AgentReq::Sink),
+        "tcp" => by_kind(&ctx, &kind, v).map(AgentReq::Tcp),
+        "tcp_sink" => by_kind(&ctx, &kind, v).map(AgentReq::TcpSink),
+        k => Err(format!(
+            "{ctx}.kind: unknown agent kind \"{k}\"; supported: {}",
+            AGENT_KINDS.join(", ")
+        )),
+    }
 }
 
 /// `trace`: a TCP sender's samples.
@@ -545,7 +507,11 @@ pub const COMMANDS: &[&str] = &[
 fn args<T: serde::de::DeserializeOwned>(cmd: &str, v: Value) -> Result<T, String> {
     serde_path_to_error::deserialize::<_, T>(v).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." || path.is_empty() {
+        let inner = e.inner().to_string();
+        if inner.starts_with(" (\"") || inner.starts_with(": ") {
+            // An agent's message continues its path (see `parse_agent`).
+            format!("{path}{inner}")
+        } else if path == "." || path.is_empty() {
             format!("{cmd}: {}", e.inner())
         } else {
             format!("{path}: {}", e.inner())
@@ -624,6 +590,8 @@ pub fn err_reply(id: Value, error: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::params::merge_params;
+    use crate::model::params::{LinkParams, QueueKind};
 
     fn err(line: &str) -> String {
         parse_request(line).1.unwrap_err()
@@ -670,72 +638,31 @@ mod tests {
     }
 
     #[test]
-    fn validation_ranges() {
-        let d = LinkParams::default();
-        let m = |s: &str| merge_params(&d, &serde_json::from_str::<ParamsSpec>(s).unwrap(), "p");
-        assert!(m(r#"{"bandwidth_bps":100000000001}"#)
-            .unwrap_err()
-            .contains("p.bandwidth_bps"));
-        assert!(m(r#"{"delay_us":10000001}"#)
-            .unwrap_err()
-            .contains("p.delay_us"));
-        assert!(m(r#"{"delay_us":-1}"#).unwrap_err().contains("p.delay_us"));
-        assert!(m(r#"{"duplicate":1.5}"#)
-            .unwrap_err()
-            .contains("p.duplicate"));
-        assert!(
-            m(r#"{"loss":{"kind":"gilbert","p":0.1,"r":2,"k":1,"h":0}}"#)
-                .unwrap_err()
-                .contains("p.loss.r")
+    fn agents_parse_by_kind_and_name_the_field() {
+        let apply =
+            |agent: &str| parse_request(&format!(r#"{{"cmd":"apply","agents":[{agent}]}}"#)).1;
+        let Ok(Request::Apply(a)) = apply(r#"{"agent":"s","host":"h","kind":"sink","port":9}"#)
+        else {
+            panic!()
+        };
+        assert!(matches!(&a.agents[0], AgentReq::Sink(s) if s.port == 9));
+        let e = |agent: &str| apply(agent).unwrap_err();
+        assert_eq!(
+            e(r#"{"agent":"s","host":"h","kind":"sink","port":9,"size":3}"#),
+            "agents[0] (\"s\").size: not valid for kind \"sink\""
         );
-        assert!(m(r#"{"loss":{"kind":"ordinals","drop":[3,0]}}"#)
-            .unwrap_err()
-            .contains("p.loss.drop[1]"));
-        assert!(m(r#"{"queue":{"kind":"red","thresh":20,"maxthresh":15}}"#)
-            .unwrap_err()
-            .contains("thresh < maxthresh"));
-        assert!(m(r#"{"queue":{"kind":"red","limit":10}}"#)
-            .unwrap_err()
-            .contains("limit 10"));
-        assert!(m(r#"{"queue":{"thresh":2}}"#)
-            .unwrap_err()
-            .contains("p.queue.thresh"));
-        assert!(m(r#"{"queue":{"limit":0}}"#)
-            .unwrap_err()
-            .contains("p.queue.limit"));
-        assert!(m(r#"{"queue":{"kind":"red","q_weight":0}}"#)
-            .unwrap_err()
-            .contains("q_weight"));
-        assert!(m(r#"{"queue":{"kind":"red","linterm":0.5}}"#)
-            .unwrap_err()
-            .contains("linterm"));
-        assert!(m(r#"{"delay_us":0.001,"jitter_us":3,"jitter_dist":"normal"}"#).is_ok());
-    }
-
-    #[test]
-    fn merge_keeps_unspecified() {
-        let d = LinkParams::default();
-        let a = merge_params(
-            &d,
-            &serde_json::from_str(
-                r#"{"bandwidth_bps":5,"delay_us":7,"queue":{"kind":"red","limit":100}}"#,
-            )
-            .unwrap(),
-            "p",
-        )
-        .unwrap();
-        let b = merge_params(
-            &a,
-            &serde_json::from_str(r#"{"delay_us":9,"queue":{"gentle":true}}"#).unwrap(),
-            "p",
-        )
-        .unwrap();
-        assert_eq!(b.bandwidth_bps, 5);
-        assert_eq!(b.delay_ns, 9000);
-        assert_eq!(b.queue.limit, Some(100));
-        assert!(matches!(
-            b.queue.kind,
-            QueueKind::Red(RedParams { gentle: true, .. })
-        ));
+        assert_eq!(
+            e(r#"{"agent":"s","host":"h","kind":"sink"}"#),
+            "agents[0] (\"s\").port: required for kind \"sink\""
+        );
+        assert!(e(r#"{"agent":"s","host":"h","kind":"sink","port":"x"}"#)
+            .starts_with("agents[0] (\"s\").port: invalid type"));
+        assert!(
+            e(r#"{"agent":"s","host":"h","kind":"quic"}"#).contains(".kind: unknown agent kind")
+        );
+        assert!(e(r#"{"agent":"s","host":"h"}"#).contains("kind: missing"));
+        assert_eq!(e(r#"7"#), "agents[0]: must be an object");
+        assert!(e(r#"{"agent":"o","host":"h","kind":"onoff","dst":"10.0.0.1:9","size":20,"rate_bps":1,"on_us":1,"off_us":1,"dist":"zipf"}"#)
+            .starts_with("agents[0] (\"o\").dist: unknown variant"));
     }
 }

@@ -1,4 +1,9 @@
-//! Real-time driver: one thread, one epoll set (TAPs, control socket, a timerfd, a signalfd).
+//! Real-time driver: one packet thread with one epoll set (TAPs, a timerfd, a signalfd and
+//! the control thread's wake-up eventfd). The control socket is served by its own thread
+//! (`control/server.rs`), which parses and validates requests off the frame path; this loop
+//! only executes the typed commands, in arrival order, between frames. A large `apply` runs
+//! in slices of at most [`SLICE_NS`] with frames and timers handled between them, so it
+//! delays packets on other links by about one slice instead of the whole apply.
 //!
 //! Time is `CLOCK_MONOTONIC` in ns since start. Each turn of the loop: run the network up to
 //! now, push due statistics, compute the next deadline, then wait:
@@ -27,18 +32,24 @@ use std::io;
 use std::os::fd::RawFd;
 use std::path::Path;
 
-use crate::control::exec::Engine;
-use crate::control::server::Server;
+use serde_json::Value;
+
+use crate::control::exec::{ApplyJob, Engine, Started};
+use crate::control::server::{Control, Subscriptions, ToEngine};
+use crate::io::capture_file::CaptureDir;
 use crate::model::packet::Packet;
 use crate::time::{min_deadline, Instant};
 
 /// Frames read per TAP per wake-up.
 pub const BATCH: usize = 64;
 
+/// Longest stretch of control work (one slice of an `apply`) between two looks at the TAPs
+/// and timers.
+pub const SLICE_NS: u64 = 200_000;
+
 const TOKEN_TIMER: u64 = 1;
 const TOKEN_SIGNAL: u64 = 2;
-const TOKEN_LISTENER: u64 = 3;
-const TAG_CONN: u64 = 1 << 40;
+const TOKEN_CONTROL: u64 = 3;
 const TAG_TAP: u64 = 2 << 40;
 const TAG_MASK: u64 = 0xff << 40;
 
@@ -52,6 +63,8 @@ pub struct Options {
     pub anticipate_ns: u64,
     /// A timer event that runs later than this behind its deadline counts as late.
     pub behind_ns: u64,
+    /// Where captures may be written (`--capture-dir`; None: captures are refused).
+    pub capture_dir: Option<std::path::PathBuf>,
 }
 
 /// Timer events per network poll, so an engine that fell behind still reads its socket and
@@ -140,6 +153,65 @@ impl Anticipation {
     }
 }
 
+/// The real-time loop's side of the control plane: commands waiting to run, the `apply` in
+/// progress, and the subscriptions.
+#[derive(Default)]
+struct ControlState {
+    job: Option<(u64, Value, Box<ApplyJob>)>,
+    subs: Subscriptions,
+}
+
+impl ControlState {
+    /// Control work is waiting: the loop must not sleep.
+    fn busy(&self) -> bool {
+        self.job.is_some()
+    }
+
+    /// Run waiting commands until one starts an `apply`, then advance that for at most
+    /// [`SLICE_NS`]. Returns true on shutdown.
+    fn run(&mut self, control: &Control, engine: &mut Engine, clock: &Clock) -> bool {
+        let start = clock.now();
+        let mut shutdown = false;
+        loop {
+            if let Some((conn, id, job)) = self.job.as_mut() {
+                let mut more = || clock.now().nanos_since(start) < SLICE_NS;
+                match job.step(engine, clock.now(), &mut more) {
+                    Some(outcome) => {
+                        control.reply(*conn, id.take(), &outcome);
+                        self.job = None;
+                    }
+                    None => return shutdown,
+                }
+            }
+            if shutdown || clock.now().nanos_since(start) >= SLICE_NS {
+                return shutdown;
+            }
+            let Some(msg) = control.next() else {
+                return shutdown;
+            };
+            let inc = match msg {
+                ToEngine::Closed(conn) => {
+                    self.subs.remove(conn);
+                    continue;
+                }
+                ToEngine::Request(inc) => inc,
+            };
+            let now = clock.now();
+            let started = match inc.cmd {
+                Err(e) => Started::Done(Err(e)),
+                Ok(cmd) => engine.begin(cmd, now),
+            };
+            match started {
+                Started::Done(outcome) => {
+                    shutdown |= self.subs.apply_effect(inc.conn, &outcome, now);
+                    control.reply(inc.conn, inc.id, &outcome);
+                }
+                Started::Apply(job) => self.job = Some((inc.conn, inc.id, job)),
+            }
+        }
+    }
+}
+
 pub struct Clock {
     origin: libc::timespec,
 }
@@ -217,9 +289,6 @@ impl Epoll {
     fn add(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
         self.ctl(libc::EPOLL_CTL_ADD, fd, events, token)
     }
-    fn modify(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
-        self.ctl(libc::EPOLL_CTL_MOD, fd, events, token)
-    }
     fn wait(&self, events: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
         // SAFETY: events is a valid buffer of the given length.
         let n = unsafe {
@@ -265,8 +334,14 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     engine.net.track_lateness(opts.behind_ns);
     engine.net.set_poll_limit(Some(POLL_LIMIT));
     engine.realtime = Some(Default::default());
+    if let Some(d) = &opts.capture_dir {
+        engine.capture_dir = Some(CaptureDir::open(d).map_err(|e| {
+            io::Error::new(e.kind(), format!("--capture-dir {}: {e}", d.display()))
+        })?);
+    }
     let mut behind = Behind::default();
-    let mut server = Server::bind(socket)?;
+    let control = Control::spawn(socket)?;
+    let mut ctl = ControlState::default();
     let ep = Epoll::new()?;
     // SAFETY: plain syscalls creating fds we own until exit.
     let tfd = cvt(unsafe {
@@ -281,14 +356,13 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
     ep.add(tfd, libc::EPOLLIN as u32, TOKEN_TIMER)?;
     ep.add(sfd, libc::EPOLLIN as u32, TOKEN_SIGNAL)?;
-    ep.add(server.listener_fd(), libc::EPOLLIN as u32, TOKEN_LISTENER)?;
+    ep.add(control.wake_fd(), libc::EPOLLIN as u32, TOKEN_CONTROL)?;
 
     let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
     let mut buf: Vec<u8> = Vec::new();
     let mut armed: Option<Instant> = None;
     let mut next_push: Option<Instant> = None;
     let mut shutdown = false;
-    let mut writable_conns: Vec<u64> = Vec::new();
     let mut last_activity = Instant::ZERO;
     let mut antic = Anticipation::default();
     let mut lingering: bool;
@@ -312,7 +386,7 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                 }
             }
         }
-        let timeout = if opts.busy_poll || lingering || in_window {
+        let timeout = if opts.busy_poll || lingering || in_window || ctl.busy() {
             0
         } else {
             match deadline {
@@ -361,27 +435,7 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                     armed = None;
                 }
                 TOKEN_SIGNAL => shutdown = true,
-                TOKEN_LISTENER => {
-                    for id in server.accept() {
-                        if let Some(c) = server.conns.get(&id) {
-                            let _ = ep.add(c.fd(), libc::EPOLLIN as u32, TAG_CONN | id);
-                        }
-                    }
-                }
-                t if t & TAG_MASK == TAG_CONN => {
-                    let id = t & !TAG_MASK;
-                    if ev.events & libc::EPOLLOUT as u32 != 0 {
-                        if let Some(c) = server.conns.get_mut(&id) {
-                            c.flush();
-                        }
-                    }
-                    if ev.events & (libc::EPOLLIN | libc::EPOLLHUP | libc::EPOLLERR) as u32 != 0
-                        && server.service(id, &mut engine, clock.now())
-                    {
-                        shutdown = true;
-                    }
-                    writable_conns.push(id);
-                }
+                TOKEN_CONTROL => control.reset_wake(),
                 t if t & TAG_MASK == TAG_TAP => {
                     let port = (t & !TAG_MASK) as usize;
                     for _ in 0..BATCH {
@@ -418,21 +472,22 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                 let _ = ep.add(tap.as_raw_fd(), libc::EPOLLIN as u32, TAG_TAP | port as u64);
             }
         }
-        next_push = server.push_stats(&engine, clock.now());
-        // Ask for EPOLLOUT only while a connection has output pending.
-        for id in writable_conns.drain(..) {
-            if let Some(c) = server.conns.get(&id) {
-                let ev = if c.wants_write() {
-                    libc::EPOLLIN | libc::EPOLLOUT
-                } else {
-                    libc::EPOLLIN
-                };
-                let _ = ep.modify(c.fd(), ev as u32, TAG_CONN | id);
-            }
+        // Control work after the frames: whole commands, or one slice of an `apply`.
+        if ctl.run(&control, &mut engine, &clock) {
+            shutdown = true;
         }
-        server.reap(); // closing a socket removes it from the epoll set
+        let now = clock.now();
+        let (lines, next) = ctl.subs.due(now, |target| {
+            let mut body = engine.stats(target, now).unwrap_or_default();
+            body.insert("event".into(), Value::String("stats".into()));
+            Value::Object(body).to_string()
+        });
+        for (conn, line) in lines {
+            control.event(conn, line);
+        }
+        next_push = next;
     }
-    server.flush_all();
+    control.shutdown();
     engine.flush_captures();
     // SAFETY: closing fds we created.
     unsafe {

@@ -17,6 +17,7 @@ use serde_json::{json, Map, Value};
 
 use crate::control::exec::{Effect, Engine};
 use crate::control::protocol::{parse_request_value, Request};
+use crate::io::capture_file::CaptureDir;
 use crate::time::Instant;
 
 #[derive(Debug, Deserialize)]
@@ -153,10 +154,16 @@ fn add_extras(engine: &Engine, result: &mut Map<String, Value>) {
     result.insert("traces".into(), Value::Object(traces));
 }
 
-/// Run a scenario. Errors name the failing request (`requests[i] ...: field: message`).
-pub fn simulate(sc: &Scenario) -> Result<Outcome, String> {
+/// Run a scenario; captures may be written inside `capture_dir` only (None: refused).
+/// Errors name the failing request (`requests[i] ...: field: message`).
+pub fn simulate(sc: &Scenario, capture_dir: Option<&std::path::Path>) -> Result<Outcome, String> {
     let requests = prepare(sc)?;
     let mut engine = Engine::new(sc.seed, sc.epoch_ns.unwrap_or(0));
+    if let Some(d) = capture_dir {
+        engine.capture_dir = Some(
+            CaptureDir::open(d).map_err(|e| format!("capture directory {}: {e}", d.display()))?,
+        );
+    }
     let mut replies = Vec::new();
     let mut samples = Vec::new();
     let mut next_sample = sc.sample_interval_ns;
@@ -253,7 +260,12 @@ pub fn main(scenario: &std::path::Path, out: Option<&std::path::Path>) -> u8 {
             }
         };
     let wall = std::time::Instant::now();
-    let outcome = match simulate(&sc) {
+    // Captures stay inside the scenario's folder (the experiment's output folder).
+    let folder = match scenario.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    let outcome = match simulate(&sc, Some(folder)) {
         Ok(o) => o,
         Err(e) => return fail(e),
     };

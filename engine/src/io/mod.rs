@@ -1,2 +1,5 @@
-//! Packet I/O with the kernel: TAP devices.
+//! I/O with the kernel that the control plane guards: TAP devices, capture files confined
+//! to one directory, and the credentials of a control-socket peer.
+pub mod capture_file;
+pub mod peer;
 pub mod tap;

@@ -29,7 +29,9 @@ def start(folder: str, seed: int) -> subprocess.Popen:
     if os.path.exists(sock):
         os.unlink(sock)
     log = open(os.path.join(folder, "engine.log"), "ab")
-    proc = subprocess.Popen([engine_binary(), "--socket", sock, "--seed", str(seed)],
+    # captures (trace events) are confined to the experiment's folder
+    proc = subprocess.Popen([engine_binary(), "--socket", sock, "--seed", str(seed),
+                             "--capture-dir", folder],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                             start_new_session=True, close_fds=True, umask=0o077)
     log.close()

@@ -37,8 +37,13 @@ def simulate(exp: Experiment, out: str, seed: int | None = None,
     os.makedirs(traces, exist_ok=True)
     sc = build(exp, traces, duration_s)
     scen_path, res_path = os.path.join(out, "scenario.json"), os.path.join(out, "result.json")
+    doc = sc.engine_json(seed, SAMPLE_S)
+    # The engine never overwrites a capture: remove this run's own earlier ones.
+    for r in doc["requests"]:
+        if r.get("cmd") == "capture_start" and os.path.isfile(r["path"]):
+            os.unlink(r["path"])
     with open(scen_path, "w") as f:
-        json.dump(sc.engine_json(seed, SAMPLE_S), f, indent=1)
+        json.dump(doc, f, indent=1)
     t0 = time.monotonic()
     p = subprocess.run([engine_binary(), "simulate", scen_path, "--out", res_path],
                        capture_output=True, text=True)

@@ -34,8 +34,8 @@ use crate::time::Instant;
 use crate::wire::ethernet::HEADER_LEN;
 use crate::wire::vnet::VnetHdr;
 
-mod check;
 mod delivery;
+mod lookup;
 pub mod spec;
 mod stats;
 mod targets;

@@ -1,5 +1,5 @@
 //! What [`super::Network::apply`] takes: topology additions, already validated by the
-//! control layer for value ranges (ids and references are checked by `check_apply`).
+//! control layer for value ranges (ids and references are checked by `control/check.rs`).
 use crate::model::params::LinkParams;
 use crate::model::sim::agent::CbrSpec;
 use crate::model::sim::host::HostConfig;

@@ -51,7 +51,7 @@ impl Network {
         )
     }
 
-    /// Add a checked topology (call [`Network::check_apply`] first; unchecked input is
+    /// Add a checked topology (the control layer checks it first, `control/check.rs`; unchecked input is
     /// still memory-safe but may leave a port attached twice).
     pub fn apply(&mut self, spec: TopologySpec, now: Instant) {
         for p in spec.ports {

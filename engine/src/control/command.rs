@@ -1,0 +1,135 @@
+//! Typed commands: a parsed [`Request`] after every check that needs no engine state.
+//!
+//! [`validate`] is pure (the control thread runs it while the real-time loop moves frames);
+//! `exec.rs` applies a [`Command`] to the engine and is left only the checks that need the
+//! network's current state (`check.rs`) and the system calls (TAPs, capture files).
+
+use super::protocol::{AgentAction, CaptureSel, DirSpec, ParamsSpec, RemoveReq, Request};
+use super::topology::{build_apply, ApplyCmd};
+use crate::model::network::Dir;
+
+/// Which LAN member or link a request addresses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub target: String,
+    pub member: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Command {
+    Hello,
+    Apply(Box<ApplyCmd>),
+    Remove(RemoveReq),
+    /// `params` is merged into each direction's current parameters (and the result checked)
+    /// when it runs.
+    Set {
+        at: Target,
+        dir: Dir,
+        params: ParamsSpec,
+    },
+    SetUp {
+        at: Target,
+        up: bool,
+    },
+    Stats {
+        target: Option<String>,
+    },
+    CaptureStart {
+        at: Target,
+        dir: Dir,
+        path: String,
+        snaplen: Option<u32>,
+        nanos: bool,
+    },
+    CaptureStop(CaptureSel),
+    CaptureSnapshot(CaptureSel),
+    Subscribe {
+        interval_ns: u64,
+        target: Option<String>,
+    },
+    Agent {
+        agent: String,
+        start: bool,
+    },
+    Trace {
+        agent: String,
+        clear: bool,
+    },
+    Shutdown,
+}
+
+fn selector_ok(sel: &CaptureSel) -> Result<(), String> {
+    if sel.target.is_none() && (sel.member.is_some() || sel.dir.is_some()) {
+        return Err("target: required when member or dir is given".into());
+    }
+    Ok(())
+}
+
+/// Check a request's values and turn it into a command (pure).
+pub fn validate(req: Request) -> Result<Command, String> {
+    Ok(match req {
+        Request::Hello => Command::Hello,
+        Request::Apply(a) => Command::Apply(Box::new(build_apply(a)?)),
+        Request::Remove(r) => Command::Remove(r),
+        Request::Set(s) => Command::Set {
+            at: Target {
+                target: s.target,
+                member: s.member,
+            },
+            dir: s.dir.unwrap_or(DirSpec::Both).into(),
+            params: s.params,
+        },
+        Request::Down(d) => Command::SetUp {
+            at: Target {
+                target: d.target,
+                member: d.member,
+            },
+            up: false,
+        },
+        Request::Up(d) => Command::SetUp {
+            at: Target {
+                target: d.target,
+                member: d.member,
+            },
+            up: true,
+        },
+        Request::Stats(s) => Command::Stats { target: s.target },
+        Request::CaptureStart(c) => {
+            if c.path.is_empty() {
+                return Err("path: must not be empty".into());
+            }
+            Command::CaptureStart {
+                at: Target {
+                    target: c.target,
+                    member: c.member,
+                },
+                dir: c.dir.into(),
+                path: c.path,
+                snaplen: c.snaplen,
+                nanos: c.nanos.unwrap_or(false),
+            }
+        }
+        Request::CaptureStop(sel) => {
+            selector_ok(&sel)?;
+            Command::CaptureStop(sel)
+        }
+        Request::CaptureSnapshot(sel) => {
+            selector_ok(&sel)?;
+            Command::CaptureSnapshot(sel)
+        }
+        // `interval_ms` >= 10 was checked by the parser.
+        Request::Subscribe(s) => Command::Subscribe {
+            interval_ns: s.interval_ms.saturating_mul(1_000_000),
+            target: s.target,
+        },
+        Request::Agent(a) => Command::Agent {
+            agent: a.agent,
+            start: a.action == AgentAction::Start,
+        },
+        Request::Trace(t) => Command::Trace {
+            agent: t.agent,
+            clear: t.clear,
+        },
+        Request::Shutdown => Command::Shutdown,
+    })
+}

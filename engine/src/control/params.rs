@@ -1,0 +1,254 @@
+//! Link parameters: validating a request's partial [`ParamsSpec`] and merging it into the
+//! current [`LinkParams`] of a direction (pure; errors name the field path).
+
+use super::protocol::{JitterDistSpec, LossSpec, ParamsSpec, QueueKindSpec, QueueSpec};
+use crate::model::params::{JitterDist, LinkParams, LossParams, QueueKind, RedParams};
+
+pub const MAX_BANDWIDTH_BPS: u64 = 100_000_000_000;
+pub const MAX_DELAY_US: f64 = 10_000_000.0;
+pub const MAX_LIMIT_PKTS: u64 = 1_000_000;
+pub const MAX_ORDINALS: usize = 1_000_000;
+
+fn check_prob(field: &str, v: f64) -> Result<f64, String> {
+    if v.is_finite() && (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{field}: probability must be in [0, 1], got {v}"))
+    }
+}
+
+fn check_us(field: &str, v: f64) -> Result<u64, String> {
+    if v.is_finite() && (0.0..=MAX_DELAY_US).contains(&v) {
+        Ok((v * 1000.0).round() as u64)
+    } else {
+        Err(format!(
+            "{field}: must be between 0 and {MAX_DELAY_US} µs (10 s), got {v}"
+        ))
+    }
+}
+
+/// Merge a partial spec into `base` and validate the result. `ctx` prefixes error messages
+/// (e.g. `links[0].ab`). Unspecified fields keep `base`'s values.
+pub fn merge_params(
+    base: &LinkParams,
+    patch: &ParamsSpec,
+    ctx: &str,
+) -> Result<LinkParams, String> {
+    let mut p = base.clone();
+    if let Some(b) = patch.bandwidth_bps {
+        if b > MAX_BANDWIDTH_BPS {
+            return Err(format!(
+                "{ctx}.bandwidth_bps: at most {MAX_BANDWIDTH_BPS} (100 Gbit/s), got {b}"
+            ));
+        }
+        p.bandwidth_bps = b;
+    }
+    if let Some(d) = patch.delay_us {
+        p.delay_ns = check_us(&format!("{ctx}.delay_us"), d)?;
+    }
+    if let Some(j) = patch.jitter_us {
+        p.jitter_ns = check_us(&format!("{ctx}.jitter_us"), j)?;
+    }
+    if let Some(d) = patch.jitter_dist {
+        p.jitter_dist = match d {
+            JitterDistSpec::Uniform => JitterDist::Uniform,
+            JitterDistSpec::Normal => JitterDist::Normal,
+        };
+    }
+    if let Some(r) = patch.jitter_reorder {
+        p.jitter_reorder = r;
+    }
+    if let Some(d) = patch.duplicate {
+        p.duplicate = check_prob(&format!("{ctx}.duplicate"), d)?;
+    }
+    if let Some(c) = patch.corrupt {
+        p.corrupt = check_prob(&format!("{ctx}.corrupt"), c)?;
+    }
+    if let Some(l) = &patch.loss {
+        let f = |n: &str, v: f64| check_prob(&format!("{ctx}.loss.{n}"), v);
+        p.loss = match l {
+            LossSpec::None => LossParams::None,
+            LossSpec::Bernoulli { p } => LossParams::Bernoulli { p: f("p", *p)? },
+            LossSpec::Gilbert { p, r, k, h } => LossParams::Gilbert {
+                p: f("p", *p)?,
+                r: f("r", *r)?,
+                k: f("k", *k)?,
+                h: f("h", *h)?,
+            },
+            LossSpec::Ordinals { drop } => {
+                if drop.len() > MAX_ORDINALS {
+                    return Err(format!("{ctx}.loss.drop: at most {MAX_ORDINALS} ordinals"));
+                }
+                if let Some(i) = drop.iter().position(|&o| o == 0) {
+                    return Err(format!("{ctx}.loss.drop[{i}]: ordinals are 1-based, got 0"));
+                }
+                LossParams::Ordinals { drop: drop.clone() }
+            }
+        };
+    }
+    if let Some(q) = &patch.queue {
+        merge_queue(&mut p, q, ctx)?;
+    }
+    // Cross-field checks on the merged result (a `set` may change the limit under RED).
+    if let QueueKind::Red(r) = p.queue.kind {
+        let limit = p.queue.effective_limit(p.bandwidth_bps, p.delay_ns);
+        if !(r.thresh < r.maxthresh && r.maxthresh <= f64::from(limit)) {
+            return Err(format!(
+                "{ctx}.queue: RED needs thresh < maxthresh <= limit, got thresh {} maxthresh {} limit {limit}",
+                r.thresh, r.maxthresh
+            ));
+        }
+    }
+    Ok(p)
+}
+
+fn merge_queue(p: &mut LinkParams, q: &QueueSpec, ctx: &str) -> Result<(), String> {
+    let qp = &mut p.queue;
+    match q.kind {
+        Some(QueueKindSpec::Droptail) => qp.kind = QueueKind::DropTail,
+        // Switching to RED starts from the ns-2 defaults; RED stays RED with its values.
+        Some(QueueKindSpec::Red) if !matches!(qp.kind, QueueKind::Red(_)) => {
+            qp.kind = QueueKind::Red(RedParams::default())
+        }
+        Some(QueueKindSpec::Red) | None => {}
+    }
+    if let Some(l) = q.limit {
+        if l == 0 || l > MAX_LIMIT_PKTS {
+            return Err(format!(
+                "{ctx}.queue.limit: must be 1..={MAX_LIMIT_PKTS} packets, got {l}"
+            ));
+        }
+        qp.limit = Some(l as u32);
+    }
+    if let Some(b) = q.in_bytes {
+        qp.in_bytes = b;
+    }
+    if let Some(m) = q.mean_pktsize {
+        if m == 0 || m > 65_535 {
+            return Err(format!(
+                "{ctx}.queue.mean_pktsize: must be 1..=65535 bytes, got {m}"
+            ));
+        }
+        qp.mean_pktsize = m as u32;
+    }
+    let red_fields = [
+        ("thresh", q.thresh.is_some()),
+        ("maxthresh", q.maxthresh.is_some()),
+        ("q_weight", q.q_weight.is_some()),
+        ("linterm", q.linterm.is_some()),
+        ("gentle", q.gentle.is_some()),
+    ];
+    match &mut qp.kind {
+        QueueKind::DropTail => {
+            if let Some((name, _)) = red_fields.iter().find(|(_, set)| *set) {
+                return Err(format!(
+                    "{ctx}.queue.{name}: only valid for kind \"red\" (queue is droptail)"
+                ));
+            }
+        }
+        QueueKind::Red(r) => {
+            let num =
+                |n: &str, v: Option<f64>, min: f64, max: f64, cur: f64| -> Result<f64, String> {
+                    match v {
+                        None => Ok(cur),
+                        Some(x) if x.is_finite() && x >= min && x <= max => Ok(x),
+                        Some(x) => Err(format!(
+                            "{ctx}.queue.{n}: must be in [{min}, {max}], got {x}"
+                        )),
+                    }
+                };
+            r.thresh = num("thresh", q.thresh, 0.0, MAX_LIMIT_PKTS as f64, r.thresh)?;
+            r.maxthresh = num(
+                "maxthresh",
+                q.maxthresh,
+                0.0,
+                MAX_LIMIT_PKTS as f64,
+                r.maxthresh,
+            )?;
+            r.linterm = num("linterm", q.linterm, 1.0, 1e12, r.linterm)?;
+            r.q_weight = num("q_weight", q.q_weight, 0.0, 1.0, r.q_weight)?;
+            if r.q_weight <= 0.0 {
+                return Err(format!("{ctx}.queue.q_weight: must be > 0"));
+            }
+            if let Some(g) = q.gentle {
+                r.gentle = g;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validation_ranges() {
+        let d = LinkParams::default();
+        let m = |s: &str| merge_params(&d, &serde_json::from_str::<ParamsSpec>(s).unwrap(), "p");
+        assert!(m(r#"{"bandwidth_bps":100000000001}"#)
+            .unwrap_err()
+            .contains("p.bandwidth_bps"));
+        assert!(m(r#"{"delay_us":10000001}"#)
+            .unwrap_err()
+            .contains("p.delay_us"));
+        assert!(m(r#"{"delay_us":-1}"#).unwrap_err().contains("p.delay_us"));
+        assert!(m(r#"{"duplicate":1.5}"#)
+            .unwrap_err()
+            .contains("p.duplicate"));
+        assert!(
+            m(r#"{"loss":{"kind":"gilbert","p":0.1,"r":2,"k":1,"h":0}}"#)
+                .unwrap_err()
+                .contains("p.loss.r")
+        );
+        assert!(m(r#"{"loss":{"kind":"ordinals","drop":[3,0]}}"#)
+            .unwrap_err()
+            .contains("p.loss.drop[1]"));
+        assert!(m(r#"{"queue":{"kind":"red","thresh":20,"maxthresh":15}}"#)
+            .unwrap_err()
+            .contains("thresh < maxthresh"));
+        assert!(m(r#"{"queue":{"kind":"red","limit":10}}"#)
+            .unwrap_err()
+            .contains("limit 10"));
+        assert!(m(r#"{"queue":{"thresh":2}}"#)
+            .unwrap_err()
+            .contains("p.queue.thresh"));
+        assert!(m(r#"{"queue":{"limit":0}}"#)
+            .unwrap_err()
+            .contains("p.queue.limit"));
+        assert!(m(r#"{"queue":{"kind":"red","q_weight":0}}"#)
+            .unwrap_err()
+            .contains("q_weight"));
+        assert!(m(r#"{"queue":{"kind":"red","linterm":0.5}}"#)
+            .unwrap_err()
+            .contains("linterm"));
+        assert!(m(r#"{"delay_us":0.001,"jitter_us":3,"jitter_dist":"normal"}"#).is_ok());
+    }
+
+    #[test]
+    fn merge_keeps_unspecified() {
+        let d = LinkParams::default();
+        let a = merge_params(
+            &d,
+            &serde_json::from_str(
+                r#"{"bandwidth_bps":5,"delay_us":7,"queue":{"kind":"red","limit":100}}"#,
+            )
+            .unwrap(),
+            "p",
+        )
+        .unwrap();
+        let b = merge_params(
+            &a,
+            &serde_json::from_str(r#"{"delay_us":9,"queue":{"gentle":true}}"#).unwrap(),
+            "p",
+        )
+        .unwrap();
+        assert_eq!(b.bandwidth_bps, 5);
+        assert_eq!(b.delay_ns, 9000);
+        assert_eq!(b.queue.limit, Some(100));
+        assert!(matches!(
+            b.queue.kind,
+            QueueKind::Red(RedParams { gentle: true, .. })
+        ));
+    }
+}
