@@ -51,8 +51,8 @@ impl Network {
         )
     }
 
-    /// Add a checked topology (the control layer checks it first, `control/check.rs`; unchecked input is
-    /// still memory-safe but may leave a port attached twice).
+    /// Add a checked topology (the control layer checks it first, `control/check.rs`;
+    /// unchecked input is still memory-safe but may leave a port attached twice).
     pub fn apply(&mut self, spec: TopologySpec, now: Instant) {
         for p in spec.ports {
             self.new_port(p, None, None);
