@@ -183,6 +183,9 @@ def test_yaml_spec_simulates_cubic_and_poisson(lab, tmp_path):
     assert ftp["retransmits"] > 0 and s["links"]["l2"]["ab"]["drop_queue"] > 0
     # every loss is a queue drop at l2, shared between the two flows
     assert poi["lost"] + ftp["retransmits"] >= s["links"]["l2"]["ab"]["drop_queue"] > poi["lost"]
+    # loss ratio as wanlab-gen defines it: lost over expected (sent, by sequence number)
+    assert poi["lost"] > 0
+    assert poi["loss_ratio"] == pytest.approx(poi["lost"] / poi["sent_packets"], rel=0.02)
 
 
 def test_python_api_simulate_with_builder(tmp_path):

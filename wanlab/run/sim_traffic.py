@@ -130,9 +130,10 @@ class SimTrafficAgent:
                        cwnd=[[(t - t0) / 1e9, c] for t, c, *_ in trace])
         else:
             lost = d(s0, sink, "lost")
-            pk = res["packets"]
+            # flowstats' definition, as wanlab-gen's: lost / expected (duplicates count once)
+            expected = d(s0, sink, "expected")
             res.update(kind=self.flow.kind, lost=lost,
-                       loss_ratio=lost / (pk + lost) if pk + lost else 0,
+                       loss_ratio=lost / expected if expected else 0,
                        owd_avg_us=sink.get("owd_avg_us"))
         return res
 

@@ -113,8 +113,10 @@ def summarize(sc: Scenario, result: dict[str, Any], seed: int, wall: float) -> d
             cwnd_rows.setdefault(w.app, []).extend(rows)
         else:
             pk, lost = d(s0, s1, "pkts"), d(s0, s1, "lost")
+            # flowstats' definition, as wanlab-gen's: lost / expected (duplicates count once)
+            expected = d(s0, s1, "expected")
             res.update(kind=f.kind, packets=pk, sent_packets=d(a0, a1, "sent_pkts"), lost=lost,
-                       loss_ratio=lost / (pk + lost) if pk + lost else 0,
+                       loss_ratio=lost / expected if expected else 0,
                        owd_avg_us=s1.get("owd_avg_us"))
         flows.append({"agent": w.app, "kind": res["kind"], "started_s": w.start_s,
                       "stopped_s": w.stop_s if w.stop_s is not None else sc.until_s,
