@@ -465,16 +465,16 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                 _ => {}
             }
         }
-        // New TAPs from `apply` join the epoll set.
+        // Control work after the frames: whole commands, or one slice of an `apply`.
+        if ctl.run(&control, &mut engine, &clock) {
+            shutdown = true;
+        }
+        // New TAPs from an `apply` that just finished join the epoll set before the next wait.
         for port in engine.new_ports.drain(..) {
             if let Some(tap) = engine.out.taps.get(&port) {
                 use std::os::fd::AsRawFd;
                 let _ = ep.add(tap.as_raw_fd(), libc::EPOLLIN as u32, TAG_TAP | port as u64);
             }
-        }
-        // Control work after the frames: whole commands, or one slice of an `apply`.
-        if ctl.run(&control, &mut engine, &clock) {
-            shutdown = true;
         }
         let now = clock.now();
         let (lines, next) = ctl.subs.due(now, |target| {
