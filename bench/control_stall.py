@@ -20,7 +20,6 @@ import os
 import re
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -116,9 +115,11 @@ def main() -> int:
         return statistics.median(vals) if vals else None
 
     load = os.getloadavg()
-    summary = (f"| {a.label or os.path.basename(a.engine)} | {a.routers} | {len(payload) / 1e6:.1f} MB "
-               f"| {med('apply_s'):.3f} s | {med('base_p50_ms'):.3f} ms | {med('during_p50_ms')} ms "
-               f"| **{med('during_max_ms')} ms** | {med('lost')} | {load[0]:.1f} |")
+    label = a.label or os.path.basename(a.engine)
+    summary = (f"| {label} | {a.routers} | {len(payload) / 1e6:.1f} MB "
+               f"| {med('apply_s'):.3f} s | {med('base_p50_ms'):.3f} ms "
+               f"| {med('during_p50_ms')} ms | **{med('during_max_ms')} ms** "
+               f"| {med('lost')} | {load[0]:.1f} |")
     print(summary)
     if a.out:
         with open(a.out, "a") as f:
