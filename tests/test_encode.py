@@ -95,3 +95,19 @@ def test_apply_is_the_plans_topology():
     assert a["cmd"] == "apply" and [x["link"] for x in a["links"]] == ["l0"]
     assert "ports" not in encode.apply(plan, with_ports=False).to_json()
     assert isinstance(Set(target="l0").to_json(), dict)
+
+
+def test_a_restarted_trace_gets_the_next_free_file_name(tmp_path):
+    # the engine never overwrites a capture, so a second `trace start` must not reuse a name
+    exp, plan = lab()
+    ev = normalize.event(exp, 0.0, "l0", "trace", ["start"], dir="ab")
+
+    def path():
+        (req,) = encode.event_requests(ev, "link", plan, str(tmp_path))
+        return req.path
+
+    assert path() == str(tmp_path / "l0-ab.pcap")
+    (tmp_path / "l0-ab.pcap").write_bytes(b"")
+    assert path() == str(tmp_path / "l0-ab-2.pcap")
+    (tmp_path / "l0-ab-2.pcap").write_bytes(b"")
+    assert path() == str(tmp_path / "l0-ab-3.pcap")

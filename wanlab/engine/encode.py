@@ -111,12 +111,24 @@ def _trace(ev: ir.Event, lan: bool, plan: Plan, trace_dir: str) -> list[Request]
         if ev.value == "start":
             name = f"{port.replace(':', '-')}-{d}" if port else d
             out.append(CaptureStart(target=ev.target, dir=d, member=port,
-                                    path=os.path.join(trace_dir, f"{ev.target}-{name}.pcap")))
+                                    path=_unused_pcap(trace_dir, f"{ev.target}-{name}")))
         elif ev.value == "stop":
             out.append(CaptureStop(target=ev.target, dir=d, member=port))
         else:
             out.append(CaptureSnapshot(target=ev.target, dir=d, member=port))
     return out
+
+
+def _unused_pcap(trace_dir: str, base: str) -> str:
+    """``BASE.pcap``, or ``BASE-2.pcap``, ``BASE-3.pcap``... when a trace of that direction
+    was already started: the engine never overwrites a capture, so a restarted trace gets
+    the next free name."""
+    path = os.path.join(trace_dir, f"{base}.pcap")
+    n = 2
+    while os.path.lexists(path):
+        path = os.path.join(trace_dir, f"{base}-{n}.pcap")
+        n += 1
+    return path
 
 
 def describe(ev: ir.Event, trace_dir: str = "") -> str:
