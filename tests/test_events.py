@@ -85,8 +85,9 @@ $ns at 4.6 "$onoff start"
 $ns at 8.6 "$onoff stop"
 """
     create(lab, tmp_path, body, "random")
-    flows = wait_for(lambda: len(lab.flows("random")) == 2 and lab.flows("random"),
-                     timeout=30)
+    flows = wait_for(lambda: len(lab.flows("random")) >= 2 and lab.flows("random"),
+                     timeout=60)
+    assert len(flows) == 2, flows
     poisson, onoff = (f["result"] for f in flows)
     assert poisson["kind"] == "poisson" and onoff["kind"] == "exponential"
     # Poisson at 125 packets/s for 4 s: 500 +- 4 sigma (sigma ~ 22), none lost
