@@ -17,6 +17,7 @@ import shlex
 import subprocess
 
 from wanlab.backends.emulate import procs
+from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
 from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
@@ -44,6 +45,8 @@ DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot"
 #  - the state folder is hidden under an empty tmpfs (the store, locks, every experiment's
 #    sockets and files), and only the node's own folder is bound back at its path (its logs,
 #    FRR's logs, its start command's output);
+#  - wanlab's own binaries (wanlab-gen, beside the engine) stay visible, read-only, when
+#    they live under a folder the node gets privately (a checkout in /tmp);
 #  - /tmp, /var/tmp and /run are the node's own (<node folder>/tmp, /run), kept across its
 #    commands; the
 #    node's /run/frr is /etc/frr/run (FRR's sockets), so vtysh meets the node's own daemons;
@@ -51,14 +54,15 @@ DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot"
 #  - /sys and /proc/sys are read-only except /proc/sys/net (the node's own network sysctls);
 #  - the working directory is re-entered by path (never a host directory kept open), and
 #    the command runs with the capabilities above removed from its bounding set.
-NODE_SHELL = r"""node=$0 home=$1 dir=$2 caps=$3; shift 3
+NODE_SHELL = r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 cwd=$(pwd); cd / || exit 111
 host_mounts=$(awk '$2 !~ "^/(proc|sys|dev|run|tmp|var/tmp|etc)(/|$)" { print $2 }' \
   /proc/self/mounts)
 hostname "$node" || exit 111
 mkdir -p "$dir/tmp" "$dir/run" && chmod 1777 "$dir/tmp" &&
 mount -t tmpfs -o mode=0755,size=1m wanlab-stage /run &&
-mkdir /run/node /run/dev && mount --bind "$dir" /run/node &&
+mkdir /run/node /run/dev /run/tools && mount --bind "$dir" /run/node &&
+mount --bind "$tools" /run/tools &&
 mount -t tmpfs -o mode=0755,size=1m,nosuid,noexec wanlab-dev /run/dev || exit 111
 for d in null zero full random urandom tty; do
   touch "/run/dev/$d" && mount --bind "/dev/$d" "/run/dev/$d" || exit 111
@@ -79,6 +83,10 @@ mount --bind /run/node/tmp /tmp && mount --bind /run/node/tmp /var/tmp || exit 1
 if [ "$(stat -c %d:%i "$dir" 2>/dev/null)" != "$(stat -c %d:%i /run/node)" ]; then
   mkdir -p "$dir" && mount --bind /run/node "$dir" || exit 111     # the folder was under /tmp
 fi
+case "$tools" in /tmp/*|/var/tmp/*|/run/*)      # wanlab's binaries live under a private folder
+  mkdir -p "$tools" && mount --bind /run/tools "$tools" &&
+  mount -o remount,bind,ro "$tools" || exit 111;;
+esac
 mount --bind /run/node/run /run || exit 111
 if [ -d /etc/frr/run ]; then mkdir -p /run/frr && mount --bind /etc/frr/run /run/frr ||
   exit 111; fi
@@ -104,8 +112,9 @@ def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
     home = os.path.dirname(os.path.dirname(folder))
     ndir = os.path.join(folder, "nodes", node)
     caps = ",".join("-" + c for c in DROPPED_CAPS)
+    tools = os.path.dirname(os.path.realpath(engine_binary()))
     return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c", NODE_SHELL, node,
-            home, ndir, caps, *argv]
+            home, ndir, caps, tools, *argv]
 
 
 # Enter a node's holder (its network, mount and UTS namespaces), drop capabilities, and go to
