@@ -61,11 +61,13 @@ def test_ospf_converges_and_reroutes_on_link_failure(lab, tmp_path):
     lab.tevc("square", "now", "bc", "up", wait=True)
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
+        # the first packets after carrier returns may wait for ARP or a route flip: wait
+        # until a ping takes the cheap path again (3 x 5 ms each way)
         rtts = ping_rtts(lab, "square", "a", "d-cd", count=1)
-        if rtts and rtts[0] < 35:
+        if rtts and rtts[0] < 32:
             break
         time.sleep(0.2)
-    assert rtts and rtts[0] < 32, rtts
+    assert rtts and 29.9 <= rtts[0] < 32, rtts
     log = open(os.path.join(lab.store.home, "exps", "square", "nodes", "a",
                             "routes.log")).read()
     assert "proto ospf" in log and "Deleted" in log
