@@ -7,6 +7,7 @@ test fails.
 
 import os
 import re
+import signal
 import subprocess
 
 import pytest
@@ -28,6 +29,50 @@ def lab(tmp_path):
         lab.cleanup(row.name)
         lab.terminate(row.name)
     lab.close()
+
+
+def _own_children() -> list[int]:
+    """Live processes whose parent is this test process (by /proc's PPid, never by name)."""
+    me, out = os.getpid(), []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me and fields[0] != "Z":
+                out.append(int(d))
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _leave_nothing(tmp_path):
+    """After every test, even a failed one: stop the CLI children it left running (a
+    failed assertion can leave one paused or mid-run), then clean up and terminate every
+    experiment of every store under the test's folder, so no namespace outlives it."""
+    yield
+    if os.geteuid() != 0:
+        return
+    for pid in _own_children():
+        for sig in (signal.SIGCONT, signal.SIGKILL):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:
+            pass
+    from wanlab.lifecycle import Lab
+    for db in tmp_path.rglob("wanlab.db"):
+        lab = Lab(str(db.parent))
+        try:
+            for row in lab.list():
+                lab.cleanup(row.name)
+                lab.terminate(row.name)
+        finally:
+            lab.close()
 
 
 def params(bw=0, delay=0.0, loss=0.0):
