@@ -104,34 +104,6 @@ def _first_hops(adj, start: str) -> dict[str, tuple[int, str, str]]:
     return hop
 
 
-def _first_hops(adj, start: str) -> dict[str, tuple[int, str, str]]:
-    """Dijkstra: vertex → (distance, first-hop node vertex, network of the first hop)."""
-    dist: dict[str, int] = {start: 0}
-    hop: dict[str, tuple[int, str, str]] = {}
-    heap: list[tuple[int, str, str, str]] = [(0, start, "", "")]
-    done: set[str] = set()
-    while heap:
-        d, v, fnode, fnet = heapq.heappop(heap)
-        if v in done:
-            continue
-        done.add(v)
-        if v != start and v.startswith("n:"):
-            hop[v] = (d, fnode, fnet)
-        for cost, w, net in adj.get(v, ()):
-            nd = d + cost
-            if w in done or nd > dist.get(w, nd):
-                continue
-            if v == start:
-                nf, nn = (w, net) if w.startswith("n:") else ("", net)
-            elif fnode == "" and v.startswith("l:"):
-                nf, nn = w, fnet      # leaving the source's own LAN: w is the first hop
-            else:
-                nf, nn = fnode, fnet
-            dist[w] = nd
-            heapq.heappush(heap, (nd, w, nf, nn))
-    return hop
-
-
 def _ref_table(groups, compress):
     if compress:
         groups = {k: _collapse(v) for k, v in groups.items()}

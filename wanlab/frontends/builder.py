@@ -324,6 +324,16 @@ class ExperimentBuilder:
                              tuple(str(a) for a in args), src))
 
     # -- result ------------------------------------------------------------
+    def build_from(self, file: str) -> ir.Experiment:
+        """:meth:`build` for a front end reading ``file``: an error that names no file of
+        its own is reported against that file."""
+        try:
+            return self.build()
+        except SpecError as e:
+            if e.file:
+                raise
+            raise SpecError(e.message, file=file, line=e.line, field=e.field) from None
+
     def build(self) -> ir.Experiment:
         """The validated experiment."""
         nodes = tuple(ir.Node(**{**n, "routes": tuple(n["routes"])}) for n in self._nodes.values())

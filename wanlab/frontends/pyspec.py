@@ -172,12 +172,7 @@ def run_in_process(path: str, display: str, source: bytes | None = None) -> ir.E
                         line=_tb_line(e, path)) from None
     exp = g.get("experiment")
     if isinstance(exp, ExperimentBuilder):
-        try:
-            exp = exp.build()
-        except SpecError as e:
-            if e.file:
-                raise
-            raise SpecError(e.message, file=display, line=e.line, field=e.field) from None
+        exp = exp.build_from(display)
     if not isinstance(exp, ir.Experiment):
         raise SpecError("a Python experiment file must define a module-level 'experiment' "
                         "(an ExperimentBuilder or an Experiment)", file=display)

@@ -266,10 +266,4 @@ def _build(doc: dict[str, Any], file: str, default_name: str) -> ir.Experiment:
     for i, ev in enumerate(doc.get("events", [])):
         call(["events", i], b.at, ev["at"], ev["target"], ev["action"],
              *[str(a) for a in ev.get("args", [])], source=at(["events", i]))
-    try:
-        exp = b.build()
-    except SpecError as e:
-        if e.file:
-            raise
-        raise SpecError(e.message, file=file, line=e.line, field=e.field) from None
-    return exp
+    return b.build_from(file)

@@ -216,6 +216,20 @@ impl Network {
         self.poll_limit = max;
     }
 
+    /// Claim agent `ai`'s timer set for `at`: false if the agent is gone or the timer is
+    /// stale (rescheduled since); otherwise the event is counted and the timer cleared.
+    fn claim_agent_timer(&mut self, ai: usize, at: Instant, now: Instant) -> bool {
+        match self.agents.get(ai) {
+            Some(a) if a.scheduled == Some(at) => {}
+            _ => return false,
+        }
+        self.count_event(at, now);
+        if let Some(a) = self.agents.get_mut(ai) {
+            a.scheduled = None;
+        }
+        true
+    }
+
     fn count_event(&mut self, at: Instant, now: Instant) {
         self.events += 1;
         if let Some(l) = self.lateness.as_mut() {

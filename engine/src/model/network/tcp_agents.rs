@@ -91,17 +91,12 @@ impl Network {
     }
 
     pub(super) fn fire_tcp(&mut self, ai: usize, at: Instant, now: Instant) {
-        let Some(a) = self.agents.get(ai) else {
+        if !self.claim_agent_timer(ai, at, now) {
             return;
-        };
-        if a.scheduled != Some(at) {
-            return; // stale
         }
-        self.count_event(at, now);
         let Some(a) = self.agents.get_mut(ai) else {
             return;
         };
-        a.scheduled = None;
         let mut out = Vec::new();
         match &mut a.kind {
             AgentKind::Tcp(t) => {

@@ -9,17 +9,12 @@ use crate::time::Instant;
 impl Network {
     /// A source's send time: send its packet and schedule the next one.
     pub(super) fn fire_agent(&mut self, ai: usize, at: Instant, now: Instant) {
-        let Some(a) = self.agents.get_mut(ai) else {
+        if !self.claim_agent_timer(ai, at, now) {
             return;
-        };
-        if a.scheduled != Some(at) {
-            return; // stale
         }
-        self.count_event(at, now);
         let Some(a) = self.agents.get_mut(ai) else {
             return;
         };
-        a.scheduled = None;
         let h = a.host;
         let AgentKind::Cbr(c) = &mut a.kind else {
             return;
