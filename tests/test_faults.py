@@ -213,6 +213,20 @@ def test_kill9_at_each_swapin_stage_then_cleanup_leaves_nothing(tmp_path, spec, 
     assert_nothing_left(home, seen, marker)
 
 
+# -- a child we reap ourselves -------------------------------------------------------------------
+def test_a_held_child_reaped_by_us_says_how_it_ended_and_is_not_polled_again():
+    """pid_max is 32768 here: a Popen we reaped behind subprocess's back must learn its
+    status, or its finaliser polls the pid later and reaps whichever child has it then
+    (CI saw a killed engine reported as "process gone" instead of "signal 9")."""
+    child = subprocess.Popen(["sleep", "30"])
+    procs.hold(child)
+    os.kill(child.pid, signal.SIGKILL)
+    wait_gone(child.pid)
+    assert procs.exit_reason(child.pid) == "exited with signal 9"
+    assert child.returncode == -signal.SIGKILL
+    assert child.poll() == -signal.SIGKILL      # subprocess does not wait on the pid again
+
+
 # -- a dead engine or scheduler is noticed (defect 4) -----------------------------------------
 def test_dead_engine_makes_the_experiment_degraded_and_repair_rebuilds_it(lab):
     lab.create(pair(name="dead"))

@@ -14,6 +14,7 @@ import resource
 import subprocess
 import time
 
+from wanlab.backends.emulate import procs
 from wanlab.engine.binary import engine_binary
 from wanlab.engine.client import Client, socket_of
 from wanlab.errors import EngineError
@@ -52,23 +53,10 @@ def start(folder: str, seed: int) -> subprocess.Popen:
             try:
                 with Client(sock) as c:
                     c.call("hello")
-                _hold(proc)
+                procs.hold(proc)     # so the health check can say how it ended
                 return proc
             except (OSError, EngineError):
                 pass
         time.sleep(0.005)
     proc.kill()
     raise EngineError("the engine did not answer within 10 s")
-
-
-# Engines this process started. Holding their Popen objects keeps subprocess from reaping
-# them behind our back (it collects unreferenced children), so procs reaps a dead engine
-# itself and the health check can say how it ended ("exited with signal 9").
-_held: dict[int, subprocess.Popen] = {}
-
-
-def _hold(proc: subprocess.Popen) -> None:
-    from wanlab.backends.emulate import procs
-    for pid in [p for p in _held if p in procs.EXITS]:
-        del _held[pid]
-    _held[proc.pid] = proc

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 
@@ -59,6 +60,18 @@ def kill(pid: int, started: int | None, grace: float = 1.0) -> bool:
 # exit statuses of our own children, kept when we reap them (the health check reports them)
 EXITS: dict[int, int] = {}
 
+# Children started with subprocess that we reap ourselves. Holding the Popen keeps
+# subprocess from reaping it behind our back, and when we reap it we tell the Popen, so
+# that its finaliser never polls the pid again: with pid_max 32768 the pid soon names
+# another child, which that late poll would reap and whose exit status would be lost.
+_HELD: dict[int, subprocess.Popen] = {}
+
+
+def hold(proc: subprocess.Popen) -> None:
+    """Reap ``proc`` here (``alive``/``kill``) so :func:`exit_reason` can say how it ended."""
+    EXITS.pop(proc.pid, None)       # a status of an earlier process with the same pid
+    _HELD[proc.pid] = proc
+
 
 def _reap(pid: int) -> None:
     """Collect the exit status if ``pid`` is our own child (otherwise init does)."""
@@ -68,6 +81,9 @@ def _reap(pid: int) -> None:
         return
     if got == pid:
         EXITS[pid] = status
+        held = _HELD.pop(pid, None)
+        if held is not None:
+            held.returncode = os.waitstatus_to_exitcode(status)
 
 
 def exit_reason(pid: int) -> str | None:
