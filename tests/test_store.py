@@ -30,10 +30,29 @@ def test_migration_3_drops_the_unread_events_table_and_keeps_experiments(tmp_pat
     db.commit()
     db.close()
     s = Store(str(tmp_path))
-    assert s.schema_version == 3
+    assert s.schema_version == len(MIGRATIONS)
     assert s.get("pair").ir == pair()
     tables = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "events" not in tables and {"experiments", "event_log", "flows"} <= tables
+
+
+def test_migration_4_adds_the_facility_tables_to_an_existing_store(tmp_path):
+    import json
+    db = sqlite3.connect(str(tmp_path / "wanlab.db"))
+    for script in MIGRATIONS[:3]:
+        db.executescript(script)
+    db.execute("PRAGMA user_version = 3")
+    # an IR stored before template parameters and swap policies existed
+    old = {k: v for k, v in pair().to_json().items() if k not in ("parameters", "swap")}
+    db.execute("INSERT INTO experiments(name, short, state, ir, seed, created, updated)"
+               " VALUES ('pair', 'ab12', 'swapped', ?, 1, 0, 0)", (json.dumps(old),))
+    db.commit()
+    db.close()
+    s = Store(str(tmp_path))
+    assert s.schema_version >= 4
+    assert s.get("pair").ir == pair() and s.get("pair").state == "swapped"
+    tables = {r[0] for r in s.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"templates", "runs", "batches", "batch_log"} <= tables
 
 
 def test_experiment_round_trip_and_unique_names(tmp_path):

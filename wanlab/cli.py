@@ -14,16 +14,20 @@ import sys
 import time
 
 from wanlab.errors import Interrupted, WanlabError
+from wanlab.facility import commands as facility_commands
 
 
-def _load(path: str):
+def _load(path: str, a=None):
+    """The description at ``path``, with ``-p NAME=VALUE`` and the swap flags of ``a``."""
+    from wanlab.facility import commands, params
     from wanlab.frontends import load
-    return load(path)
+    exp = load(path, params=params.values(getattr(a, "p", None)))
+    return commands.apply_swap_flags(exp, a) if a is not None else exp
 
 
 def cmd_parse(lab, a) -> int:
     from wanlab.plan.plan import make_plan
-    exp = _load(a.file)
+    exp = _load(a.file, a)
     make_plan(exp, "0000")       # addressing and routes: an impossible plan fails here
     for w in exp.warnings:
         print(f"wanlab: warning: {w}", file=sys.stderr)
@@ -37,7 +41,7 @@ def cmd_parse(lab, a) -> int:
 
 
 def cmd_create(lab, a) -> int:
-    exp = _load(a.file)
+    exp = _load(a.file, a)
     if a.name:
         exp = exp.with_name(a.name)
     t0 = time.monotonic()
@@ -48,7 +52,7 @@ def cmd_create(lab, a) -> int:
 
 
 def cmd_run(lab, a) -> int:
-    exp = _load(a.file)
+    exp = _load(a.file, a)
     if a.name:
         exp = exp.with_name(a.name)
     if a.simulate:
@@ -354,15 +358,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = add("parse", cmd_parse, "parse a description; print its IR (no effect on the kernel)")
     sp.add_argument("file")
+    sp.add_argument("-p", action="append", metavar="NAME=VALUE", help=P_HELP)
     sp.add_argument("--json", action="store_true", help="print the IR as JSON")
     sp = add("create", cmd_create, "parse, store and swap in an experiment")
     sp.add_argument("file")
     sp.add_argument("--name")
+    sp.add_argument("-p", action="append", metavar="NAME=VALUE", help=P_HELP)
+    facility_commands.add_swap_flags(sp)
     sp.add_argument("--no-swapin", action="store_true", help="store it only")
     sp = add("run", cmd_run, "create an experiment, play its whole timeline, collect flows "
              "and plots, swap it out (results stay in its folder)")
     sp.add_argument("file")
     sp.add_argument("--name")
+    sp.add_argument("-p", action="append", metavar="NAME=VALUE", help=P_HELP)
+    facility_commands.add_swap_flags(sp)
     sp.add_argument("--terminate", action="store_true", help="forget it afterwards")
     sp.add_argument("--simulate", action="store_true", help="run it as a pure simulation in "
                     "virtual time instead (every node simulated in the engine; programs "
@@ -434,11 +443,16 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("shell", cmd_shell, "open a shell in a node")
     sp.add_argument("name")
     sp.add_argument("node")
+    facility_commands.register(add)
     return p
 
 
+P_HELP = ("a template parameter's value (define-template-parameter, YAML parameters:, a "
+          "Python keyword argument); repeat for several")
+
+
 # commands that may create the state folder; the others refuse a missing one (a typo)
-CREATING = ("create", "run", "compare")
+CREATING = ("create", "run", "compare", "sweep", "template", "batch")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -213,12 +213,13 @@ class Lab:
             self.say(f"{name} is active ({len(plan.nodes)} nodes)")
             return self.store.get(name)
 
-    def swapout(self, name: str) -> ExperimentRow:
+    def swapout(self, name: str, reason: str = "swap-out") -> ExperimentRow:
+        """``reason``: recorded in the state history (the facility's ``idle swap``)."""
         with self._locked(name), interrupts.finish_first(f"the swap-out of {name}", self.say):
             row = self.store.get(name)
             if row.state not in (ACTIVE, DEGRADED):
                 raise WanlabError(f"experiment {name!r} is {row.state}, not active")
-            self.store.set_state(row.id, "swapping-out", "swap-out")
+            self.store.set_state(row.id, "swapping-out", reason)
             swap.teardown(self.store, row.id, self.say)
             self.store.set_state(row.id, SWAPPED, "swapped out")
             return self.store.get(name)

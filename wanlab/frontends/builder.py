@@ -43,6 +43,10 @@ _RTPROTO = {"static": "static", "manual": "manual", "session": "session", "ospf"
 
 QueueSpec = "str | Mapping[str, Any] | ir.Queue | None"
 
+# Template parameter values for builders made without ``params`` (set by the Python front
+# end's child for a ``.py`` spec given ``-p NAME=VALUE``).
+_OVERRIDES: dict[str, str] = {}
+
 
 def _caller_source(depth: int = 2) -> ir.Source:
     f = sys._getframe(depth)
@@ -103,9 +107,16 @@ def _queue_kind(v: Any, field: str) -> str:
 class ExperimentBuilder:
     """Collects nodes, links, LANs, programs, agents and events; :meth:`build` validates."""
 
-    def __init__(self, name: str, *, seed: int = 1, routing: str = "static"):
+    def __init__(self, name: str, *, seed: int = 1, routing: str = "static",
+                 params: Mapping[str, Any] | None = None):
+        """``params``: values for template parameters (:meth:`parameter`), by name; a name
+        no :meth:`parameter` call defines is an error at :meth:`build`."""
         self.name = name
         self.seed = seed
+        self._overrides = {str(k): str(v) for k, v in
+                           (params if params is not None else _OVERRIDES).items()}
+        self._parameters: dict[str, ir.Parameter] = {}
+        self._swap = ir.SwapPolicy()
         self.routing(routing)
         self._nodes: dict[str, dict[str, Any]] = {}
         self._links: dict[str, dict[str, Any]] = {}
@@ -115,6 +126,31 @@ class ExperimentBuilder:
         self._events: list[tuple[float, str, str, tuple[str, ...], ir.Source]] = []
         self._warnings: list[str] = []
         self._counters: dict[str, int] = {}
+
+    # -- template parameters and the swap policy ------------------------------
+    def parameter(self, name: str, default: Any, description: str = "") -> str:
+        """Define a template parameter (Emulab's ``define-template-parameter``); returns its
+        value for this instance: the override given for it, else ``default``, as text."""
+        ir.check_parameter_name(name)
+        if name in self._parameters:
+            raise SpecError(f"template parameter {name!r} is defined twice", field=name)
+        value = self._overrides.get(name, str(default))
+        self._parameters[name] = ir.Parameter(name=name, default=str(default), value=value,
+                                              description=str(description))
+        return value
+
+    def swap_policy(self, *, idle: Any = None, max_duration: Any = None,
+                    no_idle_reason: str | None = None) -> None:
+        """Swap out after ``idle`` without activity, or ``max_duration`` after swap-in
+        (seconds, or ``"30s"``, ``"2h"``); ``no_idle_reason``: why idle swap is off."""
+        if idle is not None and no_idle_reason is not None:
+            raise SpecError("idle swap and no idle swap contradict each other", field="swap")
+        self._swap = ir.SwapPolicy(
+            idle_s=None if idle is None else units.parse_duration(idle, "idle swap",
+                                                                  field="idle_swap"),
+            max_duration_s=None if max_duration is None else units.parse_duration(
+                max_duration, "maximum duration", field="max_duration"),
+            no_idle_reason=no_idle_reason)
 
     # -- helpers -----------------------------------------------------------
     def _is_taken(self, name: str) -> bool:
@@ -336,6 +372,11 @@ class ExperimentBuilder:
 
     def build(self) -> ir.Experiment:
         """The validated experiment."""
+        unused = sorted(set(self._overrides) - set(self._parameters))
+        if unused:
+            raise SpecError(f"parameter {unused[0]!r} is not a template parameter of this "
+                            f"experiment (defined: {', '.join(self._parameters) or 'none'})",
+                            field="parameters")
         nodes = tuple(ir.Node(**{**n, "routes": tuple(n["routes"])}) for n in self._nodes.values())
         links = tuple(ir.Link(**l) for l in self._links.values())
         lans = []
@@ -373,6 +414,7 @@ class ExperimentBuilder:
                             asns=tuple(getattr(self, "_asns", {}).items()),
                             bgp_sessions=tuple(getattr(self, "_bgp", [])),
                             seed=units.parse_int(self.seed, "seed", field="seed"),
+                            parameters=tuple(self._parameters.values()), swap=self._swap,
                             warnings=tuple(self._warnings))
         kinds = exp.kinds()
         events = tuple(normalize.event(exp, t, target, action, args, src, kinds=kinds)

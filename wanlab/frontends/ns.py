@@ -285,8 +285,16 @@ class _Records:
         if not rec.get("ran"):
             raise SpecError("the script never calls '$ns run' (Emulab requires it at the "
                             "end of every script)", file=self.display)
+        params = tuple(ir.Parameter(name=n, default=d, value=v, description=desc)
+                       for n, d, desc, v, _f, _l in rec.get("tparams", []))
+        for n, _d, _desc, _v, f, line in rec.get("tparams", []):
+            try:
+                ir.check_parameter_name(n)
+            except SpecError as e:
+                raise self.err(e.message, f, line) from None
         exp = ir.Experiment(
             name=name or sanitize_name(Path(self.display).stem),
+            parameters=params, swap=self.swap(rec.get("swap") or {}),
             nodes=tuple(nodes), links=tuple(links), lans=tuple(lans),
             events=tuple(events), programs=tuple(programs), agents=tuple(agents),
             timelines=tuple(timelines), groups=tuple(groups),
@@ -294,6 +302,23 @@ class _Records:
             warnings=tuple(_coalesce(self.warnings)),
             source=ir.Source(self.display, None))
         return ir.validate(exp)
+
+    def swap(self, sw: dict[str, Any]) -> ir.SwapPolicy:
+        """tb-set-idleswap / tb-set-maxduration / tb-set-noidleswap -> the swap policy."""
+        def dur(key, what):
+            if key not in sw:
+                return None
+            v, f, line = sw[key]
+            return units.parse_duration(v, what, file=self.fname(f), line=line or None)
+        reason = sw["noidle"][0] if "noidle" in sw else None
+        if reason is not None and not reason.strip():
+            raise self.err("tb-set-noidleswap needs a reason", sw["noidle"][1], sw["noidle"][2])
+        idle = dur("idle", "tb-set-idleswap")
+        if idle is not None and reason is not None:
+            raise self.err("tb-set-idleswap and tb-set-noidleswap contradict each other",
+                           sw["noidle"][1], sw["noidle"][2])
+        return ir.SwapPolicy(idle_s=idle, max_duration_s=dur("maxduration", "tb-set-maxduration"),
+                             no_idle_reason=reason)
 
     def raise_error(self, e: dict[str, Any]) -> None:
         msg = " ".join(e["message"].split())

@@ -34,18 +34,23 @@ TIMEOUT_S = 60.0
 MEMORY_BYTES = 2 << 30            # address space of the child
 MAX_FILE_BYTES = 64 << 20         # any file the script writes
 NOBODY = 65534                    # the user a root-started child becomes
+PARAMS_ENV = "WANLAB_TEMPLATE_PARAMS"      # how the child learns the parameter values
 _WANLAB_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def load(path: str | os.PathLike[str], *, timeout: float = TIMEOUT_S,
-         memory: int = MEMORY_BYTES) -> ir.Experiment:
-    """Run the ``.py`` spec at ``path`` in a bounded child; return its validated IR."""
+         memory: int = MEMORY_BYTES, params: dict[str, str] | None = None) -> ir.Experiment:
+    """Run the ``.py`` spec at ``path`` in a bounded child; return its validated IR.
+
+    ``params``: template parameter values (the keyword arguments of an ``experiment``
+    function, or :meth:`ExperimentBuilder.parameter` calls)."""
     display = str(path)
     if not os.path.isfile(path):
         raise SpecError("no such file", file=display)
     cpu = max(1, int(timeout + 0.999))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (_WANLAB_ROOT, env.get("PYTHONPATH")) if x)
+    env[PARAMS_ENV] = json.dumps({str(k): str(v) for k, v in (params or {}).items()})
     rfd, wfd = os.pipe()
     jail = ["unshare", "--pid", "--fork", "--kill-child", "--net", "--ipc", "--"] \
         if os.geteuid() == 0 else []
@@ -143,7 +148,9 @@ def _result(data: bytes, code: int, display: str, timeout: float,
 def run_in_process(path: str, display: str, source: bytes | None = None) -> ir.Experiment:
     """Run the spec here (only ever in the bounded child); SpecError for any failure.
     ``source``: the file's bytes, read before privileges were dropped."""
+    from wanlab.frontends import builder
     from wanlab.frontends.builder import ExperimentBuilder
+    builder._OVERRIDES.update(json.loads(os.environ.get(PARAMS_ENV) or "{}"))
     sys.path.insert(0, os.path.dirname(path))     # the spec may import its neighbours
     try:
         if source is None:
@@ -171,12 +178,78 @@ def run_in_process(path: str, display: str, source: bytes | None = None) -> ir.E
         raise SpecError(f"{type(e).__name__}: {e}", file=display,
                         line=_tb_line(e, path)) from None
     exp = g.get("experiment")
+    if callable(exp) and not isinstance(exp, (ExperimentBuilder, ir.Experiment)):
+        exp = _call_template(exp, display, path)
     if isinstance(exp, ExperimentBuilder):
         exp = exp.build_from(display)
     if not isinstance(exp, ir.Experiment):
         raise SpecError("a Python experiment file must define a module-level 'experiment' "
                         "(an ExperimentBuilder or an Experiment)", file=display)
     return ir.validate(exp)
+
+
+def _call_template(fn: Any, display: str, path: str) -> Any:
+    """``experiment`` as a function: its keyword arguments with defaults are the template
+    parameters (a description in ``Annotated[type, "text"]``); values given as text are
+    converted to the default's type."""
+    import inspect
+    import typing
+
+    from wanlab.frontends import builder
+    given = dict(builder._OVERRIDES)
+    builder._OVERRIDES.clear()       # they are the function's, not a builder's inside it
+    sig = inspect.signature(fn)
+    hints = typing.get_type_hints(fn, include_extras=True) if fn.__annotations__ else {}
+    kwargs, params = {}, []
+    for p in sig.parameters.values():
+        if p.default is inspect.Parameter.empty:
+            raise SpecError(f"experiment(): argument {p.name!r} needs a default (template "
+                            f"parameters are keyword arguments with defaults)", file=display)
+        meta = getattr(hints.get(p.name), "__metadata__", ())
+        desc = next((m for m in meta if isinstance(m, str)), "")
+        value = p.default
+        if p.name in given:
+            value = _convert(given.pop(p.name), p.default, p.name, display)
+        kwargs[p.name] = value
+        params.append(ir.Parameter(name=ir.check_parameter_name(p.name), default=_text(p.default),
+                                   value=_text(value), description=desc))
+    if given:
+        raise SpecError(f"parameter {sorted(given)[0]!r} is not a keyword argument of "
+                        f"experiment() (its parameters: {', '.join(sig.parameters) or 'none'})",
+                        file=display)
+    try:
+        exp = fn(**kwargs)
+    except SpecError:
+        raise
+    except Exception as e:
+        raise SpecError(f"{type(e).__name__}: {e}", file=display, line=_tb_line(e, path)) from None
+    if isinstance(exp, builder.ExperimentBuilder):
+        exp = exp.build_from(display)
+    if isinstance(exp, ir.Experiment):
+        from dataclasses import replace
+        exp = replace(exp, parameters=(*params, *exp.parameters))
+    return exp
+
+
+def _text(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def _convert(text: str, default: Any, name: str, display: str) -> Any:
+    """``-p NAME=TEXT`` in the type of the keyword's default."""
+    try:
+        if isinstance(default, bool):
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return text.lower() in ("true", "1", "yes")
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+    except ValueError:
+        raise SpecError(f"parameter {name}={text!r}: not a {type(default).__name__} like its "
+                        f"default {default!r}", file=display) from None
+    return text
 
 
 def _tb_line(e: BaseException, path: Any) -> int | None:

@@ -119,6 +119,25 @@ def parse_loss(value: object, *, file: str | None = None, line: int | None = Non
     return p
 
 
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0,
+                   "d": 86400.0}
+
+
+def parse_duration(value: object, what: str, *, file: str | None = None,
+                   line: int | None = None, field: str | None = None) -> float:
+    """A positive duration: seconds, or a number with s, min, h or d (``30s``, ``2h``)."""
+    import re
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([a-z]*)\s*",
+                     str(value)) if not isinstance(value, bool) else None
+    if m is None or m.group(2) not in _DURATION_UNITS:
+        raise _err(f"{what} {value!r} is not a duration (seconds, or a number with s, min, h "
+                   f"or d)", file, line, field)
+    v = float(m.group(1)) * _DURATION_UNITS[m.group(2)]
+    if not 0 < v < float("inf"):
+        raise _err(f"{what} {value!r} must be positive", file, line, field)
+    return v
+
+
 def parse_int(value: object, what: str, *, file: str | None = None, line: int | None = None,
               field: str | None = None) -> int:
     try:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -176,8 +177,9 @@ def _schema_error(doc: Any, file: str) -> None:
     raise SpecError(msg, file=file, line=_line_of(doc, path), field=_path_str(path) or None)
 
 
-def load_file(path: str | os.PathLike[str]) -> ir.Experiment:
-    """Read and validate a YAML experiment file."""
+def load_file(path: str | os.PathLike[str],
+              params: dict[str, str] | None = None) -> ir.Experiment:
+    """Read and validate a YAML experiment file; ``params`` override its ``parameters:``."""
     display = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -185,10 +187,12 @@ def load_file(path: str | os.PathLike[str]) -> ir.Experiment:
         raise SpecError("no such file", file=display) from None
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"cannot read: {e}", file=display) from None
-    return loads(text, file=display, default_name=sanitize_name(Path(display).stem))
+    return loads(text, file=display, default_name=sanitize_name(Path(display).stem),
+                 params=params)
 
 
-def loads(text: str, *, file: str = "<yaml>", default_name: str = "experiment") -> ir.Experiment:
+def loads(text: str, *, file: str = "<yaml>", default_name: str = "experiment",
+          params: dict[str, str] | None = None) -> ir.Experiment:
     """Parse YAML text (``file`` is used in error messages)."""
     try:
         doc = _compose_and_construct(text, file)
@@ -200,11 +204,85 @@ def loads(text: str, *, file: str = "<yaml>", default_name: str = "experiment") 
         raise SpecError(f"YAML error: {e}", file=file) from None
     if not isinstance(doc, dict):
         raise SpecError("the file must be a YAML mapping (name:, nodes:, links: ...)", file=file)
+    values = _parameters(doc, file, params or {})
+    _substitute(doc, {k: v for k, (_d, v, _desc) in values.items()}, file, [])
     _schema_error(doc, file)
-    return _build(doc, file, default_name)
+    return _build(doc, file, default_name, values)
 
 
-def _build(doc: dict[str, Any], file: str, default_name: str) -> ir.Experiment:
+_REF = re.compile(r"\$\{([A-Za-z][A-Za-z0-9_]*)\}")
+
+
+def _parameters(doc: dict[str, Any], file: str,
+                params: dict[str, str]) -> dict[str, tuple[str, str, str]]:
+    """``parameters:`` (``NAME: DEFAULT`` or ``NAME: {default:, description:}``) with the
+    overrides applied: name -> (default, value, description), all text."""
+    raw = doc.get("parameters") or {}
+    if not isinstance(raw, dict):
+        raise SpecError("parameters: must be a mapping of NAME: DEFAULT", file=file,
+                        line=_line_of(doc, ["parameters"]), field="parameters")
+    out = {}
+    for name, spec in raw.items():
+        line = _line_of(doc, ["parameters", name])
+        if isinstance(spec, dict):
+            extra = set(spec) - {"default", "description"}
+            if extra or "default" not in spec:
+                raise SpecError("a parameter is DEFAULT or {default: ..., description: ...}",
+                                file=file, line=line, field=f"parameters.{name}")
+            default, desc = spec["default"], spec.get("description", "")
+        else:
+            default, desc = spec, ""
+        if isinstance(default, (dict, list)) or default is None:
+            raise SpecError("a parameter's default is a number or text", file=file, line=line,
+                            field=f"parameters.{name}")
+        try:
+            ir.check_parameter_name(str(name))
+        except SpecError as e:
+            raise SpecError(e.message, file=file, line=line, field=f"parameters.{name}") from None
+        out[str(name)] = (_text(default), str(params.get(str(name), _text(default))),
+                          str(desc))
+    for k in params:
+        if k not in out:
+            raise SpecError(f"parameter {k!r} is not defined under parameters: (defined: "
+                            f"{', '.join(out) or 'none'})", file=file, field="parameters")
+    return out
+
+
+def _text(v: Any) -> str:
+    return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+
+def _substitute(node: Any, values: dict[str, str], file: str, path: list[Any],
+                root: Any = None) -> None:
+    """Replace ``${NAME}`` in every string of the document (but ``parameters:`` itself),
+    in place; a string that is only ``${NAME}`` takes the value's YAML type (a number stays
+    a number)."""
+    root = node if root is None else root
+    items = (list(node.items()) if isinstance(node, dict) else
+             list(enumerate(node)) if isinstance(node, list) else [])
+    for k, v in items:
+        if not path and k == "parameters":
+            continue
+        if isinstance(v, (dict, list)):
+            _substitute(v, values, file, path + [k], root)
+        elif isinstance(v, str) and "${" in v:
+            for ref in _REF.findall(v):
+                if ref not in values:
+                    raise SpecError(f"${{{ref}}}: no such parameter (define it under "
+                                    f"parameters:)", file=file,
+                                    line=_line_of(root, path + [k]),
+                                    field=_path_str(path + [k]))
+            m = _REF.fullmatch(v)
+            if m:
+                typed = yaml.safe_load(values[m.group(1)]) if values[m.group(1)] else ""
+                node[k] = typed if isinstance(typed, (str, int, float, bool)) else \
+                    values[m.group(1)]
+            else:
+                node[k] = _REF.sub(lambda m: values[m.group(1)], v)
+
+
+def _build(doc: dict[str, Any], file: str, default_name: str,
+           values: dict[str, tuple[str, str, str]] | None = None) -> ir.Experiment:
     def at(path: list[Any]):
         return ir.Source(file, _line_of(doc, path))
 
@@ -215,8 +293,15 @@ def _build(doc: dict[str, Any], file: str, default_name: str) -> ir.Experiment:
             sub = _path_str(path) + ("." + e.field if e.field else "")
             raise SpecError(e.message, file=file, line=_line_of(doc, path), field=sub) from None
 
+    values = values or {}
     b = call(["name"], ExperimentBuilder, doc.get("name", default_name),
-             seed=doc.get("seed", 1), routing=doc.get("routing", "static"))
+             seed=doc.get("seed", 1), routing=doc.get("routing", "static"),
+             params={k: v for k, (_d, v, _desc) in values.items()})
+    for k, (default, _v, desc) in values.items():
+        call(["parameters", k], b.parameter, k, default, desc)
+    if any(k in doc for k in ("idle_swap", "max_duration", "no_idle_swap")):
+        call(["idle_swap"], b.swap_policy, idle=doc.get("idle_swap"),
+             max_duration=doc.get("max_duration"), no_idle_reason=doc.get("no_idle_swap"))
     if "ospf" in doc:
         call(["ospf"], b.ospf_timers, doc["ospf"].get("hello", 1), doc["ospf"].get("dead", 4))
     for node, asn in (doc.get("bgp", {}).get("as") or {}).items():

@@ -338,6 +338,41 @@ class BgpSession:
     b: str
 
 
+# A template parameter's name becomes an environment variable in every node: a shell
+# identifier, and none of the variables a shell or the dynamic linker reads itself.
+PARAMETER_RULE = "a letter, then letters, digits or '_' (at most 64)"
+RESERVED_PARAMETERS = frozenset({
+    "PATH", "HOME", "SHELL", "USER", "LOGNAME", "IFS", "ENV", "BASH_ENV", "PWD", "OLDPWD",
+    "TERM", "LANG", "TZ", "TMPDIR", "HOSTNAME", "PS1", "PS4", "CDPATH", "LD_PRELOAD",
+    "LD_LIBRARY_PATH", "LD_AUDIT", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP"})
+MAX_PARAMETER_VALUE = 4096
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A template parameter (Emulab's ``define-template-parameter``): its default, bound at
+    parse time, the value this instance was parsed with (``-p NAME=VALUE``, else the
+    default), and a description. Values are text, as in ns-2 and in a node's environment,
+    where every parameter is exported under its name."""
+
+    name: str
+    default: str
+    value: str
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class SwapPolicy:
+    """When the facility swaps an active experiment out by itself: after ``idle_s`` seconds
+    without activity in its nodes (engine counters, process CPU, open shells), or
+    ``max_duration_s`` after its swap-in. None: never. ``no_idle_reason``: why idle swap is
+    off (required by ``--no-idle-swap``)."""
+
+    idle_s: float | None = None
+    max_duration_s: float | None = None
+    no_idle_reason: str | None = None
+
+
 @dataclass(frozen=True)
 class Experiment:
     """A whole experiment description."""
@@ -357,6 +392,8 @@ class Experiment:
     asns: tuple[tuple[str, int], ...] = ()            # BGP: node -> AS number
     bgp_sessions: tuple[BgpSession, ...] = ()
     seed: int = 1
+    parameters: tuple[Parameter, ...] = ()
+    swap: SwapPolicy = field(default_factory=SwapPolicy)
     warnings: tuple[str, ...] = ()
     source: Source = field(default_factory=Source)
 
@@ -440,8 +477,14 @@ class Experiment:
                    agents=agents, warnings=tuple(d.get("warnings", ())),
                    asns=tuple((n, int(a)) for n, a in d.get("asns", ())),
                    bgp_sessions=tuple(BgpSession(**x) for x in d.get("bgp_sessions", ())),
+                   parameters=tuple(Parameter(**x) for x in d.get("parameters", ())),
+                   swap=SwapPolicy(**(d.get("swap") or {})),
                    source=src(d.get("source")))
         return Experiment(**top)
+
+    def parameter_values(self) -> dict[str, str]:
+        """Template parameter -> this instance's value (what every node's environment gets)."""
+        return {p.name: p.value for p in self.parameters}
 
     def with_name(self, name: str) -> "Experiment":
         """The same experiment under another name (checked: names become folder names)."""
@@ -525,6 +568,40 @@ def _check_unique_addresses(exp: Experiment) -> None:
             raise _err(f"address {ip} of {who} is already the address of {first}{at}", src,
                        where)
         used[ip] = (who, src)
+
+
+def check_parameter_name(name: str, src: Source | None = None) -> str:
+    """``name`` if it can be a template parameter (an environment variable), else SpecError."""
+    import re
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", name):
+        raise _err(f"template parameter name {name!r} is not valid ({PARAMETER_RULE})", src,
+                   "parameters")
+    if name in RESERVED_PARAMETERS or name.startswith(("LD_", "WANLAB_")):
+        raise _err(f"template parameter name {name!r} is reserved (it would change how "
+                   f"programs in the nodes run); choose another", src, "parameters")
+    return name
+
+
+def _check_parameters(exp: Experiment) -> None:
+    seen: set[str] = set()
+    for p in exp.parameters:
+        check_parameter_name(p.name, exp.source)
+        if p.name in seen:
+            raise _err(f"template parameter {p.name!r} is defined twice", exp.source,
+                       "parameters")
+        seen.add(p.name)
+        for what, v in (("default", p.default), ("value", p.value)):
+            if not isinstance(v, str) or len(v) > MAX_PARAMETER_VALUE or "\0" in v:
+                raise _err(f"template parameter {p.name}: {what} must be text of at most "
+                           f"{MAX_PARAMETER_VALUE} characters without NUL", exp.source,
+                           "parameters")
+    s = exp.swap
+    for what, v in (("idle swap", s.idle_s), ("maximum duration", s.max_duration_s)):
+        if v is not None and not (isinstance(v, (int, float)) and 0 < v <= HORIZON_S):
+            raise _err(f"{what} {v!r}: must be a positive number of seconds (at most "
+                       f"{HORIZON_S:g})", exp.source, "swap")
+    if s.no_idle_reason is not None and not s.no_idle_reason.strip():
+        raise _err("idle swap turned off without a reason", exp.source, "swap")
 
 
 def validate(exp: Experiment) -> Experiment:
@@ -621,6 +698,7 @@ def validate(exp: Experiment) -> Experiment:
     if exp.bgp_sessions and exp.rtproto not in ("session", "ospf", "bgp"):
         raise _err("BGP sessions need routing bgp, ospf or session", exp.source, "routing")
     _check_unique_addresses(exp)
+    _check_parameters(exp)
     for t in exp.timelines:
         claim(t.name, t.kind, t.source)
     for g in exp.groups:

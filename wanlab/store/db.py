@@ -5,7 +5,8 @@ Tables: ``experiments`` (name, short id, state, IR as JSON, seed),
 namespace, TAP, process and file an experiment creates: recorded *before* it
 is created, marked removed after), ``event_log`` (every fired event of each run, with
 its lateness and outcome) and ``flows`` (traffic agents' results). The timeline itself
-is part of the IR.
+is part of the IR. The facility's tables (``templates``, ``runs``, ``batches``,
+``batch_log``) are read and written by :mod:`wanlab.store.facility`.
 Schema changes are numbered migrations applied in order, tracked by
 ``PRAGMA user_version``.
 
@@ -105,6 +106,63 @@ MIGRATIONS: list[str] = [
     # 3: the timeline lives in the IR (experiments.ir); its copy in ``events`` was never read
     """
     DROP TABLE events
+    """,
+    # 4: the facility (wanlab/store/facility.py): versioned templates, the record of every
+    # run of a template (sweeps), the batch queue. Not tied to experiments' rows: a run
+    # or a batch outlives the experiment it created.
+    """
+    CREATE TABLE templates (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        source TEXT NOT NULL,
+        parameters TEXT NOT NULL,
+        created REAL NOT NULL,
+        UNIQUE(name, version),
+        UNIQUE(name, sha256)
+    );
+    CREATE TABLE runs (
+        id INTEGER PRIMARY KEY,
+        template_id INTEGER NOT NULL REFERENCES templates(id),
+        sweep TEXT NOT NULL,
+        mode TEXT NOT NULL,
+        repeat INTEGER NOT NULL,
+        parameters TEXT NOT NULL,
+        seed INTEGER NOT NULL,
+        engine TEXT NOT NULL,
+        kernel TEXT NOT NULL,
+        state TEXT NOT NULL,
+        folder TEXT,
+        result TEXT,
+        error TEXT,
+        started REAL NOT NULL,
+        ended REAL
+    );
+    CREATE TABLE batches (
+        id INTEGER PRIMARY KEY,
+        user TEXT NOT NULL,
+        name TEXT NOT NULL,
+        path TEXT NOT NULL,
+        ir TEXT NOT NULL,
+        state TEXT NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        worker TEXT,
+        folder TEXT,
+        error TEXT,
+        submitted REAL NOT NULL,
+        started REAL,
+        ended REAL
+    );
+    CREATE TABLE batch_log (
+        id INTEGER PRIMARY KEY,
+        batch_id INTEGER NOT NULL REFERENCES batches(id) ON DELETE CASCADE,
+        at REAL NOT NULL,
+        from_state TEXT,
+        to_state TEXT NOT NULL,
+        reason TEXT
+    );
     """,
 ]
 

@@ -203,7 +203,16 @@ def node_argv(store: Store, row: ExperimentRow, ns: str, node: str, argv: list[s
             raise WanlabError(f"node {node}: its holder process died at once")
     caps = ",".join("-" + c for c in DROPPED_CAPS if c not in keep)
     ndir = store.folder(row.name, "nodes", node)
-    return ["sh", "-c", ENTER_SHELL, str(pid), caps, ndir, *argv]
+    return ["sh", "-c", ENTER_SHELL, str(pid), caps, ndir, *_with_parameters(row, argv)]
+
+
+def _with_parameters(row: ExperimentRow, argv: list[str]) -> list[str]:
+    """``argv`` with the experiment's template parameters in its environment (Emulab exported
+    them into every node); names are checked identifiers, values never meet a shell here."""
+    values = row.ir.parameter_values()
+    if not values:
+        return argv
+    return ["env", "--", *(f"{k}={v}" for k, v in values.items()), *argv]
 
 
 def start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: str,

@@ -74,7 +74,15 @@ proc ::wl::emit {} {
         lappend ws [json::lv $w]
     }
     set rt [expr {$::wl::rtproto eq "" ? "null" : [json::lv $::wl::rtproto]}]
-    return "\{\"ok\":true,\"sim\":[json::str $::wl::sim],\"rtproto\":$rt,\"ospf\":\[[join $::wl::ospf ,]\],\"ran\":$::wl::ran,\"unused_params\":[json::strs [dict keys $::wl::tparams]],\"objects\":\[[join $objs ,\n]\],\"events\":\[[join $evs ,\n]\],\"warnings\":\[[join $ws ,\n]\]\}"
+    set tds [list]
+    foreach d $::wl::tdecl {
+        lassign $d tn tdef tdesc tval tf tl
+        if {![string is integer -strict $tl]} { set tl 0 }
+        lappend tds "\[[json::str $tn],[json::str $tdef],[json::str $tdesc],[json::str $tval],[json::str $tf],$tl\]"
+    }
+    set sw [list]
+    dict for {k v} $::wl::swap { lappend sw "[json::str $k]:[json::lv $v]" }
+    return "\{\"ok\":true,\"sim\":[json::str $::wl::sim],\"rtproto\":$rt,\"ospf\":\[[join $::wl::ospf ,]\],\"ran\":$::wl::ran,\"unused_params\":[json::strs [dict keys $::wl::tparams]],\"tparams\":\[[join $tds ,]\],\"swap\":\{[join $sw ,]\},\"objects\":\[[join $objs ,\n]\],\"events\":\[[join $evs ,\n]\],\"warnings\":\[[join $ws ,\n]\]\}"
 }
 
 proc ::wl::emit_error {msg info code} {

@@ -31,6 +31,8 @@ namespace eval ::wl {
     variable ospf ""
     variable ran 0
     variable tparams {}      ;# template parameters given by the caller
+    variable tdecl {}        ;# {name default desc value file line} of each one defined
+    variable swap {}         ;# idle / maxduration / noidle -> located value
     variable procdef         ;# proc name -> {file line} of its definition
     array set procdef {}
     variable anchors         ;# frame level -> {file line}: where that level's lines count from
@@ -666,10 +668,15 @@ proc ::wl::m::Simulator::define-template-parameter {self name default {desc ""}}
 }
 
 proc define-template-parameter {name default {desc ""}} {
+    foreach d $::wl::tdecl {
+        if {[lindex $d 0] eq $name} { ::wl::fail "define-template-parameter: '$name' is defined twice" }
+    }
     if {[dict exists $::wl::tparams $name]} {
         set value [dict get $::wl::tparams $name]
         dict unset ::wl::tparams $name
     } else { set value $default }
+    lassign [::wl::userloc] file line
+    lappend ::wl::tdecl [list $name $default $desc $value $file $line]
     uplevel #0 [list set $name $value]
     return $value
 }

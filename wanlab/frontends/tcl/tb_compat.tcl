@@ -99,6 +99,13 @@ proc tb-set-node-startup {node cmd} {
     ::wl::set_attr $h startcmd $cmd
 }
 
+# wanlab extensions (the facility's swap policy; Emulab set these on its web form):
+# tb-set-idleswap TIME (swap out after TIME without activity), tb-set-maxduration TIME,
+# tb-set-noidleswap "reason". TIME is seconds, or with s/min/h/d.
+proc tb-set-idleswap {time} { dict set ::wl::swap idle [::wl::lv $time] }
+proc tb-set-maxduration {time} { dict set ::wl::swap maxduration [::wl::lv $time] }
+proc tb-set-noidleswap {reason} { dict set ::wl::swap noidle [::wl::lv $reason] }
+
 proc ::wl::ignored {name why} {
     proc ::$name {args} [list ::wl::warn "$name: $why"]
 }
