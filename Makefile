@@ -2,12 +2,13 @@
 # `make install` is their common first step. All are idempotent.
 
 PYTHON ?= python3
-APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux frr traceroute
+APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux frr traceroute \
+	chromium chromium-driver
 PY := $(shell command -v $(PYTHON))
 
-.PHONY: install deps engine python demo test lint test-engine test-python validate bench-swap bench-sim clean
+.PHONY: install deps engine python web demo test lint test-engine test-python validate bench-swap bench-sim clean
 
-install: deps engine python
+install: deps engine python web
 
 deps:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
@@ -20,11 +21,19 @@ engine:
 	cargo build --release --workspace
 
 python:
-	$(PY) -m pip install -q -e '.[plot,test]'
+	$(PY) -m pip install -q -e '.[plot,test,portal]'
 	@printf '#!/bin/sh\nexec %s -m wanlab.cli "$$@"\n' "$(PY)" > /usr/local/bin/wanlab
 	@chmod +x /usr/local/bin/wanlab
 	@ln -sf $(CURDIR)/target/release/wanlab-engine /usr/local/bin/wanlab-engine
 	@ln -sf $(CURDIR)/target/release/wanlab-gen /usr/local/bin/wanlab-gen
+
+# the portal's pages: web/ (cytoscape.js, xterm.js from npm) bundled by esbuild into
+# wanlab/portal/static; npm ci only when the lock file changed
+web:
+	@command -v npm >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; }
+	cd web && { [ node_modules/.package-lock.json -nt package-lock.json ] || \
+		npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent build
 
 demo: install
 	bash examples/demo.sh

@@ -345,6 +345,17 @@ def cmd_plot(lab, a) -> int:
     return 0
 
 
+def cmd_serve(lab, a) -> int:
+    from wanlab.portal.admin import serve
+    lab.close()                 # the portal opens the store per request
+    return serve(a.home, a.listen, a.allow_remote)
+
+
+def cmd_portal(lab, a) -> int:
+    from wanlab.portal.admin import main as portal_main
+    return portal_main(a.home, a.args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wanlab", description="Network experiments on one Linux "
                                 "machine: ns-2/YAML/Python in, namespaces and emulated links out.")
@@ -444,6 +455,15 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("name")
     sp.add_argument("node")
     facility_commands.register(add)
+    sp = add("serve", cmd_serve, "run the web portal (REST API under /api/, live view, "
+             "consoles) for the users and projects of 'wanlab portal'")
+    sp.add_argument("--listen", default="127.0.0.1:8480", help="ADDR:PORT (default "
+                    "127.0.0.1:8480; a non-loopback address needs --allow-remote)")
+    sp.add_argument("--allow-remote", action="store_true", help="listen on a non-loopback "
+                    "address (put a TLS proxy in front)")
+    sp = add("portal", cmd_portal, "the portal's users, projects, members, API tokens and "
+             "audit log: wanlab portal {user,project,member,token,list,audit} ...")
+    sp.add_argument("args", nargs=argparse.REMAINDER)
     return p
 
 
@@ -452,7 +472,7 @@ P_HELP = ("a template parameter's value (define-template-parameter, YAML paramet
 
 
 # commands that may create the state folder; the others refuse a missing one (a typo)
-CREATING = ("create", "run", "compare", "sweep", "template", "batch")
+CREATING = ("create", "run", "compare", "sweep", "template", "batch", "serve", "portal")
 
 
 def main(argv: list[str] | None = None) -> int:

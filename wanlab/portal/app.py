@@ -1,0 +1,523 @@
+"""The portal's ASGI application: the REST API under ``/api/``, its WebSockets, the pages.
+
+Every API route but ``/api/login`` needs a user (a session cookie or an API token; else
+401). Every route of one experiment first checks that the user may drive it (a member of
+its project, or an administrator; else 403), before it looks at the experiment at all, so a
+foreign experiment and a missing one look the same. State-changing requests with a session
+cookie need the CSRF header (auth.py). Operations go through :class:`wanlab.lifecycle.Lab`,
+the same code the CLI runs; changes of a running experiment (link parameters, up/down, any
+event) go through the experiment's event scheduler exactly as ``wanlab tevc`` does.
+
+Errors are JSON ``{"error": ...}``: 400 for a user's mistake (with ``file`` and ``line`` for
+a description that does not parse), 401/403 for authentication and authorisation, 404 for
+an unknown object of an experiment the user may see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from fastapi import FastAPI, Request, WebSocket
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
+
+from wanlab.errors import WanlabError
+from wanlab.lifecycle import Lab
+from wanlab.plan.plan import make_plan
+from wanlab.portal import audit, auth, consoles, live, projects, specs, tables
+
+STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
+
+
+class NotFound(WanlabError):
+    pass
+
+
+# -- request bodies (they make the OpenAPI schema) ------------------------------------
+class Login(BaseModel):
+    user: str
+    password: str
+
+
+class NewToken(BaseModel):
+    label: str = ""
+    days: float | None = Field(None, gt=0, description="expiry; none = never")
+
+
+class NewMember(BaseModel):
+    user: str
+    role: Literal["leader", "member"] = "member"
+
+
+class NewExperiment(BaseModel):
+    project: str
+    filename: str = Field(..., description="the uploaded file's name: .tcl/.ns or .yaml/.yml")
+    text: str
+    name: str | None = Field(None, description="experiment name (default: the spec's)")
+    swapin: bool = True
+    check_only: bool = Field(False, description="parse only: report errors, create nothing")
+
+
+class LinkChange(BaseModel):
+    delay: str | None = Field(None, examples=["50ms"])
+    bandwidth: str | None = Field(None, examples=["10Mb"])
+    loss: str | None = Field(None, examples=["0.01"])
+    state: Literal["up", "down"] | None = None
+
+
+class Event(BaseModel):
+    time: str = Field("now", description="now, +SECONDS, or SECONDS since t = 0")
+    object: str
+    event: str
+    args: list[str] = []
+
+
+class CaptureStart(BaseModel):
+    link: str
+
+
+@dataclass
+class Ctx:
+    """One request's view: the store (through the life cycle) and who asks."""
+    lab: Lab
+    user: auth.User
+    owner: dict[str, str] | None = None
+
+    @property
+    def db(self):
+        return self.lab.store.db
+
+    def audit(self, action: str, experiment: str | None = None, detail: str = "") -> int:
+        project = self.owner["project"] if self.owner else None
+        return audit.record(self.db, self.user.name, action, experiment, project, detail)
+
+
+def _origin_ok(headers) -> bool:
+    """A browser's WebSocket carries cookies cross-site; accept only our own pages' origin."""
+    origin = headers.get("origin")
+    return origin is None or urlsplit(origin).netloc == headers.get("host")
+
+
+def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
+    boot = Lab(home)            # makes the store if needed, and the portal's tables
+    home = boot.store.home
+    tables.migrate(boot.store.db)
+    boot.close()
+
+    app = FastAPI(title="wanlab portal", version="1", openapi_url="/api/openapi.json",
+                  docs_url="/api/docs", redoc_url=None,
+                  description="Experiments, live statistics, events and consoles of a "
+                              "wanlab facility. Authenticate with a session (POST /api/login;"
+                              " then send X-CSRF-Token on changes) or 'Authorization: Bearer "
+                              "TOKEN'.")
+
+    @contextlib.contextmanager
+    def session(request: Request | WebSocket, name: str | None = None,
+                method: str | None = None) -> Iterator[Ctx]:
+        lab = Lab(home, create=False)
+        try:
+            user = auth.authenticate(lab.store.db, method or request.scope.get("method", "GET"),
+                                     request.headers.get("authorization"),
+                                     request.cookies.get(auth.SESSION_COOKIE),
+                                     request.headers.get(auth.CSRF_HEADER))
+            ctx = Ctx(lab, user)
+            if name is not None:
+                ctx.owner = projects.may_drive(lab.store.db, user, name)
+                if lab.store.find(name) is None:
+                    raise NotFound(f"no experiment named {name!r}")
+            yield ctx
+        finally:
+            lab.close()
+
+    # -- errors ----------------------------------------------------------------
+    @app.exception_handler(auth.AuthError)
+    async def _auth_error(request: Request, e: auth.AuthError):
+        return JSONResponse({"error": e.message}, status_code=e.status)
+
+    @app.exception_handler(specs.UploadError)
+    async def _upload_error(request: Request, e: specs.UploadError):
+        return JSONResponse({"error": e.message, "file": e.file, "line": e.line},
+                            status_code=400)
+
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, e: NotFound):
+        return JSONResponse({"error": str(e)}, status_code=404)
+
+    @app.exception_handler(WanlabError)
+    async def _user_error(request: Request, e: WanlabError):
+        return JSONResponse({"error": str(e)}, status_code=400)
+
+    # -- who ---------------------------------------------------------------------
+    @app.post("/api/login", tags=["auth"])
+    def login(body: Login, request: Request):
+        """Start a session: sets the session cookie; returns the CSRF token for changes."""
+        lab = Lab(home, create=False)
+        try:
+            user, secret, csrf = auth.login(lab.store.db, body.user, body.password)
+            audit.record(lab.store.db, user.name, "login")
+        finally:
+            lab.close()
+        resp = JSONResponse({"user": user.name, "admin": user.admin, "csrf": csrf})
+        resp.set_cookie(auth.SESSION_COOKIE, secret, max_age=auth.SESSION_TTL_S,
+                        httponly=True, samesite="strict", path="/",
+                        secure=request.url.scheme == "https")
+        return resp
+
+    @app.post("/api/logout", tags=["auth"])
+    def logout(request: Request):
+        with session(request) as c:
+            auth.logout(c.db, request.cookies.get(auth.SESSION_COOKIE, ""))
+        resp = JSONResponse({"ok": True})
+        resp.delete_cookie(auth.SESSION_COOKIE, path="/")
+        return resp
+
+    @app.get("/api/me", tags=["auth"])
+    def me(request: Request):
+        """Who you are, your projects and roles, and (with a session) the CSRF token."""
+        with session(request) as c:
+            found = auth.session(c.db, request.cookies.get(auth.SESSION_COOKIE, "")) \
+                if request.cookies.get(auth.SESSION_COOKIE) else None
+            return {"user": c.user.name, "admin": c.user.admin,
+                    "projects": projects.memberships(c.db, c.user),
+                    "csrf": found[1] if found else None}
+
+    @app.post("/api/tokens", tags=["auth"])
+    def new_token(body: NewToken, request: Request):
+        """A new API token for scripts (shown once)."""
+        with session(request) as c:
+            c.audit("token", detail=body.label)
+            ttl = None if body.days is None else body.days * 86400
+            return {"token": auth.new_token(c.db, c.user.id, body.label, ttl)}
+
+    @app.get("/api/projects", tags=["projects"])
+    def list_projects(request: Request):
+        with session(request) as c:
+            mine = projects.memberships(c.db, c.user)
+            return [p for p in projects.projects(c.db) if c.user.admin or p["name"] in mine]
+
+    @app.post("/api/projects/{project}/members", tags=["projects"])
+    def add_member(project: str, body: NewMember, request: Request):
+        """Add (or change the role of) a member: an administrator or the project's leader."""
+        with session(request) as c:
+            projects.may_add_members(c.db, c.user, project)
+            projects.add_member(c.db, project, body.user, body.role)
+            audit.record(c.db, c.user.name, "member add", None, project,
+                         f"{body.user} as {body.role}")
+            return {"ok": True}
+
+    @app.get("/api/audit", tags=["projects"])
+    def audit_log(request: Request, limit: int = 200):
+        """Who did what: everything for an administrator, else your projects' rows."""
+        with session(request) as c:
+            mine = None if c.user.admin else list(projects.memberships(c.db, c.user))
+            return audit.rows(c.db, projects=mine, limit=min(max(limit, 1), 1000))
+
+    # -- experiments ---------------------------------------------------------------
+    @app.get("/api/experiments", tags=["experiments"])
+    def list_experiments(request: Request):
+        """The experiments you may see, with state, project and owner."""
+        with session(request) as c:
+            owners = projects.owners(c.db)
+            mine = projects.memberships(c.db, c.user)
+            out = []
+            for row in c.lab.list():
+                own = owners.get(row.name)
+                if c.user.admin or (own and own["project"] in mine):
+                    out.append({"name": row.name, "state": row.state, "error": row.error,
+                                "project": own["project"] if own else None,
+                                "owner": own["owner"] if own else "root",
+                                "nodes": len(row.ir.nodes), "links": len(row.ir.links),
+                                "lans": len(row.ir.lans), "updated": row.updated})
+            return out
+
+    @app.post("/api/experiments", tags=["experiments"])
+    def create(body: NewExperiment, request: Request):
+        """Create (and by default swap in) an experiment from an uploaded ns or YAML text;
+        a parse error is 400 with the parser's ``line``."""
+        with session(request) as c:
+            pid = projects.may_create_in(c.db, c.user, body.project)
+            exp, warnings = specs.parse(body.filename, body.text, body.name)
+            make_plan(exp, "0000")
+            summary = {"name": exp.name, "nodes": len(exp.nodes), "links": len(exp.links),
+                       "lans": len(exp.lans), "events": len(exp.events),
+                       "warnings": warnings}
+            if body.check_only:
+                return {"ok": True, **summary}
+            if c.lab.store.find(exp.name) is not None:
+                raise WanlabError(f"an experiment named {exp.name!r} already exists")
+            projects.claim(c.db, exp.name, pid, c.user)
+            c.owner = projects.owner(c.db, exp.name)
+            rid = c.audit("create", exp.name, body.filename)
+            try:
+                row = c.lab.create(exp, source_path=None, swapin=body.swapin)
+            except BaseException as e:
+                if c.lab.store.find(exp.name) is None:
+                    projects.release(c.db, exp.name)
+                audit.failed(c.db, rid, str(e))
+                raise
+            return {"ok": True, **summary, "state": row.state}
+
+    def _op(name: str, request: Request, action: str, fn) -> dict[str, Any]:
+        with session(request, name) as c:
+            rid = c.audit(action, name)
+            try:
+                fn(c)
+            except BaseException as e:
+                audit.failed(c.db, rid, str(e))
+                raise
+            row = c.lab.store.find(name)
+            return {"ok": True, "state": row.state if row else "terminated"}
+
+    @app.post("/api/experiments/{name}/swapin", tags=["experiments"])
+    def swapin(name: str, request: Request, repair: bool = False):
+        return _op(name, request, "swapin", lambda c: c.lab.swapin(name, repair=repair))
+
+    @app.post("/api/experiments/{name}/swapout", tags=["experiments"])
+    def swapout(name: str, request: Request):
+        return _op(name, request, "swapout", lambda c: c.lab.swapout(name))
+
+    @app.post("/api/experiments/{name}/terminate", tags=["experiments"])
+    def terminate(name: str, request: Request):
+        def go(c: Ctx) -> None:
+            c.lab.terminate(name)
+            projects.release(c.db, name)
+        return _op(name, request, "terminate", go)
+
+    @app.get("/api/experiments/{name}", tags=["experiments"])
+    def show(name: str, request: Request):
+        """State, nodes, addresses, routes, links and counters (as ``wanlab show``), with
+        the topology the live view draws."""
+        with session(request, name) as c:
+            out = c.lab.show(name)
+            out.pop("folder", None)       # the state folder is root's business
+            out["topology"] = topology(c.lab, name)
+            out["owner"] = c.owner
+            return out
+
+    @app.get("/api/experiments/{name}/stats", tags=["live"])
+    def stats(name: str, request: Request):
+        """The engine's counters now (cumulative; docs/engine-protocol.md)."""
+        with session(request, name) as c, c.lab.engine(name) as e:
+            return e.call("stats")
+
+    @app.post("/api/experiments/{name}/links/{link}", tags=["live"])
+    def change_link(name: str, link: str, body: LinkChange, request: Request):
+        """Change a link's or LAN's delay, bandwidth, loss or state now, through the
+        experiment's event scheduler (as ``wanlab tevc``): it enters the event log."""
+        with session(request, name) as c:
+            kind = c.lab.get(name).ir.kinds().get(link)
+            if kind not in ("link", "lan"):
+                raise NotFound(f"{link!r} is not a link or LAN of experiment {name!r}")
+            words = [[w, v] for w, v in (("delay", body.delay), ("bandwidth", body.bandwidth),
+                                         ("plr", body.loss)) if v is not None]
+            if body.state:
+                words.append([body.state])
+            if not words:
+                raise WanlabError("nothing to change: give delay, bandwidth, loss or state")
+            rid = c.audit("link", name, f"{link} " + " ".join(" ".join(w) for w in words))
+            replies = []
+            try:
+                for action, *args in words:
+                    replies.append(c.lab.tevc(name, "now", link, action, args, wait=True))
+            except BaseException as e:
+                audit.failed(c.db, rid, str(e))
+                raise
+            bad = [r for r in replies if r.get("outcome", "ok") != "ok"]
+            if bad:
+                raise WanlabError("; ".join(str(r.get("detail")) for r in bad))
+            return {"ok": True, "replies": replies}
+
+    @app.post("/api/experiments/{name}/tevc", tags=["live"])
+    def tevc(name: str, body: Event, request: Request):
+        """Send an event, as ``wanlab tevc -w``."""
+        with session(request, name) as c:
+            rid = c.audit("tevc", name, " ".join([body.time, body.object, body.event,
+                                                  *body.args]))
+            try:
+                wait = body.time == "now"
+                return c.lab.tevc(name, body.time, body.object, body.event, body.args,
+                                  wait=wait)
+            except BaseException as e:
+                audit.failed(c.db, rid, str(e))
+                raise
+
+    @app.get("/api/experiments/{name}/events", tags=["live"])
+    def events(name: str, request: Request):
+        """The event log of the current run."""
+        with session(request, name) as c:
+            return c.lab.event_log(name)
+
+    @app.get("/api/experiments/{name}/flows", tags=["results"])
+    def flows(name: str, request: Request):
+        with session(request, name) as c:
+            return c.lab.flows(name)
+
+    @app.get("/api/experiments/{name}/plot", tags=["results"])
+    def plot(name: str, request: Request):
+        """A PNG of every flow's throughput over time in the latest run."""
+        with session(request, name) as c:
+            if not c.lab.flows(name):
+                raise NotFound(f"experiment {name!r} has no flows to plot yet")
+            return FileResponse(c.lab.plot(name), media_type="image/png")
+
+    @app.get("/api/experiments/{name}/audit", tags=["results"])
+    def exp_audit(name: str, request: Request):
+        with session(request, name) as c:
+            return audit.rows(c.db, experiment=name)
+
+    @app.get("/api/experiments/{name}/captures", tags=["results"])
+    def captures(name: str, request: Request):
+        """The experiment's packet captures (pcap files in its folder)."""
+        with session(request, name) as c:
+            return [{"file": rel, "bytes": size}
+                    for rel, (_, size) in _captures(c.lab, name).items()]
+
+    @app.post("/api/experiments/{name}/captures", tags=["results"])
+    def capture_start(name: str, body: CaptureStart, request: Request):
+        """Start capturing a link (both directions) into a new pcap file."""
+        with session(request, name) as c:
+            if c.lab.get(name).ir.kinds().get(body.link) != "link":
+                raise NotFound(f"{body.link!r} is not a link of experiment {name!r}")
+            c.audit("capture", name, body.link)
+            folder = c.lab.store.folder(name, "captures")
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            rel = f"captures/{body.link}-{time.strftime('%Y%m%d-%H%M%S')}.pcap"
+            with c.lab.engine(name) as e:
+                e.call("capture_start", target=body.link, dir="both", path=rel)
+            return {"ok": True, "file": rel}
+
+    @app.post("/api/experiments/{name}/captures/stop", tags=["results"])
+    def capture_stop(name: str, request: Request):
+        with session(request, name) as c, c.lab.engine(name) as e:
+            e.call("capture_stop")
+            return {"ok": True}
+
+    @app.get("/api/experiments/{name}/captures/{file:path}", tags=["results"])
+    def capture_file(name: str, file: str, request: Request):
+        """Download one capture (only files the listing shows)."""
+        with session(request, name) as c:
+            found = _captures(c.lab, name).get(file)
+            if found is None:
+                raise NotFound(f"no capture {file!r}")
+            with contextlib.suppress(Exception), c.lab.engine(name) as e:
+                e.call("capture_snapshot")
+            return FileResponse(found[0], media_type="application/vnd.tcpdump.pcap",
+                                filename=os.path.basename(file))
+
+    # -- WebSockets --------------------------------------------------------------------
+    async def _ws_enter(ws: WebSocket, name: str) -> Ctx | None:
+        """Authenticate a WebSocket before accepting it; a refusal is an HTTP 401/403."""
+        from starlette.concurrency import run_in_threadpool
+
+        def check() -> tuple[int, str] | None:
+            if not _origin_ok(ws.headers):
+                return 403, "cross-origin WebSocket refused"
+            try:
+                with session(ws, name, method="GET") as c:
+                    if "/console/" in ws.url.path:
+                        c.audit("console", name, ws.url.path.rsplit("/", 1)[-1])
+            except auth.AuthError as e:
+                return e.status, e.message
+            except NotFound as e:
+                return 404, str(e)
+            return None
+
+        refused = await run_in_threadpool(check)
+        if refused is not None:
+            await ws.send_denial_response(JSONResponse({"error": refused[1]},
+                                                       status_code=refused[0]))
+            return None
+        await ws.accept()
+        return True
+
+    @app.websocket("/api/experiments/{name}/live")
+    async def live_ws(ws: WebSocket, name: str):
+        """Once a second: state, engine counters and new event-log rows."""
+        if await _ws_enter(ws, name):
+            await live.stream(ws, home, name)
+
+    @app.websocket("/api/experiments/{name}/console/{node}")
+    async def console_ws(ws: WebSocket, name: str, node: str):
+        """A shell in ``node`` (as ``wanlab shell``) on a terminal, over this socket."""
+        from starlette.concurrency import run_in_threadpool
+        if not await _ws_enter(ws, name):
+            return
+
+        def argv() -> list[str]:
+            lab = Lab(home, create=False)
+            try:
+                return lab.node_argv(name, node, [consoles.SHELL])
+            finally:
+                lab.close()
+        try:
+            cmd = await run_in_threadpool(argv)
+        except WanlabError as e:
+            await ws.send_bytes(f"\r\nwanlab: {e}\r\n".encode())
+            await ws.close(code=4400)
+            return
+        await consoles.bridge(ws, cmd)
+
+    @app.get("/api/{rest:path}", include_in_schema=False)
+    def api_unknown(rest: str):
+        return JSONResponse({"error": f"no API route /api/{rest}"}, status_code=404)
+
+    if os.path.isfile(os.path.join(static_dir, "index.html")):
+        app.mount("/", StaticFiles(directory=static_dir, html=True), name="pages")
+    else:
+        @app.get("/", include_in_schema=False)
+        def unbuilt():
+            return HTMLResponse("<p>The portal's pages are not built: run <code>make "
+                                "install</code> (npm builds web/ into "
+                                "wanlab/portal/static). The API is at /api/.</p>")
+    return app
+
+
+def topology(lab: Lab, name: str) -> dict[str, Any]:
+    """Nodes (with kind: emulated or simulated, and role: router or host), links and LANs
+    with their parameters, for the live view."""
+    row = lab.get(name)
+    plan = make_plan(row.ir, row.short)
+    degree: dict[str, int] = {n.name: 0 for n in row.ir.nodes}
+    for l in row.ir.links:
+        degree[l.a] = degree.get(l.a, 0) + 1
+        degree[l.b] = degree.get(l.b, 0) + 1
+    for lan in row.ir.lans:
+        for m in lan.members:
+            degree[m.node] = degree.get(m.node, 0) + 1
+    nodes = []
+    for n in row.ir.nodes:
+        p = plan.nodes.get(n.name)
+        nodes.append({"name": n.name, "kind": "simulated" if p and p.simulated else "emulated",
+                      "role": "router" if degree.get(n.name, 0) > 1 else "host",
+                      "addresses": [f"{i.ip}/{i.prefixlen}" for i in p.interfaces] if p else []})
+
+    def params(lp) -> dict[str, Any]:
+        return {"bandwidth_bps": lp.bandwidth_bps, "delay_s": lp.delay_s, "loss": lp.loss,
+                "queue": lp.queue.kind, "limit": lp.queue.limit}
+    return {"nodes": nodes,
+            "links": [{"name": l.name, "a": l.a, "b": l.b, "ab": params(l.ab),
+                       "ba": params(l.ba)} for l in row.ir.links],
+            "lans": [{"name": lan.name, "members": [m.node for m in lan.members],
+                      "bandwidth_bps": lan.bandwidth_bps, "delay_s": lan.delay_s,
+                      "loss": lan.loss} for lan in row.ir.lans]}
+
+
+def _captures(lab: Lab, name: str) -> dict[str, tuple[str, int]]:
+    """Relative path -> (absolute path, size) of every regular ``*.pcap`` file in the
+    experiment's folder (symbolic links are not followed)."""
+    base = lab.store.folder(name)
+    out: dict[str, tuple[str, int]] = {}
+    for root, dirs, files in os.walk(base, followlinks=False):
+        dirs[:] = [d for d in dirs if d != "nodes"]
+        for f in files:
+            path = os.path.join(root, f)
+            if f.endswith(".pcap") and os.path.isfile(path) and not os.path.islink(path):
+                out[os.path.relpath(path, base)] = (path, os.path.getsize(path))
+    return out

@@ -1,0 +1,158 @@
+"""Users, projects and members, and who may touch which experiment (Emulab's model).
+
+A project has members, each a ``leader`` or a ``member``. An experiment created through the
+portal belongs to one project (``portal_experiments``); every member of that project sees
+and drives it, and nobody else does. A user with the administrator flag (made by root with
+``wanlab portal user add --admin``) sees every experiment, including those root made with
+the CLI, which belong to no project. Only an administrator or a project's leader adds
+members to a project.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from typing import Any
+
+from wanlab.errors import WanlabError
+from wanlab.portal.auth import AuthError, User, hash_password
+from wanlab.portal.tables import ROLES
+
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+
+
+def check_name(kind: str, name: str) -> str:
+    if not _NAME.match(name or ""):
+        raise WanlabError(f"bad {kind} name {name!r}: a lower-case letter, then lower-case "
+                          f"letters, digits, '_' or '-' (at most 32)")
+    return name
+
+
+def add_user(db: sqlite3.Connection, name: str, password: str, admin: bool = False) -> int:
+    check_name("user", name)
+    if len(password) < 8:
+        raise WanlabError("a password has at least 8 characters")
+    try:
+        return db.execute("INSERT INTO portal_users(name, pw_hash, admin, created)"
+                          " VALUES (?,?,?,?)", (name, hash_password(password), int(admin),
+                                                time.time())).lastrowid
+    except sqlite3.IntegrityError:
+        raise WanlabError(f"a user named {name!r} exists") from None
+
+
+def set_password(db: sqlite3.Connection, name: str, password: str) -> None:
+    if len(password) < 8:
+        raise WanlabError("a password has at least 8 characters")
+    user_id(db, name)
+    db.execute("UPDATE portal_users SET pw_hash = ? WHERE name = ?",
+               (hash_password(password), name))
+
+
+def user_id(db: sqlite3.Connection, name: str) -> int:
+    row = db.execute("SELECT id FROM portal_users WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise WanlabError(f"no user named {name!r}")
+    return row[0]
+
+
+def add_project(db: sqlite3.Connection, name: str, description: str = "") -> int:
+    check_name("project", name)
+    try:
+        return db.execute("INSERT INTO portal_projects(name, description, created)"
+                          " VALUES (?,?,?)", (name, description, time.time())).lastrowid
+    except sqlite3.IntegrityError:
+        raise WanlabError(f"a project named {name!r} exists") from None
+
+
+def project_id(db: sqlite3.Connection, name: str) -> int:
+    row = db.execute("SELECT id FROM portal_projects WHERE name = ?", (name,)).fetchone()
+    if row is None:
+        raise WanlabError(f"no project named {name!r}")
+    return row[0]
+
+
+def add_member(db: sqlite3.Connection, project: str, user: str, role: str = "member") -> None:
+    if role not in ROLES:
+        raise WanlabError(f"unknown role {role!r}; roles are {', '.join(ROLES)}")
+    db.execute("INSERT INTO portal_members(project_id, user_id, role) VALUES (?,?,?) "
+               "ON CONFLICT(project_id, user_id) DO UPDATE SET role = excluded.role",
+               (project_id(db, project), user_id(db, user), role))
+
+
+def remove_member(db: sqlite3.Connection, project: str, user: str) -> None:
+    db.execute("DELETE FROM portal_members WHERE project_id = ? AND user_id = ?",
+               (project_id(db, project), user_id(db, user)))
+
+
+def memberships(db: sqlite3.Connection, user: User) -> dict[str, str]:
+    """``{project: role}`` of ``user``."""
+    return {r[0]: r[1] for r in db.execute(
+        "SELECT p.name, m.role FROM portal_members m JOIN portal_projects p"
+        " ON p.id = m.project_id WHERE m.user_id = ? ORDER BY p.name", (user.id,))}
+
+
+def projects(db: sqlite3.Connection) -> list[dict[str, Any]]:
+    out = []
+    for p in db.execute("SELECT * FROM portal_projects ORDER BY name").fetchall():
+        members = {r[0]: r[1] for r in db.execute(
+            "SELECT u.name, m.role FROM portal_members m JOIN portal_users u"
+            " ON u.id = m.user_id WHERE m.project_id = ? ORDER BY u.name", (p["id"],))}
+        out.append({"name": p["name"], "description": p["description"], "members": members})
+    return out
+
+
+def users(db: sqlite3.Connection) -> list[dict[str, Any]]:
+    return [{"name": r["name"], "admin": bool(r["admin"])}
+            for r in db.execute("SELECT * FROM portal_users ORDER BY name")]
+
+
+def may_add_members(db: sqlite3.Connection, user: User, project: str) -> None:
+    if not user.admin and memberships(db, user).get(project) != "leader":
+        raise AuthError(403, f"only an administrator or a leader of {project!r} adds members")
+
+
+# -- experiments ----------------------------------------------------------------
+def owner(db: sqlite3.Connection, exp_name: str) -> dict[str, str] | None:
+    """``{"project": ..., "owner": ...}`` of a portal experiment, None for root's own."""
+    r = db.execute("SELECT p.name, u.name FROM portal_experiments e"
+                   " JOIN portal_projects p ON p.id = e.project_id"
+                   " JOIN portal_users u ON u.id = e.owner_id WHERE e.name = ?",
+                   (exp_name,)).fetchone()
+    return None if r is None else {"project": r[0], "owner": r[1]}
+
+
+def owners(db: sqlite3.Connection) -> dict[str, dict[str, str]]:
+    return {r[0]: {"project": r[1], "owner": r[2]} for r in db.execute(
+        "SELECT e.name, p.name, u.name FROM portal_experiments e"
+        " JOIN portal_projects p ON p.id = e.project_id"
+        " JOIN portal_users u ON u.id = e.owner_id")}
+
+
+def may_create_in(db: sqlite3.Connection, user: User, project: str) -> int:
+    pid = project_id(db, project)
+    if not user.admin and project not in memberships(db, user):
+        raise AuthError(403, f"you are not a member of project {project!r}")
+    return pid
+
+
+def claim(db: sqlite3.Connection, exp_name: str, project_id_: int, user: User) -> None:
+    """Record that ``exp_name`` belongs to a project, before it is created; a stale claim
+    (its experiment is gone) is replaced."""
+    db.execute("INSERT OR REPLACE INTO portal_experiments(name, project_id, owner_id, created)"
+               " VALUES (?,?,?,?)", (exp_name, project_id_, user.id, time.time()))
+
+
+def release(db: sqlite3.Connection, exp_name: str) -> None:
+    db.execute("DELETE FROM portal_experiments WHERE name = ?", (exp_name,))
+
+
+def may_drive(db: sqlite3.Connection, user: User, exp_name: str) -> dict[str, str] | None:
+    """Allow ``user`` to see and drive experiment ``exp_name``, else AuthError 403; returns
+    its owner record (None for root's own)."""
+    own = owner(db, exp_name)
+    if user.admin:
+        return own
+    if own is None or own["project"] not in memberships(db, user):
+        raise AuthError(403, f"experiment {exp_name!r} belongs to a project you are not in")
+    return own
