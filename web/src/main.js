@@ -92,7 +92,8 @@ function opButtons(name, st, after) {
       flash(`${label} ${name} ...`, false);
       if (await guard(() => api('POST', `/experiments/${enc(name)}/${what}`))) {
         flash(`${name}: ${label} done`, false);
-        after();
+        if (what === 'terminate' && location.hash !== '#/') location.hash = '#/';
+        else after();
       }
     } }, label);
   const out = [];

@@ -47,7 +47,9 @@ export function buildGraph(container, topo, onSelect) {
   }
   const cy = cytoscape({
     container, elements: els, wheelSensitivity: 0.3, minZoom: 0.05, maxZoom: 4,
-    layout: { name: topo.nodes.length > 60 ? 'grid' : 'cose', animate: false, padding: 30 },
+    layout: topo.nodes.length > 60 ? { name: 'grid', padding: 30 }
+      : { name: 'cose', animate: false, padding: 30, idealEdgeLength: () => 140,
+          nodeRepulsion: () => 400000, randomize: false },
     style: [
       { selector: 'node', style: {
         label: 'data(label)', shape: 'data(shape)', 'font-size': 11, 'text-valign': 'bottom',
@@ -69,6 +71,10 @@ export function buildGraph(container, topo, onSelect) {
                                         'overlay-padding': 6 } },
     ],
   });
+  if (cy.zoom() > 1.4) {       // a small experiment: do not blow three nodes up to the page
+    cy.zoom(1.4);
+    cy.center();
+  }
   cy.on('tap', 'edge', (ev) => onSelect({ type: ev.target.data('type'),
                                           name: ev.target.data('obj') }));
   cy.on('tap', 'node', (ev) => onSelect({ type: ev.target.data('type'),
