@@ -18,7 +18,6 @@ import time
 import urllib.request
 
 import pytest
-
 from conftest import ROOT, needs_root
 
 selenium = pytest.importorskip("selenium")
