@@ -45,14 +45,18 @@ export function buildGraph(container, topo, onSelect) {
     els.push({ data: { id: `e:${l.name}`, source: `n:${l.a}`, target: `n:${l.b}`, obj: l.name,
                        type: 'link', label: l.name, colour: '#7a8', width: 3, style: 'solid' } });
   }
+  const big = els.length > 300;
   const cy = cytoscape({
     container, elements: els, wheelSensitivity: 0.3, minZoom: 0.05, maxZoom: 4,
+    // a big graph: one device pixel per CSS pixel, a cached texture while panning
+    pixelRatio: big ? 1 : 'auto', textureOnViewport: big, hideEdgesOnViewport: big,
     layout: topo.nodes.length > 60 ? { name: 'grid', padding: 30 }
       : { name: 'cose', animate: false, padding: 30, idealEdgeLength: () => 140,
           nodeRepulsion: () => 400000, randomize: false },
     style: [
       { selector: 'node', style: {
         label: 'data(label)', shape: 'data(shape)', 'font-size': 11, 'text-valign': 'bottom',
+        'min-zoomed-font-size': 7,
         'text-margin-y': 4, width: 30, height: 30, 'background-color': '#3b6ea8',
         'border-width': 2, 'border-color': '#1d3f66' } },
       { selector: 'node[kind = "simulated"]', style: { 'background-color': '#9a6fc0',
@@ -64,13 +68,16 @@ export function buildGraph(container, topo, onSelect) {
         width: 'data(width)', 'line-color': 'data(colour)', 'line-style': 'data(style)',
         label: 'data(label)', 'font-size': 10, 'text-background-color': '#fff',
         'text-background-opacity': 0.8, 'text-background-padding': 2,
-        'curve-style': 'bezier' } },
+        'min-zoomed-font-size': 7,
+        // straight lines drawn in bulk for a big graph; bezier (parallel links apart) else
+        'curve-style': big ? 'haystack' : 'bezier', 'haystack-radius': 0 } },
       { selector: 'edge[?down]', style: { 'line-color': '#999', 'line-style': 'dotted',
                                          color: '#b00' } },
       { selector: ':selected', style: { 'overlay-color': '#2a7de1', 'overlay-opacity': 0.25,
                                         'overlay-padding': 6 } },
     ],
   });
+  cy.scratch('wanlabBig', big);
   if (cy.zoom() > 1.4) {       // a small experiment: do not blow three nodes up to the page
     cy.zoom(1.4);
     cy.center();
@@ -99,6 +106,7 @@ export function applyLive(cy, topo, prev, msg) {
   const now = (msg.now_ns || 0) / 1e9;
   const out = {};
   const bw = new Map(topo.links.map((l) => [l.name, l]));
+  const big = cy.scratch('wanlabBig');   // labels without rates: no text to re-lay out
   cy.batch(() => {
     for (const [name, s] of Object.entries(msg.links || {})) {
       const l = bw.get(name);
@@ -112,12 +120,15 @@ export function applyLive(cy, topo, prev, msg) {
       const uBa = l && l.ba.bandwidth_bps ? ba.bps / l.ba.bandwidth_bps : ba.bps / 1e9;
       const u = Math.max(uAb, uBa);
       const drops = ab.dropsPerS + ba.dropsPerS;
-      e.data({
-        down: !s.up, width: 2 + 10 * Math.min(1, u), colour: utilColour(u),
+      const q = Math.round(20 * Math.min(1, u)) / 20;    // 5 % steps: fewer restyles
+      const next = {
+        down: !s.up, width: 2 + 10 * q, colour: utilColour(q),
         style: drops > 0 && s.up ? 'dashed' : 'solid',
-        label: s.up ? `${name} ${fmtRate(Math.max(ab.bps, ba.bps))}`
-                    + (drops > 0 ? ` ✕${drops.toFixed(0)}/s` : '') : `${name} (down)`,
-      });
+        label: !s.up ? `${name} (down)` : big ? name
+          : `${name} ${fmtRate(Math.max(ab.bps, ba.bps))}` + (drops > 0 ? ` ✕${drops.toFixed(0)}/s` : ''),
+      };
+      const old = e.data();
+      if (Object.keys(next).some((k) => old[k] !== next[k])) e.data(next);
     }
   });
   return out;
