@@ -48,9 +48,9 @@ def portal(tmp_path):
     projects.add_project(db, "red")
     projects.add_member(db, "blue", "alice", "leader")
     projects.add_member(db, "red", "bob", "member")
-    lab.create(pair("blue-exp"), swapin=False)
     alice = auth.User(projects.user_id(db, "alice"), "alice", False)
-    projects.claim(db, "blue-exp", projects.project_id(db, "blue"), alice)
+    projects.claim(db, "blue-exp", projects.project_id(db, "blue"), alice)   # as the portal
+    lab.create(pair("blue-exp"), swapin=False)
     tokens = {u: auth.new_token(db, projects.user_id(db, u)) for u in ("alice", "bob", "admin")}
     lab.close()
     with warnings.catch_warnings():
@@ -264,3 +264,21 @@ def test_admin_commands(tmp_path, monkeypatch, capsys):
     assert lab.store.db.execute("SELECT version FROM portal_meta").fetchone()[0] == \
         len(tables.MIGRATIONS)
     lab.close()
+
+
+def test_a_claim_outlives_no_experiment(portal):
+    """Root terminates a project's experiment with the CLI and makes another of the same
+    name: the new one is root's, not the project's."""
+    _, client, tokens, home = portal
+    a = bearer(tokens["alice"])
+    assert client.get("/api/experiments/blue-exp", headers=a).status_code == 200
+    lab = Lab(home)
+    try:
+        lab.terminate("blue-exp")
+        lab.create(pair("blue-exp"), swapin=False)
+    finally:
+        lab.close()
+    assert client.get("/api/experiments/blue-exp", headers=a).status_code == 403
+    assert client.get("/api/experiments", headers=a).json() == []
+    mine = client.get("/api/experiments", headers=bearer(tokens["admin"])).json()
+    assert [(x["name"], x["project"], x["owner"]) for x in mine] == [("blue-exp", None, "root")]

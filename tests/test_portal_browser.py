@@ -148,6 +148,21 @@ def test_log_in_create_see_topology_set_a_link_down_and_up_under_a_console_ping(
     assert nodes == ["dest", "router", "source"]
     wait(d, lambda d: d.find_element(By.ID, "exp-state").text == "active", timeout=30)
 
+    # the portal is the one door: a local user without privileges reaches neither the
+    # engine's socket nor the store
+    sock = os.path.join(home, "exps", "figure2", "engine.sock")
+    assert os.path.exists(sock)
+    probe = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
+         "-c", "import socket, sys\n"
+               "s = socket.socket(socket.AF_UNIX)\n"
+               "try:\n    s.connect(sys.argv[1])\nexcept PermissionError:\n    pass\n"
+               "else:\n    sys.exit('connected')\n"
+               "try:\n    open(sys.argv[2])\nexcept PermissionError:\n    pass\n"
+               "else:\n    sys.exit('read the store')\n",
+         sock, os.path.join(home, "wanlab.db")], capture_output=True, text=True, timeout=30)
+    assert probe.returncode == 0, probe.stderr
+
     # a console on source, pinging dest through link1
     d.execute_script("document.getElementById('console-node').value = 'source'")
     d.find_element(By.ID, "console-open").click()

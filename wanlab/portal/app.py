@@ -253,7 +253,7 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             if c.lab.store.find(exp.name) is not None:
                 raise WanlabError(f"an experiment named {exp.name!r} already exists")
             projects.claim(c.db, exp.name, pid, c.user)
-            c.owner = projects.owner(c.db, exp.name)
+            c.owner = {"project": body.project, "owner": c.user.name}
             rid = c.audit("create", exp.name, body.filename)
             try:
                 row = c.lab.create(exp, source_path=None, swapin=body.swapin)

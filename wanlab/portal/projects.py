@@ -113,20 +113,43 @@ def may_add_members(db: sqlite3.Connection, user: User, project: str) -> None:
 
 
 # -- experiments ----------------------------------------------------------------
+_CLAIMS = """SELECT e.name, p.name AS project, u.name AS owner, e.created AS claimed,
+                     e.exp_created, x.created AS exp_now
+              FROM portal_experiments e
+              JOIN portal_projects p ON p.id = e.project_id
+              JOIN portal_users u ON u.id = e.owner_id
+              LEFT JOIN experiments x ON x.name = e.name"""
+
+
+def _live_claims(db: sqlite3.Connection, where: str = "", args: tuple = ()
+                 ) -> dict[str, dict[str, str]]:
+    """Claims whose experiment is the one they were made for: an unbound claim binds to
+    the first experiment of its name stored after it; a bound one whose experiment is gone
+    or was replaced is stale and is dropped."""
+    out = {}
+    for r in db.execute(_CLAIMS + where, args).fetchall():
+        if r["exp_now"] is None or (r["exp_created"] is not None
+                                    and r["exp_created"] != r["exp_now"]):
+            if r["exp_created"] is not None:          # its experiment's life is over
+                db.execute("DELETE FROM portal_experiments WHERE name = ? AND exp_created = ?",
+                           (r[0], r["exp_created"]))
+            continue
+        if r["exp_created"] is None:
+            if r["exp_now"] < r["claimed"] - 1.0:     # an older experiment of that name
+                continue
+            db.execute("UPDATE portal_experiments SET exp_created = ? WHERE name = ?",
+                       (r["exp_now"], r[0]))
+        out[r[0]] = {"project": r["project"], "owner": r["owner"]}
+    return out
+
+
 def owner(db: sqlite3.Connection, exp_name: str) -> dict[str, str] | None:
     """``{"project": ..., "owner": ...}`` of a portal experiment, None for root's own."""
-    r = db.execute("SELECT p.name, u.name FROM portal_experiments e"
-                   " JOIN portal_projects p ON p.id = e.project_id"
-                   " JOIN portal_users u ON u.id = e.owner_id WHERE e.name = ?",
-                   (exp_name,)).fetchone()
-    return None if r is None else {"project": r[0], "owner": r[1]}
+    return _live_claims(db, " WHERE e.name = ?", (exp_name,)).get(exp_name)
 
 
 def owners(db: sqlite3.Connection) -> dict[str, dict[str, str]]:
-    return {r[0]: {"project": r[1], "owner": r[2]} for r in db.execute(
-        "SELECT e.name, p.name, u.name FROM portal_experiments e"
-        " JOIN portal_projects p ON p.id = e.project_id"
-        " JOIN portal_users u ON u.id = e.owner_id")}
+    return _live_claims(db)
 
 
 def may_create_in(db: sqlite3.Connection, user: User, project: str) -> int:
@@ -137,10 +160,11 @@ def may_create_in(db: sqlite3.Connection, user: User, project: str) -> int:
 
 
 def claim(db: sqlite3.Connection, exp_name: str, project_id_: int, user: User) -> None:
-    """Record that ``exp_name`` belongs to a project, before it is created; a stale claim
-    (its experiment is gone) is replaced."""
-    db.execute("INSERT OR REPLACE INTO portal_experiments(name, project_id, owner_id, created)"
-               " VALUES (?,?,?,?)", (exp_name, project_id_, user.id, time.time()))
+    """Record that ``exp_name`` will belong to a project, just before it is created (it binds
+    to that experiment when first read); a stale claim of the name is replaced."""
+    db.execute("INSERT OR REPLACE INTO portal_experiments(name, project_id, owner_id, created,"
+               " exp_created) VALUES (?,?,?,?,NULL)", (exp_name, project_id_, user.id,
+                                                     time.time()))
 
 
 def release(db: sqlite3.Connection, exp_name: str) -> None:
