@@ -4,7 +4,8 @@ Tables: ``portal_users`` (name, scrypt hash, administrator flag), ``portal_proje
 ``portal_members`` (user, project, role ``leader``/``member``), ``portal_tokens`` (API
 tokens, stored as SHA-256 of the secret), ``portal_sessions`` (cookie sessions with their
 CSRF secret and expiry, stored hashed too), ``portal_experiments`` (which project and user
-own an experiment, by name, bound to the store's record of it by its creation time) and ``portal_audit`` (who did what, when).
+own an experiment, by name, bound to the store's record of it by its creation time) and
+``portal_audit`` (who did what, when).
 
 They are the portal's own: the store's numbered migrations (``PRAGMA user_version``) do not
 know them, so an existing store works as it was, and a store the portal never opened has no
