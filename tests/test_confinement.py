@@ -1,16 +1,18 @@
 """Issue 17 defect 3 (Python side): a node cannot reach the control plane or the host.
 
 Every command in a node (start commands, programs, agents, FRR, ``wanlab exec``) runs
-through wanlab.backends.emulate.nodes.node_argv: wanlab's state folder hidden, its own
-/tmp, /run and /dev, the host's files read-only, and a capability bounding set without
-SYS_ADMIN, SYS_PTRACE, ... These tests try to escape from inside a node.
+through wanlab.backends.emulate.nodes.node_argv: its own network, mount, UTS and PID
+namespaces, wanlab's state folder hidden, its own /tmp, /run, /dev and /proc, the host's
+files read-only, and a capability bounding set without SYS_ADMIN, SYS_PTRACE, ... These
+tests try to escape from inside a node.
 """
 
 import os
 import subprocess
+import sys
+import time
 
-import pytest
-from conftest import needs_root, pair, ping_rtts
+from conftest import ROOT, needs_root, pair, ping_rtts
 
 from wanlab.backends.emulate.nodes import DROPPED_CAPS
 
@@ -48,7 +50,8 @@ def test_a_node_cannot_reach_the_engine_or_the_store(lab):
     r = in_node(lab, "a", f"nsenter -t {pid} -n ip -o link; echo rc=$?; "
                           f"nsenter -t 1 -n -m true; echo rc=$?; ls /proc/{pid}/root/")
     assert "rc=0" not in r.stdout and "rc=1" in r.stdout, r.stdout + r.stderr
-    assert "Permission denied" in r.stderr
+    # the engine's pid means nothing in the node's PID namespace
+    assert f"/proc/{pid}/root/" in r.stderr and "No such file" in r.stderr, r.stderr
 
 
 def test_a_node_cannot_change_the_host(lab):
@@ -131,14 +134,122 @@ def test_peer_refused_accepts_the_host_and_refuses_another_netns(tmp_path):
         subprocess.run(["ip", "netns", "del", ns], check=True)
 
 
-@pytest.mark.xfail(strict=True, reason="known: nodes share the host's PID namespace, so "
-                   "CAP_NET_ADMIN can move an interface into the netns of a host pid "
-                   "(docs/security.md, 'What is left')")
 def test_a_node_cannot_put_an_interface_into_the_hosts_namespace(lab):
     lab.create(pair())
-    r = in_node(lab, "a", "ip link add wlesc0 type veth peer name wlesc1 netns 1; echo rc=$?")
-    leaked = subprocess.run(["ip", "link", "show", "wlesc1"], capture_output=True,
-                            check=False).returncode == 0
-    if leaked:
-        subprocess.run(["ip", "link", "del", "wlesc1"], capture_output=True, check=False)
+    engine = engine_pid(lab)
+    r = in_node(lab, "a", "ip link add wlesc0 type veth peer name wlesc1 netns 1; echo rc=$?; "
+                          f"ip link add wlesc2 type veth peer name wlesc3 netns {engine}; "
+                          "echo rc=$?")
+    leaked = [d for d in ("wlesc1", "wlesc3")
+              if subprocess.run(["ip", "link", "show", d], capture_output=True,
+                                check=False).returncode == 0]
+    for d in leaked:
+        subprocess.run(["ip", "link", "del", d], capture_output=True, check=False)
     assert not leaked, r.stdout
+    # pid 1 is the node's own init: the pair stayed in the node (and goes with it)
+    assert "rc=0" in r.stdout
+    assert "wlesc1" in in_node(lab, "a", "ip -o link").stdout
+
+
+def test_a_node_sees_and_signals_only_its_own_processes(lab):
+    lab.create(pair())
+    host = subprocess.Popen(["sleep", "299.25"])       # a root process on the host
+    try:
+        r = in_node(lab, "a", "ps -eo pid=,args=; echo ---; ls /proc | grep -c '^[0-9]'; "
+                              f"kill -9 {host.pid}; echo rc=$?; cat /proc/{host.pid}/cmdline; "
+                              "echo rc=$?")
+        ps, rest = r.stdout.split("---\n")
+        assert "299.25" not in ps and "wanlab-engine" not in ps, ps
+        pids = [int(line.split()[0]) for line in ps.splitlines()]
+        assert 1 in pids and len(pids) < 10, ps        # the holder, a sleep, this command
+        assert int(rest.split()[0]) < 10
+        assert rest.split()[1:] == ["rc=1", "rc=1"], r.stdout + r.stderr
+        time.sleep(0.2)
+        assert host.poll() is None                     # still running
+    finally:
+        host.kill()
+        host.wait()
+
+
+def test_each_node_has_its_own_hostname_and_pid_namespace(lab):
+    lab.create(pair())
+    probe = "hostname; readlink /proc/self/ns/pid; cat /proc/1/comm"
+    a, b = (in_node(lab, n, probe).stdout.split() for n in ("a", "b"))
+    assert a[0] == "a" and b[0] == "b"
+    host_ns = os.readlink("/proc/self/ns/pid")
+    assert len({a[1], b[1], host_ns}) == 3                  # three PID namespaces
+    assert a[2] == b[2] == "sh"                              # each its own init
+    # a process wanlab starts in a node *is* the pid Popen holds (signals, /proc, records)
+    p = lab.popen("pair", "a", ["sh", "-c", "echo $$; exec sleep 30"],
+                  stdout=subprocess.PIPE, text=True)
+    try:
+        inner = int(p.stdout.readline())
+        with open(f"/proc/{p.pid}/status") as f:
+            nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+        assert nspid == [str(p.pid), str(inner)]
+        assert os.readlink(f"/proc/{p.pid}/ns/pid") == a[1]
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_nodes_init_reaps_orphans_and_ends_the_node_with_it(lab):
+    lab.create(pair())
+    # a daemon-style double fork: the grandchild outlives its parent and is adopted by pid 1
+    assert in_node(lab, "a", "sh -c 'sleep 0.2 & exit 0'").returncode == 0
+    zombies = "x"
+    for _ in range(100):
+        zombies = in_node(lab, "a", "ps -eo stat=,args= | grep '^Z' || true").stdout
+        if not zombies and "sleep 0.2" not in in_node(lab, "a", "ps -eo args=").stdout:
+            break
+        time.sleep(0.1)
+    assert zombies == "", zombies
+    # an unrecorded process in the node goes when its holder (recorded) is removed
+    row = lab.get("pair")
+    holder = next(r for r in lab.store.resources(row.id) if r.detail.get("role") == "holder"
+                  and r.detail.get("node") == "a")
+    stray = lab.popen("pair", "a", ["sh", "-c", "setsid sleep 300 & echo $!"],
+                      stdout=subprocess.PIPE, text=True)
+    inner = int(stray.stdout.readline())
+    stray.wait()
+    host_pid = next(int(d) for d in os.listdir("/proc") if d.isdigit() and _nspid(d) ==
+                    [d, str(inner)] and _in_ns(d, holder.detail["pid"]))
+    from wanlab.backends.emulate import resources
+    resources.remove(lab.store, row.id, ids=[holder.id])
+    for _ in range(200):
+        if not os.path.exists(f"/proc/{host_pid}"):
+            break
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{host_pid}")
+
+
+def _nspid(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((line.split()[1:] for line in f if line.startswith("NSpid:")), None)
+    except OSError:
+        return None
+
+
+def _in_ns(pid, holder):
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid") == os.readlink(f"/proc/{holder}/ns/pid")
+    except OSError:
+        return False
+
+
+def test_exec_and_shell_enter_every_namespace_of_the_node(lab):
+    lab.create(pair())
+    home = lab.store.home
+    cli = [sys.executable, "-m", "wanlab.cli", "--home", home]
+    probe = "hostname; readlink /proc/self/ns/pid; ls /proc | grep -c '^[0-9]'"
+    e = subprocess.run([*cli, "exec", "pair", "a", "--", "sh", "-c", probe], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    s = subprocess.run([*cli, "shell", "pair", "a"], cwd=ROOT, input=probe + "\n",
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "SHELL": "/bin/sh"})
+    inside = in_node(lab, "a", "readlink /proc/1/ns/pid").stdout.strip()
+    for r in (e, s):
+        name, ns, count = r.stdout.split()
+        assert r.returncode == 0 and name == "a" and ns == inside, r.stdout + r.stderr
+        assert int(count) < 10

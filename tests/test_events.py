@@ -266,7 +266,7 @@ def test_node_reboot_restarts_its_processes(lab, tmp_path):
     log = os.path.join(lab.store.home, "exps", "reboot", "nodes", "b", "boots.log")
     wait_for(lambda: os.path.exists(log))
     r = lab.tevc("reboot", "now", "b", "reboot", wait=True)
-    assert r["outcome"] == "ok" and "start command rerun" in r["detail"]
+    assert r["outcome"] == "ok" and "start command rerun" in r["detail"], r["detail"]
     wait_for(lambda: open(log).read() == "booted\nbooted\n")
 
 

@@ -90,7 +90,8 @@ class Experiment:
                              check=check, timeout=timeout)
 
     def popen(self, node: str, argv: list[str], **kw: Any) -> subprocess.Popen:
-        return subprocess.Popen(self.lab.node_argv(self.name, node, argv), **kw)
+        """``subprocess.Popen`` of ``argv`` in ``node`` (its pid is the node's process)."""
+        return self.lab.popen(self.name, node, argv, **kw)
 
     # links
     def set_link(self, link: str, dir: str = "both", *, bandwidth: str | int | None = None,

@@ -253,12 +253,12 @@ def cmd_exec(lab, a) -> int:
     argv = a.argv[1:] if a.argv and a.argv[0] == "--" else a.argv
     if not argv:
         raise WanlabError("exec needs a command after '--'")
-    return subprocess.run(lab.node_argv(a.name, a.node, argv)).returncode
+    return lab.exec(a.name, a.node, argv).returncode
 
 
 def cmd_shell(lab, a) -> int:
     shell = os.environ.get("SHELL", "/bin/bash")
-    return subprocess.run(lab.node_argv(a.name, a.node, [shell])).returncode
+    return lab.exec(a.name, a.node, [shell]).returncode
 
 
 def cmd_tevc(lab, a) -> int:

@@ -617,6 +617,17 @@ class Lab:
         return socket_of(self.store.folder(row.name))
 
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
+        """An argv that runs ``argv`` inside ``node`` (for any caller; started with plain
+        ``Popen``, its pid is ``nsenter``'s: :meth:`popen` gives the node's process)."""
+        row, ns = self._node_target(name, node)
+        return nodes.node_argv(self.store, row, ns, node, argv)
+
+    def popen(self, name: str, node: str, argv: list[str], **kw: Any) -> subprocess.Popen:
+        """``subprocess.Popen`` of ``argv`` inside ``node``: the pid is the node's process."""
+        row, ns = self._node_target(name, node)
+        return nodes.popen(self.store, row, ns, node, argv, **kw)
+
+    def _node_target(self, name: str, node: str) -> tuple[ExperimentRow, str]:
         row = self.store.get(name)
         row = self._need_active(row)
         if node not in {n.name for n in row.ir.nodes}:
@@ -630,11 +641,12 @@ class Lab:
         if not netns.exists(ns):
             raise WanlabError(f"node {node!r} has no namespace; run 'wanlab cleanup {name}' "
                               f"and swap in again")
-        return nodes.node_argv(self.store, row, ns, node, argv)
+        return row, ns
 
     def exec(self, name: str, node: str, argv: list[str], **kw: Any) -> subprocess.CompletedProcess:
-        """Run ``argv`` in ``node``; keyword arguments go to subprocess.run."""
-        return subprocess.run(self.node_argv(name, node, argv), **kw)
+        """Run ``argv`` in ``node``; keyword arguments as for subprocess.run."""
+        row, ns = self._node_target(name, node)
+        return nodes.run(self.store, row, ns, node, argv, **kw)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,9 +49,8 @@ class ProgramRunner:
             cwd = self.prog.dir or os.path.join(self.rt.folder, "nodes", self.prog.node)
             rid = self.rt.record_process(f"program-{self.prog.name}-{n}", self.prog.node)
             with open(base + ".out", "wb") as out, open(base + ".err", "wb") as err:
-                self.proc = subprocess.Popen(
-                    nodes.node_argv(self.rt.store, self.rt.row, ns, self.prog.node,
-                                    ["sh", "-c", self.command]),
+                self.proc = nodes.popen(
+                    self.rt.store, self.rt.row, ns, self.prog.node, ["sh", "-c", self.command],
                     cwd=cwd if os.path.isdir(cwd) else None, stdin=subprocess.DEVNULL,
                     stdout=out, stderr=err, start_new_session=True)
             self.rt.process_started(rid, self.proc.pid)

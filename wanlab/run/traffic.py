@@ -90,9 +90,9 @@ class TrafficAgent:
         ns = self.rt.plan.nodes[node].netns
         rid = self.rt.record_process(f"agent-{self.app.name}-{self.flows}-{argv[0]}", node)
         with open(out, "wb") as f:
-            p = subprocess.Popen(nodes.node_argv(self.rt.store, self.rt.row, ns, node, argv),
-                                 stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+            p = nodes.popen(self.rt.store, self.rt.row, ns, node, argv,
+                            stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                            start_new_session=True)
         self.rt.process_started(rid, p.pid)
         return p
 
@@ -255,7 +255,7 @@ class TrafficAgent:
 
     @staticmethod
     def _wait_signal_ready(p: subprocess.Popen) -> None:
-        """Wait until the sender (after the exec chain of ip netns exec / unshare / sh) has
+        """Wait until the sender (after the exec chain of sh / nsenter / setpriv / sh) has
         installed its SIGUSR1 handler: signalling earlier would kill it."""
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:

@@ -41,8 +41,7 @@ import pwd
 import subprocess
 import time
 
-from wanlab.backends.emulate import netns, procs
-from wanlab.backends.emulate.nodes import ensure_holders, node_argv
+from wanlab.backends.emulate import netns, nodes, procs
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.types import NodePlan, Plan
@@ -153,7 +152,7 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
             _chown_frr(path)
             os.chmod(path, 0o640)
     # every node's files are in place: build the nodes' confinement (in parallel) now
-    ensure_holders(store, row, [(np_.netns, np_.name) for np_ in plan.nodes.values()])
+    nodes.ensure_holders(store, row, [(np_.netns, np_.name) for np_ in plan.nodes.values()])
     for np_ in plan.nodes.values():
         logdir = os.path.join(folder, "nodes", np_.name)
         run = os.path.join(etc_dir(np_.netns), "run")
@@ -162,9 +161,8 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
         for daemon in daemons:
             argv = [os.path.join(FRR_BIN, daemon), "-f", f"/etc/frr/{daemon}.conf",
                     "-i", f"/run/frr/{daemon}.pid", "-P", "0", "-u", "frr", "-g", "frr"]
-            _spawn(store, row, np_, f"frr-{daemon}-{np_.name}",
-                   node_argv(store, row, np_.netns, np_.name, argv, keep=FRR_CAPS),
-                   os.path.join(logdir, f"{daemon}.out"))
+            _spawn(store, row, np_, f"frr-{daemon}-{np_.name}", argv,
+                   os.path.join(logdir, f"{daemon}.out"), inside=True)
             if daemon == "zebra":
                 _wait_socket(os.path.join(run, "zserv.api"))
         _spawn(store, row, np_, f"route-monitor-{np_.name}",
@@ -172,11 +170,18 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
                os.path.join(logdir, "routes.log"))
 
 
-def _spawn(store, row, np_: NodePlan, name: str, argv: list[str], out: str) -> None:
+def _spawn(store, row, np_: NodePlan, name: str, argv: list[str], out: str,
+           inside: bool = False) -> None:
+    """Start ``argv`` (``inside`` the node as a daemon keeping FRR_CAPS, else on the host),
+    recorded first."""
     rid = store.record(row.id, "process", name, node=np_.name)
+    kw = dict(stdin=subprocess.DEVNULL, start_new_session=True)
     with open(out, "ab") as f:
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=f,
-                             start_new_session=True)
+        if inside:
+            p = nodes.popen(store, row, np_.netns, np_.name, argv, keep=FRR_CAPS, stdout=f,
+                            stderr=f, **kw)
+        else:
+            p = subprocess.Popen(argv, stdout=f, stderr=f, **kw)
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))
 
 

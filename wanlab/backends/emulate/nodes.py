@@ -1,12 +1,17 @@
 """A node's process context: how a command runs inside a node.
 
-``node_argv`` is the one place that says what "inside a node" means (network
-namespace, hosts file, hostname, FRR sockets, and the confinement of
-docs/security.md: wanlab's state hidden, private /tmp, /run and /dev, the host's
-files read-only, a reduced capability bounding set); start commands, Programs,
-traffic agents, FRR and ``wanlab exec``/``shell`` all go through it. The
-confinement is built once per node by a holder process (:func:`ensure_holders`)
-whose namespaces later commands enter.
+``node_argv`` is the one place that says what "inside a node" means (network, mount, UTS
+and PID namespaces, hosts file, hostname, FRR sockets, and the confinement of
+docs/security.md: wanlab's state hidden, private /tmp, /run, /dev and /proc, the host's
+files read-only, a reduced capability bounding set). The confinement is built once per
+node by a holder process (:func:`ensure_holders`), the init (pid 1) of the node's PID
+namespace, whose namespaces later commands enter.
+
+wanlab starts its own processes in a node (start commands, Programs, traffic agents, FRR,
+``wanlab exec``/``shell``) with :func:`popen` or :func:`run`: the process is born in the
+node's PID namespace, so the pid the caller holds and records is the node's process
+itself (signals, ``/proc/<pid>``, teardown). ``node_argv`` alone also works for any
+caller (``nsenter -p`` then forks, and the node's process dies with nsenter).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import os
 import shlex
 import subprocess
 
-from wanlab.backends.emulate import procs
+from wanlab.backends.emulate import pidns, procs
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
 from wanlab.plan.types import Plan
@@ -34,9 +39,10 @@ DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot"
                 "linux_immutable", "sys_pacct", "sys_tty_config", "wake_alarm", "block_suspend")
 
 # Run by ``sh -c`` inside ``ip netns exec`` (a fresh mount namespace, slave to the host's, with
-# /etc/netns/NS/* bound over /etc) and ``unshare --uts``; $0 node, $1 state folder, $2 the
-# node's folder, $3 setpriv's --bounding-set, then the command. Mounts made here never reach
-# the host. In order:
+# /etc/netns/NS/* bound over /etc) and ``unshare --uts``, as pid 1 of a new PID namespace;
+# $0 node, $1 state folder, $2 the node's folder, $3 setpriv's --bounding-set, $4 wanlab's
+# binaries, then the command. Mounts made here never reach the host. In order:
+#  - a /proc of the node's own PID namespace (no host process is visible);
 #  - the host's own mounts (/ and any other) are noted, to be made read-only at the end (a
 #    node must not rewrite wanlab, FRR, /etc/cron.d ... of the host it runs on);
 #  - stage: a tmpfs over /run, holding the node's folder and a new minimal /dev;
@@ -56,6 +62,7 @@ DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot"
 #    the command runs with the capabilities above removed from its bounding set.
 NODE_SHELL = r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 cwd=$(pwd); cd / || exit 111
+mount -t proc -o nosuid,nodev,noexec proc /proc || exit 111
 host_mounts=$(awk '$2 !~ "^/(proc|sys|dev|run|tmp|var/tmp|etc)(/|$)" { print $2 }' \
   /proc/self/mounts)
 hostname "$node" || exit 111
@@ -108,7 +115,8 @@ exec setpriv --bounding-set "$caps" -- "$@"
 
 
 def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
-    """Build the node's confinement (NODE_SHELL) from scratch and run ``argv`` in it."""
+    """Build the node's confinement (NODE_SHELL) from scratch and run ``argv`` in it (to be
+    started as the init of a new PID namespace: :func:`pidns.children_in_new`)."""
     home = os.path.dirname(os.path.dirname(folder))
     ndir = os.path.join(folder, "nodes", node)
     caps = ",".join("-" + c for c in DROPPED_CAPS)
@@ -117,10 +125,20 @@ def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
             home, ndir, caps, tools, *argv]
 
 
-# Enter a node's holder (its network, mount and UTS namespaces), drop capabilities, and go to
-# the caller's working directory *by path* in the node's view (else the node's folder).
+# The holder, once the confinement is built: the init of the node's PID namespace. It reaps
+# the node's orphans (``wait`` collects any child, adopted ones too) and ends on SIGTERM (an
+# init gets only the signals it handles), which ends every process of the node with it.
+HOLDER_INIT = ("trap 'exit 0' TERM INT HUP; echo ready; exec </dev/null >/dev/null 2>&1; "
+               "while :; do sleep infinity & wait; done")
+
+# Enter a node's holder (its network, mount, UTS and PID namespaces), drop capabilities, and
+# go to the caller's working directory *by path* in the node's view (else the node's
+# folder). A caller already in the node's PID namespace (:func:`popen`) is entered in place;
+# any other goes through ``nsenter -p``, which forks: its child then dies with it.
 ENTER_SHELL = (
-    'pid=$0 caps=$1; shift; exec nsenter -t "$pid" -m -u -n -- setpriv --bounding-set '
+    'pid=$0 caps=$1; shift; p=-p d=--pdeathsig=KILL; '
+    'if [ /proc/self/ns/pid -ef "/proc/$pid/ns/pid" ]; then p= d=; fi; '
+    'exec nsenter -t "$pid" $p -m -u -n -- setpriv $d --bounding-set '
     '"$caps" -- sh -c \'cd "$0" 2>/dev/null || cd "$1" || exit 111; shift; exec "$@"\' '
     '"$(pwd -P)" "$@"')
 
@@ -130,23 +148,29 @@ def _holder_file(store: Store, row: ExperimentRow, node: str) -> str:
     return store.folder(row.name, "holders", node)
 
 
-def _live_holder(path: str) -> int | None:
+def _live_holder(path: str) -> tuple[int, int] | None:
+    """The holder's (pid, start time), if it lives and is not ending (its PID namespace
+    then takes no new process)."""
     try:
         with open(path) as f:
             pid, started = (int(x) for x in f.read().split())
     except (OSError, ValueError):
         return None
-    return pid if procs.alive(pid, started) else None
+    if procs.alive(pid, started) and not procs.exiting(pid):
+        return pid, started
+    return None
 
 
 def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, str]]) -> None:
     """Make sure each (netns, node) of ``targets`` has a live holder, starting the missing
     ones in parallel.
 
-    A holder is a process that built the node's confinement once (NODE_SHELL) and then
-    sleeps; every later command enters its namespaces with ``nsenter`` (milliseconds instead
-    of a few dozen mounts). It is a recorded process (teardown kills it). Start it after
-    /etc/netns/<ns>/* is complete (FRR's files): ``ip netns exec`` binds what exists then."""
+    A holder is the init of the node's PID namespace: it built the node's confinement once
+    (NODE_SHELL) and then waits (HOLDER_INIT); every later command enters its namespaces
+    with ``nsenter`` (milliseconds instead of a few dozen mounts). It is a recorded
+    process (teardown kills it, and with it whatever still runs in the node). Start it
+    after /etc/netns/<ns>/* is complete (FRR's files): ``ip netns exec`` binds what exists
+    then."""
     import fcntl
     if len(targets) > 64:                # bound the open pipes and lock files
         for i in range(0, len(targets), 64):
@@ -164,10 +188,10 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
             if _live_holder(path):
                 continue
             rid = store.record(row.id, "process", f"node-{node}", node=node, role="holder")
-            p = subprocess.Popen(
-                _setup_argv(ns, node, ["sh", "-c", "echo ready; exec sleep infinity"], folder),
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                start_new_session=True)
+            with pidns.children_in_new():
+                p = subprocess.Popen(_setup_argv(ns, node, ["sh", "-c", HOLDER_INIT], folder),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
             st = procs.start_time(p.pid)
             store.update_resource(rid, "created", pid=p.pid, started=st)
             started.append((node, path, p, st, rid))
@@ -186,24 +210,23 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
             os.replace(tmp, path)
 
 
-def node_argv(store: Store, row: ExperimentRow, ns: str, node: str, argv: list[str],
-              keep: tuple[str, ...] = ()) -> list[str]:
-    """Run ``argv`` inside a node: its network namespace, hosts file, hostname, FRR sockets,
-    its own /tmp and /run, with wanlab's state hidden, the host's files read-only and
-    dangerous capabilities dropped (docs/security.md).
-
-    ``keep`` names dropped capabilities a trusted daemon wanlab starts still needs (FRR:
-    ``sys_admin``). The node's holder is started first if it has none."""
+def _holder(store: Store, row: ExperimentRow, ns: str, node: str) -> tuple[int, int]:
+    """The node's live holder (pid, start time), started first if it has none."""
     path = _holder_file(store, row, node)
-    pid = _live_holder(path)
-    if pid is None:
+    got = _live_holder(path)
+    if got is None:
         ensure_holders(store, row, [(ns, node)])
-        pid = _live_holder(path)
-        if pid is None:
+        got = _live_holder(path)
+        if got is None:
             raise WanlabError(f"node {node}: its holder process died at once")
+    return got
+
+
+def _enter_argv(store: Store, row: ExperimentRow, node: str, holder: int, argv: list[str],
+                keep: tuple[str, ...]) -> list[str]:
     caps = ",".join("-" + c for c in DROPPED_CAPS if c not in keep)
     ndir = store.folder(row.name, "nodes", node)
-    return ["sh", "-c", ENTER_SHELL, str(pid), caps, ndir, *_with_parameters(row, argv)]
+    return ["sh", "-c", ENTER_SHELL, str(holder), caps, ndir, *_with_parameters(row, argv)]
 
 
 def _with_parameters(row: ExperimentRow, argv: list[str]) -> list[str]:
@@ -213,6 +236,61 @@ def _with_parameters(row: ExperimentRow, argv: list[str]) -> list[str]:
     if not values:
         return argv
     return ["env", "--", *(f"{k}={v}" for k, v in values.items()), *argv]
+
+
+def node_argv(store: Store, row: ExperimentRow, ns: str, node: str, argv: list[str],
+              keep: tuple[str, ...] = ()) -> list[str]:
+    """Run ``argv`` inside a node: its network, mount, UTS and PID namespaces, hosts file,
+    hostname, FRR sockets, its own /tmp, /run and /proc, with wanlab's state hidden, the
+    host's files read-only and dangerous capabilities dropped (docs/security.md).
+
+    ``keep`` names dropped capabilities a trusted daemon wanlab starts still needs (FRR:
+    ``sys_admin``). The node's holder is started first if it has none. Started with plain
+    ``Popen``, the pid is ``nsenter``'s (see :func:`popen` for the node's own)."""
+    pid, _ = _holder(store, row, ns, node)
+    return _enter_argv(store, row, node, pid, argv, keep)
+
+
+def popen(store: Store, row: ExperimentRow, ns: str, node: str, argv: list[str],
+          keep: tuple[str, ...] = (), **kw) -> subprocess.Popen:
+    """``subprocess.Popen`` of ``argv`` inside a node (as :func:`node_argv`), born in the
+    node's PID namespace: the returned pid *is* the node's process, whose signals,
+    ``/proc`` entry and start time the caller may use and record."""
+    for attempt in (1, 2):
+        pid, started = _holder(store, row, ns, node)
+        try:
+            with pidns.children_in(pid, started):
+                return subprocess.Popen(_enter_argv(store, row, node, pid, argv, keep), **kw)
+        except OSError as e:
+            if attempt == 1 and not (procs.alive(pid, started) and not procs.exiting(pid)):
+                continue         # the holder ended just now: the next try starts a new one
+            raise WanlabError(f"node {node}: cannot start {argv[0]!r} in it: {e}") from e
+    raise AssertionError("unreachable")
+
+
+def run(store: Store, row: ExperimentRow, ns: str, node: str, argv: list[str], *,
+        input: bytes | str | None = None, capture_output: bool = False,
+        timeout: float | None = None, check: bool = False, **kw) -> subprocess.CompletedProcess:
+    """``subprocess.run`` of ``argv`` inside a node, through :func:`popen`."""
+    if input is not None:
+        kw["stdin"] = subprocess.PIPE
+    if capture_output:
+        kw["stdout"] = kw["stderr"] = subprocess.PIPE
+    with popen(store, row, ns, node, argv, **kw) as p:
+        try:
+            out, err = p.communicate(input, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            p.kill()
+            e.output, e.stderr = p.communicate()
+            raise
+        except BaseException:
+            p.kill()
+            raise
+    code = p.poll()
+    assert code is not None
+    if check and code:
+        raise subprocess.CalledProcessError(code, argv, out, err)
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 def start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: str,
@@ -226,8 +304,6 @@ def start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: 
     script = f"sh -c {shlex.quote(cmd)}; echo $? > {shlex.quote(code)}"
     rid = store.record(row.id, "process", f"startcmd-{node}", node=node)
     with open(out, "ab") as log:
-        p = subprocess.Popen(node_argv(store, row, plan.nodes[node].netns, node,
-                                       ["sh", "-c", script]),
-                             cwd=ndir, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             start_new_session=True)
+        p = popen(store, row, plan.nodes[node].netns, node, ["sh", "-c", script], cwd=ndir,
+                  stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))

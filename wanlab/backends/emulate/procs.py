@@ -97,6 +97,21 @@ def exit_reason(pid: int) -> str | None:
     return f"exited with code {os.waitstatus_to_exitcode(status)}"
 
 
+PF_EXITING = 0x4
+
+
+def exiting(pid: int) -> bool:
+    """True once the process (its main thread) has begun to exit. The init of a PID
+    namespace stays so until every process of its namespace is reaped, which a parent
+    outside the namespace may do late."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return False
+    return bool(int(stat[stat.rindex(")") + 2:].split()[6]) & PF_EXITING)
+
+
 def zombie(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
