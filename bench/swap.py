@@ -15,12 +15,17 @@ joined by N-1 links; a star: N nodes on one LAN), it measures:
   which builds N hosts on one Linux bridge without shaping and stops them;
   Mininet reports the total, so its column is build + stop.
 
+With ``--startcmd CMD`` every wanlab node gets that start command, so swap-in also
+builds every node's confinement (its holder: mount, UTS and PID namespaces, the private
+mounts of docs/security.md) and starts one process in each node; without it, nodes get
+their holder only at their first command.
+
 Medians of ``--repeats`` runs (a third as many at 1000 nodes and more). Results
 are printed and written to bench/results/swap-latest.md and a dated copy, with
 the host's load average (the machine may be shared).
 
     python3 bench/swap.py [--sizes 10,100,1000] [--repeats 3] [--shapes chain,star]
-                          [--no-floor] [--mininet-max 100]
+                          [--no-floor] [--mininet-max 100] [--startcmd CMD]
 """
 
 from __future__ import annotations
@@ -49,15 +54,15 @@ from wanlab.model.ir import Experiment, Lan, LanMember, Link, LinkParams, Node, 
 SHAPED = LinkParams(bandwidth_bps=100_000_000, delay_s=0.001)
 
 
-def chain(n: int) -> Experiment:
-    nodes = tuple(Node(f"n{i}") for i in range(n))
+def chain(n: int, startcmd: str | None = None) -> Experiment:
+    nodes = tuple(Node(f"n{i}", startcmd=startcmd) for i in range(n))
     links = tuple(Link(f"l{i}", f"n{i}", f"n{i + 1}", ab=SHAPED, ba=SHAPED)
                   for i in range(n - 1))
     return validate(Experiment(f"chain{n}", nodes=nodes, links=links))
 
 
-def star(n: int) -> Experiment:
-    nodes = tuple(Node(f"h{i}") for i in range(n))
+def star(n: int, startcmd: str | None = None) -> Experiment:
+    nodes = tuple(Node(f"h{i}", startcmd=startcmd) for i in range(n))
     half = LinkParams(bandwidth_bps=100_000_000, delay_s=0.0005)
     members = tuple(LanMember(f"h{i}", to_lan=half, from_lan=half) for i in range(n))
     return validate(Experiment(f"star{n}", nodes=nodes,
@@ -134,7 +139,7 @@ def mininet_seconds(n: int) -> float | None:
 # -- runs --------------------------------------------------------------------
 
 def run(sizes: list[int], repeats: int, mininet_max: int, shapes: list[str],
-        floor: bool) -> list[dict]:
+        floor: bool, startcmd: str | None = None) -> list[dict]:
     results = []
     home = tempfile.mkdtemp(prefix="wanlab-bench-")
     lab = Lab(home)
@@ -143,7 +148,7 @@ def run(sizes: list[int], repeats: int, mininet_max: int, shapes: list[str],
             for shape, make in (("chain", chain), ("star", star)):
                 if shape not in shapes:
                     continue
-                exp = make(n)
+                exp = make(n, startcmd)
                 reps = repeats if n < 1000 else max(1, repeats // 3)
                 w_in, w_out, f_in, f_out = [], [], [], []
                 for r in range(reps):
@@ -191,7 +196,7 @@ def _s(x: float | None) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
-def write(results: list[dict], cmd: str) -> str:
+def write(results: list[dict], cmd: str, prefix: str = "swap") -> str:
     goal = {10: None, 100: 1.0, 1000: 10.0, 10000: 60.0}
     lines = [f"# Swap-in / swap-out time ({datetime.date.today()})", "",
              f"Command: `{cmd}`  ",
@@ -219,10 +224,10 @@ def write(results: list[dict], cmd: str) -> str:
     text = "\n".join(lines) + "\n"
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
-    for name in ("swap-latest.md", f"swap-{datetime.date.today():%Y%m%d}.md"):
+    for name in (f"{prefix}-latest.md", f"{prefix}-{datetime.date.today():%Y%m%d}.md"):
         with open(os.path.join(out, name), "w") as f:
             f.write(text)
-    with open(os.path.join(out, "swap-latest.json"), "w") as f:
+    with open(os.path.join(out, f"{prefix}-latest.json"), "w") as f:
         json.dump(results, f, indent=2)
     return text
 
@@ -236,11 +241,15 @@ def main() -> int:
     ap.add_argument("--shapes", default="chain,star", help="chain, star or both")
     ap.add_argument("--no-floor", dest="floor", action="store_false",
                     help="skip the plain-veth floor (slow at 10 000 nodes)")
+    ap.add_argument("--results", default="swap", metavar="PREFIX",
+                    help="bench/results/PREFIX-latest.{md,json} (default swap)")
+    ap.add_argument("--startcmd", help="a start command for every node (so every node "
+                    "is confined at swap-in), e.g. 'true'")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
-    results = run(sizes, a.repeats, a.mininet_max, a.shapes.split(","), a.floor)
+    results = run(sizes, a.repeats, a.mininet_max, a.shapes.split(","), a.floor, a.startcmd)
     print()
-    print(write(results, "python3 bench/swap.py " + " ".join(sys.argv[1:])))
+    print(write(results, "python3 bench/swap.py " + " ".join(sys.argv[1:]), a.results))
     return 0
 
 
