@@ -134,7 +134,7 @@ def cmd_compare(lab, a) -> int:
 
 
 def cmd_swapin(lab, a) -> int:
-    row = lab.swapin(a.name, repair=a.repair)
+    row = lab.swapin(a.name, repair=a.repair, fresh=a.fresh)
     print(f"{row.name}: {row.state}")
     return 0
 
@@ -356,6 +356,46 @@ def cmd_portal(lab, a) -> int:
     return portal_main(a.home, a.args)
 
 
+def _size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
+
+
+def cmd_image(lab, a) -> int:
+    from wanlab.backends.emulate import images
+    store = lab.images()
+    if a.action == "build":
+        pk = [p for x in a.packages for p in x.split(",") if p]
+        img = store.build(a.image, pk, images.parse_from(a.from_), say=lab.say)
+        took = f" in {img.build_s:.0f} s" if img.build_s else " (reused an identical build)"
+        print(f"{img.name}: built{took} ({', '.join(img.packages) or 'base'}; {img.suite})")
+    elif a.action == "list":
+        rows = store.list()
+        if a.json:
+            print(json.dumps([{**i.__dict__, "size": images.disk_usage(store.layer_path(
+                i.layers[0]))} for i in rows], indent=2))
+            return 0
+        if not rows:
+            print(f"no images in {store.root} (wanlab image build NAME --packages ...)")
+        for i in rows:
+            what = f"saved from {i.origin}" if i.origin else ", ".join(i.packages) or "base"
+            print(f"{i.name:20s} {i.suite:10s} "
+                  f"{_size(images.disk_usage(store.layer_path(i.layers[0]))):>9s}  {what}")
+    elif a.action == "rm":
+        store.remove(a.image)
+        print(f"{a.image}: removed")
+    elif a.action == "export":
+        size = store.export(a.image, a.file)
+        print(f"{a.image}: {a.file} ({_size(size)})")
+    elif a.action == "save":
+        img = lab.image_save(a.exp, a.node, a.image)
+        print(f"{img.name}: saved from {img.origin} (over {', '.join(img.layers[1:])})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wanlab", description="Network experiments on one Linux "
                                 "machine: ns-2/YAML/Python in, namespaces and emulated links out.")
@@ -401,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--repair", action="store_true", help="rebuild a degraded experiment "
                     "(its engine, scheduler or a namespace died): remove what is recorded, "
                     "swap in again")
+    sp.add_argument("--fresh", action="store_true", help="drop the nodes' writable layers "
+                    "(files written since their image; kept across swap-outs otherwise)")
     for name, fn, h in (("swapout", cmd_swapout, "swap an experiment out (soft state gone)"),
                         ("terminate", cmd_terminate, "swap out and forget an experiment")):
         add(name, fn, h).add_argument("name")
@@ -464,6 +506,27 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("portal", cmd_portal, "the portal's users, projects, members, API tokens and "
              "audit log: wanlab portal {user,project,member,token,list,audit} ...")
     sp.add_argument("args", nargs=argparse.REMAINDER)
+    sp = add("image", cmd_image, "node images: root file systems built with mmdebstrap "
+             "($WANLAB_IMAGES, else <home>/images)")
+    isub = sp.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ip = isub.add_parser("build", help="build an image (cached by its suite and packages)")
+    ip.add_argument("image", metavar="NAME")
+    ip.add_argument("--packages", action="append", default=[],
+                    help="Debian packages, comma-separated (repeatable)")
+    ip.add_argument("--from", dest="from_", default="debian:bookworm",
+                    help="base: debian:SUITE (default debian:bookworm)")
+    ip = isub.add_parser("list", help="list images")
+    ip.add_argument("--json", action="store_true")
+    ip = isub.add_parser("rm", help="remove an image")
+    ip.add_argument("image", metavar="NAME")
+    ip = isub.add_parser("export", help="write an image as a tar archive")
+    ip.add_argument("image", metavar="NAME")
+    ip.add_argument("file", metavar="FILE", help="a new file")
+    ip = isub.add_parser("save", help="save a node's writable layer over its image as a new "
+                         "image: wanlab image save EXP NODE NAME")
+    ip.add_argument("exp", metavar="EXP")
+    ip.add_argument("node", metavar="NODE")
+    ip.add_argument("image", metavar="NAME")
     return p
 
 
@@ -472,7 +535,8 @@ P_HELP = ("a template parameter's value (define-template-parameter, YAML paramet
 
 
 # commands that may create the state folder; the others refuse a missing one (a typo)
-CREATING = ("create", "run", "compare", "sweep", "template", "batch", "serve", "portal")
+CREATING = ("create", "run", "compare", "sweep", "template", "batch", "serve", "portal",
+            "image")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,7 +39,18 @@ from dataclasses import replace
 from typing import Any
 
 from wanlab import interrupts
-from wanlab.backends.emulate import engine, health, modify, netns, nodes, stages, swap
+from wanlab.backends.emulate import (
+    engine,
+    health,
+    images,
+    modify,
+    netns,
+    nodes,
+    rootfs,
+    stages,
+    swap,
+)
+from wanlab.engine.binary import engine_binary
 from wanlab.engine.client import socket_of
 from wanlab.errors import Interrupted, WanlabError
 from wanlab.model.ir import Experiment, validate
@@ -164,9 +175,11 @@ class Lab:
                 raise
         return self.store.get(row.name)
 
-    def swapin(self, name: str, repair: bool = False) -> ExperimentRow:
+    def swapin(self, name: str, repair: bool = False, fresh: bool = False) -> ExperimentRow:
         """Swap a new or swapped experiment in; ``repair``: rebuild a degraded (or broken
-        active) one: remove what is recorded, then swap in again."""
+        active) one: remove what is recorded, then swap in again. ``fresh``: drop the nodes'
+        writable layers first (their files since their image; kept across swap-outs
+        otherwise)."""
         with self._locked(name), interrupts.undoable(f"rolling back the swap-in of {name}",
                                                      self.say):
             row = self.store.get(name)
@@ -191,6 +204,8 @@ class Lab:
             try:
                 if repair:
                     swap.teardown(self.store, row.id, self.say)
+                if fresh:
+                    self._drop_layers(row)
                 plan = swap.swap_in(self.store, row, self.stages(), self.say)
                 built = True
                 # a part that died while the others were built: fail now, not at first use
@@ -212,6 +227,36 @@ class Lab:
                 raise
             self.say(f"{name} is active ({len(plan.nodes)} nodes)")
             return self.store.get(name)
+
+    def _drop_layers(self, row: ExperimentRow) -> None:
+        layers = self.store.folder(row.name, "layers")
+        if os.path.isdir(layers):
+            kept = ", ".join(sorted(os.listdir(layers)))
+            self.say(f"--fresh: dropping the writable layers of {kept}")
+            shutil.rmtree(layers)
+
+    # -- node images ----------------------------------------------------------
+    def images(self) -> images.Images:
+        """The node images ($WANLAB_IMAGES, else <home>/images)."""
+        return images.Images(images.images_dir(self.store.home))
+
+    def image_save(self, name: str, node: str, image: str) -> images.Image:
+        """A new image ``image``: node ``node``'s writable layer over its image."""
+        images.check_name(image)
+        with self._locked(name) as row:
+            n = next((x for x in row.ir.nodes if x.name == node), None)
+            if n is None:
+                raise WanlabError(f"experiment {name!r} has no node {node!r}")
+            if not n.image:
+                raise WanlabError(f"node {node} has no image: it runs on the host's file "
+                                  f"system (nothing to save)")
+            upper = os.path.join(rootfs.layer_path(self.store.folder(row.name), node), "upper")
+            if not os.path.isdir(upper):
+                raise WanlabError(f"node {node} has no writable layer yet (swap {name} in)")
+            # the mount points wanlab made in the layer for the node's folder and binaries
+            drop = (self.store.folder(row.name, "nodes", node),
+                    os.path.dirname(os.path.realpath(engine_binary())))
+            return self.images().save(image, n.image, upper, f"{name}/{node}", drop)
 
     def swapout(self, name: str, reason: str = "swap-out") -> ExperimentRow:
         """``reason``: recorded in the state history (the facility's ``idle swap``)."""
@@ -553,8 +598,10 @@ class Lab:
         if not os.path.isdir(src):
             raise WanlabError(f"experiment {name!r} has no folder yet (swap it in first)")
         count = 0
-        for root, _dirs, files in os.walk(src):
+        for root, dirs, files in os.walk(src):
             rel = os.path.relpath(root, src)
+            if rel == ".":      # node roots and layers are file systems, not results
+                dirs[:] = [d for d in dirs if d not in ("roots", "layers")]
             out = os.path.normpath(os.path.join(dest, rel))
             os.makedirs(out)
             os.chmod(out, 0o755)

@@ -210,7 +210,9 @@ def test_node_attributes_and_routes(tcl):
     assert a.os == "UBUNTU" and a.startcmd == "/bin/true"
     assert b.hardware == "pc850" and b.startcmd == "run.sh"
     assert [(r.dst, r.via) for r in a.routes] == [("b", "b"), ("10.9.0.0/16", "10.0.0.2")]
-    assert any("t.tcl:6: tb-set-node-os UBUNTU" in w and "host" in w for w in e.warnings)
+    assert any("t.tcl:6: tb-set-node-os UBUNTU: Ubuntu is not available; node a runs the "
+               "'default' image" in w and "host" in w for w in e.warnings)
+    assert a.image == "default" and b.image is None
     assert any("t.tcl:7: tb-set-hardware pc850" in w and "this host" in w for w in e.warnings)
 
 
@@ -219,8 +221,6 @@ def test_ignored_testbed_commands_warn(tcl):
         set a [$ns node]
         tb-fix-node $a pc12
         tb-set-colocate-factor 4
-        tb-set-node-rpms $a /proj/x.rpm
-        tb-set-node-tarfiles $a /usr /proj/x.tgz
         tb-set-sync-server $a
         tb-make-soft-vtype fast {pc850 pc3000}
         tb-set-noshaping $a 1
@@ -229,10 +229,10 @@ def test_ignored_testbed_commands_warn(tcl):
         $ns run
     """)
     joined = "\n".join(e.warnings)
-    for cmd, line in [("tb-fix-node", 4), ("tb-set-colocate-factor", 5), ("tb-set-node-rpms", 6),
-                      ("tb-set-node-tarfiles", 7), ("tb-set-sync-server", 8),
-                      ("tb-make-soft-vtype", 9), ("tb-set-noshaping", 10),
-                      ("tb-set-wasolver-weights", 11), ("tb-use-ipassign", 12)]:
+    for cmd, line in [("tb-fix-node", 4), ("tb-set-colocate-factor", 5),
+                      ("tb-set-sync-server", 6), ("tb-make-soft-vtype", 7),
+                      ("tb-set-noshaping", 8), ("tb-set-wasolver-weights", 9),
+                      ("tb-use-ipassign", 10)]:
         assert f"t.tcl:{line}: {cmd}: ignored" in joined
 
 
@@ -629,7 +629,7 @@ def test_emulab_commands_that_do_not_apply_get_one_precise_note_each(tcl):
     for line, cmd, why in [(6, "tb-use-endnodeshaping", "no end-node shaping"),
                            (7, "tb-set-endnodeshaping", "no end-node shaping"),
                            (8, "tb-elab-in-elab", "Emulab inside an experiment"),
-                           (9, "tb-set-node-deltas", "no disk images"),
+                           (9, "tb-set-node-deltas", "no image deltas"),
                            (10, "tb-set-hardware pc3000", "namespaces on this host")]:
         assert f"t.tcl:{line}: {cmd}" in j and why in j
     assert e.node("a").hardware == "pc3000"

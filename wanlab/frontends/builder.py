@@ -27,6 +27,7 @@ module-level ``experiment`` (an ``Experiment`` or an ``ExperimentBuilder``).
 from __future__ import annotations
 
 import difflib
+import os as _os
 import sys
 from dataclasses import replace
 from typing import Any, Iterable, Mapping
@@ -218,20 +219,40 @@ class ExperimentBuilder:
 
     def node(self, name: str | None = None, *, kind: str = "emulated", os: str | None = None,
              hardware: str | None = None, startcmd: str | None = None,
+             image: str | None = None, tarfiles: Any = (), packages: Any = (),
              source: ir.Source | None = None) -> str:
-        """Declare a node; returns its name."""
+        """Declare a node; returns its name. ``image``: its own root file system (a
+        ``wanlab image``; ``os`` maps an Emulab OS name to one); ``tarfiles``: pairs
+        (folder in its root, tarball) unpacked there; ``packages``: Debian packages (or
+        .deb files) installed in its root."""
         src = source or _caller_source()
         name = self._name(name, "node")
         if name in self._nodes:
             raise SpecError(f"node {name!r} is declared twice", src.file, src.line)
-        if os is not None:
-            self._warn(f"node {name}: os {os}: recorded only; every node runs the host's own "
-                       f"filesystem and kernel (the default image)", src)
         if hardware is not None:
             self._warn(f"node {name}: hardware {hardware}: recorded; ignored: all nodes run "
                        f"as namespaces on this host", src)
+        base = _os.path.dirname(_os.path.abspath(src.file)) if src.file else None
+        if isinstance(tarfiles, (str, bytes)) or isinstance(packages, (str, bytes)):
+            raise SpecError(f"node {name}: tarfiles and packages are lists", src.file,
+                            src.line)
+        tars = []
+        for t in tarfiles or ():
+            if isinstance(t, dict):
+                t = (t.get("dir"), t.get("file"))
+            if not isinstance(t, (list, tuple)) or len(t) != 2 or not all(
+                    isinstance(x, str) for x in t):
+                raise SpecError(f"node {name}: each tarfile is a folder and a tarball: "
+                                f"{t!r}", src.file, src.line, "tarfiles")
+            tars.append(normalize.tarfile_entry(t[0], t[1], base, src))
+        pkgs = [normalize.rpm_package(p, base, src) for p in packages or ()]
+        img, notes = normalize.node_image(name, os, image, src, setup=bool(tars or pkgs),
+                                          simulated=kind == "simulated")
+        for n in notes:
+            self._warn(f"os {os}: {n}" if os is not None else n, src)
         self._nodes[name] = dict(name=name, kind=kind, os=os, hardware=hardware,
-                                 startcmd=startcmd, routes=[], source=src)
+                                 startcmd=startcmd, routes=[], source=src, image=img,
+                                 tarfiles=tuple(tars), packages=tuple(pkgs))
         return name
 
     def route(self, node: str, dst: str, via: str) -> None:

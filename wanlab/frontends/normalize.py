@@ -18,12 +18,14 @@ is the only place that reads those words:
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.frontends import units
-from wanlab.model import ir
+from wanlab.model import ir, names
 
 # ns-2 queue parameter -> IR queue field (``queue_in_bytes_`` is an old spelling)
 QUEUE_PARAMS = {"limit_": "limit", "thresh_": "thresh", "maxthresh_": "maxthresh",
@@ -361,3 +363,87 @@ def upgrade(d: dict[str, Any]) -> dict[str, Any]:
             continue
         evs.append(replace(ev, sequence=e.get("sequence"), step=e.get("step", 0)))
     return replace(exp, events=tuple(evs), warnings=exp.warnings + tuple(notes)).to_json()
+
+
+# -- node images and setup (tb-set-node-os, tb-set-node-tarfiles, tb-set-node-rpms) ---------
+
+DEFAULT_IMAGE = "default"
+# Emulab OS name prefix -> what it was, for the note saying what runs in its place
+EMULAB_OS = (("FBSD", "FreeBSD"), ("FREEBSD", "FreeBSD"), ("UBUNTU", "Ubuntu"),
+             ("RHL", "Red Hat Linux"), ("RHEL", "Red Hat Enterprise Linux"),
+             ("FEDORA", "Fedora"), ("CENTOS", "CentOS"), ("DEBIAN", "Debian"),
+             ("WIN", "Windows"), ("OPENBSD", "OpenBSD"), ("NETBSD", "NetBSD"))
+# RPM names whose Debian package is called differently
+RPM_TO_DEB = {"httpd": "apache2", "bind-utils": "dnsutils", "bind": "bind9",
+              "nmap-ncat": "netcat-openbsd", "nc": "netcat-openbsd", "iputils": "iputils-ping",
+              "python": "python3", "quagga": "frr", "openssh-clients": "openssh-client",
+              "procps-ng": "procps", "iproute": "iproute2", "vim-enhanced": "vim",
+              "gcc-c++": "g++", "openssl-devel": "libssl-dev", "zlib-devel": "zlib1g-dev"}
+_RPM_FILE = re.compile(r"^(?P<name>.+?)-[0-9][^-]*-[^-]+?(\.(x86_64|i[3-6]86|noarch|aarch64|"
+                       r"armv7hl|src))?\.rpm$")
+
+
+def node_image(name: str, os_name: str | None, image: str | None,
+               src: ir.Source | None = None, setup: bool = False,
+               simulated: bool = False) -> tuple[str | None, list[str]]:
+    """A node's image from ``image`` (a wanlab image name) or an OS name
+    (``tb-set-node-os``): a wanlab image name is used as it is, an Emulab OS name maps to
+    the closest image, the default one, with a note saying what differs (the caller
+    prefixes it with the command or key that named the OS). ``setup``: the node has
+    tarfiles or packages, which need an image (the default one if none is named). A
+    ``simulated`` node has no file system: its OS is only recorded."""
+    if image is not None:
+        if not names.IMAGE_NAME_RE.fullmatch(str(image)):
+            raise _err(f"node {name}: image name {image!r} is not valid "
+                       f"({names.IMAGE_NAME_RULE})", src, "image")
+        return str(image), []
+    if os_name is None or (simulated and not setup):
+        if setup:               # tarfiles or packages need a root of the node's own
+            return DEFAULT_IMAGE, [f"node {name} gets the '{DEFAULT_IMAGE}' image: its "
+                                   f"tarfiles and packages go into a root of its own"]
+        return None, []
+    os_name = str(os_name)
+    if names.IMAGE_NAME_RE.fullmatch(os_name):
+        return os_name, []
+    up = os_name.upper()
+    what = next((w for prefix, w in EMULAB_OS if up.startswith(prefix)), None)
+    img = (f"node {name} runs the '{DEFAULT_IMAGE}' image (Debian 12 bookworm with iproute2, "
+           f"ping, iperf3, FRR, tcpdump, python3) on this host's Linux kernel")
+    if what is None:
+        note = f"not an Emulab OS wanlab knows; {img}"
+    elif what == "Debian":
+        note = img
+    elif what in ("FreeBSD", "OpenBSD", "NetBSD", "Windows"):
+        note = (f"{what} cannot run here; {img}: Linux tools and paths (ip, not "
+                f"ifconfig/route/ipfw; /etc/frr, not /usr/local/etc)")
+    else:
+        note = f"{what} is not available; {img}: Debian's package names and paths"
+    return DEFAULT_IMAGE, [note]
+
+
+def rpm_package(word: str, base_dir: str | None, src: ir.Source | None = None) -> str:
+    """A ``tb-set-node-rpms`` word -> a Debian package name, or the absolute path of a .deb.
+    An ``.rpm`` file name gives its package's name (mapped to Debian's where it differs)."""
+    word = str(word)
+    if word.endswith(".deb"):
+        path = os.path.normpath(os.path.join(base_dir or os.getcwd(), word))
+        return path
+    base = os.path.basename(word)
+    m = _RPM_FILE.match(base)
+    pkg = m.group("name") if m else base
+    pkg = RPM_TO_DEB.get(pkg, pkg).lower()
+    if not ir.PACKAGE_RE.fullmatch(pkg):
+        raise _err(f"{word!r} names no package (give a Debian package name or a .deb file)",
+                   src, "packages")
+    return pkg
+
+
+def tarfile_entry(folder: str, tarball: str, base_dir: str | None,
+                  src: ir.Source | None = None) -> tuple[str, str]:
+    """(folder in the node's root, absolute tarball path) of ``tb-set-node-tarfiles``."""
+    folder, tarball = str(folder), str(tarball)
+    if not folder.startswith("/") or ".." in folder.split("/"):
+        raise _err(f"tarfile folder {folder!r} must be an absolute path without '..'", src,
+                   "tarfiles")
+    return (os.path.normpath(folder).replace("//", "/"),
+            os.path.normpath(os.path.join(base_dir or os.getcwd(), tarball)))

@@ -363,10 +363,35 @@ class _Records:
         for i in range(int(self.val(o, "nroutes", 0))):
             routes.append(ir.Route(dst=self.ref(self.val(o, f"route,{i},dst")),
                                    via=self.hop(self.val(o, f"route,{i},via"))))
-        return ir.Node(name=self.names[o["h"]], kind=self.val(o, "kind", "emulated"),
-                       os=self.val(o, "os"), hardware=self.val(o, "hardware"),
+        name, src = self.names[o["h"]], self.src(o["file"], o["line"])
+        base = os.path.dirname(self.script)
+
+        def at(key: str) -> ir.Source:
+            a = o["attrs"][key]
+            return self.src(a[1], a[2])
+
+        tarfiles = tuple(normalize.tarfile_entry(self.val(o, f"tarfile,{i},dir"),
+                                                 self.val(o, f"tarfile,{i},file"), base,
+                                                 at(f"tarfile,{i},dir"))
+                         for i in range(int(self.val(o, "ntarfiles", 0))))
+        packages = tuple(normalize.rpm_package(self.val(o, f"rpm,{i}"), base, at(f"rpm,{i}"))
+                         for i in range(int(self.val(o, "nrpms", 0))))
+        os_name = self.val(o, "os")
+        kind = self.val(o, "kind", "emulated")
+        image, notes = normalize.node_image(name, os_name, None, src,
+                                            setup=bool(tarfiles or packages),
+                                            simulated=kind == "simulated")
+        if notes:
+            cmd, key = ((f"tb-set-node-os {os_name}", "os") if os_name is not None else
+                        ("tb-set-node-rpms", "rpm,0") if packages else
+                        ("tb-set-node-tarfiles", "tarfile,0,dir"))
+            a = o["attrs"][key]
+            for n in notes:
+                self.warn(f"{cmd}: {n}", a[1], a[2])
+        return ir.Node(name=name, kind=kind,
+                       os=os_name, hardware=self.val(o, "hardware"),
                        startcmd=self.val(o, "startcmd"), routes=tuple(routes),
-                       source=self.src(o["file"], o["line"]))
+                       source=src, image=image, tarfiles=tarfiles, packages=packages)
 
     def queue_attrs(self, o: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """An object's queue attributes ``{pre}q,{name}``, grouped by ``pre`` (once:

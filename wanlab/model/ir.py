@@ -21,11 +21,19 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
+import posixpath
+import re
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from wanlab.errors import SpecError
-from wanlab.model.names import NAME_RULE, check_experiment_name, is_valid
+from wanlab.model.names import (
+    IMAGE_NAME_RE,
+    IMAGE_NAME_RULE,
+    NAME_RULE,
+    check_experiment_name,
+    is_valid,
+)
 
 IR_VERSION = 2
 
@@ -125,6 +133,9 @@ class Node:
     startcmd: str | None = None
     routes: tuple[Route, ...] = ()
     source: Source = field(default_factory=Source)
+    image: str | None = None         # its root file system (wanlab image); None: the host's
+    tarfiles: tuple[tuple[str, str], ...] = ()   # (folder in its root, tarball on the host)
+    packages: tuple[str, ...] = ()   # Debian packages, or .deb paths, installed in its root
 
 
 @dataclass(frozen=True)
@@ -449,6 +460,8 @@ class Experiment:
             return LinkParams(**x)
 
         nodes = tuple(Node(**{**n, "routes": tuple(Route(**r) for r in n.get("routes", ())),
+                              "tarfiles": tuple(tuple(t) for t in n.get("tarfiles", ())),
+                              "packages": tuple(n.get("packages", ())),
                               "source": src(n.get("source"))}) for n in d.get("nodes", ()))
         links = tuple(Link(**{**l, "ab": params(l.get("ab")), "ba": params(l.get("ba")),
                               "source": src(l.get("source"))}) for l in d.get("links", ()))
@@ -604,6 +617,34 @@ def _check_parameters(exp: Experiment) -> None:
         raise _err("idle swap turned off without a reason", exp.source, "swap")
 
 
+PACKAGE_RE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,99}")
+
+
+def _check_node_root(n: Node) -> None:
+    """A node's image, tarfiles and packages: names and paths that are safe to use."""
+    where = f"nodes.{n.name}"
+    if n.image is not None and not IMAGE_NAME_RE.fullmatch(n.image):
+        raise _err(f"node {n.name}: image name {n.image!r} is not valid ({IMAGE_NAME_RULE})",
+                   n.source, where + ".image")
+    if (n.tarfiles or n.packages) and n.image is None:
+        raise _err(f"node {n.name}: tarfiles and packages go into a node's own root: give it "
+                   f"an image (tb-set-node-os, image:)", n.source, where)
+    if n.kind == "simulated" and n.image is not None:
+        raise _err(f"node {n.name}: a simulated node has no file system (no image)",
+                   n.source, where + ".image")
+    for d, tarball in n.tarfiles:
+        if not d.startswith("/") or posixpath.normpath(d) != (d.rstrip("/") or "/") or "\n" in d:
+            raise _err(f"node {n.name}: tarfile folder {d!r} must be an absolute path "
+                       f"without '..'", n.source, where + ".tarfiles")
+        if not tarball.startswith("/") or "\n" in tarball:
+            raise _err(f"node {n.name}: tarball {tarball!r} must be an absolute path",
+                       n.source, where + ".tarfiles")
+    for p in n.packages:
+        if not PACKAGE_RE.fullmatch(p) and not (p.startswith("/") and p.endswith(".deb")):
+            raise _err(f"node {n.name}: {p!r} is neither a Debian package name nor the path "
+                       f"of a .deb file", n.source, where + ".packages")
+
+
 def validate(exp: Experiment) -> Experiment:
     """Check an experiment is realizable; raise :class:`SpecError` naming the culprit."""
     seen: dict[str, str] = {}
@@ -629,6 +670,7 @@ def validate(exp: Experiment) -> Experiment:
         if n.kind not in NODE_KINDS:
             raise _err(f"node kind {n.kind!r} unknown; supported kinds are "
                        f"{', '.join(NODE_KINDS)}", n.source, f"nodes.{n.name}.kind")
+        _check_node_root(n)
     nodes = {n.name for n in exp.nodes}
     pairs: set[frozenset[str]] = set()
     for l in exp.links:

@@ -28,3 +28,17 @@ def check_experiment_name(name: object) -> str:
         shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
         raise WanlabError(f"experiment name {shown} is not a valid name ({NAME_RULE})")
     return name  # type: ignore[return-value]
+
+
+# Node image names (``wanlab image``) become file names in the image store; Debian-like
+IMAGE_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,62}")
+IMAGE_NAME_RULE = ("1-63 characters: lower-case letters, digits, '.', '_' or '-', starting "
+                   "with a letter or digit")
+
+
+def check_image_name(name: object) -> str:
+    """Return ``name`` if it is a valid image name, else raise a one-line error."""
+    if not isinstance(name, str) or IMAGE_NAME_RE.fullmatch(name) is None:
+        shown = repr(name) if len(repr(name)) <= 60 else repr(name)[:57] + "..."
+        raise WanlabError(f"image name {shown} is not valid ({IMAGE_NAME_RULE})")
+    return name

@@ -21,7 +21,7 @@ import os
 import shlex
 import subprocess
 
-from wanlab.backends.emulate import pidns, procs
+from wanlab.backends.emulate import pidns, procs, rootfs
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
 from wanlab.plan.types import Plan
@@ -121,7 +121,9 @@ def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
     ndir = os.path.join(folder, "nodes", node)
     caps = ",".join("-" + c for c in DROPPED_CAPS)
     tools = os.path.dirname(os.path.realpath(engine_binary()))
-    return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c", NODE_SHELL, node,
+    # a node with an image switches into its own root instead (same arguments)
+    shell = rootfs.IMAGE_SHELL if rootfs.has_root(folder, node) else NODE_SHELL
+    return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c", shell, node,
             home, ndir, caps, tools, *argv]
 
 

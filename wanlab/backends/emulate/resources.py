@@ -15,6 +15,9 @@ Removal goes through those records only, never through a name pattern:
   port removed at run time takes its TAP with it.
 * ``netns``: a node's network namespace (inode). Every process still inside it (matched
   by inode), then unmount and unlink.
+* ``overlay``: a node's root, an overlayfs at ``roots/<node>`` in the experiment's folder
+  (:mod:`wanlab.backends.emulate.rootfs`). Unmounted if the mount there is still the
+  recorded one (its upper layer); the layer itself stays (hard state, kept on swap-out).
 
 :data:`KINDS` is in teardown order: whoever could still create or use a later kind goes
 first. :func:`remove` applies it to any set of records, so teardown, ``cleanup`` and the
@@ -29,7 +32,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from wanlab.backends.emulate import engine, netns, procs
+from wanlab.backends.emulate import engine, netns, procs, rootfs
 from wanlab.engine.protocol import Shutdown
 from wanlab.errors import WanlabError
 from wanlab.store.db import Resource, Store
@@ -87,7 +90,7 @@ def _remove_netns(r: Resource) -> None:
 
 KINDS = (Kind("scheduler", _remove_scheduler), Kind("process", _remove_process),
          Kind("engine", _remove_engine), Kind("tap", _remove_tap),
-         Kind("netns", _remove_netns))
+         Kind("netns", _remove_netns), Kind("overlay", rootfs.unmount))
 _BY_NAME = {k.name: k for k in KINDS}
 
 

@@ -11,6 +11,10 @@ through the registry of resource kinds (:mod:`wanlab.backends.emulate.resources`
 The emulation stages, in swap-in order (:data:`STAGES`):
 
   ``folder``      the experiment's folder and ``nodes/<node>/`` (kept on undo: results live there)
+  ``roots``       each node that names an image: its overlay root over the image and its own
+                  writable layer (kept across swap-outs), its tarfiles and packages once
+                  (:mod:`wanlab.backends.emulate.rootfs`); the default image is built on
+                  first use
   ``engine``      the experiment's own ``wanlab-engine``
   ``namespaces``  one network namespace per node; forwarding on, no IPv6 chatter
   ``taps``        the engine creates each TAP (``apply``) inside its node's namespace, and
@@ -32,11 +36,21 @@ cycle puts the list together (:func:`insert_after`).
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from wanlab.backends.emulate import engine, frr, netconf, netns, procs, resources
+from wanlab.backends.emulate import (
+    engine,
+    frr,
+    images,
+    netconf,
+    netns,
+    procs,
+    resources,
+    rootfs,
+)
 from wanlab.backends.emulate.nodes import ensure_holders, start_command
 from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import Apply
@@ -147,6 +161,54 @@ def _folder(b: Build) -> None:
     for n in b.nodes:
         os.makedirs(os.path.join(b.folder, "nodes", n), exist_ok=True)
     os.makedirs(os.path.join(b.folder, "nodes"), exist_ok=True)
+
+
+def _roots(b: Build) -> None:
+    mine = set(b.nodes)
+    want = [n for n in b.exp.nodes if n.image and n.name in mine]
+    if not want:
+        return
+    store = images.Images(images.images_dir(b.store.home))
+    lowers = {name: [store.layer_path(x) for x in store.ensure(name, b.say).layers]
+              for name in sorted({n.image for n in want if n.image})}
+    b.say(f"mounting {len(want)} node roots")
+    folder = b.folder
+    spec = {n.name: dict(node=n.name, upper=os.path.join(rootfs.layer_path(folder, n.name),
+                                                         "upper"))
+            for n in want}
+    b.store.record_many(b.row.id, [("overlay", rootfs.root_path(folder, n.name),
+                                    spec[n.name]) for n in want])
+    rec = {r.detail.get("node"): r.id for r in b.store.resources(b.row.id)
+           if r.kind == "overlay" and r.state == "planned"}
+    done: dict[int, dict] = {}
+    try:
+        for n in want:
+            upper, work, _new = rootfs.prepare_layer(folder, n.name)
+            root = rootfs.root_path(folder, n.name)
+            rootfs.mount_root(lowers[n.image or ""], upper, work, root)
+            done[rec[n.name]] = {}
+    finally:
+        if done:
+            b.store.update_resources("created", done)
+    for n in want:
+        root = rootfs.root_path(folder, n.name)
+        rootfs.personalize(root, n.name)
+        marker = os.path.join(rootfs.layer_path(folder, n.name), "setup.json")
+        key = rootfs.setup_key(n, lowers[n.image or ""])
+        try:
+            with open(marker) as f:
+                old = f.read()
+        except FileNotFoundError:
+            old = None
+        if old == key:
+            continue
+        if old is not None and json.loads(old).get("image") != lowers[n.image or ""]:
+            b.say(f"warning: node {n.name}: its kept layer was made over another build of "
+                  f"image {n.image}; it now lies over the current one")
+        if n.tarfiles or n.packages:
+            rootfs.setup(n, root, b.say)
+        with open(marker, "w") as f:
+            f.write(key)
 
 
 def _engine(b: Build) -> None:
@@ -267,6 +329,7 @@ def _startcmds(b: Build) -> None:
 
 STAGES: tuple[Stage, ...] = (
     Stage("folder", _folder, keep),
+    Stage("roots", _roots),
     Stage("engine", _engine),
     Stage("namespaces", _namespaces),
     Stage("taps", _taps),

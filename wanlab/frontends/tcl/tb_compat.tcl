@@ -86,7 +86,31 @@ proc tb-set-hardware {node type args} {
 proc tb-set-node-os {node os {parentos 0}} {
     set h [::wl::need $node Node tb-set-node-os]
     ::wl::set_attr $h os $os
-    ::wl::warn "tb-set-node-os $os: recorded only; every node runs the host's own filesystem and kernel (the default image)"
+}
+
+# tb-set-node-tarfiles NODE DIR TARBALL ?DIR TARBALL ...?: unpacked in the node's own root
+proc tb-set-node-tarfiles {node args} {
+    set h [::wl::need $node Node tb-set-node-tarfiles]
+    if {[llength $args] == 0 || [llength $args] % 2 != 0} {
+        ::wl::fail "tb-set-node-tarfiles: give NODE then pairs of DIR TARBALL"
+    }
+    foreach {dir tarball} $args {
+        set i [::wl::get_attr $h ntarfiles 0]
+        ::wl::set_attr $h tarfile,$i,dir $dir
+        ::wl::set_attr $h tarfile,$i,file $tarball
+        ::wl::set_attr $h ntarfiles [expr {$i + 1}]
+    }
+}
+
+# tb-set-node-rpms NODE PKG ...: Debian equivalents (or .deb files) installed in its root
+proc tb-set-node-rpms {node args} {
+    set h [::wl::need $node Node tb-set-node-rpms]
+    if {[llength $args] == 0} { ::wl::fail "tb-set-node-rpms: give NODE then packages" }
+    foreach p $args {
+        set i [::wl::get_attr $h nrpms 0]
+        ::wl::set_attr $h rpm,$i $p
+        ::wl::set_attr $h nrpms [expr {$i + 1}]
+    }
 }
 
 proc tb-set-node-startcmd {node cmd} {
@@ -110,8 +134,6 @@ proc ::wl::ignored {name why} {
     proc ::$name {args} [list ::wl::warn "$name: $why"]
 }
 
-::wl::ignored tb-set-node-tarfiles "ignored: nodes share the host's filesystem; install software on the host"
-::wl::ignored tb-set-node-rpms "ignored: nodes share the host's filesystem; install software on the host"
 ::wl::ignored tb-set-node-cmdline "ignored: nodes share the host's kernel"
 ::wl::ignored tb-set-node-failure-action "ignored: a node that fails to set up always fails the swap-in"
 ::wl::ignored tb-fix-node "ignored: all nodes run on this host"
@@ -123,8 +145,8 @@ proc ::wl::ignored {name why} {
 ::wl::ignored tb-make-hard-vtype "ignored: all nodes run on this host (no hardware types)"
 ::wl::ignored tb-make-weighted-vtype "ignored: all nodes run on this host (no hardware types)"
 ::wl::ignored tb-set-node-usesharednode "ignored: all nodes run on this host"
-::wl::ignored tb-set-tarfiles "ignored: nodes share the host's filesystem"
-::wl::ignored tb-set-node-deltas "ignored: nodes share the host's filesystem (no disk images or deltas)"
+::wl::ignored tb-set-tarfiles "ignored: give each node its tarfiles with tb-set-node-tarfiles"
+::wl::ignored tb-set-node-deltas "ignored: no image deltas (a node's image is named with tb-set-node-os)"
 ::wl::ignored tb-set-node-id "ignored: wanlab numbers nothing by hand"
 ::wl::ignored tb-elab-in-elab "ignored: wanlab cannot run an Emulab inside an experiment"
 ::wl::ignored tb-elab-in-elab-topology "ignored: wanlab cannot run an Emulab inside an experiment"

@@ -1,0 +1,277 @@
+"""A node's own root file system: its image below, its own writable layer above (overlayfs).
+
+For a node that names an image, the ``roots`` swap-in stage mounts, in the experiment's
+folder (which no node sees)::
+
+    roots/<node>             the overlay: the node's root (recorded as an ``overlay``
+                             resource before it is mounted; teardown unmounts exactly it)
+    layers/<node>/upper      the node's writable layer: its /etc, /var, /tmp, its files
+    layers/<node>/work       overlayfs' work folder
+    layers/<node>/setup.json what was installed in the layer (tarfiles, packages)
+
+The layer is the node's hard state: swap-out keeps it and the next swap-in mounts it again;
+``swapin --fresh`` drops it, ``terminate`` removes it with the folder. The image (read-only,
+shared by every node that names it) lives in :mod:`wanlab.backends.emulate.images`.
+
+The node's holder (:mod:`wanlab.backends.emulate.nodes`) then switches into the root with
+:data:`IMAGE_SHELL` instead of confining the host's file system: a fresh /proc, /sys, /dev
+and /run, the node's hosts file and FRR folder from ``/etc/netns/<ns>``, the node's
+wanlab folder and wanlab's binaries at their usual paths, then ``pivot_root`` (the host's
+files are no longer reachable). ``wanlab exec``/``shell`` enter that mount namespace.
+
+Emulab node setup runs here, once per fresh layer (or when it changes), chrooted into the
+node's root inside a private mount namespace (its mounts die with it):
+``tb-set-node-tarfiles`` unpacks each tarball at its folder, ``tb-set-node-rpms``
+installs Debian packages with apt (or ``.deb`` files given by path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+
+from wanlab.errors import WanlabError
+from wanlab.model.ir import Node
+from wanlab.store.db import Resource
+
+_libc = ctypes.CDLL(None, use_errno=True)
+MNT_DETACH = 2
+
+RESOLV_CONF = ("# the node's own resolv.conf (wanlab): no name server; the experiment's "
+               "nodes are in /etc/hosts\n")
+
+
+def root_path(folder: str, node: str) -> str:
+    return os.path.join(folder, "roots", node)
+
+
+def layer_path(folder: str, node: str) -> str:
+    return os.path.join(folder, "layers", node)
+
+
+def has_root(folder: str, node: str) -> bool:
+    """Whether the node's overlay root is mounted (the holder then switches into it)."""
+    return os.path.ismount(root_path(folder, node))
+
+
+def _unescape(field: str) -> str:
+    return field.encode().decode("unicode_escape") if "\\" in field else field
+
+
+def mounted_overlays() -> dict[str, list[str]]:
+    """Mount point -> super options of each overlay mounted in this mount namespace."""
+    out: dict[str, list[str]] = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            p = post.split()
+            if len(p) >= 3 and p[0] == "overlay":
+                out.setdefault(_unescape(pre.split()[4]), []).append(p[2])
+    return out
+
+
+def _check_path(path: str) -> None:
+    # overlayfs' options are separated by ',' and lowerdirs by ':'
+    if any(c in path for c in ",:\\\n"):
+        raise WanlabError(f"node roots need folders without ',', ':' or '\\' in their path: "
+                          f"{path}")
+
+
+def mount_root(lowers: list[str], upper: str, work: str, target: str) -> None:
+    for p in (*lowers, upper, work, target):
+        _check_path(p)
+    opts = f"lowerdir={':'.join(lowers)},upperdir={upper},workdir={work}"
+    if _libc.mount(b"overlay", target.encode(), b"overlay", 0, opts.encode()) != 0:
+        e = ctypes.get_errno()
+        raise WanlabError(f"mounting the node root {target}: {os.strerror(e)}")
+
+
+def unmount(r: Resource) -> None:
+    """Unmount exactly the recorded overlay: the one at its path whose upper layer is the
+    recorded one (anything else mounted there is left alone)."""
+    path, upper = r.name, r.detail.get("upper")
+    if not upper:
+        return
+    for _ in range(8):                  # several, if a failed run stacked them
+        opts = mounted_overlays().get(path, [])
+        if not any(f"upperdir={upper}," in o + "," for o in opts):
+            return
+        if _libc.umount2(path.encode(), MNT_DETACH) != 0:
+            e = ctypes.get_errno()
+            if e in (errno.EINVAL, errno.ENOENT):
+                return
+            raise OSError(e, f"umount {path}: {os.strerror(e)}")
+
+
+# -- the swap-in stage's work -----------------------------------------------------------
+
+def prepare_layer(folder: str, node: str) -> tuple[str, str, bool]:
+    """The node's (upper, work) folders, made if missing; and whether they are new."""
+    lay = layer_path(folder, node)
+    upper, work = os.path.join(lay, "upper"), os.path.join(lay, "work")
+    new = not os.path.isdir(upper)
+    os.makedirs(upper, mode=0o755, exist_ok=True)
+    os.makedirs(work, mode=0o700, exist_ok=True)
+    os.makedirs(os.path.join(folder, "roots", node), mode=0o755, exist_ok=True)
+    os.chmod(os.path.join(folder, "roots"), 0o700)
+    os.chmod(lay, 0o700)
+    return upper, work, new
+
+
+def personalize(root: str, node: str) -> None:
+    """The node's own hostname and resolv.conf, in its layer (its hosts file is bound
+    over /etc/hosts by its holder)."""
+    etc = os.path.join(root, "etc")
+    for name, text in (("hostname", node + "\n"), ("resolv.conf", RESOLV_CONF)):
+        path = os.path.join(etc, name)
+        if os.path.islink(path):        # never follow a link out of the root
+            os.unlink(path)
+        with open(path, "w") as f:
+            f.write(text)
+
+
+def setup_key(node: Node, lowers: list[str]) -> str:
+    return json.dumps({"tarfiles": [list(t) for t in node.tarfiles],
+                       "packages": list(node.packages), "image": lowers}, sort_keys=True)
+
+
+# In a private mount namespace: the host's resolv.conf (apt needs names), /proc and /dev,
+# then the command chrooted into the root ($0). Its mounts end with the namespace.
+CHROOT_SHELL = r"""r=$0
+mount --bind /etc/resolv.conf "$r/etc/resolv.conf" &&
+mount -t proc proc "$r/proc" && mount --rbind /dev "$r/dev" || exit 111
+exec chroot "$r" "$@"
+"""
+
+
+def in_root(root: str, argv: list[str], stdin=None, timeout: float = 1800) -> \
+        subprocess.CompletedProcess:
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive",
+           "LC_ALL": "C"}
+    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                           CHROOT_SHELL, root, *argv], stdin=stdin, capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def _where(node: Node, what: str) -> str:
+    src = node.source
+    at = f"{src.file}:{src.line}: " if src.file and src.line else ""
+    return f"{at}node {node.name}: {what}"
+
+
+def setup(node: Node, root: str, say: Callable[[str], None]) -> None:
+    """``tb-set-node-tarfiles`` and ``tb-set-node-rpms`` of ``node`` into its root."""
+    for d, tarball in node.tarfiles:
+        if not os.path.isfile(tarball):
+            raise WanlabError(_where(node, f"tarfile {tarball} is not a file"))
+        say(f"node {node.name}: unpacking {os.path.basename(tarball)} at {d}")
+        # tar runs inside the root: a link in the image or the archive cannot lead out
+        with open(tarball, "rb") as f:
+            r = in_root(root, ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xaf - '
+                               '--no-same-owner 2>&1 || exec tar -C "$0" -xf -', d], stdin=f)
+        if r.returncode != 0:
+            raise WanlabError(_where(node, f"unpacking {tarball} at {d}: "
+                                     f"{(r.stdout + r.stderr).strip()[-300:]}"))
+    if node.packages:
+        _install(node, root, say)
+
+
+def _install(node: Node, root: str, say: Callable[[str], None]) -> None:
+    names = [p for p in node.packages if not p.endswith(".deb")]
+    debs = [p for p in node.packages if p.endswith(".deb")]
+    staged = os.path.join(root, "tmp", "wanlab-debs")
+    args = []
+    if debs:
+        os.makedirs(staged, exist_ok=True)
+        for p in debs:
+            if not os.path.isfile(p):
+                raise WanlabError(_where(node, f"package file {p} is not a file"))
+            shutil.copyfile(p, os.path.join(staged, os.path.basename(p)))
+            args.append("/tmp/wanlab-debs/" + os.path.basename(p))
+    say(f"node {node.name}: installing {', '.join(node.packages)}")
+    try:
+        r = in_root(root, ["apt-get", "-q", "update"])
+        if r.returncode != 0:
+            raise WanlabError(_where(node, f"apt-get update in its root failed: "
+                                     f"{r.stdout.strip()[-300:]}"))
+        missing = [p for p in names
+                   if in_root(root, ["apt-cache", "show", "--", p]).returncode != 0]
+        if missing:
+            raise WanlabError(_where(node, f"tb-set-node-rpms: no Debian package "
+                                     f"{', '.join(missing)} (and no .deb file given by path)"))
+        # no service starts inside the chroot (policy-rc.d), the node starts its own
+        policy = os.path.join(root, "usr", "sbin", "policy-rc.d")
+        with open(policy, "w") as f:
+            f.write("#!/bin/sh\nexit 101\n")
+        os.chmod(policy, 0o755)
+        try:
+            r = in_root(root, ["apt-get", "-q", "-y", "--no-install-recommends", "install",
+                               "--", *names, *args])
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(policy)
+        if r.returncode != 0:
+            raise WanlabError(_where(node, f"installing {', '.join(node.packages)}: "
+                                     f"{(r.stdout + r.stderr).strip()[-300:]}"))
+        in_root(root, ["apt-get", "clean"])
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+# -- inside the node: the holder switches into the root ----------------------------------
+
+# Run by ``sh -c`` in place of the host-file-system confinement (nodes.NODE_SHELL), with
+# the same arguments: $0 node, $1 state folder, $2 the node's folder, $3 setpriv's
+# --bounding-set, $4 wanlab's binaries, then the command. Its root is
+# <experiment folder>/roots/<node> (the node's folder is <experiment folder>/nodes/<node>).
+IMAGE_SHELL = r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
+root=${dir%/nodes/*}/roots/$node
+cd / || exit 111
+hostname "$node" || exit 111
+ns=$(ip netns identify) || exit 111
+mount --make-rslave / && mount --bind "$root" "$root" || exit 111
+mount -t proc -o nosuid,nodev,noexec proc "$root/proc" &&
+mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$root/sys" || exit 111
+mount -t tmpfs -o mode=0755,size=1m,nosuid,noexec wanlab-dev "$root/dev" || exit 111
+for d in null zero full random urandom tty; do
+  touch "$root/dev/$d" && mount --bind "/dev/$d" "$root/dev/$d" || exit 111
+done
+if [ -c /dev/net/tun ]; then
+  mkdir "$root/dev/net" && touch "$root/dev/net/tun" &&
+  mount --bind /dev/net/tun "$root/dev/net/tun" || exit 111
+fi
+mkdir "$root/dev/pts" "$root/dev/shm" && ln -s pts/ptmx "$root/dev/ptmx" &&
+ln -s /proc/self/fd "$root/dev/fd" && ln -s /proc/self/fd/0 "$root/dev/stdin" &&
+ln -s /proc/self/fd/1 "$root/dev/stdout" && ln -s /proc/self/fd/2 "$root/dev/stderr" &&
+mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$root/dev/pts" &&
+mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev shm "$root/dev/shm" &&
+mount -t tmpfs -o mode=0755,size=16m,nosuid,nodev wanlab-run "$root/run" || exit 111
+if [ -n "$ns" ] && [ -d "/etc/netns/$ns" ]; then
+  for e in "/etc/netns/$ns"/*; do
+    [ -e "$e" ] || continue
+    t="$root/etc/${e##*/}"
+    if [ -d "$e" ]; then mkdir -p "$t"; else [ -e "$t" ] || touch "$t"; fi &&
+    mount --bind "$e" "$t" || exit 111
+  done
+fi
+if [ -d "$root/etc/frr/run" ]; then
+  mkdir -p "$root/run/frr" && mount --bind "$root/etc/frr/run" "$root/run/frr" || exit 111
+fi
+mkdir -p "$root$dir" "$root$tools" && mount --bind "$dir" "$root$dir" &&
+mount --bind "$tools" "$root$tools" && mount -o remount,bind,ro "$root$tools" || exit 111
+mount --bind "$root/proc/sys" "$root/proc/sys" &&
+mount -o remount,bind,ro "$root/proc/sys" &&
+mount --bind "$root/proc/sys/net" "$root/proc/sys/net" &&
+mount -o remount,bind,rw "$root/proc/sys/net" || exit 111
+if [ -e "$root/proc/sysrq-trigger" ]; then
+  mount --bind /dev/null "$root/proc/sysrq-trigger" || exit 111; fi
+cd "$root" && pivot_root . . && umount -l . || exit 111
+cd "$dir" 2>/dev/null || cd / || exit 111
+exec setpriv --bounding-set "$caps" -- "$@"
+"""
