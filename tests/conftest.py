@@ -19,6 +19,54 @@ ENGINE = os.path.join(ROOT, "target", "release", "wanlab-engine")
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
+# Node images are shared by every test of a session, and across sessions: built once, cached
+# by the hash of their suite and packages (wanlab/backends/emulate/images.py)
+TEST_IMAGES = os.environ.get("WANLAB_TEST_IMAGES", "/var/tmp/wanlab-test-images")
+TEST_IMAGE = "wanlab-test"
+TEST_PACKAGES = ("iproute2", "iputils-ping", "procps", "dnsmasq-base")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_images():
+    """Every wanlab of the session (Lab and CLI children) finds images in TEST_IMAGES."""
+    old = os.environ.get("WANLAB_IMAGES")
+    os.environ["WANLAB_IMAGES"] = TEST_IMAGES
+    yield
+    if old is None:
+        os.environ.pop("WANLAB_IMAGES", None)
+    else:
+        os.environ["WANLAB_IMAGES"] = old
+
+
+def _build_once(name, packages=None):
+    import time
+
+    from wanlab.backends.emulate import images
+    store = images.Images(TEST_IMAGES)
+    t0 = time.monotonic()
+    img = store.ensure(name) if packages is None else store.build(name, packages)
+    took = time.monotonic() - t0
+    if took > 5:
+        print(f"\n[image {name}: built in {took:.0f} s, once per session]")
+    return img
+
+
+@pytest.fixture(scope="session")
+def test_image():
+    """A small image (TEST_PACKAGES), built once per session (about a minute the first
+    time; then reused from TEST_IMAGES)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    return _build_once(TEST_IMAGE, TEST_PACKAGES).name
+
+
+@pytest.fixture(scope="session")
+def default_image():
+    """wanlab's default image (what Emulab OS names map to), built once."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    return _build_once("default").name
+
 
 @pytest.fixture
 def lab(tmp_path):
