@@ -3,7 +3,7 @@
 
 PYTHON ?= python3
 APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux frr traceroute \
-	chromium chromium-driver
+	chromium chromium-driver mmdebstrap
 PY := $(shell command -v $(PYTHON))
 
 .PHONY: install deps engine python web demo test lint test-engine test-python validate bench-swap bench-sim clean

@@ -122,7 +122,8 @@ def click_edge(driver, edge_id: str) -> None:
 
 
 def test_log_in_create_see_topology_set_a_link_down_and_up_under_a_console_ping(
-        server, browser, tmp_path):
+        default_image, server, browser, tmp_path):
+    # default_image: Figure 2's source names an Emulab OS, so it runs the default image
     home, url = server
     shots = os.environ.get("WANLAB_PORTAL_SHOTS") or str(tmp_path)
     os.makedirs(shots, exist_ok=True)

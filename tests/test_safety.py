@@ -162,7 +162,8 @@ def test_cli_refuses_path_names_and_a_typo_home(tmp_path):
 
 
 @needs_root
-def test_an_active_experiment_is_private_and_exported_on_purpose(tmp_path):
+def test_an_active_experiment_is_private_and_exported_on_purpose(tmp_path, default_image):
+    # default_image: Figure 2's source names an Emulab OS, so it runs the default image
     home = tmp_path / "home"
     spec = os.path.join(ROOT, "examples", "figure2.yaml")
     p = wanlab(home, "create", spec, "--name", "priv")
@@ -172,7 +173,12 @@ def test_an_active_experiment_is_private_and_exported_on_purpose(tmp_path):
         folder = show["folder"]
         assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
-        for f in [str(home / "wanlab.db")] + files_under(folder):
+        # the nodes' roots and layers are file systems (an image's modes), behind the
+        # folder's 0700; every other file is private itself
+        nodes_fs = (os.path.join(folder, "roots"), os.path.join(folder, "layers"))
+        assert os.path.ismount(os.path.join(folder, "roots", "source"))
+        for f in [str(home / "wanlab.db")] + [f for f in files_under(folder)
+                                              if not f.startswith(nodes_fs)]:
             if os.path.isfile(f):
                 assert stat.S_IMODE(os.stat(f).st_mode) & 0o077 == 0, f
         # a node plants links to secrets in its own folder: export copies neither
