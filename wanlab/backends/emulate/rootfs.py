@@ -196,8 +196,9 @@ def _install(node: Node, root: str, say: Callable[[str], None]) -> None:
             args.append("/tmp/wanlab-debs/" + os.path.basename(p))
     say(f"node {node.name}: installing {', '.join(node.packages)}")
     try:
-        r = in_root(root, ["apt-get", "-q", "update"])
-        if r.returncode != 0:
+        # the package lists, for packages by name (a .deb given by path needs none)
+        r = in_root(root, ["apt-get", "-q", "update"]) if names else None
+        if r is not None and r.returncode != 0:
             raise WanlabError(_where(node, f"apt-get update in its root failed: "
                                      f"{r.stdout.strip()[-300:]}"))
         missing = [p for p in names
