@@ -332,3 +332,89 @@ def test_busy_experiment_is_not_idle_swapped(tmp_path, lab):
         assert w.tick() == []
         time.sleep(0.3)
     assert lab.get("busy").state == "active"
+
+
+# -- the CLI's interface, the queue's logic ----------------------------------------------------
+
+def _cli(home, *args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "wanlab.cli", "--home", home, *args],
+                          env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_parse_takes_p_and_names_a_bad_one(tmp_path):
+    path = _write(tmp_path, "envt.tcl", NS_TEMPLATE)
+    p = subprocess.run([sys.executable, "-m", "wanlab.cli", "parse", path, "-p", "BW=3Mb",
+                        "--json"], env={**os.environ, "PYTHONPATH": ROOT},
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["links"][0]["ab"]["bandwidth_bps"] == 3_000_000
+    p = subprocess.run([sys.executable, "-m", "wanlab.cli", "parse", path, "-p", "BOGUS=1"],
+                       env={**os.environ, "PYTHONPATH": ROOT}, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2 and "BOGUS" in p.stderr and "Traceback" not in p.stderr
+
+
+@needs_root
+def test_sweep_command_line_interface(tmp_path):
+    home, out = str(tmp_path / "home"), str(tmp_path / "out")
+    path = _write(tmp_path, "bulk.tcl", SWEEP_TEMPLATE)
+    p = _cli(home, "sweep", path, "-p", "bw=2Mb,4Mb", "-p", "secs=1", "--simulate",
+             "--repeat", "2", "--out", out)
+    assert p.returncode == 0, p.stderr
+    assert "[4/4]" in p.stderr and "table:" in p.stdout
+    with open(os.path.join(out, "runs.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["bw"], r["repeat"]) for r in rows] == [("2Mb", "0"), ("2Mb", "1"),
+                                                      ("4Mb", "0"), ("4Mb", "1")]
+    assert rows[0]["seed"] != rows[1]["seed"]
+    h = _cli(home, "template", "history", path)
+    assert h.returncode == 0 and "version 1" in h.stdout and "4 runs" in h.stdout
+    again = _cli(home, "sweep", "--rerun", rows[2]["run_id"], "--out", str(tmp_path / "re"))
+    assert again.returncode == 0, again.stderr
+    assert f"{float(rows[2]['throughput_bps']) / 1e6:.3f} Mbit/s (was" in again.stdout
+
+
+def test_swap_flags_need_a_reason_and_override_the_spec(tmp_path):
+    from types import SimpleNamespace as NS
+
+    from wanlab.facility.commands import apply_swap_flags
+    exp = load(_write(tmp_path, "t.yaml", YAML_TEMPLATE))
+    flags = dict(idle_swap=None, max_duration=None, no_idle_swap=None)
+    assert apply_swap_flags(exp, NS(**{**flags, "max_duration": "2h"})).swap.max_duration_s \
+        == 7200
+    off = apply_swap_flags(exp, NS(**{**flags, "no_idle_swap": "a long capture"})).swap
+    assert off.idle_s is None and off.no_idle_reason == "a long capture"
+    for bad in ({"no_idle_swap": " "}, {"idle_swap": "soon"},
+                {"idle_swap": "5", "no_idle_swap": "x"}):
+        with pytest.raises(WanlabError):
+            apply_swap_flags(exp, NS(**{**flags, **bad}))
+
+
+def test_queue_cancel_requeue_fairness_and_recovery(tmp_path, lab):
+    from wanlab.facility import batch
+    from wanlab.facility.daemon import Daemon
+    from wanlab.store import facility as records
+    path = _write(tmp_path, "job.tcl", NS_TEMPLATE)
+    ids = [batch.submit(lab, path, {}, user=u) for u in ("alice", "alice", "bob")]
+    with pytest.raises(WanlabError, match="neither"):
+        batch.submit(lab, _write(tmp_path, "idle.tcl", NS_TEMPLATE.replace(
+            'tb-set-node-startup $b {echo "$GREETING $BW" > /tmp/said; sleep 1}', "")), {})
+    d = Daemon(lab, max_concurrent=2)
+    assert d.pick()["id"] == ids[0]
+    # alice's first is running: bob's goes before alice's second
+    records.set_batch_state(lab.store, ids[0], "running", "test",
+                            worker={"pid": 2 ** 22 + 1, "started": 1})
+    assert d.pick()["id"] == ids[2]
+    # ... and with bob's gone, alice's second goes (capacity would be idle otherwise)
+    assert batch.cancel(lab, ids[2]) == "cancelled"
+    assert d.pick()["id"] == ids[1]
+    with pytest.raises(WanlabError, match="running"):
+        batch.cancel(lab, ids[0])
+    # the running one's worker does not exist: it is posted again, one attempt counted
+    d.recover()
+    b = records.get_batch(lab.store, ids[0])
+    assert (b["state"], b["attempts"]) == ("posted", 1)
+    assert batch.requeue(lab, ids[2]) == "posted"
+    assert [x["to_state"] for x in records.batch_log(lab.store, ids[2])] == \
+        ["posted", "cancelled", "posted"]

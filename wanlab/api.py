@@ -41,9 +41,11 @@ class Experiment:
         self._created = False
 
     @classmethod
-    def from_file(cls, path: str, **kw: Any) -> "Experiment":
+    def from_file(cls, path: str, params: dict[str, str] | None = None,
+                  **kw: Any) -> "Experiment":
+        """``params``: template parameter values (``-p NAME=VALUE``; docs/facility.md)."""
         from wanlab.frontends import load
-        return cls(load(path), **kw)
+        return cls(load(path, params=params), **kw)
 
     # life cycle
     def create(self) -> "Experiment":

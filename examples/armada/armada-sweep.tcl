@@ -17,8 +17,9 @@ $ns duplex-link $client $router 100Mb 1ms DropTail
 set bottleneck [$ns duplex-link $router $server $bw $delay DropTail]
 
 
-
-set tcp0 [new Agent/TCP/Newreno]
+# CUBIC, as Linux's TCP in the emulated nodes, so that both modes run one algorithm
+set tcp0 [new Agent/TCP/Linux]
+$tcp0 select_ca cubic
 $ns attach-agent $client $tcp0
 set sink0 [new Agent/TCPSink]
 $ns attach-agent $server $sink0

@@ -121,6 +121,7 @@ def cmd_batch(lab, a) -> int:
         return 0
     if a.op == "daemon":
         from wanlab.facility import daemon
+        lab.close()          # the daemon opens its own store (after it has detached)
         return daemon.main(lab.store.home, max_concurrent=a.max_concurrent,
                            foreground=a.foreground, tick_s=a.tick, once=a.once,
                            default_idle_s=a.default_idle)

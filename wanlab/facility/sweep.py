@@ -148,19 +148,24 @@ class Sweep:
                  f"{self.version.version}, {len(self.points)} points x "
                  f"{len(self.specs) // len(self.points)} runs = {len(self.specs)} runs "
                  f"-> {self.out}")
-        t0 = time.monotonic()
+        t0 = last = time.monotonic()
         done = 0
         by_mode: dict[str, list[RunSpec]] = {}
         for s in self.specs:
             by_mode.setdefault(s.mode, []).append(s)
+        spent: dict[str, list[float]] = {}        # mode -> wall seconds per finished run
         try:
             for mode, specs in sorted(by_mode.items(), key=lambda kv: kv[0] != "simulate"):
                 jobs = self.jobs or (os.cpu_count() or 1 if mode == "simulate" else 1)
                 for row in self._map(specs, exps, jobs):
                     done += 1
+                    now = time.monotonic()
+                    spent.setdefault(mode, []).append(now - last)
+                    last = now
                     self.runs.append(row)
                     self._write()
-                    left = (time.monotonic() - t0) / done * (len(self.specs) - done)
+                    left = _time_left(spent, self.specs[done:] if done < len(self.specs)
+                                      else [])
                     self.say(f"[{done}/{len(self.specs)}] run {row['run_id']} {row['mode']} "
                              f"{_point(row['params'])} repeat {row['repeat']}: "
                              f"{row['state']}{_tp(row)}; about {left:.0f} s left")
@@ -322,6 +327,17 @@ def agreement(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any] | 
         return None
     return {"tolerance": AGREEMENT_TOLERANCE, "compared": len(points),
             "within": sum(p["agree"] for p in points), "points": points}
+
+
+def _time_left(spent: dict[str, list[float]], todo: list[RunSpec]) -> float:
+    """Runs to do times the mean time of a finished run of their mode (an emulation's of
+    ~10 s is nothing like a simulation's fraction of a second)."""
+    every = [x for xs in spent.values() for x in xs]
+    if not every:
+        return 0.0
+    mean = {m: sum(xs) / len(xs) for m, xs in spent.items()}
+    fallback = sum(every) / len(every)
+    return sum(mean.get(s.mode, fallback) for s in todo)
 
 
 def _point(p: dict[str, str]) -> str:
