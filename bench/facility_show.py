@@ -118,7 +118,7 @@ def idle_show(tmp: str) -> dict:
     d = daemon(home, "--tick", "1")
     lab = Lab(home)
     try:
-        while time.time() - created < 180 and lab.get("idle").state == "active":
+        while time.time() - created < 180 and lab.get("idle").state != "swapped":
             time.sleep(0.5)
     finally:
         d.terminate()

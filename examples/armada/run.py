@@ -81,7 +81,10 @@ def write_readme(out: str, s: dict, rows: list[dict], wall: float, axes, repeat)
              "| bw | delay | emulated | simulated | ratio | agree (±"
              f"{s['agreement']['tolerance']:.0%}) | tracks |" if s.get("agreement") else "",
              "|---|---|---|---|---|---|---|"]
-    for p in (s.get("agreement") or {}).get("points", []):
+    from wanlab.report.sweep import quantity
+    points = sorted((s.get("agreement") or {}).get("points", []),
+                    key=lambda p: (quantity(p["bw"]), quantity(p["delay"])))
+    for p in points:
         sel = [r for r in rows if r["bw"] == p["bw"] and r["delay"] == p["delay"]
                and r["throughput_bps"]]
         tracks = all(0.4 * bw(p["bw"]) < float(r["throughput_bps"]) <= 1.02 * bw(p["bw"])
@@ -100,6 +103,17 @@ def write_readme(out: str, s: dict, rows: list[dict], wall: float, axes, repeat)
         f.write("\n".join(x for x in lines if x is not None) + "\n")
     with open(os.path.join(out, "summary.json")) as f:
         json.load(f)      # it parses
+
+
+def readme_only(out: str, wall: float) -> None:
+    """Rewrite README.md from ``out``'s summary.json and runs.csv (no runs)."""
+    with open(os.path.join(out, "summary.json")) as f:
+        s = json.load(f)
+    with open(os.path.join(out, "runs.csv")) as f:
+        rows = list(csv.DictReader(f))
+    axes = [f"{p}={','.join(dict.fromkeys(r[p] for r in rows))}" for p in s["parameters"]]
+    repeat = len({r["repeat"] for r in rows})
+    write_readme(out, s, rows, wall, axes, repeat)
 
 
 if __name__ == "__main__":

@@ -174,6 +174,8 @@ def main(home: str, max_concurrent: int | None = None, foreground: bool = False,
                 d.tick()
             except WanlabError as e:
                 _log(f"error: {e}")
+            except KeyboardInterrupt:   # SIGTERM during a swap-out, which finished first
+                break
             d.stop_children()
             if once:
                 break

@@ -218,14 +218,17 @@ class Sweep:
             raise
         rows = flow_rows(summary) if summary else [{"flow": ""}]
         records.finish_run(lab.store, run_id, state, folder, {"flows": rows}, error)
-        return {"run_id": run_id, "params": spec.params, "repeat": spec.repeat,
+        return {"run_id": run_id, "point": spec.point, "params": spec.params,
+                "repeat": spec.repeat,
                 "mode": spec.mode, "seed": seed, "state": state, "error": error,
                 "folder": folder, "flows": rows}
 
     # -- output --------------------------------------------------------------------------
     def table(self) -> list[dict[str, Any]]:
         out = []
-        for r in sorted(self.runs, key=lambda r: r["run_id"]):
+        # in the plan's order (runs in parallel finish, and get their ids, in any order)
+        for r in sorted(self.runs, key=lambda r: (r["point"], r["repeat"],
+                                                  MODES.index(r["mode"]), r["run_id"])):
             for f in r["flows"]:
                 row = {**r["params"], "run_id": r["run_id"], "repeat": r["repeat"],
                        "mode": r["mode"], "seed": r["seed"], "template": self.version.name,
