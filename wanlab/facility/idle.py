@@ -72,29 +72,39 @@ def frames_of(stats: dict[str, Any]) -> int:
     return total
 
 
-def node_processes(namespaces: list[str]) -> tuple[float, bool]:
-    """CPU seconds of every process in these network namespaces (by inode), and whether
-    one of them has a controlling terminal (an open shell)."""
-    inodes = set()
-    for ns in namespaces:
-        with contextlib.suppress(OSError):
-            inodes.add(os.stat(os.path.join("/run/netns", ns)).st_ino)
-    cpu, shell = 0.0, False
-    if not inodes:
-        return cpu, shell
+def process_table() -> dict[int, tuple[float, bool]]:
+    """Network namespace inode -> (CPU seconds of its processes, whether one of them has a
+    controlling terminal: an open shell). One pass over /proc per tick."""
+    out: dict[int, tuple[float, bool]] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            if os.stat(f"/proc/{pid}/ns/net").st_ino not in inodes:
-                continue
+            ino = os.stat(f"/proc/{pid}/ns/net").st_ino
             with open(f"/proc/{pid}/stat") as f:
                 rest = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            # after the command: state ppid pgrp session tty_nr ... utime(12) stime(13)
+            cpu, tty = (int(rest[11]) + int(rest[12])) / _TICKS, int(rest[4]) != 0
+        except (OSError, IndexError, ValueError):
             continue
-        # after the command: state ppid pgrp session tty_nr ... utime(12) stime(13)
-        cpu += (int(rest[11]) + int(rest[12])) / _TICKS
-        shell = shell or int(rest[4]) != 0
+        c, t = out.get(ino, (0.0, False))
+        out[ino] = (c + cpu, t or tty)
+    return out
+
+
+def node_processes(namespaces: list[str],
+                   table: dict[int, tuple[float, bool]] | None = None) -> tuple[float, bool]:
+    """CPU seconds of every process in these network namespaces (found by the recorded
+    namespaces' inodes, never by name), and whether one has a terminal."""
+    table = process_table() if table is None else table
+    cpu, shell = 0.0, False
+    for ns in namespaces:
+        try:
+            ino = os.stat(os.path.join("/run/netns", ns)).st_ino
+        except OSError:
+            continue
+        c, t = table.get(ino, (0.0, False))
+        cpu, shell = cpu + c, shell or t
     return cpu, shell
 
 
@@ -104,6 +114,7 @@ class Watcher:
     def __init__(self, lab: Lab, say: Say = print, default_idle_s: float | None = None):
         self.lab, self.say, self.default_idle_s = lab, say, default_idle_s
         self.seen: dict[int, _Seen] = {}
+        self._table: dict[int, tuple[float, bool]] | None = None     # this tick's /proc
 
     def policy(self, row: ExperimentRow) -> tuple[float | None, float | None]:
         s = row.ir.swap
@@ -116,6 +127,7 @@ class Watcher:
         now = time.time() if now is None else now
         swapped = []
         live = set()
+        self._table = None
         for row in self.lab.store.list():
             idle_s, max_s = self.policy(row)
             if row.state != ACTIVE or (idle_s is None and max_s is None):
@@ -174,7 +186,9 @@ class Watcher:
         except WanlabError:
             frames = 0
         namespaces = [r.name for r in self.lab.store.resources(row.id) if r.kind == "netns"]
-        cpu, shell = node_processes(namespaces)
+        if self._table is None:
+            self._table = process_table()
+        cpu, shell = node_processes(namespaces, self._table)
         return frames, cpu, shell
 
     def _log(self, row: ExperimentRow, now: float, outcome: str, detail: str) -> None:
