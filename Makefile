@@ -21,7 +21,7 @@ engine:
 	cargo build --release --workspace
 
 python:
-	$(PY) -m pip install -q -e '.[plot,test,portal]'
+	$(PY) -m pip install -q -e '.[plot,test,portal,cluster]'
 	@printf '#!/bin/sh\nexec %s -m wanlab.cli "$$@"\n' "$(PY)" > /usr/local/bin/wanlab
 	@chmod +x /usr/local/bin/wanlab
 	@ln -sf $(CURDIR)/target/release/wanlab-engine /usr/local/bin/wanlab-engine

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+from wanlab.cluster import commands as cluster_commands
 from wanlab.errors import Interrupted, WanlabError
 from wanlab.facility import commands as facility_commands
 
@@ -45,6 +46,8 @@ def cmd_create(lab, a) -> int:
     if a.name:
         exp = exp.with_name(a.name)
     t0 = time.monotonic()
+    if a.cluster:
+        return cluster_commands.create(lab, exp, os.path.abspath(a.file), t0)
     row = lab.create(exp, source_path=os.path.abspath(a.file), swapin=not a.no_swapin)
     print(f"{row.name}: {row.state} (id {row.short}, {len(row.ir.nodes)} nodes, "
           f"{time.monotonic() - t0:.2f} s)")
@@ -152,6 +155,8 @@ def cmd_modify(lab, a) -> int:
 
 
 def cmd_terminate(lab, a) -> int:
+    if cluster_commands.owns(lab, a.name):
+        return cluster_commands.terminate(lab, a.name)
     lab.terminate(a.name)
     print(f"{a.name}: terminated")
     return 0
@@ -160,6 +165,8 @@ def cmd_terminate(lab, a) -> int:
 def cmd_cleanup(lab, a) -> int:
     if a.name and a.all:
         raise WanlabError("cleanup takes a name or --all, not both")
+    if a.name and cluster_commands.owns(lab, a.name):
+        return cluster_commands.terminate(lab, a.name, op="cleanup")
     done = lab.cleanup(a.name, all=a.all)
     print(f"cleaned up: {', '.join(done) if done else 'nothing recorded'}")
     return 0
@@ -186,6 +193,8 @@ def cmd_list(lab, a) -> int:
 
 
 def cmd_show(lab, a) -> int:
+    if cluster_commands.owns(lab, a.name):
+        return cluster_commands.show(lab, a.name, a.json)
     info = lab.show(a.name)
     if a.json:
         print(json.dumps(info, indent=2))
@@ -253,6 +262,8 @@ def cmd_exec(lab, a) -> int:
     argv = a.argv[1:] if a.argv and a.argv[0] == "--" else a.argv
     if not argv:
         raise WanlabError("exec needs a command after '--'")
+    if cluster_commands.owns(lab, a.name):
+        return cluster_commands.exec_(lab, a.name, a.node, argv)
     return lab.exec(a.name, a.node, argv).returncode
 
 
@@ -417,6 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("-p", action="append", metavar="NAME=VALUE", help=P_HELP)
     facility_commands.add_swap_flags(sp)
     sp.add_argument("--no-swapin", action="store_true", help="store it only")
+    sp.add_argument("--cluster", action="store_true", help="place it on the current cluster "
+                    "(wanlab cluster up): nodes spread over the machines, cut links tunnelled")
     sp = add("run", cmd_run, "create an experiment, play its whole timeline, collect flows "
              "and plots, swap it out (results stay in its folder)")
     sp.add_argument("file")
@@ -497,6 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("name")
     sp.add_argument("node")
     facility_commands.register(add)
+    cluster_commands.register(add)
     sp = add("serve", cmd_serve, "run the web portal (REST API under /api/, live view, "
              "consoles) for the users and projects of 'wanlab portal'")
     sp.add_argument("--listen", default="127.0.0.1:8480", help="ADDR:PORT (default "
@@ -536,7 +550,7 @@ P_HELP = ("a template parameter's value (define-template-parameter, YAML paramet
 
 # commands that may create the state folder; the others refuse a missing one (a typo)
 CREATING = ("create", "run", "compare", "sweep", "template", "batch", "serve", "portal",
-            "image")
+            "image", "cluster")
 
 
 def main(argv: list[str] | None = None) -> int:

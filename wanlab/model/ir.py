@@ -38,7 +38,9 @@ from wanlab.model.names import (
 IR_VERSION = 2
 
 QUEUE_KINDS = ("droptail", "red", "gred")
-NODE_KINDS = ("emulated", "simulated")
+# "remote": a neighbour that runs on another machine of a cluster, present in one
+# machine's share only as the end of a tunnelled link (made by wanlab/cluster, not by users)
+NODE_KINDS = ("emulated", "simulated", "remote")
 RTPROTOS = ("static", "manual", "session", "ospf", "bgp")
 MAX_BANDWIDTH_BPS = 100_000_000_000
 MAX_DELAY_S = 10.0

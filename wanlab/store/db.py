@@ -164,6 +164,19 @@ MIGRATIONS: list[str] = [
         reason TEXT
     );
     """,
+    # 5: the cluster (wanlab/store/cluster.py): what ``wanlab cluster up`` made (machines'
+    # namespaces, the bridge, Ray's processes) and where each cluster experiment's parts
+    # run, recorded before they are made, as experiments' resources are
+    """
+    CREATE TABLE cluster (
+        id INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        name TEXT NOT NULL,
+        detail TEXT NOT NULL,
+        state TEXT NOT NULL,
+        created REAL NOT NULL
+    );
+    """,
 ]
 
 

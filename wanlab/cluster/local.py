@@ -1,0 +1,280 @@
+"""The local test cluster: N "machines" on this host, each a network namespace with its
+own address on a bridge and its own Ray worker (``wanlab cluster up --local N``).
+
+This is how the tests and CI exercise the cluster on one machine; a real cluster differs
+only in where its Ray workers run. Layout (``ID`` is the cluster's short id):
+
+* bridge ``wlcID-br`` in the host's namespace, address ``10.250.K.1/24`` (the first /24
+  of 10.250/16 that no route of the host uses), MTU 9000 so that links tunnelled between
+  machines (VXLAN, 50 bytes of overhead) keep a 1500-byte MTU;
+* machine ``mI``: namespace ``wlcID-mI``, ``eth0`` at ``10.250.K.(11+I)`` (a veth whose
+  host end ``wlcID-vI`` is on the bridge), a Ray worker there offering the resource
+  ``wanlab-machine:mI`` and its share of the host's cores;
+* the Ray head in the host's namespace (no CPUs: nothing runs there but the controller's
+  driver, which needs a local Ray node), on free ports;
+* Ray's session files in a private folder of the state folder.
+
+Every part is recorded before it is made (:mod:`wanlab.store.cluster`); ``down`` stops the
+recorded processes (each with its descendants, and everything left in the machines'
+namespaces) and removes the namespaces, the bridge and the folder, and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from wanlab.backends.emulate import netns, procs
+from wanlab.cluster.info import MACHINE_RESOURCE, ClusterInfo, MachineInfo
+from wanlab.errors import WanlabError
+from wanlab.store import cluster as rec
+from wanlab.store.db import Store, make_private_dir
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+UNDERLAY_MTU = 9000
+START_TIMEOUT_S = 300.0
+
+
+def current(store: Store) -> ClusterInfo | None:
+    """The store's current cluster, or None."""
+    heads = rec.live(store, "cluster")
+    if not heads:
+        return None
+    d = heads[-1].detail
+    return ClusterInfo(d["id"], d["head"], tuple(
+        MachineInfo(m["name"], m["address"], m.get("netns"), m["cores"])
+        for m in d["machines"]), d.get("local", True))
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _pick_subnet() -> ipaddress.IPv4Network:
+    out = subprocess.run(["ip", "-j", "-4", "route", "show", "table", "all"],
+                         capture_output=True, text=True, check=True).stdout
+    used = []
+    for r in json.loads(out or "[]"):
+        dst = r.get("dst", "")
+        if dst and dst != "default" and dst[0].isdigit():
+            with contextlib.suppress(ValueError):
+                used.append(ipaddress.ip_network(dst if "/" in dst else dst + "/32",
+                                                 strict=False))
+    for k in range(256):
+        net = ipaddress.ip_network(f"10.250.{k}.0/24")
+        if not any(net.overlaps(u) for u in used):
+            return net
+    raise WanlabError("no free /24 in 10.250.0.0/16 for the local cluster's bridge")
+
+
+def _run(argv: list[str]) -> None:
+    p = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise WanlabError(f"{' '.join(argv)}: {p.stderr.strip() or p.returncode}")
+
+
+def _ray_argv() -> list[str]:
+    return [sys.executable, "-m", "ray.scripts.scripts", "start", "--block",
+            "--disable-usage-stats"]
+
+
+def _spawn(store: Store, name: str, argv: list[str], log: str) -> None:
+    """Start one Ray daemon (``--block``: it stays our child and its daemons its
+    descendants), recorded before it starts and with its pid and start time after."""
+    rid = rec.record(store, "process", name, argv=argv)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (REPO_ROOT, os.environ.get("PYTHONPATH", "")) if p),
+        "RAY_USAGE_STATS_ENABLED": "0"}
+    with open(log, "ab") as out:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                             start_new_session=True, env=env, umask=0o077)
+    procs.hold(p)
+    rec.update(store, rid, "created", pid=p.pid, started=procs.start_time(p.pid), log=log)
+
+
+def up_local(store: Store, n: int, say: Callable[[str], None] = print) -> ClusterInfo:
+    """Start a local test cluster of ``n`` machines (refused if one exists)."""
+    if current(store) is not None:
+        raise WanlabError("a cluster is already up in this store: 'wanlab cluster down' "
+                          "first (or 'wanlab cluster status')")
+    if not 1 <= n <= 16:
+        raise WanlabError(f"--local {n}: between 1 and 16 machines")
+    try:
+        import ray  # noqa: F401
+    except ImportError as e:
+        raise WanlabError("the cluster needs Ray: run 'make install' (pip install "
+                          "'ray[default]')") from e
+    cid = secrets.token_hex(2)
+    net = _pick_subnet()
+    hosts = list(net.hosts())
+    head_ip = str(hosts[0])
+    folder = os.path.join("/tmp", f"wlc{cid}")    # Ray's socket paths must stay short
+    port = _free_port("0.0.0.0")
+    cores = max(1.0, (os.cpu_count() or 1) / n)
+    machines = [MachineInfo(f"m{i}", str(hosts[10 + i]), f"wlc{cid}-m{i}", cores)
+                for i in range(n)]
+    head = f"{head_ip}:{port}"
+    top = rec.record(store, "cluster", cid, id=cid, head=head, local=True,
+                     subnet=str(net), machines=[m.__dict__ for m in machines])
+    try:
+        rid = rec.record(store, "dir", folder)
+        make_private_dir(folder)
+        rec.update(store, rid, "created")
+        br = f"wlc{cid}-br"
+        rid = rec.record(store, "bridge", br)
+        _run(["ip", "link", "add", br, "mtu", str(UNDERLAY_MTU), "type", "bridge"])
+        rec.update(store, rid, "created")
+        _run(["ip", "addr", "add", f"{head_ip}/{net.prefixlen}", "dev", br])
+        _run(["ip", "link", "set", br, "up"])
+        for i, m in enumerate(machines):
+            rid = rec.record(store, "machine", m.name, netns=m.netns, address=m.address)
+            ino = netns.create(m.netns)
+            rec.update(store, rid, "created", inode=ino)
+            veth = f"wlc{cid}-v{i}"
+            _run(["ip", "link", "add", veth, "mtu", str(UNDERLAY_MTU), "type", "veth",
+                  "peer", "name", "eth0", "mtu", str(UNDERLAY_MTU), "netns", m.netns])
+            _run(["ip", "link", "set", veth, "master", br, "up"])
+            _run(["ip", "-n", m.netns, "addr", "add", f"{m.address}/{net.prefixlen}",
+                  "dev", "eth0"])
+            _run(["ip", "-n", m.netns, "link", "set", "eth0", "up"])
+            _run(["ip", "-n", m.netns, "link", "set", "lo", "up"])
+        say(f"cluster {cid}: starting Ray's head at {head}")
+        _spawn(store, "ray-head", _ray_argv() + [
+            "--head", f"--node-ip-address={head_ip}", f"--port={port}", "--num-cpus=0",
+            "--include-dashboard=false", f"--temp-dir={folder}",
+            f"--ray-client-server-port={_free_port('0.0.0.0')}",
+            f"--dashboard-agent-listen-port={_free_port('0.0.0.0')}",
+            f"--runtime-env-agent-port={_free_port('0.0.0.0')}",
+            f"--metrics-export-port={_free_port('0.0.0.0')}"],
+            os.path.join(folder, "head.log"))
+        _wait_port(head_ip, port)
+        for m in machines:
+            say(f"cluster {cid}: machine {m.name} at {m.address} (namespace {m.netns})")
+            # each machine its own session files: nodes sharing one folder share socket
+            # paths, and all but the first fail to join
+            mdir = os.path.join(folder, m.name)
+            make_private_dir(mdir)
+            _spawn(store, f"ray-{m.name}", ["ip", "netns", "exec", m.netns] + _ray_argv() + [
+                f"--address={head}", f"--node-ip-address={m.address}",
+                f"--num-cpus={cores:g}", f"--temp-dir={mdir}",
+                f"--resources={json.dumps({MACHINE_RESOURCE + m.name: 1})}"],
+                os.path.join(folder, f"{m.name}.log"))
+        info = current(store)
+        assert info is not None
+        _wait_machines(info)
+        rec.update(store, top, "created")
+        say(f"cluster {cid}: {n} machines up")
+        return info
+    except BaseException:
+        down(store, quiet=True)
+        raise
+
+
+def _wait_port(host: str, port: int) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection((host, port), 1):
+            return
+        time.sleep(0.2)
+    raise WanlabError(f"Ray's head did not listen on {host}:{port} within "
+                      f"{START_TIMEOUT_S:.0f} s")
+
+
+def _wait_machines(info: ClusterInfo) -> None:
+    from wanlab.cluster import connect
+    with connect.session(info):
+        import ray
+        deadline = time.monotonic() + START_TIMEOUT_S
+        want = {MACHINE_RESOURCE + m.name for m in info.machines}
+        while time.monotonic() < deadline:
+            have = set(ray.cluster_resources())
+            if want <= have:
+                return
+            time.sleep(0.5)
+        missing = sorted(want - set(ray.cluster_resources()))
+        raise WanlabError(f"machines did not join Ray within {START_TIMEOUT_S:.0f} s: "
+                          f"{', '.join(missing)}{_log_tails(info, missing)}")
+
+
+def _log_tails(info: ClusterInfo, missing: list[str]) -> str:
+    """The last lines of the missing machines' Ray logs (the folder goes with ``down``)."""
+    out = []
+    for name in missing:
+        path = os.path.join("/tmp", f"wlc{info.id}", f"{name.split(':')[-1]}.log")
+        try:
+            with open(path, errors="replace") as f:
+                tail = [x for x in f.read().splitlines() if x.strip()][-3:]
+        except OSError:
+            continue
+        out.append(f"{path}: " + " | ".join(tail))
+        # the log itself goes with the folder; keep a copy beside the store for a look
+    return ("; " + "; ".join(out)) if out else ""
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def down(store: Store, quiet: bool = False, say: Callable[[str], None] = print) -> int:
+    """Remove exactly what the store recorded of the cluster; returns how many parts."""
+    records = rec.live(store)
+    n = 0
+    # Ray's daemons first: each recorded process with its descendants (Ray's raylet, GCS,
+    # workers), then whatever still runs inside a recorded machine namespace
+    for r in (r for r in records if r.kind == "process"):
+        pid, started = r.detail.get("pid"), r.detail.get("started")
+        if pid and procs.alive(pid, started):
+            for c in _descendants(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(c, 9)
+            procs.kill(pid, started, grace=2.0)
+        rec.removed(store, r.id)
+        n += 1
+    for r in (r for r in records if r.kind == "machine"):
+        ino = r.detail.get("inode") or netns.inode(r.detail["netns"])
+        if ino and netns.inode(r.detail["netns"]) == ino:
+            for pid in netns.pids_in(ino):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, 9)
+            netns.delete(r.detail["netns"])
+        rec.removed(store, r.id)
+        n += 1
+    for r in (r for r in records if r.kind == "bridge"):
+        subprocess.run(["ip", "link", "del", r.name], capture_output=True, check=False)
+        rec.removed(store, r.id)
+        n += 1
+    for r in (r for r in records if r.kind == "dir"):
+        shutil.rmtree(r.name, ignore_errors=True)
+        rec.removed(store, r.id)
+        n += 1
+    for r in (r for r in records if r.kind == "cluster"):
+        rec.removed(store, r.id)
+        if not quiet:
+            say(f"cluster {r.name}: down ({n} parts removed)")
+    return n

@@ -1,0 +1,138 @@
+"""One machine's share of a cluster experiment, run by its host agent.
+
+A part is an ordinary experiment in the machine's own store, built by the ordinary life
+cycle, with two extra swap-in stages:
+
+* ``tunnels`` (after ``addresses``): each neighbour on another machine is a stub node
+  (kind ``remote``) whose namespace holds the TAP the engine forwards the cut link's
+  frames to. The stage clears that TAP's address and bridges it to a VXLAN device whose
+  underlay is this machine's own namespace (the agent's), pointed at the machine across
+  the cut: so frames go engine -> VXLAN over UDP -> the other machine's engine, shaped
+  once, by the sending side. The devices live in the stub's namespace and go with it.
+* ``cluster-hosts`` (after ``routes``): the whole experiment's hosts file, so names of
+  nodes on other machines resolve.
+
+The controller writes what these stages need (tunnels and hosts) to
+``<home>/cluster-parts/<name>.json`` through :func:`operate` before the part is created.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from typing import Any
+
+from wanlab.backends.emulate import resources, stages
+from wanlab.errors import WanlabError
+from wanlab.lifecycle import Lab
+from wanlab.model.ir import Experiment
+from wanlab.model.names import check_experiment_name
+from wanlab.store.db import Store, make_private_dir
+
+VXLAN_PORT = 4789
+TUNNEL_MTU = 1500
+
+
+def spec_path(store: Store, name: str) -> str:
+    return store.inside("cluster-parts", check_experiment_name(name) + ".json")
+
+
+def _spec(store: Store, name: str) -> dict[str, Any]:
+    with open(spec_path(store, name)) as f:
+        return json.load(f)
+
+
+def _ip(ns: str, *args: str) -> None:
+    argv = ["ip", "-n", ns, *args] if ns else ["ip", *args]
+    p = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if p.returncode != 0:
+        raise WanlabError(f"{' '.join(argv)}: {p.stderr.strip()}")
+
+
+def _tunnels(b: stages.Build) -> None:
+    spec = _spec(b.store, b.row.name)
+    if not spec["tunnels"]:
+        return
+    b.say(f"tunnelling {len(spec['tunnels'])} links to other machines")
+    for k, t in enumerate(spec["tunnels"]):
+        ns = b.plan.nodes[t["stub"]].netns
+        vx, br = f"vx{k}", f"br{k}"
+        # recorded as devices of the stub's namespace: they go when it goes
+        for dev in (vx, br):
+            rid = b.store.record(b.row.id, "tap", resources.tap_name(ns, dev),
+                                 node=t["stub"], ifname=dev, netns=ns)
+            b.store.update_resource(rid, "created")
+        _ip(ns, "addr", "flush", "dev", t["ifname"])
+        # made from here (the machine's namespace, the underlay) straight into the stub's
+        _ip("", "link", "add", vx, "netns", ns, "mtu", str(TUNNEL_MTU), "type", "vxlan",
+            "id", str(t["vni"]), "remote", t["peer"], "local", t["local"],
+            "dstport", str(VXLAN_PORT))
+        _ip(ns, "link", "add", br, "mtu", str(TUNNEL_MTU), "type", "bridge")
+        _ip(ns, "link", "set", t["ifname"], "master", br)
+        _ip(ns, "link", "set", vx, "master", br)
+        for dev in (vx, br, t["ifname"]):
+            _ip(ns, "link", "set", dev, "up")
+
+
+def _hosts(b: stages.Build) -> None:
+    hosts = _spec(b.store, b.row.name)["hosts"]
+    stages.write_hosts([b.plan.nodes[n].netns for n in b.hosts
+                        if b.plan.nodes[n].netns and not _is_stub(b.exp, n)], hosts)
+
+
+def _is_stub(exp: Experiment, node: str) -> bool:
+    return exp.node(node).kind == "remote"
+
+
+class PartLab(Lab):
+    """The life cycle with the cluster's two stages."""
+
+    def stages(self) -> tuple[stages.Stage, ...]:
+        base = super().stages()
+        base = stages.insert_after(base, "addresses", stages.Stage("tunnels", _tunnels))
+        return stages.insert_after(base, "routes", stages.Stage("cluster-hosts", _hosts,
+                                                                stages.keep))
+
+
+def operate(home: str, op: str, name: str, *args: Any) -> Any:
+    """One operation on part ``name`` in the machine's store at ``home``."""
+    lab = PartLab(home)
+    try:
+        if op == "create":
+            ir, spec = args
+            make_private_dir(lab.store.inside("cluster-parts"))
+            with open(spec_path(lab.store, name), "w") as f:
+                json.dump(spec, f)
+            row = lab.create(Experiment.from_json(ir))
+            return {"short": row.short, "state": lab.get(name).state}
+        if op == "terminate":
+            if lab.store.find(name) is not None:
+                lab.terminate(name)
+            try:
+                os.unlink(spec_path(lab.store, name))
+            except FileNotFoundError:
+                pass
+            return None
+        if op == "cleanup":
+            lab.cleanup(name)
+            return operate(home, "terminate", name)
+        if op == "exec":
+            (argv,) = args
+            p = lab.exec(name, args_node(argv), argv[1:], capture_output=True, text=True,
+                         timeout=600)
+            return p.returncode, p.stdout, p.stderr
+        if op == "show":
+            return lab.show(name)
+        if op == "health":
+            return lab.health(name).broken
+        raise WanlabError(f"no part operation {op!r}")
+    finally:
+        lab.close()
+
+
+def args_node(argv: list[str]) -> str:
+    """``exec``'s argv is [node, command...]."""
+    if not argv:
+        raise WanlabError("exec: no node given")
+    return argv[0]

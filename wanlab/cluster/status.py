@@ -1,0 +1,28 @@
+"""Whether each machine of the cluster answers: its agent's hello, with a deadline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wanlab.cluster import agent, connect
+from wanlab.cluster.info import ClusterInfo
+from wanlab.store.db import Store
+
+HELLO_TIMEOUT_S = 30.0
+
+
+def status(store: Store, info: ClusterInfo) -> list[dict[str, Any]]:
+    """One row per machine: ``up`` with its agent's pid, or ``lost`` with why."""
+    import ray
+    rows = []
+    with connect.session(info):
+        for m in info.machines:
+            row: dict[str, Any] = {"machine": m.name, "address": m.address, "cores": m.cores}
+            try:
+                h = ray.get(agent.agent(info, m, agent.machine_home(store.home, m.name))
+                            .hello.remote(), timeout=HELLO_TIMEOUT_S)
+                row.update(state="up", agent_pid=h["pid"], netns_inode=h["netns_inode"])
+            except Exception as e:     # a lost machine: Ray says why in many ways
+                row.update(state="lost", error=f"{type(e).__name__}: {e}"[:200])
+            rows.append(row)
+    return rows
