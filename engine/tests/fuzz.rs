@@ -10,7 +10,7 @@ use wanlab_engine::control::protocol::{parse_request, Request, COMMANDS};
 use wanlab_engine::control::topology::build_topology;
 use wanlab_engine::driver::virtual_time::VirtualTime;
 use wanlab_engine::model::network::{
-    Dir, LanSpec, LinkSpec, MemberSpec, Network, RouterSpec, TopologySpec,
+    Dir, LanSpec, LinkSpec, MemberSpec, Network, PairSpec, RouterSpec, TopologySpec,
 };
 use wanlab_engine::model::packet::Packet;
 use wanlab_engine::model::params::{LinkParams, LossParams, QueueKind, QueueParams, RedParams};
@@ -198,7 +198,15 @@ proptest! {
         let spec = TopologySpec {
             ports: ["a", "b", "c", "d", "e"].iter().map(|s| s.to_string()).collect(),
             links: vec![LinkSpec { id: "l".into(), a: "a".into(), b: "b".into(), ab, ba }],
-            lans: vec![LanSpec { id: "lan".into(), members: vec![m("c"), m("d"), m("e"), m("rc")] }],
+            lans: vec![LanSpec {
+                id: "lan".into(),
+                members: vec![m("c"), m("d"), m("e"), m("rc")],
+                // Per-pair channels on some pairs (c->d, d->c, e->rc): the rest go direct.
+                pairs: [(0, 1), (1, 0), (2, 3)]
+                    .into_iter()
+                    .map(|(from, to)| PairSpec { from, to, params: lan.clone() })
+                    .collect(),
+            }],
             // A simulated router on the LAN: flooded and unicast frames reach it, and what it
             // sends (ARP, ICMP, forwarded packets) goes back through the LAN pipelines.
             routers: vec![RouterSpec {

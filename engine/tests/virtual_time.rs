@@ -311,6 +311,7 @@ fn lan_learning_flooding_and_member_delays() {
                 m("p1", r#"{"delay_us":2000}"#),
                 m("p2", r#"{"delay_us":3000}"#),
             ],
+            pairs: vec![],
         }],
         routers: vec![],
         ..Default::default()

@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
 from wanlab.errors import SpecError
+from wanlab.frontends import matrix as lan_matrix
 from wanlab.frontends import normalize, units
 from wanlab.model import ir
 
@@ -288,8 +289,13 @@ class ExperimentBuilder:
 
     def lan(self, nodes: Iterable[str], *, bandwidth: Any = 0, delay: Any = 0, loss: Any = 0,
             queue: Any = None, name: str | None = None, netmask: str | None = None,
-            cost: int = 1, source: ir.Source | None = None) -> str:
-        """A switched LAN; ``delay`` is member-to-member (each half D/2)."""
+            cost: int = 1, matrix: Mapping[str, Any] | None = None,
+            gateway: Mapping[str, Any] | None = None,
+            source: ir.Source | None = None) -> str:
+        """A switched LAN; ``delay`` is member-to-member (each half D/2). ``matrix``
+        (``{"delay": [[...]], "bandwidth": ..., "loss": ...}`` or ``{"csv": FILE}``) gives
+        every ordered pair its own channel, ``gateway`` (``{"node": g, "delay": ...}``)
+        shapes only frames to the gateway: see :meth:`lan_matrix`, :meth:`lan_gateway`."""
         src = source or _caller_source()
         members = [self._node_ref(n, f"nodes[{i}]") for i, n in enumerate(nodes)]
         name = self._name(name, "lan")
@@ -300,8 +306,71 @@ class ExperimentBuilder:
             delay=units.parse_delay(delay, field="delay"),
             loss=units.parse_loss(loss, field="loss"),
             queue=make_queue(queue), netmask=_opt_str(netmask),
-            cost=units.parse_int(cost, "cost", field="cost"), source=src)
+            cost=units.parse_int(cost, "cost", field="cost"), source=src,
+            pairs=(), gateway=None)
+        if matrix is not None:
+            m = dict(matrix)
+            self.lan_matrix(name, csv=m.pop("csv", None), **{
+                k: m.pop(k) for k in list(m) if k in lan_matrix.QUANTITIES}, _extra=m)
+        if gateway is not None:
+            g = dict(gateway)
+            if "node" not in g:
+                raise SpecError("gateway needs a node", field="gateway.node")
+            for k in g:
+                if k not in ("node", "delay", "bandwidth", "loss", "queue", "direction"):
+                    raise SpecError(unknown_key(k, ("node", "delay", "bandwidth", "loss",
+                                                    "queue", "direction")),
+                                    field=f"gateway.{k}")
+            self.lan_gateway(name, g["node"], delay=g.get("delay", 0),
+                             bandwidth=g.get("bandwidth", 0), loss=g.get("loss", 0),
+                             queue=g.get("queue"), direction=g.get("direction", "to"))
         return name
+
+    def lan_matrix(self, lan: str, *, delay: Any = None, bandwidth: Any = None,
+                   loss: Any = None, csv: str | None = None, base_dir: Any = None,
+                   _extra: Mapping[str, Any] | None = None) -> None:
+        """Per-pair channels on ``lan`` (a latency matrix, hitbox's point-to-point mode):
+        ``delay`` (required), ``bandwidth`` and ``loss`` are N x N lists of rows, rows and
+        columns in the LAN's node order, 0 on the diagonal; or ``csv``, a matrix file
+        (:mod:`wanlab.frontends.matrix`), relative to ``base_dir`` if not absolute."""
+        if lan not in self._lans:
+            raise SpecError(f"{lan!r} is not a LAN of this experiment", field="lan")
+        l = self._lans[lan]
+        for k in _extra or {}:
+            raise SpecError(unknown_key(k, (*lan_matrix.QUANTITIES, "csv")),
+                            field=f"matrix.{k}")
+        if l["pairs"]:
+            raise SpecError(f"LAN {lan!r} already has per-pair channels (a matrix or a "
+                            f"gateway)", field="matrix")
+        if csv is not None:
+            if any(x is not None for x in (delay, bandwidth, loss)):
+                raise SpecError("give either csv or the matrices inline, not both",
+                                field="matrix.csv")
+            if not isinstance(csv, str) or not csv:
+                raise SpecError("csv must be a file name", field="matrix.csv")
+            from pathlib import Path
+            base = Path(base_dir) if base_dir is not None else None
+            l["pairs"] = lan_matrix.read_csv(l["order"],
+                                             lan_matrix.csv_path(csv, base))
+            return
+        rows = {k: v for k, v in (("delay", delay), ("bandwidth", bandwidth), ("loss", loss))
+                if v is not None}
+        l["pairs"] = lan_matrix.pairs_from_rows(l["order"], rows)
+
+    def lan_gateway(self, lan: str, node: str, *, delay: Any = 0, bandwidth: Any = 0,
+                    loss: Any = 0, queue: Any = None, direction: str = "to") -> None:
+        """Gateway mode (hitbox) on ``lan``: ``delay``/``bandwidth``/``loss`` apply only to
+        frames sent to ``node`` (``direction="to"``, hitbox's rule), sent by it
+        (``"from"``) or both; frames between the other members are untouched."""
+        if lan not in self._lans:
+            raise SpecError(f"{lan!r} is not a LAN of this experiment", field="lan")
+        l = self._lans[lan]
+        if l["pairs"]:
+            raise SpecError(f"LAN {lan!r} already has per-pair channels (a matrix or a "
+                            f"gateway)", field="gateway")
+        p = self._params(bandwidth, delay, loss, queue, field="gateway")
+        l["pairs"] = lan_matrix.gateway_pairs(l["order"], str(node), p, str(direction))
+        l["gateway"] = str(node)
 
     def lan_member(self, lan: str, node: str, *, bandwidth: Any = None, delay: Any = None,
                    loss: Any = None, ip: str | None = None,
@@ -415,7 +484,8 @@ class ExperimentBuilder:
             lans.append(ir.Lan(name=l["name"], members=tuple(members),
                                bandwidth_bps=l["bandwidth"], delay_s=l["delay"],
                                loss=l["loss"], netmask=l["netmask"], cost=l["cost"],
-                               source=l["source"]))
+                               source=l["source"], pairs=l["pairs"],
+                               gateway=l["gateway"]))
         agents = []
         for a in self._agents.values():
             node = a["node"]

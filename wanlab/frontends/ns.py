@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from wanlab.errors import SpecError
+from wanlab.frontends import matrix as lan_matrix
 from wanlab.frontends import normalize, units
 from wanlab.model import ir
 
@@ -460,9 +461,49 @@ class _Records:
                 to_lan=self.params(o, f"m,{h},to,", what=f"LAN {name}", **half),
                 from_lan=self.params(o, f"m,{h},from,", what=f"LAN {name}", **half),
                 ip=self.val(o, f"m,{h},ip")))
+        pairs, gateway = self.lan_pairs(o, [m.node for m in members])
         return ir.Lan(name=name, members=tuple(members), bandwidth_bps=bw, delay_s=delay,
                       loss=loss, netmask=self.val(o, "netmask"),
-                      source=self.src(o["file"], o["line"]))
+                      source=self.src(o["file"], o["line"]), pairs=pairs, gateway=gateway)
+
+    def lan_pairs(self, o: dict[str, Any], nodes: list[str]
+                  ) -> tuple[tuple[ir.LanPair, ...], str | None]:
+        """The channels of ``tb-set-lan-matrix`` / ``tb-set-lan-gateway`` (wanlab/frontends/
+        matrix.py), errors at the line of the command."""
+        a = o["attrs"]
+        given = [k for k in ("matrix,csv", "matrix,delay,n", "matrix,bandwidth,n",
+                             "matrix,loss,n", "gw,node") if k in a]
+        if not given:
+            return (), None
+        f, line = a[given[0]][1], a[given[0]][2]
+        if "gw,node" in a and len(given) > 1:
+            raise self.err("a LAN has either a matrix or a gateway, not both", f, line)
+        if "gw,node" in a:
+            p = ir.LinkParams(bandwidth_bps=self.conv(o, "gw,bw", units.parse_bandwidth, 0),
+                              delay_s=self.conv(o, "gw,delay", units.parse_delay, 0.0),
+                              loss=self.conv(o, "gw,loss", units.parse_loss, 0.0))
+            gw = self.names[self.val(o, "gw,node")]
+            try:
+                return lan_matrix.gateway_pairs(nodes, gw, p, self.val(o, "gw,dir")), gw
+            except SpecError as e:
+                raise self.err(e.message, a["gw,node"][1], a["gw,node"][2]) from None
+        if "matrix,csv" in a:
+            if len(given) > 1:
+                raise self.err("tb-set-lan-matrix: give csv or the matrices, not both", f, line)
+            base = Path(f).parent if f else Path(self.script).parent
+            return lan_matrix.read_csv(nodes, lan_matrix.csv_path(str(a["matrix,csv"][0]),
+                                                                  base)), None
+        rows: dict[str, list[list[str]]] = {}
+        for q in lan_matrix.QUANTITIES:
+            if f"matrix,{q},n" in a:
+                n = int(self.val(o, f"matrix,{q},n"))
+                rows[q] = [str(self.val(o, f"matrix,{q},{i}")).split() for i in range(n)]
+
+        def located(msg: str, field: str | None = None, line_: int | None = None):
+            q = (field or "").split(".")[1].split("[")[0] if field and "." in field else ""
+            at = a.get(f"matrix,{q},n", a[given[0]])
+            return self.err(f"tb-set-lan-matrix: {msg}", at[1], at[2])
+        return lan_matrix.pairs_from_rows(nodes, rows, err=located), None
 
     def program(self, o: dict[str, Any]) -> ir.Program:
         name = self.names[o["h"]]

@@ -132,6 +132,17 @@ def _path_str(path: list[Any]) -> str:
     return out
 
 
+def _path_of(field: str) -> list[Any]:
+    """Inverse of :func:`_path_str`: ``matrix.delay[1][2]`` -> ``["matrix", "delay", 1, 2]``."""
+    out: list[Any] = []
+    for part in field.split("."):
+        name, *idx = part.split("[")
+        if name:
+            out.append(name)
+        out += [int(i.rstrip("]")) for i in idx if i.rstrip("]").isdigit()]
+    return out
+
+
 def _line_of(doc: Any, path: list[Any]) -> int | None:
     line = getattr(doc, "line", None)
     cur = doc
@@ -290,6 +301,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
         try:
             return fn(*args, **kw)
         except SpecError as e:
+            if e.file and e.file != file:
+                raise      # located in another file (a matrix CSV): keep its place
             sub = _path_str(path) + ("." + e.field if e.field else "")
             raise SpecError(e.message, file=file, line=_line_of(doc, path), field=sub) from None
 
@@ -335,7 +348,22 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
         members = [m if isinstance(m, str) else m["node"] for m in l["nodes"]]
         name = call(p, b.lan, members, bandwidth=l.get("bandwidth", 0), delay=l.get("delay", 0),
                     loss=l.get("loss", 0), queue=l.get("queue"), name=l.get("name"),
-                    netmask=l.get("netmask"), cost=l.get("cost", 1), source=at(p))
+                    netmask=l.get("netmask"), cost=l.get("cost", 1), gateway=l.get("gateway"),
+                    source=at(p))
+        if "matrix" in l:
+            mx = dict(l["matrix"])
+            try:
+                b.lan_matrix(name, csv=mx.get("csv"), delay=mx.get("delay"),
+                             bandwidth=mx.get("bandwidth"), loss=mx.get("loss"),
+                             base_dir=Path(file).parent if not file.startswith("<")
+                             else Path("/nonexistent"))
+            except SpecError as e:
+                if e.file and e.file != file:
+                    raise          # located in the matrix CSV
+                # the field names a cell (matrix.delay[1][2]): cite that row's line
+                at = p + _path_of(e.field or "matrix")
+                raise SpecError(e.message, file=file, line=_line_of(doc, at),
+                                field=_path_str(at)) from None
         for j, m in enumerate(l["nodes"]):
             if isinstance(m, dict):
                 call(p + ["nodes", j], b.lan_member, name, m["node"],

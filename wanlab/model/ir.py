@@ -167,8 +167,23 @@ class LanMember:
 
 
 @dataclass(frozen=True)
+class LanPair:
+    """The channel of one ordered pair of LAN members (a latency matrix's cell, or a
+    gateway-mode direction): frames from ``src`` to ``dst`` cross it, with its own queue and
+    serialization, after ``src``'s ``to_lan`` and before ``dst``'s ``from_lan``."""
+
+    src: str
+    dst: str
+    params: LinkParams = field(default_factory=LinkParams)
+
+
+@dataclass(frozen=True)
 class Lan:
-    """A switched LAN (``make-lan``); bandwidth/delay/loss are the LAN-wide values."""
+    """A switched LAN (``make-lan``); bandwidth/delay/loss are the LAN-wide values.
+
+    ``pairs`` are per-pair channels (docs/yaml.md, "Latency matrices"): the front ends
+    expand a ``matrix`` (every ordered pair) or a ``gateway`` (the pairs to and/or from the
+    gateway node, hitbox's gateway mode; ``gateway`` names it) into them."""
 
     name: str
     members: tuple[LanMember, ...]
@@ -178,6 +193,8 @@ class Lan:
     netmask: str | None = None
     cost: int = 1
     source: Source = field(default_factory=Source)
+    pairs: tuple[LanPair, ...] = ()
+    gateway: str | None = None
 
 
 @dataclass(frozen=True)
@@ -470,6 +487,8 @@ class Experiment:
         lans = tuple(Lan(**{**l, "members": tuple(
             LanMember(**{**m, "to_lan": params(m.get("to_lan")),
                          "from_lan": params(m.get("from_lan"))}) for m in l["members"]),
+            "pairs": tuple(LanPair(**{**p, "params": params(p.get("params"))})
+                           for p in l.get("pairs", ())),
             "source": src(l.get("source"))}) for l in d.get("lans", ()))
         if d.get("version", 1) != IR_VERSION:
             raise SpecError(f"IR version {d.get('version', 1)} is not {IR_VERSION}; "
@@ -545,6 +564,28 @@ def _check_params(p: LinkParams, where: str, src: Source) -> None:
             raise _err(f"RED q_weight_ {q.q_weight} must be in (0, 1]", src, where)
         if q.linterm < 1:
             raise _err(f"RED linterm_ {q.linterm} must be at least 1", src, where)
+
+
+def _check_pairs(lan: Lan, members: set[str]) -> None:
+    """Pair channels join two distinct members, each ordered pair at most once."""
+    seen: set[tuple[str, str]] = set()
+    if lan.gateway is not None and lan.gateway not in members:
+        raise _err(f"LAN {lan.name!r}: gateway {lan.gateway!r} is not a member", lan.source,
+                   f"lans.{lan.name}.gateway")
+    for p in lan.pairs:
+        where = f"lans.{lan.name}.pairs.{p.src}>{p.dst}"
+        for end in (p.src, p.dst):
+            if end not in members:
+                raise _err(f"LAN {lan.name!r}: pair {p.src}>{p.dst}: {end!r} is not a member",
+                           lan.source, where)
+        if p.src == p.dst:
+            raise _err(f"LAN {lan.name!r}: pair {p.src}>{p.dst} joins a node to itself",
+                       lan.source, where)
+        if (p.src, p.dst) in seen:
+            raise _err(f"LAN {lan.name!r}: pair {p.src}>{p.dst} is given twice", lan.source,
+                       where)
+        seen.add((p.src, p.dst))
+        _check_params(p.params, where, lan.source)
 
 
 def _check_ip(ip: str | None, where: str, src: Source) -> None:
@@ -704,6 +745,7 @@ def validate(exp: Experiment) -> Experiment:
                 _check_params(getattr(m, d), f"lans.{lan.name}.{m.node}.{d}", lan.source)
             _check_ip(m.ip, f"lans.{lan.name}.{m.node}.ip", lan.source)
         _check_mask(lan.netmask, f"lans.{lan.name}.netmask", lan.source)
+        _check_pairs(lan, set(members))
     for p in exp.programs:
         claim(p.name, "program", p.source)
         if p.node not in nodes:

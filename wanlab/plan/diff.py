@@ -76,9 +76,13 @@ def diff(old: Plan, new: Plan) -> Diff:
     old_nets, new_nets = _net_ifaces(old), _net_ifaces(new)
     old_kinds, new_kinds = _kinds(old), _kinds(new)
     d = Diff()
+    # a LAN whose pair channels changed is rebuilt (channels are not changed in place)
+    old_pairs = {l["lan"]: l.get("pairs") for l in old.engine["lans"]}
+    new_pairs = {l["lan"]: l.get("pairs") for l in new.engine["lans"]}
     d.networks_removed = [n for n in old_kinds if n not in new_kinds
                           or old_nets.get(n) != new_nets.get(n)
-                          or old_kinds[n] != new_kinds[n]]
+                          or old_kinds[n] != new_kinds[n]
+                          or old_pairs.get(n) != new_pairs.get(n)]
     gone = set(d.networks_removed)
     d.networks_added = [n for n in new_kinds if n not in old_kinds or n in gone]
     d.nodes_removed = [n for n in old.nodes if n not in new.nodes]

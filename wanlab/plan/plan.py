@@ -155,6 +155,11 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
             {"port": i.port, "to_lan": engine_params(m.to_lan),
              "from_lan": engine_params(m.from_lan)}
             for m, i in zip(lan.members, ports_of[lan.name], strict=True)]})
+        if lan.pairs:
+            port = {m.node: i.port for m, i in zip(lan.members, ports_of[lan.name],
+                                                    strict=True)}
+            lans[-1]["pairs"] = [{"from": port[p.src], "to": port[p.dst],
+                                  "params": engine_params(p.params)} for p in lan.pairs]
     engine = {"ports": ports, "links": links, "lans": lans}
     if routers:
         engine["routers"] = routers

@@ -104,6 +104,20 @@ pub struct MemberReq {
 pub struct LanReq {
     pub lan: String,
     pub members: Vec<MemberReq>,
+    /// Per-pair channels (a latency-matrix LAN): unicast from `from` to `to` crosses its own
+    /// pipeline between the switch and `to`'s `from_lan`; pairs not listed have none.
+    #[serde(default)]
+    pub pairs: Vec<PairReq>,
+}
+
+/// One ordered pair's channel on a LAN (both ports are members of it).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PairReq {
+    pub from: String,
+    pub to: String,
+    #[serde(default)]
+    pub params: ParamsSpec,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]

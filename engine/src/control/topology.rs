@@ -10,7 +10,7 @@ use super::params::merge_params;
 use super::protocol::{ApplyReq, PortReq};
 use crate::io::tap::check_ifname;
 use crate::model::network::{
-    AgentKindSpec, HostSpec, LanSpec, LinkSpec, MemberSpec, RouterSpec, TopologySpec,
+    AgentKindSpec, HostSpec, LanSpec, LinkSpec, MemberSpec, PairSpec, RouterSpec, TopologySpec,
 };
 use crate::model::params::LinkParams;
 use crate::model::sim::host::{self, HostConfig};
@@ -160,9 +160,11 @@ pub fn build_apply(a: ApplyReq) -> Result<ApplyCmd, String> {
                 from_lan: merge_params(&d, &m.from_lan, &format!("{mctx}.from_lan"))?,
             });
         }
+        let pairs = build_pairs(&ctx, lan, &d)?;
         topo.lans.push(LanSpec {
             id: lan.lan.clone(),
             members,
+            pairs,
         });
     }
     Ok(ApplyCmd {
@@ -171,6 +173,43 @@ pub fn build_apply(a: ApplyReq) -> Result<ApplyCmd, String> {
         new_ports: seen.ports,
         new_hosts: seen.hosts,
     })
+}
+
+/// A LAN's pair channels: both ends members, distinct, each ordered pair at most once.
+fn build_pairs(
+    ctx: &str,
+    lan: &super::protocol::LanReq,
+    d: &LinkParams,
+) -> Result<Vec<PairSpec>, String> {
+    let index: HashMap<&str, usize> = lan
+        .members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.port.as_str(), i))
+        .collect();
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(lan.pairs.len());
+    for (k, p) in lan.pairs.iter().enumerate() {
+        let pctx = format!("{ctx}.pairs[{k}] (\"{}\" -> \"{}\")", p.from, p.to);
+        let member = |port: &str, field: &str| {
+            index.get(port).copied().ok_or_else(|| {
+                format!("{pctx}.{field}: port \"{port}\" is not a member of this lan")
+            })
+        };
+        let (from, to) = (member(&p.from, "from")?, member(&p.to, "to")?);
+        if from == to {
+            return Err(format!("{pctx}: from and to are the same port"));
+        }
+        if !seen.insert((from, to)) {
+            return Err(format!("{pctx}: this ordered pair is listed twice"));
+        }
+        out.push(PairSpec {
+            from,
+            to,
+            params: merge_params(d, &p.params, &format!("{pctx}.params"))?,
+        });
+    }
+    Ok(out)
 }
 
 /// The (is TCP, port) a sink agent binds, if it is a sink.

@@ -6,6 +6,13 @@
 //! forwards: broadcast, multicast and unknown unicast are flooded to every other member;
 //! known unicast goes to the learned member only (and is filtered if that is the sender).
 //! The switch itself forwards instantly; all timing is in the pipelines.
+//!
+//! A LAN may also have **per-pair channels** (a latency matrix, as hitbox's point-to-point
+//! mode): a pipeline per ordered pair of members, each with its own queue and serialization,
+//! between the switch and the destination's `from_lan` pipeline. A frame from `i` forwarded
+//! to `j` crosses channel `(i, j)` if there is one; a flooded frame (broadcast, ARP,
+//! multicast, unknown unicast) is copied per destination, and each copy crosses its own
+//! pair's channel, so an ARP request reaches `j` after `d(i, j)` exactly like unicast.
 
 use std::collections::HashMap;
 
@@ -28,6 +35,8 @@ pub struct Lan {
     pub id: String,
     pub members: Vec<Member>,
     macs: HashMap<Address, usize>,
+    /// Pair channels, dense `from * n + to` (empty when the LAN has none).
+    pairs: Vec<Option<usize>>,
 }
 
 /// Where the switch sends a frame.
@@ -44,7 +53,39 @@ impl Lan {
             id,
             members,
             macs: HashMap::new(),
+            pairs: Vec::new(),
         }
+    }
+
+    /// Give the ordered pair (`from`, `to`) of member indices the channel pipeline `pipe`
+    /// (ignored for indices out of range).
+    pub fn set_pair(&mut self, from: usize, to: usize, pipe: usize) {
+        let n = self.members.len();
+        if from >= n || to >= n {
+            return;
+        }
+        if self.pairs.is_empty() {
+            self.pairs = vec![None; n * n];
+        }
+        self.pairs[from * n + to] = Some(pipe);
+    }
+
+    /// The channel pipeline of the ordered pair (`from`, `to`), if it has one.
+    pub fn pair(&self, from: usize, to: usize) -> Option<usize> {
+        let n = self.members.len();
+        if from >= n || to >= n {
+            return None;
+        }
+        self.pairs.get(from * n + to).copied().flatten()
+    }
+
+    /// Every pair channel: (from member, to member, pipeline).
+    pub fn pairs(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        let n = self.members.len().max(1);
+        self.pairs
+            .iter()
+            .enumerate()
+            .filter_map(move |(k, p)| p.map(|p| (k / n, k % n, p)))
     }
 
     /// Learn the source of a frame that entered the switch from member `from`, and decide
@@ -117,5 +158,27 @@ mod tests {
         assert_eq!(lan.switch(2, &frame(b, a)), Forward::To(1));
         assert_eq!(lan.learned(&Address(a)), Some(2));
         assert_eq!(lan.switch(2, &[1, 2, 3]), Forward::Filter);
+    }
+
+    #[test]
+    fn pair_channels_are_per_ordered_pair() {
+        let m = |i| Member {
+            port: i,
+            to_lan: 2 * i,
+            from_lan: 2 * i + 1,
+            up: true,
+        };
+        let mut lan = Lan::new("wan".into(), vec![m(0), m(1), m(2)]);
+        assert_eq!(lan.pair(0, 1), None);
+        lan.set_pair(0, 1, 10);
+        lan.set_pair(1, 0, 11);
+        lan.set_pair(2, 1, 12);
+        lan.set_pair(3, 1, 13); // out of range: ignored
+        assert_eq!(lan.pair(0, 1), Some(10));
+        assert_eq!(lan.pair(1, 0), Some(11));
+        assert_eq!(lan.pair(1, 2), None);
+        assert_eq!(lan.pair(7, 0), None);
+        let all: Vec<_> = lan.pairs().collect();
+        assert_eq!(all, vec![(0, 1, 10), (1, 0, 11), (2, 1, 12)]);
     }
 }

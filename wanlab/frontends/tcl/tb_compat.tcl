@@ -254,6 +254,36 @@ proc tb-set-node-lan-params {node lan delay bw loss} {
     }
 }
 
+# wanlab extension: per-pair channels (a latency matrix; docs/ns-reference.md).
+#   tb-set-lan-matrix $lan delay {{0 10ms 20ms} {10ms 0 30ms} {20ms 30ms 0}}
+#   tb-set-lan-matrix $lan bandwidth|loss {...}       (optional, same shape)
+#   tb-set-lan-matrix $lan csv FILE                   (relative to the script)
+proc tb-set-lan-matrix {lan what value} {
+    set l [::wl::need $lan Lan tb-set-lan-matrix]
+    if {$what eq "csv"} { ::wl::set_attr $l matrix,csv $value; return }
+    if {$what ni {delay bandwidth loss}} {
+        ::wl::fail "tb-set-lan-matrix: '$what' unknown; use delay, bandwidth, loss or csv"
+    }
+    if {[catch {llength $value} n]} { ::wl::fail "tb-set-lan-matrix: the $what matrix is not a Tcl list" }
+    set i 0
+    foreach row $value {
+        if {[catch {join $row " "} r]} { ::wl::fail "tb-set-lan-matrix: row $i of the $what matrix is not a Tcl list" }
+        ::wl::set_attr $l matrix,$what,$i $r
+        incr i
+    }
+    ::wl::set_attr $l matrix,$what,n $n
+}
+
+# wanlab extension: gateway mode (hitbox): shaping only on frames to the gateway.
+#   tb-set-lan-gateway $lan $node DELAY BW LOSS ?to|from|both?
+proc tb-set-lan-gateway {lan node delay bw loss {direction to}} {
+    lassign [::wl::lan_member $node $lan tb-set-lan-gateway] node lan
+    ::wl::set_attr $lan gw,node $node
+    foreach {k v} [list delay $delay bw $bw loss $loss dir $direction] {
+        ::wl::set_attr $lan gw,$k $v
+    }
+}
+
 ::wl::ignored tb-set-lan-protocol "ignored: every LAN is an Ethernet switch in the engine"
 ::wl::ignored tb-set-lan-setting "ignored: every LAN is an Ethernet switch in the engine"
 

@@ -30,6 +30,19 @@ impl Network {
                 }
             }
             Sink::Lan { lan, member } => self.switch(lan, member, f, at),
+            Sink::Pair { lan, to } => {
+                let pipe = self.lans.get(lan).and_then(|l| l.members.get(to));
+                if let Some(pipe) = pipe.map(|m| m.from_lan) {
+                    self.enqueue(pipe, f, at);
+                }
+            }
+        }
+    }
+
+    fn enqueue(&mut self, pipe: PipeIdx, f: Packet, at: Instant) {
+        if let Some(slot) = self.pipes.get_mut(pipe) {
+            slot.pipe.enqueue_packet(f, at);
+            self.reschedule(pipe);
         }
     }
 
@@ -106,20 +119,22 @@ impl Network {
     }
 
     /// A frame left member `from`'s `to_lan` pipeline: the switch forwards it to one
-    /// member's `from_lan` pipeline or floods it to all others.
+    /// member or floods it to all others; towards each destination it enters the pair's
+    /// channel if the LAN has one, else that member's `from_lan` pipeline.
     fn switch(&mut self, lan: usize, from: usize, frame: Packet, at: Instant) {
         let Some(l) = self.lans.get_mut(lan) else {
             return;
         };
+        let towards = |l: &crate::model::lan::Lan, to: usize| {
+            l.pair(from, to)
+                .or_else(|| l.members.get(to).map(|m| m.from_lan))
+        };
         let targets: Vec<PipeIdx> = match l.switch(from, &frame.data) {
             Forward::Filter => return,
-            Forward::To(m) => l.members.get(m).map(|m| m.from_lan).into_iter().collect(),
-            Forward::Flood => l
-                .members
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != from)
-                .map(|(_, m)| m.from_lan)
+            Forward::To(m) => towards(l, m).into_iter().collect(),
+            Forward::Flood => (0..l.members.len())
+                .filter(|&i| i != from)
+                .filter_map(|i| towards(l, i))
                 .collect(),
         };
         let last = targets.len().saturating_sub(1);
@@ -133,10 +148,7 @@ impl Network {
             }) else {
                 continue;
             };
-            if let Some(slot) = self.pipes.get_mut(pipe) {
-                slot.pipe.enqueue_packet(f, at);
-                self.reschedule(pipe);
-            }
+            self.enqueue(pipe, f, at);
         }
     }
 }

@@ -45,7 +45,8 @@ mod topology;
 mod udp_agents;
 
 pub use spec::{
-    AgentKindSpec, AgentSpec, HostSpec, LanSpec, LinkSpec, MemberSpec, RouterSpec, TopologySpec,
+    AgentKindSpec, AgentSpec, HostSpec, LanSpec, LinkSpec, MemberSpec, PairSpec, RouterSpec,
+    TopologySpec,
 };
 pub use stats::{LinkStats, MemberStats, StatsBody};
 pub use targets::Dir;
@@ -58,7 +59,15 @@ pub type PipeIdx = usize;
 #[derive(Debug, Clone, Copy)]
 enum Sink {
     Port(PortIdx),
-    Lan { lan: usize, member: usize },
+    Lan {
+        lan: usize,
+        member: usize,
+    },
+    /// A LAN's per-pair channel: into member `to`'s `from_lan` pipeline.
+    Pair {
+        lan: usize,
+        to: usize,
+    },
 }
 
 #[derive(Debug)]

@@ -27,6 +27,16 @@ pub struct MemberSpec {
 pub struct LanSpec {
     pub id: String,
     pub members: Vec<MemberSpec>,
+    /// Per-pair channels, by member index (`from` != `to`, each ordered pair at most once).
+    pub pairs: Vec<PairSpec>,
+}
+
+/// The channel of one ordered pair of LAN members (indices into `LanSpec::members`).
+#[derive(Debug, Clone)]
+pub struct PairSpec {
+    pub from: usize,
+    pub to: usize,
+    pub params: LinkParams,
 }
 
 /// A simulated router; each interface creates the simulated port `port`.

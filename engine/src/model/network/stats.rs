@@ -22,6 +22,9 @@ pub struct LinkStats {
 pub struct MemberStats {
     pub to_lan: Counters,
     pub from_lan: Counters,
+    /// This member's pair channels, by destination port (only on a LAN with pairs).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub pairs: BTreeMap<String, Counters>,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -96,13 +99,25 @@ impl Network {
         }
         for lan in self.lans.iter().filter(|l| wanted(&l.id)) {
             let mut ms = BTreeMap::new();
-            for m in &lan.members {
-                let name = self.port_id(m.port).unwrap_or("?").to_string();
+            let port_of = |i: usize| {
+                lan.members
+                    .get(i)
+                    .and_then(|m| self.port_id(m.port))
+                    .unwrap_or("?")
+                    .to_string()
+            };
+            for (i, m) in lan.members.iter().enumerate() {
+                let pairs = lan
+                    .pairs()
+                    .filter(|&(from, _, _)| from == i)
+                    .map(|(_, to, pipe)| (port_of(to), self.counters(pipe)))
+                    .collect();
                 ms.insert(
-                    name,
+                    port_of(i),
                     MemberStats {
                         to_lan: self.counters(m.to_lan),
                         from_lan: self.counters(m.from_lan),
+                        pairs,
                     },
                 );
             }

@@ -175,7 +175,26 @@ impl Network {
                     up: true,
                 });
             }
-            self.lans.insert(lan.id.clone(), Lan::new(lan.id, members));
+            let n = members.len();
+            let mut l = Lan::new(lan.id.clone(), members);
+            for pr in lan.pairs {
+                let (Some(a), Some(b)) = (l.members.get(pr.from), l.members.get(pr.to)) else {
+                    continue;
+                };
+                if pr.from == pr.to || pr.from >= n || pr.to >= n {
+                    continue;
+                }
+                let name = format!(
+                    "lan:{}:{}>{}:pair",
+                    lan.id,
+                    self.port_id(a.port).unwrap_or("?"),
+                    self.port_id(b.port).unwrap_or("?")
+                );
+                let sink = Sink::Pair { lan: li, to: pr.to };
+                let pipe = self.new_pipe(pr.params, &name, sink, now);
+                l.set_pair(pr.from, pr.to, pipe);
+            }
+            self.lans.insert(lan.id, l);
         }
     }
 
@@ -275,6 +294,9 @@ impl Network {
         }
         for l in lans {
             if let Some(lan) = self.lans.remove_id(l) {
+                for (_, _, pipe) in lan.pairs() {
+                    self.pipes.remove(pipe);
+                }
                 for m in lan.members {
                     self.pipes.remove(m.to_lan);
                     self.pipes.remove(m.from_lan);
