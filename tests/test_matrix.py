@@ -251,3 +251,35 @@ def test_simulation_honours_the_matrix(lab, tmp_path):
     first = min(t for t, bps in got["c2"]["throughput_bps"] if bps > 0)
     assert 1.5 <= first <= 1.7, got["c2"]["throughput_bps"][:20]
     assert got["c2"]["owd_avg_us"] >= 500_000 and got["c2"]["packets"] > 200
+
+
+def seed003(gateway_delay=None):
+    """hitbox's Figure 2: host A and host H on a LAN (3 ms) with gateway G; host B behind
+    G (20 ms): A to G 3 ms, A to B 23 ms one way. Gateway mode adds ``gateway_delay`` to
+    every frame sent to G."""
+    b = ExperimentBuilder("hitbox")
+    for n in ("A", "H", "G", "B"):
+        b.node(n)
+    gw = {"node": "G", "delay": gateway_delay} if gateway_delay else None
+    b.lan(["A", "H", "G"], delay="3ms", name="lan0", gateway=gw)
+    b.link("G", "B", delay="20ms", name="wan0")
+    return b.build()
+
+
+@needs_root
+def test_seed003_gateway_mode_adds_100ms_only_through_the_gateway(lab):
+    lab.create(seed003())
+
+    def rtt(dst):
+        r = ping_rtts(lab, "hitbox", "A", dst, count=4, interval=0.05)
+        assert len(r) >= 3, (dst, r)
+        return min(r)
+    before = {d: rtt(d) for d in ("H", "G-lan0", "B")}
+    assert 6 <= before["G-lan0"] < 8 and 46 <= before["B"] < 49 and 6 <= before["H"] < 8
+    lab.modify("hitbox", seed003("100ms"))
+    after = {d: rtt(d) for d in ("H", "G-lan0", "B")}
+    # the paper: A to G 3 -> 103 ms, A to B 23 -> 123 ms one way (frames *to* the gateway
+    # are delayed; replies are not); host to host on the LAN unchanged
+    assert 106 <= after["G-lan0"] < 109, after
+    assert 146 <= after["B"] < 150, after
+    assert 6 <= after["H"] < 8, after

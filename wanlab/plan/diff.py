@@ -111,7 +111,9 @@ def diff(old: Plan, new: Plan) -> Diff:
         was = old.nodes.get(n)
         if n in added or was is None or was.simulated:
             d.routes[n] = []
-        elif was.routes != np_.routes or was.interfaces != np_.interfaces:
+        elif was.routes != np_.routes or was.interfaces != np_.interfaces \
+                or any(i.network in gone for i in np_.interfaces):
+            # (a rebuilt network's TAP is new: the kernel dropped the routes through it)
             d.routes[n] = list(was.routes)
         if n in added or old.hosts != new.hosts:
             d.hosts.append(n)
