@@ -283,3 +283,12 @@ def test_seed003_gateway_mode_adds_100ms_only_through_the_gateway(lab):
     assert 106 <= after["G-lan0"] < 109, after
     assert 146 <= after["B"] < 150, after
     assert 6 <= after["H"] < 8, after
+
+
+def test_regions5_example_parses():
+    import os
+    exp = load(os.path.join(os.path.dirname(__file__), "..", "examples", "regions5.yaml"))
+    d = delays(exp)
+    assert len(d) == 20
+    # Ireland <-> Frankfurt: the table's 19.56 and 19.55 ms round trips
+    assert abs(d["euw1", "euc1"] + d["euc1", "euw1"] - 19.555) < 1e-6
