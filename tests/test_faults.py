@@ -451,3 +451,31 @@ def test_kill9_of_the_cli_during_swapout_then_cleanup_leaves_nothing(tmp_path, s
     p.communicate(timeout=30)
     clean_all(home)
     assert_nothing_left(home, seen, marker)
+
+
+# -- node roots (overlay mounts) --------------------------------------------------------------
+IMAGE_SPEC = """name: rooted
+nodes:
+  - {name: a, image: IMAGE, startcmd: "sleep MARKER"}
+  - {name: b, image: IMAGE}
+links:
+  - {nodes: [a, b], bandwidth: 10Mbps, delay: 2ms}
+"""
+
+
+@pytest.mark.parametrize("stage", ["mounting", "starting the engine", "starting the clock"])
+def test_kill9_with_node_roots_mounted_then_cleanup_leaves_nothing_mounted(
+        tmp_path, marker, test_image, stage):
+    home = tmp_path / "home"
+    spec = tmp_path / "rooted.yaml"
+    spec.write_text(IMAGE_SPEC.replace("IMAGE", test_image).replace("MARKER", marker))
+    p = cli(home, "create", str(spec), pause=stage)
+    wait_stopped(p, timeout=120)
+    paused = recorded(home)
+    p.kill()
+    p.communicate(timeout=60)
+    seen = merge(paused, recorded(home))
+    clean_all(home)
+    with open("/proc/self/mountinfo") as f:
+        assert [line for line in f if str(home) in line] == []
+    assert_nothing_left(home, seen, marker)

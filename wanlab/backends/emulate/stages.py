@@ -171,7 +171,6 @@ def _roots(b: Build) -> None:
     store = images.Images(images.images_dir(b.store.home))
     lowers = {name: [store.layer_path(x) for x in store.ensure(name, b.say).layers]
               for name in sorted({n.image for n in want if n.image})}
-    b.say(f"mounting {len(want)} node roots")
     folder = b.folder
     spec = {n.name: dict(node=n.name, upper=os.path.join(rootfs.layer_path(folder, n.name),
                                                          "upper"))
@@ -180,6 +179,7 @@ def _roots(b: Build) -> None:
                                     spec[n.name]) for n in want])
     rec = {r.detail.get("node"): r.id for r in b.store.resources(b.row.id)
            if r.kind == "overlay" and r.state == "planned"}
+    b.say(f"mounting {len(want)} node roots")       # recorded first, then mounted
     done: dict[int, dict] = {}
     try:
         for n in want:
