@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 
 import pytest
 from conftest import ROOT, TEST_IMAGES, TEST_PACKAGES, needs_root, params
@@ -76,7 +77,17 @@ def test_same_daemon_from_one_image_with_its_own_etc_in_each_node(lab, test_imag
 
 
 def test_a_file_survives_swapout_and_swapin_and_fresh_drops_it(lab, test_image):
-    lab.create(exp_of("hard", test_image, n=1))
+    lab.create(exp_of("hard", test_image, n=1,
+                      startcmd="echo ran > /root/by-startcmd; cat /etc/hostname"))
+    # the start command ran inside the node's root; its output is kept in the node's folder
+    ndir = lab.store.folder("hard", "nodes", "n1")
+    for _ in range(300):
+        if os.path.exists(os.path.join(ndir, "startcmd.exit")):
+            break
+        time.sleep(0.1)
+    assert open(os.path.join(ndir, "startcmd.log")).read() == "n1\n"
+    assert sh(lab, "hard", "n1", "cat /root/by-startcmd") == "ran\n"
+    assert not os.path.exists("/root/by-startcmd")
     sh(lab, "hard", "n1", "echo kept > /root/state")
     folder = lab.store.folder("hard")
     lab.swapout("hard")
