@@ -56,8 +56,9 @@ class Experiment:
     def swapout(self) -> None:
         self.lab.swapout(self.name)
 
-    def swapin(self) -> None:
-        self.lab.swapin(self.name)
+    def swapin(self, fresh: bool = False) -> None:
+        """``fresh``: drop the nodes' writable layers (files written since their image)."""
+        self.lab.swapin(self.name, fresh=fresh)
 
     def modify(self, new: ir.Experiment) -> None:
         self.lab.modify(self.name, new)

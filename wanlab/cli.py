@@ -210,7 +210,8 @@ def cmd_show(lab, a) -> int:
     print("nodes:")
     for n, d in info["nodes"].items():
         print(f"  {n} (" + ("simulated in the engine" if d.get("simulated")
-                            else f"netns {d['netns']}") + ")")
+                            else f"netns {d['netns']}") +
+              (f", image {d['image']}" if d.get("image") else "") + ")")
         for i in d["interfaces"]:
             print(f"    {i['ifname']:6} {i['ip']:18} {i['mac']}  on {i['network']}")
         for r in d["routes"]:

@@ -411,10 +411,12 @@ class Lab:
             with contextlib.suppress(Exception):
                 with engine.Client(self._socket(row), timeout=5) as c:
                     links = c.call("stats")
+        images_of = {n.name: n.image for n in row.ir.nodes if n.image}
         return {"name": row.name, "id": row.short, "state": row.state, "error": row.error,
                 "folder": self.store.folder(name),
                 "nodes": {n.name: {"netns": None if n.simulated else n.netns,
                                    "simulated": n.simulated,
+                                   "image": images_of.get(n.name),
                                    "interfaces": [{"ifname": i.ifname, "ip": f"{i.ip}/"
                                                    f"{i.prefixlen}", "mac": i.mac,
                                                    "network": i.network}
