@@ -194,3 +194,11 @@ def test_save_a_node_layer_as_a_new_image(lab, test_image):
         if store.get(name):
             store.remove(name)
     assert not os.path.exists(top)
+
+
+def test_modify_adds_a_node_with_its_own_root(lab, test_image):
+    lab.create(exp_of("grow", test_image, n=1))
+    lab.modify("grow", exp_of("grow", test_image, n=2))
+    assert sh(lab, "grow", "n2", "hostname; echo x > /root/n2-file") == "n2\n"
+    assert lab.exec("grow", "n1", ["test", "-e", "/root/n2-file"]).returncode == 1
+    assert lab.show("grow")["nodes"]["n2"]["image"] == test_image

@@ -34,7 +34,7 @@ from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
 
 # the swap-in stages a modify runs (the engine, FRR and the clock run already)
-MODIFY_STAGES = ("folder", "namespaces", "taps", "addresses", "routes", "startcmds")
+MODIFY_STAGES = ("folder", "roots", "namespaces", "taps", "addresses", "routes", "startcmds")
 
 
 def remove_request(old: Plan, d: Diff) -> dict[str, Any]:

@@ -56,8 +56,14 @@ def layer_path(folder: str, node: str) -> str:
 
 
 def has_root(folder: str, node: str) -> bool:
-    """Whether the node's overlay root is mounted (the holder then switches into it)."""
-    return os.path.ismount(root_path(folder, node))
+    """Whether the node has its own root (mounted: the holder then switches into it). A
+    node with a layer but no mounted root is an error, never the host's files instead."""
+    if os.path.ismount(root_path(folder, node)):
+        return True
+    if os.path.isdir(os.path.join(layer_path(folder, node), "upper")):
+        raise WanlabError(f"node {node}: its root is not mounted (swap the experiment out "
+                          f"and in, or 'wanlab swapin --repair')")
+    return False
 
 
 def _unescape(field: str) -> str:
