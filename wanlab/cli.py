@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -51,6 +52,18 @@ def cmd_create(lab, a) -> int:
     row = lab.create(exp, source_path=os.path.abspath(a.file), swapin=not a.no_swapin)
     print(f"{row.name}: {row.state} (id {row.short}, {len(row.ir.nodes)} nodes, "
           f"{time.monotonic() - t0:.2f} s)")
+    return 0
+
+
+def cmd_bridge(lab, a) -> int:
+    from wanlab.frontends.bridge import bridge_experiment
+    default = re.sub(r"[^A-Za-z0-9-]", "-", f"bridge-{a.if_a}-{a.if_b}")[:32].rstrip("-")
+    exp = bridge_experiment(a.name or default,
+                            a.if_a, a.if_b, delay=a.delay, bandwidth=a.bandwidth, loss=a.loss)
+    row = lab.create(exp)
+    print(f"{row.name}: {a.if_a} <-> {a.if_b} through link 'wire' (id {row.short}); "
+          f"change it with `wanlab tevc {row.name} now wire delay 50ms`, give the "
+          f"interfaces back with `wanlab terminate {row.name}`")
     return 0
 
 
@@ -431,6 +444,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--no-swapin", action="store_true", help="store it only")
     sp.add_argument("--cluster", action="store_true", help="place it on the current cluster "
                     "(wanlab cluster up): nodes spread over the machines, cut links tunnelled")
+    sp = add("bridge", cmd_bridge, "put the engine between two interfaces of this machine "
+             "(a shaped bridge for machines outside wanlab; docs/bridge.md)")
+    sp.add_argument("if_a", metavar="IF_A")
+    sp.add_argument("if_b", metavar="IF_B")
+    sp.add_argument("--name", help="experiment name (default bridge-IF_A-IF_B)")
+    sp.add_argument("--delay", default="0", help="one-way delay each way (e.g. 20ms)")
+    sp.add_argument("--bandwidth", default="0", help="each way (e.g. 10Mb; 0 = unlimited)")
+    sp.add_argument("--loss", default="0", help="loss probability each way")
     sp = add("run", cmd_run, "create an experiment, play its whole timeline, collect flows "
              "and plots, swap it out (results stay in its folder)")
     sp.add_argument("file")
@@ -550,7 +571,7 @@ P_HELP = ("a template parameter's value (define-template-parameter, YAML paramet
 
 
 # commands that may create the state folder; the others refuse a missing one (a typo)
-CREATING = ("create", "run", "compare", "sweep", "template", "batch", "serve", "portal",
+CREATING = ("create", "bridge", "run", "compare", "sweep", "template", "batch", "serve", "portal",
             "image", "cluster")
 
 

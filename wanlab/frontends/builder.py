@@ -221,11 +221,12 @@ class ExperimentBuilder:
     def node(self, name: str | None = None, *, kind: str = "emulated", os: str | None = None,
              hardware: str | None = None, startcmd: str | None = None,
              image: str | None = None, tarfiles: Any = (), packages: Any = (),
-             source: ir.Source | None = None) -> str:
+             external: str | None = None, source: ir.Source | None = None) -> str:
         """Declare a node; returns its name. ``image``: its own root file system (a
         ``wanlab image``; ``os`` maps an Emulab OS name to one); ``tarfiles``: pairs
         (folder in its root, tarball) unpacked there; ``packages``: Debian packages (or
-        .deb files) installed in its root."""
+        .deb files) installed in its root; ``external``: a network interface of this machine
+        bridged into the node (``wanlab bridge``, docs/bridge.md)."""
         src = source or _caller_source()
         name = self._name(name, "node")
         if name in self._nodes:
@@ -253,7 +254,8 @@ class ExperimentBuilder:
             self._warn(f"os {os}: {n}" if os is not None else n, src)
         self._nodes[name] = dict(name=name, kind=kind, os=os, hardware=hardware,
                                  startcmd=startcmd, routes=[], source=src, image=img,
-                                 tarfiles=tuple(tars), packages=tuple(pkgs))
+                                 tarfiles=tuple(tars), packages=tuple(pkgs),
+                                 external=_opt_str(external))
         return name
 
     def route(self, node: str, dst: str, via: str) -> None:

@@ -327,7 +327,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
         node = call(["nodes", i], b.node, n["name"], kind=n.get("kind", "emulated"),
                     os=n.get("os"), hardware=n.get("hardware"), startcmd=n.get("startcmd"),
                     image=n.get("image"), tarfiles=n.get("tarfiles") or (),
-                    packages=n.get("packages") or (), source=at(["nodes", i]))
+                    packages=n.get("packages") or (), external=n.get("external"),
+                    source=at(["nodes", i]))
         for j, r in enumerate(n.get("routes", [])):
             call(["nodes", i, "routes", j], b.route, node, r["dst"], r["via"])
     for i, l in enumerate(doc.get("links", [])):

@@ -138,6 +138,10 @@ class Node:
     image: str | None = None         # its root file system (wanlab image); None: the host's
     tarfiles: tuple[tuple[str, str], ...] = ()   # (folder in its root, tarball on the host)
     packages: tuple[str, ...] = ()   # Debian packages, or .deb paths, installed in its root
+    # a network interface of this machine moved into the node and bridged (L2) with the
+    # node's one link or LAN interface: real machines behind it see the shaped path
+    # (``wanlab bridge``; docs/bridge.md)
+    external: str | None = None
 
 
 @dataclass(frozen=True)
@@ -566,6 +570,32 @@ def _check_params(p: LinkParams, where: str, src: Source) -> None:
             raise _err(f"RED linterm_ {q.linterm} must be at least 1", src, where)
 
 
+IFNAME_RE = re.compile(r"^[A-Za-z0-9_.:+-]{1,15}$")
+
+
+def _check_externals(exp: Experiment) -> None:
+    """A host interface is bridged into at most one emulated node, which has exactly one
+    link or LAN interface; its name is a Linux interface name."""
+    used: dict[str, str] = {}
+    for n in exp.nodes:
+        if n.external is None:
+            continue
+        where = f"nodes.{n.name}.external"
+        if not IFNAME_RE.match(n.external) or n.external in (".", ".."):
+            raise _err(f"{n.external!r} is not a network interface name", n.source, where)
+        if n.kind != "emulated":
+            raise _err("only an emulated node can hold a host interface", n.source, where)
+        if n.external in used:
+            raise _err(f"interface {n.external!r} is already bridged into node "
+                       f"{used[n.external]!r}", n.source, where)
+        used[n.external] = n.name
+        nets = sum(n.name in (l.a, l.b) for l in exp.links) + \
+            sum(any(m.node == n.name for m in lan.members) for lan in exp.lans)
+        if nets != 1:
+            raise _err(f"a node holding a host interface needs exactly one link or LAN "
+                       f"(it is bridged with it), {n.name!r} has {nets}", n.source, where)
+
+
 def _check_pairs(lan: Lan, members: set[str]) -> None:
     """Pair channels join two distinct members, each ordered pair at most once."""
     seen: set[tuple[str, str]] = set()
@@ -714,6 +744,7 @@ def validate(exp: Experiment) -> Experiment:
             raise _err(f"node kind {n.kind!r} unknown; supported kinds are "
                        f"{', '.join(NODE_KINDS)}", n.source, f"nodes.{n.name}.kind")
         _check_node_root(n)
+    _check_externals(exp)
     nodes = {n.name for n in exp.nodes}
     pairs: set[frozenset[str]] = set()
     for l in exp.links:

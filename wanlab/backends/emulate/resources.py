@@ -13,6 +13,9 @@ Removal goes through those records only, never through a name pattern:
 * ``tap``: a TAP ``ethN`` inside a node's namespace. Nothing of its own: the engine makes
   it persistent, so it outlives the engine and goes with its namespace (the next kind); a
   port removed at run time takes its TAP with it.
+* ``iface``: a host interface moved into a node and bridged there (``wanlab bridge``,
+  :mod:`wanlab.backends.emulate.external`): moved back, MTU, state and addresses restored.
+  Before ``netns``, whose deletion would destroy a veth still inside.
 * ``netns``: a node's network namespace (inode). Every process still inside it (matched
   by inode), then unmount and unlink.
 * ``overlay``: a node's root, an overlayfs at ``roots/<node>`` in the experiment's folder
@@ -32,7 +35,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from wanlab.backends.emulate import engine, netns, procs, rootfs
+from wanlab.backends.emulate import engine, external, netns, procs, rootfs
 from wanlab.engine.protocol import Shutdown
 from wanlab.errors import WanlabError
 from wanlab.store.db import Resource, Store
@@ -90,7 +93,8 @@ def _remove_netns(r: Resource) -> None:
 
 KINDS = (Kind("scheduler", _remove_scheduler), Kind("process", _remove_process),
          Kind("engine", _remove_engine), Kind("tap", _remove_tap),
-         Kind("netns", _remove_netns), Kind("overlay", rootfs.unmount))
+         Kind("iface", external.restore), Kind("netns", _remove_netns),
+         Kind("overlay", rootfs.unmount))
 _BY_NAME = {k.name: k for k in KINDS}
 
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 from wanlab.backends.emulate import (
     engine,
+    external,
     frr,
     images,
     netconf,
@@ -297,6 +298,22 @@ def _routes(b: Build) -> None:
     write_hosts([b.plan.nodes[n].netns for n in b.hosts], b.plan.hosts)
 
 
+def _externals(b: Build) -> None:
+    """Host interfaces into the nodes that hold one (``wanlab bridge``), each recorded
+    with what it changes before it moves (kind ``iface``)."""
+    made = set(b.nodes)
+    for n in b.exp.nodes:
+        if not n.external or n.name not in made:
+            continue
+        np_ = b.plan.nodes[n.name]
+        b.say(f"bridging host interface {n.external} into node {n.name}")
+        state = external.host_state(n.external)
+        rid = b.store.record(b.row.id, "iface", n.external, netns=np_.netns, node=n.name,
+                             **state)
+        external.attach(n.external, np_.netns, np_.interfaces[0].ifname)
+        b.store.update_resource(rid, "created")
+
+
 def _routing(b: Build) -> None:
     if b.exp.rtproto not in frr.DYNAMIC or not b.swapin:
         return
@@ -335,6 +352,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("taps", _taps),
     Stage("addresses", _addresses),
     Stage("routes", _routes),
+    Stage("externals", _externals),
     Stage("routing", _routing),
     Stage("confine", _confine),
     Stage("startcmds", _startcmds),
