@@ -106,7 +106,7 @@ def test_no_credentials_is_401_everywhere(portal):
 
 
 def test_another_projects_user_gets_403_for_every_route_and_websocket(portal):
-    app, client, tokens, _ = portal
+    app, client, tokens, home = portal
     for method, path, ws in experiment_routes(app):
         if ws:
             with pytest.raises(WebSocketDenialResponse) as e:
@@ -133,6 +133,14 @@ def test_another_projects_user_gets_403_for_every_route_and_websocket(portal):
     r = client.post("/api/projects/blue/members", headers=bearer(tokens["bob"]),
                     json={"user": "bob"})
     assert r.status_code == 403
+    # the batch queue is root's
+    assert client.get("/api/batches", headers=bearer(tokens["bob"])).status_code == 403
+    from wanlab.store import facility
+    lab = Lab(home)
+    facility.add_batch(lab.store, "root", "nightly", "/x/nightly.tcl", {})
+    lab.close()
+    queue = client.get("/api/batches", headers=bearer(tokens["admin"])).json()
+    assert [(b["name"], b["state"], b["user"]) for b in queue] == [("nightly", "posted", "root")]
     # the member sees it
     r = client.get("/api/experiments/blue-exp", headers=bearer(tokens["alice"]))
     assert r.status_code == 200 and r.json()["topology"]["links"][0]["name"] == "link0"

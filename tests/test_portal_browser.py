@@ -135,9 +135,20 @@ def test_log_in_create_see_topology_set_a_link_down_and_up_under_a_console_ping(
     d.find_element(By.ID, "login-button").click()
     wait(d, lambda d: d.find_elements(By.ID, "create"), message="no experiment list")
 
-    # create Figure 2 from the form (a file's text, as the file chooser would load it)
+    # a broken script: the parser's error is shown at its line, and nothing is created
     with open(os.path.join(ROOT, "examples", "figure2.tcl")) as f:
         spec = f.read()
+    bad = spec.replace("$router $dest", "$router $nosuch", 1)
+    line = next(i for i, t in enumerate(bad.splitlines(), 1) if "$nosuch" in t)
+    d.execute_script("document.getElementById('spec-text').value = arguments[0];"
+                     "document.getElementById('spec-filename').value = 'figure2.tcl';", bad)
+    d.find_element(By.ID, "spec-check").click()
+    wait(d, lambda d: d.find_element(By.ID, "spec-errors").text, timeout=30)
+    shown = d.find_element(By.ID, "spec-errors").text
+    assert shown.startswith(f"figure2.tcl:{line}: ") and "nosuch" in shown
+    assert f">{line:4d} | $ns duplex-link $router $nosuch" in shown
+
+    # create Figure 2 from the form (a file's text, as the file chooser would load it)
     d.execute_script("document.getElementById('spec-text').value = arguments[0];"
                      "document.getElementById('spec-filename').value = 'figure2.tcl';", spec)
     d.find_element(By.ID, "spec-create").click()

@@ -219,6 +219,17 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             mine = None if c.user.admin else list(projects.memberships(c.db, c.user))
             return audit.rows(c.db, projects=mine, limit=min(max(limit, 1), 1000))
 
+    @app.get("/api/batches", tags=["facility"])
+    def batches(request: Request):
+        """The batch queue (``wanlab batch``): root's, so administrators only."""
+        from wanlab.store import facility
+        with session(request) as c:
+            if not c.user.admin:
+                raise auth.AuthError(403, "the batch queue is root's: administrators only")
+            return [{k: b[k] for k in ("id", "user", "name", "state", "attempts", "error",
+                                       "submitted", "started", "ended")}
+                    for b in facility.batches(c.lab.store)]
+
     # -- experiments ---------------------------------------------------------------
     @app.get("/api/experiments", tags=["experiments"])
     def list_experiments(request: Request):

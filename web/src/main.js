@@ -199,6 +199,7 @@ async function experimentPage(name) {
 
   const prev = new Map();
   const series = new Map();   // link -> [{t, ab, ba, drops, up}]
+  const changed = new Map();  // link -> {delay: '30ms', ...}: run-time changes (event log)
   let selected = null;
   const cy = buildGraph(graph, topo, (sel) => {
     selected = sel;
@@ -217,7 +218,8 @@ async function experimentPage(name) {
           onclick: () => startConsole(n.name) }, 'Open console') : '');
       return;
     }
-    side.replaceChildren(...linkPanel(name, topo, selected, series.get(selected.name) || []));
+    side.replaceChildren(...linkPanel(name, topo, selected, series.get(selected.name) || [],
+                                      changed.get(selected.name)));
   }
 
   let term = null;
@@ -246,7 +248,14 @@ async function experimentPage(name) {
       if (s.length > 300) s.shift();
       series.set(l, s);
     }
-    for (const e of msg.events || []) events.prepend(eventRow(e));
+    for (const e of msg.events || []) {
+      events.prepend(eventRow(e));
+      if (e.outcome === 'ok' && ['delay', 'bandwidth', 'plr'].includes(e.action)) {
+        changed.set(e.target, { ...(changed.get(e.target) || {}),
+                                [e.action]: (e.args || []).join(' ') });
+        if (selected && selected.name === e.target) renderSide();
+      }
+    }
     if (selected && selected.type !== 'node') {
       const canvas = $('#series');
       if (canvas) drawSeries(canvas, series.get(selected.name) || []);
@@ -301,7 +310,7 @@ function fmtParams(p) {
     + (p.limit ? ` (${p.limit})` : '');
 }
 
-function linkPanel(exp, topo, sel, series) {
+function linkPanel(exp, topo, sel, series, changes) {
   const l = sel.type === 'link' ? topo.links.find((k) => k.name === sel.name)
                                 : topo.lans.find((k) => k.name === sel.name);
   const last = series[series.length - 1];
@@ -336,7 +345,10 @@ function linkPanel(exp, topo, sel, series) {
   setTimeout(() => drawSeries(canvas, series), 0);
   return [h('h3', {}, `${sel.type} ${sel.name}`),
     h('p', {}, 'state: ', h('b', { id: 'link-state' }, last ? (last.up ? 'up' : 'down') : '?')),
-    ...params, canvas,
+    ...params,
+    changes ? h('p', { id: 'link-changed' }, 'changed at run time: ',
+                Object.entries(changes).map(([k, v]) => `${k} ${v}`).join(', ')) : '',
+    canvas,
     h('p', { class: 'hint' }, 'throughput a→b (blue), b→a (green), drops/s (red)'),
     form,
     h('div', {}, h('button', { id: 'link-down', onclick: () => change({ state: 'down' }) },
