@@ -205,6 +205,19 @@ def cmd_list(lab, a) -> int:
     return 0
 
 
+def _usage(u: dict) -> str:
+    """A node's use of its cgroup, for people: CPU seconds and recent cores, memory, pids."""
+    def mb(b):
+        return "-" if b is None else f"{b / 2**20:.1f} MB"
+    cpu = "-" if u.get("cpu_usec") is None else f"{u['cpu_usec'] / 1e6:.2f} s"
+    if u.get("cpu_share") is not None:
+        cpu += f" (now {u['cpu_share']:.2f} cores)"
+    mem = mb(u.get("memory")) + (f" of {mb(u['memory_max'])}" if u.get("memory_max") else "")
+    pids = f"{u.get('pids', '-')}" + (f" of {u['pids_max']}" if u.get("pids_max") else "")
+    oom = f", OOM kills {u['oom_kills']}" if u.get("oom_kills") else ""
+    return f"cpu {cpu}, memory {mem}, pids {pids}{oom}"
+
+
 def cmd_show(lab, a) -> int:
     if cluster_commands.owns(lab, a.name):
         return cluster_commands.show(lab, a.name, a.json)
@@ -225,6 +238,8 @@ def cmd_show(lab, a) -> int:
         print(f"  {n} (" + ("simulated in the engine" if d.get("simulated")
                             else f"netns {d['netns']}") +
               (f", image {d['image']}" if d.get("image") else "") + ")")
+        if d.get("usage"):
+            print(f"    {_usage(d['usage'])}")
         for i in d["interfaces"]:
             print(f"    {i['ifname']:6} {i['ip']:18} {i['mac']}  on {i['network']}")
         for r in d["routes"]:

@@ -40,6 +40,7 @@ from typing import Any
 
 from wanlab import interrupts
 from wanlab.backends.emulate import (
+    cgroups,
     engine,
     health,
     images,
@@ -55,6 +56,7 @@ from wanlab.engine.client import socket_of
 from wanlab.errors import Interrupted, WanlabError
 from wanlab.model.ir import Experiment, validate
 from wanlab.plan.plan import engine_params, make_plan
+from wanlab.plan.types import Plan
 from wanlab.run import stages as run_stages
 from wanlab.run.client import EventClient
 from wanlab.store.db import ExperimentRow, Store, make_private_dir
@@ -411,6 +413,18 @@ class Lab:
             with contextlib.suppress(Exception):
                 with engine.Client(self._socket(row), timeout=5) as c:
                     links = c.call("stats")
+        info = self._describe(row, plan, links)
+        if row.state == ACTIVE:     # each node's use of its cgroup (CPU, memory, pids)
+            used = cgroups.sample({r.detail["node"]: r.detail.get("dirs") or {}
+                                   for r in self.store.resources(row.id)
+                                   if r.kind == "cgroup" and r.detail.get("node")})
+            for n, u in used.items():
+                if n in info["nodes"]:
+                    info["nodes"][n]["usage"] = u
+        return info
+
+    def _describe(self, row: ExperimentRow, plan: Plan, links: dict[str, Any]) -> dict[str, Any]:
+        name = row.name
         images_of = {n.name: n.image for n in row.ir.nodes if n.image}
         return {"name": row.name, "id": row.short, "state": row.state, "error": row.error,
                 "folder": self.store.folder(name),

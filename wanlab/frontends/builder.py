@@ -221,12 +221,19 @@ class ExperimentBuilder:
     def node(self, name: str | None = None, *, kind: str = "emulated", os: str | None = None,
              hardware: str | None = None, startcmd: str | None = None,
              image: str | None = None, tarfiles: Any = (), packages: Any = (),
-             external: str | None = None, source: ir.Source | None = None) -> str:
+             external: str | None = None, cpu: Any = None, memory: Any = None,
+             pids: Any = None, cpus: Any = None, cpu_weight: Any = None,
+             source: ir.Source | None = None) -> str:
         """Declare a node; returns its name. ``image``: its own root file system (a
         ``wanlab image``; ``os`` maps an Emulab OS name to one); ``tarfiles``: pairs
         (folder in its root, tarball) unpacked there; ``packages``: Debian packages (or
         .deb files) installed in its root; ``external``: a network interface of this machine
-        bridged into the node (``wanlab bridge``, docs/bridge.md)."""
+        bridged into the node (``wanlab bridge``, docs/bridge.md).
+
+        Resources (docs/resources.md): ``cpu`` a CPU time limit in cores (0.25), ``memory``
+        a memory limit (``"64MB"``, binary prefixes), ``pids`` the most processes at once,
+        ``cpus`` the CPUs it is pinned to (``"0"``, ``"0-1"``), ``cpu_weight`` its share
+        against other nodes (1..10000, default 100)."""
         src = source or _caller_source()
         name = self._name(name, "node")
         if name in self._nodes:
@@ -252,10 +259,14 @@ class ExperimentBuilder:
                                           simulated=kind == "simulated")
         for n in notes:
             self._warn(f"os {os}: {n}" if os is not None else n, src)
+        try:
+            res = _resources(cpu, memory, pids, cpus, cpu_weight)
+        except SpecError as e:
+            raise SpecError(e.message, src.file, src.line, e.field) from None
         self._nodes[name] = dict(name=name, kind=kind, os=os, hardware=hardware,
                                  startcmd=startcmd, routes=[], source=src, image=img,
                                  tarfiles=tuple(tars), packages=tuple(pkgs),
-                                 external=_opt_str(external))
+                                 external=_opt_str(external), **res)
         return name
 
     def route(self, node: str, dst: str, via: str) -> None:
@@ -514,3 +525,18 @@ class ExperimentBuilder:
                        for t, target, action, args, src in self._events)
         return ir.validate(replace(exp, events=events))
 
+
+def _resources(cpu: Any, memory: Any, pids: Any, cpus: Any, cpu_weight: Any) -> dict[str, Any]:
+    """The builder's resource keywords as typed IR fields (units parsed, field named)."""
+    out: dict[str, Any] = {}
+    if cpu is not None:
+        out["cpu_cores"] = units.parse_cores(cpu, field="cpu")
+    if memory is not None:
+        out["memory_bytes"] = units.parse_memory(memory, field="memory")
+    if pids is not None:
+        out["pids"] = units.parse_int(pids, "pids", field="pids")
+    if cpus is not None:
+        out["cpus"] = units.parse_cpuset(cpus, field="cpus")
+    if cpu_weight is not None:
+        out["cpu_weight"] = units.parse_int(cpu_weight, "cpu_weight", field="cpu_weight")
+    return out

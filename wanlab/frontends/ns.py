@@ -392,7 +392,18 @@ class _Records:
         return ir.Node(name=name, kind=kind,
                        os=os_name, hardware=self.val(o, "hardware"),
                        startcmd=self.val(o, "startcmd"), routes=tuple(routes),
-                       source=src, image=image, tarfiles=tarfiles, packages=packages)
+                       source=src, image=image, tarfiles=tarfiles, packages=packages,
+                       **self.resources(o))
+
+    def resources(self, o: dict[str, Any]) -> dict[str, Any]:
+        """A node's ``tb-set-node-cpu/-memory/-pids/-cpus/-cpu-weight`` as typed fields,
+        an error naming the command's line."""
+        out = {"cpu_cores": self.conv(o, "cpu", units.parse_cores),
+               "memory_bytes": self.conv(o, "memory", units.parse_memory),
+               "pids": self.conv(o, "pids", units.parse_int, what="pids"),
+               "cpus": self.conv(o, "cpus", units.parse_cpuset),
+               "cpu_weight": self.conv(o, "cpu_weight", units.parse_int, what="cpu weight")}
+        return {k: v for k, v in out.items() if v is not None}
 
     def queue_attrs(self, o: dict[str, Any]) -> dict[str, dict[str, Any]]:
         """An object's queue attributes ``{pre}q,{name}``, grouped by ``pre`` (once:

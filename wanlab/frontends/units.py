@@ -172,3 +172,70 @@ def parse_bool(value: object, what: str, *, file: str | None = None,
     if s in ("0", "false", "no", "off"):
         return False
     raise _err(f"{what} {value!r} must be true/false (or 1/0)", file, line, field)
+
+
+# -- node resources (cgroups) ------------------------------------------------------------
+_MEM_RE = re.compile(r"^\s*" + _NUM + r"\s*([kKmMgGtT]?)(i?[bB])?\s*$")
+_MEM_PREFIX = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_CPUSET_RE = re.compile(r"^\s*\d+(\s*-\s*\d+)?(\s*,\s*\d+(\s*-\s*\d+)?)*\s*$")
+
+
+def parse_cores(value: object, *, file: str | None = None, line: int | None = None,
+                field: str | None = None) -> float:
+    """A CPU share in cores (``0.25`` = a quarter of one core, ``2`` = two cores); > 0."""
+    if _negative(value):
+        raise _err(f"cpu {value!r} is negative; write a number of cores such as 0.25",
+                   file, line, field)
+    try:
+        if isinstance(value, bool):
+            raise ValueError
+        c = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise _err(f"cpu {value!r} not understood; write a number of cores such as 0.25",
+                   file, line, field) from None
+    if not math.isfinite(c) or c <= 0:
+        raise _err(f"cpu {value!r} must be a positive number of cores such as 0.25",
+                   file, line, field)
+    return c
+
+
+def parse_memory(value: object, *, file: str | None = None, line: int | None = None,
+                 field: str | None = None) -> int:
+    """Memory in bytes (int): ``64MB``, ``512k``, ``1GiB``, ``1.5G``; prefixes are binary
+    (k = 1024, as for RAM), ``B``/``iB`` optional; a plain number is bytes."""
+    if isinstance(value, bool):
+        raise _err(f"memory {value!r} is not an amount of memory", file, line, field)
+    if _negative(value):
+        raise _err(f"memory {value!r} is negative; write e.g. 64MB", file, line, field)
+    if isinstance(value, (int, float)):
+        b = float(value)
+    else:
+        m = _MEM_RE.match(str(value))
+        if not m:
+            raise _err(f"memory {str(value)!r} not understood; write e.g. 64MB, 512KB, 1GB "
+                       f"(binary prefixes) or a plain number of bytes", file, line, field)
+        b = float(m.group(1)) * _MEM_PREFIX[m.group(2).lower()]
+    if not math.isfinite(b) or b <= 0:
+        raise _err(f"memory {value!r} must be a positive amount such as 64MB", file, line,
+                   field)
+    return int(b)
+
+
+def parse_cpuset(value: object, *, file: str | None = None, line: int | None = None,
+                 field: str | None = None) -> str:
+    """A list of CPU numbers to pin to (``"0"``, ``"0-1"``, ``"0,2-3"``; an int is one
+    CPU), in the kernel's cpuset syntax, spaces removed."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _err(f"cpus {value!r} is not a CPU list; write e.g. \"0\" or \"0-1,3\"",
+                   file, line, field)
+    s = str(value)
+    if not _CPUSET_RE.match(s):
+        raise _err(f"cpus {s!r} not understood; write CPU numbers such as \"0\", \"0-1\" or "
+                   f"\"0,2-3\"", file, line, field)
+    s = re.sub(r"\s+", "", s)
+    for part in s.split(","):
+        lo, _, hi = part.partition("-")
+        if hi and int(hi) < int(lo):
+            raise _err(f"cpus {s!r}: range {part} goes backwards", file, line, field)
+    return s
+

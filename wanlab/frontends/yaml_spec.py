@@ -328,6 +328,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
                     os=n.get("os"), hardware=n.get("hardware"), startcmd=n.get("startcmd"),
                     image=n.get("image"), tarfiles=n.get("tarfiles") or (),
                     packages=n.get("packages") or (), external=n.get("external"),
+                    cpu=n.get("cpu"), memory=n.get("memory"), pids=n.get("pids"),
+                    cpus=n.get("cpus"), cpu_weight=n.get("cpu_weight"),
                     source=at(["nodes", i]))
         for j, r in enumerate(n.get("routes", [])):
             call(["nodes", i, "routes", j], b.route, node, r["dst"], r["via"])

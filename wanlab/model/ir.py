@@ -21,6 +21,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import math
+import os
 import posixpath
 import re
 from dataclasses import asdict, dataclass, field, fields, replace
@@ -47,6 +48,10 @@ MAX_DELAY_S = 10.0
 # The experiment's horizon: no event (timeline or tevc) may be later than this after t = 0.
 # Ten days is longer than any run on one machine, and keeps times far from float limits.
 HORIZON_S = 10 * 24 * 3600.0
+# node resources (cgroups): the smallest limits a node still runs with
+MIN_CPU_CORES = 0.01            # cpu.max's quota has a floor of 1 ms per 100 ms period
+MIN_MEMORY_BYTES = 4 << 20
+MIN_PIDS, MAX_PIDS = 8, 4_194_304
 
 # queue fields an event may set (the engine's names; ns-2's are mapped by the front ends)
 QUEUE_FIELDS = {"limit": int, "in_bytes": bool, "thresh": float, "maxthresh": float,
@@ -142,6 +147,12 @@ class Node:
     # node's one link or LAN interface: real machines behind it see the shaped path
     # (``wanlab bridge``; docs/bridge.md)
     external: str | None = None
+    # resources of an emulated node (its cgroup; None: no limit, pids: DEFAULT_PIDS)
+    cpu_cores: float | None = None      # CPU time limit in cores (0.25 = a quarter core)
+    cpus: str | None = None             # CPUs it is pinned to, a cpuset list ("0", "0-1")
+    cpu_weight: int | None = None       # its share against other nodes, 1..10000 (100)
+    memory_bytes: int | None = None     # memory limit; beyond it the kernel OOM-kills
+    pids: int | None = None             # most processes and threads at once
 
 
 @dataclass(frozen=True)
@@ -744,6 +755,7 @@ def validate(exp: Experiment) -> Experiment:
             raise _err(f"node kind {n.kind!r} unknown; supported kinds are "
                        f"{', '.join(NODE_KINDS)}", n.source, f"nodes.{n.name}.kind")
         _check_node_root(n)
+        check_resources(n)
     _check_externals(exp)
     nodes = {n.name for n in exp.nodes}
     pairs: set[frozenset[str]] = set()
@@ -841,6 +853,63 @@ def validate(exp: Experiment) -> Experiment:
                 raise _err("route needs a destination and a next hop", n.source,
                            f"nodes.{n.name}.routes")
     return exp
+
+
+def machine_cpus() -> set[int]:
+    """The CPU numbers this machine lets wanlab use (its affinity mask)."""
+    return set(os.sched_getaffinity(0))
+
+
+def cpuset_members(spec: str) -> set[int]:
+    """The CPU numbers of a cpuset list such as ``0,2-3``."""
+    out: set[int] = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def check_resources(n: Node) -> None:
+    """A node's resource fields are in range, and fit this machine (docs/resources.md)."""
+    if (n.cpu_cores, n.cpus, n.cpu_weight, n.memory_bytes, n.pids) == (None,) * 5:
+        return
+    f = f"nodes.{n.name}"
+    if n.kind == "simulated":
+        raise _err(f"node {n.name!r} is simulated in the engine: cpu, memory and pids limits "
+                   f"apply to emulated nodes only", n.source, f)
+    have = machine_cpus()
+    if n.cpu_cores is not None:
+        if not _num_ok(n.cpu_cores, float, MIN_CPU_CORES):
+            raise _err(f"cpu {n.cpu_cores!r} must be at least {MIN_CPU_CORES} cores",
+                       n.source, f + ".cpu")
+        if n.cpu_cores > len(have):
+            raise _err(f"cpu {n.cpu_cores:g} cores: this machine has only {len(have)} CPUs",
+                       n.source, f + ".cpu")
+    if n.cpus is not None:
+        try:
+            want = cpuset_members(n.cpus)
+        except ValueError:
+            raise _err(f"cpus {n.cpus!r} is not a CPU list such as 0-1", n.source,
+                       f + ".cpus") from None
+        if not want or not want <= have:
+            raise _err(f"cpus {n.cpus}: this machine has CPUs {_cpu_list(have)} only",
+                       n.source, f + ".cpus")
+        if n.cpu_cores is not None and n.cpu_cores > len(want):
+            raise _err(f"cpu {n.cpu_cores:g} cores is more than the {len(want)} CPUs it is "
+                       f"pinned to ({n.cpus})", n.source, f + ".cpu")
+    if n.cpu_weight is not None and not _num_ok(n.cpu_weight, int, 1, 10000):
+        raise _err(f"cpu_weight {n.cpu_weight!r} must be an integer in 1..10000 (default 100)",
+                   n.source, f + ".cpu_weight")
+    if n.memory_bytes is not None and not _num_ok(n.memory_bytes, int, MIN_MEMORY_BYTES):
+        raise _err(f"memory {n.memory_bytes!r} bytes is below the least a node can run in "
+                   f"({MIN_MEMORY_BYTES >> 20}MB)", n.source, f + ".memory")
+    if n.pids is not None and not _num_ok(n.pids, int, MIN_PIDS, MAX_PIDS):
+        raise _err(f"pids {n.pids!r} must be an integer in {MIN_PIDS}..{MAX_PIDS} (a node's "
+                   f"own plumbing takes a few)", n.source, f + ".pids")
+
+
+def _cpu_list(cpus: set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
 
 
 def _num_ok(v: Any, typ: type, lo: float = 0, hi: float = math.inf) -> bool:

@@ -52,7 +52,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from wanlab.backends.emulate import procs
+from wanlab.backends.emulate import cgroups, procs
 from wanlab.errors import SpecError, WanlabError
 from wanlab.model.ir import HORIZON_S, Event, Timeline, check_event
 from wanlab.run.client import EventClient, events_socket
@@ -60,6 +60,7 @@ from wanlab.run.objects import Runtime
 from wanlab.store.db import Store
 
 SPIN_S = 0.001
+OOM_POLL_S = 1.0        # how often the nodes' OOM kill counts are read
 RT_PRIORITY = 10
 INLINE_KINDS = ("link", "lan")
 
@@ -116,7 +117,32 @@ class Scheduler:
             for at, origin, item in self.timeline:
                 heapq.heappush(self.heap, (at, next(self.seq), origin, item, None))
             self.cond.notify()
+        threading.Thread(target=self._watch_memory, daemon=True).start()
         self.rt.prepare_agents()
+
+    def _watch_memory(self) -> None:
+        """A node the kernel OOM-killed a process of (its memory limit reached; its
+        cgroup's oom_kill count rose) becomes an event naming it: origin ``kernel``,
+        action ``oom``, outcome ``oom-killed``."""
+        seen: dict[str, int] = {}
+        while not self.stopping:
+            with self.rt.db_lock:
+                groups = [(r.detail["node"], r.detail.get("dirs") or {})
+                          for r in self.store.resources(self.rt.row.id)
+                          if r.kind == "cgroup" and r.detail.get("node") and
+                          r.state == "created"]
+            for node, dirs in groups:
+                n = cgroups.oom_kills(dirs)
+                if n is None or n <= seen.get(node, 0):
+                    continue
+                killed, seen[node] = n - seen.get(node, 0), n
+                limit = cgroups.usage(dirs).get("memory_max")
+                now = self.rt.now()
+                self.log_queue.put((
+                    now, now, "kernel", Event(time_s=max(now, 0.0), target=node, action="oom"),
+                    "oom-killed", f"node {node}: the kernel killed {killed} process(es) at its "
+                    f"memory limit" + (f" of {limit} bytes" if limit else ""), None))
+            time.sleep(OOM_POLL_S)
 
     # -- queue ----------------------------------------------------------------
     def _push(self, at: float, origin: str, ev: Event, waiter: Any) -> None:

@@ -21,7 +21,7 @@ import os
 import shlex
 import subprocess
 
-from wanlab.backends.emulate import pidns, procs, rootfs
+from wanlab.backends.emulate import cgroups, pidns, procs, rootfs
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
 from wanlab.plan.types import Plan
@@ -190,8 +190,9 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
             if _live_holder(path):
                 continue
             rid = store.record(row.id, "process", f"node-{node}", node=node, role="holder")
-            with pidns.children_in_new():
-                p = subprocess.Popen(_setup_argv(ns, node, ["sh", "-c", HOLDER_INIT], folder),
+            with pidns.children_in_new():     # in the node's cgroup before it runs anything
+                p = subprocess.Popen(cgroups.join_argv(folder, node, _setup_argv(
+                                         ns, node, ["sh", "-c", HOLDER_INIT], folder)),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, start_new_session=True)
             st = procs.start_time(p.pid)
@@ -228,7 +229,9 @@ def _enter_argv(store: Store, row: ExperimentRow, node: str, holder: int, argv: 
                 keep: tuple[str, ...]) -> list[str]:
     caps = ",".join("-" + c for c in DROPPED_CAPS if c not in keep)
     ndir = store.folder(row.name, "nodes", node)
-    return ["sh", "-c", ENTER_SHELL, str(holder), caps, ndir, *_with_parameters(row, argv)]
+    return cgroups.join_argv(store.folder(row.name), node,
+                             ["sh", "-c", ENTER_SHELL, str(holder), caps, ndir,
+                              *_with_parameters(row, argv)])
 
 
 def _with_parameters(row: ExperimentRow, argv: list[str]) -> list[str]:

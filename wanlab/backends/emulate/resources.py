@@ -21,6 +21,10 @@ Removal goes through those records only, never through a name pattern:
 * ``overlay``: a node's root, an overlayfs at ``roots/<node>`` in the experiment's folder
   (:mod:`wanlab.backends.emulate.rootfs`). Unmounted if the mount there is still the
   recorded one (its upper layer); the layer itself stays (hard state, kept on swap-out).
+* ``cgroup``: the experiment's cgroup and one per node beneath it (their directories, one
+  per controller hierarchy; :mod:`wanlab.backends.emulate.cgroups`). Last, once the
+  processes are gone: whatever still runs in it is killed, then the directories removed
+  (a node's before its experiment's: newest first).
 
 :data:`KINDS` is in teardown order: whoever could still create or use a later kind goes
 first. :func:`remove` applies it to any set of records, so teardown, ``cleanup`` and the
@@ -35,7 +39,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from wanlab.backends.emulate import engine, external, netns, procs, rootfs
+from wanlab.backends.emulate import cgroups, engine, external, netns, procs, rootfs
 from wanlab.engine.protocol import Shutdown
 from wanlab.errors import WanlabError
 from wanlab.store.db import Resource, Store
@@ -91,10 +95,17 @@ def _remove_netns(r: Resource) -> None:
     netns.delete(r.name)    # with no namespace left, this clears a stale /etc/netns folder
 
 
+def _remove_cgroup(r: Resource) -> None:
+    cgroups.remove(r.detail.get("dirs") or {}, top=r.detail.get("node") is None)
+    if r.detail.get("note"):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(r.detail["note"])
+
+
 KINDS = (Kind("scheduler", _remove_scheduler), Kind("process", _remove_process),
          Kind("engine", _remove_engine), Kind("tap", _remove_tap),
          Kind("iface", external.restore), Kind("netns", _remove_netns),
-         Kind("overlay", rootfs.unmount))
+         Kind("overlay", rootfs.unmount), Kind("cgroup", _remove_cgroup))
 _BY_NAME = {k.name: k for k in KINDS}
 
 

@@ -17,6 +17,9 @@ The emulation stages, in swap-in order (:data:`STAGES`):
                   first use
   ``engine``      the experiment's own ``wanlab-engine``
   ``namespaces``  one network namespace per node; forwarding on, no IPv6 chatter
+  ``cgroups``     the experiment's cgroup and one per node with its limits (cpu, memory,
+                  pids, pinning; :mod:`wanlab.backends.emulate.cgroups`), which the node's
+                  holder and every command entering the node join
   ``taps``        the engine creates each TAP (``apply``) inside its node's namespace, and
                   the links, LANs and simulated nodes between them
   ``addresses``   loopback, and each TAP's MAC, MTU and address; up
@@ -42,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from wanlab.backends.emulate import (
+    cgroups,
     engine,
     external,
     frr,
@@ -235,6 +239,47 @@ def _namespaces(b: Build) -> None:
                                          for np_, ino in zip(nps, made, strict=True)})
 
 
+def _cgroups(b: Build) -> None:
+    nodes = [n for n in b.exp.nodes if n.name in set(b.nodes)]
+    if not nodes:
+        return
+    h = cgroups.hierarchy()
+    if h is None:
+        asked = [n.name for n in nodes if cgroups.asks_for_limits(n)]
+        if asked:
+            raise WanlabError(f"node {asked[0]} asks for cpu/memory/pids limits, but this host "
+                              f"has no usable cgroups (the cpu, memory and pids controllers; "
+                              f"docs/resources.md)")
+        return              # no limits asked: the nodes run without cgroups
+    b.say(f"placing {len(nodes)} nodes in cgroups")
+    mine = [r for r in b.store.resources(b.row.id)
+            if r.kind == "cgroup" and r.detail.get("node") is None]
+    if mine:                # a modify adds nodes to the running experiment's cgroup
+        top = mine[0].detail["dirs"]
+    else:
+        top = h.dirs(f"{b.row.short}-{b.row.name}")
+        rid = b.store.record(b.row.id, "cgroup", f"exp-{b.row.short}", dirs=top)
+        try:
+            cgroups.make_experiment(h, top)
+        except cgroups.Exists:
+            b.store.mark_removed([rid])         # not ours: never remove it
+            raise
+        b.store.update_resource(rid, "created")
+    dirs = {n.name: {c: os.path.join(d, n.name) for c, d in top.items()} for n in nodes}
+    b.store.record_many(b.row.id, [
+        ("cgroup", f"node-{n.name}", {"node": n.name, "dirs": dirs[n.name],
+                                      "note": cgroups.dirs_file(b.folder, n.name)})
+        for n in nodes])
+    swap = cgroups.has_swap()
+    for n in nodes:
+        cgroups.make_node(h, dirs[n.name], n, swap)
+        cgroups.note(b.folder, n.name, dirs[n.name])
+    names = {f"node-{n.name}" for n in nodes}
+    b.store.update_resources("created", {r.id: {} for r in b.store.resources(b.row.id)
+                                         if r.kind == "cgroup" and r.name in names
+                                         and r.state == "planned"})
+
+
 def engine_ports(plan: Plan, networks: Sequence[str]) -> list[Interface]:
     """The interfaces of ``networks`` that are TAPs (on emulated nodes)."""
     nets = set(networks)
@@ -349,6 +394,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("roots", _roots),
     Stage("engine", _engine),
     Stage("namespaces", _namespaces),
+    Stage("cgroups", _cgroups),
     Stage("taps", _taps),
     Stage("addresses", _addresses),
     Stage("routes", _routes),

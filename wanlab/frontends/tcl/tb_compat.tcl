@@ -130,6 +130,28 @@ proc tb-set-idleswap {time} { dict set ::wl::swap idle [::wl::lv $time] }
 proc tb-set-maxduration {time} { dict set ::wl::swap maxduration [::wl::lv $time] }
 proc tb-set-noidleswap {reason} { dict set ::wl::swap noidle [::wl::lv $reason] }
 
+# -- node resources (wanlab extensions; docs/resources.md): a cgroup per node --------
+
+proc tb-set-node-cpu {node cores} {
+    ::wl::set_attr [::wl::need $node Node tb-set-node-cpu] cpu $cores
+}
+
+proc tb-set-node-memory {node amount} {
+    ::wl::set_attr [::wl::need $node Node tb-set-node-memory] memory $amount
+}
+
+proc tb-set-node-pids {node count} {
+    ::wl::set_attr [::wl::need $node Node tb-set-node-pids] pids $count
+}
+
+proc tb-set-node-cpus {node cpulist} {
+    ::wl::set_attr [::wl::need $node Node tb-set-node-cpus] cpus $cpulist
+}
+
+proc tb-set-node-cpu-weight {node weight} {
+    ::wl::set_attr [::wl::need $node Node tb-set-node-cpu-weight] cpu_weight $weight
+}
+
 proc ::wl::ignored {name why} {
     proc ::$name {args} [list ::wl::warn "$name: $why"]
 }
