@@ -7,7 +7,8 @@ CLI, the engine, the event scheduler or a node process with SIGKILL, or sends SI
 lets the CLI go on (SIGCONT) when it lives, and runs ``cleanup``/``terminate``.
 "Nothing left" is checked against the kernel and /proc, not against the store:
 namespaces and devices carrying the experiment's id, mounts under /run/netns and
-/etc/netns, every process recorded or living in a recorded namespace or naming the
+/etc/netns, cgroups recorded or carrying the experiment's id, every process
+recorded or living in a recorded namespace or naming the
 test's home on its command line, and the files of the home and /etc/netns.
 """
 
@@ -22,7 +23,7 @@ import time
 import pytest
 from conftest import ROOT, needs_root, pair
 
-from wanlab.backends.emulate import procs
+from wanlab.backends.emulate import cgroups, procs
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
 
@@ -39,7 +40,7 @@ $ns run
 
 # swap-in stages, by the progress message that starts each (wanlab/backends/emulate/stages.py,
 # wanlab/run/stages.py)
-STAGES = ["starting the engine", "creating", "wiring", "configuring addresses",
+STAGES = ["starting the engine", "creating", "placing", "wiring", "configuring addresses",
           "installing routes", "running 1 start commands", "starting the clock"]
 
 
@@ -131,14 +132,21 @@ def snapshot(home, seen, marker):
                    if not f.startswith("wanlab.db") and not f.endswith(".lock"))
     etc = sorted(n for n in os.listdir("/etc/netns") if any(f"wl-{s}-" in n for s in shorts)) \
         if os.path.isdir("/etc/netns") else []
+    h = cgroups.hierarchy()
+    cgs = {d for r in resources if r.kind == "cgroup" for d in r.detail["dirs"].values()
+           if os.path.exists(d)}
+    for base in (h.bases.values() if h else ()):
+        top = os.path.join(base, cgroups.TOP)
+        cgs |= {os.path.join(top, n) for n in (os.listdir(top) if os.path.isdir(top) else ())
+                if any(n.startswith(f"{s}-") for s in shorts)}
     return {"netns": ns, "devices": devs, "mounts": mounts, "processes": sorted(pids),
-            "files": files, "etc_netns": etc}
+            "files": files, "etc_netns": etc, "cgroups": sorted(cgs)}
 
 
 def assert_nothing_left(home, seen, marker="no-marker"):
     left = snapshot(home, seen, marker)
     assert left == {"netns": [], "devices": [], "mounts": [], "processes": [], "files": [],
-                    "etc_netns": []}, left
+                    "etc_netns": [], "cgroups": []}, left
 
 
 def clean_all(home):

@@ -54,14 +54,14 @@ def test_teardown_goes_kind_by_kind_in_registry_order_newest_first(build, remove
 
 def test_unknown_kind_is_named_and_left_recorded(build, removed, capsys):
     s, eid = build.store, build.row.id
-    s.record(eid, "cgroup", "cg1")
+    s.record(eid, "teleporter", "tp1")
     s.record(eid, "process", "p1")
     resources.remove(s, eid)
     assert removed == [("process", "p1")]
-    assert [r.kind for r in s.resources(eid)] == ["cgroup"]
-    assert "unknown kinds left recorded: cgroup" in capsys.readouterr().err
+    assert [r.kind for r in s.resources(eid)] == ["teleporter"]
+    assert "unknown kinds left recorded: teleporter" in capsys.readouterr().err
     with pytest.raises(WanlabError, match="supported kinds are scheduler, process"):
-        resources.kind("cgroup")
+        resources.kind("teleporter")
 
 
 def test_failed_stage_undoes_exactly_what_was_built_newest_first(build, removed):

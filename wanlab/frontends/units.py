@@ -193,6 +193,9 @@ def parse_cores(value: object, *, file: str | None = None, line: int | None = No
     except (TypeError, ValueError):
         raise _err(f"cpu {value!r} not understood; write a number of cores such as 0.25",
                    file, line, field) from None
+    if c < 0:
+        raise _err(f"cpu {value!r} is negative; write a number of cores such as 0.25",
+                   file, line, field)
     if not math.isfinite(c) or c <= 0:
         raise _err(f"cpu {value!r} must be a positive number of cores such as 0.25",
                    file, line, field)
@@ -215,6 +218,8 @@ def parse_memory(value: object, *, file: str | None = None, line: int | None = N
             raise _err(f"memory {str(value)!r} not understood; write e.g. 64MB, 512KB, 1GB "
                        f"(binary prefixes) or a plain number of bytes", file, line, field)
         b = float(m.group(1)) * _MEM_PREFIX[m.group(2).lower()]
+    if b < 0:
+        raise _err(f"memory {value!r} is negative; write e.g. 64MB", file, line, field)
     if not math.isfinite(b) or b <= 0:
         raise _err(f"memory {value!r} must be a positive amount such as 64MB", file, line,
                    field)

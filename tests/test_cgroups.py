@@ -1,0 +1,289 @@
+"""Node resources through cgroups (docs/resources.md): the front ends' one meaning of
+``cpu``/``memory``/``pids``/``cpus``/``cpu_weight`` and their errors (no root), and on the
+real kernel: a CPU limit holds a busy loop, a memory limit OOM-kills only its node and
+says so in the event log, a pids limit stops a fork bomb, every command of a node is in
+its cgroup, and teardown leaves no cgroup."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from conftest import needs_root
+
+from wanlab.backends.emulate import cgroups
+from wanlab.errors import SpecError, WanlabError
+from wanlab.frontends import ns, units, yaml_spec
+from wanlab.frontends.builder import ExperimentBuilder
+from wanlab.model.ir import Node, machine_cpus
+
+NCPU = len(machine_cpus())
+
+
+# -- units and front ends (no root) ------------------------------------------------------
+@pytest.mark.parametrize("text,want", [("64MB", 64 << 20), ("64M", 64 << 20), ("512KB", 512 << 10),
+                                       ("1GiB", 1 << 30), ("1.5G", 3 << 29), (4096, 4096)])
+def test_memory_amounts_use_binary_prefixes(text, want):
+    assert units.parse_memory(text) == want
+
+
+@pytest.mark.parametrize("text,msg", [("-64MB", "negative"), ("0", "positive"),
+                                      ("64XB", "not understood"), (True, "not an amount")])
+def test_bad_memory_amounts_are_refused_clearly(text, msg):
+    with pytest.raises(SpecError, match=msg):
+        units.parse_memory(text)
+
+
+@pytest.mark.parametrize("text,msg", [("-1", "negative"), ("0", "positive"), ("lots", "not under"),
+                                      ("nan", "positive")])
+def test_bad_cpu_shares_are_refused_clearly(text, msg):
+    with pytest.raises(SpecError, match=msg):
+        units.parse_cores(text)
+
+
+def test_cpu_lists_are_normalised_and_checked():
+    assert units.parse_cpuset(" 0, 2-3 ") == "0,2-3"
+    assert units.parse_cpuset(1) == "1"
+    for bad in ("a", "3-1", "0,,1", "-1"):
+        with pytest.raises(SpecError):
+            units.parse_cpuset(bad)
+
+
+def _yaml(tmp_path, node_keys: str) -> str:
+    p = tmp_path / "r.yaml"
+    p.write_text("name: r\nnodes:\n  - name: a\n" + textwrap.indent(node_keys, "    ") +
+                 "  - name: b\nlinks:\n  - nodes: [a, b]\n")
+    return str(p)
+
+
+def test_yaml_keys_become_typed_fields(tmp_path):
+    exp = yaml_spec.load_file(_yaml(tmp_path, "cpu: 0.25\nmemory: 64MB\npids: 100\n"
+                                              "cpus: \"0\"\ncpu_weight: 200\n"))
+    a = exp.nodes[0]
+    assert (a.cpu_cores, a.memory_bytes, a.pids, a.cpus, a.cpu_weight) == \
+        (0.25, 64 << 20, 100, "0", 200)
+    assert exp.nodes[1].memory_bytes is None
+
+
+@pytest.mark.parametrize("keys,msg", [
+    ("memory: 0\n", "nodes[0].memory: memory 0 must be a positive"),
+    ("memory: 12parsecs\n", "not understood"),
+    ("cpu: -0.5\n", "negative"),
+    (f"cpu: {NCPU + 1}\n", f"this machine has only {NCPU} CPUs"),
+    (f"cpus: \"0-{NCPU}\"\n", "this machine has CPUs"),
+    ("pids: 2\n", "pids 2 must be an integer in 8.."),
+    ("cpu_weight: 0\n", "cpu_weight 0 must be"),
+    ("memory: 1MB\n", "below the least"),
+    ("cpux: 1\n", "unknown key"),
+])
+def test_yaml_bad_values_name_file_line_and_field(tmp_path, keys, msg):
+    with pytest.raises(SpecError, match="r.yaml:[0-9]+: ") as e:
+        yaml_spec.load_file(_yaml(tmp_path, keys))
+    assert msg in str(e.value)
+
+
+NS = """set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+set link0 [$ns duplex-link $a $b 10Mb 2ms DropTail]
+{extra}
+$ns run
+"""
+
+
+def test_ns_extension_commands_set_the_same_fields(tmp_path):
+    p = tmp_path / "r.tcl"
+    p.write_text(NS.format(extra="tb-set-node-cpu $a 0.25\ntb-set-node-memory $a 64MB\n"
+                                 "tb-set-node-pids $a 64\ntb-set-node-cpus $a 0\n"
+                                 "tb-set-node-cpu-weight $b 50"))
+    a, b = ns.parse(str(p)).nodes
+    assert (a.cpu_cores, a.memory_bytes, a.pids, a.cpus) == (0.25, 64 << 20, 64, "0")
+    assert b.cpu_weight == 50
+
+
+def test_ns_bad_value_names_the_commands_line(tmp_path):
+    p = tmp_path / "r.tcl"
+    p.write_text(NS.format(extra="tb-set-node-memory $a 64furlongs"))
+    with pytest.raises(SpecError, match=r"r.tcl:6: .*furlongs.*not understood"):
+        ns.parse(str(p))
+
+
+def test_builder_keywords_and_their_errors():
+    b = ExperimentBuilder("py")
+    b.node("a", cpu=0.5, memory="32MB", pids=50)
+    b.node("b")
+    b.link("a", "b")
+    a = b.build().nodes[0]
+    assert (a.cpu_cores, a.memory_bytes, a.pids) == (0.5, 32 << 20, 50)
+    with pytest.raises(SpecError, match=r"test_cgroups.py:\d+: memory: .*negative"):
+        ExperimentBuilder("py").node("a", memory="-1MB")
+
+
+def test_simulated_nodes_take_no_limits():
+    b = ExperimentBuilder("py")
+    b.node("a", kind="simulated", memory="32MB")
+    with pytest.raises(SpecError, match="simulated in the engine"):
+        b.build()
+
+
+def test_limits_map_to_the_kernels_files():
+    n = Node("a", cpu_cores=0.25, memory_bytes=64 << 20, cpus="0", cpu_weight=200)
+    assert cgroups.settings(2, n, swap=True) == [
+        ("cpu", "cpu.max", "25000 100000"), ("cpu", "cpu.weight", "200"),
+        ("cpuset", "cpuset.cpus", "0"), ("memory", "memory.max", str(64 << 20)),
+        ("memory", "memory.swap.max", "0"), ("pids", "pids.max", "4096")]
+    assert cgroups.settings(1, Node("a", memory_bytes=1 << 30, pids=10), swap=False) == [
+        ("memory", "memory.limit_in_bytes", str(1 << 30)), ("pids", "pids.max", "10")]
+    assert ("cpu", "cpu.cfs_quota_us", "25000") in cgroups.settings(1, n, swap=False)
+
+
+def test_a_node_without_a_cgroup_runs_its_command_as_it_is(tmp_path):
+    assert cgroups.join_argv(str(tmp_path), "a", ["true"]) == ["true"]
+
+
+# -- on the real kernel --------------------------------------------------------------------
+needs_cgroups = pytest.mark.skipif(os.geteuid() != 0 or cgroups.hierarchy() is None,
+                                   reason="needs root and cgroups (cpu, memory, pids)")
+
+
+def _exp(name, **a_limits):
+    b = ExperimentBuilder(name)
+    b.node("a", **a_limits)
+    b.node("b")
+    b.link("a", "b")
+    return b.build()
+
+
+def _dirs(lab, name, node=None):
+    row = lab.store.get(name)
+    for r in lab.store.resources(row.id):
+        if r.kind == "cgroup" and r.detail.get("node") == node:
+            return r.detail["dirs"]
+    raise AssertionError(f"no cgroup recorded for {node or 'the experiment'}")
+
+
+def _members(dirs):
+    return {p for d in set(dirs.values()) for p in cgroups.procs_in(d)}
+
+
+def _all_recorded_dirs(lab, name):
+    row = lab.store.get(name)
+    return [d for r in lab.store.resources(row.id, live_only=False) if r.kind == "cgroup"
+            for d in r.detail["dirs"].values()]
+
+
+@needs_cgroups
+def test_a_quarter_core_node_uses_at_most_a_quarter_core(lab):
+    lab.create(_exp("cpu", cpu=0.25))
+    dirs = _dirs(lab, "cpu", "a")
+    busy = subprocess.Popen(lab.node_argv("cpu", "a", ["sh", "-c", "while :; do :; done"]))
+    try:
+        time.sleep(1.0)                               # let it reach its quota
+        u0, t0 = cgroups.usage(dirs)["cpu_usec"], time.monotonic()
+        time.sleep(3.0)
+        u1, t1 = cgroups.usage(dirs)["cpu_usec"], time.monotonic()
+        assert busy.poll() is None
+        share = (u1 - u0) / 1e6 / (t1 - t0)
+        print(f"busy loop under cpu 0.25: {share:.3f} cores")
+        assert share <= 0.27, share       # the kernel enforces it; a loaded host gives less
+        assert busy.pid in _members(dirs)
+    finally:
+        busy.kill()
+        busy.wait()
+
+
+@needs_cgroups
+def test_a_node_over_its_memory_limit_is_oom_killed_and_the_event_names_it(lab):
+    lab.create(_exp("mem", memory="64MB"))
+    other = subprocess.Popen(lab.node_argv("mem", "b", ["sleep", "120"]))
+    try:
+        hog = lab.exec("mem", "a", [sys.executable, "-c", "b = bytearray(256 << 20)"],
+                       capture_output=True, timeout=60)
+        assert hog.returncode != 0               # SIGKILL by the kernel (status 137 / -9)
+        deadline = time.monotonic() + 30
+        while True:
+            ooms = [e for e in lab.event_log("mem") if e["action"] == "oom"]
+            if ooms or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert ooms and ooms[0]["target"] == "a" and ooms[0]["outcome"] == "oom-killed", \
+            lab.event_log("mem")
+        assert "memory limit" in ooms[0]["detail"]
+        # the other node, the host and node a itself go on
+        assert other.poll() is None
+        assert lab.exec("mem", "a", ["true"]).returncode == 0
+        assert subprocess.run(["true"]).returncode == 0
+        assert lab.show("mem")["nodes"]["a"]["usage"]["oom_kills"] >= 1
+    finally:
+        other.kill()
+        other.wait()
+
+
+FORK_BOMB = """
+import os, time
+n = 0
+while n < 10000:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.close(1)
+        os.close(2)
+        time.sleep(120)
+        os._exit(0)
+    n += 1
+print(n, flush=True)
+"""
+
+
+@needs_cgroups
+def test_the_pids_limit_stops_a_fork_bomb_and_teardown_removes_every_cgroup(lab):
+    lab.create(_exp("pids", pids=32))
+    dirs = _dirs(lab, "pids", "a")
+    bomb = lab.exec("pids", "a", [sys.executable, "-c", FORK_BOMB], capture_output=True,
+                    text=True, timeout=60)
+    forked = int(bomb.stdout.split()[0])
+    assert 0 < forked < 32, bomb
+    assert cgroups.usage(dirs)["pids"] <= 32
+    assert subprocess.run(["true"]).returncode == 0       # the host still forks
+    assert lab.exec("pids", "b", ["true"]).returncode == 0  # and so does the other node
+    recorded = _all_recorded_dirs(lab, "pids")
+    assert recorded and all(os.path.isdir(d) for d in recorded)
+    lab.terminate("pids")                   # the bomb's children still sleep in node a
+    assert [d for d in recorded if os.path.exists(d)] == []
+
+
+@needs_cgroups
+def test_every_process_of_a_node_is_in_its_cgroup(lab):
+    b = ExperimentBuilder("all")
+    b.node("a", startcmd="sleep 300")
+    b.node("b")
+    b.link("a", "b")
+    lab.create(b.build())
+    dirs = _dirs(lab, "all", "a")
+    members = _members(dirs)
+    row = lab.store.get("all")
+    procs = {r.name: r.detail["pid"] for r in lab.store.resources(row.id)
+             if r.kind == "process" and r.detail.get("node") == "a"}
+    assert procs["node-a"] in members and procs["startcmd-a"] in members, (procs, members)
+    out = lab.exec("all", "a", ["cat", "/proc/self/cgroup"], capture_output=True, text=True)
+    mine = {line.split(":", 2)[2] for line in out.stdout.splitlines()}
+    assert any(p.endswith("/all/a") or p.endswith("-all/a") for p in mine), out.stdout
+    assert lab.show("all")["nodes"]["a"]["usage"]["pids_max"] == cgroups.DEFAULT_PIDS
+    lab.swapout("all")
+    assert [d for d in _all_recorded_dirs(lab, "all") if os.path.exists(d)] == []
+
+
+@needs_cgroups
+def test_limits_are_refused_where_cgroups_are_missing(lab, monkeypatch):
+    monkeypatch.setattr(cgroups, "hierarchy", lambda: None)
+    with pytest.raises(WanlabError, match="no usable cgroups"):
+        lab.create(_exp("none", memory="64MB"))
+    lab.create(_exp("plain"))            # no limits asked: runs without cgroups
+    assert lab.exec("plain", "a", ["true"]).returncode == 0
