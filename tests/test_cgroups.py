@@ -13,7 +13,6 @@ import textwrap
 import time
 
 import pytest
-from conftest import needs_root
 
 from wanlab.backends.emulate import cgroups
 from wanlab.errors import SpecError, WanlabError
