@@ -104,3 +104,24 @@ $ns run
     # 400 kbit/s of 500-byte packets for 1 s: 100 packets
     assert abs(flows[0]["result"]["packets"] - 100) <= 2
     assert wanlab(tmp_path, "terminate", "short").returncode == 0
+
+
+@needs_root
+def test_ospf_through_the_cli_whose_umask_is_077(tmp_path):
+    """The CLI creates everything private (umask 077); a node's own /run and /etc/hosts
+    must still be usable by the node's non-root users: FRR's daemons (user frr) and any
+    program that drops privileges (once, zebra could not write /run/frr and every OSPF
+    experiment made through the CLI failed, while in-process tests passed)."""
+    spec = tmp_path / "o.yaml"
+    spec.write_text("name: o\nrouting: ospf\nnodes: [a, b, c]\nlinks:\n"
+                    "  - {name: l0, nodes: [a, b], delay: 1ms}\n"
+                    "  - {name: l1, nodes: [b, c], delay: 1ms}\n")
+    p = wanlab(tmp_path, "create", str(spec))
+    assert p.returncode == 0, p.stderr
+    p = wanlab(tmp_path, "exec", "o", "a", "--", "sh", "-c",
+               "ip route | grep -c 'proto ospf'; setpriv --reuid nobody --regid nogroup "
+               "--clear-groups cat /etc/hosts | grep -c '[[:space:]]c$\\|[[:space:]]c '")
+    assert p.returncode == 0, p.stdout + p.stderr
+    ospf_routes, hosts_lines = (int(x) for x in p.stdout.split())
+    assert ospf_routes >= 1 and hosts_lines >= 1, p.stdout
+    assert wanlab(tmp_path, "terminate", "o").returncode == 0

@@ -66,7 +66,7 @@ mount -t proc -o nosuid,nodev,noexec proc /proc || exit 111
 host_mounts=$(awk '$2 !~ "^/(proc|sys|dev|run|tmp|var/tmp|etc)(/|$)" { print $2 }' \
   /proc/self/mounts)
 hostname "$node" || exit 111
-mkdir -p "$dir/tmp" "$dir/run" && chmod 1777 "$dir/tmp" &&
+mkdir -p "$dir/tmp" "$dir/run" && chmod 1777 "$dir/tmp" && chmod 0755 "$dir/run" &&
 mount -t tmpfs -o mode=0755,size=1m wanlab-stage /run &&
 mkdir /run/node /run/dev /run/tools && mount --bind "$dir" /run/node &&
 mount --bind "$tools" /run/tools &&

@@ -428,5 +428,7 @@ def write_hosts(namespaces: list[str], hosts: str) -> None:
         if ino not in written:
             with open(path, "w") as f:
                 f.write(hosts)
+            # the node's /etc/hosts: every user in the node reads it (wanlab's umask is 077)
+            os.chmod(path, 0o644)
             written.add(os.stat(path).st_ino)
         first = first or path
