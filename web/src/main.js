@@ -417,7 +417,8 @@ async function loadResults(name, topo) {
 }
 
 function summarise(r) {
-  const keys = ['bytes', 'throughput_bps', 'mean_bps', 'lost', 'loss', 'retransmits'];
+  const keys = ['packets', 'bytes', 'lost', 'loss_ratio', 'owd_avg_us', 'throughput_bps',
+                'mean_bps', 'retransmits'];
   const parts = keys.filter((k) => r[k] !== undefined).map((k) => `${k} ${r[k]}`);
   return parts.length ? parts.join(', ') : JSON.stringify(r).slice(0, 120);
 }
