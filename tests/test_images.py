@@ -15,7 +15,7 @@ import tarfile
 import time
 
 import pytest
-from conftest import ROOT, TEST_IMAGES, TEST_PACKAGES, needs_root, params
+from conftest import ROOT, TEST_IMAGES, needs_root, params
 
 from wanlab.backends.emulate import images, rootfs
 from wanlab.errors import WanlabError
@@ -151,7 +151,9 @@ def test_a_missing_package_is_a_clear_error_and_nothing_stays_mounted(lab, test_
 def test_image_commands(tmp_path, test_image):
     home = tmp_path / "home"
     # the same packages again: the cached build is reused under the new name
-    p = cli(home, "image", "build", "again", "--packages", ",".join(TEST_PACKAGES))
+    p = cli(home, "image", "build", "again", "--packages",
+            ",".join(images.DEFAULT_PACKAGES[:3]), "--packages",
+            ",".join(images.DEFAULT_PACKAGES[3:]))
     assert p.returncode == 0 and "reused an identical build" in p.stdout, p.stderr
     p = cli(home, "image", "list", "--json")
     listed = {i["name"]: i for i in json.loads(p.stdout)}

@@ -40,9 +40,10 @@ Say = Callable[[str], None]
 
 DEFAULT_IMAGE = "default"
 DEFAULT_SUITE = "bookworm"
-# the usual tools of a network node; built the first time a node names ``default``
+# the usual tools of a network node (dnsmasq: a DNS/DHCP server for the experiment's
+# services); built the first time a node names ``default``
 DEFAULT_PACKAGES = ("iproute2", "iputils-ping", "iperf3", "frr", "tcpdump", "python3",
-                    "procps")
+                    "procps", "dnsmasq-base")
 # every image has these: umount, which a node's holder runs once inside its new root
 BASE_PACKAGES = ("mount",)
 VARIANT = "apt"             # Essential packages and apt, then the image's own list
@@ -251,10 +252,20 @@ class Images:
             else:
                 took = self._mmdebstrap(layer, suite, pk, say)
                 say(f"image {name}: built in {took:.0f} s")
+            old = self.get(name)
             img = Image(name=name, layers=(h,), suite=suite, packages=pk,
                         created=time.time(), build_s=took)
             self._write(img)
+            if old is not None:
+                self._collect(old.layers)
             return img
+
+    def _collect(self, layers: tuple[str, ...]) -> None:
+        """Remove those of ``layers`` no image names and no mounted root uses."""
+        keep = {x for other in self.list() for x in other.layers}
+        for x in layers:
+            if x not in keep and not self.in_use(x):
+                shutil.rmtree(self.layer_path(x), ignore_errors=True)
 
     def _mmdebstrap(self, layer: str, suite: str, packages: tuple[str, ...], say: Say) -> float:
         exe = shutil.which("mmdebstrap")
@@ -295,10 +306,13 @@ class Images:
         return time.monotonic() - t0
 
     def ensure(self, name: str, say: Say | None = None) -> Image:
-        """Image ``name``; the default image is built the first time it is needed."""
+        """Image ``name``; the default image is built the first time it is needed (and
+        again when wanlab's list of its packages changed)."""
         img = self.get(name)
-        if img is None and name == DEFAULT_IMAGE:
-            (say or (lambda m: None))(f"the default image is not built yet: building it "
+        if name == DEFAULT_IMAGE and (img is None or (
+                img.origin is None and img.packages != check_packages(DEFAULT_PACKAGES))):
+            what = "is not built yet" if img is None else "is of an older package list"
+            (say or (lambda m: None))(f"the default image {what}: building it "
                                       f"({', '.join(DEFAULT_PACKAGES)})")
             return self.build(name, DEFAULT_PACKAGES, DEFAULT_SUITE, say)
         return self.need(name)
@@ -319,9 +333,7 @@ class Images:
                 raise WanlabError(f"image {name} is in use by a swapped-in node; swap its "
                                   f"experiments out first")
             os.unlink(self._meta_path(name))
-            for x in img.layers:
-                if x not in keep:
-                    shutil.rmtree(self.layer_path(x), ignore_errors=True)
+            self._collect(img.layers)
 
     def export(self, name: str, dest: str) -> int:
         """Write image ``name`` as a tar archive to ``dest`` (a new file); its size."""
