@@ -408,7 +408,7 @@ def node_image(name: str, os_name: str | None, image: str | None,
     up = os_name.upper()
     what = next((w for prefix, w in EMULAB_OS if up.startswith(prefix)), None)
     img = (f"node {name} runs the '{DEFAULT_IMAGE}' image (Debian 12 bookworm with iproute2, "
-           f"ping, iperf3, FRR, tcpdump, python3) on this host's Linux kernel")
+           f"ping, iperf3, FRR, tcpdump, python3, dnsmasq) on this host's Linux kernel")
     if what is None:
         note = f"not an Emulab OS wanlab knows; {img}"
     elif what == "Debian":
