@@ -90,10 +90,15 @@ def test_a_file_survives_swapout_and_swapin_and_fresh_drops_it(lab, test_image):
     assert not os.path.exists("/root/by-startcmd")
     sh(lab, "hard", "n1", "echo kept > /root/state")
     folder = lab.store.folder("hard")
+    # the node plants a link to a host path where wanlab writes its resolv.conf
+    victim = f"/tmp/wanlab-victim-{lab.store.get('hard').short}"
+    sh(lab, "hard", "n1", f"rm /etc/resolv.conf && ln -s {victim} /etc/resolv.conf")
     lab.swapout("hard")
     assert overlays_under(folder) == []             # nothing mounted while swapped out
     lab.swapin("hard")
     assert sh(lab, "hard", "n1", "cat /root/state") == "kept\n"
+    assert not os.path.lexists(victim)              # the link was replaced, not followed
+    assert sh(lab, "hard", "n1", "test -L /etc/resolv.conf || echo file") == "file\n"
     lab.swapout("hard")
     lab.swapin("hard", fresh=True)
     assert sh(lab, "hard", "n1", "cat /root/state 2>/dev/null || echo gone") == "gone\n"
@@ -103,8 +108,8 @@ def test_a_file_survives_swapout_and_swapin_and_fresh_drops_it(lab, test_image):
 
 def test_tarfiles_and_a_deb_go_into_the_node_root_once(lab, test_image, tmp_path):
     # a tarball with a file and a link that would lead out of the root if followed on the host
-    tb = tmp_path / "site.tar"
-    with tarfile.open(tb, "w") as t:
+    tb = tmp_path / "site.tgz"
+    with tarfile.open(tb, "w:gz") as t:
         data = b"hello from the tarball\n"
         info = tarfile.TarInfo("conf/greeting")
         info.size = len(data)

@@ -320,9 +320,14 @@ class Images:
     # -- remove, export, save
     def in_use(self, layer: str) -> bool:
         """Whether a mounted overlay on this machine has the layer below it."""
+        from wanlab.backends.emulate.rootfs import mounted_overlays
         path = self.layer_path(layer)
-        with open("/proc/self/mountinfo") as f:
-            return any(f"lowerdir={path}" in line or f":{path}" in line for line in f)
+        for opts in mounted_overlays().values():
+            for o in opts:
+                for kv in o.split(","):
+                    if kv.startswith("lowerdir=") and path in kv[9:].split(":"):
+                        return True
+        return False
 
     def remove(self, name: str) -> None:
         with self.locked():
@@ -388,14 +393,19 @@ class Images:
 
 
 def _prune_empty(top: str, rel: str) -> None:
-    """Remove ``top/rel`` and its parents up to ``top`` while they are empty folders."""
-    path = os.path.normpath(os.path.join(top, rel.lstrip("/")))
-    while path != top and os.path.commonpath([top, path]) == top:
+    """Remove ``top/rel`` and its parents up to ``top`` while they are empty folders (never
+    through a link: the copied layer is a node's)."""
+    parts = [x for x in rel.split("/") if x and x not in (".", "..")]
+    path = top
+    for x in parts:
+        path = os.path.join(path, x)
+        if os.path.islink(path) or not os.path.isdir(path):
+            return
+    while path != top:
         try:
             os.rmdir(path)
         except OSError:
-            if os.path.isdir(path) and not os.path.islink(path):
-                return
+            return
         path = os.path.dirname(path)
 
 

@@ -27,12 +27,13 @@ installs Debian packages with apt (or ``.deb`` files given by path).
 
 from __future__ import annotations
 
-import contextlib
+import bz2
 import ctypes
 import errno
+import gzip
 import json
+import lzma
 import os
-import shutil
 import subprocess
 from collections.abc import Callable
 
@@ -132,14 +133,32 @@ def prepare_layer(folder: str, node: str) -> tuple[str, str, bool]:
 
 def personalize(root: str, node: str) -> None:
     """The node's own hostname and resolv.conf, in its layer (its hosts file is bound
-    over /etc/hosts by its holder)."""
-    etc = os.path.join(root, "etc")
-    for name, text in (("hostname", node + "\n"), ("resolv.conf", RESOLV_CONF)):
-        path = os.path.join(etc, name)
-        if os.path.islink(path):        # never follow a link out of the root
-            os.unlink(path)
-        with open(path, "w") as f:
-            f.write(text)
+    over /etc/hosts by its holder). The layer is the node's: its /etc or those files may
+    be links it planted, so nothing here follows a link (a link is replaced)."""
+    rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            efd = os.open("etc", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=rfd)
+        except OSError:
+            return                      # no /etc of its own (or a link): nothing to write
+        try:
+            for name, text in (("hostname", node + "\n"), ("resolv.conf", RESOLV_CONF)):
+                flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW
+                try:
+                    fd = os.open(name, flags | os.O_TRUNC, 0o644, dir_fd=efd)
+                except OSError:         # a link or a folder: replace a link, leave a folder
+                    try:
+                        os.unlink(name, dir_fd=efd)
+                    except OSError:
+                        continue
+                    fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=efd)
+                with os.fdopen(fd, "w") as f:
+                    os.fchmod(f.fileno(), 0o644)
+                    f.write(text)
+        finally:
+            os.close(efd)
+    finally:
+        os.close(rfd)
 
 
 def setup_key(node: Node, lowers: list[str]) -> str:
@@ -156,13 +175,56 @@ exec chroot "$r" "$@"
 """
 
 
+_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive",
+        "LC_ALL": "C"}
+
+
+def _argv(root: str, argv: list[str]) -> list[str]:
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", CHROOT_SHELL, root, *argv]
+
+
 def in_root(root: str, argv: list[str], stdin=None, timeout: float = 1800) -> \
         subprocess.CompletedProcess:
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive",
-           "LC_ALL": "C"}
-    return subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                           CHROOT_SHELL, root, *argv], stdin=stdin, capture_output=True,
-                          text=True, env=env, timeout=timeout)
+    return subprocess.run(_argv(root, argv), stdin=stdin, capture_output=True, text=True,
+                          env=_ENV, timeout=timeout)
+
+
+def _open_tarball(path: str):
+    """The tarball as a plain tar stream (gzip, bzip2 and xz unpacked here: the image may
+    lack their tools)."""
+    with open(path, "rb") as f:
+        magic = f.read(6)
+    if magic[:2] == b"\x1f\x8b":
+        return gzip.open(path, "rb")
+    if magic[:3] == b"BZh":
+        return bz2.open(path, "rb")
+    if magic[:6] == b"\xfd7zXZ\x00":
+        return lzma.open(path, "rb")
+    return open(path, "rb")
+
+
+def _untar(root: str, folder: str, tarball: str) -> tuple[int, str]:
+    p = subprocess.Popen(_argv(root, ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xf -',
+                                      folder]),
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=_ENV)
+    assert p.stdin is not None and p.stdout is not None
+    try:
+        with _open_tarball(tarball) as src:
+            while chunk := src.read(1 << 20):
+                p.stdin.write(chunk)
+    except (OSError, EOFError) as e:       # a broken pipe (tar failed) or a bad archive
+        err = str(e)
+    else:
+        err = ""
+    finally:
+        try:
+            p.stdin.close()
+        except OSError:
+            pass
+    out = p.stdout.read().decode(errors="replace")
+    p.wait()
+    return p.returncode, (out + " " + err).strip()
 
 
 def _where(node: Node, what: str) -> str:
@@ -178,57 +240,49 @@ def setup(node: Node, root: str, say: Callable[[str], None]) -> None:
             raise WanlabError(_where(node, f"tarfile {tarball} is not a file"))
         say(f"node {node.name}: unpacking {os.path.basename(tarball)} at {d}")
         # tar runs inside the root: a link in the image or the archive cannot lead out
-        with open(tarball, "rb") as f:
-            r = in_root(root, ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xaf - '
-                               '--no-same-owner 2>&1 || exec tar -C "$0" -xf -', d], stdin=f)
-        if r.returncode != 0:
-            raise WanlabError(_where(node, f"unpacking {tarball} at {d}: "
-                                     f"{(r.stdout + r.stderr).strip()[-300:]}"))
+        code, out = _untar(root, d, tarball)
+        if code != 0:
+            raise WanlabError(_where(node, f"unpacking {tarball} at {d}: {out[-300:]}"))
     if node.packages:
         _install(node, root, say)
+
+
+# Inside the node's root (chrooted): services stay stopped while packages install
+# (policy-rc.d), then the packages ($@) with apt; staged .deb files and the policy go after.
+INSTALL_SHELL = r"""trap 'rm -f /usr/sbin/policy-rc.d; rm -rf /tmp/wanlab-debs' EXIT
+printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d &&
+apt-get -q -y --no-install-recommends install -- "$@" && apt-get clean
+"""
 
 
 def _install(node: Node, root: str, say: Callable[[str], None]) -> None:
     names = [p for p in node.packages if not p.endswith(".deb")]
     debs = [p for p in node.packages if p.endswith(".deb")]
-    staged = os.path.join(root, "tmp", "wanlab-debs")
     args = []
-    if debs:
-        os.makedirs(staged, exist_ok=True)
-        for p in debs:
-            if not os.path.isfile(p):
-                raise WanlabError(_where(node, f"package file {p} is not a file"))
-            shutil.copyfile(p, os.path.join(staged, os.path.basename(p)))
-            args.append("/tmp/wanlab-debs/" + os.path.basename(p))
-    say(f"node {node.name}: installing {', '.join(node.packages)}")
-    try:
-        # the package lists, for packages by name (a .deb given by path needs none)
-        r = in_root(root, ["apt-get", "-q", "update"]) if names else None
-        if r is not None and r.returncode != 0:
-            raise WanlabError(_where(node, f"apt-get update in its root failed: "
-                                     f"{r.stdout.strip()[-300:]}"))
-        missing = [p for p in names
-                   if in_root(root, ["apt-cache", "show", "--", p]).returncode != 0]
-        if missing:
-            raise WanlabError(_where(node, f"tb-set-node-rpms: no Debian package "
-                                     f"{', '.join(missing)} (and no .deb file given by path)"))
-        # no service starts inside the chroot (policy-rc.d), the node starts its own
-        policy = os.path.join(root, "usr", "sbin", "policy-rc.d")
-        with open(policy, "w") as f:
-            f.write("#!/bin/sh\nexit 101\n")
-        os.chmod(policy, 0o755)
-        try:
-            r = in_root(root, ["apt-get", "-q", "-y", "--no-install-recommends", "install",
-                               "--", *names, *args])
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(policy)
+    for i, p in enumerate(debs):
+        if not os.path.isfile(p):
+            raise WanlabError(_where(node, f"package file {p} is not a file"))
+        # staged from inside the root: a link the node planted cannot lead to a host path
+        with open(p, "rb") as f:
+            r = in_root(root, ["sh", "-c", 'mkdir -p /tmp/wanlab-debs && '
+                               'cat > "/tmp/wanlab-debs/$0"', f"{i}.deb"], stdin=f)
         if r.returncode != 0:
-            raise WanlabError(_where(node, f"installing {', '.join(node.packages)}: "
-                                     f"{(r.stdout + r.stderr).strip()[-300:]}"))
-        in_root(root, ["apt-get", "clean"])
-    finally:
-        shutil.rmtree(staged, ignore_errors=True)
+            raise WanlabError(_where(node, f"staging {p}: {r.stderr.strip()[-300:]}"))
+        args.append(f"/tmp/wanlab-debs/{i}.deb")
+    say(f"node {node.name}: installing {', '.join(node.packages)}")
+    # the package lists, for packages by name (a .deb given by path needs none)
+    r = in_root(root, ["apt-get", "-q", "update"]) if names else None
+    if r is not None and r.returncode != 0:
+        raise WanlabError(_where(node, f"apt-get update in its root failed: "
+                                 f"{r.stdout.strip()[-300:]}"))
+    missing = [p for p in names if in_root(root, ["apt-cache", "show", "--", p]).returncode != 0]
+    if missing:
+        raise WanlabError(_where(node, f"tb-set-node-rpms: no Debian package "
+                                 f"{', '.join(missing)} (and no .deb file given by path)"))
+    r = in_root(root, ["sh", "-c", INSTALL_SHELL, "install", *names, *args])
+    if r.returncode != 0:
+        raise WanlabError(_where(node, f"installing {', '.join(node.packages)}: "
+                                 f"{(r.stdout + r.stderr).strip()[-300:]}"))
 
 
 # -- inside the node: the holder switches into the root ----------------------------------
