@@ -141,6 +141,41 @@ def test_limits_map_to_the_kernels_files():
     assert ("cpu", "cpu.cfs_quota_us", "25000") in cgroups.settings(1, n, swap=False)
 
 
+def test_on_cgroups_v2_the_controllers_are_passed_down_and_the_limits_written(tmp_path,
+                                                                             monkeypatch):
+    """This host is a v1 hybrid; the v2 sequence runs here on a fake tree whose new
+    directories get the control files the kernel would make."""
+    real_mkdir = os.mkdir
+
+    def mkdir(d, *a):
+        real_mkdir(d, *a)
+        for f, v in (("cgroup.controllers", "cpu cpuset memory pids"),
+                     ("cgroup.subtree_control", ""), ("cgroup.procs", "")):
+            (tmp_path / d / f).write_text(v)
+    root = tmp_path / "cg"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpu cpuset io memory pids")
+    (root / "cgroup.subtree_control").write_text("memory")
+    monkeypatch.setattr(cgroups.os, "mkdir", mkdir)
+    h = cgroups.Hierarchy(2, {c: str(root) for c in cgroups.V2_CONTROLLERS})
+    top = h.dirs("ab12-exp")
+    assert set(top.values()) == {str(root / "wanlab" / "ab12-exp")}
+    cgroups.make_experiment(h, top)
+    assert (root / "cgroup.subtree_control").read_text() == "+cpu +cpuset +pids"
+    for d in (root / "wanlab", root / "wanlab" / "ab12-exp"):
+        assert (d / "cgroup.subtree_control").read_text() == "+cpu +cpuset +memory +pids"
+    node = {c: os.path.join(d, "a") for c, d in top.items()}
+    cgroups.make_node(h, node, Node("a", cpu_cores=0.5, memory_bytes=64 << 20, cpus="0"),
+                      swap=True)
+    a = root / "wanlab" / "ab12-exp" / "a"
+    assert (a / "cpu.max").read_text() == "50000 100000"
+    assert (a / "memory.max").read_text() == str(64 << 20)
+    assert (a / "memory.swap.max").read_text() == "0"
+    assert (a / "cpuset.cpus").read_text() == "0" and (a / "pids.max").read_text() == "4096"
+    with pytest.raises(cgroups.Exists):
+        cgroups.make_experiment(h, top)         # someone's: never taken over
+
+
 def test_a_node_without_a_cgroup_runs_its_command_as_it_is(tmp_path):
     assert cgroups.join_argv(str(tmp_path), "a", ["true"]) == ["true"]
 

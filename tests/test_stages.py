@@ -90,7 +90,8 @@ def test_a_wanlab_error_passes_through_unchanged(build, removed):
 def test_insert_after_places_the_run_layers_stages():
     names = [s.name for s in stages.insert_after(stages.STAGES, "engine",
                                                  stages.Stage("scheduler", lambda b: None))]
-    assert names[:4] == ["folder", "engine", "scheduler", "namespaces"]
+    assert names.index("scheduler") == names.index("engine") + 1
+    assert names[0] == "folder" and names.index("namespaces") > names.index("scheduler")
     assert names[-1] == "startcmds"
     with pytest.raises(WanlabError, match="no stage 'nope'"):
         stages.insert_after(stages.STAGES, "nope")

@@ -243,9 +243,9 @@ def _cgroups(b: Build) -> None:
     nodes = [n for n in b.exp.nodes if n.name in set(b.nodes)]
     if not nodes:
         return
+    asked = [n.name for n in nodes if cgroups.asks_for_limits(n)]
     h = cgroups.hierarchy()
     if h is None:
-        asked = [n.name for n in nodes if cgroups.asks_for_limits(n)]
         if asked:
             raise WanlabError(f"node {asked[0]} asks for cpu/memory/pids limits, but this host "
                               f"has no usable cgroups (the cpu, memory and pids controllers; "
@@ -264,6 +264,14 @@ def _cgroups(b: Build) -> None:
         except cgroups.Exists:
             b.store.mark_removed([rid])         # not ours: never remove it
             raise
+        except (WanlabError, OSError) as e:
+            if asked:
+                raise WanlabError(f"node {asked[0]} asks for cpu/memory/pids limits, but "
+                                  f"wanlab cannot make cgroups here: {e}") from None
+            # e.g. a container whose cgroups are read-only: the nodes run without
+            resources.remove(b.store, b.row.id, [rid])
+            b.say(f"nodes run without cgroups here ({e})")
+            return
         b.store.update_resource(rid, "created")
     dirs = {n.name: {c: os.path.join(d, n.name) for c, d in top.items()} for n in nodes}
     b.store.record_many(b.row.id, [
