@@ -162,8 +162,11 @@ def asks_for_limits(node: Node) -> bool:
 # -- making and removing --------------------------------------------------------------
 
 def _write(path: str, value: str) -> None:
-    with open(path, "w") as f:
-        f.write(value)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
 
 
 def _read(path: str) -> str:
@@ -187,11 +190,13 @@ def _enable(d: str, controllers: Iterable[str]) -> None:
 
 
 def _v1_inherit_cpuset(d: str) -> None:
-    """A new v1 cpuset cgroup starts with no CPUs and no memory nodes: take the parent's."""
+    """A new v1 cpuset cgroup starts with no CPUs and no memory nodes: take the parent's,
+    and let its children take its own when they are made (``cgroup.clone_children``)."""
     parent = os.path.dirname(d)
     for f in ("cpuset.cpus", "cpuset.mems"):
         if not _read(os.path.join(d, f)):
             _write(os.path.join(d, f), _read(os.path.join(parent, f)))
+    _write(os.path.join(d, "cgroup.clone_children"), "1")
 
 
 class Exists(WanlabError):
@@ -241,10 +246,8 @@ def make_experiment(h: Hierarchy, dirs: dict[str, str]) -> None:
 
 def make_node(h: Hierarchy, dirs: dict[str, str], node: Node, swap: bool) -> None:
     """Make a node's cgroup and set its limits."""
-    for c, d in _unique(dirs).items():
-        _mkdir(d, exist_ok=False)
-        if h.version == 1 and c == "cpuset" and node.cpus is None:
-            _v1_inherit_cpuset(d)
+    for d in _unique(dirs).values():
+        _mkdir(d, exist_ok=False)       # a v1 cpuset one takes its parent's (clone_children)
     for c, f, v in settings(h.version, node, swap):
         if c not in dirs:
             raise WanlabError(f"node {node.name}: the {c} controller is not available on this "
@@ -253,8 +256,6 @@ def make_node(h: Hierarchy, dirs: dict[str, str], node: Node, swap: bool) -> Non
             _write(os.path.join(dirs[c], f), v)
         except OSError as e:
             raise WanlabError(f"node {node.name}: cannot set {f} to {v}: {e.strerror}") from None
-        if h.version == 1 and f == "cpuset.cpus":
-            _v1_inherit_cpuset(dirs[c])         # the memory nodes
 
 
 def _unique(dirs: dict[str, str]) -> dict[str, str]:
@@ -316,27 +317,27 @@ def _remove(dirs: dict[str, str], timeout: float) -> None:
 
 # -- joining -------------------------------------------------------------------------
 
-def dirs_file(folder: str, node: str) -> str:
-    """Where a node's cgroup directories are noted for the commands that enter the node (in
-    the experiment's folder, which no node sees)."""
-    return os.path.join(folder, "cgroups", node)
+def note_file(folder: str) -> str:
+    """Where the experiment's cgroup directories are noted for the commands that enter its
+    nodes (in the experiment's folder, which no node sees); a node's are beneath them."""
+    return os.path.join(folder, "cgroups.json")
 
 
-def note(folder: str, node: str, dirs: dict[str, str]) -> None:
-    os.makedirs(os.path.join(folder, "cgroups"), mode=0o700, exist_ok=True)
-    path = dirs_file(folder, node)
+def note(folder: str, top: dict[str, str]) -> None:
+    path = note_file(folder)
     with open(path + ".new", "w") as f:
-        json.dump(dirs, f)
+        json.dump(top, f)
     os.replace(path + ".new", path)
 
 
 def noted(folder: str, node: str) -> dict[str, str]:
-    """The node's cgroup directories (empty if it has none: cgroups not usable here)."""
+    """The node's cgroup directories (empty if the experiment has none: no cgroups here)."""
     try:
-        with open(dirs_file(folder, node)) as f:
-            return json.load(f)
+        with open(note_file(folder)) as f:
+            top = json.load(f)
     except (OSError, ValueError):
         return {}
+    return {c: os.path.join(d, node) for c, d in top.items()}
 
 
 # $0: how many directories follow; then the directories, then the command

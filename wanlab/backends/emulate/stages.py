@@ -258,7 +258,8 @@ def _cgroups(b: Build) -> None:
         top = mine[0].detail["dirs"]
     else:
         top = h.dirs(f"{b.row.short}-{b.row.name}")
-        rid = b.store.record(b.row.id, "cgroup", f"exp-{b.row.short}", dirs=top)
+        rid = b.store.record(b.row.id, "cgroup", f"exp-{b.row.short}", dirs=top,
+                             note=cgroups.note_file(b.folder))
         try:
             cgroups.make_experiment(h, top)
         except cgroups.Exists:
@@ -272,16 +273,14 @@ def _cgroups(b: Build) -> None:
             resources.remove(b.store, b.row.id, [rid])
             b.say(f"nodes run without cgroups here ({e})")
             return
+        cgroups.note(b.folder, top)
         b.store.update_resource(rid, "created")
     dirs = {n.name: {c: os.path.join(d, n.name) for c, d in top.items()} for n in nodes}
     b.store.record_many(b.row.id, [
-        ("cgroup", f"node-{n.name}", {"node": n.name, "dirs": dirs[n.name],
-                                      "note": cgroups.dirs_file(b.folder, n.name)})
-        for n in nodes])
+        ("cgroup", f"node-{n.name}", {"node": n.name, "dirs": dirs[n.name]}) for n in nodes])
     swap = cgroups.has_swap()
     for n in nodes:
         cgroups.make_node(h, dirs[n.name], n, swap)
-        cgroups.note(b.folder, n.name, dirs[n.name])
     names = {f"node-{n.name}" for n in nodes}
     b.store.update_resources("created", {r.id: {} for r in b.store.resources(b.row.id)
                                          if r.kind == "cgroup" and r.name in names
