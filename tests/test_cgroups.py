@@ -321,3 +321,23 @@ def test_limits_are_refused_where_cgroups_are_missing(lab, monkeypatch):
         lab.create(_exp("none", memory="64MB"))
     lab.create(_exp("plain"))            # no limits asked: runs without cgroups
     assert lab.exec("plain", "a", ["true"]).returncode == 0
+
+
+@needs_cgroups
+def test_modify_changes_a_running_nodes_limits_and_gives_an_added_node_its_cgroup(lab):
+    lab.create(_exp("mod", memory="64MB"))
+    b = ExperimentBuilder("mod")
+    b.node("a", memory="128MB", pids=100)
+    b.node("b")
+    b.node("c", cpu=0.5)
+    b.link("a", "b")
+    b.link("b", "c")
+    lab.modify("mod", b.build())
+    a, c = _dirs(lab, "mod", "a"), _dirs(lab, "mod", "c")
+    assert cgroups.usage(a)["memory_max"] == 128 << 20
+    assert cgroups.usage(a)["pids_max"] == 100
+    assert cgroups.usage(c)["pids_max"] == cgroups.DEFAULT_PIDS
+    assert lab.exec("mod", "c", ["true"]).returncode == 0
+    recorded = _all_recorded_dirs(lab, "mod")
+    lab.terminate("mod")
+    assert [d for d in recorded if os.path.exists(d)] == []

@@ -154,6 +154,35 @@ def settings(version: int, node: Node, swap: bool) -> list[tuple[str, str, str]]
     return out
 
 
+def limits_of(node: Node) -> tuple:
+    return (node.cpu_cores, node.cpus, node.cpu_weight, node.memory_bytes, node.pids)
+
+
+def update(dirs: dict[str, str], node: Node, swap: bool) -> None:
+    """Give a running node's cgroup ``node``'s limits (``modify``): every limit back to
+    none (the parent's CPUs), then the new ones."""
+    v1 = "cpuacct" in dirs or "cpu.cfs_quota_us" in os.listdir(dirs["cpu"])
+    if v1:
+        unset = [("memory", "memory.memsw.limit_in_bytes", "-1"),
+                 ("memory", "memory.limit_in_bytes", "-1"), ("cpu", "cpu.cfs_quota_us", "-1"),
+                 ("cpu", "cpu.shares", "1024")]
+    else:
+        unset = [("cpu", "cpu.max", f"max {CPU_PERIOD_US}"), ("cpu", "cpu.weight", "100"),
+                 ("memory", "memory.max", "max"), ("memory", "memory.swap.max", "max")]
+    parent_cpus = os.path.join(os.path.dirname(dirs["cpuset"]), "cpuset.cpus") \
+        if "cpuset" in dirs else None
+    if parent_cpus:
+        unset.append(("cpuset", "cpuset.cpus", _read(parent_cpus) if v1 else ""))
+    for c, f, v in unset + settings(1 if v1 else 2, node, swap):
+        path = os.path.join(dirs.get(c, ""), f)
+        if c in dirs and os.path.exists(path):
+            try:
+                _write(path, v)
+            except OSError as e:
+                raise WanlabError(f"node {node.name}: cannot set {f} to {v}: "
+                                  f"{e.strerror}") from None
+
+
 def asks_for_limits(node: Node) -> bool:
     return any(v is not None for v in (node.cpu_cores, node.cpus, node.cpu_weight,
                                        node.memory_bytes, node.pids))

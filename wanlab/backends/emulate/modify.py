@@ -12,7 +12,8 @@ it so, in three steps:
    tables and hosts files that changed, and the start commands to run. A failed stage
    undoes what this step built.
 3. **set**: kept links and LANs whose parameters changed get the engine's ``set``,
-   without reordering (:func:`param_requests`).
+   without reordering (:func:`param_requests`); kept nodes whose limits changed get them
+   in their cgroups (:func:`wanlab.backends.emulate.cgroups.update`).
 
 Processes on untouched nodes keep running, and traffic on untouched links is never
 interrupted.
@@ -22,11 +23,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from wanlab.backends.emulate import engine, resources, stages
+from wanlab.backends.emulate import cgroups, engine, resources, stages
 from wanlab.backends.emulate.stages import Build, Progress
 from wanlab.engine import encode
 from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import Remove, Set
+from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.diff import Diff, diff
 from wanlab.plan.plan import make_plan
@@ -34,7 +36,8 @@ from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
 
 # the swap-in stages a modify runs (the engine, FRR and the clock run already)
-MODIFY_STAGES = ("folder", "roots", "namespaces", "taps", "addresses", "routes", "startcmds")
+MODIFY_STAGES = ("folder", "roots", "namespaces", "cgroups", "taps", "addresses", "routes",
+                 "startcmds")
 
 
 def remove_request(old: Plan, d: Diff) -> dict[str, Any]:
@@ -95,4 +98,17 @@ def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress) -> d
     if reqs:
         with engine.Client(sock) as c:
             c.send_all(reqs)
-    return d.counts()
+    # 4. limits of kept nodes (their cgroups)
+    was = {n.name: cgroups.limits_of(n) for n in row.ir.nodes}
+    redo = [n for n in new.nodes if n.name in was and cgroups.limits_of(n) != was[n.name]]
+    groups = {r.detail["node"]: r.detail["dirs"] for r in store.resources(row.id)
+              if r.kind == "cgroup" and r.detail.get("node")}
+    if redo:
+        say(f"changing the limits of {len(redo)} nodes")
+    for n in redo:
+        if n.name in groups:
+            cgroups.update(groups[n.name], n, cgroups.has_swap())
+        elif cgroups.asks_for_limits(n):
+            raise WanlabError(f"node {n.name} has no cgroup (none on this host), so its limits "
+                              f"cannot be set")
+    return {**d.counts(), "limits_changed": len(redo)}
