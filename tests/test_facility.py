@@ -144,7 +144,9 @@ def test_flow_rows_and_agreement():
          "links": {"l": {"ab": {"drop_queue": 3, "drop_loss": 1}, "ba": {"drop_queue": 0}}}}
     (r,) = sweep.flow_rows(s)
     assert r["throughput_bps"] == 1_000_000 and r["rtt_ms"] == 12 and r["link_drops"] == 4
-    assert sweep.flow_rows({"flows": []}) == [{"flow": "", "link_drops": 0}]
+    assert r["events_failed"] == 0
+    assert sweep.flow_rows({"flows": [], "events": [{"outcome": "error"}]}) == \
+        [{"flow": "", "link_drops": 0, "events_failed": 1}]
     rows = [{"bw": "1Mb", "flow": "f", "mode": m, "state": "done", "throughput_bps": v}
             for m, v in (("emulate", 1.0e6), ("simulate", 1.05e6), ("emulate", 0.9e6))]
     rows += [{"bw": "2Mb", "flow": "f", "mode": m, "state": "done", "throughput_bps": v}
@@ -249,13 +251,22 @@ def test_batch_of_six_with_two_at_once(tmp_path):
                                   "--user", f"u{i % 3}"],
                            env=env, capture_output=True, text=True, timeout=120)
         assert p.returncode == 0, p.stderr
-    daemon = subprocess.Popen(cli + ["batch", "daemon", "--foreground", "--max-concurrent",
-                                     "2", "--tick", "0.3"], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    argv = cli + ["batch", "daemon", "--foreground", "--max-concurrent", "2", "--tick", "0.3"]
+    daemon = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     from wanlab.lifecycle import Lab
     from wanlab.store import facility as records
     lab = Lab(home)
     try:
+        # the queue survives a restart of its daemon: stop it while batches run, start another
+        deadline = time.monotonic() + 200
+        while time.monotonic() < deadline and not any(
+                b["state"] == "running" for b in records.batches(lab.store)):
+            time.sleep(0.2)
+        daemon.terminate()
+        first = daemon.communicate(timeout=60)[0].decode()
+        assert "stopping" in first, first
+        daemon = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 400
         while time.monotonic() < deadline:
             states = [b["state"] for b in records.batches(lab.store)]

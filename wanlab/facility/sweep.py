@@ -48,7 +48,7 @@ MODES = ("emulate", "simulate")
 COLUMNS = ["run_id", "repeat", "mode", "seed", "template", "template_version", "engine",
            "kernel", "state", "flow", "kind", "started_s", "stopped_s", "duration_s", "bytes",
            "throughput_bps", "loss_ratio", "rtt_ms", "retransmits", "owd_ms", "link_drops",
-           "error"]
+           "events_failed", "error"]
 METRICS = ("throughput_bps", "rtt_ms", "loss_ratio", "retransmits", "link_drops")
 # emulation and simulation agree on a point when their mean throughputs differ by at most
 # this fraction of the emulated one (wanlab compare's own bar for a bulk TCP flow)
@@ -80,7 +80,10 @@ def plan_runs(points: list[dict[str, str]], repeat: int, modes: tuple[str, ...])
 
 def flow_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
     """Per flow of a run's summary (``Lab.run`` or ``Lab.simulate``): mean throughput,
-    bytes, loss, RTT; link drops of the whole run on each row."""
+    bytes, loss, RTT; on each row, the whole run's link drops and timeline events (Program
+    runs among them) whose outcome was not ok."""
+    failed = sum(1 for e in summary.get("events") or []
+                 if e.get("outcome") not in ("ok", "cancelled"))
     drops = sum((l.get(d) or {}).get("drop_queue", 0) + (l.get(d) or {}).get("drop_loss", 0)
                 for l in (summary.get("links") or {}).values() for d in ("ab", "ba"))
     out = []
@@ -101,8 +104,9 @@ def flow_rows(summary: dict[str, Any]) -> list[dict[str, Any]]:
             "loss_ratio": r.get("loss_ratio"),
             "rtt_ms": round(srtt / 1000, 3) if srtt else None,
             "retransmits": r.get("retransmits"),
-            "owd_ms": round(owd / 1000, 3) if owd else None, "link_drops": drops})
-    return out or [{"flow": "", "link_drops": drops}]
+            "owd_ms": round(owd / 1000, 3) if owd else None, "link_drops": drops,
+            "events_failed": failed})
+    return out or [{"flow": "", "link_drops": drops, "events_failed": failed}]
 
 
 # -- the sweep ------------------------------------------------------------------------------
