@@ -6,13 +6,22 @@ an ACK per segment) for T simulated seconds. wanlab runs it with
 ``wanlab run --simulate`` (the engine's virtual-time driver); ns-3 runs the same scenario
 (bench/ns3_dumbbell.py, ``pip install ns3``) in the same invocation.
 
-Reported per case (median of ``--repeats`` runs): wall seconds, delivered TCP segments
-per wall second (the like-for-like figure), engine or scheduler events per second (the
-two count different things: ns-3 schedules an event per packet hop and timer, the
-engine one per link-direction deadline and agent timer), goodput, and the ratio
-wanlab / ns-3 of delivered segments per wall second. The goal is ≥ 10×.
+Same TCP work first: ns-3 is configured like wanlab's TCP (1000-byte segments, initial
+window 10, an ACK per segment, no SACK, classic NewReno recovery, minimum RTO 200 ms,
+socket buffers that never limit, device DropTail of one BDP at the bottleneck; see
+bench/ns3_dumbbell.py). A case's ratio counts only when the two total goodputs are within
+5 % of each other (column "same work"); otherwise it is shown in parentheses.
 
-    python3 bench/sim_speed.py [--flows 1,10,100] [--bottlenecks 10e6,1e9] [--duration 20]
+Reported per case (median of ``--repeats`` runs), for wanlab with each ``--threads``
+count: wall seconds, delivered TCP segments per wall second (the like-for-like figure),
+engine or scheduler events per second (the two count different things: ns-3 schedules an
+event per packet hop and timer, the engine one per pipeline half deadline and agent timer),
+goodput, the start-up share of the wall time (wanlab: process start, JSON in and out;
+ns-3: building the topology, after its Python import) and the ratio wanlab / ns-3 of
+delivered segments per wall second. The goal is ≥ 10×.
+
+    python3 bench/sim_speed.py [--flows 1,10,100] [--bottlenecks 10e6,1e9] [--duration 60]
+                               [--threads 1,2]
 
 Results: bench/results/sim-speed-latest.md and .json.
 """
@@ -61,12 +70,13 @@ def dumbbell(flows: int, bps: float, delay_ms: float, duration: float, cc: str) 
     return "\n".join(lines) + "\n"
 
 
-def run_wanlab(flows: int, bps: float, delay_ms: float, duration: float, cc: str) -> dict:
+def run_wanlab(flows: int, bps: float, delay_ms: float, duration: float, cc: str,
+               threads: int = 1) -> dict:
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "dumbbell.tcl")
         with open(path, "w") as f:
             f.write(dumbbell(flows, bps, delay_ms, duration, cc))
-        s = simulate(ns.parse(path), os.path.join(d, "out"), plot=False)
+        s = simulate(ns.parse(path), os.path.join(d, "out"), plot=False, threads=threads)
     delivered = sum(f["result"]["packets"] for f in s["flows"])
     # the engine's run, like ns-3's Simulator::Run(); the whole command (JSON in and out,
     # process start) is kept as command_wall_s
@@ -75,7 +85,11 @@ def run_wanlab(flows: int, bps: float, delay_ms: float, duration: float, cc: str
             "events": s["engine"]["events"],
             "events_per_s": s["engine"]["events"] / wall, "delivered_pkts": delivered,
             "delivered_pkts_per_wall_s": delivered / wall,
-            "goodput_bps": sum(f["result"]["bytes"] for f in s["flows"]) * 8 / duration}
+            "goodput_bps": sum(f["result"]["bytes"] for f in s["flows"]) * 8 / duration,
+            "threads": s["engine"].get("threads", 1),
+            "lookahead_ns": s["engine"].get("lookahead_ns", 0),
+            "windows": s["engine"].get("windows", 0),
+            "startup_share": max(0.0, 1 - wall / s["engine"]["wall_s"])}
 
 
 NS3_TIMEOUT_S = 600
@@ -93,7 +107,9 @@ def run_ns3(flows: int, bps: float, delay_ms: float, duration: float, cc: str) -
     if p.returncode != 0:
         print(f"ns-3 failed: {p.stderr.strip()[-500:]}", file=sys.stderr)
         return None
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    r["startup_share"] = r.get("setup_s", 0) / (r.get("setup_s", 0) + r["wall_s"])
+    return r
 
 
 def median_run(fn, repeats: int, *args) -> dict | None:
@@ -110,15 +126,20 @@ def median_run(fn, repeats: int, *args) -> dict | None:
     return best
 
 
+def cell(r: dict | None, key: str, fmt: str) -> str:
+    return format(r[key], fmt) if r and r.get(key) is not None else "-"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--flows", default="1,10,100")
     ap.add_argument("--bottlenecks", default="10e6,1e9")
-    ap.add_argument("--duration", type=float, default=20.0, help="simulated s (10 Mb/s)")
+    ap.add_argument("--duration", type=float, default=60.0, help="simulated s (10 Mb/s)")
     ap.add_argument("--gig-duration", type=float, default=2.0, help="simulated s for "
                     "bottlenecks ≥ 100 Mb/s (ns-3's TCP slows with the window's size)")
     ap.add_argument("--delay-ms", type=float, default=32.0)
     ap.add_argument("--cc", default="newreno", choices=("newreno", "cubic"))
+    ap.add_argument("--threads", default="1,2", help="wanlab thread counts")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-ns3", action="store_true")
     a = ap.parse_args()
@@ -128,38 +149,64 @@ def main() -> int:
         and importlib.util.find_spec("ns").origin != ns.__file__
     if not have_ns3 and not a.no_ns3:
         print("ns-3 not installed (pip install ns3): wanlab only", file=sys.stderr)
+    threads = [int(x) for x in a.threads.split(",")]
     rows = []
     for bps in [float(x) for x in a.bottlenecks.split(",")]:
         dur = a.duration if bps < 100e6 else a.gig_duration
         for n in [int(x) for x in a.flows.split(",")]:
-            w = median_run(run_wanlab, a.repeats, n, bps, a.delay_ms, dur, a.cc)
             t = median_run(run_ns3, a.repeats, n, bps, a.delay_ms, dur, a.cc) \
                 if have_ns3 else None
-            row = {"flows": n, "bottleneck_bps": bps, "duration_s": dur, "wanlab": w, "ns3": t}
+            row = {"flows": n, "bottleneck_bps": bps, "duration_s": dur, "ns3": t,
+                   "wanlab": {}, "ratio_delivered_per_wall_s": {}}
+            for th in threads:
+                w = median_run(run_wanlab, a.repeats, n, bps, a.delay_ms, dur, a.cc, th)
+                row["wanlab"][th] = w
+                if t:
+                    row["ratio_delivered_per_wall_s"][th] = (w["delivered_pkts_per_wall_s"] /
+                                                             t["delivered_pkts_per_wall_s"])
+            w1 = row["wanlab"][threads[0]]
             if t:
-                row["ratio_delivered_per_wall_s"] = (w["delivered_pkts_per_wall_s"] /
-                                                     t["delivered_pkts_per_wall_s"])
+                row["goodput_diff"] = abs(w1["goodput_bps"] - t["goodput_bps"]) / t["goodput_bps"]
+                row["same_work"] = row["goodput_diff"] <= 0.05
             rows.append(row)
             print(json.dumps(row), flush=True)
+    head = ("| bottleneck | flows | sim s | ns-3 goodput Mb/s | wanlab goodput Mb/s | same work | "
+            "ns-3 wall s | ns-3 seg/wall s | ns-3 events/s | ns-3 start-up |")
+    sep = "|---|---|---|---|---|---|---|---|---|---|"
+    for th in threads:
+        head += (f" wanlab {th}T wall s | {th}T seg/wall s | {th}T events/s | {th}T start-up | "
+                 f"ratio {th}T |")
+        sep += "---|---|---|---|---|"
     lines = [f"# Simulation speed: wanlab engine vs ns-3 ({datetime.date.today()})", "",
              f"`python3 bench/sim_speed.py --flows {a.flows} --bottlenecks {a.bottlenecks} "
              f"--duration {a.duration} --gig-duration {a.gig_duration} --delay-ms {a.delay_ms} "
-             f"--cc {a.cc} --repeats {a.repeats}`", "",
+             f"--cc {a.cc} --threads {a.threads} --repeats {a.repeats}`  (load average at the "
+             f"end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} shared cores)", "",
              f"Dumbbell, {a.cc}, {a.duration:g} simulated s at 10 Mb/s and {a.gig_duration:g} s "
              f"at ≥ 100 Mb/s, bottleneck delay {a.delay_ms} ms, "
              f"DropTail of one BDP; medians of {a.repeats}. Ratio = wanlab / ns-3 delivered "
-             f"TCP segments per wall second (goal ≥ 10).", "",
-             "| bottleneck | flows | wanlab wall s | wanlab seg/wall s | wanlab events/s | "
-             "wanlab goodput Mb/s | ns-3 wall s | ns-3 seg/wall s | ns-3 events/s | "
-             "ns-3 goodput Mb/s | ratio |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             f"TCP segments per wall second (goal ≥ 10); in parentheses when the goodputs "
+             f"differ by more than 5 % (not the same TCP work). nT = wanlab on n threads "
+             f"(the engine cuts the bottleneck link: one partition per side).", "",
+             head, sep]
     for r in rows:
-        w, t = r["wanlab"], r["ns3"]
-        ns3 = (f"{t['wall_s']:.3f} | {t['delivered_pkts_per_wall_s']:.0f} | "
-               f"{t['events_per_s']:.0f} | {t['goodput_bps'] / 1e6:.2f}") if t else "- | - | - | -"
-        ratio = f"{r['ratio_delivered_per_wall_s']:.1f}×" if t else "-"
-        lines.append(f"| {r['bottleneck_bps'] / 1e6:g} Mb/s | {r['flows']} | {w['wall_s']:.3f} | "
-                     f"{w['delivered_pkts_per_wall_s']:.0f} | {w['events_per_s']:.0f} | "
-                     f"{w['goodput_bps'] / 1e6:.2f} | {ns3} | {ratio} |")
+        t = r["ns3"]
+        same = ("yes" if r.get("same_work") else "no") + \
+            (f" ({r['goodput_diff'] * 100:.1f} %)" if t else "")
+        w1 = r["wanlab"][threads[0]]
+        line = (f"| {r['bottleneck_bps'] / 1e6:g} Mb/s | {r['flows']} | {r['duration_s']:g} | "
+                f"{t['goodput_bps'] / 1e6 if t else float('nan'):.2f} | "
+                f"{w1['goodput_bps'] / 1e6:.2f} | {same if t else '-'} | "
+                f"{cell(t, 'wall_s', '.3f')} | {cell(t, 'delivered_pkts_per_wall_s', '.0f')} | "
+                f"{cell(t, 'events_per_s', '.0f')} | {cell(t, 'startup_share', '.1%')} |")
+        for th in threads:
+            w = r["wanlab"][th]
+            ratio = r["ratio_delivered_per_wall_s"].get(th)
+            rs = "-" if ratio is None else (f"{ratio:.1f}×" if r.get("same_work")
+                                            else f"({ratio:.1f}×)")
+            line += (f" {w['wall_s']:.3f} | {w['delivered_pkts_per_wall_s']:.0f} | "
+                     f"{w['events_per_s']:.0f} | {w['startup_share']:.1%} | {rs} |")
+        lines.append(line)
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     with open(os.path.join(ROOT, "bench", "results", "sim-speed-latest.md"), "w") as f:
         f.write("\n".join(lines) + "\n")

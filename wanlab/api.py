@@ -148,8 +148,9 @@ class Experiment:
 
 def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
              seed: int | None = None, duration_s: float | None = None,
-             home: str | None = None) -> dict[str, Any]:
-    """Run a spec file, IR or builder as a pure simulation (``wanlab run --simulate``);
+             home: str | None = None, threads: int = 1) -> dict[str, Any]:
+    """Run a spec file, IR or builder as a pure simulation (``wanlab run --simulate``,
+    on up to ``threads`` threads);
     returns the summary (event log, flows, per-link statistics, engine speed)."""
     if isinstance(description, str):
         from wanlab.frontends import load
@@ -158,6 +159,7 @@ def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
         description = description.build()
     lab = Lab(home)
     try:
-        return lab.simulate(description, out=out, seed=seed, duration_s=duration_s)
+        return lab.simulate(description, out=out, seed=seed, duration_s=duration_s,
+                            threads=threads)
     finally:
         lab.close()

@@ -73,10 +73,10 @@ def cmd_run(lab, a) -> int:
         exp = exp.with_name(a.name)
     if a.simulate:
         return _print_simulation(lab.simulate(exp, out=a.out, seed=a.seed,
-                                              duration_s=a.duration))
-    if a.seed is not None or a.duration is not None or a.out:
-        raise WanlabError("--seed, --duration and --out go with --simulate (an emulation "
-                          "takes its seed from the spec and runs to its last event)")
+                                              duration_s=a.duration, threads=a.threads))
+    if a.seed is not None or a.duration is not None or a.out or a.threads != 1:
+        raise WanlabError("--seed, --duration, --out and --threads go with --simulate (an "
+                          "emulation takes its seed from the spec and runs to its last event)")
     s = lab.run(exp, source_path=os.path.abspath(a.file), terminate=a.terminate)
     for e in s["events"]:
         print(_event_line(e))
@@ -113,6 +113,9 @@ def _print_simulation(s: dict) -> int:
     print(f"simulated {s['until_s']:g} s in {e['wall_s']:.3f} s of wall time "
           f"({e['speedup']}x real time; {e['events']} engine events, {e['events_per_s']}/s; "
           f"seed {s['seed']})")
+    if e.get("threads", 1) > 1:
+        print(f"  on {e['threads']} threads: lookahead {e['lookahead_ns'] / 1e6:g} ms, "
+              f"{e['windows']} synchronisation windows")
     for p in s.get("plots", []):
         print(f"plot: {p}")
     print(f"results: {s['folder']}")
@@ -482,6 +485,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--duration", type=float, help="with --simulate: seconds to simulate "
                     "(default: up to the last event)")
     sp.add_argument("--out", help="with --simulate: results folder")
+    sp.add_argument("--threads", type=int, default=1, help="with --simulate: worker threads "
+                    "(the topology is partitioned at long links; the result is the same "
+                    "for any number; default 1)")
     sp = add("compare", cmd_compare, "run a spec emulated and simulated; print and plot the "
              "two side by side (throughput, RTT, loss, cwnd)")
     sp.add_argument("file")

@@ -567,14 +567,14 @@ class Lab:
         return summary
 
     def simulate(self, exp: Experiment, out: str | None = None, seed: int | None = None,
-                 duration_s: float | None = None) -> dict[str, Any]:
+                 duration_s: float | None = None, threads: int = 1) -> dict[str, Any]:
         """Run ``exp`` as a pure simulation in virtual time (no namespaces, no engine
         process left behind); results in ``out`` (default <home>/sims/<name>)."""
         from wanlab.backends.simulate.runner import simulate
         validate(exp)
         out = out or self.store.inside("sims", exp.name)
         self.say(f"simulating {exp.name} in virtual time")
-        return simulate(exp, out, seed=seed, duration_s=duration_s)
+        return simulate(exp, out, seed=seed, duration_s=duration_s, threads=threads)
 
     def compare(self, exp: Experiment, out: str | None = None,
                 source_path: str | None = None) -> dict[str, Any]:

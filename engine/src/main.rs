@@ -4,7 +4,7 @@
 //! topology over the socket (see docs/engine-protocol.md). Captures are written only inside
 //! `--capture-dir` (without it, `capture_start` is refused).
 //!
-//! `wanlab-engine simulate SCENARIO.json [--out RESULT.json]` runs a scenario in virtual time
+//! `wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]` runs a scenario in virtual time
 //! instead (see `driver/simulate.rs`) and writes the result to RESULT.json (or stdout).
 
 use std::path::PathBuf;
@@ -13,12 +13,13 @@ use std::process::ExitCode;
 use wanlab_engine::control::exec::engine_version;
 use wanlab_engine::driver::realtime::{run, Options};
 
-const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]\n       wanlab-engine simulate SCENARIO.json [--out RESULT.json]";
+const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]\n       wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]";
 
 /// `simulate SCENARIO [--out PATH]` (arguments after `simulate`).
 fn simulate_main(args: &[String]) -> ExitCode {
     let mut scenario = None;
     let mut out = None;
+    let mut threads = 1u32;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -26,6 +27,13 @@ fn simulate_main(args: &[String]) -> ExitCode {
                 Some(p) => out = Some(PathBuf::from(p)),
                 None => {
                     eprintln!("wanlab-engine: --out needs a value\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            "--threads" => match it.next().and_then(|v| v.parse::<u32>().ok()) {
+                Some(n) if (1..=1024).contains(&n) => threads = n,
+                _ => {
+                    eprintln!("wanlab-engine: --threads needs a number from 1 to 1024\n{USAGE}");
                     return ExitCode::from(2);
                 }
             },
@@ -43,6 +51,7 @@ fn simulate_main(args: &[String]) -> ExitCode {
     ExitCode::from(wanlab_engine::driver::simulate::main(
         &scenario,
         out.as_deref(),
+        threads,
     ))
 }
 

@@ -1,4 +1,6 @@
 //! Drivers: thin loops that own the clock and feed the core.
+pub mod parallel;
+pub mod partitioner;
 pub mod realtime;
 pub mod simulate;
 pub mod virtual_time;

@@ -108,6 +108,13 @@ impl Delay {
         self.heap.is_empty()
     }
 
+    /// Take every frame with its arrival time, in (arrival, sending) order.
+    pub fn take_ordered(&mut self) -> Vec<(Instant, Packet)> {
+        let mut v: Vec<InFlight> = self.heap.drain().map(|r| r.0).collect();
+        v.sort_unstable_by_key(|f| (f.at, f.seq));
+        v.into_iter().map(|f| (f.at, f.frame)).collect()
+    }
+
     pub fn drain(&mut self) -> impl Iterator<Item = Packet> + '_ {
         self.heap.drain().map(|r| r.0.frame)
     }

@@ -8,6 +8,13 @@
 //!
 //! Loss, duplication and corruption are decided when a frame leaves the delay stage, so a
 //! run-time change of those parameters affects every frame not yet delivered.
+//!
+//! The direction has two halves with their own deadlines and random streams: the sending
+//! half (queue and serializer; RED and jitter draws) and the receiving half (frames in flight
+//! leaving the delay stage; loss, duplication and corruption draws). The parallel simulation
+//! runs the halves of a link between two partitions on different threads and moves frames in
+//! flight from one to the other ([`Pipeline::take_in_flight`], [`Pipeline::put_in_flight`]);
+//! one random stream per half keeps every draw independent of that split.
 
 use super::delay::Delay;
 use super::loss::Loss;
@@ -27,7 +34,10 @@ pub struct Pipeline {
     rate: Rate,
     delay: Delay,
     loss: Loss,
+    /// Draws of the sending half (RED, jitter).
     rng: Rng,
+    /// Draws of the receiving half (loss, duplication, corruption).
+    rng_rx: Rng,
     up: bool,
     counters: Counters,
 }
@@ -43,6 +53,7 @@ impl Pipeline {
             delay: Delay::default(),
             loss: Loss::new(&params.loss),
             rng: Rng::new(seed),
+            rng_rx: Rng::new(seed ^ 0x9e37_79b9_7f4a_7c15),
             up: true,
             counters: Counters::default(),
             params,
@@ -168,9 +179,19 @@ impl Pipeline {
         self.delay.push(frame, at);
     }
 
-    /// Deliver every frame due by `now` through `emit`.
-    pub fn poll(&mut self, now: Instant, mut emit: impl FnMut(Packet)) {
+    /// Deliver every frame due by `now` through `emit` (both halves).
+    pub fn poll(&mut self, now: Instant, emit: impl FnMut(Packet)) {
         self.advance(now);
+        self.poll_rx(now, emit);
+    }
+
+    /// The sending half at `now`: finish serializations due by then, start the next ones.
+    pub fn poll_tx(&mut self, now: Instant) {
+        self.advance(now);
+    }
+
+    /// The receiving half at `now`: deliver every frame in flight due by then.
+    pub fn poll_rx(&mut self, now: Instant, mut emit: impl FnMut(Packet)) {
         while let Some(pkt) = self.delay.pop_due(now) {
             if pkt.vnet.is_offloaded() && self.per_packet() {
                 // Loss/dup/corrupt were set while this super-frame was in flight: decide them
@@ -192,20 +213,20 @@ impl Pipeline {
     /// Loss, duplication and corruption of one frame leaving the delay stage.
     fn deliver(&mut self, mut pkt: Packet, emit: &mut impl FnMut(Packet)) {
         let (pkts, bytes) = pkt.wire_size();
-        if self.loss.lose(&mut self.rng) {
+        if self.loss.lose(&mut self.rng_rx) {
             self.counters.drop_loss += pkts;
             return;
         }
-        let dup = if self.rng.chance(self.params.duplicate) {
+        let dup = if self.rng_rx.chance(self.params.duplicate) {
             Some(pkt.clone())
         } else {
             None
         };
         let frame = &mut pkt.data;
-        if frame.len() > HEADER_LEN && self.rng.chance(self.params.corrupt) {
+        if frame.len() > HEADER_LEN && self.rng_rx.chance(self.params.corrupt) {
             // Flip one bit past the Ethernet header so the switch still forwards it.
-            let idx = HEADER_LEN + self.rng.below((frame.len() - HEADER_LEN) as u64) as usize;
-            let bit = self.rng.below(8) as u32;
+            let idx = HEADER_LEN + self.rng_rx.below((frame.len() - HEADER_LEN) as u64) as usize;
+            let bit = self.rng_rx.below(8) as u32;
             frame[idx] ^= 1u8 << bit;
             self.counters.corrupted += 1;
         }
@@ -223,6 +244,43 @@ impl Pipeline {
     /// When this direction next needs `poll`; `None` when idle.
     pub fn poll_at(&self) -> Option<Instant> {
         min_deadline(self.rate.done_at(), self.delay.next_at())
+    }
+
+    /// When the sending half next needs [`Pipeline::poll_tx`] (end of a serialization).
+    pub fn tx_at(&self) -> Option<Instant> {
+        self.rate.done_at()
+    }
+
+    /// When the receiving half next needs [`Pipeline::poll_rx`] (an arrival).
+    pub fn rx_at(&self) -> Option<Instant> {
+        self.delay.next_at()
+    }
+
+    /// The smallest time a frame spends in flight (delay minus the jitter that can shorten
+    /// it): the lookahead this direction gives a partition boundary. Normal jitter is
+    /// unbounded, so it gives none.
+    pub fn min_flight_ns(&self) -> u64 {
+        let p = &self.params;
+        if p.jitter_ns == 0 {
+            p.delay_ns
+        } else if p.jitter_dist == super::params::JitterDist::Uniform {
+            p.delay_ns.saturating_sub(p.jitter_ns)
+        } else {
+            0
+        }
+    }
+
+    /// Take every frame in flight, in arrival order (the sending half of a cut link).
+    pub fn take_in_flight(&mut self) -> Vec<(Instant, Packet)> {
+        self.delay.take_ordered()
+    }
+
+    /// Add frames in flight taken from this direction's sending half elsewhere (the receiving
+    /// half of a cut link); `frames` in arrival order.
+    pub fn put_in_flight(&mut self, frames: Vec<(Instant, Packet)>) {
+        for (at, f) in frames {
+            self.delay.push(f, at);
+        }
     }
 
     /// Down drops everything queued, being serialized or in flight, and later arrivals.

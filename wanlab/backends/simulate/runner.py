@@ -29,8 +29,13 @@ SAMPLE_S = 0.1
 
 
 def simulate(exp: Experiment, out: str, seed: int | None = None,
-             duration_s: float | None = None, plot: bool = True) -> dict[str, Any]:
-    """Simulate ``exp`` in virtual time; returns the summary (also in out/summary.json)."""
+             duration_s: float | None = None, plot: bool = True,
+             threads: int = 1) -> dict[str, Any]:
+    """Simulate ``exp`` in virtual time on up to ``threads`` threads (the engine partitions
+    the topology; the result does not depend on it); returns the summary (also in
+    out/summary.json)."""
+    if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 1024:
+        raise WanlabError(f"threads: must be an integer from 1 to 1024, got {threads!r}")
     seed = exp.seed if seed is None else seed
     os.makedirs(out, exist_ok=True)
     traces = os.path.join(out, "traces")
@@ -45,8 +50,8 @@ def simulate(exp: Experiment, out: str, seed: int | None = None,
     with open(scen_path, "w") as f:
         json.dump(doc, f, indent=1)
     t0 = time.monotonic()
-    p = subprocess.run([engine_binary(), "simulate", scen_path, "--out", res_path],
-                       capture_output=True, text=True)
+    p = subprocess.run([engine_binary(), "simulate", scen_path, "--out", res_path,
+                        "--threads", str(threads)], capture_output=True, text=True)
     wall = time.monotonic() - t0
     if p.returncode != 0:
         raise WanlabError(f"the simulation of {exp.name} failed: "
@@ -57,6 +62,11 @@ def simulate(exp: Experiment, out: str, seed: int | None = None,
     summary = summarize(sc, result, seed, wall)
     # the engine's own time for the run (without reading and writing JSON): ns-3's Run()
     summary["engine"]["run_wall_s"] = float(m.group(1)) if m else None
+    # how it ran: partitions actually used, lookahead and synchronisation windows
+    m = re.search(r"(\d+) thread\(s\), lookahead (\d+) ns, (\d+) windows", p.stderr)
+    if m:
+        summary["engine"].update(threads=int(m.group(1)), lookahead_ns=int(m.group(2)),
+                                 windows=int(m.group(3)))
     for app, rows in summary.pop("_cwnd").items():
         with open(os.path.join(traces, f"{app}-cwnd.csv"), "w") as f:
             f.write("time_s,cwnd_pkts,ssthresh_pkts,srtt_ms,acked_bytes,retransmits\n")

@@ -36,6 +36,7 @@ use crate::wire::vnet::VnetHdr;
 
 mod delivery;
 mod lookup;
+pub mod partition;
 pub mod spec;
 mod stats;
 mod targets;
@@ -44,6 +45,7 @@ pub mod timers;
 mod topology;
 mod udp_agents;
 
+use partition::owns;
 pub use spec::{
     AgentKindSpec, AgentSpec, HostSpec, LanSpec, LinkSpec, MemberSpec, PairSpec, RouterSpec,
     TopologySpec,
@@ -75,7 +77,13 @@ struct PipeSlot {
     pipe: Pipeline,
     sink: Sink,
     capture: bool,
-    scheduled: Option<Instant>,
+    /// Deadlines of the sending and receiving halves with a timer queued.
+    scheduled_tx: Option<Instant>,
+    scheduled_rx: Option<Instant>,
+    /// Partitions of the sending half (the node whose port feeds it) and of the receiving
+    /// half (the node it delivers to); see [`partition`].
+    tx_part: u32,
+    rx_part: u32,
 }
 
 #[derive(Debug)]
@@ -121,6 +129,8 @@ struct Agent {
     host: usize,
     kind: AgentKind,
     scheduled: Option<Instant>,
+    /// Partition of its host.
+    part: u32,
 }
 
 #[derive(Debug)]
@@ -169,6 +179,8 @@ pub struct Network {
     lateness: Option<Lateness>,
     /// At most this many events per `poll` call (None: all that are due).
     poll_limit: Option<u64>,
+    /// This replica's share of a partitioned simulation (None: it owns everything).
+    part: Option<partition::Partition>,
 }
 
 /// How late timer events ran: lateness = the `now` passed to [`Network::poll`] − deadline.
@@ -199,6 +211,7 @@ impl Network {
             events: 0,
             lateness: None,
             poll_limit: None,
+            part: None,
         }
     }
 
@@ -295,6 +308,10 @@ impl Network {
         let Some(slot) = self.pipes.get_mut(pipe) else {
             return;
         };
+        if !owns(&self.part, slot.tx_part) {
+            // Another partition's replica carries this frame.
+            return;
+        }
         if frame.len() < HEADER_LEN {
             slot.pipe.count_malformed(frame.len());
             return;
@@ -307,11 +324,29 @@ impl Network {
         let Some(slot) = self.pipes.get_mut(pipe) else {
             return;
         };
-        let at = slot.pipe.poll_at();
-        if let Some(t) = at.filter(|_| at != slot.scheduled) {
-            slot.scheduled = at;
-            self.timers.push(t, TimerKind::Pipeline, pipe);
+        let at = slot.pipe.tx_at();
+        if let Some(t) = at.filter(|_| at != slot.scheduled_tx) {
+            slot.scheduled_tx = at;
+            self.timers.push(t, TimerKind::PipeTx, pipe);
         }
+        let at = slot.pipe.rx_at();
+        if let Some(t) = at.filter(|_| at != slot.scheduled_rx) {
+            slot.scheduled_rx = at;
+            self.timers.push(t, TimerKind::PipeRx, pipe);
+        }
+    }
+
+    /// Whether this replica runs timer `t` (always, unless partitioned).
+    fn runs(&self, t: &timers::Timer) -> bool {
+        let Some(part) = &self.part else {
+            return true;
+        };
+        let owner = match t.kind {
+            TimerKind::PipeTx => self.pipes.get(t.source).map(|s| s.tx_part),
+            TimerKind::PipeRx => self.pipes.get(t.source).map(|s| s.rx_part),
+            TimerKind::Agent | TimerKind::Tcp => self.agents.get(t.source).map(|a| a.part),
+        };
+        owner == Some(part.me)
     }
 
     /// Next deadline (possibly a stale one, which only costs an early wake-up).
@@ -330,15 +365,33 @@ impl Network {
                 break;
             }
             self.timers.pop();
+            if !self.runs(&t) {
+                continue;
+            }
             match t.kind {
-                TimerKind::Pipeline => self.fire_pipe(t.source, t.at, now, &mut emit),
+                TimerKind::PipeTx => self.fire_tx(t.source, t.at, now),
+                TimerKind::PipeRx => self.fire_pipe(t.source, t.at, now, &mut emit),
                 TimerKind::Agent => self.fire_agent(t.source, t.at, now),
                 TimerKind::Tcp => self.fire_tcp(t.source, t.at, now),
             }
         }
     }
 
-    /// A pipeline's deadline: poll it at its event time and deliver what leaves it.
+    /// A sending half's deadline: finish the serialization, start the next one.
+    fn fire_tx(&mut self, pipe: PipeIdx, at: Instant, now: Instant) {
+        let Some(slot) = self.pipes.get_mut(pipe) else {
+            return;
+        };
+        if slot.scheduled_tx != Some(at) {
+            return; // stale entry
+        }
+        slot.scheduled_tx = None;
+        slot.pipe.poll_tx(at);
+        self.count_event(at, now);
+        self.reschedule(pipe);
+    }
+
+    /// A receiving half's deadline: deliver what leaves the pipeline at its event time.
     fn fire_pipe(
         &mut self,
         pipe: PipeIdx,
@@ -349,16 +402,16 @@ impl Network {
         let Some(slot) = self.pipes.get_mut(pipe) else {
             return;
         };
-        if slot.scheduled != Some(at) {
+        if slot.scheduled_rx != Some(at) {
             return; // stale entry
         }
-        slot.scheduled = None;
+        slot.scheduled_rx = None;
         self.count_event(at, now);
         let Some(slot) = self.pipes.get_mut(pipe) else {
             return;
         };
         let mut out = std::mem::take(&mut self.scratch);
-        slot.pipe.poll(at, |f| out.push(f));
+        slot.pipe.poll_rx(at, |f| out.push(f));
         let (sink, capture) = (slot.sink, slot.capture);
         self.reschedule(pipe);
         for f in out.drain(..) {

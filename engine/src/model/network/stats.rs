@@ -78,13 +78,26 @@ impl Network {
             hosts: BTreeMap::new(),
             agents: BTreeMap::new(),
         };
-        for h in self.hosts.iter().filter(|h| wanted(&h.id)) {
+        // A partitioned replica reports only the nodes and agents it runs.
+        for h in self
+            .hosts
+            .iter()
+            .filter(|h| wanted(&h.id) && self.reports_node(&h.id))
+        {
             body.hosts.insert(h.id.clone(), h.host.counters);
         }
-        for a in self.agents.iter().filter(|a| wanted(&a.id)) {
+        for a in self
+            .agents
+            .iter()
+            .filter(|a| wanted(&a.id) && super::owns(&self.part, a.part))
+        {
             body.agents.insert(a.id.clone(), Self::stats_of(a));
         }
-        for r in self.routers.iter().filter(|r| wanted(&r.id)) {
+        for r in self
+            .routers
+            .iter()
+            .filter(|r| wanted(&r.id) && self.reports_node(&r.id))
+        {
             body.routers.insert(r.id.clone(), r.router.counters);
         }
         for l in self.links.iter().filter(|l| wanted(&l.id)) {

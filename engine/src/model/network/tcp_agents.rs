@@ -20,10 +20,11 @@ impl Network {
         }
     }
 
-    /// Every TCP sender's trace, by agent id.
+    /// Every TCP sender's trace, by agent id (of a partitioned replica: the ones it runs).
     pub fn tcp_traces(&self) -> BTreeMap<&str, &[TcpSample]> {
         self.agents
             .iter()
+            .filter(|a| super::owns(&self.part, a.part))
             .filter_map(|a| match &a.kind {
                 AgentKind::Tcp(t) => Some((a.id.as_str(), t.trace())),
                 _ => None,

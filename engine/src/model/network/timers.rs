@@ -10,9 +10,11 @@ use crate::time::Instant;
 /// What a timer belongs to; at the same instant kinds run in this declaration order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum TimerKind {
-    /// A pipeline's next deadline (source = pipeline index). Simulated routers and hosts
-    /// need none: they answer at the instant a frame is delivered.
-    Pipeline,
+    /// A pipeline's sending half: end of a serialization (source = pipeline index).
+    PipeTx,
+    /// A pipeline's receiving half: a frame leaves the delay stage (source = pipeline index).
+    /// Simulated routers and hosts need no timer: they answer at the instant of delivery.
+    PipeRx,
     /// A UDP traffic source's next send time (source = agent index).
     Agent,
     /// A TCP agent's retransmission or delayed-ACK timer (source = agent index).
@@ -63,11 +65,11 @@ mod tests {
         let t = Instant::from_nanos;
         let mut q = TimerQueue::default();
         q.push(t(5), TimerKind::Tcp, 0);
-        q.push(t(5), TimerKind::Pipeline, 9);
+        q.push(t(5), TimerKind::PipeRx, 9);
         q.push(t(5), TimerKind::Agent, 1);
-        q.push(t(5), TimerKind::Pipeline, 2);
+        q.push(t(5), TimerKind::PipeRx, 2);
         q.push(t(1), TimerKind::Tcp, 7);
-        q.push(t(5), TimerKind::Pipeline, 2);
+        q.push(t(5), TimerKind::PipeRx, 2);
         let order: Vec<_> = std::iter::from_fn(|| q.pop())
             .map(|x| (x.at.nanos(), x.kind, x.source, x.seq))
             .collect();
@@ -75,9 +77,9 @@ mod tests {
             order,
             vec![
                 (1, TimerKind::Tcp, 7, 5),
-                (5, TimerKind::Pipeline, 2, 4),
-                (5, TimerKind::Pipeline, 2, 6),
-                (5, TimerKind::Pipeline, 9, 2),
+                (5, TimerKind::PipeRx, 2, 4),
+                (5, TimerKind::PipeRx, 2, 6),
+                (5, TimerKind::PipeRx, 9, 2),
                 (5, TimerKind::Agent, 1, 3),
                 (5, TimerKind::Tcp, 0, 1),
             ]

@@ -22,14 +22,29 @@ fn agent_sport(ai: usize) -> u16 {
 }
 
 impl Network {
-    fn new_pipe(&mut self, params: LinkParams, name: &str, sink: Sink, now: Instant) -> PipeIdx {
+    /// A pipeline fed by port `from` (its sending half's partition) delivering to `sink`.
+    fn new_pipe(
+        &mut self,
+        params: LinkParams,
+        name: &str,
+        (from, sink): (PortIdx, Sink),
+        now: Instant,
+    ) -> PipeIdx {
         // RNG streams are named after the objects so they do not depend on creation order.
         let seed = stream_seed(self.seed, name);
+        let rx_part = match sink {
+            Sink::Port(p) => self.port_part(p),
+            // A LAN's switch runs with its members (all on one partition).
+            Sink::Lan { .. } => self.port_part(from),
+        };
         self.pipes.push(PipeSlot {
             pipe: Pipeline::new(params, seed, now),
             sink,
             capture: false,
-            scheduled: None,
+            scheduled_tx: None,
+            scheduled_rx: None,
+            tx_part: self.port_part(from),
+            rx_part,
         })
     }
 
@@ -92,6 +107,7 @@ impl Network {
                 continue;
             };
             let ai = self.agents.next_index();
+            let part = self.node_part(&a.host);
             let kind = match a.kind {
                 AgentKindSpec::Cbr(c) => AgentKind::Cbr(Cbr::new(
                     c,
@@ -122,6 +138,7 @@ impl Network {
                     host: hi,
                     kind,
                     scheduled: None,
+                    part,
                 },
             );
         }
@@ -129,8 +146,8 @@ impl Network {
             let (Some(a), Some(b)) = (self.port_index(&l.a), self.port_index(&l.b)) else {
                 continue;
             };
-            let ab = self.new_pipe(l.ab, &format!("link:{}:ab", l.id), Sink::Port(b), now);
-            let ba = self.new_pipe(l.ba, &format!("link:{}:ba", l.id), Sink::Port(a), now);
+            let ab = self.new_pipe(l.ab, &format!("link:{}:ab", l.id), (a, Sink::Port(b)), now);
+            let ba = self.new_pipe(l.ba, &format!("link:{}:ba", l.id), (b, Sink::Port(a)), now);
             self.set_ingress(a, Some(ab));
             self.set_ingress(b, Some(ba));
             self.links.insert(
@@ -155,16 +172,19 @@ impl Network {
                 let to_lan = self.new_pipe(
                     m.to_lan,
                     &format!("lan:{}:{}:to_lan", lan.id, m.port),
-                    Sink::Lan {
-                        lan: li,
-                        member: mi,
-                    },
+                    (
+                        port,
+                        Sink::Lan {
+                            lan: li,
+                            member: mi,
+                        },
+                    ),
                     now,
                 );
                 let from_lan = self.new_pipe(
                     m.from_lan,
                     &format!("lan:{}:{}:from_lan", lan.id, m.port),
-                    Sink::Port(port),
+                    (port, Sink::Port(port)),
                     now,
                 );
                 self.set_ingress(port, Some(to_lan));

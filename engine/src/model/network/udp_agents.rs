@@ -78,6 +78,13 @@ impl Network {
         self.agents.by_id(id).map(Self::stats_of)
     }
 
+    /// Whether this replica runs agent `id` (always, unless partitioned).
+    pub fn runs_agent(&self, id: &str) -> bool {
+        self.agents
+            .by_id(id)
+            .is_some_and(|a| super::owns(&self.part, a.part))
+    }
+
     pub(super) fn stats_of(a: &Agent) -> AgentStats {
         match &a.kind {
             AgentKind::Cbr(c) => AgentStats::Cbr {
