@@ -34,8 +34,8 @@ impl Network {
         let seed = stream_seed(self.seed, name);
         let rx_part = match sink {
             Sink::Port(p) => self.port_part(p),
-            // A LAN's switch runs with its members (all on one partition).
-            Sink::Lan { .. } => self.port_part(from),
+            // A LAN's switch and channels run with its members (all on one partition).
+            Sink::Lan { .. } | Sink::Pair { .. } => self.port_part(from),
         };
         self.pipes.push(PipeSlot {
             pipe: Pipeline::new(params, seed, now),
@@ -211,7 +211,7 @@ impl Network {
                     self.port_id(b.port).unwrap_or("?")
                 );
                 let sink = Sink::Pair { lan: li, to: pr.to };
-                let pipe = self.new_pipe(pr.params, &name, sink, now);
+                let pipe = self.new_pipe(pr.params, &name, (a.port, sink), now);
                 l.set_pair(pr.from, pr.to, pipe);
             }
             self.lans.insert(lan.id, l);
