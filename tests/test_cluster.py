@@ -113,13 +113,31 @@ def test_a_chain_and_a_lan_spread_over_three_machines(cluster, tmp_path):
                 lab.close()
 
 
-def test_what_the_cluster_cannot_do_yet_is_refused_by_name(cluster, tmp_path):
+def test_ospf_meets_across_machines(cluster, tmp_path):
     home, _ = cluster
     spec = tmp_path / "ospf.yaml"
     spec.write_text(CHAIN.format(name="dyn").replace("routing: static", "routing: ospf"))
+    wl(home, "create", str(spec), "--cluster")
+    where = json.loads(wl(home, "show", "dyn", "--json").stdout)["machine_of"]
+    # a node whose neighbour runs on another machine learned its routes from OSPF
+    cut = next(a for a, b in (("n0", "n1"), ("n1", "n2"), ("n2", "n3"), ("n3", "n4"),
+                              ("n4", "n5")) if where[a] != where[b])
+    routes = wl(home, "exec", "dyn", cut, "--", "ip", "route").stdout
+    assert "proto ospf" in routes, routes
+    ping = wl(home, "exec", "dyn", "n0", "--", "ping", "-c", "3", "-i", "0.2", "h1")
+    assert " 0% packet loss" in ping.stdout, ping.stdout
+    wl(home, "terminate", "dyn")
+
+
+def test_what_the_cluster_cannot_do_yet_is_refused_by_name(cluster, tmp_path):
+    home, _ = cluster
+    spec = tmp_path / "bgp.yaml"
+    spec.write_text("name: bgp\nrouting: bgp\nnodes: [a, b]\n"
+                    "links: [{name: l0, nodes: [a, b], delay: 5ms}]\n"
+                    "bgp: {as: {a: 65001, b: 65002}, sessions: [[a, b]]}\n")
     p = wl(home, "create", str(spec), "--cluster", check=False)
-    assert p.returncode == 2 and "routing 'ospf' across machines" in p.stderr, p.stderr
-    assert "dyn" not in wl(home, "list").stdout
+    assert p.returncode == 2 and "BGP across machines" in p.stderr, p.stderr
+    assert "bgp" not in wl(home, "list").stdout
 
 
 def test_create_on_a_cluster_needs_one(tmp_path):

@@ -14,6 +14,15 @@ def cmd_cluster(lab, a) -> int:
         local.up_local(lab.store, a.local)
         return 0
     if a.action == "down":
+        # the experiments placed on it first, through their machines' agents
+        from wanlab.cluster import experiment
+        for name in sorted({r.detail["experiment"] for r in
+                            experiment.rec.live(lab.store, "part")}):
+            print(f"{name}: removing it from the cluster first")
+            try:
+                experiment.terminate(lab.store, name, "cleanup")
+            except WanlabError as e:        # the machines go anyway; say what is left
+                print(f"warning: {e}")
         if local.down(lab.store) == 0:
             print("no cluster is up")
         return 0

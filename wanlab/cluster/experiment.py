@@ -13,8 +13,11 @@ other machine by VXLAN (:mod:`wanlab.cluster.part`). The controller's store keep
 experiment and, in the ``cluster`` table, where each part is (recorded before it is
 made), so ``terminate`` and ``cleanup`` reach exactly those.
 
-Not yet across machines (refused or warned, by name): dynamic routing (FRR), simulated
-nodes, traffic agents and timeline events whose objects span machines.
+With dynamic routing each machine runs FRR in its own nodes (never in the stubs), with
+every node's loopback fixed to the whole plan's, so OSPF meets across the tunnels.
+
+Not yet across machines (refused or warned, by name): BGP, simulated nodes, traffic
+agents and timeline events whose objects span machines.
 """
 
 from __future__ import annotations
@@ -44,6 +47,22 @@ from wanlab.store.db import Store
 CALL_TIMEOUT_S = 600.0
 
 
+def _get(ref: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
+    """``ray.get``, with an agent's WanlabError raised as itself (Ray wraps it with the
+    agent's traceback, which is no message for a user)."""
+    import ray
+    try:
+        return ray.get(ref, timeout=timeout)
+    except ray.exceptions.RayTaskError as e:
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, WanlabError):
+            raise WanlabError(str(cause)) from None
+        # a fault of the agent, not of the user: one line here, the whole of it in Ray's log
+        raise WanlabError(f"a machine's agent failed: {type(cause).__name__}: "
+                          f"{str(cause).strip().splitlines()[-1] if str(cause).strip() else ''}"
+                          ) from None
+
+
 def parts_of(store: Store, name: str) -> list[rec.Record]:
     return [r for r in rec.live(store, "part") if r.detail.get("experiment") == name]
 
@@ -60,9 +79,9 @@ def _cluster(store: Store) -> ClusterInfo:
 
 
 def _refuse_unsupported(exp: Experiment) -> list[str]:
-    if exp.rtproto not in ("static", "manual"):
-        raise WanlabError(f"--cluster: routing {exp.rtproto!r} across machines is not built "
-                          f"yet; use static routes ($ns rtproto Static)")
+    if exp.rtproto == "bgp" or exp.bgp_sessions:
+        raise WanlabError("--cluster: BGP across machines is not built yet; use static "
+                          "routes or OSPF ($ns rtproto Session)")
     sim = [n.name for n in exp.nodes if n.kind != "emulated"]
     if sim:
         raise WanlabError(f"--cluster: simulated nodes are not placed on clusters yet "
@@ -140,19 +159,26 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
                 lan, netmask=str(plan.subnets[lan.name].prefixlen),
                 members=tuple(dataclasses.replace(mm, ip=ips[mm.node])
                               for mm in lan.members)))
+        dynamic = exp.rtproto not in ("static", "manual")
         nodes = []
         for n in local_nodes:
-            routes = tuple(Route(r.dst, r.via) for r in plan.nodes[n.name].routes)
-            nodes.append(dataclasses.replace(n, routes=routes))
-        nodes += [stubs[k] for k in sorted(stubs)]
+            # static: the whole plan's routes, as manual routes; dynamic: FRR finds them,
+            # with every node's loopback (its router id and name) as in the whole plan
+            if dynamic:
+                nodes.append(dataclasses.replace(n, loopback=plan.nodes[n.name].loopback))
+            else:
+                nodes.append(dataclasses.replace(n, routes=tuple(
+                    Route(r.dst, r.via) for r in plan.nodes[n.name].routes)))
+        nodes += [dataclasses.replace(stubs[k], loopback=plan.nodes[k].loopback if dynamic
+                                      else None) for k in sorted(stubs)]
         programs = tuple(p for p in exp.programs if p.node in mine)
         agents_ = tuple(a for a in exp.agents if a.node in mine and
                         (a.peer is None or a.peer in {x.name for x in exp.agents
                                                       if x.node in mine}))
         part = dataclasses.replace(
             exp, nodes=tuple(nodes), links=tuple(links), lans=tuple(lans), programs=programs,
-            agents=agents_, events=(), timelines=(), groups=(), rtproto="manual",
-            warnings=())
+            agents=agents_, events=(), timelines=(), groups=(),
+            rtproto=exp.rtproto if dynamic else "manual", warnings=())
         parts[m] = (part, {"tunnels": tunnels, "hosts": plan.hosts, "machine": m})
     if exp.events or exp.timelines:
         warnings.append("timeline events are not played on cluster experiments yet")
@@ -231,14 +257,14 @@ def create(store: Store, exp: Experiment, source_path: str | None,
             say(f"warning: {w}")
         try:
             with ThreadPoolExecutor(len(parts)) as pool:
-                futs = {m: pool.submit(ray.get, handles[m].run_part.remote(
-                    "create", exp.name, part.to_json(), spec), timeout=CALL_TIMEOUT_S)
+                futs = {m: pool.submit(_get, handles[m].run_part.remote(
+                    "create", exp.name, part.to_json(), spec))
                     for m, (part, spec) in parts.items()}
                 for m, f in futs.items():
                     f.result()
                     rec.update(store, recs[m], "created")
         except BaseException as e:
-            say(f"creating the parts failed ({e}); removing them")
+            say("creating the parts failed; removing them")
             _remove_parts(store, info, exp.name, handles, "cleanup")
             store.delete_experiment(row.id)
             if isinstance(e, WanlabError):
@@ -253,16 +279,17 @@ def _remove_parts(store: Store, info: ClusterInfo, name: str, handles: dict[str,
                   op: str) -> list[str]:
     """``terminate`` (or ``cleanup``) every recorded part; a part whose machine does not
     answer stays recorded (removed when it returns); returns those machines."""
-    import ray
     lost = []
     for r in parts_of(store, name):
         m = r.detail["machine"]
         try:
-            ray.get(handles[m].run_part.remote(op, name), timeout=CALL_TIMEOUT_S)
+            _get(handles[m].run_part.remote(op, name))
             rec.removed(store, r.id)
-        except Exception:       # a lost machine: Ray raises many kinds
+        except WanlabError as e:        # the agent answered: say what it said
+            lost.append(f"{m} ({e})")
+        except Exception:               # a lost machine: Ray raises many kinds
             lost.append(m)
-    return lost
+    return sorted(set(lost))
 
 
 def terminate(store: Store, name: str, op: str = "terminate", say=print) -> None:
@@ -274,8 +301,8 @@ def terminate(store: Store, name: str, op: str = "terminate", say=print) -> None
         lost = _remove_parts(store, info, name, handles, "cleanup" if op == "cleanup"
                              else "terminate")
     if lost:
-        raise WanlabError(f"{name}: machines {', '.join(lost)} did not answer; their parts "
-                          f"stay recorded: 'wanlab cleanup {name}' when they are back")
+        raise WanlabError(f"{name}: machines {', '.join(lost)} did not remove their parts, "
+                          f"which stay recorded: 'wanlab cleanup {name}' when they are back")
     row = store.find(name)
     if row is not None:
         store.delete_experiment(row.id)
@@ -313,11 +340,10 @@ def show(store: Store, name: str) -> dict[str, Any]:
 
 def exec_(store: Store, name: str, node: str, argv: list[str]) -> tuple[int, str, str]:
     """Run ``argv`` on ``node`` through its machine's agent."""
-    import ray
     info = _cluster(store)
     machine = _machine_of(store, name).get(node)
     if machine is None:
         raise WanlabError(f"{name} has no node {node!r}")
     with connect.session(info):
-        return tuple(ray.get(_handle(store, info, machine).run_part.remote(
-            "exec", name, [node, *argv]), timeout=CALL_TIMEOUT_S))
+        return tuple(_get(_handle(store, info, machine).run_part.remote(
+            "exec", name, [node, *argv])))

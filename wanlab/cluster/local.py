@@ -165,7 +165,11 @@ def up_local(store: Store, n: int, say: Callable[[str], None] = print) -> Cluste
             # paths, and all but the first fail to join
             mdir = os.path.join(folder, m.name)
             make_private_dir(mdir)
-            _spawn(store, f"ray-{m.name}", ["ip", "netns", "exec", m.netns] + _ray_argv() + [
+            # nsenter, not ``ip netns exec``: only the network namespace changes. A new
+            # mount namespace would keep the agent's node namespaces (bind mounts under
+            # /run/netns) out of the host's sight and leave empty files when it ends
+            _spawn(store, f"ray-{m.name}", ["nsenter", f"--net={netns.path(m.netns)}", "--"]
+                   + _ray_argv() + [
                 f"--address={head}", f"--node-ip-address={m.address}",
                 f"--num-cpus={cores:g}", f"--temp-dir={mdir}",
                 f"--resources={json.dumps({MACHINE_RESOURCE + m.name: 1})}"],

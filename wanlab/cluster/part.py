@@ -115,7 +115,8 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
                 pass
             return None
         if op == "cleanup":
-            lab.cleanup(name)
+            if lab.store.find(name) is not None:
+                lab.cleanup(name)
             return operate(home, "terminate", name)
         if op == "exec":
             (argv,) = args

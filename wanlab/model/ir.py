@@ -139,6 +139,8 @@ class Node:
     hardware: str | None = None
     startcmd: str | None = None
     routes: tuple[Route, ...] = ()
+    loopback: str | None = None      # with dynamic routing: this /32, not the next of
+                                     # 10.255/16 (a cluster's parts keep the whole plan's)
     source: Source = field(default_factory=Source)
     image: str | None = None         # its root file system (wanlab image); None: the host's
     tarfiles: tuple[tuple[str, str], ...] = ()   # (folder in its root, tarball on the host)
@@ -751,6 +753,12 @@ def validate(exp: Experiment) -> Experiment:
                    f"{', '.join(RTPROTOS)}", exp.source)
     for n in exp.nodes:
         claim(n.name, "node", n.source)
+        if n.loopback is not None:
+            try:
+                ipaddress.IPv4Address(n.loopback)
+            except ValueError:
+                raise _err(f"node {n.name}: loopback {n.loopback!r} is not an IPv4 address",
+                           n.source, f"nodes.{n.name}.loopback") from None
         if n.kind not in NODE_KINDS:
             raise _err(f"node kind {n.kind!r} unknown; supported kinds are "
                        f"{', '.join(NODE_KINDS)}", n.source, f"nodes.{n.name}.kind")

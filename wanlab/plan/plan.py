@@ -54,7 +54,8 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     exp = with_endpoints(exp, {n.name for n in exp.nodes
                                if simulate_all or n.kind == "simulated"})
     nodes = {n.name: NodePlan(n.name, netns_name(short, n.name), simulated=simulate_all or
-                              n.kind == "simulated") for n in exp.nodes}
+                              n.kind == "simulated", remote=n.kind == "remote")
+             for n in exp.nodes}
     if simulate_all and exp.rtproto != "static":
         warnings.append(f"routing {exp.rtproto!r} is simulated with static shortest-path "
                         f"routes (no routing daemons run in simulation)")
@@ -122,8 +123,9 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     if exp.rtproto in ("session", "ospf", "bgp"):
         if len(nodes) > 65534:
             raise SpecError("too many nodes for the 10.255.0.0/16 loopback range")
+        fixed = {n.name: n.loopback for n in exp.nodes if n.loopback}
         for k, np_ in enumerate(nodes.values(), start=1):
-            np_.loopback = f"10.255.{k >> 8}.{k & 0xFF}"
+            np_.loopback = fixed.get(np_.name) or f"10.255.{k >> 8}.{k & 0xFF}"
 
     # hosts file: node name → its loopback, else its first interface; node-network → each
     # interface

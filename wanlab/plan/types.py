@@ -34,6 +34,7 @@ class NodePlan:
     routes: list[RouteEntry] = field(default_factory=list)
     loopback: str | None = None      # a /32 on lo, with dynamic routing (the router id)
     simulated: bool = False          # a router inside the engine: no namespace
+    remote: bool = False             # a cluster neighbour's stub: a namespace for a tunnel
 
 
 @dataclass

@@ -136,8 +136,9 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
     check_installed()
     what = "zebra + " + ("bgpd" if exp.rtproto == "bgp" else
                          "ospfd" + (" + bgpd" if exp.asns else ""))
-    say(f"starting FRR ({what}) in {len(plan.nodes)} nodes")
-    for np_ in plan.nodes.values():
+    routers = _routers(plan)
+    say(f"starting FRR ({what}) in {len(routers)} nodes")
+    for np_ in routers:
         etc = etc_dir(np_.netns)
         run = os.path.join(etc, "run")
         os.makedirs(run, exist_ok=True)
@@ -152,8 +153,8 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
             _chown_frr(path)
             os.chmod(path, 0o640)
     # every node's files are in place: build the nodes' confinement (in parallel) now
-    nodes.ensure_holders(store, row, [(np_.netns, np_.name) for np_ in plan.nodes.values()])
-    for np_ in plan.nodes.values():
+    nodes.ensure_holders(store, row, [(np_.netns, np_.name) for np_ in routers])
+    for np_ in routers:
         logdir = os.path.join(folder, "nodes", np_.name)
         run = os.path.join(etc_dir(np_.netns), "run")
         daemons = ["zebra"] + (["ospfd"] if exp.rtproto != "bgp" else []) + (
@@ -193,9 +194,16 @@ def _wait_socket(path: str, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def _routers(plan: Plan) -> list:
+    """The nodes that run FRR: not the stubs of a cluster's neighbours on other machines
+    (wanlab/cluster/part.py), whose namespace only carries a tunnelled link."""
+    return [np_ for np_ in plan.nodes.values() if not np_.remote]
+
+
 def _tables(plan: Plan) -> dict[str, set[tuple[str, str]]]:
     out = {}
-    for name, np_ in plan.nodes.items():
+    for np_ in _routers(plan):
+        name = np_.name
         with contextlib.closing(netns.netlink(np_.netns)) as ipr:
             out[name] = {(f"{r.get_attr('RTA_DST')}/{r['dst_len']}",
                           str(r.get_attr("RTA_GATEWAY") or r.get_attr("RTA_MULTIPATH") or ""))
@@ -211,7 +219,7 @@ def wait_converged(plan: Plan, timeout: float, settle: float, say) -> float:
     subnets = {str(n) for n in plan.subnets.values()} | {
         f"{np_.loopback}/32" for np_ in plan.nodes.values() if np_.loopback}
     say("waiting for routing to converge")
-    own = {n: {f"{np_.loopback}/32"} for n, np_ in plan.nodes.items()}
+    own = {np_.name: {f"{np_.loopback}/32"} for np_ in _routers(plan)}
     last, last_change = None, t0
     while True:
         tables = _tables(plan)
