@@ -124,4 +124,6 @@ def test_ospf_through_the_cli_whose_umask_is_077(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     ospf_routes, hosts_lines = (int(x) for x in p.stdout.split())
     assert ospf_routes >= 1 and hosts_lines >= 1, p.stdout
+    # FRR (user frr) reaches its log file in the node's folder through the hidden state
+    assert (tmp_path / "exps" / "o" / "nodes" / "a" / "zebra.log").stat().st_size > 0
     assert wanlab(tmp_path, "terminate", "o").returncode == 0

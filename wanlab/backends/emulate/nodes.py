@@ -85,10 +85,10 @@ mount --move /run/dev /dev &&
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /dev/pts &&
 mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev shm /dev/shm &&
 mount -t tmpfs -o mode=0711,size=1m wanlab-hidden "$home" &&
-mkdir -p "$dir" && mount --bind /run/node "$dir" &&
+(umask 066; mkdir -p "$dir") && mount --bind /run/node "$dir" &&
 mount --bind /run/node/tmp /tmp && mount --bind /run/node/tmp /var/tmp || exit 111
 if [ "$(stat -c %d:%i "$dir" 2>/dev/null)" != "$(stat -c %d:%i /run/node)" ]; then
-  mkdir -p "$dir" && mount --bind /run/node "$dir" || exit 111     # the folder was under /tmp
+  (umask 066; mkdir -p "$dir") && mount --bind /run/node "$dir" || exit 111  # it was under /tmp
 fi
 case "$tools" in /tmp/*|/var/tmp/*|/run/*)      # wanlab's binaries live under a private folder
   mkdir -p "$tools" && mount --bind /run/tools "$tools" &&
