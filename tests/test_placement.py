@@ -109,3 +109,17 @@ def test_wanassign_reports_each_pairs_error_and_ignores_dont_care():
     assert bws and all(p.error == pytest.approx(0.5) for p in bws)   # 1 of the 2 Gbit/s
     with pytest.raises(SpecError, match="3 wide-area nodes requested, 2 sites"):
         wanassign(["a", "b", "c"], want, ["x", "y"], measured[:2, :2])
+
+
+def test_tb_fix_node_pins_a_node_from_the_ns_front_end(tmp_path):
+    from wanlab.frontends import load
+    spec = tmp_path / "fix.tcl"
+    spec.write_text("set ns [new Simulator]\nsource tb_compat.tcl\n"
+                    + "".join(f"set n{i} [$ns node]\n" for i in range(6))
+                    + "".join(f"$ns duplex-link $n{i} $n{i + 1} 100Mb 1ms DropTail\n"
+                              for i in range(5))
+                    + "tb-fix-node $n0 m2\ntb-fix-node $n5 m2\n$ns run\n")
+    exp = load(str(spec))
+    assert {n.name: n.fixed for n in exp.nodes if n.fixed} == {"n0": "m2", "n5": "m2"}
+    p = assign(exp, THREE)
+    assert p.machine_of["n0"] == p.machine_of["n5"] == "m2"

@@ -229,7 +229,8 @@ def test_ignored_testbed_commands_warn(tcl):
         $ns run
     """)
     joined = "\n".join(e.warnings)
-    for cmd, line in [("tb-fix-node", 4), ("tb-set-colocate-factor", 5),
+    assert e.node("a").fixed == "pc12"          # recorded: the cluster's placement uses it
+    for cmd, line in [("tb-set-colocate-factor", 5),
                       ("tb-set-sync-server", 6), ("tb-make-soft-vtype", 7),
                       ("tb-set-noshaping", 8), ("tb-set-wasolver-weights", 9),
                       ("tb-use-ipassign", 10)]:

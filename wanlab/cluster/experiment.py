@@ -200,8 +200,9 @@ def _ifname_of_stub(part: Experiment, short_plan: Plan, stub: str, link: str) ->
 
 
 def create(store: Store, exp: Experiment, source_path: str | None,
-           say=print) -> dict[str, Any]:
-    """Place ``exp`` on the current cluster and build every part; returns the placement."""
+           say=print, fixed: dict[str, str] | None = None) -> dict[str, Any]:
+    """Place ``exp`` on the current cluster and build every part; returns the placement.
+    ``fixed`` pins nodes to machines (``tb-fix-node``)."""
     import ray
     info = _cluster(store)
     validate(exp)
@@ -216,7 +217,7 @@ def create(store: Store, exp: Experiment, source_path: str | None,
                                            timeout=CALL_TIMEOUT_S), strict=True))
         machines = [Machine(m.name, m.cores, hellos[m.name]["memory_bytes"])
                     for m in info.machines]
-        placement = assign(exp, machines)
+        placement = assign(exp, machines, fixed=fixed)
         _keep_lans_whole(exp, placement)
         where = {n.name: placement.machine_of[n.name] for n in exp.nodes}
         where.update({k: v for k, v in placement.machine_of.items() if k.startswith("lan:")})

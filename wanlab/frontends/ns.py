@@ -392,7 +392,8 @@ class _Records:
         return ir.Node(name=name, kind=kind,
                        os=os_name, hardware=self.val(o, "hardware"),
                        startcmd=self.val(o, "startcmd"), routes=tuple(routes),
-                       source=src, image=image, tarfiles=tarfiles, packages=packages,
+                       fixed=self.val(o, "fixed"), source=src, image=image,
+                       tarfiles=tarfiles, packages=packages,
                        **self.resources(o))
 
     def resources(self, o: dict[str, Any]) -> dict[str, Any]:

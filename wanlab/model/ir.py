@@ -139,6 +139,7 @@ class Node:
     hardware: str | None = None
     startcmd: str | None = None
     routes: tuple[Route, ...] = ()
+    fixed: str | None = None         # on a cluster, the machine it must run on (tb-fix-node)
     loopback: str | None = None      # with dynamic routing: this /32, not the next of
                                      # 10.255/16 (a cluster's parts keep the whole plan's)
     source: Source = field(default_factory=Source)

@@ -134,7 +134,7 @@ def assign(exp: Experiment, machines: list[Machine], fixed: dict[str, str] | Non
     if not machines:
         raise SpecError("placement: the cluster has no machines")
     g = experiment_graph(exp, lookahead)
-    fixed = dict(fixed or {})
+    fixed = {**{n.name: n.fixed for n in exp.nodes if n.fixed}, **(fixed or {})}
     _check_request(exp, g, machines, fixed)
     names_m = [m.name for m in machines]
     if len(machines) == 1 or len(g.names) <= 1:

@@ -83,6 +83,12 @@ proc tb-set-hardware {node type args} {
     ::wl::warn "tb-set-hardware $type: recorded; ignored: all nodes run as namespaces on this host"
 }
 
+# tb-fix-node NODE MACHINE: on a cluster (create --cluster) the node runs on that machine
+proc tb-fix-node {node machine} {
+    set h [::wl::need $node Node tb-fix-node]
+    ::wl::set_attr $h fixed $machine
+}
+
 proc tb-set-node-os {node os {parentos 0}} {
     set h [::wl::need $node Node tb-set-node-os]
     ::wl::set_attr $h os $os
@@ -158,7 +164,6 @@ proc ::wl::ignored {name why} {
 
 ::wl::ignored tb-set-node-cmdline "ignored: nodes share the host's kernel"
 ::wl::ignored tb-set-node-failure-action "ignored: a node that fails to set up always fails the swap-in"
-::wl::ignored tb-fix-node "ignored: all nodes run on this host"
 ::wl::ignored tb-set-colocate-factor "ignored: all nodes run on this host"
 ::wl::ignored tb-set-cpu-usage "ignored: all nodes run on this host"
 ::wl::ignored tb-set-mem-usage "ignored: all nodes run on this host"

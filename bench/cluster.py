@@ -1,0 +1,174 @@
+"""The cluster against one machine, in the same run (issue 13's "Shows").
+
+1. Swap-in of a 300-node chain with a 20-host LAN at its end (static routes), on this
+   machine and placed over a local test cluster of 3 machines; the end-to-end RTT of both.
+2. A cut link's fidelity: a—b at 10 ms, 10 Mbit/s, 1 % loss each way, once on one machine
+   and once with a and b pinned to two machines (the link tunnelled engine to engine):
+   RTT (min/median, 500 pings), ping loss (both directions: ~2 %), TCP throughput (iperf3,
+   10 s), and the RTT the cut adds.
+
+    python3 bench/cluster.py [--machines 3] [--chain 300]
+
+Results: bench/results/cluster-latest.md and .json. The machine's load is recorded: on
+this 2-core VM every "machine" shares the same two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+
+def wl(home: str, *args: str, timeout: float = 1200) -> subprocess.CompletedProcess:
+    env = {**os.environ, "WANLAB_HOME": home, "PYTHONPATH": ROOT}
+    p = subprocess.run([sys.executable, "-m", "wanlab.cli", *args], capture_output=True,
+                       text=True, env=env, timeout=timeout, check=False)
+    if p.returncode != 0:
+        raise SystemExit(f"wanlab {' '.join(args)} failed: {p.stdout.strip()[-300:]} "
+                         f"{p.stderr.strip()}")
+    return p
+
+
+def chain_spec(n: int, hosts: int) -> str:
+    nodes = [f"n{i}" for i in range(n)] + [f"h{i}" for i in range(hosts)]
+    lines = [f"name: big\nrouting: static\nnodes: [{', '.join(nodes)}]\nlinks:"]
+    lines += [f"  - {{name: l{i}, nodes: [n{i}, n{i + 1}], bandwidth: 100Mb, delay: 1ms}}"
+              for i in range(n - 1)]
+    lines.append(f"lans:\n  - {{name: lan0, nodes: [n{n - 1}, "
+                 f"{', '.join(f'h{i}' for i in range(hosts))}], bandwidth: 100Mb}}")
+    return "\n".join(lines) + "\n"
+
+
+PAIR = """name: cut
+routing: static
+nodes: [a, b]
+links:
+  - {name: l0, nodes: [a, b], bandwidth: 10Mb, delay: 10ms, loss: 0.01}
+"""
+
+
+def ping_stats(out: str) -> dict:
+    loss = float(re.search(r"([\d.]+)% packet loss", out).group(1))
+    m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms", out)
+    return {"loss_pct": loss, "rtt_min_ms": float(m.group(1)), "rtt_avg_ms": float(m.group(2))}
+
+
+def pair_measure(home: str, name: str) -> dict:
+    p = wl(home, "exec", name, "a", "--", "ping", "-q", "-c", "500", "-i", "0.01", "b")
+    res = ping_stats(p.stdout)
+    wl(home, "exec", name, "b", "--", "iperf3", "-s", "-1", "-D")
+    time.sleep(0.5)
+    perf = json.loads(wl(home, "exec", name, "a", "--", "iperf3", "-c", "b", "-t", "10",
+                         "-J").stdout)
+    res["tcp_mbps"] = perf["end"]["sum_received"]["bits_per_second"] / 1e6
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--machines", type=int, default=3)
+    ap.add_argument("--chain", type=int, default=300)
+    ap.add_argument("--hosts", type=int, default=20)
+    ap.add_argument("--no-save", action="store_true")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="wanlab-bench-cluster-")
+    home = os.path.join(tmp, "home")
+    out: dict = {"load_start": os.getloadavg()[0]}
+    try:
+        spec = os.path.join(tmp, "big.yaml")
+        with open(spec, "w") as f:
+            f.write(chain_spec(a.chain, a.hosts))
+        t0 = time.monotonic()
+        wl(home, "create", spec)
+        out["one_machine_swapin_s"] = time.monotonic() - t0
+        # IP's TTL (at most 255) bounds a ping's hops: aim at the middle of the chain
+        mid = min(a.chain - 1, 150)
+        last = f"n{mid}"
+        out["one_machine_ping"] = ping_stats(wl(home, "exec", "big", "n0", "--", "ping", "-q",
+                                                "-c", "5", "-i", "0.2", "-t", "255", last).stdout)
+        wl(home, "terminate", "big")
+        t0 = time.monotonic()
+        wl(home, "cluster", "up", "--local", str(a.machines))
+        out["cluster_up_s"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        wl(home, "create", spec, "--cluster")
+        out["cluster_swapin_s"] = time.monotonic() - t0
+        where = json.loads(wl(home, "show", "big", "--json").stdout)["machine_of"]
+        out["cluster_nodes_per_machine"] = {m: sum(1 for v in where.values() if v == m)
+                                            for m in sorted(set(where.values()))}
+        out["cluster_ping"] = ping_stats(wl(home, "exec", "big", "n0", "--", "ping", "-q",
+                                            "-c", "5", "-i", "0.2", "-t", "255", last).stdout)
+        wl(home, "terminate", "big")
+        pair = os.path.join(tmp, "cut.yaml")
+        with open(pair, "w") as f:
+            f.write(PAIR)
+        wl(home, "create", pair)
+        out["pair_one_machine"] = pair_measure(home, "cut")
+        wl(home, "terminate", "cut")
+        # the same pair with a and b pinned to two machines (in-process: pins are Python's)
+        from wanlab.cluster import experiment
+        from wanlab.frontends import load
+        from wanlab.store.db import Store
+        store = Store(home)
+        try:
+            experiment.create(store, load(pair), pair, say=lambda m: None,
+                              fixed={"a": "m0", "b": "m1"})
+        finally:
+            store.close()
+        out["pair_cut"] = pair_measure(home, "cut")
+        wl(home, "terminate", "cut")
+    finally:
+        subprocess.run([sys.executable, "-m", "wanlab.cli", "cluster", "down"],
+                       env={**os.environ, "WANLAB_HOME": home, "PYTHONPATH": ROOT},
+                       capture_output=True, check=False, timeout=600)
+        shutil.rmtree(tmp, ignore_errors=True)
+    out["load_end"] = os.getloadavg()[0]
+    out["added_rtt_ms"] = (out["pair_cut"]["rtt_min_ms"]
+                           - out["pair_one_machine"]["rtt_min_ms"])
+    print(json.dumps(out, indent=2))
+    if a.no_save:
+        return
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    res = os.path.join(ROOT, "bench", "results")
+    with open(os.path.join(res, "cluster-latest.json"), "w") as f:
+        json.dump({"when": stamp, **out}, f, indent=2)
+    po, pc = out["pair_one_machine"], out["pair_cut"]
+    with open(os.path.join(res, "cluster-latest.md"), "w") as f:
+        f.write(f"# Cluster against one machine ({stamp})\n\n`python3 bench/cluster.py "
+                f"--machines {a.machines} --chain {a.chain}`; load average "
+                f"{out['load_start']:.1f} at the start, {out['load_end']:.1f} at the end "
+                f"(2 cores shared by every machine).\n\n"
+                f"| {a.chain}-node chain + {a.hosts}-host LAN | one machine | "
+                f"{a.machines} machines |\n|---|---|---|\n"
+                f"| swap-in | {out['one_machine_swapin_s']:.1f} s | "
+                f"{out['cluster_swapin_s']:.1f} s (cluster up: {out['cluster_up_s']:.0f} s) |\n"
+                f"| ping n0 -> n{mid}, min RTT (configured "
+                f"{2 * mid} ms) | {out['one_machine_ping']['rtt_min_ms']:.1f} ms | "
+                f"{out['cluster_ping']['rtt_min_ms']:.1f} ms |\n"
+                f"| nodes per machine | all | {out['cluster_nodes_per_machine']} |\n\n"
+                f"| a-b, 10 ms, 10 Mbit/s, 1 % loss each way | one machine | cut between "
+                f"two machines |\n|---|---|---|\n"
+                f"| RTT min / mean (configured 20 ms) | {po['rtt_min_ms']:.2f} / "
+                f"{po['rtt_avg_ms']:.2f} ms | {pc['rtt_min_ms']:.2f} / "
+                f"{pc['rtt_avg_ms']:.2f} ms |\n"
+                f"| ping loss, 500 pings (expected ~2 %) | {po['loss_pct']:.1f} % | "
+                f"{pc['loss_pct']:.1f} % |\n"
+                f"| TCP, iperf3 10 s | {po['tcp_mbps']:.2f} Mbit/s | {pc['tcp_mbps']:.2f} "
+                f"Mbit/s |\n\nThe cut adds {out['added_rtt_ms']:.3f} ms of RTT over the same "
+                f"link on one machine (the measured path delay is subtracted from the link's "
+                f"delay, so what remains is the tunnel's own cost).\n")
+
+
+if __name__ == "__main__":
+    main()
