@@ -17,6 +17,21 @@ def ip(*args, check=True):
     return subprocess.run(["ip", *args], check=check, capture_output=True, text=True).stdout
 
 
+def test_bridge_rules_parse_and_reach_the_engine_topology():
+    from wanlab.plan.plan import make_plan
+    exp = bridge_experiment("br", "x0", "x1", delay="5ms",
+                            rules=("192.168.77.64/26:delay=50ms,loss=0.1",))
+    (r,) = exp.links[0].rules
+    assert (r.dst, r.ab.delay_s, r.ba.loss) == ("192.168.77.64/26", 0.05, 0.1)
+    (link,) = make_plan(exp, "abcd").engine["links"]
+    assert link["rules"][0]["dst"] == "192.168.77.64/26"
+    assert link["rules"][0]["ab"]["delay_us"] == 50000
+    with pytest.raises(SpecError, match="not an IPv4 prefix"):
+        bridge_experiment("br", "x0", "x1", rules=("10.0.0.0/40:delay=1ms",))
+    with pytest.raises(SpecError, match="key=value"):
+        bridge_experiment("br", "x0", "x1", rules=("10.0.0.0/8:dealy=1ms",))
+
+
 def test_bridge_experiment_and_its_errors():
     exp = bridge_experiment("br", "veth-a", "veth-b", delay="20ms", bandwidth="10Mb")
     assert [(n.name, n.external) for n in exp.nodes] == [("a", "veth-a"), ("b", "veth-b")]
@@ -71,13 +86,19 @@ def test_bridge_shapes_the_path_and_gives_the_interfaces_back(tmp_path, outside)
     assert ping(left, "192.168.77.2", count=1) == []        # not connected yet
     env = {**os.environ, "PYTHONPATH": ROOT}
     cli = [sys.executable, "-m", "wanlab.cli", "--home", str(tmp_path / "h")]
-    p = subprocess.run([*cli, "bridge", end_a, end_b, "--delay", "15ms", "--name", "box"],
+    # a second address behind R answers through a per-destination rule (+50 ms each way)
+    ip("-n", right, "addr", "add", "192.168.77.66/24", "dev", "out0")
+    p = subprocess.run([*cli, "bridge", end_a, end_b, "--delay", "15ms", "--name", "box",
+                        "--rule", "192.168.77.64/26:delay=65ms"],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
     # the interfaces left the host's namespace for the box
     assert not os.path.exists(f"/sys/class/net/{end_a}")
     rtts = ping(left, "192.168.77.2")
     assert len(rtts) >= 3 and 30 <= min(rtts) < 40, rtts
+    # to .66 the request takes the rule (65 ms), the reply to .1 the wire (15 ms)
+    rtts = ping(left, "192.168.77.66")
+    assert len(rtts) >= 3 and 80 <= min(rtts) < 90, rtts
     # tevc on the wire, counters
     p = subprocess.run([*cli, "tevc", "-w", "box", "now", "wire", "delay", "40ms"],
                        capture_output=True, text=True, env=env)
@@ -86,6 +107,15 @@ def test_bridge_shapes_the_path_and_gives_the_interfaces_back(tmp_path, outside)
     assert len(rtts) >= 3 and 80 <= min(rtts) < 90, rtts
     p = subprocess.run([*cli, "show", "box"], capture_output=True, text=True, env=env)
     assert p.returncode == 0 and "wire" in p.stdout
+    from wanlab.lifecycle import Lab
+    lab = Lab(str(tmp_path / "h"))
+    try:
+        with lab.engine("box") as c:
+            wire = c.call("stats", target="wire")["links"]["wire"]
+    finally:
+        lab.close()
+    assert wire["ab"]["out_pkts"] >= 8
+    assert wire["rules"]["192.168.77.64/26"]["ab"]["out_pkts"] >= 3
     p = subprocess.run([*cli, "terminate", "box"], capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
     # back in the host's namespace, exactly as they were

@@ -59,7 +59,8 @@ def cmd_bridge(lab, a) -> int:
     from wanlab.frontends.bridge import bridge_experiment
     default = re.sub(r"[^A-Za-z0-9-]", "-", f"bridge-{a.if_a}-{a.if_b}")[:32].rstrip("-")
     exp = bridge_experiment(a.name or default,
-                            a.if_a, a.if_b, delay=a.delay, bandwidth=a.bandwidth, loss=a.loss)
+                            a.if_a, a.if_b, delay=a.delay, bandwidth=a.bandwidth, loss=a.loss,
+                            rules=tuple(a.rule or ()))
     row = lab.create(exp)
     print(f"{row.name}: {a.if_a} <-> {a.if_b} through link 'wire' (id {row.short}); "
           f"change it with `wanlab tevc {row.name} now wire delay 50ms`, give the "
@@ -470,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--delay", default="0", help="one-way delay each way (e.g. 20ms)")
     sp.add_argument("--bandwidth", default="0", help="each way (e.g. 10Mb; 0 = unlimited)")
     sp.add_argument("--loss", default="0", help="loss probability each way")
+    sp.add_argument("--rule", action="append", metavar="PREFIX:delay=D,bandwidth=B,loss=L",
+                    help="per-destination rule (repeatable): IPv4 frames to PREFIX get "
+                    "these instead (longest prefix wins)")
     sp = add("run", cmd_run, "create an experiment, play its whole timeline, collect flows "
              "and plots, swap it out (results stay in its folder)")
     sp.add_argument("file")

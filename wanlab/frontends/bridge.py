@@ -11,17 +11,46 @@ the interfaces back) work on it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
+from wanlab.errors import SpecError
+from wanlab.frontends import units
 from wanlab.frontends.builder import ExperimentBuilder
 from wanlab.model import ir
 
+RULE_KEYS = ("delay", "bandwidth", "loss")
+
+
+def parse_rule(text: str) -> ir.LinkRule:
+    """``PREFIX:delay=100ms,bandwidth=1Mb,loss=0.01`` (keys optional, each way alike):
+    frames to PREFIX get these instead of the wire's (hitbox's point-to-point mode)."""
+    prefix, _, rest = text.partition(":")
+    kw: dict[str, Any] = {}
+    for item in filter(None, rest.split(",")):
+        k, eq, v = item.partition("=")
+        if not eq or k not in RULE_KEYS:
+            raise SpecError(f"{item!r}: write key=value with keys {', '.join(RULE_KEYS)}",
+                            field=f"rule {text}")
+        kw[k] = v
+    p = ir.LinkParams(
+        delay_s=units.parse_delay(kw.get("delay", 0), field=f"rule {text}"),
+        bandwidth_bps=units.parse_bandwidth(kw.get("bandwidth", 0), field=f"rule {text}"),
+        loss=units.parse_loss(kw.get("loss", 0), field=f"rule {text}"))
+    return ir.LinkRule(dst=prefix.strip(), ab=p, ba=p)
+
 
 def bridge_experiment(name: str, if_a: str, if_b: str, *, delay: Any = 0,
-                      bandwidth: Any = 0, loss: Any = 0, queue: Any = None) -> ir.Experiment:
-    """The validated bridge experiment (errors name the argument)."""
+                      bandwidth: Any = 0, loss: Any = 0, queue: Any = None,
+                      rules: tuple[str, ...] = ()) -> ir.Experiment:
+    """The validated bridge experiment (errors name the argument); ``rules`` are
+    per-destination rules as :func:`parse_rule` reads them."""
     b = ExperimentBuilder(name)
     a = b.node("a", external=if_a)
     z = b.node("b", external=if_b)
     b.link(a, z, delay=delay, bandwidth=bandwidth, loss=loss, queue=queue, name="wire")
-    return b.build()
+    exp = b.build()
+    if rules:
+        wire = replace(exp.links[0], rules=tuple(parse_rule(r) for r in rules))
+        exp = ir.validate(replace(exp, links=(wire,)))
+    return exp

@@ -159,6 +159,17 @@ class Node:
 
 
 @dataclass(frozen=True)
+class LinkRule:
+    """A per-destination rule of a link (hitbox's point-to-point mode by address): IPv4
+    frames to ``dst`` (a prefix) cross their own pipelines, ``ab`` and ``ba``, instead of the
+    link's directions; the longest matching prefix wins."""
+
+    dst: str
+    ab: LinkParams = field(default_factory=LinkParams)
+    ba: LinkParams = field(default_factory=LinkParams)
+
+
+@dataclass(frozen=True)
 class Link:
     """A duplex point-to-point link between nodes ``a`` and ``b``."""
 
@@ -172,6 +183,7 @@ class Link:
     netmask: str | None = None       # dotted mask or prefix length (tb-set-netmask)
     cost: int = 1                    # routing cost ($ns cost), both directions
     source: Source = field(default_factory=Source)
+    rules: tuple[LinkRule, ...] = ()     # per-destination rules (wanlab bridge --rule)
 
 
 @dataclass(frozen=True)
@@ -501,6 +513,9 @@ class Experiment:
                               "packages": tuple(n.get("packages", ())),
                               "source": src(n.get("source"))}) for n in d.get("nodes", ()))
         links = tuple(Link(**{**l, "ab": params(l.get("ab")), "ba": params(l.get("ba")),
+                              "rules": tuple(LinkRule(r["dst"], params(r.get("ab")),
+                                                      params(r.get("ba")))
+                                             for r in l.get("rules", ())),
                               "source": src(l.get("source"))}) for l in d.get("links", ()))
         lans = tuple(Lan(**{**l, "members": tuple(
             LanMember(**{**m, "to_lan": params(m.get("to_lan")),
@@ -778,6 +793,19 @@ def validate(exp: Experiment) -> Experiment:
         pairs.add(frozenset((l.a, l.b)))
         for d in ("ab", "ba"):
             _check_params(getattr(l, d), f"links.{l.name}.{d}", l.source)
+        seen_rules: set[ipaddress.IPv4Network] = set()
+        for r in l.rules:
+            where = f"links.{l.name}.rules.{r.dst}"
+            try:
+                net = ipaddress.IPv4Network(r.dst)
+            except ValueError:
+                raise _err(f"{r.dst!r} is not an IPv4 prefix (e.g. 10.0.2.0/24)", l.source,
+                           where) from None
+            if net in seen_rules:
+                raise _err(f"prefix {r.dst} has two rules", l.source, where)
+            seen_rules.add(net)
+            for d in ("ab", "ba"):
+                _check_params(getattr(r, d), f"{where}.{d}", l.source)
         _check_ip(l.ip_a, f"links.{l.name}.ip_a", l.source)
         _check_ip(l.ip_b, f"links.{l.name}.ip_b", l.source)
         _check_mask(l.netmask, f"links.{l.name}.netmask", l.source)

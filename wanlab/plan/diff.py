@@ -77,8 +77,10 @@ def diff(old: Plan, new: Plan) -> Diff:
     old_kinds, new_kinds = _kinds(old), _kinds(new)
     d = Diff()
     # a LAN whose pair channels changed is rebuilt (channels are not changed in place)
-    old_pairs = {l["lan"]: l.get("pairs") for l in old.engine["lans"]}
-    new_pairs = {l["lan"]: l.get("pairs") for l in new.engine["lans"]}
+    old_pairs = {l["lan"]: l.get("pairs") for l in old.engine["lans"]} | \
+        {l["link"]: l.get("rules") for l in old.engine["links"]}
+    new_pairs = {l["lan"]: l.get("pairs") for l in new.engine["lans"]} | \
+        {l["link"]: l.get("rules") for l in new.engine["links"]}
     d.networks_removed = [n for n in old_kinds if n not in new_kinds
                           or old_nets.get(n) != new_nets.get(n)
                           or old_kinds[n] != new_kinds[n]

@@ -151,6 +151,9 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         a, b = ports_of[l.name]
         links.append({"link": l.name, "a": a.port, "b": b.port,
                       "ab": engine_params(l.ab), "ba": engine_params(l.ba)})
+        if l.rules:
+            links[-1]["rules"] = [{"dst": r.dst, "ab": engine_params(r.ab),
+                                   "ba": engine_params(r.ba)} for r in l.rules]
     lans = []
     for lan in exp.lans:
         lans.append({"lan": lan.name, "members": [

@@ -215,11 +215,12 @@ fn reverse_all(t: &mut TopologySpec) {
     t.hosts.reverse();
     t.agents.reverse();
     t.links.reverse();
+    t.link_rules.reverse();
     t.lans.reverse();
 }
 
 /// Up to `n` items off the end of the first non-empty list of a reversed spec, in the order
-/// `Network::apply` adds them (routers, hosts, agents, links, LANs).
+/// `Network::apply` adds them (routers, hosts, agents, links, their rules, LANs).
 fn next_piece(t: &mut TopologySpec, n: usize) -> Option<TopologySpec> {
     fn take<T>(v: &mut Vec<T>, n: usize) -> Vec<T> {
         let k = v.len().saturating_sub(n);
@@ -236,6 +237,8 @@ fn next_piece(t: &mut TopologySpec, n: usize) -> Option<TopologySpec> {
         p.agents = take(&mut t.agents, n);
     } else if !t.links.is_empty() {
         p.links = take(&mut t.links, n);
+    } else if !t.link_rules.is_empty() {
+        p.link_rules = take(&mut t.link_rules, n);
     } else if !t.lans.is_empty() {
         p.lans = take(&mut t.lans, n.div_ceil(8));
     } else {

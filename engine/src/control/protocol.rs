@@ -87,6 +87,21 @@ pub struct LinkReq {
     pub ab: ParamsSpec,
     #[serde(default)]
     pub ba: ParamsSpec,
+    /// Per-destination rules: an IPv4 frame whose destination is in `dst` crosses the
+    /// rule's own pipeline in its direction instead of the link's (longest prefix wins).
+    #[serde(default)]
+    pub rules: Vec<RuleReq>,
+}
+
+/// One per-destination rule of a link (hitbox's point-to-point mode by address).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RuleReq {
+    pub dst: String,
+    #[serde(default)]
+    pub ab: ParamsSpec,
+    #[serde(default)]
+    pub ba: ParamsSpec,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

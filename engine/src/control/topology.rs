@@ -10,7 +10,8 @@ use super::params::merge_params;
 use super::protocol::{ApplyReq, PortReq};
 use crate::io::tap::check_ifname;
 use crate::model::network::{
-    AgentKindSpec, HostSpec, LanSpec, LinkSpec, MemberSpec, PairSpec, RouterSpec, TopologySpec,
+    AgentKindSpec, HostSpec, LanSpec, LinkRuleSpec, LinkSpec, MemberSpec, PairSpec, RouterSpec,
+    TopologySpec,
 };
 use crate::model::params::LinkParams;
 use crate::model::sim::host::{self, HostConfig};
@@ -140,6 +141,21 @@ pub fn build_apply(a: ApplyReq) -> Result<ApplyCmd, String> {
             ab: merge_params(&d, &l.ab, &format!("{ctx}.ab"))?,
             ba: merge_params(&d, &l.ba, &format!("{ctx}.ba"))?,
         });
+        let mut prefixes = HashSet::new();
+        for (j, r) in l.rules.iter().enumerate() {
+            let rctx = format!("{ctx}.rules[{j}]");
+            let (prefix, len) = ipv4::parse_cidr(&r.dst).map_err(|e| format!("{rctx}.dst: {e}"))?;
+            if !prefixes.insert((prefix, len)) {
+                return Err(format!("{rctx}.dst: \"{}\" is given twice", r.dst));
+            }
+            topo.link_rules.push(LinkRuleSpec {
+                link: l.link.clone(),
+                prefix,
+                len,
+                ab: merge_params(&d, &r.ab, &format!("{rctx}.ab"))?,
+                ba: merge_params(&d, &r.ba, &format!("{rctx}.ba"))?,
+            });
+        }
     }
     for (i, lan) in a.lans.iter().enumerate() {
         let ctx = format!("lans[{i}] (\"{}\")", lan.lan);

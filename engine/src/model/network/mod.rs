@@ -47,8 +47,8 @@ mod udp_agents;
 
 use partition::owns;
 pub use spec::{
-    AgentKindSpec, AgentSpec, HostSpec, LanSpec, LinkSpec, MemberSpec, PairSpec, RouterSpec,
-    TopologySpec,
+    AgentKindSpec, AgentSpec, HostSpec, LanSpec, LinkRuleSpec, LinkSpec, MemberSpec, PairSpec,
+    RouterSpec, TopologySpec,
 };
 pub use stats::{LinkStats, MemberStats, StatsBody};
 pub use targets::Dir;
@@ -96,6 +96,25 @@ struct Port {
     host: Option<usize>,
     /// Frames that arrived on an unattached port (or too short for an unattached port).
     unattached_drops: u64,
+    /// Per-destination rules of the link direction this port feeds, longest prefix first.
+    rules: Vec<PortRule>,
+}
+
+/// An IPv4 destination prefix and the pipeline its frames take instead of the ingress.
+#[derive(Debug, Clone, Copy)]
+struct PortRule {
+    net: u32,
+    mask: u32,
+    pipe: PipeIdx,
+}
+
+/// The pipeline of the first rule whose prefix holds the frame's IPv4 destination.
+fn classify(rules: &[PortRule], frame: &[u8]) -> Option<PipeIdx> {
+    if frame.len() < HEADER_LEN + 20 || frame[12..14] != [0x08, 0x00] {
+        return None;
+    }
+    let dst = u32::from_be_bytes([frame[30], frame[31], frame[32], frame[33]]);
+    rules.iter().find(|r| dst & r.mask == r.net).map(|r| r.pipe)
 }
 
 #[derive(Debug)]
@@ -106,6 +125,8 @@ struct Link {
     ab: PipeIdx,
     ba: PipeIdx,
     up: bool,
+    /// Per-destination rules: (prefix as written, ab pipeline, ba pipeline).
+    rules: Vec<(String, PipeIdx, PipeIdx)>,
 }
 
 #[derive(Debug)]
@@ -305,6 +326,7 @@ impl Network {
             p.unattached_drops += 1;
             return;
         };
+        let pipe = classify(&p.rules, &frame.data).unwrap_or(pipe);
         let Some(slot) = self.pipes.get_mut(pipe) else {
             return;
         };

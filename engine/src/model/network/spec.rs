@@ -16,6 +16,17 @@ pub struct LinkSpec {
     pub ba: LinkParams,
 }
 
+/// A per-destination rule of link `link`: IPv4 frames to `prefix/len` cross their own
+/// pipelines (`ab`, `ba`) instead of the link's.
+#[derive(Debug, Clone)]
+pub struct LinkRuleSpec {
+    pub link: String,
+    pub prefix: [u8; 4],
+    pub len: u8,
+    pub ab: LinkParams,
+    pub ba: LinkParams,
+}
+
 #[derive(Debug, Clone)]
 pub struct MemberSpec {
     pub port: String,
@@ -75,6 +86,8 @@ pub struct AgentSpec {
 pub struct TopologySpec {
     pub ports: Vec<String>,
     pub links: Vec<LinkSpec>,
+    /// Per-destination rules of links in `links`.
+    pub link_rules: Vec<LinkRuleSpec>,
     pub lans: Vec<LanSpec>,
     pub routers: Vec<RouterSpec>,
     pub hosts: Vec<HostSpec>,

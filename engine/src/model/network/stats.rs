@@ -16,6 +16,15 @@ pub struct LinkStats {
     pub ab: Counters,
     pub ba: Counters,
     pub up: bool,
+    /// Per-destination rules' directions, by prefix (only on a link with rules).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub rules: BTreeMap<String, RuleStats>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct RuleStats {
+    pub ab: Counters,
+    pub ba: Counters,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -107,6 +116,14 @@ impl Network {
                     ab: self.counters(l.ab),
                     ba: self.counters(l.ba),
                     up: l.up,
+                    rules: l
+                        .rules
+                        .iter()
+                        .map(|(dst, ab, ba)| {
+                            let (ab, ba) = (self.counters(*ab), self.counters(*ba));
+                            (dst.clone(), RuleStats { ab, ba })
+                        })
+                        .collect(),
                 },
             );
         }

@@ -101,7 +101,11 @@ impl Network {
         up: bool,
         now: Instant,
     ) -> Result<Vec<PortIdx>, String> {
-        let pipes = self.select(target, member, Dir::Both)?;
+        let mut pipes = self.select(target, member, Dir::Both)?;
+        if let Some(l) = self.links.by_id(target) {
+            // a link's per-destination rules go down and up with it
+            pipes.extend(l.rules.iter().flat_map(|&(_, ab, ba)| [ab, ba]));
+        }
         let mut ports = Vec::new();
         if let Some(l) = self.links.by_id_mut(target) {
             l.up = up;

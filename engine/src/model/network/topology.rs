@@ -2,8 +2,8 @@
 use std::collections::HashSet;
 
 use super::{
-    Agent, AgentKind, AgentKindSpec, Link, Network, PipeIdx, PipeSlot, Port, PortIdx, SimHost,
-    SimRouter, Sink, TopologySpec,
+    Agent, AgentKind, AgentKindSpec, Link, LinkRuleSpec, Network, PipeIdx, PipeSlot, Port, PortIdx,
+    PortRule, SimHost, SimRouter, Sink, TopologySpec,
 };
 use crate::model::lan::{Lan, Member};
 use crate::model::params::LinkParams;
@@ -62,6 +62,7 @@ impl Network {
                 sim,
                 host,
                 unattached_drops: 0,
+                rules: Vec::new(),
             },
         )
     }
@@ -159,8 +160,12 @@ impl Network {
                     ab,
                     ba,
                     up: true,
+                    rules: Vec::new(),
                 },
             );
+        }
+        for r in spec.link_rules {
+            self.add_link_rule(r, now);
         }
         for lan in spec.lans {
             let li = self.lans.next_index();
@@ -215,6 +220,44 @@ impl Network {
                 l.set_pair(pr.from, pr.to, pipe);
             }
             self.lans.insert(lan.id, l);
+        }
+    }
+
+    /// A per-destination rule on an existing link: two pipelines, and each end's port
+    /// sends frames to the prefix into its direction's one (longest prefix first).
+    fn add_link_rule(&mut self, r: LinkRuleSpec, now: Instant) {
+        let Some((a, b)) = self.links.by_id(&r.link).map(|l| (l.a, l.b)) else {
+            return;
+        };
+        let [p0, p1, p2, p3] = r.prefix;
+        let label = format!("{p0}.{p1}.{p2}.{p3}/{}", r.len);
+        let ab = self.new_pipe(
+            r.ab,
+            &format!("link:{}:{label}:ab", r.link),
+            Sink::Port(b),
+            now,
+        );
+        let ba = self.new_pipe(
+            r.ba,
+            &format!("link:{}:{label}:ba", r.link),
+            Sink::Port(a),
+            now,
+        );
+        let mask = if r.len == 0 {
+            0
+        } else {
+            u32::MAX << (32 - u32::from(r.len.min(32)))
+        };
+        let net = u32::from_be_bytes(r.prefix) & mask;
+        for (port, pipe) in [(a, ab), (b, ba)] {
+            if let Some(p) = self.ports.get_mut(port) {
+                p.rules.push(PortRule { net, mask, pipe });
+                p.rules
+                    .sort_by_key(|x| std::cmp::Reverse(x.mask.count_ones()));
+            }
+        }
+        if let Some(l) = self.links.by_id_mut(&r.link) {
+            l.rules.push((label, ab, ba));
         }
     }
 
@@ -308,6 +351,15 @@ impl Network {
             if let Some(link) = self.links.remove_id(l) {
                 self.pipes.remove(link.ab);
                 self.pipes.remove(link.ba);
+                for &(_, ab, ba) in &link.rules {
+                    self.pipes.remove(ab);
+                    self.pipes.remove(ba);
+                }
+                for end in [link.a, link.b] {
+                    if let Some(p) = self.ports.get_mut(end) {
+                        p.rules.clear();
+                    }
+                }
                 self.set_ingress(link.a, None);
                 self.set_ingress(link.b, None);
             }
