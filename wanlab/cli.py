@@ -302,7 +302,10 @@ def cmd_exec(lab, a) -> int:
 
 def cmd_shell(lab, a) -> int:
     shell = os.environ.get("SHELL", "/bin/bash")
-    return lab.exec(a.name, a.node, [shell]).returncode
+    # a node with an image may lack the user's shell: then bash, then sh
+    return lab.exec(a.name, a.node, ["sh", "-c", '[ -x "$0" ] && exec "$0"; '
+                                     '[ -x /bin/bash ] && exec /bin/bash; exec /bin/sh',
+                                     shell]).returncode
 
 
 def cmd_tevc(lab, a) -> int:
