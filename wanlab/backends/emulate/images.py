@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from wanlab.backends.emulate.rootfs import mounted_overlays
 from wanlab.errors import WanlabError
 from wanlab.model.names import check_image_name
 
@@ -320,7 +321,6 @@ class Images:
     # -- remove, export, save
     def in_use(self, layer: str) -> bool:
         """Whether a mounted overlay on this machine has the layer below it."""
-        from wanlab.backends.emulate.rootfs import mounted_overlays
         path = self.layer_path(layer)
         for opts in mounted_overlays().values():
             for o in opts:
