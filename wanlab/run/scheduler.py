@@ -133,6 +133,8 @@ class Scheduler:
                           r.state == "created"]
             for node, dirs in groups:
                 n = cgroups.oom_kills(dirs)
+                if n is not None and n < seen.get(node, 0):
+                    seen[node] = n      # a new cgroup under the same name (modify)
                 if n is None or n <= seen.get(node, 0):
                     continue
                 killed, seen[node] = n - seen.get(node, 0), n
