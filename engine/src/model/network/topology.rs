@@ -234,13 +234,13 @@ impl Network {
         let ab = self.new_pipe(
             r.ab,
             &format!("link:{}:{label}:ab", r.link),
-            Sink::Port(b),
+            (a, Sink::Port(b)),
             now,
         );
         let ba = self.new_pipe(
             r.ba,
             &format!("link:{}:{label}:ba", r.link),
-            Sink::Port(a),
+            (b, Sink::Port(a)),
             now,
         );
         let mask = if r.len == 0 {
