@@ -102,10 +102,13 @@ def _leave_nothing(tmp_path):
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
+    # reap in whatever order they end: a node's init (holder) finishes exiting only once
+    # every process of its PID namespace is reaped, some by us (a start command we started)
+    while True:
         try:
-            os.waitpid(pid, 0)
+            os.waitpid(-1, 0)
         except ChildProcessError:
-            pass
+            break
     from wanlab.lifecycle import Lab
     for db in tmp_path.rglob("wanlab.db"):
         lab = Lab(str(db.parent))

@@ -487,3 +487,77 @@ def test_kill9_with_node_roots_mounted_then_cleanup_leaves_nothing_mounted(
     with open("/proc/self/mountinfo") as f:
         assert [line for line in f if str(home) in line] == []
     assert_nothing_left(home, seen, marker)
+
+
+# -- routing daemons (FRR) die mid-experiment -------------------------------------------------
+OSPF_SPEC = """set ns [new Simulator]
+source tb_compat.tcl
+foreach n {a b c} { set $n [$ns node] }
+$ns duplex-link $a $b 10Mb 1ms DropTail
+$ns duplex-link $b $c 10Mb 1ms DropTail
+$ns rtproto OSPF
+tb-set-ospf-timers 1 3
+$ns run
+"""
+
+
+def routing_daemon(home, daemon, node):
+    """The pid of ``node``'s live record of FRR ``daemon``."""
+    for r in recorded(home)[0]:
+        if r.kind == "process" and r.name == f"frr-{daemon}-{node}" and r.state == "created":
+            return r.detail["pid"]
+    return None
+
+
+def ospf_lab(lab, tmp_path):
+    from wanlab.frontends import load
+    spec = tmp_path / "ospf.tcl"
+    spec.write_text(OSPF_SPEC)
+    lab.create(load(str(spec)))
+    return lab.store.home
+
+
+def pings(lab, src, dst, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if lab.exec("ospf", src, ["ping", "-c", "1", "-W", "1", dst],
+                    capture_output=True).returncode == 0:
+            return True
+    return False
+
+
+@pytest.mark.parametrize("daemon", ["ospfd", "zebra"])
+def test_kill9_of_a_routing_daemon_is_noticed_and_terminate_leaves_nothing(lab, tmp_path,
+                                                                         daemon):
+    home = ospf_lab(lab, tmp_path)
+    assert pings(lab, "a", "c")
+    pid = routing_daemon(home, daemon, "b")
+    assert pid, f"no {daemon} recorded for node b"
+    os.kill(pid, signal.SIGKILL)
+    wait_gone(pid)
+    (listed,) = lab.list()
+    assert listed.state == "degraded", listed
+    assert f"routing daemon {daemon} of node b exited with signal 9" in listed.error, \
+        listed.error
+    if daemon == "ospfd":              # repair rebuilds the experiment with its daemons
+        lab.swapin("ospf", repair=True)
+        assert lab.get("ospf").state == "active"
+        assert routing_daemon(home, daemon, "b") not in (None, pid)
+        assert pings(lab, "a", "c")
+    seen = recorded(home)
+    lab.terminate("ospf")
+    assert_nothing_left(home, seen)
+
+
+def test_reboot_of_a_routing_node_restarts_its_daemons(lab, tmp_path):
+    home = ospf_lab(lab, tmp_path)
+    old = routing_daemon(home, "ospfd", "b")
+    r = lab.tevc("ospf", "now", "b", "reboot", wait=True)
+    assert r["outcome"] == "ok" and "routing daemons restarted" in r["detail"], r
+    assert routing_daemon(home, "ospfd", "b") not in (None, old)
+    assert not procs.alive(old, None)
+    assert lab.list()[0].state == "active"
+    assert pings(lab, "a", "c")           # b routes again once OSPF has its adjacencies
+    seen = recorded(home)
+    lab.terminate("ospf")
+    assert_nothing_left(home, seen)

@@ -20,7 +20,7 @@ import subprocess
 import threading
 from typing import Callable
 
-from wanlab.backends.emulate import engine, netns, nodes, procs
+from wanlab.backends.emulate import engine, frr, netns, nodes, procs
 from wanlab.engine import encode
 from wanlab.model.ir import Event
 from wanlab.plan.sim_flows import sim_flows
@@ -138,12 +138,23 @@ class Runtime(Context):
             if procs.kill(pid, procs.start_time(pid)):
                 killed += 1
         node = next(n for n in self.exp.nodes if n.name == target)
-        if node.startcmd:
-            with self.db_lock:
+        routing = self.exp.rtproto in frr.DYNAMIC and not self.plan.nodes[target].remote
+        with self.db_lock:
+            # the node's recorded processes that ended are gone for good (the health check
+            # would otherwise miss its routing daemons)
+            self.store.mark_removed([
+                r.id for r in self.store.resources(self.row.id)
+                if r.kind == "process" and r.detail.get("node") == target and
+                r.detail.get("pid") and not procs.alive(r.detail["pid"], r.detail.get("started"))])
+            if routing:
+                frr.start_daemons(self.store, self.row, self.exp, self.plan.nodes[target],
+                                  self.folder)
+            if node.startcmd:
                 nodes.start_command(self.store, self.row, self.plan, target, node.startcmd,
                                    self.folder)
-        return "ok", f"{killed} processes stopped" + (", start command rerun"
-                                                      if node.startcmd else "")
+        return "ok", f"{killed} processes stopped" + (
+            ", routing daemons restarted" if routing else "") + (
+            ", start command rerun" if node.startcmd else "")
 
     def prepare_agents(self) -> None:
         """At t = 0: start every agent's receiver (and paused CBR sender) in the background."""

@@ -155,27 +155,37 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
     # every node's files are in place: build the nodes' confinement (in parallel) now
     nodes.ensure_holders(store, row, [(np_.netns, np_.name) for np_ in routers])
     for np_ in routers:
-        logdir = os.path.join(folder, "nodes", np_.name)
-        run = os.path.join(etc_dir(np_.netns), "run")
-        daemons = ["zebra"] + (["ospfd"] if exp.rtproto != "bgp" else []) + (
-            ["bgpd"] if np_.name in dict(exp.asns) else [])
-        for daemon in daemons:
-            argv = [os.path.join(FRR_BIN, daemon), "-f", f"/etc/frr/{daemon}.conf",
-                    "-i", f"/run/frr/{daemon}.pid", "-P", "0", "-u", "frr", "-g", "frr"]
-            _spawn(store, row, np_, f"frr-{daemon}-{np_.name}", argv,
-                   os.path.join(logdir, f"{daemon}.out"), inside=True)
-            if daemon == "zebra":
-                _wait_socket(os.path.join(run, "zserv.api"))
-        _spawn(store, row, np_, f"route-monitor-{np_.name}",
-               ["ip", "-n", np_.netns, "-ts", "monitor", "route"],
-               os.path.join(logdir, "routes.log"))
+        start_daemons(store, row, exp, np_, folder)
+
+
+def start_daemons(store, row, exp: Experiment, np_: NodePlan, folder: str) -> None:
+    """Start one node's daemons (its files written by :func:`start`), each recorded first
+    with ``role`` "routing" (the health check's), and its route monitor. Also used when a
+    node reboots."""
+    logdir = os.path.join(folder, "nodes", np_.name)
+    run = os.path.join(etc_dir(np_.netns), "run")
+    daemons = ["zebra"] + (["ospfd"] if exp.rtproto != "bgp" else []) + (
+        ["bgpd"] if np_.name in dict(exp.asns) else [])
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(run, "zserv.api"))      # a killed zebra's: not a live one
+    for daemon in daemons:
+        argv = [os.path.join(FRR_BIN, daemon), "-f", f"/etc/frr/{daemon}.conf",
+                "-i", f"/run/frr/{daemon}.pid", "-P", "0", "-u", "frr", "-g", "frr"]
+        _spawn(store, row, np_, f"frr-{daemon}-{np_.name}", argv,
+               os.path.join(logdir, f"{daemon}.out"), inside=True, role="routing",
+               daemon=daemon)
+        if daemon == "zebra":
+            _wait_socket(os.path.join(run, "zserv.api"))
+    _spawn(store, row, np_, f"route-monitor-{np_.name}",
+           ["ip", "-n", np_.netns, "-ts", "monitor", "route"],
+           os.path.join(logdir, "routes.log"))
 
 
 def _spawn(store, row, np_: NodePlan, name: str, argv: list[str], out: str,
-           inside: bool = False) -> None:
+           inside: bool = False, **detail) -> None:
     """Start ``argv`` (``inside`` the node as a daemon keeping FRR_CAPS, else on the host),
     recorded first."""
-    rid = store.record(row.id, "process", name, node=np_.name)
+    rid = store.record(row.id, "process", name, node=np_.name, **detail)
     kw = dict(stdin=subprocess.DEVNULL, start_new_session=True)
     with open(out, "ab") as f:
         if inside:

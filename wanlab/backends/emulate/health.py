@@ -4,9 +4,11 @@
 An experiment is *broken* when a part it cannot run without is gone: its engine
 process (recorded by pid and start time) exited or its control socket refuses
 connections; its event scheduler process exited or its socket refuses; a node's
-namespace vanished. A part that is alive but slow to answer (a busy engine applying a
-large change) is only *slow*: reported, never counted as broken, so a loaded machine
-does not turn healthy experiments into degraded ones.
+namespace vanished; a routing daemon wanlab started (FRR, recorded with role "routing")
+exited, so that node no longer routes (a node's ``reboot`` event starts them again).
+A part that is alive but slow to answer (a busy engine applying a large change) is only
+*slow*: reported, never counted as broken, so a loaded machine does not turn healthy
+experiments into degraded ones.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ def _answers(path: str, request: bytes, timeout: float) -> str | None:
 
 def check(store: Store, exp_id: int, folder: str,
           timeout: float = ANSWER_TIMEOUT_S) -> Health:
-    """Check every recorded engine, scheduler and namespace of the experiment."""
+    """Check every recorded engine, scheduler, routing daemon and namespace of the
+    experiment."""
     h = Health()
     for r in store.resources(exp_id):
         if r.state != "created":
@@ -85,6 +88,11 @@ def check(store: Store, exp_id: int, folder: str,
                 h.broken.append(f"{what} does not accept connections on {path}")
             elif got == "silent":
                 h.slow.append(f"{what} did not answer within {timeout:g} s")
+        elif r.kind == "process" and r.detail.get("role") == "routing" and \
+                r.detail.get("pid") and not procs.alive(r.detail["pid"], r.detail.get("started")):
+            why = procs.exit_reason(r.detail["pid"]) or "process gone"
+            h.broken.append(f"routing daemon {r.detail.get('daemon', r.name)} of node "
+                            f"{r.detail.get('node')} {why}")
         elif r.kind == "netns" and r.detail.get("inode") and \
                 netns.inode(r.name) != r.detail["inode"]:
             h.broken.append(f"namespace {r.name} of node {r.detail.get('node')} is gone")

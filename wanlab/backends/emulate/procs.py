@@ -39,11 +39,13 @@ def kill(pid: int, started: int | None, grace: float = 1.0) -> bool:
     except ProcessLookupError:
         return False
     deadline = time.monotonic() + grace
+    pause = 0.001               # most processes end within a millisecond or two
     while time.monotonic() < deadline:
         _reap(pid)
         if not alive(pid, started):
             return True
-        time.sleep(0.01)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.01)
     if alive(pid, started):
         try:
             os.kill(pid, signal.SIGKILL)
