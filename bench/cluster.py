@@ -95,8 +95,11 @@ def main() -> None:
         # IP's TTL (at most 255) bounds a ping's hops: aim at the middle of the chain
         mid = min(a.chain - 1, 150)
         last = f"n{mid}"
+        # ... and the replies too: the target's own TTL is 64 unless raised
+        wl(home, "exec", "big", last, "--", "sysctl", "-q", "-w", "net.ipv4.ip_default_ttl=255")
         out["one_machine_ping"] = ping_stats(wl(home, "exec", "big", "n0", "--", "ping", "-q",
-                                                "-c", "5", "-i", "0.2", "-t", "255", last).stdout)
+                                                "-c", "8", "-i", "0.2", "-w", "30", "-t", "255",
+                                                last).stdout)
         wl(home, "terminate", "big")
         t0 = time.monotonic()
         wl(home, "cluster", "up", "--local", str(a.machines))
@@ -107,8 +110,10 @@ def main() -> None:
         where = json.loads(wl(home, "show", "big", "--json").stdout)["machine_of"]
         out["cluster_nodes_per_machine"] = {m: sum(1 for v in where.values() if v == m)
                                             for m in sorted(set(where.values()))}
+        wl(home, "exec", "big", last, "--", "sysctl", "-q", "-w", "net.ipv4.ip_default_ttl=255")
         out["cluster_ping"] = ping_stats(wl(home, "exec", "big", "n0", "--", "ping", "-q",
-                                            "-c", "5", "-i", "0.2", "-t", "255", last).stdout)
+                                            "-c", "8", "-i", "0.2", "-w", "30", "-t", "255",
+                                                last).stdout)
         wl(home, "terminate", "big")
         pair = os.path.join(tmp, "cut.yaml")
         with open(pair, "w") as f:
@@ -129,9 +134,12 @@ def main() -> None:
         out["pair_cut"] = pair_measure(home, "cut")
         wl(home, "terminate", "cut")
     finally:
-        subprocess.run([sys.executable, "-m", "wanlab.cli", "cluster", "down"],
-                       env={**os.environ, "WANLAB_HOME": home, "PYTHONPATH": ROOT},
-                       capture_output=True, check=False, timeout=600)
+        # whatever happened: the cluster's experiments and the cluster, then this
+        # machine's experiments, all through the store's records, before the folder goes
+        env = {**os.environ, "WANLAB_HOME": home, "PYTHONPATH": ROOT}
+        for args in (["cluster", "down"], ["cleanup", "--all"]):
+            subprocess.run([sys.executable, "-m", "wanlab.cli", *args], env=env,
+                           capture_output=True, check=False, timeout=900)
         shutil.rmtree(tmp, ignore_errors=True)
     out["load_end"] = os.getloadavg()[0]
     out["added_rtt_ms"] = (out["pair_cut"]["rtt_min_ms"]

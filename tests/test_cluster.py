@@ -58,7 +58,7 @@ def cluster(tmp_path_factory):
         yield home, cid
     finally:
         wl(home, "cluster", "down", check=False, timeout=300)
-    left = {n for n in netns_names() - before if n.startswith("wlc")}
+    left = {n for n in netns_names() - before if n.startswith(f"wlc{cid}")}
     assert not left, left
 
 
@@ -145,3 +145,44 @@ def test_create_on_a_cluster_needs_one(tmp_path):
     spec.write_text(CHAIN.format(name="alone"))
     p = wl(tmp_path / "home", "create", str(spec), "--cluster", check=False)
     assert p.returncode == 2 and "no cluster is up" in p.stderr, p.stderr
+
+
+def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,
+                                                                              tmp_path):
+    """Last in this file: it kills one machine of the module's cluster."""
+    home, _ = cluster
+    spec = tmp_path / "chain.yaml"
+    spec.write_text(CHAIN.format(name="lose"))
+    wl(home, "create", str(spec), "--cluster")
+    where = json.loads(wl(home, "show", "lose", "--json").stdout)["machine_of"]
+    victim = where["n0"]
+    # kill the victim machine's Ray worker and everything under it (its agent)
+    from wanlab.backends.emulate import procs
+    from wanlab.cluster.local import _descendants
+    from wanlab.store import cluster as rec
+    from wanlab.store.db import Store
+    store = Store(str(home))
+    try:
+        worker = next(r for r in rec.live(store, "process") if r.name == f"ray-{victim}")
+    finally:
+        store.close()
+    for pid in [worker.detail["pid"], *_descendants(worker.detail["pid"])]:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    procs.alive(worker.detail["pid"], None)       # reaped if it was ours
+    listed = wl(home, "list").stdout
+    line = next(x for x in listed.splitlines() if x.startswith("lose"))
+    assert "degraded" in line and f"machine {victim} lost" in line, listed
+    assert "n0" in line
+    # a node on another machine still answers
+    other = next(n for n, m in where.items() if m != victim)
+    p = wl(home, "exec", "lose", other, "--", "ip", "-br", "addr")
+    assert "eth0" in p.stdout
+    # terminate removes what it can reach and keeps the lost machine's part recorded
+    p = wl(home, "terminate", "lose", check=False)
+    assert p.returncode == 2 and victim in p.stderr, p.stderr
+    # the lost machine's own store still says what its part made: on the local cluster
+    # its disk is this host's, so its part is cleaned up from here, exactly
+    wl(home / "machines" / victim, "cleanup", "--all")

@@ -196,7 +196,7 @@ def cmd_export(lab, a) -> int:
 
 
 def cmd_list(lab, a) -> int:
-    rows = lab.list()
+    rows = cluster_commands.checked(lab, lab.list())
     if a.json:
         print(json.dumps([{"name": r.name, "id": r.short, "state": r.state,
                            "nodes": len(r.ir.nodes), "error": r.error} for r in rows],

@@ -40,6 +40,16 @@ def cmd_cluster(lab, a) -> int:
     return 0 if all(r["state"] == "up" for r in rows) else 1
 
 
+def checked(lab, rows: list) -> list:
+    """``rows`` with each active cluster experiment's machines checked first: one whose
+    machine is lost becomes ``degraded``, naming the machine and its nodes."""
+    from wanlab.cluster import experiment
+    if not experiment.rec.live(lab.store, "part"):
+        return rows
+    return [experiment.check(lab.store, r.name) if r.state == "active" and
+            experiment.is_cluster_experiment(lab.store, r.name) else r for r in rows]
+
+
 def owns(lab, name: str) -> bool:
     """Whether ``name`` is a cluster experiment (a look at the store; no Ray)."""
     from wanlab.cluster.experiment import is_cluster_experiment

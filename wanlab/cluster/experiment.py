@@ -45,6 +45,7 @@ from wanlab.store import cluster as rec
 from wanlab.store.db import Store
 
 CALL_TIMEOUT_S = 600.0
+HELLO_TIMEOUT_S = 15.0
 
 
 def _get(ref: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
@@ -280,10 +281,13 @@ def _remove_parts(store: Store, info: ClusterInfo, name: str, handles: dict[str,
                   op: str) -> list[str]:
     """``terminate`` (or ``cleanup``) every recorded part; a part whose machine does not
     answer stays recorded (removed when it returns); returns those machines."""
+    import ray
     lost = []
     for r in parts_of(store, name):
         m = r.detail["machine"]
         try:
+            # a lost machine is found out quickly, not after the long call's deadline
+            ray.get(handles[m].hello.remote(), timeout=HELLO_TIMEOUT_S)
             _get(handles[m].run_part.remote(op, name))
             rec.removed(store, r.id)
         except WanlabError as e:        # the agent answered: say what it said
@@ -308,6 +312,36 @@ def terminate(store: Store, name: str, op: str = "terminate", say=print) -> None
     if row is not None:
         store.delete_experiment(row.id)
     say(f"{name}: terminated on the cluster")
+
+
+def check(store: Store, name: str):
+    """Ask every machine running a part of ``name`` whether it is there; if one is lost,
+    the experiment becomes ``degraded`` (once), naming the machines and their nodes. The
+    other parts keep running. Returns the experiment's row."""
+    import ray
+    row = store.get(name)
+    info = local.current(store)
+    if info is None:
+        lost = sorted({r.detail["machine"] for r in parts_of(store, name)})
+    else:
+        lost = []
+        with connect.session(info):
+            for r in parts_of(store, name):
+                m = r.detail["machine"]
+                try:
+                    ray.get(_handle(store, info, m).hello.remote(), timeout=HELLO_TIMEOUT_S)
+                except Exception:       # dead actor, dead node, timeout: Ray says it many ways
+                    lost.append(m)
+    if not lost:
+        return row
+    where = _machine_of(store, name)
+    parts = []
+    for m in sorted(set(lost)):
+        nodes = ", ".join(sorted(n for n, mm in where.items() if mm == m))
+        parts.append(f"machine {m} lost (nodes {nodes})")
+    why = "; ".join(parts)
+    store.set_state(row.id, "degraded", "health check", error=why)
+    return store.get(name)
 
 
 def _machine_of(store: Store, name: str) -> dict[str, str]:
