@@ -59,7 +59,7 @@ def test_hardware_types_are_respected_and_impossible_ones_refused():
 
 
 def test_an_experiment_that_does_not_fit_is_refused_with_the_numbers():
-    exp = chain(400)
+    exp = chain(4000)
     with pytest.raises(SpecError, match=r"needs about .* cores and the cluster has 2"):
         assign(exp, [Machine("a", 1), Machine("b", 1)])
     with pytest.raises(SpecError, match="MiB"):

@@ -24,7 +24,7 @@ from wanlab.errors import SpecError
 from wanlab.model.ir import Experiment
 
 # Cost model (cores and bytes); deliberately simple and documented in docs/cluster.md.
-NODE_BASE_CORES = 0.01          # an idle namespace and its holder
+NODE_BASE_CORES = 0.001         # an idle namespace and its holder (10 000 fit a core)
 ROUTER_DAEMON_CORES = 0.05      # FRR's zebra + ospfd/bgpd
 ENGINE_BPS_PER_CORE = 2e9       # what one engine core forwards (validate --quick: ~2-20 Gbit/s)
 LINK_UTILISATION = 0.1          # the share of a shaped link's bandwidth assumed busy on average
