@@ -197,7 +197,14 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--kinds", default="kernel,engine")
     ap.add_argument("--placements", default=",".join(PLACEMENTS))
+    ap.add_argument("--replot", action="store_true", help="only rewrite the plot and table "
+                    "from the last run's mx-fig4-latest.json")
     a = ap.parse_args()
+    out = os.path.join(ROOT, "bench", "results")
+    if a.replot:
+        with open(os.path.join(out, "mx-fig4-latest.json")) as f:
+            write_results(json.load(f), a, out)
+        return 0
     if os.geteuid() != 0:
         print("mx_fig4: needs root (network namespaces)", file=sys.stderr)
         return 2
@@ -209,19 +216,25 @@ def main() -> int:
                     m = run_point(kind, n, pl, a.seconds)
                 except (netlab.LabError, netlab.EngineError) as e:
                     m = {"error": str(e)[-300:]}
-                row = {"kind": kind, "placement": pl, "routers": n, **m}
+                row = {"kind": kind, "placement": pl, "routers": n, **m,
+                       "load1": os.getloadavg()[0]}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
-    out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "mx-fig4-latest.json"), "w") as f:
         json.dump(rows, f, indent=1)
+    write_results(rows, a, out)
+    return 0
+
+
+def write_results(rows: list[dict], a: argparse.Namespace, out: str) -> None:
     plot(rows, os.path.join(out, "mx-fig4-latest.png"))
-    load = os.getloadavg()
+    loads = [r["load1"] for r in rows if r.get("load1") is not None] or [os.getloadavg()[0]]
     lines = [f"# MX Figure 4 on this machine ({datetime.date.today()})", "",
              f"`python3 bench/mx_fig4.py --routers {a.routers} --seconds {a.seconds} "
-             f"--kinds {a.kinds}`  (load average at the end: {load[0]:.1f}; "
-             f"{os.cpu_count()} cores shared with other work)", "",
+             f"--kinds {a.kinds}`  (1-minute load average during the points: "
+             f"{min(loads):.1f}–{max(loads):.1f}; {os.cpu_count()} cores shared with other "
+             f"work)", "",
              "Packets/s received at the sink (first to last packet) of 74-byte frames sent "
              "with `wanlab-gen send --max` through a chain of N routers; see the script's "
              "docstring for the placements.", "",
@@ -251,11 +264,11 @@ def main() -> int:
               "orders of magnitude. On 2 cores the spread placement pays a cross-core "
               "hand-off per hop (RPS backlog, or the TAP between sender and engine) that "
               "MX's §3.3 attributes to cache transfers; with a busy machine the absolute "
-              "numbers are dominated by the other load (see the load average above)."]
+              "numbers are dominated by the other load (see the load average above): "
+              "a rerun on a quiet machine is needed before reading more than the trends."]
     with open(os.path.join(out, "mx-fig4-latest.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
-    return 0
 
 
 if __name__ == "__main__":
