@@ -147,14 +147,25 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2", help="wanlab thread counts")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-ns3", action="store_true")
+    ap.add_argument("--rows-from", help="only write the tables from the JSON lines this "
+                    "script printed (a run cut short)")
     a = ap.parse_args()
+    threads = [int(x) for x in a.threads.split(",")]
+    if a.rows_from:
+        with open(a.rows_from) as f:
+            rows = [json.loads(ln) for ln in f if ln.startswith("{")]
+        for r in rows:
+            r["wanlab"] = {int(k): v for k, v in r["wanlab"].items()}
+            r["ratio_delivered_per_wall_s"] = {int(k): v for k, v in
+                                               r["ratio_delivered_per_wall_s"].items()}
+        write_results(rows, a, threads)
+        return 0
     import importlib.util
     # the ns-3 wheel's package is "ns" (imported by bench/ns3_dumbbell.py in a subprocess)
     have_ns3 = not a.no_ns3 and importlib.util.find_spec("ns") is not None \
         and importlib.util.find_spec("ns").origin != ns.__file__
     if not have_ns3 and not a.no_ns3:
         print("ns-3 not installed (pip install ns3): wanlab only", file=sys.stderr)
-    threads = [int(x) for x in a.threads.split(",")]
     rows = []
     for bps in [float(x) for x in a.bottlenecks.split(",")]:
         dur = a.duration if bps < 100e6 else a.gig_duration
@@ -175,6 +186,11 @@ def main() -> int:
                 row["same_work"] = row["goodput_diff"] <= 0.05
             rows.append(row)
             print(json.dumps(row), flush=True)
+    write_results(rows, a, threads)
+    return 0
+
+
+def write_results(rows: list[dict], a: argparse.Namespace, threads: list[int]) -> None:
     head = ("| bottleneck | flows | sim s | ns-3 goodput Mb/s | wanlab goodput Mb/s | same work | "
             "ns-3 wall s | ns-3 seg/wall s | ns-3 events/s | ns-3 start-up |")
     sep = "|---|---|---|---|---|---|---|---|---|---|"
@@ -200,7 +216,7 @@ def main() -> int:
             (f" ({r['goodput_diff'] * 100:.1f} %)" if t else "")
         w1 = r["wanlab"][threads[0]]
         line = (f"| {r['bottleneck_bps'] / 1e6:g} Mb/s | {r['flows']} | {r['duration_s']:g} | "
-                f"{t['goodput_bps'] / 1e6 if t else float('nan'):.2f} | "
+                f"{format(t['goodput_bps'] / 1e6, '.2f') if t else '- (ns-3 skipped)'} | "
                 f"{w1['goodput_bps'] / 1e6:.2f} | {same if t else '-'} | "
                 f"{cell(t, 'wall_s', '.3f')} | {cell(t, 'delivered_pkts_per_wall_s', '.0f')} | "
                 f"{cell(t, 'events_per_s', '.0f')} | {cell(t, 'startup_share', '.1%')} |")
@@ -218,7 +234,6 @@ def main() -> int:
     with open(os.path.join(ROOT, "bench", "results", "sim-speed-latest.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print("\n".join(lines))
-    return 0
 
 
 if __name__ == "__main__":
