@@ -195,13 +195,14 @@ class EngineError(RuntimeError):
 class Engine:
     """A running wanlab-engine with its control socket (protocol v1)."""
 
-    def __init__(self, lab, extra_args=(), seed=1):
+    def __init__(self, lab, extra_args=(), seed=1, binary=None):
         self.lab = lab
         self.path = f"/tmp/wlb-{lab.tag}-{len(lab.files)}.sock"
         if os.path.exists(self.path):
             os.unlink(self.path)
         lab.files.append(self.path)
-        self.proc = lab.popen([ENGINE, "--socket", self.path, "--seed", str(seed), *extra_args])
+        self.proc = lab.popen([binary or ENGINE, "--socket", self.path, "--seed", str(seed),
+                               *extra_args])
         deadline = time.time() + 10
         while not os.path.exists(self.path):
             if self.proc.poll() is not None:

@@ -262,6 +262,9 @@ def cmd_show(lab, a) -> int:
             line += (f"  {'up' if st.get('up', True) else 'DOWN'}; frames out "
                      f"ab {st['ab']['out_pkts']} ba {st['ba']['out_pkts']}")
         print(line)
+        if st:
+            print("    queueing delay (arrival to start of sending): "
+                  + "; ".join(f"{d} {_dist(st[d].get('sojourn'))}" for d in ("ab", "ba")))
     if info["lans"]:
         print("lans:")
     for l in info["lans"]:
@@ -279,7 +282,19 @@ def cmd_show(lab, a) -> int:
         print(f"engine: {'BEHIND real time' if rt.get('behind') else 'keeping pace'}; "
               f"{rt.get('late_events', 0)} of {rt.get('timer_events', 0)} timer events more "
               f"than {rt.get('threshold_us', 0):g} µs late (max {rt.get('max_late_us', 0):g} µs)")
+        if rt.get("lateness"):
+            print(f"  timer lateness: {_dist(rt['lateness'], 'events')}; wakes "
+                  f"{rt.get('wake_estimate_us', 0):g} µs early (measured wake-up latency)")
     return 0
+
+
+def _dist(h: dict | None, what: str = "frames") -> str:
+    """A latency distribution from the engine's stats (µs) in one phrase."""
+    if not h or not h.get("count"):
+        return f"no {what}"
+    f = lambda us: f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"  # noqa: E731
+    return (f"p50 {f(h['p50_us'])}, p99 {f(h['p99_us'])}, max {f(h['max_us'])} "
+            f"({h['count']} {what})")
 
 
 def _bw(bps: int) -> str:

@@ -1,4 +1,4 @@
-//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]`
+//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]`
 //!
 //! Starts the real-time driver with an empty network; the control plane then builds the
 //! topology over the socket (see docs/engine-protocol.md). Captures are written only inside
@@ -13,7 +13,8 @@ use std::process::ExitCode;
 use wanlab_engine::control::exec::engine_version;
 use wanlab_engine::driver::realtime::{run, Options};
 
-const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]\n       wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]";
+const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]
+       wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]";
 
 /// `simulate SCENARIO [--out PATH]` (arguments after `simulate`).
 fn simulate_main(args: &[String]) -> ExitCode {
@@ -62,6 +63,7 @@ struct Args {
     busy_poll: bool,
     spin_us: u64,
     linger_us: u64,
+    spin_budget_pct: f64,
     anticipate_us: u64,
     behind_us: u64,
     capture_dir: Option<PathBuf>,
@@ -72,8 +74,9 @@ fn parse_args() -> Result<Args, String> {
     let mut seed = 1u64;
     let mut log = None;
     let mut busy_poll = false;
-    let mut spin_us = 50u64;
+    let mut spin_us = 2u64;
     let mut linger_us = 100u64;
+    let mut spin_budget_pct = 3.0f64;
     let mut anticipate_us = 100u64;
     let mut behind_us = 1000u64;
     let mut capture_dir = None;
@@ -94,6 +97,14 @@ fn parse_args() -> Result<Args, String> {
                 linger_us = val("--linger-us")?
                     .parse()
                     .map_err(|e| format!("--linger-us: {e}"))?
+            }
+            "--spin-budget" => {
+                spin_budget_pct = val("--spin-budget")?
+                    .parse()
+                    .map_err(|e| format!("--spin-budget: {e}"))?;
+                if !(0.0..=100.0).contains(&spin_budget_pct) {
+                    return Err("--spin-budget: a percentage from 0 to 100".into());
+                }
             }
             "--anticipate-us" => {
                 anticipate_us = val("--anticipate-us")?
@@ -124,6 +135,7 @@ fn parse_args() -> Result<Args, String> {
         busy_poll,
         spin_us,
         linger_us,
+        spin_budget_pct,
         anticipate_us,
         behind_us,
         capture_dir,
@@ -175,6 +187,7 @@ fn main() -> ExitCode {
             busy_poll: args.busy_poll,
             spin_ns: args.spin_us.saturating_mul(1000),
             linger_ns: args.linger_us.saturating_mul(1000),
+            spin_budget_ppm: (args.spin_budget_pct * 10_000.0) as u64,
             anticipate_ns: args.anticipate_us.saturating_mul(1000),
             behind_ns: args.behind_us.saturating_mul(1000),
             capture_dir: args.capture_dir,

@@ -25,3 +25,192 @@ pub struct Counters {
     pub qlen_bytes: u64,
     pub peak_qlen_pkts: u64,
 }
+
+/// A distribution of durations in log-scale buckets: below 1 µs one bucket, then four buckets
+/// per doubling (each ≤ 19 % wide), grown on demand, so an idle direction costs nothing and a
+/// recording is one increment. Quantiles are reported as the upper bound of their bucket
+/// (never above the largest sample), so they err high by at most one bucket; one below 1 µs
+/// is reported as 0.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Histogram {
+    counts: Vec<u64>,
+    n: u64,
+    max_ns: u64,
+    sum_ns: u128,
+}
+
+/// Sub-buckets per doubling.
+const SUB: u64 = 4;
+
+impl Histogram {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn index(ns: u64) -> usize {
+        let us = ns / 1000;
+        if us == 0 {
+            return 0;
+        }
+        let k = 63 - us.leading_zeros(); // floor(log2(ns / 1 µs))
+        let base = 1000u128 << k; // bucket group [base, 2·base)
+        let sub = (ns as u128 - base) * SUB as u128 / base;
+        1 + (k as u64 * SUB) as usize + sub as usize
+    }
+
+    /// Upper bound (exclusive) of bucket `i`, in ns.
+    fn upper_ns(i: usize) -> u64 {
+        if i == 0 {
+            return 1000;
+        }
+        let i = i as u64 - 1;
+        let (k, sub) = (i / SUB, i % SUB);
+        let base = 1000u128 << k;
+        (base + base * (sub as u128 + 1) / SUB as u128).min(u64::MAX as u128) as u64
+    }
+
+    pub fn record(&mut self, ns: u64) {
+        let i = Self::index(ns);
+        if self.counts.len() <= i {
+            self.counts.resize(i + 1, 0);
+        }
+        self.counts[i] += 1;
+        self.n += 1;
+        self.max_ns = self.max_ns.max(ns);
+        self.sum_ns += ns as u128;
+    }
+
+    pub fn count(&self) -> u64 {
+        self.n
+    }
+
+    pub fn max_ns(&self) -> u64 {
+        self.max_ns
+    }
+
+    /// The `q` quantile (0..=1) in ns: the upper bound of the bucket holding it, at most the
+    /// largest sample; 0 when empty or below 1 µs.
+    pub fn quantile_ns(&self, q: f64) -> u64 {
+        if self.n == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * self.n as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                // Below 1 µs is "no wait": 0, not the bucket's bound.
+                return if i == 0 {
+                    0
+                } else {
+                    Self::upper_ns(i).min(self.max_ns)
+                };
+            }
+        }
+        self.max_ns
+    }
+
+    /// The summary carried in `stats` replies (see docs/engine-protocol.md).
+    pub fn summary(&self) -> HistogramSummary {
+        let us = |ns: u64| ns as f64 / 1000.0;
+        HistogramSummary {
+            count: self.n,
+            mean_us: if self.n == 0 {
+                0.0
+            } else {
+                (self.sum_ns / self.n as u128) as f64 / 1000.0
+            },
+            p50_us: us(self.quantile_ns(0.5)),
+            p90_us: us(self.quantile_ns(0.9)),
+            p99_us: us(self.quantile_ns(0.99)),
+            max_us: us(self.max_ns),
+            buckets: self
+                .counts
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| **c > 0)
+                .map(|(i, c)| (us(Self::upper_ns(i)), *c))
+                .collect(),
+        }
+    }
+}
+
+/// A [`Histogram`] as the protocol carries it: quantiles in µs and the non-empty buckets as
+/// `[upper bound µs, count]` pairs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HistogramSummary {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    pub buckets: Vec<(f64, u64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_log_scale_and_contain_their_samples() {
+        // Every value falls below its bucket's upper bound and at or above the previous one.
+        for ns in [
+            0u64,
+            999,
+            1000,
+            1249,
+            1250,
+            1999,
+            2000,
+            3000,
+            10_000,
+            123_456_789,
+            u64::MAX,
+        ] {
+            let i = Histogram::index(ns);
+            assert!(
+                ns < Histogram::upper_ns(i) || Histogram::upper_ns(i) == u64::MAX,
+                "{ns}"
+            );
+            if i > 0 {
+                assert!(ns >= Histogram::upper_ns(i - 1), "{ns}");
+            }
+        }
+        // Four buckets per doubling: 1, 1.25, 1.5, 1.75, 2 µs boundaries.
+        let ups: Vec<u64> = (0..6).map(Histogram::upper_ns).collect();
+        assert_eq!(ups, vec![1000, 1250, 1500, 1750, 2000, 2500]);
+    }
+
+    #[test]
+    fn quantiles_of_a_known_distribution() {
+        let mut h = Histogram::new();
+        assert_eq!(h.quantile_ns(0.99), 0);
+        // 90 samples at 0 (an idle queue), 9 at 100 µs, 1 at 10 ms.
+        for _ in 0..90 {
+            h.record(0);
+        }
+        for _ in 0..9 {
+            h.record(100_000);
+        }
+        h.record(10_000_000);
+        assert_eq!(h.count(), 100);
+        assert_eq!(h.quantile_ns(0.5), 0);
+        assert_eq!(h.quantile_ns(0.9), 0);
+        // p99 is in the 100 µs bucket: reported as its upper bound, within 25 %.
+        let p99 = h.quantile_ns(0.99);
+        assert!((100_000..=125_000).contains(&p99), "{p99}");
+        assert_eq!(h.quantile_ns(1.0), 10_000_000);
+        let s = h.summary();
+        assert_eq!(s.max_us, 10_000.0);
+        assert_eq!(s.buckets.iter().map(|b| b.1).sum::<u64>(), 100);
+        assert_eq!(s.buckets[0], (1.0, 90));
+        assert!((s.mean_us - 109.0).abs() < 1e-9);
+        // All-idle: every quantile is 0.
+        let mut idle = Histogram::new();
+        for _ in 0..1000 {
+            idle.record(0);
+        }
+        assert_eq!(idle.summary().p99_us, 0.0);
+    }
+}

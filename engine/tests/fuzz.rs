@@ -252,7 +252,7 @@ proptest! {
         vt.run_to_idle();
         let s = vt.net.stats(None, vt.now).unwrap();
         // Conservation on the link: nothing appears from nowhere (duplicates aside).
-        for c in [s.links["l"].ab, s.links["l"].ba] {
+        for c in [s.links["l"].ab.counters, s.links["l"].ba.counters] {
             prop_assert!(c.out_pkts <= c.in_pkts - c.drop_queue - c.drop_down - c.drop_malformed - c.drop_loss + c.duplicated);
             prop_assert_eq!(c.qlen_pkts, 0);
         }

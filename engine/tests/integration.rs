@@ -349,3 +349,78 @@ try:\n    print(repr(s.recv(4096)))\nexcept OSError as e:\n    print('error', e)
     c.req(json!({"cmd": "shutdown"}));
     let _ = fx.engine.wait();
 }
+
+/// The queueing-delay distribution: pings sent faster than a 1 Mbit/s direction serializes
+/// them wait in its queue (p99 well above 0), while the answers on the 100 Mbit/s direction,
+/// spaced by the slow one, never wait (p99 ~0). The timer lateness distribution is reported.
+#[test]
+fn a_queue_build_up_shows_in_the_sojourn_distribution() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !have("ip") || !have("ping") {
+        eprintln!("skipping: needs root, ip and ping");
+        return;
+    }
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("wlq-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("engine.sock");
+    let engine = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
+        .args(["--socket", sock.to_str().unwrap()])
+        .args(["--log", dir.join("engine.log").to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let (nsa, nsb) = (format!("wlq-{pid}-a"), format!("wlq-{pid}-b"));
+    let mut fx = Fixture {
+        engine,
+        namespaces: vec![],
+        dir: dir.clone(),
+    };
+    let mut c = Client::connect(&sock);
+    let (ta, tb) = (format!("wlq{pid}a"), format!("wlq{pid}b"));
+    c.req(json!({"cmd": "apply",
+        "ports": [{"port": "a", "tap": ta}, {"port": "b", "tap": tb}],
+        "links": [{"link": "l", "a": "a", "b": "b",
+                   "ab": {"bandwidth_bps": 1_000_000, "queue": {"kind": "droptail", "limit": 100}},
+                   "ba": {"bandwidth_bps": 100_000_000}}]}));
+    for (ns, tap, addr) in [(&nsa, &ta, "10.232.0.1/24"), (&nsb, &tb, "10.232.0.2/24")] {
+        sh(&["ip", "netns", "add", ns]);
+        fx.namespaces.push(ns.clone());
+        sh(&["ip", "link", "set", tap, "netns", ns]);
+        sh(&["ip", "-n", ns, "addr", "add", addr, "dev", tap]);
+        sh(&["ip", "-n", ns, "link", "set", tap, "up"]);
+    }
+    // ARP first, then 10 pings of 1442-byte frames sent at once (preload): each takes 11.5 ms
+    // to serialize at 1 Mbit/s, so the 10th waits ~100 ms.
+    let _ = ping_avg_ms(&nsa, "10.232.0.2", 1);
+    let _ = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &nsa,
+        "ping",
+        "-c",
+        "10",
+        "-i",
+        "0.002",
+        "-s",
+        "1400",
+        "-W",
+        "3",
+        "10.232.0.2",
+    ]);
+    let s = c.req(json!({"cmd": "stats"}));
+    let ab = &s["links"]["l"]["ab"]["sojourn"];
+    let ba = &s["links"]["l"]["ba"]["sojourn"];
+    assert!(ab["count"].as_u64().unwrap() >= 11, "{ab}");
+    // However ping spaces its sends, frames wait behind one another's 11.5 ms: at least
+    // hundreds of µs for the slowest.
+    assert!(ab["p99_us"].as_f64().unwrap() > 500.0, "{ab}");
+    assert!(ab["max_us"].as_f64().unwrap() > 500.0, "{ab}");
+    assert!(ba["count"].as_u64().unwrap() >= 11, "{ba}");
+    assert!(ba["p99_us"].as_f64().unwrap() < 1_000.0, "{ba}");
+    let late = &s["realtime"]["lateness"];
+    assert!(late["count"].as_u64().unwrap() > 0, "{s}");
+    assert!(late["p50_us"].as_f64().is_some(), "{s}");
+    c.req(json!({"cmd": "shutdown"}));
+    let _ = fx.engine.wait();
+}

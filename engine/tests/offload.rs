@@ -106,7 +106,9 @@ fn super_frame_on_shaped_link_leaves_as_wire_frames_at_exact_times() {
     assert!(got
         .iter()
         .all(|d| d.vnet == VnetHdr::default() && d.port == 1));
-    let c = vt.net.stats(Some("l"), vt.now).unwrap().links["l"].ab;
+    let c = vt.net.stats(Some("l"), vt.now).unwrap().links["l"]
+        .ab
+        .counters;
     assert_eq!(
         (c.in_pkts, c.out_pkts, c.in_bytes, c.out_bytes),
         (3, 3, 3162, 3162)
@@ -126,7 +128,9 @@ fn super_frame_crosses_unlimited_link_whole() {
         (MS, &sf.data, sf.vnet)
     );
     // Counted as the 40 wire frames it stands for.
-    let c = vt.net.stats(Some("l"), vt.now).unwrap().links["l"].ab;
+    let c = vt.net.stats(Some("l"), vt.now).unwrap().links["l"]
+        .ab
+        .counters;
     assert_eq!(
         (c.in_pkts, c.out_pkts, c.out_bytes),
         (40, 40, 40 * (54 + 1448))

@@ -90,7 +90,7 @@ fn droptail_packets_frame_in_service_not_counted() {
         .map(|d| (d.at.nanos(), seq_of(&d.data)))
         .collect();
     assert_eq!(got, vec![(8 * MS, 0), (16 * MS, 1), (24 * MS, 2)]);
-    let c = vt.net.stats(None, vt.now).unwrap().links["l"].ab;
+    let c = vt.net.stats(None, vt.now).unwrap().links["l"].ab.counters;
     assert_eq!((c.in_pkts, c.drop_queue, c.out_pkts), (5, 2, 3));
 }
 
@@ -250,7 +250,7 @@ fn duplicate_and_corrupt() {
     assert_eq!(diff_bits(&d[0].data, &f), 1);
     assert_eq!(&d[0].data[..14], &f[..14]);
     assert_eq!(d[1].data, f);
-    let c = vt.net.stats(None, vt.now).unwrap().links["l"].ab;
+    let c = vt.net.stats(None, vt.now).unwrap().links["l"].ab.counters;
     assert_eq!((c.duplicated, c.corrupted, c.out_pkts), (1, 1, 2));
 }
 
@@ -358,7 +358,7 @@ fn red_queue_on_link_drops_before_limit() {
         vt.inject(0, frame(1250, 2, 1, i), Instant(u64::from(i) * 500_000));
     }
     vt.run_to_idle();
-    let c = vt.net.stats(None, vt.now).unwrap().links["l"].ab;
+    let c = vt.net.stats(None, vt.now).unwrap().links["l"].ab.counters;
     assert!(c.drop_queue > 2000 && c.drop_queue < 3000, "{c:?}");
     assert!(c.peak_qlen_pkts < 60, "{c:?}");
 }

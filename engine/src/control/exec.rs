@@ -55,6 +55,15 @@ pub struct Engine {
 pub struct RealtimeState {
     /// Since when the last polls ran events later than the threshold (None: keeping up).
     pub behind_since: Option<Instant>,
+    /// Running median of how late a timer sleep ends; the loop wakes that much early.
+    pub wake_estimate_ns: u64,
+    /// Timer wake-ups measured for it.
+    pub wake_samples: u64,
+    /// Linger windows after a write that saw an answer / ended without one.
+    pub reply_hits: u64,
+    pub reply_misses: u64,
+    /// Time spent polling toward deadlines (bounded by the spin budget).
+    pub spin_ns: u64,
 }
 
 /// Where network output goes: TAPs and capture files.
@@ -450,6 +459,12 @@ impl Engine {
                     "threshold_us": l.threshold_ns as f64 / 1000.0,
                     "behind": rt.behind_since.is_some(),
                     "behind_since_ns": rt.behind_since.map(|t| t.nanos()),
+                    "wake_estimate_us": rt.wake_estimate_ns as f64 / 1000.0,
+                    "wake_samples": rt.wake_samples,
+                    "linger_answered": rt.reply_hits,
+                    "linger_unanswered": rt.reply_misses,
+                    "spin_ms": rt.spin_ns as f64 / 1e6,
+                    "lateness": self.net.lateness_histogram().map(|h| h.summary()),
                 }),
             );
         }

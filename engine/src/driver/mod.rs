@@ -4,3 +4,4 @@ pub mod partitioner;
 pub mod realtime;
 pub mod simulate;
 pub mod virtual_time;
+pub mod wake;

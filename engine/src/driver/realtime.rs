@@ -6,23 +6,27 @@
 //! delays packets on other links by about one slice instead of the whole apply.
 //!
 //! Time is `CLOCK_MONOTONIC` in ns since start. Each turn of the loop: run the network up to
-//! now, push due statistics, compute the next deadline, then wait:
+//! now, push due statistics, compute the next deadline, then wait. The loop is frugal: it
+//! polls (epoll with timeout 0) only where that buys timing, and sleeps otherwise:
 //! * no deadline: block in `epoll_wait` (an idle engine uses no CPU);
-//! * deadline further than the spin window: arm the timerfd at `deadline - spin` and block;
-//! * deadline within the spin window: poll epoll with timeout 0 until it passes (wake-up
-//!   latency of a sleeping thread is tens of µs; spinning the last stretch keeps delays exact);
-//! * for `--linger-us` (default 100) after the last frame read, keep polling with timeout 0:
-//!   a reply usually comes back within that window (ping, TCP ACKs), and catching it without
-//!   a sleep/wake-up cycle saves tens of µs per crossing; an idle engine still sleeps;
+//! * a deadline: arm the timerfd at `deadline − (measured wake-up latency + --spin-us)` and
+//!   block; on waking before the deadline, poll the few µs left. The wake-up latency is a
+//!   running median of how late the timer's wake-ups were (`wake.rs`: ~20 µs on a small VM),
+//!   so a deadline costs a wake-up plus a few µs of polling, not a fixed spin window;
+//! * after writing a frame to a port that usually answers (an echo, a TCP receiver), poll for
+//!   `--linger-us` (default 100): the answer is caught without a sleep/wake-up cycle, which
+//!   would add tens of µs per crossing. Ports whose frames go unanswered (a sink of a one-way
+//!   stream) stop being waited for after two windows, so light one-way traffic sleeps;
 //! * anticipation (`--anticipate-us`, default 100, 0 = off): a sleeping engine needs ~25–30 µs
 //!   on this machine class to run again after a frame wakes it (scheduler + idle exit), which
 //!   is most of its added latency for sparse traffic. When traffic arrives in regular bursts
-//!   (a burst = frames after the engine slept; two consecutive gaps between burst starts that
-//!   agree within 1/8 or 20 µs, gap ≤ 100 ms — e.g. ping, heartbeats, paced probes), the
-//!   engine wakes by timer `anticipate` before the next expected burst and polls until
-//!   `anticipate` after it. A missed prediction cancels it until the period is seen twice
-//!   again, so an idle engine still sleeps (0 % CPU) and irregular traffic costs nothing;
-//!   periodic traffic costs ~2·anticipate of polling per period (2 % at a 10 ms period).
+//!   (a burst = frames after a pause of `--linger-us`; two consecutive gaps between burst
+//!   starts that agree within 1/8 or 20 µs, gap ≤ 100 ms — e.g. ping, heartbeats, paced
+//!   probes), the engine wakes by timer before the next expected burst and polls until it
+//!   comes, at most `anticipate` after the expected time; the window's lead is the measured
+//!   spread of burst times (at least 20 µs, at most `anticipate`). A missed prediction cancels
+//!   it until the period is seen twice again, so an idle engine still sleeps (0 % CPU) and
+//!   irregular traffic costs nothing;
 //! * with `--busy-poll`: never sleep (lowest latency, one core at 100 %).
 //!
 //! Fairness: each ready TAP gives at most [`BATCH`] frames per turn, so one saturated link
@@ -36,7 +40,9 @@ use serde_json::Value;
 
 use crate::control::exec::{ApplyJob, Engine, Started};
 use crate::control::server::{Control, Subscriptions, ToEngine};
+use crate::driver::wake::{Oversleep, Replies, SpinBudget};
 use crate::io::capture_file::CaptureDir;
+use crate::model::network::Output;
 use crate::model::packet::Packet;
 use crate::time::{min_deadline, Instant};
 
@@ -55,10 +61,12 @@ const TAG_MASK: u64 = 0xff << 40;
 
 pub struct Options {
     pub busy_poll: bool,
-    /// Spin (instead of sleeping) this long before a deadline.
+    /// Wake this long before a deadline on top of the measured wake-up latency.
     pub spin_ns: u64,
-    /// Keep polling this long after the last packet before sleeping again.
+    /// Keep polling this long after writing to a port that usually answers.
     pub linger_ns: u64,
+    /// Share of wall time (parts per million) that polling toward deadlines may take.
+    pub spin_budget_ppm: u64,
     /// Half-width of the polling window around an expected periodic burst (0 = off).
     pub anticipate_ns: u64,
     /// A timer event that runs later than this behind its deadline counts as late.
@@ -66,6 +74,9 @@ pub struct Options {
     /// Where captures may be written (`--capture-dir`; None: captures are refused).
     pub capture_dir: Option<std::path::PathBuf>,
 }
+
+/// Polling time toward deadlines that may be banked (see [`SpinBudget`]).
+const SPIN_BANK_NS: u64 = 2_000_000;
 
 /// Timer events per network poll, so an engine that fell behind still reads its socket and
 /// TAPs between batches (and can answer `stats` or `agent stop`).
@@ -118,13 +129,20 @@ struct Anticipation {
     last_start: Option<Instant>,
     last_gap: Option<u64>,
     period: Option<u64>,
+    /// Running mean of |actual − expected| burst start (ns), while predicting.
+    spread_ns: u64,
 }
 
 impl Anticipation {
     const MAX_PERIOD_NS: u64 = 100_000_000;
+    const MIN_LEAD_NS: u64 = 20_000;
 
-    /// A frame arrived at `now` after the engine had stopped lingering.
+    /// A frame arrived at `now` after a pause.
     fn burst(&mut self, now: Instant) {
+        if let (Some(p), Some(prev)) = (self.period, self.last_start) {
+            let err = now.nanos().abs_diff(prev.nanos().saturating_add(p));
+            self.spread_ns = (self.spread_ns * 7 + err) / 8;
+        }
         if let Some(prev) = self.last_start {
             let gap = now.nanos_since(prev);
             self.period = match self.last_gap {
@@ -138,8 +156,10 @@ impl Anticipation {
         self.last_start = Some(now);
     }
 
-    /// The polling window `[start, end]` around the expected next burst, if any; a window
-    /// that passed without traffic cancels the prediction.
+    /// The polling window `[start, end]` around the expected next burst, if any: it opens
+    /// twice the measured spread before the expected time (at least 20 µs, at most `half`)
+    /// and closes `half` after it. A window that passed without traffic cancels the
+    /// prediction.
     fn window(&mut self, now: Instant, half: u64) -> Option<(Instant, Instant)> {
         let (p, last) = (self.period?, self.last_start?);
         let expected = last.add_nanos(p);
@@ -147,9 +167,11 @@ impl Anticipation {
         if now > end {
             self.period = None;
             self.last_gap = None;
+            self.spread_ns = 0;
             return None;
         }
-        Some((Instant(expected.nanos().saturating_sub(half)), end))
+        let lead = (2 * self.spread_ns).max(Self::MIN_LEAD_NS).min(half);
+        Some((Instant(expected.nanos().saturating_sub(lead)), end))
     }
 }
 
@@ -363,63 +385,102 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     let mut armed: Option<Instant> = None;
     let mut next_push: Option<Instant> = None;
     let mut shutdown = false;
-    let mut last_activity = Instant::ZERO;
+    let mut last_read: Option<Instant> = None;
     let mut antic = Anticipation::default();
-    let mut lingering: bool;
+    let mut oversleep = Oversleep::new();
+    let mut replies = Replies::default();
+    let mut budget = SpinBudget::new(opts.spin_budget_ppm, SPIN_BANK_NS);
+    // Start of a turn that polled toward a deadline (charged to the budget next turn).
+    let mut spinning_since: Option<Instant> = None;
 
     while !shutdown {
         let now = clock.now();
+        if let Some(t) = spinning_since.take() {
+            budget.spend(now.nanos_since(t));
+        }
         let late_before = engine.net.lateness().map_or(0, |l| l.late_events);
-        engine.poll(now);
+        {
+            let Engine { net, out, .. } = &mut engine;
+            net.poll(now, |o| {
+                if let Output::Frame { port, .. } = &o {
+                    replies.written(*port, now, opts.linger_ns);
+                }
+                out.handle_output(o)
+            });
+        }
         behind.update(&mut engine, late_before, now);
+        if let Some(rt) = engine.realtime.as_mut() {
+            rt.wake_estimate_ns = oversleep.estimate_ns();
+            rt.wake_samples = oversleep.samples();
+            rt.reply_hits = replies.hits;
+            rt.reply_misses = replies.misses;
+            rt.spin_ns = budget.spent_ns;
+        }
         let mut deadline = min_deadline(engine.net.poll_at(), next_push);
-        lingering =
-            last_activity != Instant::ZERO && now.nanos_since(last_activity) < opts.linger_ns;
+        let waiting = replies.waiting(now);
         let mut in_window = false;
-        if !lingering && opts.anticipate_ns > 0 {
+        if opts.anticipate_ns > 0 {
             if let Some((start, end)) = antic.window(now, opts.anticipate_ns) {
                 if now >= start && now <= end {
                     in_window = true;
                 } else {
-                    // Wake by timer early enough to be polling (spin window) at `start`.
+                    // Wake by timer to be polling at `start`.
                     deadline = min_deadline(deadline, Some(start));
                 }
             }
         }
-        let timeout = if opts.busy_poll || lingering || in_window || ctl.busy() {
+        // Arm the timer this long before a deadline: the measured wake-up latency, plus a
+        // margin; what is left after waking is polled while the spin budget lasts. Without
+        // budget, sleep to the deadline itself (it runs one wake-up latency late).
+        let lead = oversleep.estimate_ns().saturating_add(opts.spin_ns);
+        let timeout = if opts.busy_poll || waiting || in_window || ctl.busy() {
             0
         } else {
             match deadline {
                 None => -1,
-                Some(d) if d.nanos_since(now) <= opts.spin_ns => 0,
+                Some(d) if d <= now => 0,
                 Some(d) => {
-                    let wake = Instant(d.nanos() - opts.spin_ns);
-                    if armed != Some(wake) {
-                        let its = libc::itimerspec {
-                            it_interval: libc::timespec {
-                                tv_sec: 0,
-                                tv_nsec: 0,
-                            },
-                            it_value: clock.to_timespec(wake),
-                        };
-                        // SAFETY: valid itimerspec.
-                        unsafe {
-                            libc::timerfd_settime(
-                                tfd,
-                                libc::TFD_TIMER_ABSTIME,
-                                &its,
-                                std::ptr::null_mut(),
-                            )
-                        };
-                        armed = Some(wake);
+                    let left = d.nanos_since(now);
+                    let wake = if left > lead {
+                        Some(Instant(d.nanos() - lead))
+                    } else if budget.allows(now, left) {
+                        spinning_since = Some(now);
+                        None
+                    } else {
+                        Some(d)
+                    };
+                    match wake {
+                        None => 0,
+                        Some(wake) => {
+                            if armed != Some(wake) {
+                                let its = libc::itimerspec {
+                                    it_interval: libc::timespec {
+                                        tv_sec: 0,
+                                        tv_nsec: 0,
+                                    },
+                                    it_value: clock.to_timespec(wake),
+                                };
+                                // SAFETY: valid itimerspec.
+                                unsafe {
+                                    libc::timerfd_settime(
+                                        tfd,
+                                        libc::TFD_TIMER_ABSTIME,
+                                        &its,
+                                        std::ptr::null_mut(),
+                                    )
+                                };
+                                armed = Some(wake);
+                            }
+                            -1
+                        }
                     }
-                    -1
                 }
             }
         };
         let n = ep.wait(&mut events, timeout);
+        let woke = clock.now();
         if n == 0 && timeout == 0 {
-            // Spinning with nothing to do: let other runnable tasks on this core (the kernel's
+            // Polling with nothing to do: let other runnable tasks on this core (the kernel's
             // softirq thread, the node's programs) go first, or we would delay the very
             // packets we are waiting for.
             // SAFETY: no arguments.
@@ -432,6 +493,10 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                     let mut x = [0u8; 8];
                     // SAFETY: reading 8 bytes into a local buffer.
                     unsafe { libc::read(tfd, x.as_mut_ptr().cast(), 8) };
+                    // Only a wake-up from a real sleep measures the wake-up latency.
+                    if let (Some(a), true) = (armed, timeout < 0) {
+                        oversleep.record(a, woke);
+                    }
                     armed = None;
                 }
                 TOKEN_SIGNAL => shutdown = true,
@@ -446,16 +511,12 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                         match tap.recv(&mut buf, || pool.pop().unwrap_or_default()) {
                             Ok(Some((vnet, data))) => {
                                 let t = clock.now();
-                                if !lingering {
+                                if last_read.is_none_or(|l| t.nanos_since(l) >= opts.linger_ns) {
                                     antic.burst(t);
-                                    lingering = true;
                                 }
-                                last_activity = t;
-                                engine.net.receive_packet(
-                                    port,
-                                    Packet { data, vnet },
-                                    last_activity,
-                                );
+                                last_read = Some(t);
+                                replies.read(port);
+                                engine.net.receive_packet(port, Packet { data, vnet }, t);
                             }
                             Ok(None) => break,
                             Err(_) => break,
@@ -511,7 +572,7 @@ mod tests {
         a.burst(Instant(20_050_000)); // 10.05 ms ≈ 10 ms
         assert_eq!(
             a.window(ms(21), 100_000),
-            Some((Instant(29_999_999 + 1), Instant(30_200_000)))
+            Some((Instant(30_080_000), Instant(30_200_000)))
         );
         // No burst in the window: the prediction is dropped, and stays so.
         assert_eq!(a.window(ms(31), 100_000), None);
@@ -522,5 +583,15 @@ mod tests {
             b.burst(ms(t));
         }
         assert_eq!(b.window(ms(91), 100_000), None);
+        // Bursts that come off the expected time widen the lead of the window.
+        let mut c = Anticipation::default();
+        for t in [0, 10_000, 20_000, 30_030, 40_000, 50_030] {
+            c.burst(Instant::from_micros(t));
+        }
+        // Last gap 10.03 ms: the next burst is expected at 60.06 ms.
+        let (start, end) = c.window(Instant::from_micros(50_040), 100_000).unwrap();
+        assert!(start < Instant::from_micros(60_060 - 20), "{start:?}");
+        assert!(start > Instant::from_micros(60_060 - 100), "{start:?}");
+        assert_eq!(end, Instant::from_micros(60_160));
     }
 }

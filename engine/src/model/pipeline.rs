@@ -23,7 +23,7 @@ use super::params::{LinkParams, LossParams};
 use super::queue::Queue;
 use super::rate::Rate;
 use crate::rng::Rng;
-use crate::stats::Counters;
+use crate::stats::{Counters, Histogram};
 use crate::time::{min_deadline, Instant};
 use crate::wire::ethernet::HEADER_LEN;
 
@@ -40,6 +40,9 @@ pub struct Pipeline {
     rng_rx: Rng,
     up: bool,
     counters: Counters,
+    /// Queueing delay of each frame: arrival to start of serialization (0 on an unlimited
+    /// direction, which has no queue).
+    sojourn: Histogram,
 }
 
 impl Pipeline {
@@ -56,6 +59,7 @@ impl Pipeline {
             rng_rx: Rng::new(seed ^ 0x9e37_79b9_7f4a_7c15),
             up: true,
             counters: Counters::default(),
+            sojourn: Histogram::new(),
             params,
         }
     }
@@ -128,6 +132,7 @@ impl Pipeline {
         let bw = self.params.bandwidth_bps;
         if bw == 0 {
             // Unlimited: no serialization and therefore no queue.
+            self.sojourn.record(0);
             self.send_to_delay(pkt, now);
             return;
         }
@@ -137,8 +142,9 @@ impl Pipeline {
             return;
         }
         if !self.rate.is_busy() {
-            if let Some(f) = self.queue.dequeue() {
+            if let Some((f, at)) = self.queue.dequeue_timed() {
                 self.queue.mark_busy();
+                self.sojourn.record(now.nanos_since(at));
                 self.rate.start(f, now, bw);
             }
         }
@@ -156,9 +162,10 @@ impl Pipeline {
     fn advance(&mut self, now: Instant) {
         while let Some(done) = self.rate.finish(now) {
             self.send_to_delay(Packet::plain(done.frame), done.done);
-            match self.queue.dequeue() {
-                Some(next) => {
+            match self.queue.dequeue_timed() {
+                Some((next, at)) => {
                     self.queue.mark_busy();
+                    self.sojourn.record(done.done.nanos_since(at));
                     self.rate.start(next, done.done, self.params.bandwidth_bps);
                 }
                 None => self.queue.mark_idle(done.done),
@@ -242,8 +249,20 @@ impl Pipeline {
     }
 
     /// When this direction next needs `poll`; `None` when idle.
+    ///
+    /// The end of a serialization is visible only when the frame leaves the delay stage, so
+    /// without jitter the next deadline is at the earliest `done + delay`: the frame's exact
+    /// times are computed then ([`Pipeline::advance`]), and a link with a propagation delay
+    /// needs one timer event per frame instead of two (half the wake-ups of a real-time
+    /// engine). With jitter a frame may leave earlier, so the serialization end counts.
     pub fn poll_at(&self) -> Option<Instant> {
-        min_deadline(self.rate.done_at(), self.delay.next_at())
+        let done = self.rate.done_at();
+        let first_exit = if self.params.jitter_ns == 0 {
+            done.map(|t| t.add_nanos(self.params.delay_ns))
+        } else {
+            done
+        };
+        min_deadline(first_exit, self.delay.next_at())
     }
 
     /// When the sending half next needs [`Pipeline::poll_tx`] (end of a serialization).
@@ -297,11 +316,72 @@ impl Pipeline {
         self.up = up;
     }
 
+    /// The queueing-delay distribution of this direction.
+    pub fn sojourn(&self) -> &Histogram {
+        &self.sojourn
+    }
+
     pub fn counters(&self) -> Counters {
         let mut c = self.counters;
         c.qlen_pkts = self.queue.len_pkts() as u64;
         c.qlen_bytes = self.queue.len_bytes() as u64;
         c.peak_qlen_pkts = self.queue.peak_pkts() as u64;
         c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(bandwidth_bps: u64, delay_ns: u64) -> LinkParams {
+        LinkParams {
+            bandwidth_bps,
+            delay_ns,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn sojourn_is_the_wait_before_serialization() {
+        // 1000-byte frames at 8 Mbit/s: 1 ms each. Three arrive at once: they wait 0, 1, 2 ms.
+        let mut p = Pipeline::new(params(8_000_000, 5_000_000), 1, Instant::ZERO);
+        for _ in 0..3 {
+            p.enqueue(vec![0u8; 1000], Instant::ZERO);
+        }
+        // The deadline is when the first frame leaves the delay stage (1 ms + 5 ms), not the
+        // end of its serialization.
+        assert_eq!(p.poll_at(), Some(Instant::from_millis(6)));
+        let mut out = 0;
+        p.poll(Instant::from_millis(20), |_| out += 1);
+        assert_eq!(out, 3);
+        let h = p.sojourn();
+        assert_eq!(h.count(), 3);
+        assert_eq!(h.max_ns(), 2_000_000);
+        let p50 = h.quantile_ns(0.5);
+        assert!((1_000_000..=1_250_000).contains(&p50), "{p50}");
+        assert_eq!(h.quantile_ns(0.0), 0);
+        // A frame that finds the link idle does not wait.
+        p.enqueue(vec![0u8; 1000], Instant::from_millis(30));
+        assert_eq!(p.sojourn().count(), 4);
+        assert_eq!(p.sojourn().summary().buckets[0], (1.0, 2));
+        // Unlimited: no queue, sojourn 0.
+        let mut u = Pipeline::new(params(0, 0), 1, Instant::ZERO);
+        u.enqueue(vec![0u8; 100], Instant::ZERO);
+        assert_eq!(u.sojourn().summary().p99_us, 0.0);
+    }
+
+    #[test]
+    fn with_jitter_the_serialization_end_is_a_deadline() {
+        let mut p = Pipeline::new(
+            LinkParams {
+                jitter_ns: 1_000_000,
+                ..params(8_000_000, 5_000_000)
+            },
+            1,
+            Instant::ZERO,
+        );
+        p.enqueue(vec![0u8; 1000], Instant::ZERO);
+        assert_eq!(p.poll_at(), Some(Instant::from_millis(1)));
     }
 }

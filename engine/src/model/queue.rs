@@ -44,7 +44,8 @@ pub struct Queue {
     params: QueueParams,
     /// Limit in packets, resolved from the params and the link (auto default).
     limit_pkts: u32,
-    frames: VecDeque<Vec<u8>>,
+    /// Waiting frames with their arrival times (for the sojourn time).
+    frames: VecDeque<(Vec<u8>, Instant)>,
     bytes: usize,
     peak_pkts: usize,
     red: RedState,
@@ -148,21 +149,26 @@ impl Queue {
             return Err((frame, QueueDrop::Full));
         }
         self.bytes += size;
-        self.frames.push_back(frame);
+        self.frames.push_back((frame, now));
         self.peak_pkts = self.peak_pkts.max(self.frames.len());
         Ok(())
     }
 
     pub fn dequeue(&mut self) -> Option<Vec<u8>> {
-        let f = self.frames.pop_front()?;
+        self.dequeue_timed().map(|(f, _)| f)
+    }
+
+    /// The head frame and when it arrived.
+    pub fn dequeue_timed(&mut self) -> Option<(Vec<u8>, Instant)> {
+        let (f, at) = self.frames.pop_front()?;
         self.bytes -= f.len();
-        Some(f)
+        Some((f, at))
     }
 
     /// Remove every queued frame (link down); returns them for counting.
     pub fn drain(&mut self) -> impl Iterator<Item = Vec<u8>> + '_ {
         self.bytes = 0;
-        self.frames.drain(..)
+        self.frames.drain(..).map(|(f, _)| f)
     }
 
     /// RED average update and early/forced drop decision for an arriving frame.

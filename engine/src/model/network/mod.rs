@@ -50,7 +50,7 @@ pub use spec::{
     AgentKindSpec, AgentSpec, HostSpec, LanSpec, LinkRuleSpec, LinkSpec, MemberSpec, PairSpec,
     RouterSpec, TopologySpec,
 };
-pub use stats::{LinkStats, MemberStats, StatsBody};
+pub use stats::{DirStats, LinkStats, MemberStats, StatsBody};
 pub use targets::Dir;
 use timers::{TimerKind, TimerQueue};
 
@@ -198,6 +198,8 @@ pub struct Network {
     events: u64,
     /// Lateness of timer events behind the `now` they were polled at (real-time driver only).
     lateness: Option<Lateness>,
+    /// Distribution of the same lateness (real-time driver only).
+    lateness_hist: Option<crate::stats::Histogram>,
     /// At most this many events per `poll` call (None: all that are due).
     poll_limit: Option<u64>,
     /// This replica's share of a partitioned simulation (None: it owns everything).
@@ -231,6 +233,7 @@ impl Network {
             scratch: Vec::new(),
             events: 0,
             lateness: None,
+            lateness_hist: None,
             poll_limit: None,
             part: None,
         }
@@ -247,6 +250,7 @@ impl Network {
             threshold_ns,
             ..Default::default()
         });
+        self.lateness_hist = Some(Default::default());
     }
 
     pub fn lateness(&self) -> Option<Lateness> {
@@ -282,6 +286,9 @@ impl Network {
             }
             l.max_late_ns = l.max_late_ns.max(late);
             l.last_poll_max_ns = l.last_poll_max_ns.max(late);
+            if let Some(h) = self.lateness_hist.as_mut() {
+                h.record(late);
+            }
         }
     }
 

@@ -8,13 +8,30 @@ use super::{Network, PipeIdx};
 use crate::model::sim::agent::AgentStats;
 use crate::model::sim::host::HostCounters;
 use crate::model::sim::router::RouterCounters;
-use crate::stats::Counters;
+use crate::stats::{Counters, HistogramSummary};
 use crate::time::Instant;
+
+/// One direction: its counters, and the distribution of the queueing delay of its frames
+/// (arrival to start of serialization), so a sender's bursts can be told from the engine's
+/// own lateness (reported under `realtime`).
+#[derive(Debug, Serialize, PartialEq)]
+pub struct DirStats {
+    #[serde(flatten)]
+    pub counters: Counters,
+    pub sojourn: HistogramSummary,
+}
+
+impl std::ops::Deref for DirStats {
+    type Target = Counters;
+    fn deref(&self) -> &Counters {
+        &self.counters
+    }
+}
 
 #[derive(Debug, Serialize, PartialEq)]
 pub struct LinkStats {
-    pub ab: Counters,
-    pub ba: Counters,
+    pub ab: DirStats,
+    pub ba: DirStats,
     pub up: bool,
     /// Per-destination rules' directions, by prefix (only on a link with rules).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -23,17 +40,17 @@ pub struct LinkStats {
 
 #[derive(Debug, Serialize, PartialEq)]
 pub struct RuleStats {
-    pub ab: Counters,
-    pub ba: Counters,
+    pub ab: DirStats,
+    pub ba: DirStats,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
 pub struct MemberStats {
-    pub to_lan: Counters,
-    pub from_lan: Counters,
+    pub to_lan: DirStats,
+    pub from_lan: DirStats,
     /// This member's pair channels, by destination port (only on a LAN with pairs).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub pairs: BTreeMap<String, Counters>,
+    pub pairs: BTreeMap<String, DirStats>,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -57,11 +74,22 @@ impl Network {
         self.hosts.by_id(id).map(|h| h.host.counters)
     }
 
-    fn counters(&self, pipe: PipeIdx) -> Counters {
-        self.pipes
-            .get(pipe)
-            .map(|s| s.pipe.counters())
-            .unwrap_or_default()
+    fn counters(&self, pipe: PipeIdx) -> DirStats {
+        match self.pipes.get(pipe) {
+            Some(s) => DirStats {
+                counters: s.pipe.counters(),
+                sojourn: s.pipe.sojourn().summary(),
+            },
+            None => DirStats {
+                counters: Counters::default(),
+                sojourn: Default::default(),
+            },
+        }
+    }
+
+    /// Lateness of timer events behind the `now` they ran at (real-time driver only).
+    pub fn lateness_histogram(&self) -> Option<&crate::stats::Histogram> {
+        self.lateness_hist.as_ref()
     }
 
     /// Counters of everything, or of one link, LAN, router, host or agent.

@@ -1,0 +1,265 @@
+#!/usr/bin/env python3
+"""Engine CPU cost, idle and under light traffic, with the delay error of the same run.
+
+One wanlab-engine carries 10 links (10 Mbit/s, 10 ms one-way, 100-frame droptail queue),
+each between its own pair of namespaces. Per repeat, for each engine binary compared:
+
+* idle: engine CPU (utime + stime from /proc/PID/stat) over a window with no traffic;
+* quiet probe: a 64-byte, 200 packets/s probe b->a on every link, nothing else; its one-way
+  delay (sink-measured, CLOCK_MONOTONIC stamps) minus the configured delay + serialization
+  is the reference delay error;
+* busy: a 1518-byte UDP stream a->b at 1.03 x 10 Mbit/s on every link (the "10 links x 10
+  Mbit/s" load of the fidelity suite) plus the same probes b->a (an otherwise idle direction,
+  so the probe sees no queue); engine CPU over the window and the probes' delay error.
+
+Results are medians over the repeats. Writes bench/results/engine-cpu-YYYYMMDD-HHMM.{md,json}
+and engine-cpu-latest.{md,json}. Run as root; see bench/README.md.
+
+    python3 bench/engine_cpu.py                       # this worktree's engine, 3 repeats
+    python3 bench/engine_cpu.py --engine old=/path/to/wanlab-engine --engine new=target/...
+"""
+
+import argparse
+import datetime
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import measure as M  # noqa: E402
+from netlab import (  # noqa: E402
+    ENGINE,
+    MTU,
+    ROOT,
+    Engine,
+    Lab,
+    link_params,
+    ns_cmd,
+    sh,
+    static_neigh,
+)
+
+RESULTS = os.path.join(ROOT, "bench", "results")
+LINKS = 10
+RATE_BPS = 10_000_000
+DELAY_US = 10_000
+PROBE_FRAME = 64
+PROBE_PPS = 200
+GOAL_CPU_PCT = 10.0
+GOAL_IDLE_PCT = 1.0
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def cpu_pct(eng, window):
+    """Engine CPU over ``window`` seconds, % of one core."""
+    hz = os.sysconf("SC_CLK_TCK")
+    c0, w0 = eng.cpu_ticks(), time.monotonic()
+    time.sleep(window)
+    c1, w1 = eng.cpu_ticks(), time.monotonic()
+    return (c1 - c0) / hz / (w1 - w0) * 100
+
+
+class Pair:
+    """Endpoints of one link for the measure helpers (``a`` sends to ``b``)."""
+
+    def __init__(self, ns_a, ns_b, ip_a, ip_b, link):
+        self.ns_a, self.ns_b, self.ip_a, self.ip_b, self.link = ns_a, ns_b, ip_a, ip_b, link
+
+    def reversed(self):
+        return Pair(self.ns_b, self.ns_a, self.ip_b, self.ip_a, self.link)
+
+
+def build(lab, binary, label):
+    """An engine with LINKS links and a namespace pair on each."""
+    eng = Engine(lab, binary=binary)
+    tag = lab.tag[-4:] + label[:2]
+    p = link_params(bandwidth_bps=RATE_BPS, delay_us=DELAY_US, queue=100)
+    ports, links = [], []
+    for i in range(LINKS):
+        ports += [{"port": f"p{i}{e}", "tap": f"wc{tag}{i}{e}"} for e in "ab"]
+        links.append({"link": f"l{i}", "a": f"p{i}a", "b": f"p{i}b", "ab": p, "ba": p})
+    eng.request({"cmd": "apply", "ports": ports, "links": links}, timeout=120)
+    pairs = []
+    for i in range(LINKS):
+        na, nb = lab.add_ns(f"{label[:2]}{i}a"), lab.add_ns(f"{label[:2]}{i}b")
+        ia, ib = "10.78.0.1", "10.78.0.2"
+        for ns, dev, ip in ((na, f"wc{tag}{i}a", ia), (nb, f"wc{tag}{i}b", ib)):
+            sh(["ip", "link", "set", dev, "netns", ns])
+            sh(ns_cmd(ns, ["ip", "addr", "add", ip + "/24", "dev", dev]))
+            sh(ns_cmd(ns, ["ip", "link", "set", dev, "mtu", str(MTU), "up"]))
+        static_neigh(na, f"wc{tag}{i}a", ia, nb, f"wc{tag}{i}b", ib)
+        pairs.append(Pair(na, nb, ia, ib, f"l{i}"))
+    return eng, pairs
+
+
+def run_all(jobs):
+    """Run callables in threads; return their results (exceptions as values)."""
+    out = [None] * len(jobs)
+
+    def one(i):
+        try:
+            out[i] = jobs[i]()
+        except Exception as e:  # reported by the caller
+            out[i] = e
+    ths = [threading.Thread(target=one, args=(i,)) for i in range(len(jobs))]
+    [t.start() for t in ths]
+    [t.join() for t in ths]
+    return out
+
+
+def probe_error(reports):
+    """Median over links of (one-way delay p50 - configured delay - serialization), µs,
+    and the largest p99 excess."""
+    expected = DELAY_US + PROBE_FRAME * 8 / RATE_BPS * 1e6
+    ok = [r[1] for r in reports if isinstance(r, tuple) and r[1].get("owd_p50_us") is not None]
+    p50 = [k["owd_p50_us"] - expected for k in ok]
+    p99 = [k["owd_p99_us"] - expected for k in ok]
+    return (statistics.median(p50) if p50 else None, max(p99) if p99 else None,
+            len(reports) - len(p50))
+
+
+def one_repeat(lab, binary, label, dur):
+    eng, pairs = build(lab, binary, label)
+    try:
+        time.sleep(1.0)
+        row = {"idle_cpu_pct": cpu_pct(eng, dur)}
+        probes = [lambda p=p: M.stream(lab, p.reversed(), PROBE_FRAME, dur, rate=PROBE_PPS)
+                  for p in pairs]
+        row["quiet_err_p50_us"], row["quiet_err_p99_us"], qfail = probe_error(run_all(probes))
+        sample = {}
+
+        def during():
+            time.sleep(1.0)
+            sample["cpu"] = cpu_pct(eng, dur - 1.5)
+        streams = [lambda p=p: M.stream(lab, p, 1518, dur, bitrate=RATE_BPS * 1.03,
+                                        extra_wait=0.05) for p in pairs]
+        res = run_all(streams + probes + [during])
+        row["busy_cpu_pct"] = sample.get("cpu")
+        row["busy_err_p50_us"], row["busy_err_p99_us"], bfail = probe_error(
+            res[LINKS:2 * LINKS])
+        bw = [(r[1]["bps_frame"] - RATE_BPS) / RATE_BPS * 100 for r in res[:LINKS]
+              if isinstance(r, tuple)]
+        row["bw_max_abs_err_pct"] = max(abs(e) for e in bw) if bw else None
+        row["failures"] = qfail + bfail + LINKS - len(bw)
+        row["realtime"] = eng.request({"cmd": "stats"}).get("realtime", {})
+        return row
+    finally:
+        eng.close()
+        for p in pairs:
+            lab.del_ns(p.ns_a)
+            lab.del_ns(p.ns_b)
+
+
+def fmt(x, nd=1):
+    return "n/a" if x is None else f"{x:.{nd}f}"
+
+
+def markdown(res):
+    m = res["meta"]
+    out = ["# wanlab engine CPU under light traffic", "",
+           f"{m['time']} · {m['cpus']} CPUs · git {m['git']} · {m['repeats']} repeats of "
+           f"{m['window_s']} s windows · load average at start/end {m['load_start']}/"
+           f"{m['load_end']} (other work on the host adds noise)", "",
+           f"{LINKS} links, {RATE_BPS // 1_000_000} Mbit/s, {DELAY_US // 1000} ms one-way, "
+           f"100-frame queue. Busy = 1518-byte UDP at 1.03 x rate a->b on every link. Delay "
+           f"error = one-way delay of a {PROBE_FRAME}-byte, {PROBE_PPS} pps probe b->a minus "
+           f"(configured delay + serialization), median over links; p99 column = worst link.",
+           "", f"Goals: busy CPU <= {GOAL_CPU_PCT:.0f} % of a core; idle <= {GOAL_IDLE_PCT:.0f} %; "
+           "busy delay error about the quiet one (fidelity.py --quick holds the delay goals).", "",
+           "| engine | idle CPU % | busy CPU % | quiet error p50 / p99 (µs) | "
+           "busy error p50 / p99 (µs) | bandwidth max abs error % | failures | goal |",
+           "|---|---|---|---|---|---|---|---|"]
+    for label, v in res["variants"].items():
+        md = v["median"]
+        ok = (md.get("busy_cpu_pct") is not None and md["busy_cpu_pct"] <= GOAL_CPU_PCT
+              and md.get("idle_cpu_pct") is not None and md["idle_cpu_pct"] <= GOAL_IDLE_PCT)
+        out.append(f"| {label} | {fmt(md.get('idle_cpu_pct'), 2)} | "
+                   f"{fmt(md.get('busy_cpu_pct'))} | "
+                   f"{fmt(md.get('quiet_err_p50_us'))} / {fmt(md.get('quiet_err_p99_us'))} | "
+                   f"{fmt(md.get('busy_err_p50_us'))} / {fmt(md.get('busy_err_p99_us'))} | "
+                   f"{fmt(md.get('bw_max_abs_err_pct'), 3)} | {fmt(md.get('failures'), 0)} | "
+                   f"{'PASS' if ok else 'MISS'} |")
+    out += ["", "Per repeat (busy CPU %): " + "; ".join(
+        f"{k}: " + ", ".join(fmt(r.get("busy_cpu_pct")) for r in v["repeats"])
+        for k, v in res["variants"].items()), ""]
+    if res["errors"]:
+        out += ["## Errors", ""] + [f"- {e}" for e in res["errors"]] + [""]
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engine", action="append", default=[], metavar="LABEL=PATH",
+                    help="engine binary to measure (repeatable; default: this worktree's)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--window", type=float, default=5.0, help="seconds per measured window")
+    ap.add_argument("--out", default=RESULTS)
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        log("engine_cpu.py must run as root (network namespaces)")
+        return 1
+    variants = {}
+    for spec in args.engine or [f"engine={ENGINE}"]:
+        label, _, path = spec.partition("=")
+        if not path or not os.path.exists(path):
+            log(f"--engine {spec}: expected LABEL=PATH to an existing binary")
+            return 1
+        variants[label] = os.path.abspath(path)
+    git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                         stdout=subprocess.PIPE, text=True).stdout.strip()
+    res = {"meta": {"time": datetime.datetime.now().isoformat(timespec="seconds"),
+                    "cpus": os.cpu_count(), "git": git, "repeats": args.repeats,
+                    "window_s": args.window, "load_start": os.getloadavg()[0],
+                    "binaries": variants},
+           "variants": {k: {"repeats": []} for k in variants}, "errors": []}
+    lab = Lab()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        for rep in range(args.repeats):
+            for label, path in variants.items():  # interleaved: load drifts hit all alike
+                log(f"== {label} repeat {rep + 1}/{args.repeats}")
+                try:
+                    row = one_repeat(lab, path, label, args.window)
+                    log("  " + ", ".join(f"{k} {fmt(v, 2)}" for k, v in row.items()
+                                         if isinstance(v, (int, float))))
+                    res["variants"][label]["repeats"].append(row)
+                except Exception as e:
+                    res["errors"].append(f"{label} repeat {rep + 1}: {type(e).__name__}: {e}")
+                    log("  ERROR", res["errors"][-1])
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        lab.close()
+    res["meta"]["load_end"] = os.getloadavg()[0]
+    for v in res["variants"].values():
+        keys = [k for k in (v["repeats"][0] if v["repeats"] else {})
+                if isinstance(v["repeats"][0][k], (int, float))]
+        v["median"] = {k: statistics.median([r[k] for r in v["repeats"] if r.get(k) is not None]
+                                            or [0]) for k in keys}
+    md = markdown(res)
+    print(md)
+    if not args.no_save:
+        os.makedirs(args.out, exist_ok=True)
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M")
+        for name in (f"engine-cpu-{stamp}", "engine-cpu-latest"):
+            with open(os.path.join(args.out, name + ".md"), "w") as f:
+                f.write(md)
+            with open(os.path.join(args.out, name + ".json"), "w") as f:
+                json.dump(res, f, indent=1)
+        log(f"saved to {args.out}/engine-cpu-{stamp}.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
