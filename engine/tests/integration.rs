@@ -391,7 +391,7 @@ fn a_queue_build_up_shows_in_the_sojourn_distribution() {
     }
     // ARP first, then 10 pings of 1442-byte frames sent at once (preload): each takes 11.5 ms
     // to serialize at 1 Mbit/s, so the 10th waits ~100 ms.
-    let _ = ping_avg_ms(&nsa, "10.232.0.2", 1);
+    let _ = ping_min_ms(&nsa, "10.232.0.2", 1);
     let _ = sh(&[
         "ip",
         "netns",
