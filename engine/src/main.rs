@@ -74,9 +74,9 @@ fn parse_args() -> Result<Args, String> {
     let mut seed = 1u64;
     let mut log = None;
     let mut busy_poll = false;
-    let mut spin_us = 2u64;
+    let mut spin_us = 50u64;
     let mut linger_us = 100u64;
-    let mut spin_budget_pct = 3.0f64;
+    let mut spin_budget_pct = 10.0f64;
     let mut anticipate_us = 100u64;
     let mut behind_us = 1000u64;
     let mut capture_dir = None;
