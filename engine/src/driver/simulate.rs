@@ -151,10 +151,14 @@ fn add_extras(pool: &mut Pool<'_>, result: &mut Map<String, Value>) {
     result.insert("traces".into(), Value::Object(traces));
 }
 
-/// Add `b` into `a`: numbers add up, objects merge key by key, anything else stays `a`'s.
-/// Counters of a pipeline are split between the replicas of its two halves.
+/// Add `b` into `a`: numbers add up, objects merge key by key, an empty list takes the other
+/// replica's (a distribution's buckets are recorded by the one replica that runs the half
+/// of the pipeline it measures, so its quantiles add to zeros and its buckets replace an
+/// empty list), anything else stays `a`'s. Counters of a pipeline are split between the
+/// replicas of its two halves.
 fn add_values(a: &mut Value, b: &Value) {
     match (a, b) {
+        (Value::Array(x), Value::Array(y)) if x.is_empty() => x.clone_from(y),
         (Value::Object(a), Value::Object(b)) => {
             for (k, v) in b {
                 match a.get_mut(k) {
