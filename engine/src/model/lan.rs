@@ -129,15 +129,19 @@ mod tests {
         f
     }
 
-    #[test]
-    fn learning_and_flooding() {
-        let m = |i| Member {
+    /// Member `i` on port `i`, its pipelines numbered 2i (to the LAN) and 2i + 1 (from it).
+    fn member(i: usize) -> Member {
+        Member {
             port: i,
             to_lan: 2 * i,
             from_lan: 2 * i + 1,
             up: true,
-        };
-        let mut lan = Lan::new("lan0".into(), vec![m(0), m(1), m(2)]);
+        }
+    }
+
+    #[test]
+    fn learning_and_flooding() {
+        let mut lan = Lan::new("lan0".into(), vec![member(0), member(1), member(2)]);
         let a = [2, 0, 0, 0, 0, 0xa];
         let b = [2, 0, 0, 0, 0, 0xb];
         // Unknown destination: flood; source learned.
@@ -162,13 +166,7 @@ mod tests {
 
     #[test]
     fn pair_channels_are_per_ordered_pair() {
-        let m = |i| Member {
-            port: i,
-            to_lan: 2 * i,
-            from_lan: 2 * i + 1,
-            up: true,
-        };
-        let mut lan = Lan::new("wan".into(), vec![m(0), m(1), m(2)]);
+        let mut lan = Lan::new("wan".into(), vec![member(0), member(1), member(2)]);
         assert_eq!(lan.pair(0, 1), None);
         lan.set_pair(0, 1, 10);
         lan.set_pair(1, 0, 11);
