@@ -72,6 +72,11 @@ _HELD: dict[int, subprocess.Popen] = {}
 def hold(proc: subprocess.Popen) -> None:
     """Reap ``proc`` here (``alive``/``kill``) so :func:`exit_reason` can say how it ended."""
     EXITS.pop(proc.pid, None)       # a status of an earlier process with the same pid
+    old = _HELD.get(proc.pid)
+    if old is not None and old.returncode is None:
+        # the pid came round, so that process was reaped elsewhere (a test's waitpid(-1)):
+        # tell its Popen, or its finaliser would poll the pid and reap this new child
+        old.returncode = -1
     _HELD[proc.pid] = proc
 
 
