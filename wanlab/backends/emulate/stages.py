@@ -50,6 +50,7 @@ from wanlab.backends.emulate import (
     external,
     frr,
     images,
+    neighbours,
     netconf,
     netns,
     procs,
@@ -234,6 +235,7 @@ def _namespaces(b: Build) -> None:
     wanted = {np_.netns for np_ in nps}
     ns_res = {r.name: r.id for r in b.store.resources(b.row.id)
               if r.kind == "netns" and r.name in wanted and r.state == "planned"}
+    neighbours.make_room(b.plan, b.say)
     made = netns.create_many([np_.netns for np_ in nps], setup=netconf.apply_sysctls)
     b.store.update_resources("created", {ns_res[np_.netns]: {"inode": ino}
                                          for np_, ino in zip(nps, made, strict=True)})
