@@ -147,6 +147,70 @@ def test_create_on_a_cluster_needs_one(tmp_path):
     assert p.returncode == 2 and "no cluster is up" in p.stderr, p.stderr
 
 
+def _rtt_min(home, name, src, dst):
+    ping = wl(home, "exec", name, src, "--", "ping", "-c", "5", "-i", "0.2", dst)
+    return float(re.search(r"= ([\d.]+)/", ping.stdout).group(1))
+
+
+def test_events_tevc_captures_swap_and_modify_across_machines(cluster, tmp_path):
+    """One experiment for everything an experiment does at run time, over 3 machines:
+    its timeline (every link's delay doubled at t = 1 s, the cut links' on both of their
+    machines), tevc on a cut link (down, up, delay, a capture), the merged event log, a
+    shell, swap-out and swap-in, and modify of a cut link's delay."""
+    home, _ = cluster
+    spec = tmp_path / "ev.yaml"
+    timeline = "events:\n" + "".join(
+        f"  - {{at: 1, target: l{i}, action: delay, args: [10ms]}}\n" for i in range(5))
+    spec.write_text(CHAIN.format(name="ev") + timeline)
+    wl(home, "create", str(spec), "--cluster")
+    where = json.loads(wl(home, "show", "ev", "--json").stdout)["machine_of"]
+    ends = [("n0", "n1"), ("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n5")]
+    cut = next(f"l{i}" for i, (a, b) in enumerate(ends) if where[a] != where[b])
+    import time
+    time.sleep(1.5)
+    # the timeline: 5 links of 10 ms and the LAN's 2 ms, each way
+    assert 104.0 <= _rtt_min(home, "ev", "n0", "h1") < 112.0
+    # tevc on a cut link: down, then up, then 20 ms (its two directions on two machines)
+    p = wl(home, "tevc", "-w", "ev", "now", cut, "down")
+    assert "ok" in p.stdout, p.stdout
+    lost = wl(home, "exec", "ev", "n0", "--", "ping", "-c", "3", "-i", "0.2", "-W", "1",
+              "h1", check=False)
+    assert "100% packet loss" in lost.stdout, lost.stdout
+    wl(home, "tevc", "-w", "ev", "now", cut, "up")
+    wl(home, "tevc", "-w", "ev", "now", cut, "delay", "20ms")
+    wl(home, "tevc", "-w", "ev", "now", cut, "trace", "start")
+    assert 124.0 <= _rtt_min(home, "ev", "n0", "h1") < 132.0
+    wl(home, "tevc", "-w", "ev", "now", cut, "trace", "stop")
+    # each direction is captured where it is shaped: one file on each of two machines
+    pcaps = sorted(home.glob(f"machines/m*/exps/ev/traces/{cut}-*.pcap"))
+    assert len({p.parts[-5] for p in pcaps}) == 2, pcaps
+    assert all(p.stat().st_size > 24 for p in pcaps), pcaps     # frames after the header
+    # the event log of every machine, merged: the cut link's events on both machines
+    log = json.loads(wl(home, "events", "ev", "--json").stdout)
+    downs = {e["machine"] for e in log if e["target"] == cut and e["action"] == "down"}
+    assert len(downs) == 2 and all(e["outcome"] == "ok" for e in log), log
+    # a shell on a node of another machine (the local cluster's are this host's)
+    shell = subprocess.run([sys.executable, "-m", "wanlab.cli", "shell", "ev", "h1"],
+                           input="hostname\n", capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT,
+                                "SHELL": "/bin/sh"})
+    assert shell.stdout.split() == ["h1"], (shell.stdout, shell.stderr)
+    # swap-out and in: every part, on its machine; the timeline plays again
+    wl(home, "swapout", "ev")
+    assert re.search(r"^ev\s+\w+\s+swapped", wl(home, "list").stdout, re.M)
+    wl(home, "swapin", "ev")
+    time.sleep(1.5)
+    assert 104.0 <= _rtt_min(home, "ev", "n0", "h1") < 112.0
+    # modify: the cut link at 30 ms (a parameter change, in place on both machines; the
+    # other links keep the 10 ms the timeline gave them)
+    text = CHAIN.format(name="ev")
+    line = next(x for x in text.splitlines() if f"name: {cut}," in x)
+    spec.write_text(text.replace(line, line.replace("delay: 5ms", "delay: 30ms")))
+    wl(home, "modify", "ev", str(spec))
+    assert 144.0 <= _rtt_min(home, "ev", "n0", "h1") < 152.0
+    wl(home, "terminate", "ev")
+
+
 def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,
                                                                               tmp_path):
     """Last in this file: it kills one machine of the module's cluster."""

@@ -154,18 +154,24 @@ def cmd_compare(lab, a) -> int:
 
 
 def cmd_swapin(lab, a) -> int:
+    if cluster_commands.owns(lab, a.name):
+        return cluster_commands.swapin(lab, a.name)
     row = lab.swapin(a.name, repair=a.repair, fresh=a.fresh)
     print(f"{row.name}: {row.state}")
     return 0
 
 
 def cmd_swapout(lab, a) -> int:
+    if cluster_commands.owns(lab, a.name):
+        return cluster_commands.swapout(lab, a.name)
     row = lab.swapout(a.name)
     print(f"{row.name}: {row.state}")
     return 0
 
 
 def cmd_modify(lab, a) -> int:
+    if cluster_commands.owns(lab, a.name):
+        return cluster_commands.modify(lab, a.name, _load(a.file))
     row = lab.modify(a.name, _load(a.file))
     print(f"{row.name}: {row.state} (modified)")
     return 0
@@ -318,13 +324,18 @@ def cmd_exec(lab, a) -> int:
 def cmd_shell(lab, a) -> int:
     shell = os.environ.get("SHELL", "/bin/bash")
     # a node with an image may lack the user's shell: then bash, then sh
-    return lab.exec(a.name, a.node, ["sh", "-c", '[ -x "$0" ] && exec "$0"; '
-                                     '[ -x /bin/bash ] && exec /bin/bash; exec /bin/sh',
-                                     shell]).returncode
+    argv = ["sh", "-c", '[ -x "$0" ] && exec "$0"; [ -x /bin/bash ] && exec /bin/bash; '
+            'exec /bin/sh', shell]
+    if cluster_commands.owns(lab, a.name):
+        return cluster_commands.shell(lab, a.name, a.node, argv)
+    return lab.exec(a.name, a.node, argv).returncode
 
 
 def cmd_tevc(lab, a) -> int:
-    r = lab.tevc(a.name, a.time, a.object, a.event, a.args, wait=a.w)
+    if cluster_commands.owns(lab, a.name):
+        r = cluster_commands.tevc(lab, a.name, a.time, a.object, a.event, a.args, a.w)
+    else:
+        r = lab.tevc(a.name, a.time, a.object, a.event, a.args, wait=a.w)
     if a.w:
         late = r.get("lateness_s")
         print(f"{a.object} {a.event}: {r.get('outcome')} ({r.get('detail')}); "
@@ -350,7 +361,8 @@ def cmd_events(lab, a) -> int:
         for e in lab.follow(a.name):
             print(json.dumps(e) if a.json else _event_line(e), flush=True)
         return 0
-    log = lab.event_log(a.name)
+    log = (cluster_commands.event_log(lab, a.name) if cluster_commands.owns(lab, a.name)
+           else lab.event_log(a.name))
     if a.json:
         print(json.dumps(log, indent=2))
         return 0
@@ -360,7 +372,8 @@ def cmd_events(lab, a) -> int:
 
 
 def cmd_flows(lab, a) -> int:
-    flows = lab.flows(a.name)
+    flows = (cluster_commands.flows(lab, a.name) if cluster_commands.owns(lab, a.name)
+             else lab.flows(a.name))
     if a.json:
         print(json.dumps(flows, indent=2))
         return 0

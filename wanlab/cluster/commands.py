@@ -101,6 +101,49 @@ def exec_(lab, name: str, node: str, argv: list[str]) -> int:
     return rc
 
 
+def tevc(lab, name: str, time_spec: str, target: str, action: str, args: list[str],
+         wait: bool) -> dict:
+    from wanlab.cluster import experiment
+    return experiment.tevc(lab.store, name, time_spec, target, action, args, wait)
+
+
+def swapout(lab, name: str) -> int:
+    from wanlab.cluster import experiment
+    experiment.swapout(lab.store, name)
+    return 0
+
+
+def swapin(lab, name: str) -> int:
+    from wanlab.cluster import experiment
+    experiment.swapin(lab.store, name)
+    return 0
+
+
+def modify(lab, name: str, new) -> int:
+    from wanlab.cluster import experiment
+    experiment.modify(lab.store, name, new)
+    return 0
+
+
+def event_log(lab, name: str) -> list[dict]:
+    from wanlab.cluster import experiment
+    return experiment.event_log(lab.store, name)
+
+
+def flows(lab, name: str) -> list[dict]:
+    from wanlab.cluster import experiment
+    return experiment.flows(lab.store, name)
+
+
+def shell(lab, name: str, node: str, argv: list[str]) -> int:
+    """A shell in a node of a cluster experiment (on the local test cluster, from here)."""
+    import subprocess
+
+    from wanlab.cluster import experiment
+    return subprocess.run(experiment.node_argv(lab.store, name, node, argv),
+                          check=False).returncode
+
+
 def register(add) -> None:
     sp = add("cluster", cmd_cluster, "the cluster experiments are placed on: wanlab cluster "
              "up --local N | status | down")

@@ -16,8 +16,13 @@ made), so ``terminate`` and ``cleanup`` reach exactly those.
 With dynamic routing each machine runs FRR in its own nodes (never in the stubs), with
 every node's loopback fixed to the whole plan's, so OSPF meets across the tunnels.
 
+Events (the timeline and ``tevc``) go to the machines that own their objects
+(:mod:`wanlab.cluster.events`), and every part's clock starts at one moment, so t = 0 is
+the same everywhere. ``swapout``, ``swapin`` and ``modify`` (parameters only) act on every
+part through its machine's life cycle.
+
 Not yet across machines (refused or warned, by name): BGP, simulated nodes, traffic
-agents and timeline events whose objects span machines.
+agents whose two ends are on different machines.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wanlab.cluster import agent as agents
-from wanlab.cluster import connect, local
+from wanlab.cluster import connect, events, local
 from wanlab.cluster.info import ClusterInfo
 from wanlab.errors import WanlabError
 from wanlab.model.ir import (
@@ -181,10 +186,19 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
             agents=agents_, events=(), timelines=(), groups=(),
             rtproto=exp.rtproto if dynamic else "manual", warnings=())
         parts[m] = (part, {"tunnels": tunnels, "hosts": plan.hosts, "machine": m})
-    if exp.events or exp.timelines:
-        warnings.append("timeline events are not played on cluster experiments yet")
+    # each part plays its share of the timeline (a cut link's event on both machines)
+    at = events.Where(where, one_way)
     dropped = {a.name for a in exp.agents} - {a.name for p, _ in parts.values()
                                                for a in p.agents}
+    shares = events.split(exp, at, exp.events)
+    tls = events.timelines(exp, at)
+    for m, (part, spec) in parts.items():
+        kinds = part.kinds()
+        mine = tuple(e for e in shares.get(m, []) if e.target in kinds)
+        mine_tl = tuple(dataclasses.replace(t, events=tuple(e for e in t.events
+                                                            if e.target in kinds))
+                        for t in tls.get(m, ()))
+        parts[m] = (dataclasses.replace(part, events=mine, timelines=mine_tl), spec)
     if dropped:
         warnings.append(f"traffic agents across machines are not realised yet: "
                         f"{', '.join(sorted(dropped))}")
@@ -248,9 +262,11 @@ def create(store: Store, exp: Experiment, source_path: str | None,
             for t in spec["tunnels"]:
                 t["ifname"] = _ifname_of_stub(part, pplan, t["stub"], t["link"])
         row = store.add_experiment(exp, source_path)
+        one_way_rec = {f"{a}|{b}": v for (a, b), v in one_way.items()}
         recs = {m: rec.record(store, "part", f"{exp.name}@{m}", experiment=exp.name,
                               machine=m, vnis={t["link"]: t["vni"] for t in spec["tunnels"]},
-                              nodes=[n.name for n in part.nodes if n.kind != "remote"])
+                              nodes=[n.name for n in part.nodes if n.kind != "remote"],
+                              lans=[lan.name for lan in part.lans], one_way=one_way_rec)
                 for m, (part, spec) in parts.items()}
         say(f"placing {exp.name} on {len(parts)} machines: " + ", ".join(
             f"{m} {sum(1 for n in where.values() if n == m)} nodes" for m in sorted(parts))
@@ -265,6 +281,7 @@ def create(store: Store, exp: Experiment, source_path: str | None,
                 for m, f in futs.items():
                     f.result()
                     rec.update(store, recs[m], "created")
+            _start_clocks(handles, exp.name, sorted(parts))
         except BaseException as e:
             say("creating the parts failed; removing them")
             _remove_parts(store, info, exp.name, handles, "cleanup")
@@ -382,3 +399,231 @@ def exec_(store: Store, name: str, node: str, argv: list[str]) -> tuple[int, str
     with connect.session(info):
         return tuple(_get(_handle(store, info, machine).run_part.remote(
             "exec", name, [node, *argv])))
+
+
+# -- the clock, events and the life cycle of a placed experiment ------------------------
+CLOCK_LEAD_S = 1.0      # every part's clock starts this long after the controller asks
+
+
+def _start_clocks(handles: dict[str, Any], name: str, machines: list[str]) -> None:
+    """t = 0 on every machine at one moment (wall clock: the machines' clocks are assumed
+    synchronised, as they are on the local test cluster, which shares this host's)."""
+    import time
+    at = time.time() + CLOCK_LEAD_S
+    _each(handles, machines, "go", name, at)
+
+
+def _each(handles: dict[str, Any], machines: list[str], op: str, name: str,
+          *args: Any) -> dict[str, Any]:
+    """``op`` on every machine's part at once; their answers by machine (the first
+    machine's error is raised once every call is over)."""
+    with ThreadPoolExecutor(max(1, len(machines))) as pool:
+        futs = {m: pool.submit(_get, handles[m].run_part.remote(op, name, *args))
+                for m in machines}
+        out, errors = {}, []
+        for m, f in futs.items():
+            try:
+                out[m] = f.result()
+            except Exception as e:      # noqa: BLE001 - said with its machine below
+                errors.append(f"machine {m}: {e}")
+    if errors:
+        raise WanlabError(f"{name}: " + "; ".join(errors))
+    return out
+
+
+def where_of(store: Store, name: str) -> events.Where:
+    """Where the parts of ``name`` are, from their records."""
+    machine_of: dict[str, str] = {}
+    one_way: dict[tuple[str, str], float] = {}
+    for r in parts_of(store, name):
+        m = r.detail["machine"]
+        machine_of.update({n: m for n in r.detail["nodes"]})
+        machine_of.update({f"lan:{x}": m for x in r.detail.get("lans", [])})
+        for k, v in r.detail.get("one_way", {}).items():
+            a, b = k.split("|")
+            one_way[(a, b)] = v
+    return events.Where(machine_of, one_way)
+
+
+def _handles(store: Store, info: ClusterInfo) -> dict[str, Any]:
+    return {m.name: agents.agent(info, m, agents.machine_home(store.home, m.name))
+            for m in info.machines}
+
+
+def _machines(store: Store, name: str) -> list[str]:
+    return sorted({r.detail["machine"] for r in parts_of(store, name)})
+
+
+def tevc(store: Store, name: str, time_spec: str, target: str, action: str,
+         args: list[str] | None = None, wait: bool = False) -> dict[str, Any]:
+    """Emulab's tevc on a cluster experiment: the event typed against the whole
+    experiment, then sent to the machine(s) that own its object, translated for each
+    (:func:`wanlab.cluster.events.for_machine`). Returns the replies merged as
+    :meth:`wanlab.lifecycle.Lab.tevc` returns them, with ``machines``."""
+    from wanlab.frontends.normalize import event
+    row = store.get(name)
+    if row.state != "active":
+        raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+    exp = row.ir
+    kinds = exp.kinds()
+    if target not in kinds:
+        raise WanlabError(f"no object named {target!r} in experiment {name!r}")
+    group = next((g for g in exp.groups if g.name == target), None)
+    members = group.members if group is not None else (target,)
+    if not members:
+        raise WanlabError(f"event group {target!r} has no members")
+    at = where_of(store, name)
+    sends: list[tuple[str, Any]] = []
+    for member in members:
+        ev = event(exp, 0.0, member, action, list(args or []), kinds=kinds)
+        for m in events.owners(exp, at, member):
+            mine = events.for_machine(exp, at, ev, m)
+            if mine is not None:
+                sends.append((m, mine))
+    if not sends:
+        raise WanlabError(f"{target} {action}: nothing to do on any machine")
+    info = _cluster(store)
+    with connect.session(info):
+        handles = _handles(store, info)
+        with ThreadPoolExecutor(len(sends)) as pool:
+            futs = [(m, pool.submit(_get, handles[m].run_part.remote(
+                "event", name, time_spec, ev.to_json(), wait))) for m, ev in sends]
+            replies = [(m, f.result()) for m, f in futs]
+    if len(replies) == 1:
+        return {**replies[0][1], "machines": [replies[0][0]]}
+    rs = [r for _, r in replies]
+    return {"ok": all(r.get("ok") for r in rs),
+            "scheduled_s": min((r.get("scheduled_s", 0.0) for r in rs), default=0.0),
+            "outcome": "ok" if all(r.get("outcome", "ok") == "ok" for r in rs) else "error",
+            "detail": "; ".join(f"{m}: {r.get('detail', 'scheduled')}" for m, r in replies),
+            "t": max((r.get("t") or 0.0 for r in rs), default=0.0),
+            "lateness_s": max((r["lateness_s"] for r in rs
+                               if r.get("lateness_s") is not None), default=None),
+            "machines": [m for m, _ in replies], "replies": rs}
+
+
+def event_log(store: Store, name: str) -> list[dict[str, Any]]:
+    """Every part's event log, each entry naming its machine, in time order."""
+    return _merged(store, name, "events", lambda e: (e.get("scheduled_s") or 0.0,
+                                                      e.get("fired_s") or 0.0))
+
+
+def flows(store: Store, name: str) -> list[dict[str, Any]]:
+    """Every part's flows, each naming its machine."""
+    return _merged(store, name, "flows", lambda f: f.get("started_s") or 0.0)
+
+
+def _merged(store: Store, name: str, op: str, key) -> list[dict[str, Any]]:
+    info = _cluster(store)
+    store.get(name)
+    with connect.session(info):
+        got = _each(_handles(store, info), _machines(store, name), op, name)
+    return sorted(({**e, "machine": m} for m, rows in got.items() for e in rows), key=key)
+
+
+def swapout(store: Store, name: str, say=print) -> None:
+    """Swap every part out on its machine (each keeps its own state: its nodes' writable
+    layers, its event log, its flows); the experiment becomes ``swapped``."""
+    row = store.get(name)
+    if row.state not in ("active", "degraded"):
+        raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+    info = _cluster(store)
+    store.set_state(row.id, "swapping-out", "swap-out")
+    try:
+        with connect.session(info):
+            _each(_handles(store, info), _machines(store, name), "swapout", name)
+    except WanlabError as e:
+        store.set_state(row.id, "degraded", "swap-out failed", error=str(e))
+        raise
+    store.set_state(row.id, "swapped", "swapped out on the cluster")
+    say(f"{name}: swapped out on {len(_machines(store, name))} machines")
+
+
+def swapin(store: Store, name: str, say=print) -> None:
+    """Swap every part in again on the machine that held it, then start their clocks
+    together. If one machine fails, the parts built are swapped out again."""
+    row = store.get(name)
+    if row.state != "swapped":
+        raise WanlabError(f"experiment {name!r} is {row.state}; only swapped cluster "
+                          f"experiments can be swapped in")
+    info = _cluster(store)
+    machines = _machines(store, name)
+    store.set_state(row.id, "activating", "swap-in")
+    with connect.session(info):
+        handles = _handles(store, info)
+        try:
+            _each(handles, machines, "swapin", name)
+            _start_clocks(handles, name, machines)
+        except WanlabError as e:
+            say(f"swap-in failed ({e}); swapping the parts out again")
+            for m in machines:
+                try:
+                    _get(handles[m].run_part.remote("swapout", name))
+                except WanlabError:
+                    pass        # a part that never came in
+            store.set_state(row.id, "swapped", "swap-in failed", error=str(e))
+            raise
+    store.set_state(row.id, "active", "swapped in on the cluster")
+    say(f"{name}: active on {len(machines)} machines")
+
+
+def _shape(exp: Experiment) -> tuple:
+    """What placement depends on: nodes, the ends of links, LAN members, routing."""
+    return (sorted(n.name for n in exp.nodes), sorted((x.name, x.a, x.b) for x in exp.links),
+            sorted((x.name, tuple(sorted(m.node for m in x.members))) for x in exp.lans),
+            exp.rtproto)
+
+
+def modify(store: Store, name: str, new: Experiment, say=print) -> None:
+    """A new description for a cluster experiment whose nodes, links and LANs stay as
+    placed: parameters of links and LANs (a cut link's shaped on its sending machine,
+    less the path), programs, agents and the timeline. Each part is modified by its
+    machine's life cycle (active: in place)."""
+    row = store.get(name)
+    new = dataclasses.replace(new, name=name)
+    validate(new)
+    _refuse_unsupported(new)
+    if _shape(new) != _shape(row.ir):
+        raise WanlabError(f"modify of cluster experiment {name}: it can change parameters "
+                          f"of links and LANs, programs and events, not nodes, the ends of "
+                          f"links or LAN members (they decide the placement); terminate it "
+                          f"and create it again")
+    info = _cluster(store)
+    at = where_of(store, name)
+    plan = make_plan(new, "0000")
+    vnis = {k: v for r in parts_of(store, name) for k, v in r.detail.get("vnis", {}).items()}
+    addresses = {m.name: m.address for m in info.machines}
+    parts = split(new, plan, at.machine_of, at.one_way, vnis, addresses)
+    for w in next(iter(parts.values()))[1]["warnings"] if parts else []:
+        say(f"warning: {w}")
+    with connect.session(info):
+        handles = _handles(store, info)
+        with ThreadPoolExecutor(len(parts)) as pool:
+            futs = {m: pool.submit(_get, handles[m].run_part.remote(
+                "modify", name, part.to_json())) for m, (part, _) in parts.items()}
+            errors = []
+            for m, f in futs.items():
+                try:
+                    f.result()
+                except WanlabError as e:
+                    errors.append(f"machine {m}: {e}")
+    if errors:
+        raise WanlabError(f"modify of {name}: " + "; ".join(errors))
+    store.set_ir(row.id, new)
+    say(f"{name}: modified on {len(parts)} machines")
+
+
+def node_argv(store: Store, name: str, node: str, argv: list[str]) -> list[str]:
+    """An argv that runs ``argv`` in ``node`` from this host: only on the local test
+    cluster, whose machines' namespaces are this host's (``wanlab shell``)."""
+    info = _cluster(store)
+    machine = _machine_of(store, name).get(node)
+    if machine is None:
+        raise WanlabError(f"{name} has no node {node!r}")
+    if not info.local:
+        raise WanlabError(f"node {node} runs on machine {machine}: a shell there needs a "
+                          f"login on that machine; 'wanlab exec {name} {node} -- CMD' runs "
+                          f"commands through its agent")
+    with connect.session(info):
+        return list(_get(_handle(store, info, machine).run_part.remote(
+            "node_argv", name, node, argv)))

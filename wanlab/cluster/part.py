@@ -14,6 +14,11 @@ cycle, with two extra swap-in stages:
 
 The controller writes what these stages need (tunnels and hosts) to
 ``<home>/cluster-parts/<name>.json`` through :func:`operate` before the part is created.
+
+A part's swap-in ends without starting its clock: the controller starts every part's
+clock at one moment once all of them are built (``go``), so t = 0 is the same on every
+machine and each part plays its share of the timeline on it. Events from ``tevc`` arrive
+typed (``event``), already translated for this machine by :mod:`wanlab.cluster.events`.
 """
 
 from __future__ import annotations
@@ -21,17 +26,21 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from typing import Any
 
 from wanlab.backends.emulate import resources, stages
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
-from wanlab.model.ir import Experiment
+from wanlab.model.ir import Event, Experiment
 from wanlab.model.names import check_experiment_name
+from wanlab.run import scheduler
+from wanlab.run.client import EventClient
 from wanlab.store.db import Store, make_private_dir
 
 VXLAN_PORT = 4789
 TUNNEL_MTU = 1500
+SCHEDULER_WAIT_S = 60.0     # its interpreter's start-up, on a loaded machine
 
 
 def spec_path(store: Store, name: str) -> str:
@@ -86,10 +95,13 @@ def _is_stub(exp: Experiment, node: str) -> bool:
 
 
 class PartLab(Lab):
-    """The life cycle with the cluster's two stages."""
+    """The life cycle with the cluster's two stages, and no clock: the controller starts
+    the clocks of every part at once (:func:`operate` ``go``)."""
 
     def stages(self) -> tuple[stages.Stage, ...]:
-        base = super().stages()
+        base = tuple(s if s.name != "clock" else stages.Stage("scheduler-ready", _ready,
+                                                             stages.keep)
+                     for s in super().stages())
         base = stages.insert_after(base, "addresses", stages.Stage("tunnels", _tunnels))
         return stages.insert_after(base, "routes", stages.Stage("cluster-hosts", _hosts,
                                                                 stages.keep))
@@ -125,11 +137,49 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
             return p.returncode, p.stdout, p.stderr
         if op == "show":
             return lab.show(name)
+        if op == "go":
+            (at_wall,) = args
+            return _go(lab, name, at_wall)
+        if op == "event":
+            time_spec, ev, wait = args
+            lab._need_active(lab.store.get(name))
+            with EventClient(lab.store.folder(name)) as c:
+                return c.event(time_spec, Event.from_json(ev), wait)
+        if op == "events":
+            return lab.event_log(name)
+        if op == "flows":
+            return lab.flows(name)
+        if op == "swapout":
+            return lab.swapout(name).state
+        if op == "swapin":
+            return lab.swapin(name).state
+        if op == "modify":
+            (ir,) = args
+            return lab.modify(name, Experiment.from_json(ir)).state
+        if op == "node_argv":
+            (node, argv) = args
+            return lab.node_argv(name, node, argv)
         if op == "health":
             return lab.health(name).broken
         raise WanlabError(f"no part operation {op!r}")
     finally:
         lab.close()
+
+
+def _ready(b: stages.Build) -> None:
+    """The part's scheduler answers (its clock waits for the controller's ``go``)."""
+    with EventClient(b.folder, wait_s=SCHEDULER_WAIT_S) as c:
+        c.request({"cmd": "status"})
+
+
+def _go(lab: PartLab, name: str, at_wall: float) -> float:
+    """Start the part's clock at wall-clock time ``at_wall`` (the same moment on every
+    machine); returns its t0."""
+    row = lab.store.get(name)
+    left = at_wall - time.time()
+    if left > 0:
+        time.sleep(left)
+    return scheduler.go(lab.store.folder(row.name))
 
 
 def args_node(argv: list[str]) -> str:
