@@ -4,6 +4,9 @@
 PYTHON ?= python3
 APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux frr traceroute \
 	chromium chromium-driver mmdebstrap
+# without their recommends: wireguard-tools recommends a kernel image (WireGuard runs here as
+# wireguard-go, in user space; docs/edge.md)
+APT_BARE = nftables wireguard-tools wireguard-go
 PY := $(shell command -v $(PYTHON))
 
 .PHONY: install deps engine python web demo test lint test-engine test-python validate bench-swap bench-sim clean
@@ -15,6 +18,12 @@ deps:
 	if [ -n "$$missing" ]; then \
 		echo "installing apt packages:" $$missing; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+	@missing=$$(for p in $(APT_BARE); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing apt packages:" $$missing; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends $$missing; \
 	fi
 
 engine:

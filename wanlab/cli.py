@@ -276,6 +276,15 @@ def cmd_show(lab, a) -> int:
     for l in info["lans"]:
         print(f"  {l['name']}: {' '.join(l['members'])}  [{_bw(l['bandwidth_bps'])}, "
               f"{l['delay_s'] * 1000:g} ms, loss {l['loss']:g}]")
+    edge = info.get("edge")
+    if edge:
+        print(f"edge: gateway {edge['gateway']} on {edge['lan']}, reached from outside at "
+              f"{edge['address']} (uplink {edge['uplink']}); egress: "
+              f"{' '.join(edge['egress']) or 'none'}")
+        for f in edge["forwards"]:
+            print(f"  forward {f}")
+        if edge.get("wireguard"):
+            print(f"  wireguard {edge['wireguard']}")
     agents = info.get("stats", {}).get("agents") or {}
     if agents:
         print("simulated agents:")

@@ -41,6 +41,7 @@ from typing import Any
 from wanlab import interrupts
 from wanlab.backends.emulate import (
     cgroups,
+    egress,
     engine,
     health,
     images,
@@ -446,7 +447,8 @@ class Lab:
                 "stats": {k: v for k, v in links.items()
                           if k in ("links", "lans", "routers", "hosts", "agents", "realtime")},
                 "history": [{"at": t, "from": a, "to": b, "reason": r}
-                            for t, a, b, r in self.store.transitions(row.id)]}
+                            for t, a, b, r in self.store.transitions(row.id)],
+                "edge": egress.describe(row.ir, row.short, self.store.folder(name))}
 
     # -- events -------------------------------------------------------------------
     def tevc(self, name: str, time_spec: str, target: str, action: str,

@@ -33,6 +33,7 @@ from dataclasses import replace
 from typing import Any, Iterable, Mapping
 
 from wanlab.errors import SpecError
+from wanlab.frontends import edge as edge_spec
 from wanlab.frontends import matrix as lan_matrix
 from wanlab.frontends import normalize, units
 from wanlab.model import ir
@@ -128,6 +129,7 @@ class ExperimentBuilder:
         self._events: list[tuple[float, str, str, tuple[str, ...], ir.Source]] = []
         self._warnings: list[str] = []
         self._counters: dict[str, int] = {}
+        self._edge = edge_spec.EdgeSpec()
 
     # -- template parameters and the swap policy ------------------------------
     def parameter(self, name: str, default: Any, description: str = "") -> str:
@@ -223,7 +225,7 @@ class ExperimentBuilder:
              image: str | None = None, tarfiles: Any = (), packages: Any = (),
              external: str | None = None, cpu: Any = None, memory: Any = None,
              pids: Any = None, cpus: Any = None, cpu_weight: Any = None,
-             source: ir.Source | None = None) -> str:
+             egress: Any = False, source: ir.Source | None = None) -> str:
         """Declare a node; returns its name. ``image``: its own root file system (a
         ``wanlab image``; ``os`` maps an Emulab OS name to one); ``tarfiles``: pairs
         (folder in its root, tarball) unpacked there; ``packages``: Debian packages (or
@@ -233,7 +235,9 @@ class ExperimentBuilder:
         Resources (docs/resources.md): ``cpu`` a CPU time limit in cores (0.25), ``memory``
         a memory limit (``"64MB"``, binary prefixes), ``pids`` the most processes at once,
         ``cpus`` the CPUs it is pinned to (``"0"``, ``"0-1"``), ``cpu_weight`` its share
-        against other nodes (1..10000, default 100)."""
+        against other nodes (1..10000, default 100).
+
+        ``egress``: a route out of the experiment through its edge gateway (docs/edge.md)."""
         src = source or _caller_source()
         name = self._name(name, "node")
         if name in self._nodes:
@@ -267,7 +271,40 @@ class ExperimentBuilder:
                                  startcmd=startcmd, routes=[], source=src, image=img,
                                  tarfiles=tuple(tars), packages=tuple(pkgs),
                                  external=_opt_str(external), **res)
+        try:
+            if egress is not None and edge_spec.on(egress, "egress", "egress"):
+                self._nodes[name]["egress"] = True
+        except SpecError as e:
+            raise SpecError(e.message, src.file, src.line, e.field) from None
         return name
+
+    def forward(self, node: str, port: Any, *, proto: Any = "tcp", listen: Any = None,
+                source: ir.Source | None = None) -> None:
+        """An ingress port forward: outside clients reach ``port`` (tcp or udp) of ``node``
+        at port ``listen`` (default: ``port``) of the edge gateway (docs/edge.md)."""
+        src = source or _caller_source()
+        try:
+            f = edge_spec.forward(self._node_ref(node, "node"), port, proto, listen, src)
+        except SpecError as e:
+            raise SpecError(e.message, src.file, src.line, e.field) from None
+        self._edge.forwards.append(f)
+
+    def edge(self, *, gateway: str | None = None, uplink: Mapping[str, Any] | None = None,
+             bandwidth: Any = None, delay: Any = None, loss: Any = None,
+             wireguard: Any = None, source: ir.Source | None = None) -> None:
+        """The edge's settings (docs/edge.md): the gateway's name (default ``edge``), its
+        ``uplink`` (``{"interface", "address", "via"}``; default: a veth into this machine),
+        the shaping of the edge LAN (node to gateway) and a WireGuard endpoint
+        (``wireguard=True`` or a port)."""
+        src = source or _caller_source()
+        doc = {k: v for k, v in (("gateway", gateway), ("uplink", uplink),
+                                 ("bandwidth", bandwidth), ("delay", delay), ("loss", loss),
+                                 ("wireguard", wireguard)) if v is not None}
+        try:
+            edge_spec.settings(self._edge, doc)
+        except SpecError as e:
+            raise SpecError(e.message, src.file, src.line, e.field) from None
+        self._edge.source = src
 
     def route(self, node: str, dst: str, via: str) -> None:
         """A manual route on ``node`` (ns ``$node add-route DST NEXTHOP``)."""
@@ -520,6 +557,7 @@ class ExperimentBuilder:
                             seed=units.parse_int(self.seed, "seed", field="seed"),
                             parameters=tuple(self._parameters.values()), swap=self._swap,
                             warnings=tuple(self._warnings))
+        exp = edge_spec.expand(exp, self._edge)
         kinds = exp.kinds()
         events = tuple(normalize.event(exp, t, target, action, args, src, kinds=kinds)
                        for t, target, action, args, src in self._events)

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from wanlab.errors import SpecError
+from wanlab.frontends import edge as edge_spec
 from wanlab.frontends import matrix as lan_matrix
 from wanlab.frontends import normalize, units
 from wanlab.model import ir
@@ -266,6 +267,12 @@ class _Records:
         lans = [self.lan(o) for o in objs if o["class"] == "Lan"]
         programs = [self.program(o) for o in objs if o["class"] == "Program"]
         agents = [self.agent(o) for o in objs if o["class"] == "Agent"]
+        # the edge's gateway node and LAN join the objects events can target
+        edged = edge_spec.expand(ir.Experiment(name="x", nodes=tuple(nodes), lans=tuple(lans),
+                                               links=tuple(links)),
+                                 self.edge(rec.get("edge") or {},
+                                           [o for o in objs if o["class"] == "Node"]))
+        nodes, lans, edge = list(edged.nodes), list(edged.lans), edged.edge
         # events are typed against the objects declared (their kinds and queues)
         self.exp = ir.Experiment(name="x", nodes=tuple(nodes), links=tuple(links),
                                  lans=tuple(lans), programs=tuple(programs),
@@ -301,8 +308,39 @@ class _Records:
             timelines=tuple(timelines), groups=tuple(groups),
             rtproto=rtproto, ospf_hello_s=int(timers[0]), ospf_dead_s=int(timers[1]),
             warnings=tuple(_coalesce(self.warnings)),
-            source=ir.Source(self.display, None))
+            source=ir.Source(self.display, None), edge=edge)
         return ir.validate(exp)
+
+    def edge(self, ed: dict[str, Any], node_objs: list[dict[str, Any]]) -> edge_spec.EdgeSpec:
+        """``tb-set-edge-*`` and each node's ``tb-set-node-forward`` -> the edge's spec,
+        errors at the line of the command."""
+        spec = edge_spec.EdgeSpec()
+        first = min((v for v in ed.values()), key=lambda v: v[2] or 0, default=None)
+        if first is not None:
+            spec.source = self.src(first[1], first[2])
+        doc: dict[str, Any] = {k: ed[k][0] for k in ("gateway", "delay", "bandwidth", "loss",
+                                                     "wireguard") if k in ed}
+        if "interface" in ed:
+            doc["uplink"] = {k: ed[k][0] for k in ("interface", "address", "via")}
+        cmd = {"gateway": "tb-set-edge-gateway", "uplink": "tb-set-edge-uplink",
+               "wireguard": "tb-set-edge-wireguard"}
+        try:
+            edge_spec.settings(spec, doc)
+        except SpecError as e:
+            key = (e.field or "").split(".")[0]
+            at = ed.get({"uplink": "interface"}.get(key, key)) or first
+            raise self.err(f"{cmd.get(key, 'tb-set-edge-params')}: {e.message}",
+                           at[1] if at else None, at[2] if at else None) from None
+        for o in node_objs:
+            for i in range(int(self.val(o, "nforwards", 0))):
+                a = o["attrs"][f"forward,{i},port"]
+                try:
+                    spec.forwards.append(edge_spec.forward(
+                        self.names[o["h"]], a[0], self.val(o, f"forward,{i},proto", "tcp"),
+                        self.val(o, f"forward,{i},listen"), self.src(a[1], a[2])))
+                except SpecError as e:
+                    raise self.err(f"tb-set-node-forward: {e.message}", a[1], a[2]) from None
+        return spec
 
     def swap(self, sw: dict[str, Any]) -> ir.SwapPolicy:
         """tb-set-idleswap / tb-set-maxduration / tb-set-noidleswap -> the swap policy."""
@@ -393,8 +431,17 @@ class _Records:
                        os=os_name, hardware=self.val(o, "hardware"),
                        startcmd=self.val(o, "startcmd"), routes=tuple(routes),
                        fixed=self.val(o, "fixed"), source=src, image=image,
-                       tarfiles=tarfiles, packages=packages,
+                       tarfiles=tarfiles, packages=packages, egress=self.egress(o),
                        **self.resources(o))
+
+    def egress(self, o: dict[str, Any]) -> bool:
+        a = o["attrs"].get("egress")
+        if a is None:
+            return False
+        try:
+            return edge_spec.on(a[0], "egress", "egress")
+        except SpecError as e:
+            raise self.err(f"tb-set-node-egress: {e.message}", a[1], a[2]) from None
 
     def resources(self, o: dict[str, Any]) -> dict[str, Any]:
         """A node's ``tb-set-node-cpu/-memory/-pids/-cpus/-cpu-weight`` as typed fields,

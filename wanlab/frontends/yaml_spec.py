@@ -330,7 +330,7 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
                     packages=n.get("packages") or (), external=n.get("external"),
                     cpu=n.get("cpu"), memory=n.get("memory"), pids=n.get("pids"),
                     cpus=n.get("cpus"), cpu_weight=n.get("cpu_weight"),
-                    source=at(["nodes", i]))
+                    egress=n.get("egress", False), source=at(["nodes", i]))
         for j, r in enumerate(n.get("routes", [])):
             call(["nodes", i, "routes", j], b.route, node, r["dst"], r["via"])
     for i, l in enumerate(doc.get("links", [])):
@@ -372,6 +372,14 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
                 call(p + ["nodes", j], b.lan_member, name, m["node"],
                      bandwidth=m.get("bandwidth"), delay=m.get("delay"), loss=m.get("loss"),
                      ip=m.get("ip"), to_lan=m.get("to_lan"), from_lan=m.get("from_lan"))
+    if "edge" in doc:
+        e = doc["edge"] or {}
+        call(["edge"], b.edge, gateway=e.get("gateway"), uplink=e.get("uplink"),
+             bandwidth=e.get("bandwidth"), delay=e.get("delay"), loss=e.get("loss"),
+             wireguard=e.get("wireguard"), source=at(["edge"]))
+    for i, f in enumerate(doc.get("forwards") or []):
+        call(["forwards", i], b.forward, f["node"], f["port"], proto=f.get("proto", "tcp"),
+             listen=f.get("listen"), source=at(["forwards", i]))
     for i, pr in enumerate(doc.get("programs", [])):
         call(["programs", i], b.program, pr["node"], pr["command"], name=pr.get("name"),
              dir=pr.get("dir"), timeout=pr.get("timeout"),

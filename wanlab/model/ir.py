@@ -156,6 +156,8 @@ class Node:
     cpu_weight: int | None = None       # its share against other nodes, 1..10000 (100)
     memory_bytes: int | None = None     # memory limit; beyond it the kernel OOM-kills
     pids: int | None = None             # most processes and threads at once
+    # a route out of the experiment through its edge gateway (docs/edge.md)
+    egress: bool = False
 
 
 @dataclass(frozen=True)
@@ -433,6 +435,39 @@ class SwapPolicy:
     no_idle_reason: str | None = None
 
 
+FORWARD_PROTOS = ("tcp", "udp")
+
+
+@dataclass(frozen=True)
+class Forward:
+    """An ingress port forward: connections to port ``listen`` of the edge gateway's
+    uplink address reach ``port`` of ``node`` (docs/edge.md)."""
+
+    node: str
+    port: int
+    proto: str = "tcp"
+    listen: int = 0             # the gateway's port; the front ends set it (default: port)
+    source: Source = field(default_factory=Source)
+
+
+@dataclass(frozen=True)
+class Edge:
+    """The experiment's edge (docs/edge.md): a gateway node on a LAN with the nodes that
+    have ``egress`` or a forward; the front ends add both to the IR
+    (:mod:`wanlab.frontends.edge`), so the LAN is an ordinary shaped LAN. ``interface``:
+    a host interface moved into the gateway as its way out, with ``address`` (CIDR) and
+    the next hop ``via``; None: a veth into this machine's own network."""
+
+    gateway: str
+    lan: str
+    interface: str | None = None
+    address: str | None = None
+    via: str | None = None
+    forwards: tuple[Forward, ...] = ()
+    wireguard_port: int = 0             # 0: no WireGuard endpoint
+    source: Source = field(default_factory=Source)
+
+
 @dataclass(frozen=True)
 class Experiment:
     """A whole experiment description."""
@@ -456,6 +491,7 @@ class Experiment:
     swap: SwapPolicy = field(default_factory=SwapPolicy)
     warnings: tuple[str, ...] = ()
     source: Source = field(default_factory=Source)
+    edge: Edge | None = None            # egress, port forwards, WireGuard (docs/edge.md)
 
     # -- lookups -----------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -547,6 +583,11 @@ class Experiment:
                    parameters=tuple(Parameter(**x) for x in d.get("parameters", ())),
                    swap=SwapPolicy(**(d.get("swap") or {})),
                    source=src(d.get("source")))
+        if d.get("edge"):
+            e = d["edge"]
+            top["edge"] = Edge(**{**e, "forwards": tuple(
+                Forward(**{**f, "source": src(f.get("source"))}) for f in e.get("forwards", ())),
+                "source": src(e.get("source"))})
         return Experiment(**top)
 
     def parameter_values(self) -> dict[str, str]:
@@ -683,6 +724,86 @@ def _check_unique_addresses(exp: Experiment) -> None:
             raise _err(f"address {ip} of {who} is already the address of {first}{at}", src,
                        where)
         used[ip] = (who, src)
+
+
+def _check_edge(exp: Experiment) -> None:
+    """Egress and forwards: on emulated nodes, with static or manual routing; ports in
+    range; the gateway and its LAN as the front ends made them; the uplink well formed."""
+    e = exp.edge
+    for n in exp.nodes:
+        if n.egress and n.kind != "emulated":
+            raise _err(f"node {n.name}: only an emulated node can have egress (it is "
+                       f"{n.kind})", n.source, f"nodes.{n.name}.egress")
+        if n.egress and e is None:
+            raise _err(f"node {n.name} has egress but the experiment has no edge",
+                       n.source, f"nodes.{n.name}.egress")
+    if e is None:
+        return
+    kinds = {n.name: n.kind for n in exp.nodes}
+    if kinds.get(e.gateway) != "emulated":
+        raise _err(f"edge gateway {e.gateway!r} is not an emulated node", e.source,
+                   "edge.gateway")
+    lan = next((l for l in exp.lans if l.name == e.lan), None)
+    if lan is None or e.gateway not in {m.node for m in lan.members}:
+        raise _err(f"edge LAN {e.lan!r} is not a LAN holding the gateway {e.gateway!r}",
+                   e.source, "edge.lan")
+    if exp.rtproto not in ("static", "manual"):
+        raise _err(f"egress and forwards need routing static or manual (the gateway's "
+                   f"routes are wanlab's own), not {exp.rtproto}", e.source, "edge")
+    on_lan = {m.node for m in lan.members}
+    seen: dict[tuple[int, str], str] = {}
+    for i, f in enumerate(e.forwards):
+        where = f"forwards[{i}]"
+        if f.node not in kinds:
+            raise _err(f"forward to unknown node {f.node!r}", f.source, where + ".node")
+        if kinds[f.node] != "emulated" or f.node == e.gateway:
+            raise _err(f"forward to node {f.node!r}: only an emulated node of the "
+                       f"experiment can receive one", f.source, where + ".node")
+        if f.node not in on_lan:
+            raise _err(f"forward to node {f.node!r}: it is not on the edge LAN {e.lan}",
+                       f.source, where + ".node")
+        if f.proto not in FORWARD_PROTOS:
+            raise _err(f"protocol {f.proto!r} unknown; supported are tcp, udp", f.source,
+                       where + ".proto")
+        for k in ("port", "listen"):
+            v = getattr(f, k)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 65535:
+                raise _err(f"{k} {v!r} is not a port number (1..65535)", f.source,
+                           f"{where}.{k}")
+        if (f.listen, f.proto) in seen:
+            raise _err(f"{f.proto} port {f.listen} is already forwarded to "
+                       f"{seen[(f.listen, f.proto)]}", f.source, where + ".listen")
+        seen[(f.listen, f.proto)] = f.node
+    if not isinstance(e.wireguard_port, int) or not 0 <= e.wireguard_port <= 65535:
+        raise _err(f"WireGuard port {e.wireguard_port!r} is not a port number (1..65535)",
+                   e.source, "edge.wireguard")
+    if e.interface is None:
+        if e.address is not None or e.via is not None:
+            raise _err("an uplink address and next hop go with an uplink interface",
+                       e.source, "edge.uplink")
+        return
+    if not IFNAME_RE.match(e.interface) or e.interface in (".", ".."):
+        raise _err(f"{e.interface!r} is not a network interface name", e.source,
+                   "edge.uplink.interface")
+    if any(n.external == e.interface for n in exp.nodes):
+        raise _err(f"interface {e.interface!r} is already bridged into a node", e.source,
+                   "edge.uplink.interface")
+    try:
+        net = ipaddress.IPv4Interface(e.address or "")
+    except ValueError:
+        raise _err(f"uplink address {e.address!r} is not an IPv4 address with a prefix "
+                   f"length (e.g. 198.51.100.2/24)", e.source, "edge.uplink.address") from None
+    if "/" not in (e.address or "") or net.network.prefixlen > 30:
+        raise _err(f"uplink address {e.address!r} needs a prefix length of at most 30",
+                   e.source, "edge.uplink.address")
+    try:
+        via = ipaddress.IPv4Address(e.via or "")
+    except ValueError:
+        raise _err(f"uplink next hop {e.via!r} is not an IPv4 address", e.source,
+                   "edge.uplink.via") from None
+    if via not in net.network or via == net.ip:
+        raise _err(f"uplink next hop {via} is not another address of {net.network}",
+                   e.source, "edge.uplink.via")
 
 
 def check_parameter_name(name: str, src: Source | None = None) -> str:
@@ -864,6 +985,7 @@ def validate(exp: Experiment) -> Experiment:
     if exp.bgp_sessions and exp.rtproto not in ("session", "ospf", "bgp"):
         raise _err("BGP sessions need routing bgp, ospf or session", exp.source, "routing")
     _check_unique_addresses(exp)
+    _check_edge(exp)
     _check_parameters(exp)
     for t in exp.timelines:
         claim(t.name, t.kind, t.source)

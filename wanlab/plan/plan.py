@@ -108,14 +108,28 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     # routes
     # session/ospf: routes come from the nodes' OSPF daemons (wanlab/backends/emulate/frr.py)
     proto = exp.rtproto
+    # the edge LAN (docs/edge.md) carries no experiment traffic: it is left out of the
+    # shortest paths, and each egress node's default route leads to the gateway
+    edge_lan = exp.edge.lan if exp.edge else None
+    egress = {n.name for n in exp.nodes if n.egress}
     if proto == "static":
-        table = shortest_path_routes(
-            list(nodes), {n: (addrs[n][0], atts[n], costs[n]) for n in atts})
+        nets = {n: (addrs[n][0], atts[n], costs[n]) for n in atts if n != edge_lan}
+        table = shortest_path_routes(list(nodes), nets)
+        if egress:      # their default is the gateway's: every experiment prefix explicit
+            full = shortest_path_routes(sorted(egress), nets, compress=False)
+            table.update({n: full[n] for n in egress})
         for name, entries in table.items():
             nodes[name].routes.extend(entries)
     for n in exp.nodes:
         for r in n.routes:
             nodes[n.name].routes.append(_manual_route(n.name, r.dst, r.via, nodes, addrs))
+
+    if exp.edge and egress:
+        gw = next(i for i in nodes[exp.edge.gateway].interfaces if i.network == edge_lan)
+        for n in sorted(egress):
+            mine = next(i for i in nodes[n].interfaces if i.network == edge_lan)
+            if not any(r.dst == "default" for r in nodes[n].routes):
+                nodes[n].routes.append(RouteEntry("default", gw.ip, mine.ifname))
 
     # With dynamic routing every node also gets a loopback address (10.255.0.0/16, in
     # declaration order), advertised by OSPF: a router's name then stays reachable

@@ -13,6 +13,10 @@ Removal goes through those records only, never through a name pattern:
 * ``tap``: a TAP ``ethN`` inside a node's namespace. Nothing of its own: the engine makes
   it persistent, so it outlives the engine and goes with its namespace (the next kind); a
   port removed at run time takes its TAP with it.
+* ``nft``: an experiment's nftables table ``ip wanlab-<short>`` (the edge, docs/edge.md),
+  in the host or in the edge gateway's namespace: ``nft delete table`` of exactly it.
+* ``veth``: the edge gateway's default uplink, a veth whose host end is ``wlx<short>``:
+  deleted (with its peer) if its index is still the recorded one.
 * ``iface``: a host interface moved into a node and bridged there (``wanlab bridge``,
   :mod:`wanlab.backends.emulate.external`): moved back, MTU, state and addresses restored.
   Before ``netns``, whose deletion would destroy a veth still inside.
@@ -39,7 +43,7 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from wanlab.backends.emulate import cgroups, engine, external, netns, procs, rootfs
+from wanlab.backends.emulate import cgroups, egress, engine, external, netns, procs, rootfs
 from wanlab.engine.protocol import Shutdown
 from wanlab.errors import WanlabError
 from wanlab.store.db import Resource, Store
@@ -104,6 +108,7 @@ def _remove_cgroup(r: Resource) -> None:
 
 KINDS = (Kind("scheduler", _remove_scheduler), Kind("process", _remove_process),
          Kind("engine", _remove_engine), Kind("tap", _remove_tap),
+         Kind("nft", egress.remove_table), Kind("veth", egress.remove_veth),
          Kind("iface", external.restore), Kind("netns", _remove_netns),
          Kind("overlay", rootfs.unmount), Kind("cgroup", _remove_cgroup))
 _BY_NAME = {k.name: k for k in KINDS}

@@ -24,6 +24,8 @@ The emulation stages, in swap-in order (:data:`STAGES`):
                   the links, LANs and simulated nodes between them
   ``addresses``   loopback, and each TAP's MAC, MTU and address; up
   ``routes``      static and manual routes, and each node's ``/etc/netns/<ns>/hosts``
+  ``edge``        the edge gateway's uplink and nftables rules (egress, port forwards,
+                  WireGuard; :mod:`wanlab.backends.emulate.egress`)
   ``routing``     FRR daemons in every node, for dynamic routing; waits for convergence
   ``confine``     the holder of each node that runs something: its confinement (state
                   hidden, own /tmp, /run, /dev, host files read-only, fewer capabilities;
@@ -46,6 +48,7 @@ from dataclasses import dataclass, field
 
 from wanlab.backends.emulate import (
     cgroups,
+    egress,
     engine,
     external,
     frr,
@@ -368,6 +371,14 @@ def _externals(b: Build) -> None:
         b.store.update_resource(rid, "created")
 
 
+def _edge(b: Build) -> None:
+    """The edge gateway's uplink and rules (egress, forwards; docs/edge.md), when the
+    gateway is made."""
+    e = b.exp.edge
+    if e is not None and e.gateway in set(b.nodes):
+        egress.build(b.store, b.row, b.exp, b.plan, b.say)
+
+
 def _routing(b: Build) -> None:
     if b.exp.rtproto not in frr.DYNAMIC or not b.swapin:
         return
@@ -408,6 +419,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("addresses", _addresses),
     Stage("routes", _routes),
     Stage("externals", _externals),
+    Stage("edge", _edge),
     Stage("routing", _routing),
     Stage("confine", _confine),
     Stage("startcmds", _startcmds),

@@ -82,7 +82,9 @@ proc ::wl::emit {} {
     }
     set sw [list]
     dict for {k v} $::wl::swap { lappend sw "[json::str $k]:[json::lv $v]" }
-    return "\{\"ok\":true,\"sim\":[json::str $::wl::sim],\"rtproto\":$rt,\"ospf\":\[[join $::wl::ospf ,]\],\"ran\":$::wl::ran,\"unused_params\":[json::strs [dict keys $::wl::tparams]],\"tparams\":\[[join $tds ,]\],\"swap\":\{[join $sw ,]\},\"objects\":\[[join $objs ,\n]\],\"events\":\[[join $evs ,\n]\],\"warnings\":\[[join $ws ,\n]\]\}"
+    set ed [list]
+    dict for {k v} $::wl::edge { lappend ed "[json::str $k]:[json::lv $v]" }
+    return "\{\"ok\":true,\"sim\":[json::str $::wl::sim],\"rtproto\":$rt,\"ospf\":\[[join $::wl::ospf ,]\],\"ran\":$::wl::ran,\"unused_params\":[json::strs [dict keys $::wl::tparams]],\"tparams\":\[[join $tds ,]\],\"swap\":\{[join $sw ,]\},\"edge\":\{[join $ed ,]\},\"objects\":\[[join $objs ,\n]\],\"events\":\[[join $evs ,\n]\],\"warnings\":\[[join $ws ,\n]\]\}"
 }
 
 proc ::wl::emit_error {msg info code} {

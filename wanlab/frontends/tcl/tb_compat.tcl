@@ -158,6 +158,44 @@ proc tb-set-node-cpu-weight {node weight} {
     ::wl::set_attr [::wl::need $node Node tb-set-node-cpu-weight] cpu_weight $weight
 }
 
+# -- the edge (wanlab extensions; docs/edge.md): egress, port forwards, WireGuard --------
+
+# tb-set-node-egress NODE 1: a route out of the experiment through its edge gateway
+proc tb-set-node-egress {node on} {
+    ::wl::set_attr [::wl::need $node Node tb-set-node-egress] egress $on
+}
+
+# tb-set-node-forward NODE PORT ?PROTO? ?LISTEN?: outside clients reach PORT of NODE at
+# port LISTEN (default PORT) of the edge gateway's uplink address
+proc tb-set-node-forward {node port {proto tcp} {listen ""}} {
+    set h [::wl::need $node Node tb-set-node-forward]
+    set i [::wl::get_attr $h nforwards 0]
+    ::wl::set_attr $h forward,$i,port $port
+    ::wl::set_attr $h forward,$i,proto $proto
+    if {$listen ne ""} { ::wl::set_attr $h forward,$i,listen $listen }
+    ::wl::set_attr $h nforwards [expr {$i + 1}]
+}
+
+# tb-set-edge-uplink IFACE ADDRESS/LEN VIA: the gateway's way out is this host interface
+proc tb-set-edge-uplink {iface address via} {
+    dict set ::wl::edge interface [::wl::lv $iface]
+    dict set ::wl::edge address [::wl::lv $address]
+    dict set ::wl::edge via [::wl::lv $via]
+}
+
+# tb-set-edge-params DELAY ?BANDWIDTH? ?LOSS?: the shaping between nodes and the gateway
+proc tb-set-edge-params {delay {bandwidth 0} {loss 0}} {
+    dict set ::wl::edge delay [::wl::lv $delay]
+    dict set ::wl::edge bandwidth [::wl::lv $bandwidth]
+    dict set ::wl::edge loss [::wl::lv $loss]
+}
+
+# tb-set-edge-gateway NAME: the gateway node's name (default edge)
+proc tb-set-edge-gateway {name} { dict set ::wl::edge gateway [::wl::lv $name] }
+
+# tb-set-edge-wireguard ?PORT?: a WireGuard endpoint on the gateway (default port 51820)
+proc tb-set-edge-wireguard {{port 51820}} { dict set ::wl::edge wireguard [::wl::lv $port] }
+
 proc ::wl::ignored {name why} {
     proc ::$name {args} [list ::wl::warn "$name: $why"]
 }
