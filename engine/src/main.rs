@@ -6,24 +6,60 @@
 //!
 //! `wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]` runs a scenario in virtual time
 //! instead (see `driver/simulate.rs`) and writes the result to RESULT.json (or stdout).
+//! With `--rank R --ranks N (--listen ADDR | --connect ADDR)` it is one of N engine
+//! processes running the scenario together (`driver/remote.rs`); rank 0 listens and writes
+//! the result.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use wanlab_engine::control::exec::engine_version;
 use wanlab_engine::driver::realtime::{run, Options};
+use wanlab_engine::driver::remote::Role;
 
 const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]
-       wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]";
+       wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]
+       wanlab-engine simulate SCENARIO.json [--out RESULT.json] --rank R --ranks N (--listen ADDR | --connect ADDR) [--connect-timeout S]";
 
 /// `simulate SCENARIO [--out PATH]` (arguments after `simulate`).
 fn simulate_main(args: &[String]) -> ExitCode {
     let mut scenario = None;
     let mut out = None;
     let mut threads = 1u32;
+    let (mut rank, mut ranks, mut addr) = (None, None, None);
+    let mut timeout = 120u64;
     let mut it = args.iter();
+    let number = |v: Option<&String>, flag: &str, max: u64| -> Result<u64, ExitCode> {
+        match v.and_then(|v| v.parse::<u64>().ok()) {
+            Some(n) if n <= max => Ok(n),
+            _ => {
+                eprintln!("wanlab-engine: {flag} needs a number from 0 to {max}\n{USAGE}");
+                Err(ExitCode::from(2))
+            }
+        }
+    };
     while let Some(a) = it.next() {
         match a.as_str() {
+            "--rank" => match number(it.next(), "--rank", 1023) {
+                Ok(n) => rank = Some(n as u32),
+                Err(c) => return c,
+            },
+            "--ranks" => match number(it.next(), "--ranks", 1024) {
+                Ok(n) => ranks = Some(n as u32),
+                Err(c) => return c,
+            },
+            "--connect-timeout" => match number(it.next(), "--connect-timeout", 86_400) {
+                Ok(n) => timeout = n,
+                Err(c) => return c,
+            },
+            "--listen" | "--connect" => match it.next() {
+                Some(v) => addr = Some((a.clone(), v.clone())),
+                None => {
+                    eprintln!("wanlab-engine: {a} needs an address (HOST:PORT)\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
             "--out" => match it.next() {
                 Some(p) => out = Some(PathBuf::from(p)),
                 None => {
@@ -49,10 +85,32 @@ fn simulate_main(args: &[String]) -> ExitCode {
         eprintln!("wanlab-engine: simulate needs a scenario file\n{USAGE}");
         return ExitCode::from(2);
     };
+    let role = match (rank, ranks, addr) {
+        (None, None, None) => None,
+        (Some(rank), Some(ranks), Some((flag, addr))) => {
+            if (rank == 0) != (flag == "--listen") {
+                eprintln!(
+                    "wanlab-engine: rank 0 takes --listen, the other ranks --connect\n{USAGE}"
+                );
+                return ExitCode::from(2);
+            }
+            Some(Role {
+                rank,
+                ranks,
+                addr,
+                connect_timeout: Duration::from_secs(timeout),
+            })
+        }
+        _ => {
+            eprintln!("wanlab-engine: --rank, --ranks and --listen/--connect go together\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
     ExitCode::from(wanlab_engine::driver::simulate::main(
         &scenario,
         out.as_deref(),
         threads,
+        role.as_ref(),
     ))
 }
 

@@ -2,6 +2,7 @@
 pub mod parallel;
 pub mod partitioner;
 pub mod realtime;
+pub mod remote;
 pub mod simulate;
 pub mod virtual_time;
 pub mod wake;

@@ -36,7 +36,7 @@ pub fn run_until(engine: &mut Engine, t: Instant) {
 }
 
 /// The same for a partition's network: it has no TAP port or capture, so no output.
-fn run_net_until(net: &mut Network, t: Instant) {
+pub(crate) fn run_net_until(net: &mut Network, t: Instant) {
     while let Some(d) = net.poll_at() {
         if d > t {
             break;

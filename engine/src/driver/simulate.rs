@@ -12,15 +12,19 @@
 //! at T (if T is a sample time). Events a request creates at T run before anything later.
 //! The final `stats` are taken at `until_ns` after the same steps.
 
-use serde::Deserialize;
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::parallel::{with_pool, Pool};
 use super::partitioner::{place, Placement};
+use super::remote::{self, Remote, Role};
 use crate::control::exec::{Effect, Engine};
 use crate::control::protocol::{parse_request_value, Request};
 use crate::io::capture_file::CaptureDir;
-use crate::model::network::partition::Partition;
+use crate::model::network::partition::{Graph, Partition};
 use crate::time::Instant;
 
 #[derive(Debug, Deserialize)]
@@ -40,6 +44,10 @@ pub struct Scenario {
     pub epoch_ns: Option<u64>,
     #[serde(default)]
     pub requests: Vec<Value>,
+    /// Node id → partition, for a run over several engine processes (`--rank`); absent:
+    /// the engine's partitioner cuts the topology. Threads ignore it.
+    #[serde(default)]
+    pub partition: Option<BTreeMap<String, u32>>,
 }
 
 fn default_seed() -> u64 {
@@ -57,6 +65,59 @@ pub struct Outcome {
     pub threads: u32,
     pub lookahead_ns: u64,
     pub windows: u64,
+}
+
+/// The replicas of a run as the scenario loop sees them: on threads of this process
+/// ([`Pool`]) or one per engine process ([`Remote`]). With processes, every process runs
+/// the same loop and calls these at the same points; values gathered by [`Replicas::each`]
+/// reach the coordinator only (the others get their own), and only its result counts.
+pub trait Replicas {
+    /// Number of replicas (partitions) of the whole run.
+    fn count(&self) -> usize;
+    /// `f` on every replica, in partition order.
+    fn each<R, F>(&mut self, f: F) -> Result<Vec<R>, String>
+    where
+        R: Serialize + DeserializeOwned,
+        F: FnMut(&mut Engine) -> R;
+    /// `f` on this process's first replica (for what every replica knows alike).
+    fn local<R>(&mut self, f: impl FnOnce(&mut Engine) -> R) -> R;
+    /// Run every network event with time ≤ `t` in every replica.
+    fn advance_to(&mut self, t: Instant) -> Result<(), String>;
+    fn set_lookahead(&mut self, ns: u64);
+    fn windows(&self) -> u64;
+}
+
+impl Replicas for Pool<'_> {
+    fn count(&self) -> usize {
+        Pool::len(self)
+    }
+
+    fn each<R, F>(&mut self, mut f: F) -> Result<Vec<R>, String>
+    where
+        R: Serialize + DeserializeOwned,
+        F: FnMut(&mut Engine) -> R,
+    {
+        Ok((0..Pool::len(self))
+            .map(|i| self.with_engine(i, &mut f))
+            .collect())
+    }
+
+    fn local<R>(&mut self, f: impl FnOnce(&mut Engine) -> R) -> R {
+        self.with_engine(0, f)
+    }
+
+    fn advance_to(&mut self, t: Instant) -> Result<(), String> {
+        Pool::advance_to(self, t);
+        Ok(())
+    }
+
+    fn set_lookahead(&mut self, ns: u64) {
+        self.lookahead_ns = ns;
+    }
+
+    fn windows(&self) -> u64 {
+        self.windows
+    }
 }
 
 struct Timed {
@@ -136,19 +197,25 @@ fn prepare(sc: &Scenario) -> Result<Vec<Timed>, String> {
 /// Per-agent data added to the result besides replies, samples and stats: "traces", every
 /// TCP sender's samples, [t_ns, cwnd, ssthresh, srtt_us, acked_bytes, retransmits] as the
 /// `trace` command returns them (each from the replica that runs the agent).
-fn add_extras(pool: &mut Pool<'_>, result: &mut Map<String, Value>) {
+fn add_extras(pool: &mut impl Replicas, result: &mut Map<String, Value>) -> Result<(), String> {
     let mut traces = Map::new();
-    for i in 0..pool.len() {
-        pool.with_engine(i, |e| {
-            for (id, s) in e.net.tcp_traces() {
-                traces.insert(
+    let all = pool.each(|e| {
+        e.net
+            .tcp_traces()
+            .into_iter()
+            .map(|(id, s)| {
+                (
                     id.to_string(),
                     serde_json::to_value(s).unwrap_or(Value::Null),
-                );
-            }
-        });
+                )
+            })
+            .collect::<Vec<_>>()
+    })?;
+    for (id, v) in all.into_iter().flatten() {
+        traces.insert(id, v);
     }
     result.insert("traces".into(), Value::Object(traces));
+    Ok(())
 }
 
 /// Add `b` into `a`: numbers add up, objects merge key by key, an empty list takes the other
@@ -186,13 +253,13 @@ fn add_values(a: &mut Value, b: &Value) {
 /// One `stats` body from every replica's: link and LAN counters add up; routers, hosts and
 /// agents appear only in the replica that runs them.
 fn merged_stats(
-    pool: &mut Pool<'_>,
+    pool: &mut impl Replicas,
     target: Option<&str>,
     now: Instant,
 ) -> Result<Map<String, Value>, String> {
     let mut out: Option<Map<String, Value>> = None;
-    for i in 0..pool.len() {
-        let m = pool.with_engine(i, |e| e.stats(target, now))?;
+    for m in pool.each(|e| e.stats(target, now))? {
+        let m = m?;
         match &mut out {
             None => out = Some(m),
             Some(acc) => {
@@ -216,23 +283,26 @@ fn merged_stats(
 /// Run one request in every replica; the reply is the merged stats, the trace of the
 /// replica that runs the agent, or (identical everywhere) the first replica's.
 fn execute_all(
-    pool: &mut Pool<'_>,
+    pool: &mut impl Replicas,
     req: &Request,
     now: Instant,
 ) -> Result<Map<String, Value>, String> {
-    let mut bodies = Vec::with_capacity(pool.len());
-    for i in 0..pool.len() {
-        let (body, effect) = pool.with_engine(i, |e| e.execute(req.clone(), now))?;
-        debug_assert_eq!(effect, Effect::None);
-        bodies.push(body);
-    }
+    let bodies = pool.each(|e| {
+        e.execute(req.clone(), now).map(|(body, effect)| {
+            debug_assert_eq!(effect, Effect::None);
+            body
+        })
+    })?;
+    let mut bodies = bodies.into_iter().collect::<Result<Vec<_>, String>>()?;
     match req {
-        Request::Stats(s) if pool.len() > 1 => merged_stats(pool, s.target.as_deref(), now),
+        Request::Stats(s) if pool.count() > 1 => merged_stats(pool, s.target.as_deref(), now),
         Request::Trace(t) => {
-            let owner = (0..pool.len())
-                .find(|&i| pool.with_engine(i, |e| e.net.runs_agent(&t.agent)))
+            let owner = pool
+                .each(|e| e.net.runs_agent(&t.agent))?
+                .iter()
+                .position(|&b| b)
                 .unwrap_or(0);
-            Ok(bodies.swap_remove(owner))
+            Ok(bodies.swap_remove(owner.min(bodies.len().saturating_sub(1))))
         }
         _ => Ok(bodies.swap_remove(0)),
     }
@@ -243,25 +313,121 @@ fn execute_all(
 /// `threads` is 1, when the scenario captures (captures are written by one thread) or when
 /// the probe cannot build the topology.
 fn plan(sc: &Scenario, requests: &[Timed], threads: u32) -> Placement {
-    let probe_graph = || {
-        let mut probe = Engine::new(sc.seed, 0);
-        for r in requests {
-            match &r.req {
-                Request::Apply(_) => {
-                    probe
-                        .execute(r.req.clone(), Instant::from_nanos(r.at_ns))
-                        .ok()?;
-                }
-                Request::CaptureStart(_) => return None,
-                _ => {}
-            }
-        }
-        Some(probe.net.graph())
-    };
+    let probe_graph = || graph_of(sc, requests).ok();
     match probe_graph().filter(|_| threads > 1) {
         Some(g) => place(&g, threads),
         None => place(&Default::default(), 1),
     }
+}
+
+/// The topology of every `apply` in the scenario (run on a probe engine); an error when
+/// the scenario captures (captures are written by one engine) or an apply fails.
+fn graph_of(sc: &Scenario, requests: &[Timed]) -> Result<Graph, String> {
+    let mut probe = Engine::new(sc.seed, 0);
+    for r in requests {
+        match &r.req {
+            Request::Apply(_) => {
+                probe
+                    .execute(r.req.clone(), Instant::from_nanos(r.at_ns))
+                    .map_err(|e| format!("requests[{}] (\"apply\"): {e}", r.index))?;
+            }
+            Request::CaptureStart(_) => {
+                return Err(format!("requests[{}] (\"capture_start\"): a run with captures (trace events) runs in one engine process", r.index))
+            }
+            _ => {}
+        }
+    }
+    Ok(probe.net.graph())
+}
+
+/// The topology of `sc` as the partitioner sees it (for tests and tools).
+pub fn probe_graph(sc: &Scenario) -> Result<Graph, String> {
+    graph_of(sc, &prepare(sc)?)
+}
+
+/// The partitions of a run over `ranks` engine processes: the scenario's `partition` (every
+/// node placed, a LAN on one partition, no cut link without delay), else the engine's
+/// partitioner, which must find `ranks` partitions.
+fn plan_ranks(sc: &Scenario, requests: &[Timed], ranks: u32) -> Result<Placement, String> {
+    let g = graph_of(sc, requests)?;
+    let Some(map) = &sc.partition else {
+        let p = place(&g, ranks);
+        if p.parts != ranks {
+            return Err(format!("the topology cannot be cut into {ranks} partitions with lookahead (LANs and links without delay are never cut; it gives {}): use fewer engines", p.parts));
+        }
+        return Ok(p);
+    };
+    let mut nodes = std::collections::HashMap::new();
+    let mut weights = vec![0u64; ranks as usize];
+    for (n, w) in &g.nodes {
+        // An endpoint host `<node>-ep` goes with its node.
+        let p = map
+            .get(n)
+            .or_else(|| n.strip_suffix("-ep").and_then(|b| map.get(b)))
+            .copied()
+            .ok_or(format!("partition: node {n:?} is not placed"))?;
+        if p >= ranks {
+            return Err(format!(
+                "partition.{n}: {p} is not below the number of engines ({ranks})"
+            ));
+        }
+        weights[p as usize] += w;
+        nodes.insert(n.clone(), p);
+    }
+    for group in &g.groups {
+        let parts: Vec<(&String, u32)> = group
+            .iter()
+            .filter_map(|n| Some((n, *nodes.get(n)?)))
+            .collect();
+        if let Some(w) = parts.windows(2).find(|w| w[0].1 != w[1].1) {
+            return Err(format!("partition: the LAN of {} and {} spans partitions {} and {}: a LAN stays on one machine", w[0].0, w[1].0, w[0].1, w[1].1));
+        }
+    }
+    let mut lookahead = u64::MAX;
+    for l in &g.links {
+        let (Some(&pa), Some(&pb)) = (nodes.get(&l.a), nodes.get(&l.b)) else {
+            continue;
+        };
+        if pa != pb {
+            if l.min_flight_ns == 0 {
+                return Err(format!("partition: link {} between {} (partition {pa}) and {} (partition {pb}) has no delay, so it gives no lookahead: keep its two nodes on one machine or give it a delay", l.id, l.a, l.b));
+            }
+            lookahead = lookahead.min(l.min_flight_ns);
+        }
+    }
+    Ok(Placement {
+        nodes,
+        parts: ranks,
+        lookahead_ns: lookahead,
+        weights,
+    })
+}
+
+/// This process's part of a run over `role.ranks` engine processes (see `driver/remote`):
+/// every process gets an outcome; the coordinator's (rank 0) holds the result, the same
+/// as [`simulate`]'s for the scenario. `digest` identifies the scenario to the peers.
+pub fn simulate_remote(sc: &Scenario, role: &Role, digest: u64) -> Result<Outcome, String> {
+    let requests = prepare(sc)?;
+    let placement = plan_ranks(sc, &requests, role.ranks)?;
+    let mut engine = Engine::new(sc.seed, sc.epoch_ns.unwrap_or(0));
+    engine.net.set_partition(Partition {
+        me: role.rank,
+        nodes: placement.nodes.clone(),
+    });
+    let peers = remote::connect(role, digest)?;
+    let mut replicas = Remote::new(engine, peers, role.ranks, placement.lookahead_ns);
+    let (result, events, windows) = run_scenario(sc, requests, &mut replicas)?;
+    Ok(Outcome {
+        result: if replicas.is_coordinator() {
+            result
+        } else {
+            Value::Null
+        },
+        events,
+        threads: role.ranks,
+        lookahead_ns: placement.lookahead_ns,
+        windows,
+    })
 }
 
 /// Run a scenario on up to `threads` threads; captures may be written inside `capture_dir`
@@ -307,7 +473,7 @@ pub fn simulate(
 fn run_scenario(
     sc: &Scenario,
     requests: Vec<Timed>,
-    pool: &mut Pool<'_>,
+    pool: &mut impl Replicas,
 ) -> Result<(Value, u64, u64), String> {
     let mut replies = Vec::new();
     let mut samples = Vec::new();
@@ -324,7 +490,7 @@ fn run_scenario(
             (None, Some(b)) => b,
         };
         let now = Instant::from_nanos(t);
-        pool.advance_to(now);
+        pool.advance_to(now)?;
         let mut changed = false;
         while let Some(r) = reqs.next_if(|r| r.at_ns == t) {
             let body = execute_all(pool, &r.req, now).map_err(|e| {
@@ -344,12 +510,12 @@ fn run_scenario(
             m.extend(body);
             replies.push(Value::Object(m));
         }
-        if changed && pool.len() > 1 {
+        if changed && pool.count() > 1 {
             // A request may have changed a delay on a cut link: the lookahead follows.
-            match pool.with_engine(0, |e| e.net.lookahead_ns()) {
+            match pool.local(|e| e.net.lookahead_ns()) {
                 Some(0) => return Err(format!("at_ns {t}: a link between partitions now has no minimum delay (no lookahead); run with --threads 1")),
-                Some(l) => pool.lookahead_ns = l,
-                None => pool.lookahead_ns = u64::MAX,
+                Some(l) => pool.set_lookahead(l),
+                None => pool.set_lookahead(u64::MAX),
             }
         }
         if t_sample == Some(t) {
@@ -359,17 +525,22 @@ fn run_scenario(
                 None => m.extend(merged_stats(pool, None, now)?),
                 Some(ids) => {
                     let mut agents = Map::new();
-                    for id in ids {
-                        for i in 0..pool.len() {
-                            let v = pool.with_engine(i, |e| {
+                    // One value per agent from each replica (None where it does not run).
+                    let all = pool.each(|e| {
+                        ids.iter()
+                            .map(|id| {
                                 e.net
                                     .runs_agent(id)
                                     .then(|| e.net.agent_stats(id))
                                     .flatten()
                                     .and_then(|s| serde_json::to_value(s).ok())
-                            });
-                            if let Some(v) = v {
-                                agents.insert(id.clone(), v);
+                            })
+                            .collect::<Vec<_>>()
+                    })?;
+                    for (k, id) in ids.iter().enumerate() {
+                        for vals in &all {
+                            if let Some(Some(v)) = vals.get(k) {
+                                agents.insert(id.clone(), v.clone());
                             }
                         }
                     }
@@ -381,14 +552,14 @@ fn run_scenario(
         }
     }
     let end = Instant::from_nanos(sc.until_ns);
-    pool.advance_to(end);
-    let mut events = 0;
-    for i in 0..pool.len() {
-        events += pool.with_engine(i, |e| {
+    pool.advance_to(end)?;
+    let events: u64 = pool
+        .each(|e| {
             e.flush_captures();
             e.net.events()
-        });
-    }
+        })?
+        .into_iter()
+        .sum();
     let mut result = Map::new();
     result.insert("seed".into(), json!(sc.seed));
     result.insert("until_ns".into(), json!(sc.until_ns));
@@ -399,12 +570,19 @@ fn run_scenario(
         "stats".into(),
         Value::Object(merged_stats(pool, None, end)?),
     );
-    add_extras(pool, &mut result);
-    Ok((Value::Object(result), events, pool.windows))
+    add_extras(pool, &mut result)?;
+    Ok((Value::Object(result), events, pool.windows()))
 }
 
-/// Read, run and write: the `simulate` subcommand. Returns the process exit code.
-pub fn main(scenario: &std::path::Path, out: Option<&std::path::Path>, threads: u32) -> u8 {
+/// Read, run and write: the `simulate` subcommand. Returns the process exit code. With
+/// `role`, this process is one engine of a run over several (`--rank`); only the
+/// coordinator (rank 0) writes the result.
+pub fn main(
+    scenario: &std::path::Path,
+    out: Option<&std::path::Path>,
+    threads: u32,
+    role: Option<&Role>,
+) -> u8 {
     let fail = |msg: String| {
         eprintln!("wanlab-engine simulate: {msg}");
         1
@@ -431,11 +609,32 @@ pub fn main(scenario: &std::path::Path, out: Option<&std::path::Path>, threads: 
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => std::path::Path::new("."),
     };
-    let outcome = match simulate(&sc, Some(folder), threads) {
+    let outcome = match role {
+        None => simulate(&sc, Some(folder), threads),
+        Some(r) => simulate_remote(&sc, r, remote::digest(text.as_bytes())),
+    };
+    let outcome = match outcome {
         Ok(o) => o,
         Err(e) => return fail(e),
     };
-    let secs = wall.elapsed().as_secs_f64();
+    let line = |what: &str| {
+        eprintln!(
+            "wanlab-engine simulate: {} events in {:.3} s wall time ({:.0} events/s), {:.3} s virtual time, {} {what}, lookahead {} ns, {} windows",
+            outcome.events,
+            secs_of(wall),
+            outcome.events as f64 / secs_of(wall).max(1e-9),
+            sc.until_ns as f64 / 1e9,
+            outcome.threads,
+            outcome.lookahead_ns,
+            outcome.windows
+        )
+    };
+    if outcome.result.is_null() {
+        // A worker engine of a run over several: the coordinator writes the result.
+        line("engine(s)");
+        return 0;
+    }
+    let secs = secs_of(wall);
     // serde_json's Map keeps keys sorted, and no value depends on the wall clock, so the
     // same scenario gives the same bytes.
     let mut text = outcome.result.to_string();
@@ -452,15 +651,15 @@ pub fn main(scenario: &std::path::Path, out: Option<&std::path::Path>, threads: 
     if let Err(e) = written {
         return fail(e);
     }
-    eprintln!(
-        "wanlab-engine simulate: {} events in {:.3} s wall time ({:.0} events/s), {:.3} s virtual time, {} thread(s), lookahead {} ns, {} windows",
-        outcome.events,
-        secs,
-        outcome.events as f64 / secs.max(1e-9),
-        sc.until_ns as f64 / 1e9,
-        outcome.threads,
-        outcome.lookahead_ns,
-        outcome.windows
-    );
+    let _ = secs;
+    line(if role.is_some() {
+        "engine(s)"
+    } else {
+        "thread(s)"
+    });
     0
+}
+
+fn secs_of(wall: std::time::Instant) -> f64 {
+    wall.elapsed().as_secs_f64()
 }
