@@ -211,6 +211,26 @@ def test_events_tevc_captures_swap_and_modify_across_machines(cluster, tmp_path)
     wl(home, "terminate", "ev")
 
 
+def test_a_simulation_over_the_machines_gives_the_bytes_of_one_engine(cluster, tmp_path):
+    """``run --simulate --cluster``: one engine per machine, synchronised over the
+    machines' bridge; result.json is the single engine's, byte for byte."""
+    from test_simulate_parallel import THREE_SITES
+    home, _ = cluster
+    spec = tmp_path / "three.tcl"
+    spec.write_text(THREE_SITES)
+    one, many = tmp_path / "one", tmp_path / "many"
+    wl(home, "run", str(spec), "--simulate", "--seed", "5", "--out", str(one))
+    p = wl(home, "run", str(spec), "--simulate", "--cluster", "--seed", "5", "--out",
+           str(many))
+    assert re.search(r"^3 machines: m0 \(\d+ nodes\)", p.stdout, re.M), p.stdout
+    summary = json.loads((many / "summary.json").read_text())
+    assert summary["engine"]["engines"] == 3
+    assert summary["engine"]["lookahead_ns"] == 15_000_000
+    assert (one / "result.json").read_bytes() == (many / "result.json").read_bytes()
+    # every machine's engine is gone and left nothing in its machine's folder
+    assert not any((home / "machines").glob("*/sims/sim-*"))
+
+
 def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,
                                                                               tmp_path):
     """Last in this file: it kills one machine of the module's cluster."""

@@ -148,9 +148,11 @@ class Experiment:
 
 def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
              seed: int | None = None, duration_s: float | None = None,
-             home: str | None = None, threads: int = 1) -> dict[str, Any]:
+             home: str | None = None, threads: int = 1,
+             cluster: bool = False) -> dict[str, Any]:
     """Run a spec file, IR or builder as a pure simulation (``wanlab run --simulate``,
-    on up to ``threads`` threads);
+    on up to ``threads`` threads, or with ``cluster`` one engine per machine of the current
+    cluster: ``--cluster``);
     returns the summary (event log, flows, per-link statistics, engine speed)."""
     if isinstance(description, str):
         from wanlab.frontends import load
@@ -159,6 +161,9 @@ def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
         description = description.build()
     lab = Lab(home)
     try:
+        if cluster:
+            from wanlab.cluster.simulate import simulate as on_cluster
+            return on_cluster(lab, description, out=out, seed=seed, duration_s=duration_s)
         return lab.simulate(description, out=out, seed=seed, duration_s=duration_s,
                             threads=threads)
     finally:

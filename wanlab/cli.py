@@ -72,9 +72,22 @@ def cmd_run(lab, a) -> int:
     exp = _load(a.file, a)
     if a.name:
         exp = exp.with_name(a.name)
+    if a.simulate and a.cluster:
+        if a.threads != 1:
+            raise WanlabError("--threads does not go with --cluster (one engine per machine)")
+        from wanlab.cluster.simulate import simulate as simulate_on_cluster
+        s = simulate_on_cluster(lab, exp, out=a.out, seed=a.seed, duration_s=a.duration)
+        c = s["cluster"]
+        print(f"{len(c['machines'])} machines: " + ", ".join(
+            f"{m} ({sum(1 for x in c['machine_of'].values() if x == m)} nodes)"
+            for m in c["machines"]))
+        return _print_simulation(s)
     if a.simulate:
         return _print_simulation(lab.simulate(exp, out=a.out, seed=a.seed,
                                               duration_s=a.duration, threads=a.threads))
+    if a.cluster:
+        raise WanlabError("run --cluster goes with --simulate (an emulation on the cluster: "
+                          "wanlab create FILE --cluster)")
     if a.seed is not None or a.duration is not None or a.out or a.threads != 1:
         raise WanlabError("--seed, --duration, --out and --threads go with --simulate (an "
                           "emulation takes its seed from the spec and runs to its last event)")
@@ -532,6 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--threads", type=int, default=1, help="with --simulate: worker threads "
                     "(the topology is partitioned at long links; the result is the same "
                     "for any number; default 1)")
+    sp.add_argument("--cluster", action="store_true", help="with --simulate: one engine per "
+                    "machine of the current cluster (wanlab cluster up), synchronised over "
+                    "the network; the result is the same bytes")
     sp = add("compare", cmd_compare, "run a spec emulated and simulated; print and plot the "
              "two side by side (throughput, RTT, loss, cwnd)")
     sp.add_argument("file")

@@ -569,14 +569,17 @@ class Lab:
         return summary
 
     def simulate(self, exp: Experiment, out: str | None = None, seed: int | None = None,
-                 duration_s: float | None = None, threads: int = 1) -> dict[str, Any]:
+                 duration_s: float | None = None, threads: int = 1,
+                 engine: Any = None) -> dict[str, Any]:
         """Run ``exp`` as a pure simulation in virtual time (no namespaces, no engine
-        process left behind); results in ``out`` (default <home>/sims/<name>)."""
+        process left behind); results in ``out`` (default <home>/sims/<name>).
+        ``engine``: how to run the scenario instead of one local engine (a cluster's)."""
         from wanlab.backends.simulate.runner import simulate
         validate(exp)
         out = out or self.store.inside("sims", exp.name)
         self.say(f"simulating {exp.name} in virtual time")
-        return simulate(exp, out, seed=seed, duration_s=duration_s, threads=threads)
+        return simulate(exp, out, seed=seed, duration_s=duration_s, threads=threads,
+                        engine=engine)
 
     def compare(self, exp: Experiment, out: str | None = None,
                 source_path: str | None = None) -> dict[str, Any]:

@@ -38,6 +38,11 @@ class HostAgent:
         m = re.search(r"= [\d.]+/([\d.]+)/", p.stdout)
         return float(m.group(1)) / 1e3 if m else None
 
+    def simulate_part(self, run: str, scenario: str, argv: list[str]) -> dict[str, Any]:
+        """Run this machine's engine of a simulation over several machines."""
+        from wanlab.cluster import sim_engine
+        return sim_engine.run_engine_here(self.home, run, scenario, argv)
+
     def run_part(self, op: str, name: str, *args: Any) -> Any:
         """Run one life-cycle operation on this machine's share of an experiment."""
         from wanlab.cluster import part

@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from typing import Any
 
 from wanlab.backends.simulate.scenario import NS, Scenario, build
@@ -30,10 +31,13 @@ SAMPLE_S = 0.1
 
 def simulate(exp: Experiment, out: str, seed: int | None = None,
              duration_s: float | None = None, plot: bool = True,
-             threads: int = 1) -> dict[str, Any]:
+             threads: int = 1,
+             engine: Callable[[dict, str, str], str] | None = None) -> dict[str, Any]:
     """Simulate ``exp`` in virtual time on up to ``threads`` threads (the engine partitions
     the topology; the result does not depend on it); returns the summary (also in
-    out/summary.json)."""
+    out/summary.json). ``engine(doc, scenario_path, result_path)``, if given, runs the
+    scenario instead of one local engine (e.g. one engine per machine of a cluster: see
+    :mod:`wanlab.cluster.simulate`) and returns the coordinating engine's log."""
     if not isinstance(threads, int) or isinstance(threads, bool) or not 1 <= threads <= 1024:
         raise WanlabError(f"threads: must be an integer from 1 to 1024, got {threads!r}")
     seed = exp.seed if seed is None else seed
@@ -50,23 +54,29 @@ def simulate(exp: Experiment, out: str, seed: int | None = None,
     with open(scen_path, "w") as f:
         json.dump(doc, f, indent=1)
     t0 = time.monotonic()
-    p = subprocess.run([engine_binary(), "simulate", scen_path, "--out", res_path,
-                        "--threads", str(threads)], capture_output=True, text=True)
+    if engine is not None:
+        stderr = engine(doc, scen_path, res_path)
+    else:
+        p = subprocess.run([engine_binary(), "simulate", scen_path, "--out", res_path,
+                            "--threads", str(threads)], capture_output=True, text=True)
+        if p.returncode != 0:
+            raise WanlabError(f"the simulation of {exp.name} failed: "
+                              f"{(p.stderr or p.stdout).strip()[-2000:]}")
+        stderr = p.stderr
     wall = time.monotonic() - t0
-    if p.returncode != 0:
-        raise WanlabError(f"the simulation of {exp.name} failed: "
-                          f"{(p.stderr or p.stdout).strip()[-2000:]}")
     with open(res_path) as f:
         result = json.load(f)
-    m = re.search(r"in ([\d.]+) s wall time", p.stderr)
+    m = re.search(r"in ([\d.]+) s wall time", stderr)
     summary = summarize(sc, result, seed, wall)
     # the engine's own time for the run (without reading and writing JSON): ns-3's Run()
     summary["engine"]["run_wall_s"] = float(m.group(1)) if m else None
     # how it ran: partitions actually used, lookahead and synchronisation windows
-    m = re.search(r"(\d+) thread\(s\), lookahead (\d+) ns, (\d+) windows", p.stderr)
+    m = re.search(r"(\d+) (thread|engine)\(s\), lookahead (\d+) ns, (\d+) windows", stderr)
     if m:
-        summary["engine"].update(threads=int(m.group(1)), lookahead_ns=int(m.group(2)),
-                                 windows=int(m.group(3)))
+        # threads of one engine, or engine processes (one per machine) of a cluster run
+        summary["engine"].update({"threads" if m.group(2) == "thread" else "engines":
+                                  int(m.group(1))}, lookahead_ns=int(m.group(3)),
+                                 windows=int(m.group(4)))
     for app, rows in summary.pop("_cwnd").items():
         with open(os.path.join(traces, f"{app}-cwnd.csv"), "w") as f:
             f.write("time_s,cwnd_pkts,ssthresh_pkts,srtt_ms,acked_bytes,retransmits\n")

@@ -1,0 +1,188 @@
+"""Parallel simulation across the cluster's machines (``wanlab run FILE --simulate --cluster``).
+
+The controller builds the same scenario as a single-process run
+(:mod:`wanlab.backends.simulate.runner`), places the nodes on the machines with
+:func:`wanlab.plan.placement.assign` weighted for lookahead (long links are cheap to
+cut), keeps every link without a guaranteed delay (zero delay, or jitter) and every LAN
+on one machine, and writes the placement into the scenario (``partition``: node ->
+engine rank). Each machine's host agent then runs one ``wanlab-engine simulate`` with
+``--rank``; rank 0 listens on its machine's address, the others connect to it, and the
+engines run conservative windows with the smallest cut delay as lookahead, exchanging
+the frames in flight on cut links over TCP (engine ``driver/remote.rs``; messages between
+engines, no MPI). Rank 0 merges the replicas' statistics exactly as the threads of one
+engine do, so ``result.json`` is byte for byte the single-process run's for the seed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from wanlab.cluster import agent as agents
+from wanlab.cluster import connect, local
+from wanlab.cluster.info import ClusterInfo
+from wanlab.cluster.sim_engine import RUN_TIMEOUT_S
+from wanlab.errors import WanlabError
+from wanlab.model.ir import Experiment
+from wanlab.plan.placement import Machine, assign
+from wanlab.store.db import Store
+
+CONNECT_TIMEOUT_S = 120         # engines finding each other (Ray may start them apart)
+PORTS = (20000, 60000)          # the coordinator's port is drawn from here
+ATTEMPTS = 3                    # a drawn port already in use: draw again
+
+
+def _fixed_groups(exp: Experiment) -> list[tuple[list[str], str]]:
+    """Nodes that must share a machine, with why: the ends of a link without a guaranteed
+    delay (it would give no lookahead) and the members of a LAN (one switch)."""
+    parent = {n.name: n.name for n in exp.nodes}
+    why: dict[str, str] = {}
+
+    def find(a: str) -> str:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    def union(a: str, b: str, reason: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            lo, hi = sorted((ra, rb))
+            parent[hi] = lo
+            why[lo] = why.get(lo) or why.get(hi) or reason
+    for lk in exp.links:
+        if min(lk.ab.delay_s, lk.ba.delay_s) <= 0 or _jitter(lk):
+            union(lk.a, lk.b, f"link {lk.name} ({lk.a}-{lk.b}) has no delay, so it gives "
+                  "no lookahead")
+    for lan in exp.lans:
+        ms = [m.node for m in lan.members]
+        for a, b in zip(ms, ms[1:], strict=False):
+            union(a, b, f"LAN {lan.name} is one switch")
+    groups: dict[str, list[str]] = {}
+    for n in exp.nodes:
+        groups.setdefault(find(n.name), []).append(n.name)
+    return [(g, why.get(r, "")) for r, g in sorted(groups.items()) if len(g) > 1]
+
+
+def _jitter(lk: Any) -> bool:
+    return any(getattr(p, "jitter_s", 0) for p in (lk.ab, lk.ba))
+
+
+def place(exp: Experiment, machines: list[Machine]) -> dict[str, str]:
+    """node -> machine for a simulation over ``machines``: METIS with long links cheap to
+    cut, then every group that must stay together moved to the machine of most of its
+    members (a pinned member decides; two pins apart are refused by name)."""
+    import dataclasses
+    sim = dataclasses.replace(exp, nodes=tuple(dataclasses.replace(n, kind="simulated")
+                                               for n in exp.nodes))
+    where = {n: m for n, m in assign(sim, machines, lookahead=True).machine_of.items()
+             if not n.startswith("lan:")}
+    pins = {n.name: n.fixed for n in exp.nodes if n.fixed}
+    for group, why in _fixed_groups(exp):
+        pinned = sorted({pins[n] for n in group if n in pins})
+        if len(pinned) > 1:
+            raise WanlabError(f"--cluster: {why}, but its nodes are pinned to machines "
+                              f"{' and '.join(pinned)} (tb-fix-node): keep them on one")
+        count: dict[str, int] = {}
+        for n in group:
+            count[where[n]] = count.get(where[n], 0) + 1
+        home = pinned[0] if pinned else max(sorted(count), key=lambda k: count[k])
+        for n in group:
+            where[n] = home
+    return where
+
+
+def _current(store: Store) -> ClusterInfo:
+    info = local.current(store)
+    if info is None:
+        raise WanlabError("--cluster: no cluster is up; start one with 'wanlab cluster up "
+                          "--local N' (or simulate on this machine without --cluster)")
+    return info
+
+
+def engine_runner(store: Store, exp: Experiment,
+                  report: dict[str, Any]) -> Callable[[dict, str, str], str]:
+    """The hook :func:`wanlab.backends.simulate.runner.simulate` runs the engine with: the
+    scenario's nodes placed on the current cluster and one engine per machine used.
+    ``report`` receives the placement (node -> machine, the machines in rank order)."""
+    info = _current(store)
+    machines = [Machine(m.name, m.cores) for m in info.machines]
+
+    def run(doc: dict, scen_path: str, res_path: str) -> str:
+        if any(r.get("cmd") == "capture_start" for r in doc["requests"]):
+            raise WanlabError("--cluster: a simulation with trace (capture) events runs in "
+                              "one engine; drop the traces or run without --cluster")
+        where = place(exp, machines)
+        used = sorted(set(where.values()), key=[m.name for m in info.machines].index)
+        rank = {m: i for i, m in enumerate(used)}
+        report.update(machine_of=where, machines=used)
+        doc["partition"] = {n: rank[m] for n, m in sorted(where.items())}
+        text = json.dumps(doc, indent=1)
+        with open(scen_path, "w") as f:
+            f.write(text)
+        by_name = {m.name: m for m in info.machines}
+        outs = _run_ranks(store, info, [by_name[m] for m in used], text)
+        with open(res_path, "w") as f:
+            f.write(outs[0]["result"])
+        report["wall_s"] = {m: o["wall_s"] for m, o in zip(used, outs, strict=True)}
+        return outs[0]["stderr"]
+    return run
+
+
+def _run_ranks(store: Store, info: ClusterInfo, machines: list, text: str) -> list[dict]:
+    """One engine per machine (rank = position), through the machines' agents; a port
+    already taken on the coordinator's machine is drawn again."""
+    import random
+    run = f"sim-{secrets.token_hex(6)}"
+    n = len(machines)
+    last = ""
+    with connect.session(info):
+        handles = [agents.agent(info, m, agents.machine_home(store.home, m.name))
+                   for m in machines]
+        for _ in range(ATTEMPTS):
+            hub = f"{machines[0].address}:{random.randint(*PORTS)}"
+            refs = []
+            for r, h in enumerate(handles):
+                argv = ["--rank", str(r), "--ranks", str(n),
+                        "--listen" if r == 0 else "--connect", hub,
+                        "--connect-timeout", str(CONNECT_TIMEOUT_S)]
+                refs.append(h.simulate_part.remote(f"{run}-{r}", text, argv))
+            with ThreadPoolExecutor(len(refs)) as pool:
+                outs = list(pool.map(lambda ref: _get(ref), refs))
+            if all(o["rc"] == 0 for o in outs) and outs[0]["result"] is not None:
+                return outs
+            failed = [(r, m, o) for r, (m, o) in enumerate(zip(machines, outs, strict=True))
+                      if o["rc"] != 0]
+            last = "; ".join(f"{m.name} (rank {r}): {_last_line(o['stderr'])}"
+                             for r, m, o in failed)
+            if "in use" not in outs[0]["stderr"]:
+                break
+    raise WanlabError(f"the simulation on the cluster failed: {last}")
+
+
+def _get(ref: Any) -> Any:
+    from wanlab.cluster.experiment import _get as get
+    return get(ref, timeout=RUN_TIMEOUT_S + 60)
+
+
+def _last_line(s: str) -> str:
+    lines = [x for x in s.strip().splitlines() if x.strip()]
+    return lines[-1].removeprefix("wanlab-engine simulate: ") if lines else "no output"
+
+
+def simulate(lab: Any, exp: Experiment, out: str | None = None, seed: int | None = None,
+             duration_s: float | None = None, plot: bool = True) -> dict[str, Any]:
+    """``lab.simulate`` with one engine per machine of the current cluster; the summary
+    also says where each node ran (``cluster``: machine_of, machines in rank order, each
+    engine's wall time)."""
+    report: dict[str, Any] = {}
+    s = lab.simulate(exp, out=out, seed=seed, duration_s=duration_s,
+                     engine=engine_runner(lab.store, exp, report))
+    s["cluster"] = report
+    with open(os.path.join(s["folder"], "summary.json"), "w") as f:
+        json.dump(s, f, indent=1)
+    return s
