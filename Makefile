@@ -3,7 +3,7 @@
 
 PYTHON ?= python3
 APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux frr traceroute \
-	chromium chromium-driver mmdebstrap
+	chromium chromium-driver mmdebstrap etcd-server etcd-client
 # without their recommends: wireguard-tools recommends a kernel image (WireGuard runs here as
 # wireguard-go, in user space; docs/edge.md)
 APT_BARE = nftables wireguard-tools wireguard-go

@@ -68,7 +68,8 @@ def run(n: int, seed: int, workers: int) -> dict:
             argvs = []
             for i in range(n - 1):
                 targets = " ".join(f"n{j}-wan" for j in range(i + 1, n))
-                script = f"for h in {targets}; do ping -n -q -c 5 -i 0.02 -W 2 $h; done"
+                script = (f"for h in {targets}; do ping -n -q -c 1 -W 3 $h >/dev/null; "
+                          f"ping -n -q -c 5 -i 0.02 -W 2 $h; done")
                 # the store is this thread's: build the command lines here
                 argvs.append(lab.node_argv(exp.name, f"n{i}", ["sh", "-c", script]))
 

@@ -293,3 +293,40 @@ def test_regions5_example_parses():
     assert len(d) == 20
     # Ireland <-> Frankfurt: the table's 19.56 and 19.55 ms round trips
     assert abs(d["euw1", "euc1"] + d["euc1", "euw1"] - 19.555) < 1e-6
+
+
+ETCD3 = """\
+name: etcd3
+nodes: [a, b, c]
+lans:
+  - name: wan
+    nodes: [a, b, c]
+    matrix:
+      delay: [[0, 10ms, 20ms], [10ms, 0, 30ms], [20ms, 30ms, 0]]
+"""
+
+
+@needs_root
+def test_real_etcd_commits_after_its_leaders_quorum_rtt(tmp_path):
+    """examples/regions5.py's etcd run on a 3-member matrix: a write at the leader commits
+    once one other member has it, so each leader's commit latency follows its smallest RTT
+    (a: 20 ms, b: 20 ms, c: 40 ms), never less."""
+    import importlib.util
+    import os
+    import statistics
+
+    from wanlab.api import Experiment
+    path = os.path.join(os.path.dirname(__file__), "..", "examples", "regions5.py")
+    spec = importlib.util.spec_from_file_location("regions5", path)
+    regions5 = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(regions5)
+    ir = yaml_spec.loads(ETCD3)
+    rtt = {(x, y): d + delays(ir)[y, x] for (x, y), d in delays(ir).items()}
+    with Experiment(ir, home=str(tmp_path / "home")) as exp:
+        commits = regions5.etcd_commits(exp, ["a", "b", "c"], writes=5)
+    for leader, lat in commits.items():
+        want = regions5.quorum_rtt(rtt, ["a", "b", "c"], leader)
+        assert len(lat) == 5
+        # never faster than the network allows; generous slack above for a loaded machine
+        assert want <= min(lat) and statistics.median(lat) < want + 30, (leader, want, lat)
+    assert statistics.median(commits["c"]) > max(commits["a"]) - 5
