@@ -9,7 +9,7 @@ has it: the leader's own copy and the 2 fastest acknowledgements, so a leader in
 commits after the 2nd smallest RTT from i to the other four regions. The script measures
 each pair's RTT with ping (minimum of 5, so ARP and scheduling noise drop out); then, if
 etcd is installed (Debian's etcd-server), it runs one etcd member per region (unmodified,
-data in each node's private /dev/shm), moves the leadership to each region in turn
+data in each node's private /tmp), moves the leadership to each region in turn
 (``etcdctl move-leader``) and times writes made at the leader through etcd's HTTP gateway.
 Each table shows what the matrix says next to what was measured.
 """
@@ -66,7 +66,7 @@ def etcd_commits(exp: Experiment, nodes: list[str], writes: int = 20) -> dict[st
             # heartbeat and election timeout sized for a 236 ms RTT (etcd's tuning guide:
             # heartbeat about the round trip, election timeout ten times it)
             members.append(exp.popen(n, [
-                "etcd", "--name", n, "--data-dir", f"/dev/shm/etcd-{n}",
+                "etcd", "--name", n, "--data-dir", f"/tmp/etcd-{n}",
                 "--listen-peer-urls", f"http://{ip[n]}:2380",
                 "--initial-advertise-peer-urls", f"http://{ip[n]}:2380",
                 "--listen-client-urls", f"http://{ip[n]}:2379,http://127.0.0.1:2379",
