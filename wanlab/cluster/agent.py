@@ -12,7 +12,7 @@ import re
 import subprocess
 from typing import Any
 
-from wanlab.cluster.info import MACHINE_RESOURCE, ClusterInfo, MachineInfo
+from wanlab.cluster.info import ClusterInfo, MachineInfo, pinned
 
 
 class HostAgent:
@@ -55,8 +55,7 @@ def agent(info: ClusterInfo, m: MachineInfo, home: str):
     import ray
     cls = ray.remote(num_cpus=0)(HostAgent)
     return cls.options(name=f"agent-{m.name}", lifetime="detached", get_if_exists=True,
-                       resources={MACHINE_RESOURCE + m.name: 0.001},
-                       max_concurrency=4).remote(m.name, home)
+                       max_concurrency=4, **pinned(m)).remote(m.name, home)
 
 
 def machine_home(store_home: str, machine: str) -> str:

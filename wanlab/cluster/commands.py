@@ -5,14 +5,57 @@ from __future__ import annotations
 from wanlab.errors import WanlabError
 
 
+def _up(lab, a) -> int:
+    from wanlab.cluster import local
+    address = a.address or a.address_pos
+    if a.address and a.address_pos and a.address != a.address_pos:
+        raise WanlabError(f"cluster up: two addresses ({a.address_pos}, {a.address})")
+    if (a.local is None) == (address is None):
+        raise WanlabError("cluster up: give --local N (a local test cluster: machines as "
+                          "namespaces on this host) or the address of a Ray cluster's "
+                          "head (cluster up HOST:PORT)")
+    if a.local is not None:
+        if a.wide_area:
+            raise WanlabError("--wide-area is for a cluster given by address; a local "
+                              "cluster's machines are wide-area with --wan-delay or "
+                              "--wan-matrix")
+        local.up_local(lab.store, a.local, wan_delay=a.wan_delay, wan_matrix=a.wan_matrix)
+        return 0
+    if a.wan_delay or a.wan_matrix:
+        raise WanlabError("--wan-delay/--wan-matrix shape the local test cluster only; a "
+                          "real cluster's paths are measured")
+    from wanlab.cluster import join
+    try:
+        join.up_address(lab.store, address, wide_area=a.wide_area)
+    except BaseException:
+        local.down(lab.store, quiet=True)
+        raise
+    return 0
+
+
+def _print_matrix(store) -> None:
+    from wanlab.cluster import join
+    mx = join.matrix(store)
+    if not mx:
+        return
+    names = mx["machines"]
+    print("  one-way delay (ms), measured" + (" / bandwidth (Mbit/s)"
+                                             if mx.get("bandwidth_bps") else ""))
+    print("  " + " " * 7 + "".join(f"{n:>16s}" for n in names))
+    for i, a in enumerate(names):
+        cells = []
+        for j in range(len(names)):
+            d = mx["one_way_s"][i][j]
+            bw = (mx.get("bandwidth_bps") or [[None] * len(names)] * len(names))[i][j]
+            cells.append(f"{'-' if i == j else f'{d * 1e3:.2f}'}"
+                         + (f" / {bw / 1e6:.0f}" if bw else ""))
+        print(f"  {a:7s}" + "".join(f"{c:>16s}" for c in cells))
+
+
 def cmd_cluster(lab, a) -> int:
     from wanlab.cluster import local
     if a.action == "up":
-        if a.local is None:
-            raise WanlabError("cluster up: give --local N (machines as namespaces on this "
-                              "host); joining real machines by address is not built yet")
-        local.up_local(lab.store, a.local)
-        return 0
+        return _up(lab, a)
     if a.action == "down":
         # the experiments placed on it first, through their machines' agents
         from wanlab.cluster import experiment
@@ -32,11 +75,15 @@ def cmd_cluster(lab, a) -> int:
         return 1
     from wanlab.cluster.status import status
     rows = status(lab.store, info)
-    print(f"cluster {info.id}: head {info.head}, {len(rows)} machines")
+    print(f"cluster {info.id}: head {info.head}, {len(rows)} machines"
+          + ("" if info.local else " (joined by address)"))
+    wide = {m.name for m in info.machines if m.wide_area}
     for r in rows:
         print(f"  {r['machine']:6s} {r['address']:15s} {r['state']:8s} cores {r['cores']:g}"
               + (f"  agent pid {r['agent_pid']}" if r.get("agent_pid") else "")
+              + ("  wide-area" if r["machine"] in wide else "")
               + (f"  ({r['error']})" if r.get("error") else ""))
+    _print_matrix(lab.store)
     return 0 if all(r["state"] == "up" for r in rows) else 1
 
 
@@ -146,9 +193,20 @@ def shell(lab, name: str, node: str, argv: list[str]) -> int:
 
 def register(add) -> None:
     sp = add("cluster", cmd_cluster, "the cluster experiments are placed on: wanlab cluster "
-             "up --local N | status | down")
+             "up --local N | up HOST:PORT | status | down")
     sp.add_argument("action", choices=("up", "status", "down"))
+    sp.add_argument("address_pos", nargs="?", metavar="HOST:PORT", help="with up: join the "
+                    "Ray cluster whose head is there (as --address)")
     sp.add_argument("--local", type=int, metavar="N", help="with up: a local test cluster "
                     "of N machines, each a network namespace with its own Ray worker")
+    sp.add_argument("--address", metavar="HOST:PORT", help="with up: join an existing Ray "
+                    "cluster (ray start --head / --address): one wanlab agent per machine; "
+                    "down removes wanlab's agents and leaves Ray running")
+    sp.add_argument("--wide-area", metavar="all|M,M", help="with up --address: the machines "
+                    "(names m0.. or addresses) that are wide-area sites for wanassign")
+    sp.add_argument("--wan-delay", metavar="D,D,...", help="with up --local N: each machine's "
+                    "one-way access delay (path i-j = d_i + d_j); the machines are wide-area")
+    sp.add_argument("--wan-matrix", metavar="FILE", help="with up --local N: a latency-matrix "
+                    "CSV over m0..mN-1 (docs/yaml.md) shaping the paths between machines")
 
 

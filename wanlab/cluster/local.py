@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 
 from wanlab.backends.emulate import netns, procs
-from wanlab.cluster.info import MACHINE_RESOURCE, ClusterInfo, MachineInfo
+from wanlab.cluster.info import MACHINE_RESOURCE, ClusterInfo, MachineInfo, current
 from wanlab.errors import WanlabError
 from wanlab.store import cluster as rec
 from wanlab.store.db import Store, make_private_dir
@@ -44,24 +44,13 @@ UNDERLAY_MTU = 9000
 START_TIMEOUT_S = 300.0
 
 
-def current(store: Store) -> ClusterInfo | None:
-    """The store's current cluster, or None."""
-    heads = rec.live(store, "cluster")
-    if not heads:
-        return None
-    d = heads[-1].detail
-    return ClusterInfo(d["id"], d["head"], tuple(
-        MachineInfo(m["name"], m["address"], m.get("netns"), m["cores"])
-        for m in d["machines"]), d.get("local", True))
-
-
 def _free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
 
 
-def _pick_subnet() -> ipaddress.IPv4Network:
+def _pick_subnet(avoid: ipaddress.IPv4Network | None = None) -> ipaddress.IPv4Network:
     out = subprocess.run(["ip", "-j", "-4", "route", "show", "table", "all"],
                          capture_output=True, text=True, check=True).stdout
     used = []
@@ -73,7 +62,7 @@ def _pick_subnet() -> ipaddress.IPv4Network:
                                                  strict=False))
     for k in range(256):
         net = ipaddress.ip_network(f"10.250.{k}.0/24")
-        if not any(net.overlaps(u) for u in used):
+        if net != avoid and not any(net.overlaps(u) for u in used):
             return net
     raise WanlabError("no free /24 in 10.250.0.0/16 for the local cluster's bridge")
 
@@ -103,13 +92,20 @@ def _spawn(store: Store, name: str, argv: list[str], log: str) -> None:
     rec.update(store, rid, "created", pid=p.pid, started=procs.start_time(p.pid), log=log)
 
 
-def up_local(store: Store, n: int, say: Callable[[str], None] = print) -> ClusterInfo:
-    """Start a local test cluster of ``n`` machines (refused if one exists)."""
+def up_local(store: Store, n: int, say: Callable[[str], None] = print,
+             wan_delay: str | None = None, wan_matrix: str | None = None,
+             measure: bool = True) -> ClusterInfo:
+    """Start a local test cluster of ``n`` machines (refused if one exists). With
+    ``wan_delay`` (each machine's one-way access delay, ``10ms,20ms,...``) or ``wan_matrix``
+    (a latency-matrix CSV over m0..mN-1) the machines are wide-area: their own paths are
+    shaped (:mod:`wanlab.cluster.wan_underlay`). ``measure``: record the measured matrix."""
     if current(store) is not None:
         raise WanlabError("a cluster is already up in this store: 'wanlab cluster down' "
                           "first (or 'wanlab cluster status')")
     if not 1 <= n <= 16:
         raise WanlabError(f"--local {n}: between 1 and 16 machines")
+    from wanlab.cluster import wan_underlay
+    shaped = wan_underlay.request(n, wan_delay, wan_matrix)   # checked before anything
     try:
         import ray  # noqa: F401
     except ImportError as e:
@@ -122,11 +118,17 @@ def up_local(store: Store, n: int, say: Callable[[str], None] = print) -> Cluste
     folder = os.path.join("/tmp", f"wlc{cid}")    # Ray's socket paths must stay short
     port = _free_port("0.0.0.0")
     cores = max(1.0, (os.cpu_count() or 1) / n)
-    machines = [MachineInfo(f"m{i}", str(hosts[10 + i]), f"wlc{cid}-m{i}", cores)
-                for i in range(n)]
+    # wide-area machines reach each other on a second, shaped network: their address
+    # (Ray's node address, the tunnels' underlay) is there; the bridge stays the control
+    # network between Ray's head and the machines
+    data = _pick_subnet(avoid=net) if shaped else None
+    machines = [MachineInfo(f"m{i}", str(list(data.hosts())[10 + i]) if data else
+                            str(hosts[10 + i]), f"wlc{cid}-m{i}", cores,
+                            wide_area=shaped is not None) for i in range(n)]
     head = f"{head_ip}:{port}"
     top = rec.record(store, "cluster", cid, id=cid, head=head, local=True,
-                     subnet=str(net), machines=[m.__dict__ for m in machines])
+                     subnet=str(net), data_subnet=str(data) if data else None,
+                     machines=[m.__dict__ for m in machines])
     try:
         rid = rec.record(store, "dir", folder)
         make_private_dir(folder)
@@ -145,10 +147,14 @@ def up_local(store: Store, n: int, say: Callable[[str], None] = print) -> Cluste
             _run(["ip", "link", "add", veth, "mtu", str(UNDERLAY_MTU), "type", "veth",
                   "peer", "name", "eth0", "mtu", str(UNDERLAY_MTU), "netns", m.netns])
             _run(["ip", "link", "set", veth, "master", br, "up"])
-            _run(["ip", "-n", m.netns, "addr", "add", f"{m.address}/{net.prefixlen}",
+            control = str(hosts[10 + i])
+            _run(["ip", "-n", m.netns, "addr", "add", f"{control}/{net.prefixlen}",
                   "dev", "eth0"])
             _run(["ip", "-n", m.netns, "link", "set", "eth0", "up"])
             _run(["ip", "-n", m.netns, "link", "set", "lo", "up"])
+        if shaped is not None and data is not None:
+            wan_underlay.build(store, cid, machines, [str(hosts[10 + i]) for i in range(n)],
+                               data, br, shaped, say)
         say(f"cluster {cid}: starting Ray's head at {head}")
         _spawn(store, "ray-head", _ray_argv() + [
             "--head", f"--node-ip-address={head_ip}", f"--port={port}", "--num-cpus=0",
@@ -177,6 +183,10 @@ def up_local(store: Store, n: int, say: Callable[[str], None] = print) -> Cluste
         info = current(store)
         assert info is not None
         _wait_machines(info)
+        if measure:
+            from wanlab.cluster import connect, join
+            with connect.session(info):
+                join.record_matrix(store, info, say)
         rec.update(store, top, "created")
         say(f"cluster {cid}: {n} machines up")
         return info
@@ -249,6 +259,11 @@ def down(store: Store, quiet: bool = False, say: Callable[[str], None] = print) 
     """Remove exactly what the store recorded of the cluster; returns how many parts."""
     records = rec.live(store)
     n = 0
+    agents = [r for r in records if r.kind == "agent"]
+    info = current(store)
+    if agents and info is not None:       # a cluster joined by address: ours are its agents
+        from wanlab.cluster import join
+        n += join.remove_agents(store, info, agents)
     # Ray's daemons first: each recorded process with its descendants (Ray's raylet, GCS,
     # workers), then whatever still runs inside a recorded machine namespace
     for r in (r for r in records if r.kind == "process"):
@@ -258,6 +273,12 @@ def down(store: Store, quiet: bool = False, say: Callable[[str], None] = print) 
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(c, 9)
             procs.kill(pid, started, grace=2.0)
+        rec.removed(store, r.id)
+        n += 1
+    for r in (r for r in records if r.kind == "underlay"):
+        # before the machines: its nodes hold the machines' second legs, given back first
+        from wanlab.cluster import wan_underlay
+        wan_underlay.remove(r)
         rec.removed(store, r.id)
         n += 1
     for r in (r for r in records if r.kind == "machine"):
@@ -277,6 +298,8 @@ def down(store: Store, quiet: bool = False, say: Callable[[str], None] = print) 
         shutil.rmtree(r.name, ignore_errors=True)
         rec.removed(store, r.id)
         n += 1
+    for r in (r for r in records if r.kind in ("matrix", "wanmap")):
+        rec.removed(store, r.id)           # what was measured and mapped on it
     for r in (r for r in records if r.kind == "cluster"):
         rec.removed(store, r.id)
         if not quiet:

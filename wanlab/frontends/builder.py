@@ -225,7 +225,8 @@ class ExperimentBuilder:
              image: str | None = None, tarfiles: Any = (), packages: Any = (),
              external: str | None = None, cpu: Any = None, memory: Any = None,
              pids: Any = None, cpus: Any = None, cpu_weight: Any = None,
-             egress: Any = False, source: ir.Source | None = None) -> str:
+             egress: Any = False, wide_area: bool = False,
+             source: ir.Source | None = None) -> str:
         """Declare a node; returns its name. ``image``: its own root file system (a
         ``wanlab image``; ``os`` maps an Emulab OS name to one); ``tarfiles``: pairs
         (folder in its root, tarball) unpacked there; ``packages``: Debian packages (or
@@ -237,8 +238,14 @@ class ExperimentBuilder:
         ``cpus`` the CPUs it is pinned to (``"0"``, ``"0-1"``), ``cpu_weight`` its share
         against other nodes (1..10000, default 100).
 
-        ``egress``: a route out of the experiment through its edge gateway (docs/edge.md)."""
+        ``egress``: a route out of the experiment through its edge gateway (docs/edge.md).
+        ``wide_area``: on a cluster the node runs on a wide-area machine chosen by
+        wanassign, and its links to other wide-area nodes are wanlinks, requests for the
+        real path's delay and bandwidth (docs/cluster.md)."""
         src = source or _caller_source()
+        if not isinstance(wide_area, bool):
+            raise SpecError(f"node {name}: wide_area is true or false, not {wide_area!r}",
+                            src.file, src.line, "wide_area")
         name = self._name(name, "node")
         if name in self._nodes:
             raise SpecError(f"node {name!r} is declared twice", src.file, src.line)
@@ -270,7 +277,7 @@ class ExperimentBuilder:
         self._nodes[name] = dict(name=name, kind=kind, os=os, hardware=hardware,
                                  startcmd=startcmd, routes=[], source=src, image=img,
                                  tarfiles=tuple(tars), packages=tuple(pkgs),
-                                 external=_opt_str(external), **res)
+                                 external=_opt_str(external), wide_area=wide_area, **res)
         try:
             if egress is not None and edge_spec.on(egress, "egress", "egress"):
                 self._nodes[name]["egress"] = True

@@ -432,6 +432,7 @@ class _Records:
                        startcmd=self.val(o, "startcmd"), routes=tuple(routes),
                        fixed=self.val(o, "fixed"), source=src, image=image,
                        tarfiles=tarfiles, packages=packages, egress=self.egress(o),
+                       wide_area=bool(int(self.val(o, "wide_area", 0))),
                        **self.resources(o))
 
     def egress(self, o: dict[str, Any]) -> bool:

@@ -330,7 +330,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
                     packages=n.get("packages") or (), external=n.get("external"),
                     cpu=n.get("cpu"), memory=n.get("memory"), pids=n.get("pids"),
                     cpus=n.get("cpus"), cpu_weight=n.get("cpu_weight"),
-                    egress=n.get("egress", False), source=at(["nodes", i]))
+                    egress=n.get("egress", False), wide_area=n.get("wide_area", False),
+                    source=at(["nodes", i]))
         for j, r in enumerate(n.get("routes", [])):
             call(["nodes", i, "routes", j], b.route, node, r["dst"], r["via"])
     for i, l in enumerate(doc.get("links", [])):

@@ -140,6 +140,10 @@ class Node:
     startcmd: str | None = None
     routes: tuple[Route, ...] = ()
     fixed: str | None = None         # on a cluster, the machine it must run on (tb-fix-node)
+    # on a cluster, it runs on a wide-area machine chosen by wanassign; a link between two
+    # wide-area nodes is a wanlink: a request for the real path's delay and bandwidth
+    # (tb-set-node-wide-area; docs/cluster.md)
+    wide_area: bool = False
     loopback: str | None = None      # with dynamic routing: this /32, not the next of
                                      # 10.255/16 (a cluster's parts keep the whole plan's)
     source: Source = field(default_factory=Source)

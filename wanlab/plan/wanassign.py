@@ -189,3 +189,63 @@ def _descend(s: np.ndarray, c: float, m: int, cost) -> tuple[np.ndarray, float]:
                 else:
                     s[i] = old
     return s, c
+
+
+@dataclass(frozen=True)
+class WideAreaRequest:
+    """What an experiment asks of the wide area: its wide-area nodes, and for each ordered
+    pair joined by a wanlink the one-way delay (s) and bandwidth (bit/s) it wants (NaN:
+    no wish)."""
+
+    nodes: list[str]
+    delay_s: np.ndarray
+    bandwidth_bps: np.ndarray
+
+    def wants_bandwidth(self) -> bool:
+        return bool(np.isfinite(self.bandwidth_bps).any())
+
+
+def wide_area_request(exp) -> WideAreaRequest | None:
+    """The wide-area request of ``exp`` (an :class:`~wanlab.model.ir.Experiment`), or None
+    when no node is wide-area. A link between two wide-area nodes is a wanlink: its delay
+    and bandwidth each way are what the real path between their machines should have."""
+    nodes = [n.name for n in exp.nodes if n.wide_area]
+    if not nodes:
+        return None
+    for n in exp.nodes:
+        if n.wide_area and n.kind != "emulated":
+            raise SpecError(f"node {n.name}: a {n.kind} node cannot be wide-area",
+                            n.source.file, n.source.line, "wide_area")
+    wide = set(nodes)
+    for lan in exp.lans:
+        for m in lan.members:
+            if m.node in wide:
+                raise SpecError(f"LAN {lan.name}: member {m.node} is wide-area; a wide-area "
+                                f"node joins other nodes by links, not LANs",
+                                lan.source.file, lan.source.line)
+    index = {n: i for i, n in enumerate(nodes)}
+    k = len(nodes)
+    delay = np.full((k, k), np.nan)
+    bw = np.full((k, k), np.nan)
+    for link in exp.links:
+        if link.a in wide and link.b in wide:
+            for (x, y), p in (((link.a, link.b), link.ab), ((link.b, link.a), link.ba)):
+                i, j = index[x], index[y]
+                if p.delay_s > 0:
+                    delay[i, j] = p.delay_s
+                if p.bandwidth_bps > 0:
+                    bw[i, j] = float(p.bandwidth_bps)
+    return WideAreaRequest(nodes, delay, bw)
+
+
+def map_request(req: WideAreaRequest, sites: list[str], one_way_s: np.ndarray,
+                bandwidth_bps: np.ndarray | None, seed: int = 1) -> WanMapping:
+    """Map a wide-area request onto measured sites (``one_way_s``: the sites' one-way
+    delays; ``bandwidth_bps``: their measured bandwidth, None if not measured, in which
+    case bandwidth wishes cannot be judged and are refused)."""
+    if req.wants_bandwidth() and bandwidth_bps is None:
+        raise SpecError("wanassign: wanlinks ask for bandwidth, but the cluster's bandwidth "
+                        "between machines was not measured")
+    return wanassign(req.nodes, req.delay_s, sites, one_way_s,
+                     want_bw=req.bandwidth_bps if req.wants_bandwidth() else None,
+                     got_bw=bandwidth_bps if req.wants_bandwidth() else None, seed=seed)

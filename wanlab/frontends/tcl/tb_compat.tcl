@@ -89,6 +89,16 @@ proc tb-fix-node {node machine} {
     ::wl::set_attr $h fixed $machine
 }
 
+# tb-set-node-wide-area NODE: on a cluster the node runs on a wide-area machine chosen by
+# wanassign; a link between two wide-area nodes asks for that delay/bandwidth of the real path
+proc tb-set-node-wide-area {node {on 1}} {
+    set h [::wl::need $node Node tb-set-node-wide-area]
+    if {![string is boolean -strict $on]} {
+        ::wl::fail "tb-set-node-wide-area: $on is not a boolean"
+    }
+    ::wl::set_attr $h wide_area [expr {$on ? 1 : 0}]
+}
+
 proc tb-set-node-os {node os {parentos 0}} {
     set h [::wl::need $node Node tb-set-node-os]
     ::wl::set_attr $h os $os

@@ -1,0 +1,159 @@
+"""A cluster given by address: a Ray cluster the researcher started on real machines
+(``ray start --head`` on one, ``ray start --address HEAD:PORT`` on the others), joined with
+``wanlab cluster up --address HEAD:PORT``.
+
+wanlab starts nothing of Ray's here. It attaches as a driver, takes every live Ray node
+that offers CPUs as a machine (named ``m0``, ``m1``, ... in the order of their addresses; a
+head started with ``--num-cpus=0`` only heads), starts one host agent per machine pinned
+to it by node affinity, measures the paths between the machines
+(:mod:`wanlab.cluster.measure`) and records all of it. ``down`` removes exactly that: the
+experiments placed on the cluster, the agents (``ray.kill``) and their machines' folders;
+the Ray cluster itself keeps running.
+
+Each machine needs wanlab installed (``make install``) and importable by its Ray worker,
+and the controller (the ``wanlab`` command) runs on a machine of the cluster, the head's
+usually: a Ray driver needs a local Ray node.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import secrets
+import shutil
+from collections.abc import Callable
+
+from wanlab.cluster import agent as agents
+from wanlab.cluster import connect, measure
+from wanlab.cluster.info import ClusterInfo, MachineInfo, current, pinned
+from wanlab.errors import WanlabError
+from wanlab.store import cluster as rec
+from wanlab.store.db import Store
+
+CALL_TIMEOUT_S = 300.0
+_ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
+
+
+def check_address(address: str) -> str:
+    """``HOST:PORT`` of a Ray head (GCS), checked; refused with the reason otherwise."""
+    m = _ADDRESS.match(address or "")
+    if not m or not 0 < int(m.group("port")) < 65536:
+        raise WanlabError(f"cluster up: {address!r} is not HOST:PORT of a Ray head "
+                          f"(e.g. 10.0.0.1:6379, as 'ray start --head' printed it)")
+    return address
+
+
+def _sort_key(node: dict) -> tuple:
+    addr = node.get("NodeManagerAddress", "")
+    try:
+        return (0, ipaddress.ip_address(addr), node["NodeID"])
+    except ValueError:
+        return (1, addr, node["NodeID"])
+
+
+def wide_area_names(machines: list[MachineInfo], spec: str | None) -> set[str]:
+    """Which machines ``--wide-area`` names: ``all``, or names/addresses, comma-separated;
+    an unknown one is refused."""
+    if not spec:
+        return set()
+    if spec.strip() == "all":
+        return {m.name for m in machines}
+    out = set()
+    for w in (x.strip() for x in spec.split(",") if x.strip()):
+        m = next((m for m in machines if w in (m.name, m.address)), None)
+        if m is None:
+            raise WanlabError(f"--wide-area: no machine {w!r} in the cluster (machines: "
+                              + ", ".join(f"{m.name} {m.address}" for m in machines) + ")")
+        out.add(m.name)
+    return out
+
+
+def up_address(store: Store, address: str, wide_area: str | None = None,
+               say: Callable[[str], None] = print) -> ClusterInfo:
+    """Join the Ray cluster whose head is at ``address`` (refused if a cluster is up). On
+    failure what was recorded stays recorded: the caller takes the cluster down."""
+    if current(store) is not None:
+        raise WanlabError("a cluster is already up in this store: 'wanlab cluster down' "
+                          "first (or 'wanlab cluster status')")
+    check_address(address)
+    try:
+        import ray
+    except ImportError as e:
+        raise WanlabError("the cluster needs Ray: run 'make install' (pip install "
+                          "'ray[default]')") from e
+    cid = secrets.token_hex(2)
+    probe = ClusterInfo(cid, address, (), False)
+    with connect.session(probe):
+        nodes = sorted((n for n in ray.nodes() if n.get("Alive") and
+                        n.get("Resources", {}).get("CPU", 0) > 0), key=_sort_key)
+        if not nodes:
+            raise WanlabError(f"the Ray cluster at {address} has no live node offering CPUs "
+                              f"to run wanlab's host agents on")
+        machines = [MachineInfo(f"m{i}", n["NodeManagerAddress"], None,
+                                float(n["Resources"]["CPU"]), node_id=n["NodeID"])
+                    for i, n in enumerate(nodes)]
+        wide = wide_area_names(machines, wide_area)
+        machines = [MachineInfo(m.name, m.address, None, m.cores, m.node_id,
+                                m.name in wide) for m in machines]
+        top = rec.record(store, "cluster", cid, id=cid, head=address, local=False,
+                         machines=[m.__dict__ for m in machines])
+        info = current(store)
+        assert info is not None
+        for m in machines:
+            say(f"cluster {cid}: machine {m.name} at {m.address} (Ray node "
+                f"{m.node_id[:12]}, {m.cores:g} cores" + (", wide-area)" if m.wide_area
+                                                          else ")"))
+            rid = rec.record(store, "agent", f"agent-{m.name}", machine=m.name,
+                             namespace=f"wanlab-{cid}")
+            h = ray.get(agents.agent(info, m, agents.machine_home(store.home, m.name))
+                        .hello.remote(), timeout=CALL_TIMEOUT_S)
+            rec.update(store, rid, "created", pid=h["pid"])
+        record_matrix(store, info, say)
+        rec.update(store, top, "created")
+    say(f"cluster {cid}: joined {address}, {len(machines)} machines up")
+    return info
+
+
+def record_matrix(store: Store, info: ClusterInfo, say: Callable[[str], None]) -> None:
+    """Measure the paths between the machines and record them with the cluster (inside a
+    session)."""
+    wide = [m.name for m in info.machines if m.wide_area]
+    say(f"cluster {info.id}: measuring delay between {len(info.machines)} machines"
+        + (f" and bandwidth between the {len(wide)} wide-area ones" if len(wide) > 1 else ""))
+    mx = measure.measure(info, wide)
+    rid = rec.record(store, "matrix", info.id, **mx)
+    rec.update(store, rid, "created")
+
+
+def matrix(store: Store) -> dict | None:
+    """The current cluster's measured matrix (see :func:`wanlab.cluster.measure.measure`)."""
+    rows = rec.live(store, "matrix")
+    return rows[-1].detail if rows else None
+
+
+def _forget(home: str) -> None:
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def remove_agents(store: Store, info: ClusterInfo, records: list[rec.Record]) -> int:
+    """Kill the recorded agents (and remove their machines' folders); Ray stays up."""
+    import ray
+    n = 0
+    with connect.session(info):
+        by_name = {m.name: m for m in info.machines}
+        for r in records:
+            m = by_name.get(r.detail.get("machine"))
+            try:
+                ray.kill(ray.get_actor(r.name, namespace=r.detail["namespace"]),
+                         no_restart=True)
+            except ValueError:          # not there (never started, or its machine is gone)
+                pass
+            if m is not None:
+                try:
+                    ray.get(ray.remote(num_cpus=0)(_forget).options(**pinned(m)).remote(
+                        agents.machine_home(store.home, m.name)), timeout=CALL_TIMEOUT_S)
+                except Exception:        # a lost machine: its folder stays, said by status
+                    pass
+            rec.removed(store, r.id)
+            n += 1
+    return n

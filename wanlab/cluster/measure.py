@@ -1,0 +1,110 @@
+"""Measuring the paths between a cluster's machines: one-way delay for every pair (half the
+minimum ping RTT) and, between wide-area machines, bandwidth each way (iperf3 for a
+second). Each probe is a Ray task pinned to the machine it runs on, so it runs where that
+machine's Ray worker runs (in its network namespace on the local test cluster).
+
+The result is the cluster's matrix (stored with the cluster, shown by ``cluster status``)
+on which wanassign maps wide-area nodes.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import subprocess
+import time
+from typing import Any
+
+from wanlab.cluster.info import ClusterInfo, MachineInfo, pinned
+from wanlab.errors import WanlabError
+
+PING_COUNT = 5
+IPERF_SECONDS = 1
+CALL_TIMEOUT_S = 300.0
+
+
+def _ping_min_rtt(address: str, count: int) -> float | None:
+    """Minimum RTT to ``address`` in seconds (None: unreachable). The minimum, not the
+    mean: on a loaded machine the mean measures the load as much as the path."""
+    p = subprocess.run(["ping", "-n", "-q", "-c", str(count), "-i", "0.2", "-W", "2",
+                        address], capture_output=True, text=True, check=False)
+    m = re.search(r"= ([\d.]+)/", p.stdout)
+    return float(m.group(1)) / 1e3 if m else None
+
+
+def _pings(addresses: list[str], count: int) -> list[float | None]:
+    return [_ping_min_rtt(a, count) for a in addresses]
+
+
+def _iperf_server(address: str, port: int, timeout_s: float) -> bool:
+    """One iperf3 test served on ``address:port``, then exit (``-1``)."""
+    try:
+        p = subprocess.run(["iperf3", "-s", "-1", "-B", address, "-p", str(port)],
+                           capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return False
+    return p.returncode == 0
+
+
+def _iperf_client(address: str, port: int, seconds: int) -> float | None:
+    """Received bit/s of a ``seconds`` TCP test to ``address:port`` (None: no test)."""
+    import json
+    for _ in range(20):         # the server task may not listen yet
+        p = subprocess.run(["iperf3", "-c", address, "-p", str(port), "-t", str(seconds),
+                            "-J"], capture_output=True, text=True, check=False,
+                           timeout=seconds + 60)
+        if p.returncode == 0:
+            try:
+                return float(json.loads(p.stdout)["end"]["sum_received"]["bits_per_second"])
+            except (ValueError, KeyError):
+                return None
+        time.sleep(0.5)
+    return None
+
+
+def measure(info: ClusterInfo, bandwidth_between: list[str] | None = None
+            ) -> dict[str, Any]:
+    """The cluster's matrix: ``one_way_s[i][j]`` for every pair of machines (symmetric:
+    half the minimum RTT) and, for the machines named in ``bandwidth_between``,
+    ``bandwidth_bps[i][j]`` each way (None elsewhere). Call inside a session."""
+    import ray
+    ms = list(info.machines)
+    ping = ray.remote(num_cpus=0)(_pings)
+    refs = {m.name: ping.options(**pinned(m)).remote(
+        [x.address for x in ms[i + 1:]], PING_COUNT) for i, m in enumerate(ms)}
+    n = len(ms)
+    one_way: list[list[float | None]] = [[0.0] * n for _ in range(n)]
+    for i, m in enumerate(ms):
+        for k, rtt in enumerate(ray.get(refs[m.name], timeout=CALL_TIMEOUT_S)):
+            j = i + 1 + k
+            if rtt is None:
+                raise WanlabError(f"cluster: machine {m.name} ({m.address}) cannot reach "
+                                  f"{ms[j].name} ({ms[j].address}) by ping")
+            one_way[i][j] = one_way[j][i] = rtt / 2
+    out: dict[str, Any] = {"machines": [m.name for m in ms], "one_way_s": one_way,
+                           "bandwidth_bps": None, "measured": time.time()}
+    wide = [m for m in ms if m.name in set(bandwidth_between or ())]
+    if len(wide) >= 2:
+        bw: list[list[float | None]] = [[None] * n for _ in range(n)]
+        index = {m.name: i for i, m in enumerate(ms)}
+        # one direction at a time: tests running together would share the paths' capacity
+        for a in wide:
+            for b in wide:
+                if a is not b:
+                    bw[index[a.name]][index[b.name]] = _bandwidth(a, b)
+        out["bandwidth_bps"] = bw
+    return out
+
+
+def _bandwidth(src: MachineInfo, dst: MachineInfo) -> float:
+    import ray
+    port = 20000 + secrets.randbelow(30000)
+    server = ray.remote(num_cpus=0)(_iperf_server).options(**pinned(dst)).remote(
+        dst.address, port, 120.0)
+    bps = ray.get(ray.remote(num_cpus=0)(_iperf_client).options(**pinned(src)).remote(
+        dst.address, port, IPERF_SECONDS), timeout=CALL_TIMEOUT_S)
+    ray.get(server, timeout=CALL_TIMEOUT_S)
+    if bps is None:
+        raise WanlabError(f"cluster: iperf3 from {src.name} to {dst.name} "
+                          f"({dst.address}) failed")
+    return bps
