@@ -115,16 +115,20 @@ def create(lab, exp, source_path: str, t0: float) -> int:
 
 
 def terminate(lab, name: str, op: str = "terminate") -> int:
-    from wanlab.cluster import experiment
+    from wanlab.cluster import experiment, wide
     experiment.terminate(lab.store, name, op)
+    wide.forget(lab.store, name)
     return 0
 
 
 def show(lab, name: str, as_json: bool) -> int:
     import json
 
-    from wanlab.cluster import experiment
+    from wanlab.cluster import experiment, wide
     info = experiment.show(lab.store, name)
+    mapped = wide.stored(lab.store, name)
+    if mapped:
+        info["wide_area"] = mapped
     if as_json:
         print(json.dumps(info, indent=2, default=str))
         return 0
@@ -135,6 +139,8 @@ def show(lab, name: str, as_json: bool) -> int:
     for m, nodes in sorted(by_machine.items()):
         err = info["parts"].get(m, {}).get("error")
         print(f"  machine {m}: {', '.join(nodes)}" + (f"  ({err})" if err else ""))
+    for line in wide.lines(mapped) if mapped else []:
+        print("  " + line)
     return 0
 
 

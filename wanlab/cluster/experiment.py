@@ -224,6 +224,9 @@ def create(store: Store, exp: Experiment, source_path: str | None,
     _refuse_unsupported(exp)
     if store.find(exp.name) is not None:
         raise WanlabError(f"an experiment named {exp.name!r} exists already")
+    # wide-area nodes first: wanassign pins them to measured machines (cluster/wide.py)
+    from wanlab.cluster import wide
+    exp, fixed = wide.place(store, info, exp, fixed, say)
     plan = make_plan(exp, "0000")
     with connect.session(info):
         handles = {m.name: agents.agent(info, m, agents.machine_home(store.home, m.name))
