@@ -99,7 +99,7 @@ def test_a_cluster_joined_by_address_has_its_paths_measured(joined):
     head, user, home, netns = joined
     p = wl(home, "cluster", "up", head, "--wide-area", "all", timeout=900)
     assert "3 machines up" in p.stdout, p.stdout + p.stderr
-    status = wl(home, "cluster", "status").stdout
+    status = wl(home, "cluster", "status", "--matrix").stdout
     assert "(joined by address)" in status, status
     rows = [x.split() for x in status.splitlines() if re.match(r"\s+m\d\s", x)]
     assert [r[0] for r in rows[:3]] == ["m0", "m1", "m2"], status
@@ -122,6 +122,7 @@ def test_a_cluster_joined_by_address_has_its_paths_measured(joined):
     for (i, j), want in {(0, 1): 0.020, (0, 2): 0.042, (1, 2): 0.058}.items():
         assert want <= d[i][j] < want + 0.005, (i, j, d)
     assert mx["bandwidth_bps"][0][1] > 0 and mx["bandwidth_bps"][2][1] > 0
+    assert re.search(r"m0\s+-\s+20\.\d\d / \d+", status), status
 
 
 def test_a_requested_20ms_pair_lands_on_the_machines_20ms_apart(joined, tmp_path):

@@ -83,7 +83,8 @@ def cmd_cluster(lab, a) -> int:
               + (f"  agent pid {r['agent_pid']}" if r.get("agent_pid") else "")
               + ("  wide-area" if r["machine"] in wide else "")
               + (f"  ({r['error']})" if r.get("error") else ""))
-    _print_matrix(lab.store)
+    if a.matrix:
+        _print_matrix(lab.store)
     return 0 if all(r["state"] == "up" for r in rows) else 1
 
 
@@ -208,6 +209,8 @@ def register(add) -> None:
     sp.add_argument("--address", metavar="HOST:PORT", help="with up: join an existing Ray "
                     "cluster (ray start --head / --address): one wanlab agent per machine; "
                     "down removes wanlab's agents and leaves Ray running")
+    sp.add_argument("--matrix", action="store_true", help="with status: also the measured "
+                    "one-way delay (and bandwidth) between the machines")
     sp.add_argument("--wide-area", metavar="all|M,M", help="with up --address: the machines "
                     "(names m0.. or addresses) that are wide-area sites for wanassign")
     sp.add_argument("--wan-delay", metavar="D,D,...", help="with up --local N: each machine's "

@@ -135,25 +135,33 @@ def _forget(home: str) -> None:
     shutil.rmtree(home, ignore_errors=True)
 
 
-def remove_agents(store: Store, info: ClusterInfo, records: list[rec.Record]) -> int:
-    """Kill the recorded agents (and remove their machines' folders); Ray stays up."""
+def remove_agents(store: Store, info: ClusterInfo, records: list[rec.Record],
+                  say: Callable[[str], None] = print) -> int:
+    """Kill the recorded agents (and remove their machines' folders); Ray stays up. A
+    cluster that no longer answers has taken its agents with it: they are only forgotten."""
+    try:
+        with connect.session(info):
+            _kill_agents(store, info, records)
+    except WanlabError as e:
+        say(f"warning: {e}; its agents went with it, forgotten here")
+    for r in records:
+        rec.removed(store, r.id)
+    return len(records)
+
+
+def _kill_agents(store: Store, info: ClusterInfo, records: list[rec.Record]) -> None:
     import ray
-    n = 0
-    with connect.session(info):
-        by_name = {m.name: m for m in info.machines}
-        for r in records:
-            m = by_name.get(r.detail.get("machine"))
+    by_name = {m.name: m for m in info.machines}
+    for r in records:
+        m = by_name.get(r.detail.get("machine"))
+        try:
+            ray.kill(ray.get_actor(r.name, namespace=r.detail["namespace"]),
+                     no_restart=True)
+        except ValueError:          # not there (never started, or its machine is gone)
+            pass
+        if m is not None:
             try:
-                ray.kill(ray.get_actor(r.name, namespace=r.detail["namespace"]),
-                         no_restart=True)
-            except ValueError:          # not there (never started, or its machine is gone)
+                ray.get(ray.remote(num_cpus=0)(_forget).options(**pinned(m)).remote(
+                    agents.machine_home(store.home, m.name)), timeout=CALL_TIMEOUT_S)
+            except Exception:        # a lost machine keeps its folder
                 pass
-            if m is not None:
-                try:
-                    ray.get(ray.remote(num_cpus=0)(_forget).options(**pinned(m)).remote(
-                        agents.machine_home(store.home, m.name)), timeout=CALL_TIMEOUT_S)
-                except Exception:        # a lost machine: its folder stays, said by status
-                    pass
-            rec.removed(store, r.id)
-            n += 1
-    return n
