@@ -65,6 +65,8 @@ pub struct Outcome {
     pub threads: u32,
     pub lookahead_ns: u64,
     pub windows: u64,
+    /// Wall time spent waiting for the other engine processes to connect (not running).
+    pub connect_s: f64,
 }
 
 /// The replicas of a run as the scenario loop sees them: on threads of this process
@@ -414,7 +416,9 @@ pub fn simulate_remote(sc: &Scenario, role: &Role, digest: u64) -> Result<Outcom
         me: role.rank,
         nodes: placement.nodes.clone(),
     });
+    let t0 = std::time::Instant::now();
     let peers = remote::connect(role, digest)?;
+    let connect_s = t0.elapsed().as_secs_f64();
     let mut replicas = Remote::new(engine, peers, role.ranks, placement.lookahead_ns);
     let (result, events, windows) = run_scenario(sc, requests, &mut replicas)?;
     Ok(Outcome {
@@ -427,6 +431,7 @@ pub fn simulate_remote(sc: &Scenario, role: &Role, digest: u64) -> Result<Outcom
         threads: role.ranks,
         lookahead_ns: placement.lookahead_ns,
         windows,
+        connect_s,
     })
 }
 
@@ -467,6 +472,7 @@ pub fn simulate(
         threads: placement.parts,
         lookahead_ns: placement.lookahead_ns,
         windows,
+        connect_s: 0.0,
     })
 }
 
@@ -617,16 +623,23 @@ pub fn main(
         Ok(o) => o,
         Err(e) => return fail(e),
     };
+    // The run's own time: without waiting for the other engines to connect.
+    let run_secs = || (secs_of(wall) - outcome.connect_s).max(0.0);
     let line = |what: &str| {
         eprintln!(
-            "wanlab-engine simulate: {} events in {:.3} s wall time ({:.0} events/s), {:.3} s virtual time, {} {what}, lookahead {} ns, {} windows",
+            "wanlab-engine simulate: {} events in {:.3} s wall time ({:.0} events/s), {:.3} s virtual time, {} {what}, lookahead {} ns, {} windows{}",
             outcome.events,
-            secs_of(wall),
-            outcome.events as f64 / secs_of(wall).max(1e-9),
+            run_secs(),
+            outcome.events as f64 / run_secs().max(1e-9),
             sc.until_ns as f64 / 1e9,
             outcome.threads,
             outcome.lookahead_ns,
-            outcome.windows
+            outcome.windows,
+            if role.is_some() {
+                format!(", {:.3} s waiting for the other engines to connect", outcome.connect_s)
+            } else {
+                String::new()
+            }
         )
     };
     if outcome.result.is_null() {
