@@ -136,3 +136,17 @@ def test_only_rank_arguments_reach_an_agents_engine(tmp_path):
         sim_engine.run_engine_here(str(tmp_path), "run-1", "{}", ["--out", "/etc/passwd"])
     with pytest.raises(WanlabError, match="not a plain name"):
         sim_engine.run_engine_here(str(tmp_path), "../x", "{}", [])
+
+
+def test_what_cannot_be_cut_runs_whole_on_one_machine(tmp_path):
+    from wanlab.backends.simulate.scenario import build
+    spec = _spec(tmp_path)
+    zero = LinkParams(bandwidth_bps=5_000_000)
+    spec = dataclasses.replace(spec, links=tuple(
+        dataclasses.replace(lk, ab=zero, ba=zero) for lk in spec.links))
+    assert len(set(csim.place(spec, MACHINES).values())) == 1
+    # ... and an agent's engine without rank arguments runs the whole scenario
+    doc = build(spec, str(tmp_path / "traces"), None).engine_json(5, 0.1)
+    out = sim_engine.run_engine_here(str(tmp_path / "m0"), "sim-1-0", json.dumps(doc), [])
+    assert out["rc"] == 0 and json.loads(out["result"])["seed"] == 5, out["stderr"]
+    assert not (tmp_path / "m0" / "sims" / "sim-1-0").exists()

@@ -147,9 +147,11 @@ def _run_ranks(store: Store, info: ClusterInfo, machines: list, text: str) -> li
             hub = f"{machines[0].address}:{random.randint(*PORTS)}"
             refs = []
             for r, h in enumerate(handles):
-                argv = ["--rank", str(r), "--ranks", str(n),
-                        "--listen" if r == 0 else "--connect", hub,
-                        "--connect-timeout", str(CONNECT_TIMEOUT_S)]
+                # one machine (nothing could be cut): its engine runs it alone
+                argv = [] if n == 1 else [
+                    "--rank", str(r), "--ranks", str(n),
+                    "--listen" if r == 0 else "--connect", hub,
+                    "--connect-timeout", str(CONNECT_TIMEOUT_S)]
                 refs.append(h.simulate_part.remote(f"{run}-{r}", text, argv))
             with ThreadPoolExecutor(len(refs)) as pool:
                 outs = list(pool.map(lambda ref: _get(ref), refs))
