@@ -23,8 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wanlab.cluster import agent as agents
-from wanlab.cluster import connect, local
-from wanlab.cluster.info import ClusterInfo
+from wanlab.cluster import connect
+from wanlab.cluster.info import ClusterInfo, current
 from wanlab.cluster.sim_engine import RUN_TIMEOUT_S
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
@@ -97,7 +97,7 @@ def place(exp: Experiment, machines: list[Machine]) -> dict[str, str]:
 
 
 def _current(store: Store) -> ClusterInfo:
-    info = local.current(store)
+    info = current(store)
     if info is None:
         raise WanlabError("--cluster: no cluster is up; start one with 'wanlab cluster up "
                           "--local N' (or simulate on this machine without --cluster)")
