@@ -75,6 +75,73 @@ def pair_measure(home: str, name: str) -> dict:
     return res
 
 
+GEN = os.path.join(ROOT, "target", "release", "wanlab-gen")
+FRAME_OVERHEAD = 42          # Ethernet + IP + UDP headers of a frame the engine counts
+
+
+def _udp(home: str, name: str, a: str, b: str, args: list[str], port: int,
+         seconds: float) -> dict:
+    """A UDP stream a -> b through wanlab-gen; the sink's report (it runs in b's own
+    /tmp-backed shell in the background and ends 2 s after the stream)."""
+    ip = wl(home, "exec", name, a, "--", "getent", "hosts", b).stdout.split()[0]
+    wl(home, "exec", name, b, "--", "sh", "-c",
+       f"{GEN} sink --bind 0.0.0.0:{port} --idle-exit 2 --duration {seconds + 30} --json "
+       f"> /tmp/sink-{port}.json 2>&1 &")
+    time.sleep(0.5)
+    wl(home, "exec", name, a, "--", GEN, "send", "--dst", f"{ip}:{port}", *args,
+       "--duration", str(seconds), "--json")
+    for _ in range(60):
+        time.sleep(1)
+        text = wl(home, "exec", name, b, "--", "cat", f"/tmp/sink-{port}.json").stdout
+        if text.strip():
+            return json.loads(text.strip().splitlines()[-1])
+    raise SystemExit(f"no sink report from {b}")
+
+
+def link_fidelity(home: str, name: str, link: str, a: str, b: str,
+                  engine_base_us: float | None) -> dict:
+    """The fidelity suite's three checks on one link of a running experiment, changed with
+    tevc: RTT at 10 ms (goal: within max(0.5 %, 50 us) of 20 ms plus what one machine's
+    engine adds at 0 ms), throughput at 10 Mbit/s (1514-byte frames offered at 103 %; goal
+    0.5 %), and 2.5 % loss (64-byte frames, 20 000; goal: inside the 99 % binomial
+    interval). a -> b is the direction measured (a cut link's: shaped by a's machine)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from measure import binom_interval
+
+    def tevc(*args: str) -> None:
+        wl(home, "tevc", "-w", name, "now", link, *args)
+
+    def ping() -> dict:
+        return ping_stats(wl(home, "exec", name, a, "--", "ping", "-q", "-c", "300", "-i",
+                             "0.01", b).stdout)
+    res: dict = {"link": link, "a": a, "b": b}
+    tevc("delay", "0ms")
+    res["rtt_0ms_avg_ms"] = ping()["rtt_avg_ms"]
+    tevc("delay", "10ms")
+    r = ping()
+    res["rtt_10ms_avg_ms"], res["rtt_10ms_min_ms"] = r["rtt_avg_ms"], r["rtt_min_ms"]
+    base = engine_base_us if engine_base_us is not None else res["rtt_0ms_avg_ms"] * 1e3
+    res["rtt_error_us"] = res["rtt_10ms_avg_ms"] * 1e3 - 20000.0 - base
+    res["rtt_goal"] = abs(res["rtt_error_us"]) <= max(0.005 * 20000.0, 50.0)
+    tevc("delay", "0ms")
+    tevc("bandwidth", "10Mb")
+    k = _udp(home, name, a, b, ["--size", str(1514 - FRAME_OVERHEAD), "--bitrate",
+                                str(int(10e6 * 1.03))], 31001, 5.0)
+    res["bw_measured_bps"] = k["bps_frame"]
+    res["bw_error_pct"] = (k["bps_frame"] - 10e6) / 10e6 * 100
+    res["bw_goal"] = abs(res["bw_error_pct"]) <= 0.5
+    tevc("bandwidth", "100Mb")
+    tevc("plr", "0.025")
+    k = _udp(home, name, a, b, ["--size", str(64 - FRAME_OVERHEAD), "--rate", "2000"],
+             31002, 10.0)
+    lo, hi = binom_interval(k["expected"], 0.025)
+    res.update(loss_expected=k["expected"], loss_lost=k["lost"], loss_lo=lo, loss_hi=hi,
+               loss_measured=k["lost"] / k["expected"] if k["expected"] else None,
+               loss_goal=lo <= k["lost"] <= hi)
+    tevc("plr", "0")
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--machines", type=int, default=3)
@@ -114,6 +181,14 @@ def main() -> None:
         out["cluster_ping"] = ping_stats(wl(home, "exec", "big", "n0", "--", "ping", "-q",
                                             "-c", "8", "-i", "0.2", "-w", "30", "-t", "255",
                                                 last).stdout)
+        # the fidelity checks on a link cut between machines and on a link inside one, in
+        # the running 300-node experiment (changed with tevc)
+        chain = [(f"l{i}", f"n{i}", f"n{i + 1}") for i in range(a.chain - 1)]
+        cut = next(x for x in chain if where[x[1]] != where[x[2]])
+        inside = next(x for x in chain if where[x[1]] == where[x[2]])
+        out["fidelity_inside"] = link_fidelity(home, "big", *inside, None)
+        out["fidelity_cut"] = link_fidelity(home, "big", *cut,
+                                            out["fidelity_inside"]["rtt_0ms_avg_ms"] * 1e3)
         wl(home, "terminate", "big")
         pair = os.path.join(tmp, "cut.yaml")
         with open(pair, "w") as f:
@@ -176,6 +251,33 @@ def main() -> None:
                 f"Mbit/s |\n\nThe cut adds {out['added_rtt_ms']:.3f} ms of RTT over the same "
                 f"link on one machine (the measured path delay is subtracted from the link's "
                 f"delay, so what remains is the tunnel's own cost).\n")
+        f.write(fidelity_table(out["fidelity_inside"], out["fidelity_cut"], a.chain))
+
+
+def fidelity_table(fi: dict, fc: dict, chain: int) -> str:
+    """The fidelity checks on a cut link against a link inside one machine, as markdown."""
+    def ok(x: bool) -> str:
+        return "PASS" if x else "MISS"
+    rows = [
+        ("RTT at 10 ms each way, mean (goal: 20 ms + one machine's engine at 0 ms "
+         f"[{fi['rtt_0ms_avg_ms'] * 1e3:.0f} µs] ± max(0.5 %, 50 µs) = ± 100 µs)",
+         lambda r: f"{r['rtt_10ms_avg_ms']:.3f} ms ({r['rtt_error_us']:+.0f} µs) "
+                   f"{ok(r['rtt_goal'])}"),
+        ("RTT at 0 ms, mean", lambda r: f"{r['rtt_0ms_avg_ms'] * 1e3:.0f} µs"),
+        ("10 Mbit/s, 1514-byte frames offered at 103 % (goal ± 0.5 %)",
+         lambda r: f"{r['bw_measured_bps'] / 1e6:.4f} Mbit/s ({r['bw_error_pct']:+.2f} %) "
+                   f"{ok(r['bw_goal'])}"),
+        ("2.5 % loss, 64-byte frames (goal: inside the 99 % binomial interval)",
+         lambda r: f"{r['loss_lost']} of {r['loss_expected']} "
+                   f"({r['loss_measured'] * 100:.2f} %; [{r['loss_lo']}, {r['loss_hi']}]) "
+                   f"{ok(r['loss_goal'])}")]
+    out = [f"\n## The fidelity checks on a cut link of the running {chain}-node experiment\n",
+           f"Changed with tevc; measured a -> b. Inside one machine: {fi['link']} "
+           f"({fi['a']}-{fi['b']}); cut between machines: {fc['link']} "
+           f"({fc['a']}-{fc['b']}).\n", "| check | inside one machine | cut |",
+           "|---|---|---|"]
+    out += [f"| {label} | {fmt(fi)} | {fmt(fc)} |" for label, fmt in rows]
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":

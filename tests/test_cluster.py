@@ -33,6 +33,18 @@ lans:
 """
 
 
+FLOWS = """\
+agents:
+  - {name: udp0, kind: Agent/UDP, node: n0, peer: null0}
+  - {name: null0, kind: Agent/Null, node: h1, peer: udp0}
+  - {name: cbr0, kind: Application/Traffic/CBR, attached: udp0,
+     params: {packetSize_: 500, rate_: 1Mb}}
+  - {name: tcp0, kind: Agent/TCP, node: h0, peer: sink0}
+  - {name: sink0, kind: Agent/TCPSink, node: n0, peer: tcp0}
+  - {name: ftp0, kind: Application/FTP, attached: tcp0}
+"""
+
+
 def wl(home, *args, check=True, timeout=600):
     env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
     p = subprocess.run([sys.executable, "-m", "wanlab.cli", *args], capture_output=True,
@@ -161,7 +173,7 @@ def test_events_tevc_captures_swap_and_modify_across_machines(cluster, tmp_path)
     spec = tmp_path / "ev.yaml"
     timeline = "events:\n" + "".join(
         f"  - {{at: 1, target: l{i}, action: delay, args: [10ms]}}\n" for i in range(5))
-    spec.write_text(CHAIN.format(name="ev") + timeline)
+    spec.write_text(CHAIN.format(name="ev") + FLOWS + timeline)
     wl(home, "create", str(spec), "--cluster")
     where = json.loads(wl(home, "show", "ev", "--json").stdout)["machine_of"]
     ends = [("n0", "n1"), ("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n5")]
@@ -195,6 +207,19 @@ def test_events_tevc_captures_swap_and_modify_across_machines(cluster, tmp_path)
                            env={**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT,
                                 "SHELL": "/bin/sh"})
     assert shell.stdout.split() == ["h1"], (shell.stdout, shell.stderr)
+    # traffic between machines (n0 is never on the LAN's machine): a CBR flow n0 -> h1 and
+    # a TCP transfer h0 -> n0, started and stopped by tevc; each end runs on its machine
+    assert where["n0"] != where["h1"]
+    for app in ("cbr0", "ftp0"):
+        wl(home, "tevc", "-w", "ev", "now", app, "start")
+    time.sleep(3)
+    for app in ("cbr0", "ftp0"):
+        wl(home, "tevc", "-w", "ev", "now", app, "stop")
+    flows = {f["agent"]: f for f in json.loads(wl(home, "flows", "ev", "--json").stdout)}
+    cbr, ftp = flows["cbr0"]["result"], flows["ftp0"]["result"]
+    assert flows["cbr0"]["machine"] == f"{where['n0']}->{where['h1']}"
+    assert cbr["sent_packets"] > 100 and cbr["packets"] > 0.9 * cbr["sent_packets"], cbr
+    assert ftp["bytes"] > 100_000 and ftp["sent_bytes"] >= ftp["bytes"], ftp
     # swap-out and in: every part, on its machine; the timeline plays again
     wl(home, "swapout", "ev")
     assert re.search(r"^ev\s+\w+\s+swapped", wl(home, "list").stdout, re.M)
@@ -203,7 +228,7 @@ def test_events_tevc_captures_swap_and_modify_across_machines(cluster, tmp_path)
     assert 104.0 <= _rtt_min(home, "ev", "n0", "h1") < 112.0
     # modify: the cut link at 30 ms (a parameter change, in place on both machines; the
     # other links keep the 10 ms the timeline gave them)
-    text = CHAIN.format(name="ev")
+    text = CHAIN.format(name="ev") + FLOWS
     line = next(x for x in text.splitlines() if f"name: {cut}," in x)
     spec.write_text(text.replace(line, line.replace("delay: 5ms", "delay: 30ms")))
     wl(home, "modify", "ev", str(spec))

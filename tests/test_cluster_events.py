@@ -73,3 +73,57 @@ def test_ns_swapout_is_the_controllers():
     e = loads(SPEC + "  - {at: 7, target: ns, action: swapout}\n", file="ev.yaml")
     with pytest.raises(WanlabError, match="wanlab swapout ev"):
         events.split(e, WHERE, e.events)
+
+
+FLOWS = """\
+name: fl
+nodes: [a, b, c]
+links:
+  - {name: ab, nodes: [a, b], delay: 5ms}
+  - {name: bc, nodes: [b, c], delay: 5ms}
+agents:
+  - {name: udp0, kind: Agent/UDP, node: a, peer: null0}
+  - {name: null0, kind: Agent/Null, node: c, peer: udp0}
+  - {name: cbr0, kind: Application/Traffic/CBR, attached: udp0,
+     params: {packetSize_: 500, rate_: 1Mb}}
+events:
+  - {at: 1, target: cbr0, action: start}
+"""
+
+
+def test_a_flow_between_machines_goes_to_both_parts_with_a_stub_for_the_far_end():
+    from wanlab.cluster.experiment import split
+    from wanlab.model.ir import validate
+    from wanlab.plan.plan import make_plan
+    e = loads(FLOWS, file="fl.yaml")
+    where = {"a": "m0", "b": "m1", "c": "m2"}
+    one_way = {(x, y): 0.0001 for x in ("m0", "m1", "m2") for y in ("m0", "m1", "m2")}
+    parts = split(e, make_plan(e, "0000"), where, one_way, {"ab": 7, "bc": 8},
+                  {"m0": "10.0.0.1", "m1": "10.0.0.2", "m2": "10.0.0.3"})
+    for m in ("m0", "m1", "m2"):
+        part = parts[m][0]
+        validate(part)
+        make_plan(part, "0001")
+        # the same applications in the same order everywhere (a flow's port is its index)
+        assert [a.name for a in part.agents] == ["udp0", "null0", "cbr0"]
+        assert {n.name for n in part.nodes} >= {"a", "c"}
+    assert parts["m0"][0].node("c").kind == "remote"
+    assert parts["m2"][0].node("a").kind == "remote"
+    # the start goes to the sender's and the receiver's machines only
+    assert [ev.target for ev in parts["m0"][0].events] == ["cbr0"]
+    assert [ev.target for ev in parts["m2"][0].events] == ["cbr0"]
+    assert parts["m1"][0].events == ()
+
+
+def test_the_two_halves_of_a_flow_are_joined():
+    from wanlab.cluster.experiment import join_halves
+    send = {"agent": "cbr0", "started_s": 1.0, "machine": "m0",
+            "result": {"half": "send", "sent_packets": 500, "packets": 0, "bytes": 0,
+                       "sender": {"x": 1}}}
+    recv = {"agent": "cbr0", "started_s": 1.001, "machine": "m2",
+            "result": {"half": "receive", "sent_packets": None, "packets": 498,
+                       "bytes": 249000, "sender": {}}}
+    (row,) = join_halves([send, recv])
+    assert row["machine"] == "m0->m2"
+    assert row["result"] == {"sent_packets": 500, "packets": 498, "bytes": 249000,
+                             "sender": {"x": 1}}

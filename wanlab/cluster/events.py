@@ -54,7 +54,8 @@ def owners(exp: Experiment, where: Where, target: str) -> list[str]:
     if kind == "program":
         return [m[next(p.node for p in exp.programs if p.name == target)]]
     if kind in ("application", "agent"):
-        return [m[_agent_node(exp, target)]]
+        # a flow's two ends: the sender's machine and the receiver's
+        return sorted({m[x] for x in flow_ends(exp, target)})
     if kind == "simulator":
         return where.machines()
     if kind == "timeline":
@@ -67,13 +68,16 @@ def _link(exp: Experiment, name: str) -> Link:
     return next(x for x in exp.links if x.name == name)
 
 
-def _agent_node(exp: Experiment, name: str) -> str:
+def flow_ends(exp: Experiment, name: str) -> list[str]:
+    """The nodes of agent or application ``name`` and of the agent it is connected to."""
     agents = {a.name: a for a in exp.agents}
     a = agents[name]
-    node = a.node or (agents[a.attached].node if a.attached in agents else None)
-    if node is None:
+    transport = agents.get(a.attached) if a.attached else a
+    nodes = [x.node for x in (transport, agents.get(transport.peer) if transport and
+                              transport.peer else None) if x is not None and x.node]
+    if not nodes:
         raise WanlabError(f"agent {name} is on no node")
-    return node
+    return nodes
 
 
 def shaped_dir(link: Link, machine: str, where: Where) -> str:

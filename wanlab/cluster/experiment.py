@@ -125,6 +125,8 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
     warnings: list[str] = []
     machines = sorted(set(where.values()))
     parts: dict[str, tuple[Experiment, dict[str, Any]]] = {}
+    agents_by_name = {a.name: a for a in exp.agents}
+    flows = _flow_agents(exp)
     for m in machines:
         local_nodes = [n for n in exp.nodes if where[n.name] == m]
         if not local_nodes:
@@ -175,12 +177,19 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
             else:
                 nodes.append(dataclasses.replace(n, routes=tuple(
                     Route(r.dst, r.via) for r in plan.nodes[n.name].routes)))
-        nodes += [dataclasses.replace(stubs[k], loopback=plan.nodes[k].loopback if dynamic
-                                      else None) for k in sorted(stubs)]
         programs = tuple(p for p in exp.programs if p.node in mine)
-        agents_ = tuple(a for a in exp.agents if a.node in mine and
-                        (a.peer is None or a.peer in {x.name for x in exp.agents
-                                                      if x.node in mine}))
+        # every application with its agents goes to every part (a part numbers them in
+        # order: the same order everywhere gives a flow the same port on both machines);
+        # an end on another machine is a stub here, and each part runs its own end
+        agents_ = tuple(a for a in exp.agents if a.name in flows or a.node in mine and
+                        (a.peer is None or agents_by_name.get(a.peer) is not None and
+                         agents_by_name[a.peer].node in mine))
+        for a in agents_:
+            if a.node and a.node not in mine:
+                stubs.setdefault(a.node, Node(a.node, kind="remote"))
+        nodes += [dataclasses.replace(stubs[k], loopback=plan.nodes[k].loopback if dynamic
+                                      else None) for k in sorted(stubs)
+                  if k not in {n.name for n in nodes}]
         part = dataclasses.replace(
             exp, nodes=tuple(nodes), links=tuple(links), lans=tuple(lans), programs=programs,
             agents=agents_, events=(), timelines=(), groups=(),
@@ -188,8 +197,8 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
         parts[m] = (part, {"tunnels": tunnels, "hosts": plan.hosts, "machine": m})
     # each part plays its share of the timeline (a cut link's event on both machines)
     at = events.Where(where, one_way)
-    dropped = {a.name for a in exp.agents} - {a.name for p, _ in parts.values()
-                                               for a in p.agents}
+    dropped = {a.name for a in exp.agents if a.role == "application" and a.traffic} - {
+        a.name for p, _ in parts.values() for a in p.agents}
     shares = events.split(exp, at, exp.events)
     tls = events.timelines(exp, at)
     for m, (part, spec) in parts.items():
@@ -200,11 +209,27 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
                         for t in tls.get(m, ()))
         parts[m] = (dataclasses.replace(part, events=mine, timelines=mine_tl), spec)
     if dropped:
-        warnings.append(f"traffic agents across machines are not realised yet: "
+        warnings.append(f"applications not realised on the cluster: "
                         f"{', '.join(sorted(dropped))}")
     for _, spec in parts.values():
         spec["warnings"] = warnings
     return parts
+
+
+def _flow_agents(exp: Experiment) -> set[str]:
+    """Every realised application, its transport agent and the agent that is its peer."""
+    by_name = {a.name: a for a in exp.agents}
+    out = set()
+    for a in exp.agents:
+        if a.role != "application" or a.traffic is None:
+            continue
+        out.add(a.name)
+        transport = by_name.get(a.attached or "")
+        if transport is not None:
+            out.add(transport.name)
+            if transport.peer:
+                out.add(transport.peer)
+    return out
 
 
 def _ifname_of_stub(part: Experiment, short_plan: Plan, stub: str, link: str) -> str:
@@ -512,8 +537,34 @@ def event_log(store: Store, name: str) -> list[dict[str, Any]]:
 
 
 def flows(store: Store, name: str) -> list[dict[str, Any]]:
-    """Every part's flows, each naming its machine."""
-    return _merged(store, name, "flows", lambda f: f.get("started_s") or 0.0)
+    """Every part's flows, each naming its machine; a flow between two machines is
+    recorded in two halves (the sender's and the receiver's), merged here."""
+    return join_halves(_merged(store, name, "flows", lambda f: f.get("started_s") or 0.0))
+
+
+def join_halves(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The k-th send half of an agent's flows with its k-th receive half: what was
+    received from the receiver's, what was sent (and TCP's window and RTT) from the
+    sender's. ``machine`` becomes SENDER->RECEIVER."""
+    whole = [f for f in rows if not f["result"].get("half")]
+    halves: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for f in rows:
+        if f["result"].get("half"):
+            halves.setdefault((f["agent"], f["result"]["half"]), []).append(f)
+    for agent in sorted({a for a, _ in halves}):
+        sends, recvs = halves.get((agent, "send"), []), halves.get((agent, "receive"), [])
+        for k in range(max(len(sends), len(recvs))):
+            s = sends[k] if k < len(sends) else None
+            r = recvs[k] if k < len(recvs) else None
+            result = dict(s["result"]) if s else {}
+            if r is not None:
+                result.update({key: v for key, v in r["result"].items()
+                               if v not in (None, [], {})})
+            result.pop("half", None)
+            row = {**(r or s), "result": result,
+                   "machine": f"{s['machine'] if s else '?'}->{r['machine'] if r else '?'}"}
+            whole.append(row)
+    return sorted(whole, key=lambda f: (f.get("started_s") or 0.0, f["agent"]))
 
 
 def _merged(store: Store, name: str, op: str, key) -> list[dict[str, Any]]:

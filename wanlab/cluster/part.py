@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from typing import Any
@@ -109,6 +110,10 @@ class PartLab(Lab):
 
 def operate(home: str, op: str, name: str, *args: Any) -> Any:
     """One operation on part ``name`` in the machine's store at ``home``."""
+    # Ray's worker threads block SIGINT, and a child inherits its parent's mask: the
+    # part's scheduler, and the traffic agents it starts (stopped by SIGINT, which makes
+    # them report), must not
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     lab = PartLab(home)
     try:
         if op == "create":

@@ -19,6 +19,14 @@ applied by the front ends):
   gaps; on/off bursts at the rate with exponential or Pareto burst lengths and
   idle times), seeded from the experiment's seed, the agent and the flow.
 
+On a cluster (docs/cluster.md) the two ends of a flow may be on different machines: each
+machine's part has the application, and the end that is not on it is a stub node
+(``remote``). Each part then realises its own end only, driven by the same events at the
+same times: the sender's part the sender (to the peer's address in the node's hosts file,
+which lists the whole experiment; an FTP client retries while the far receiver is not yet
+listening), the receiver's part the receiver; each records its half of the flow
+(``half``: ``send`` or ``receive``), which the controller merges.
+
 Receivers (and CBR senders, paused until a signal) are started ahead of time,
 at t = 0 and after each flow, so a ``start`` event begins the flow at once.
 Each ``start`` … ``stop`` is one flow. Stopping sends SIGINT to the sender,
@@ -49,6 +57,8 @@ if TYPE_CHECKING:
     from wanlab.run.context import Context
 
 BASE_PORT = 20000
+REMOTE_WAIT_S = 10.0     # how long an FTP client waits for a receiver on another machine
+CONNECT_CHECK_S = 1.0    # a client still running after this has connected
 LINUX_CC = {"reno": "reno", "newreno": "reno", "tahoe": None}   # the rest by name
 
 
@@ -81,10 +91,24 @@ class TrafficAgent:
         self.sending = False
         self.started_s = 0.0
         self.base = ""
+        self.prepared = False
+        # a cluster part holds one end only when the other end's node is a stub there
+        self.send_here = not rt.plan.nodes[self.transport.node].remote
+        self.receive_here = not rt.plan.nodes[self.peer.node].remote
 
     # -- helpers ----------------------------------------------------------------
     def _dst_ip(self) -> str:
-        return self.rt.plan.nodes[self.peer.node].interfaces[0].ip
+        if self.receive_here:
+            return self.rt.plan.nodes[self.peer.node].interfaces[0].ip
+        # on another machine: its address in the sending node's hosts file (the whole
+        # experiment's)
+        ns = self.rt.plan.nodes[self.transport.node].netns
+        with open(os.path.join(netns.NETNS_ETC_DIR, ns, "hosts")) as f:
+            for line in f:
+                words = line.split("#")[0].split()
+                if len(words) > 1 and self.peer.node in words[1:]:
+                    return words[0]
+        raise ValueError(f"no address of {self.peer.node} in {ns}'s hosts file")
 
     def _spawn(self, node: str, argv: list[str], out: str) -> subprocess.Popen:
         ns = self.rt.plan.nodes[node].netns
@@ -149,7 +173,8 @@ class TrafficAgent:
 
     # -- events -------------------------------------------------------------------
     def running(self) -> bool:
-        return self.sender is not None and self.sender.poll() is None and self.sending
+        p = self.sender if self.send_here else self.receiver
+        return p is not None and p.poll() is None and self.sending
 
     def prepare(self) -> None:
         """Start the receiver (and, for CBR, a sender waiting for its signal) ahead of time,
@@ -158,7 +183,7 @@ class TrafficAgent:
             self._prepare()
 
     def _prepare(self) -> None:
-        if self.receiver is not None:
+        if self.prepared:
             return
         self.flows += 1
         d = os.path.join(self.rt.folder, "flows")
@@ -168,10 +193,14 @@ class TrafficAgent:
         assert src is not None and sink is not None
         if self.udp:
             gen = gen_binary()
-            self.receiver = self._spawn(sink, [gen, "sink", "--bind", f"0.0.0.0:{self.port}",
-                                               "--duration", "864000", "--interval", "0.1",
-                                               "--json"], self.base + ".sink.json")
-            self._wait_bound(sink, "udp")
+            if self.receive_here:
+                self.receiver = self._spawn(sink, [
+                    gen, "sink", "--bind", f"0.0.0.0:{self.port}", "--duration", "864000",
+                    "--interval", "0.1", "--json"], self.base + ".sink.json")
+                self._wait_bound(sink, "udp")
+            if not self.send_here:
+                self.prepared = True
+                return
             argv = [gen, "send", "--dst", f"{self._dst_ip()}:{self.port}",
                     *self._cbr_rate_args(), "--duration", "864000", "--wait-signal", "--json"]
             if self.traffic.tos is not None:
@@ -180,27 +209,48 @@ class TrafficAgent:
                 argv += ["--count", str(self.traffic.max_packets)]
             self.sender = self._spawn(src, argv, self.base + ".send.json")
             self._wait_signal_ready(self.sender)
-        else:
+        elif self.receive_here:
             self.receiver = self._spawn(sink, ["iperf3", "-s", "-1", "-p", str(self.port),
                                                "-J", "-i", "0.1"], self.base + ".sink.json")
             self._wait_bound(sink, "tcp")
+        self.prepared = True
 
     def start(self) -> tuple[str, str]:
         with self.lock:
             if self.running():
                 return "error", f"{self.app.name} is already running"
             self._prepare()
-            if self.udp:
+            if not self.send_here:
+                pass                # the receiver is ready; the sender's machine sends
+            elif self.udp:
                 assert self.sender is not None
                 os.kill(self.sender.pid, signal.SIGUSR1)
             else:
-                self.sender = self._spawn(self.transport.node or "", [
-                    "iperf3", "-c", self._dst_ip(), "-p", str(self.port), *self._amount(),
-                    "-J", "-i", "0.1", *self._tcp_args()], self.base + ".send.json")
+                self._start_client()
             self.sending = True
             self.started_s = self.rt.now()
             return "ok", (f"flow {self.flows} started ({self.kind} {self.transport.node} -> "
                           f"{self.peer.node})")
+
+    def _start_client(self) -> None:
+        """iperf3's client; a receiver on another machine may not listen yet (its part
+        prepares it at the same moment): then the client is started again, for a while."""
+        argv = ["iperf3", "-c", self._dst_ip(), "-p", str(self.port), *self._amount(), "-J",
+                "-i", "0.1", *self._tcp_args()]
+        deadline = time.monotonic() + (0 if self.receive_here else REMOTE_WAIT_S)
+        while True:
+            self.sender = self._spawn(self.transport.node or "", argv,
+                                      self.base + ".send.json")
+            if self.receive_here or time.monotonic() > deadline:
+                return
+            try:
+                self.sender.wait(timeout=CONNECT_CHECK_S)
+            except subprocess.TimeoutExpired:
+                return          # connected: it is sending
+            with open(self.base + ".send.json", errors="replace") as f:
+                if "refused" not in f.read():
+                    return      # another failure: reported with the flow
+            time.sleep(0.2)
 
     def stop(self, prepare_next: bool = True) -> tuple[str, str]:
         with self.lock:
@@ -213,7 +263,7 @@ class TrafficAgent:
             self._end(self.sender, 0.0)
             self._end(self.receiver, 0.3)
             self.sender = self.receiver = None
-            self.sending = False
+            self.sending = self.prepared = False
             result = self._result(stopped - self.started_s)
             self.rt.flow_done(self.app.name, self.kind, self.started_s, stopped, result)
             with open(self.base + ".json", "w") as f:
@@ -236,6 +286,7 @@ class TrafficAgent:
         for p in (self.sender, self.receiver):
             self._end(p, 0.0)
         self.sender = self.receiver = None
+        self.prepared = False
 
     @staticmethod
     def _end(p: subprocess.Popen | None, grace: float) -> None:
@@ -301,6 +352,12 @@ class TrafficAgent:
 
     # -- results ------------------------------------------------------------------
     def _result(self, ran_s: float) -> dict[str, Any]:
+        r = self._both_ends(ran_s)
+        if not (self.send_here and self.receive_here):
+            r["half"] = "send" if self.send_here else "receive"
+        return r
+
+    def _both_ends(self, ran_s: float) -> dict[str, Any]:
         send = _load_json(self.base + ".send.json")
         sink = _load_json(self.base + ".sink.json")
         if self.udp:
