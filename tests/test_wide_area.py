@@ -160,6 +160,10 @@ def test_cluster_up_checks_its_wide_area_options():
     with pytest.raises(WanlabError, match="--wan-delay"):
         wan_underlay.request(2, "2ms,fast", None)
     assert wan_underlay.request(3, None, None) is None
+    with pytest.raises(WanlabError, match="not both"):
+        wan_underlay.request(2, "1ms,2ms", "m.csv")
+    with pytest.raises(WanlabError, match="no such file"):
+        wan_underlay.request(2, None, "/nonexistent/m.csv")
     for bad in ("10.0.0.1", "10.0.0.1:0", "host:99999", "a b:1", "$(reboot):1"):
         with pytest.raises(WanlabError, match="not HOST:PORT"):
             join.check_address(bad)
@@ -169,3 +173,14 @@ def test_cluster_up_checks_its_wide_area_options():
     assert join.wide_area_names(ms, "10.0.0.2") == {"m1"}
     with pytest.raises(WanlabError, match="no machine 'm7'"):
         join.wide_area_names(ms, "m0,m7")
+
+
+def test_a_wan_matrix_file_is_checked_before_anything_is_made(tmp_path):
+    from wanlab.cluster import wan_underlay
+    f = tmp_path / "paths.csv"
+    f.write_text("delay, m0, m1, m2\nm0, 0, 20ms, 42ms\nm1, 20ms, 0, 58ms\n"
+                 "m2, 42ms, 58ms, 0\n")
+    assert wan_underlay.request(3, None, str(f)) == {"csv": str(f)}
+    with pytest.raises(SpecError) as e:
+        wan_underlay.request(2, None, str(f))       # a 3-machine matrix for 2 machines
+    assert str(f) in str(e.value)

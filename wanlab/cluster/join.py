@@ -21,6 +21,7 @@ import ipaddress
 import re
 import secrets
 import shutil
+import socket
 from collections.abc import Callable
 
 from wanlab.cluster import agent as agents
@@ -76,6 +77,12 @@ def up_address(store: Store, address: str, wide_area: str | None = None,
         raise WanlabError("a cluster is already up in this store: 'wanlab cluster down' "
                           "first (or 'wanlab cluster status')")
     check_address(address)
+    host, port = address.rsplit(":", 1)
+    try:        # a quick answer for a wrong address (Ray itself retries for minutes)
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as e:
+        raise WanlabError(f"cluster up: nothing answers at {address} ({e.strerror or e}): "
+                          f"is Ray's head started there (ray start --head)?") from None
     try:
         import ray
     except ImportError as e:

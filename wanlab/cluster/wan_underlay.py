@@ -41,6 +41,12 @@ def request(n: int, wan_delay: str | None, wan_matrix: str | None) -> dict[str, 
     if wan_matrix is not None:
         if not os.path.isfile(wan_matrix):
             raise WanlabError(f"--wan-matrix {wan_matrix}: no such file")
+        from pathlib import Path
+
+        from wanlab.frontends import matrix
+        # read now, so a wrong file is refused before anything is made (errors name its line)
+        matrix.read_csv([f"m{i}" for i in range(n)], Path(wan_matrix).resolve(),
+                        where="--wan-matrix")
         return {"csv": os.path.abspath(wan_matrix)}
     from wanlab.frontends import units
     parts = [x.strip() for x in wan_delay.split(",")]
