@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from conftest import needs_root
@@ -289,4 +290,63 @@ def test_the_default_uplink_needs_host_forwarding_or_is_removed_exactly(tmp_path
         assert not os.path.exists(f"/sys/class/net/wlx{row.short}")
         assert f"wanlab-{row.short}" not in nft_tables()
     finally:
+        lab.close()
+
+
+@needs_root
+def test_wireguard_client_reaches_a_node_through_the_tunnel(tmp_path, outside):
+    """The outside namespace is a WireGuard client (its own wireguard-go device, configured
+    from the client.conf wanlab wrote) and reaches web's service at web's edge address."""
+    from wanlab.lifecycle import Lab
+    o, end = outside
+    text = spec(end).replace("edge: {delay: 20ms,", "edge: {delay: 5ms, wireguard: 51999,")
+    lab = Lab(str(tmp_path / "h"))
+    dev = f"wltc{os.getpid() % 100000}"
+    client = None
+    try:
+        row = lab.create(loads(text, file="e.yaml"))
+        folder = lab.store.folder("eg")
+        conf = os.path.join(folder, "wireguard", "client.conf")
+        for f in ("gateway.key", "client.key", "client.conf"):
+            assert os.stat(os.path.join(folder, "wireguard", f)).st_mode & 0o777 == 0o600
+        info = lab.show("eg")["edge"]
+        assert "51999" in info["wireguard"]
+        lines = open(conf).read().splitlines()
+        assert "Endpoint = 198.51.100.2:51999" in lines
+        # the client: wireguard-go in the outside namespace, wg setconf without wg-quick's
+        # Address line, the address and the allowed prefix by hand
+        client = subprocess.Popen(["ip", "netns", "exec", o, "wireguard-go", "-f", dev],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sock = f"/var/run/wireguard/{dev}.sock"
+        for _ in range(500):
+            if os.path.exists(sock):
+                break
+            time.sleep(0.02)
+        bare = tmp_path / "wg.conf"
+        bare.write_text("\n".join(x for x in lines if not x.startswith("Address")) + "\n")
+        subprocess.run(["ip", "netns", "exec", o, "wg", "setconf", dev, str(bare)], check=True)
+        allowed = next(x.split("=", 1)[1].strip() for x in lines if x.startswith("AllowedIPs"))
+        ip("-n", o, "addr", "add", "100.96.0.2/32", "dev", dev)
+        ip("-n", o, "link", "set", dev, "up")
+        ip("-n", o, "route", "add", allowed, "dev", dev)
+        plan = make_plan(lab.get("eg").ir, row.short)
+        web_ip = next(i.ip for i in plan.nodes["web"].interfaces if i.network == "edge-lan")
+        gw_edge = next(i.ip for i in plan.nodes["edge"].interfaces)
+        web = lab.popen("eg", "web", ["python3", "-c", PEER_SERVER.replace(
+            "'198.51.100.1', 7000", "'0.0.0.0', 80")], stdout=subprocess.PIPE, text=True)
+        try:
+            assert web.stdout.readline().strip() == "ready"
+            r = subprocess.run(["ip", "netns", "exec", o, sys.executable, "-c", CLIENT,
+                                web_ip, "80"], capture_output=True, text=True, timeout=60)
+            assert r.stdout.strip() == gw_edge, r.stderr
+        finally:
+            web.kill()
+            web.wait()
+        lab.terminate("eg")
+        assert not os.path.exists(f"/var/run/wireguard/wl{row.short}wg.sock")
+        assert not os.path.exists(f"/run/netns/wl-{row.short}-edge")
+    finally:
+        if client is not None:
+            client.terminate()
+            client.wait(timeout=10)
         lab.close()

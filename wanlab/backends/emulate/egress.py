@@ -34,7 +34,7 @@ import re
 import subprocess
 from collections.abc import Callable
 
-from wanlab.backends.emulate import external
+from wanlab.backends.emulate import external, wireguard
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Edge, Experiment
 from wanlab.plan.types import Plan
@@ -138,7 +138,7 @@ def _ifindex(name: str, netns: str | None = None) -> int | None:
     return info[0].get("ifindex") if info else None
 
 
-def build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan,
+def build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, folder: str,
           say: Callable[[str], None]) -> None:
     """Give the gateway its uplink and its table; each recorded before it is made."""
     e = exp.edge
@@ -186,10 +186,15 @@ def build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan,
     addr = {np_.name: next(i.ip for i in np_.interfaces if i.network == e.lan)
             for np_ in plan.nodes.values() if any(i.network == e.lan for i in np_.interfaces)}
     egress = [addr[n.name] for n in exp.nodes if n.egress]
+    wg = None
+    if e.wireguard_port:
+        wireguard.build(store, row, gw.netns, folder, e.wireguard_port,
+                        uplink_address(exp, short) or "", str(plan.subnets[e.lan]), say)
+        wg = wireguard.ifname(short)
     say(f"edge gateway rules: {len(egress)} egress nodes, {len(e.forwards)} forwards")
     tid = store.record(row.id, "nft", table(short), netns=gw.netns)
     _run(["nft", "-f", "-"], netns=gw.netns,
-         stdin=ruleset(short, e, uplink, lan_if.ifname, egress, addr))
+         stdin=ruleset(short, e, uplink, lan_if.ifname, egress, addr, wg))
     store.update_resource(tid, "created")
 
 
@@ -215,7 +220,7 @@ def describe(exp: Experiment, short: str, folder: str) -> dict | None:
             "forwards": [f"{f.proto} {addr}:{f.listen} -> {f.node}:{f.port}"
                          for f in e.forwards],
             "wireguard": (f"udp {addr}:{e.wireguard_port}, client configuration "
-                          f"{os.path.join(folder, 'wireguard', 'client.conf')}"
+                          f"{os.path.join(wireguard.key_dir(folder), 'client.conf')}"
                           if e.wireguard_port else None)}
 
 

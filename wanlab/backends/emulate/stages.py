@@ -376,7 +376,7 @@ def _edge(b: Build) -> None:
     gateway is made."""
     e = b.exp.edge
     if e is not None and e.gateway in set(b.nodes):
-        egress.build(b.store, b.row, b.exp, b.plan, b.say)
+        egress.build(b.store, b.row, b.exp, b.plan, b.folder, b.say)
 
 
 def _routing(b: Build) -> None:
