@@ -236,7 +236,16 @@ def test_egress_masquerades_a_chosen_node_and_forwards_reach_a_service(tmp_path,
         finally:
             web.kill()
             web.wait()
-        # the edge LAN is an ordinary LAN: engine counters
+        # the edge LAN is an ordinary LAN: tevc changes its delay (node to gateway, one way)
+        lab.tevc("eg", "now", "edge-lan", "delay", ["60ms"], wait=True)
+        rtts = ping("a")
+        assert len(rtts) >= 2 and min(rtts) >= 120.0, rtts
+        # modify cannot change the edge in place: refused, the experiment as it was
+        with pytest.raises(WanlabError, match="cannot change the edge"):
+            lab.modify("eg", loads(spec(end).replace("listen: 8080", "listen: 8081"),
+                                   file="e.yaml"))
+        assert lab.get("eg").state == "active"
+        # engine counters
         with lab.engine("eg") as c:
             stats = c.call("stats", target="edge-lan")
         assert "edge-lan" in json.dumps(stats)

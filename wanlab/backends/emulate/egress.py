@@ -198,6 +198,17 @@ def build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, folder:
     store.update_resource(tid, "created")
 
 
+def edge_key(exp: Experiment) -> tuple:
+    """What of the edge a ``modify`` cannot change in place: the gateway, the uplink,
+    the forwards, WireGuard and which nodes have egress (not where they were written)."""
+    e = exp.edge
+    if e is None:
+        return ()
+    return (e.gateway, e.interface, e.address, e.via, e.wireguard_port,
+            tuple((f.node, f.port, f.proto, f.listen) for f in e.forwards),
+            tuple(n.name for n in exp.nodes if n.egress))
+
+
 def uplink_address(exp: Experiment, short: str) -> str | None:
     """The address outside clients reach the gateway at (forwards listen there)."""
     e = exp.edge

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wanlab.backends.emulate import cgroups, engine, resources, stages
+from wanlab.backends.emulate import cgroups, egress, engine, resources, stages
 from wanlab.backends.emulate.stages import Build, Progress
 from wanlab.engine import encode
 from wanlab.engine.client import socket_of
@@ -58,6 +58,10 @@ def param_requests(d: Diff) -> list[Set]:
 
 def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress) -> dict[str, int]:
     """Change the live experiment ``row`` into ``new``; returns counts of what changed."""
+    if egress.edge_key(row.ir) != egress.edge_key(new):
+        raise WanlabError("modify cannot change the edge of a running experiment (egress, "
+                          "forwards, uplink, WireGuard; its shaping can change): swap it out "
+                          "and in again (docs/edge.md)")
     old_plan = make_plan(row.ir, row.short)
     new_plan = make_plan(new, row.short)
     d = diff(old_plan, new_plan)
