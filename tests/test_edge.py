@@ -276,30 +276,31 @@ def test_a_bad_uplink_fails_the_swap_in_and_leaves_nothing(tmp_path):
 
 
 @needs_root
-def test_the_default_uplink_needs_host_forwarding_or_is_removed_exactly(tmp_path):
-    """Without an uplink interface the gateway's way out is a veth into this machine. If
-    the host does not forward IPv4, swap-in refuses (wanlab does not turn forwarding on for
-    the whole machine); if it does, the veth and the host table go at terminate. No
-    traffic is sent either way."""
-    from wanlab.lifecycle import Lab
-    lab = Lab(str(tmp_path / "h"))
-    exp = loads("name: d\nnodes: [{name: a, egress: true}]\n", file="d.yaml")
+def test_the_default_uplink_is_refused_where_the_host_does_not_forward(tmp_path):
+    """Without an uplink interface the gateway's way out is a veth into the machine wanlab
+    runs in, which must forward IPv4 already: wanlab never turns forwarding on for a whole
+    machine. A stand-in machine (namespace H, forwarding off as in any new namespace) runs
+    the CLI under nsenter; the swap-in is refused and leaves nothing."""
+    from conftest import ROOT
+    h = f"wltF{os.getpid() % 100000}"
+    (tmp_path / "d.yaml").write_text("name: d\nnodes: [{name: a, egress: true}]\n")
     try:
-        with open("/proc/sys/net/ipv4/ip_forward") as f:
-            forwarding = f.read().strip() == "1"
-        if not forwarding:
-            with pytest.raises(WanlabError, match="net.ipv4.ip_forward=1"):
-                lab.create(exp)
+        ip("netns", "add", h)
+        p = subprocess.run(["nsenter", f"--net=/run/netns/{h}", sys.executable, "-m",
+                            "wanlab.cli", "--home", str(tmp_path / "h"), "create",
+                            str(tmp_path / "d.yaml")], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": ROOT}, timeout=300)
+        assert p.returncode != 0 and "net.ipv4.ip_forward=1" in p.stderr, p.stderr
+        assert "Traceback" not in p.stderr
+        assert ip("-n", h, "-o", "link").count("\n") == 1        # only its loopback
+        from wanlab.lifecycle import Lab
+        lab = Lab(str(tmp_path / "h"))
+        try:
             assert lab.list() == []
-            return
-        row = lab.create(exp)
-        assert os.path.exists(f"/sys/class/net/wlx{row.short}")
-        assert f"wanlab-{row.short}" in nft_tables()
-        lab.terminate("d")
-        assert not os.path.exists(f"/sys/class/net/wlx{row.short}")
-        assert f"wanlab-{row.short}" not in nft_tables()
+        finally:
+            lab.close()
     finally:
-        lab.close()
+        ip("netns", "del", h, check=False)
 
 
 @needs_root
@@ -359,3 +360,67 @@ def test_wireguard_client_reaches_a_node_through_the_tunnel(tmp_path, outside):
             client.terminate()
             client.wait(timeout=10)
         lab.close()
+
+
+@needs_root
+def test_the_default_uplink_masquerades_through_a_stand_in_host(tmp_path):
+    """The default uplink (a veth into the machine wanlab runs in) with a stand-in for the
+    machine: the whole life cycle runs under nsenter in namespace H (IPv4 forwarding on,
+    default route to the outside namespace O), so nothing touches the real host."""
+    from conftest import ROOT
+    tag = f"{os.getpid() % 100000}"
+    h, o = f"wltH{tag}", f"wltP{tag}"
+    home = str(tmp_path / "h")
+    (tmp_path / "d.yaml").write_text("name: d\nnodes: [{name: a, egress: true}, b]\n"
+                                     "links: [{nodes: [a, b]}]\nedge: {delay: 10ms}\n")
+    env = {**os.environ, "PYTHONPATH": ROOT}
+
+    def cli(*args):
+        return subprocess.run(["nsenter", f"--net=/run/netns/{h}", sys.executable, "-m",
+                               "wanlab.cli", "--home", home, *args], capture_output=True,
+                              text=True, env=env, timeout=300)
+    try:
+        ip("netns", "add", h)
+        ip("netns", "add", o)
+        ip("-n", h, "link", "add", "hup0", "type", "veth", "peer", "name", "out0", "netns", o)
+        ip("-n", h, "addr", "add", "198.51.100.254/24", "dev", "hup0")
+        ip("-n", o, "addr", "add", "198.51.100.1/24", "dev", "out0")
+        for ns_, dev in ((h, "hup0"), (o, "out0"), (h, "lo"), (o, "lo")):
+            ip("-n", ns_, "link", "set", dev, "up")
+        ip("-n", h, "route", "add", "default", "via", "198.51.100.1")
+        subprocess.run(["ip", "netns", "exec", h, "sysctl", "-qw", "net.ipv4.ip_forward=1"],
+                       check=True)
+        p = cli("create", str(tmp_path / "d.yaml"))
+        assert p.returncode == 0, p.stderr
+        p = cli("show", "d")
+        m = re.search(r"edge: gateway edge on edge-lan, reached from outside at (\S+) "
+                      r"\(uplink veth (wlx[0-9a-f]{4})\)", p.stdout)
+        assert m, p.stdout
+        veth = m.group(2)
+        assert veth in ip("-n", h, "link")
+        p = cli("exec", "d", "a", "--", "ping", "-n", "-c", "3", "-i", "0.2", "-W", "3",
+                "198.51.100.1")
+        rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", p.stdout)]
+        assert len(rtts) >= 2 and min(rtts) >= 20.0, p.stdout + p.stderr
+        p = cli("exec", "d", "b", "--", "ping", "-n", "-c", "1", "-W", "2", "198.51.100.1")
+        assert p.returncode != 0            # b has no egress
+        # the outside saw H's address: the host table masqueraded the gateway's /30
+        srv = subprocess.Popen(["ip", "netns", "exec", o, sys.executable, "-c", PEER_SERVER],
+                               stdout=subprocess.PIPE, text=True)
+        try:
+            assert srv.stdout.readline().strip() == "ready"
+            p = cli("exec", "d", "a", "--", "python3", "-c", CLIENT, "198.51.100.1", "7000")
+            assert p.stdout.strip() == "198.51.100.254", p.stderr
+        finally:
+            srv.kill()
+            srv.wait()
+        p = cli("terminate", "d")
+        assert p.returncode == 0, p.stderr
+        assert veth not in ip("-n", h, "link")
+        assert "wanlab-" not in subprocess.run(["ip", "netns", "exec", h, "nft", "list",
+                                                "tables"], capture_output=True,
+                                               text=True).stdout
+    finally:
+        cli("cleanup", "--all")
+        ip("netns", "del", o, check=False)
+        ip("netns", "del", h, check=False)

@@ -138,6 +138,18 @@ def _ifindex(name: str, netns: str | None = None) -> int | None:
     return info[0].get("ifindex") if info else None
 
 
+def _own_netns() -> int:
+    """The inode of the network namespace wanlab runs in ("the host" for the default
+    uplink): removal acts only from that same namespace."""
+    return os.stat("/proc/thread-self/ns/net").st_ino
+
+
+def _elsewhere(r: Resource) -> bool:
+    """A host-side record made from another network namespace than this process's."""
+    ino = r.detail.get("host_ns")
+    return r.detail.get("netns") is None and ino is not None and ino != _own_netns()
+
+
 def build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, folder: str,
           say: Callable[[str], None]) -> None:
     """Give the gateway its uplink and its table; each recorded before it is made."""
@@ -169,14 +181,14 @@ def build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, folder:
             raise WanlabError(f"interface {veth} exists already (another wanlab state "
                               f"folder's experiment with id {short}?)")
         say(f"connecting the edge gateway to this machine ({veth}, {host.network})")
-        rid = store.record(row.id, "veth", veth, netns=None, peer=UPLINK_VETH,
-                           peer_netns=gw.netns, address=str(host))
+        rid = store.record(row.id, "veth", veth, netns=None, host_ns=_own_netns(),
+                           peer=UPLINK_VETH, peer_netns=gw.netns, address=str(host))
         _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", UPLINK_VETH,
               "netns", gw.netns])
         store.update_resource(rid, "created", ifindex=_ifindex(veth))
         _run(["ip", "addr", "add", str(host), "dev", veth])
         _run(["ip", "link", "set", "dev", veth, "up"])
-        tid = store.record(row.id, "nft", table(short), netns=None)
+        tid = store.record(row.id, "nft", table(short), netns=None, host_ns=_own_netns())
         _run(["nft", "-f", "-"], stdin=host_ruleset(short))
         store.update_resource(tid, "created")
         uplink, via = UPLINK_VETH, str(host.ip)
@@ -238,8 +250,8 @@ def describe(exp: Experiment, short: str, folder: str) -> dict | None:
 def remove_table(r: Resource) -> None:
     """Remove one ``nft`` record: ``nft delete table`` of exactly that table, in the host
     or in the recorded namespace (gone with it if the namespace is gone)."""
-    if not _TABLE_RE.match(r.name):
-        return              # not a name this module records
+    if not _TABLE_RE.match(r.name) or _elsewhere(r):
+        return              # not a name this module records, or not this namespace's
     ns = r.detail.get("netns")
     if ns and not os.path.exists(f"/run/netns/{ns}"):
         return
@@ -251,6 +263,8 @@ def remove_table(r: Resource) -> None:
 def remove_veth(r: Resource) -> None:
     """Remove one ``veth`` record: the host end (and with it the pair) if it is still the
     interface created (same index); already gone with the gateway's namespace is fine."""
+    if _elsewhere(r):
+        return
     idx = _ifindex(r.name)
     if idx is None or (r.detail.get("ifindex") is not None and idx != r.detail["ifindex"]):
         return
