@@ -352,9 +352,15 @@ def test_wireguard_client_reaches_a_node_through_the_tunnel(tmp_path, outside):
         finally:
             web.kill()
             web.wait()
-        lab.terminate("eg")
+        # cleanup (as after a crash) removes exactly the records: endpoint, table, the
+        # uplink given back; the keys stay with the experiment until terminate
+        lab.cleanup("eg")
         assert not os.path.exists(f"/var/run/wireguard/wl{row.short}wg.sock")
         assert not os.path.exists(f"/run/netns/wl-{row.short}-edge")
+        assert os.path.exists(f"/sys/class/net/{end}")
+        assert os.path.exists(conf)
+        lab.terminate("eg")
+        assert not os.path.exists(folder)
     finally:
         if client is not None:
             client.terminate()

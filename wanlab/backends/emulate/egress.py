@@ -163,8 +163,10 @@ def build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, folder:
     if e.interface:
         say(f"moving host interface {e.interface} into the edge gateway")
         state = external.host_state(e.interface)
+        # ``inside``: the address it gets in the gateway (the kernel drops it when the
+        # interface moves back)
         rid = store.record(row.id, "iface", e.interface, netns=gw.netns, node=e.gateway,
-                           **state)
+                           inside=e.address, **state)
         _run(["ip", "link", "set", "dev", e.interface, "netns", gw.netns])
         store.update_resource(rid, "created")
         uplink, via = e.interface, e.via or ""
@@ -182,7 +184,8 @@ def build(store: Store, row: ExperimentRow, exp: Experiment, plan: Plan, folder:
                               f"folder's experiment with id {short}?)")
         say(f"connecting the edge gateway to this machine ({veth}, {host.network})")
         rid = store.record(row.id, "veth", veth, netns=None, host_ns=_own_netns(),
-                           peer=UPLINK_VETH, peer_netns=gw.netns, address=str(host))
+                           peer=UPLINK_VETH, peer_netns=gw.netns, address=str(host),
+                           peer_address=str(mine))
         _run(["ip", "link", "add", veth, "type", "veth", "peer", "name", UPLINK_VETH,
               "netns", gw.netns])
         store.update_resource(rid, "created", ifindex=_ifindex(veth))

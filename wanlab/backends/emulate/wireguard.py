@@ -101,6 +101,10 @@ def build(store: Store, row: ExperimentRow, netns: str, folder: str, port: int,
     """Start the gateway's endpoint; returns the client configuration's path."""
     k = keys(folder)
     dev = ifname(row.short)
+    if os.path.exists(os.path.join(SOCKET_DIR, f"{dev}.sock")):
+        # never configure a device that is not ours
+        raise WanlabError(f"a WireGuard device {dev} runs already (another wanlab state "
+                          f"folder's experiment with id {row.short}?)")
     say(f"starting the WireGuard endpoint {dev} (udp {endpoint}:{port})")
     rid = store.record(row.id, "process", f"wireguard-{row.short}", node="edge", argv=[
         "wireguard-go", "-f", dev], socket=os.path.join(SOCKET_DIR, f"{dev}.sock"))
