@@ -430,3 +430,11 @@ def test_the_default_uplink_masquerades_through_a_stand_in_host(tmp_path):
         cli("cleanup", "--all")
         ip("netns", "del", o, check=False)
         ip("netns", "del", h, check=False)
+
+
+def test_the_example_parses():
+    from conftest import ROOT
+    exp = loads(open(os.path.join(ROOT, "examples", "edge.yaml")).read(),
+                file="examples/edge.yaml")
+    assert exp.edge is not None and exp.edge.wireguard_port == 51820
+    assert [m.node for m in exp.lans[-1].members] == ["client", "web", "edge"]
