@@ -168,7 +168,7 @@ def cmd_compare(lab, a) -> int:
 
 def cmd_swapin(lab, a) -> int:
     if cluster_commands.owns(lab, a.name):
-        return cluster_commands.swapin(lab, a.name)
+        return cluster_commands.swapin(lab, a.name, a.repair, a.fresh)
     row = lab.swapin(a.name, repair=a.repair, fresh=a.fresh)
     print(f"{row.name}: {row.state}")
     return 0
@@ -379,6 +379,9 @@ def _event_line(e: dict) -> str:
 
 
 def cmd_events(lab, a) -> int:
+    if a.follow and cluster_commands.owns(lab, a.name):
+        raise WanlabError(f"events --follow of cluster experiment {a.name} is not built yet; "
+                          f"'wanlab events {a.name}' prints every machine's log")
     if a.follow:
         for e in lab.follow(a.name):
             print(json.dumps(e) if a.json else _event_line(e), flush=True)

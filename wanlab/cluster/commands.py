@@ -167,9 +167,13 @@ def swapout(lab, name: str) -> int:
     return 0
 
 
-def swapin(lab, name: str) -> int:
+def swapin(lab, name: str, repair: bool = False, fresh: bool = False) -> int:
     from wanlab.cluster import experiment
-    experiment.swapin(lab.store, name)
+    if repair:
+        raise WanlabError(f"swapin --repair of cluster experiment {name}: not built yet; "
+                          f"'wanlab swapout {name}' then 'wanlab swapin {name}' rebuilds "
+                          f"every part")
+    experiment.swapin(lab.store, name, fresh=fresh)
     return 0
 
 

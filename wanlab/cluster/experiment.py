@@ -593,9 +593,10 @@ def swapout(store: Store, name: str, say=print) -> None:
     say(f"{name}: swapped out on {len(_machines(store, name))} machines")
 
 
-def swapin(store: Store, name: str, say=print) -> None:
+def swapin(store: Store, name: str, say=print, fresh: bool = False) -> None:
     """Swap every part in again on the machine that held it, then start their clocks
-    together. If one machine fails, the parts built are swapped out again."""
+    together. If one machine fails, the parts built are swapped out again. ``fresh``:
+    each machine drops its nodes' writable layers first."""
     row = store.get(name)
     if row.state != "swapped":
         raise WanlabError(f"experiment {name!r} is {row.state}; only swapped cluster "
@@ -606,7 +607,7 @@ def swapin(store: Store, name: str, say=print) -> None:
     with connect.session(info):
         handles = _handles(store, info)
         try:
-            _each(handles, machines, "swapin", name)
+            _each(handles, machines, "swapin", name, fresh)
             _start_clocks(handles, name, machines)
         except WanlabError as e:
             say(f"swap-in failed ({e}); swapping the parts out again")

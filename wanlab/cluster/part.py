@@ -157,7 +157,7 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
         if op == "swapout":
             return lab.swapout(name).state
         if op == "swapin":
-            return lab.swapin(name).state
+            return lab.swapin(name, fresh=bool(args and args[0])).state
         if op == "modify":
             (ir,) = args
             return lab.modify(name, Experiment.from_json(ir)).state
