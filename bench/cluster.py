@@ -85,7 +85,8 @@ def _udp(home: str, name: str, a: str, b: str, args: list[str], port: int,
     /tmp-backed shell in the background and ends 2 s after the stream)."""
     ip = wl(home, "exec", name, a, "--", "getent", "hosts", b).stdout.split()[0]
     wl(home, "exec", name, b, "--", "sh", "-c",
-       f"{GEN} sink --bind 0.0.0.0:{port} --idle-exit 2 --duration {seconds + 30} --json "
+       f"{GEN} sink --bind 0.0.0.0:{port} --idle-exit 60 --fin-exit 0.5 --duration "
+       f"{seconds + 90} --json "
        f"> /tmp/sink-{port}.json 2>&1 &")
     time.sleep(0.5)
     wl(home, "exec", name, a, "--", GEN, "send", "--dst", f"{ip}:{port}", *args,
@@ -99,12 +100,15 @@ def _udp(home: str, name: str, a: str, b: str, args: list[str], port: int,
 
 
 def link_fidelity(home: str, name: str, link: str, a: str, b: str,
-                  engine_base_us: float | None) -> dict:
+                  base: dict | None) -> dict:
     """The fidelity suite's three checks on one link of a running experiment, changed with
     tevc: RTT at 10 ms (goal: within max(0.5 %, 50 us) of 20 ms plus what one machine's
-    engine adds at 0 ms), throughput at 10 Mbit/s (1514-byte frames offered at 103 %; goal
-    0.5 %), and 2.5 % loss (64-byte frames, 20 000; goal: inside the 99 % binomial
-    interval). a -> b is the direction measured (a cut link's: shaped by a's machine)."""
+    engine adds at 0 ms: ``base``, the RTT at 0 ms of a link inside one machine, else this
+    link's own), throughput at 10 Mbit/s (1514-byte frames offered at 103 %; goal 0.5 %),
+    and 2.5 % loss (64-byte frames, 20 000; goal: inside the 99 % binomial interval).
+    a -> b is the direction measured (a cut link's: shaped by a's machine). The RTT is
+    judged by its mean (the suite's measure) and by its minimum (on a loaded host the
+    mean also measures the scheduler)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from measure import binom_interval
 
@@ -116,13 +120,16 @@ def link_fidelity(home: str, name: str, link: str, a: str, b: str,
                              "0.01", b).stdout)
     res: dict = {"link": link, "a": a, "b": b}
     tevc("delay", "0ms")
-    res["rtt_0ms_avg_ms"] = ping()["rtt_avg_ms"]
+    r = ping()
+    res["rtt_0ms_avg_ms"], res["rtt_0ms_min_ms"] = r["rtt_avg_ms"], r["rtt_min_ms"]
     tevc("delay", "10ms")
     r = ping()
     res["rtt_10ms_avg_ms"], res["rtt_10ms_min_ms"] = r["rtt_avg_ms"], r["rtt_min_ms"]
-    base = engine_base_us if engine_base_us is not None else res["rtt_0ms_avg_ms"] * 1e3
-    res["rtt_error_us"] = res["rtt_10ms_avg_ms"] * 1e3 - 20000.0 - base
-    res["rtt_goal"] = abs(res["rtt_error_us"]) <= max(0.005 * 20000.0, 50.0)
+    base = base or res
+    for k in ("avg", "min"):
+        err = (res[f"rtt_10ms_{k}_ms"] - base[f"rtt_0ms_{k}_ms"]) * 1e3 - 20000.0
+        res[f"rtt_{k}_error_us"] = err
+        res[f"rtt_{k}_goal"] = abs(err) <= max(0.005 * 20000.0, 50.0)
     tevc("delay", "0ms")
     tevc("bandwidth", "10Mb")
     k = _udp(home, name, a, b, ["--size", str(1514 - FRAME_OVERHEAD), "--bitrate",
@@ -187,8 +194,7 @@ def main() -> None:
         cut = next(x for x in chain if where[x[1]] != where[x[2]])
         inside = next(x for x in chain if where[x[1]] == where[x[2]])
         out["fidelity_inside"] = link_fidelity(home, "big", *inside, None)
-        out["fidelity_cut"] = link_fidelity(home, "big", *cut,
-                                            out["fidelity_inside"]["rtt_0ms_avg_ms"] * 1e3)
+        out["fidelity_cut"] = link_fidelity(home, "big", *cut, out["fidelity_inside"])
         wl(home, "terminate", "big")
         pair = os.path.join(tmp, "cut.yaml")
         with open(pair, "w") as f:
@@ -259,18 +265,23 @@ def fidelity_table(fi: dict, fc: dict, chain: int) -> str:
     def ok(x: bool) -> str:
         return "PASS" if x else "MISS"
     rows = [
-        ("RTT at 10 ms each way, mean (goal: 20 ms + one machine's engine at 0 ms "
-         f"[{fi['rtt_0ms_avg_ms'] * 1e3:.0f} µs] ± max(0.5 %, 50 µs) = ± 100 µs)",
-         lambda r: f"{r['rtt_10ms_avg_ms']:.3f} ms ({r['rtt_error_us']:+.0f} µs) "
-                   f"{ok(r['rtt_goal'])}"),
-        ("RTT at 0 ms, mean", lambda r: f"{r['rtt_0ms_avg_ms'] * 1e3:.0f} µs"),
+        ("RTT at 10 ms each way, mean of 300 (goal: 20 ms + one machine's engine at 0 ms "
+         f"[mean {fi['rtt_0ms_avg_ms'] * 1e3:.0f} µs] ± max(0.5 %, 50 µs) = ± 100 µs)",
+         lambda r: f"{r['rtt_10ms_avg_ms']:.3f} ms ({r['rtt_avg_error_us']:+.0f} µs) "
+                   f"{ok(r['rtt_avg_goal'])}"),
+        ("the same, minimum of 300 (one machine's engine at 0 ms: minimum "
+         f"{fi['rtt_0ms_min_ms'] * 1e3:.0f} µs)",
+         lambda r: f"{r['rtt_10ms_min_ms']:.3f} ms ({r['rtt_min_error_us']:+.0f} µs) "
+                   f"{ok(r['rtt_min_goal'])}"),
+        ("RTT at 0 ms, mean / minimum", lambda r: f"{r['rtt_0ms_avg_ms'] * 1e3:.0f} / "
+                                                  f"{r['rtt_0ms_min_ms'] * 1e3:.0f} µs"),
         ("10 Mbit/s, 1514-byte frames offered at 103 % (goal ± 0.5 %)",
          lambda r: f"{r['bw_measured_bps'] / 1e6:.4f} Mbit/s ({r['bw_error_pct']:+.2f} %) "
                    f"{ok(r['bw_goal'])}"),
         ("2.5 % loss, 64-byte frames (goal: inside the 99 % binomial interval)",
          lambda r: f"{r['loss_lost']} of {r['loss_expected']} "
-                   f"({r['loss_measured'] * 100:.2f} %; [{r['loss_lo']}, {r['loss_hi']}]) "
-                   f"{ok(r['loss_goal'])}")]
+                   f"({(r['loss_measured'] or 0) * 100:.2f} %; [{r['loss_lo']}, "
+                   f"{r['loss_hi']}]) {ok(r['loss_goal'] and bool(r['loss_expected']))}")]
     out = [f"\n## The fidelity checks on a cut link of the running {chain}-node experiment\n",
            f"Changed with tevc; measured a -> b. Inside one machine: {fi['link']} "
            f"({fi['a']}-{fi['b']}); cut between machines: {fc['link']} "

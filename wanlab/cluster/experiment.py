@@ -309,7 +309,7 @@ def create(store: Store, exp: Experiment, source_path: str | None,
                 for m, f in futs.items():
                     f.result()
                     rec.update(store, recs[m], "created")
-            _start_clocks(handles, exp.name, sorted(parts))
+            _start_clocks(handles, exp.name, sorted(parts), store)
         except BaseException as e:
             say("creating the parts failed; removing them")
             _remove_parts(store, info, exp.name, handles, "cleanup")
@@ -431,14 +431,33 @@ def exec_(store: Store, name: str, node: str, argv: list[str]) -> tuple[int, str
 
 # -- the clock, events and the life cycle of a placed experiment ------------------------
 CLOCK_LEAD_S = 1.0      # every part's clock starts this long after the controller asks
+SYNC_LEAD_S = 0.5       # an event for several machines fires this long after tevc asks
 
 
-def _start_clocks(handles: dict[str, Any], name: str, machines: list[str]) -> None:
+def _start_clocks(handles: dict[str, Any], name: str, machines: list[str],
+                  store: Store | None = None) -> None:
     """t = 0 on every machine at one moment (wall clock: the machines' clocks are assumed
-    synchronised, as they are on the local test cluster, which shares this host's)."""
+    synchronised, as they are on the local test cluster, which shares this host's); the
+    moment is kept in the parts' records (tevc times events on several machines by it)."""
     import time
     at = time.time() + CLOCK_LEAD_S
     _each(handles, machines, "go", name, at)
+    for r in parts_of(store, name) if store is not None else []:
+        rec.update(store, r.id, t0=at)
+
+
+def _shared_time(store: Store, name: str, time_spec: str) -> str:
+    """``now`` or ``+S`` as one time since t = 0 for every machine, a little ahead (the
+    parts would otherwise each fire at the moment the request reached them)."""
+    import time
+    t0 = next((r.detail["t0"] for r in parts_of(store, name) if "t0" in r.detail), None)
+    if t0 is None or not (time_spec == "now" or time_spec.startswith("+")):
+        return time_spec
+    try:
+        offset = 0.0 if time_spec == "now" else float(time_spec[1:])
+    except ValueError:
+        return time_spec            # the parts' schedulers say what is wrong with it
+    return f"{time.time() - t0 + SYNC_LEAD_S + max(offset, 0.0):.6f}"
 
 
 def _each(handles: dict[str, Any], machines: list[str], op: str, name: str,
@@ -510,6 +529,8 @@ def tevc(store: Store, name: str, time_spec: str, target: str, action: str,
                 sends.append((m, mine))
     if not sends:
         raise WanlabError(f"{target} {action}: nothing to do on any machine")
+    if len({m for m, _ in sends}) > 1:
+        time_spec = _shared_time(store, name, time_spec)
     info = _cluster(store)
     with connect.session(info):
         handles = _handles(store, info)
@@ -608,7 +629,7 @@ def swapin(store: Store, name: str, say=print, fresh: bool = False) -> None:
         handles = _handles(store, info)
         try:
             _each(handles, machines, "swapin", name, fresh)
-            _start_clocks(handles, name, machines)
+            _start_clocks(handles, name, machines, store)
         except WanlabError as e:
             say(f"swap-in failed ({e}); swapping the parts out again")
             for m in machines:
