@@ -1,4 +1,4 @@
-//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]`
+//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--behind-us N] [--capture-dir DIR] [--threads N]`
 //!
 //! Starts the real-time driver with an empty network; the control plane then builds the
 //! topology over the socket (see docs/engine-protocol.md). Captures are written only inside
@@ -18,9 +18,12 @@ use wanlab_engine::control::exec::engine_version;
 use wanlab_engine::driver::realtime::{run, Options};
 use wanlab_engine::driver::remote::Role;
 
-const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--behind-us N] [--capture-dir DIR]
+const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--behind-us N] [--capture-dir DIR] [--threads N]
        wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]
        wanlab-engine simulate SCENARIO.json [--out RESULT.json] --rank R --ranks N (--listen ADDR | --connect ADDR) [--connect-timeout S]";
+
+/// Partitions of the real-time engine at most (one thread each).
+const MAX_THREADS: u32 = 64;
 
 /// `simulate SCENARIO [--out PATH]` (arguments after `simulate`).
 fn simulate_main(args: &[String]) -> ExitCode {
@@ -125,6 +128,7 @@ struct Args {
     anticipate_us: u64,
     behind_us: u64,
     capture_dir: Option<PathBuf>,
+    threads: u32,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -138,6 +142,7 @@ fn parse_args() -> Result<Args, String> {
     let mut anticipate_us = 100u64;
     let mut behind_us = 1000u64;
     let mut capture_dir = None;
+    let mut threads = 1u32;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -175,6 +180,12 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|e| format!("--behind-us: {e}"))?
             }
             "--capture-dir" => capture_dir = Some(PathBuf::from(val("--capture-dir")?)),
+            "--threads" => {
+                threads = match val("--threads")?.parse::<u32>() {
+                    Ok(n) if (1..=MAX_THREADS).contains(&n) => n,
+                    _ => return Err(format!("--threads: a number from 1 to {MAX_THREADS}")),
+                }
+            }
             "--version" => {
                 println!("{}", engine_version());
                 std::process::exit(0);
@@ -197,6 +208,7 @@ fn parse_args() -> Result<Args, String> {
         anticipate_us,
         behind_us,
         capture_dir,
+        threads,
     })
 }
 
@@ -233,15 +245,17 @@ fn main() -> ExitCode {
         }
     }
     eprintln!(
-        "{} starting: socket {} seed {}",
+        "{} starting: socket {} seed {} threads {}",
         engine_version(),
         args.socket.display(),
-        args.seed
+        args.seed,
+        args.threads
     );
     match run(
         &args.socket,
         args.seed,
         Options {
+            threads: args.threads,
             busy_poll: args.busy_poll,
             spin_ns: args.spin_us.saturating_mul(1000),
             linger_ns: args.linger_us.saturating_mul(1000),

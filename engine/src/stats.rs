@@ -84,6 +84,19 @@ impl Histogram {
         self.n
     }
 
+    /// Add `other`'s samples (the partitions of a threaded engine each keep their own).
+    pub fn merge(&mut self, other: &Histogram) {
+        if self.counts.len() < other.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a += b;
+        }
+        self.n += other.n;
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.sum_ns += other.sum_ns;
+    }
+
     pub fn max_ns(&self) -> u64 {
         self.max_ns
     }

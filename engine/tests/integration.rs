@@ -122,6 +122,17 @@ fn ping_min_ms(ns: &str, dst: &str, count: u32) -> f64 {
 
 #[test]
 fn two_namespaces_through_a_10ms_link() {
+    ten_ms_link(1);
+}
+
+/// The same with two partitions: each end's port on its own thread (pinned), each direction
+/// of the link run by the thread that reads its sending port, captures shared.
+#[test]
+fn two_namespaces_through_a_10ms_link_on_two_threads() {
+    ten_ms_link(2);
+}
+
+fn ten_ms_link(threads: u32) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || !have("ip") {
         eprintln!("skipping: needs root and ip");
@@ -132,7 +143,7 @@ fn two_namespaces_through_a_10ms_link() {
         assert!(Instant::now() < deadline, "ping never appeared");
         std::thread::sleep(Duration::from_secs(1));
     }
-    let pid = std::process::id();
+    let pid = format!("{}{threads}", std::process::id());
     let dir = std::env::temp_dir().join(format!("wlt-{pid}"));
     std::fs::create_dir_all(&dir).unwrap();
     let sock = dir.join("engine.sock");
@@ -140,6 +151,8 @@ fn two_namespaces_through_a_10ms_link() {
         .args([
             "--socket",
             sock.to_str().unwrap(),
+            "--threads",
+            &threads.to_string(),
             "--seed",
             "7",
             "--log",
@@ -259,6 +272,19 @@ fn two_namespaces_through_a_10ms_link() {
         s["links"]["l"]["ab"]["out_pkts"].as_u64().unwrap() >= 9,
         "{s}"
     );
+    // Both directions counted (each may run on another partition: the merge adds them).
+    assert!(
+        s["links"]["l"]["ba"]["out_pkts"].as_u64().unwrap() >= 9,
+        "{s}"
+    );
+    let parts = s["partitions"].as_array().unwrap();
+    assert_eq!(parts.len(), threads as usize, "{s}");
+    if threads == 2 {
+        // The two ports of the link are read by different partitions.
+        assert_eq!(parts[0]["ports"].as_array().unwrap().len(), 1, "{s}");
+        assert_eq!(parts[1]["ports"].as_array().unwrap().len(), 1, "{s}");
+        assert!(s["realtime"]["timer_events"].as_u64().unwrap() > 0, "{s}");
+    }
 
     c.req(json!({"cmd": "shutdown"}));
     let t0 = Instant::now();

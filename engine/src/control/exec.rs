@@ -7,11 +7,10 @@
 //! slices between frames, so a large topology does not stall packets; nothing else runs
 //! until it is finished.
 
-use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::BufWriter;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 
@@ -26,7 +25,14 @@ use crate::model::network::{Dir, Network, Output, PipeIdx, PortIdx, TopologySpec
 use crate::pcap::{PcapWriter, DEFAULT_SNAPLEN};
 use crate::time::Instant;
 
-type SharedPcap = Rc<RefCell<PcapWriter<BufWriter<File>>>>;
+/// A capture file, shared by the partitions that run the pipelines it records (each
+/// direction of a link may run on its own thread); locked only to write a captured frame.
+pub type SharedPcap = Arc<Mutex<PcapWriter<BufWriter<File>>>>;
+
+fn lock(w: &SharedPcap) -> std::sync::MutexGuard<'_, PcapWriter<BufWriter<File>>> {
+    // A poisoned lock only means another partition panicked mid-write.
+    w.lock().unwrap_or_else(|e| e.into_inner())
+}
 /// What the server must do besides sending the reply.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
@@ -98,7 +104,7 @@ impl Sinks {
             Output::Capture { pipe, at, data } => {
                 let ts = self.wall_offset_ns.saturating_add(at.nanos());
                 let failed = match self.captures.get(&pipe) {
-                    Some(w) => w.borrow_mut().write(ts, data).err(),
+                    Some(w) => lock(w).write(ts, data).err(),
                     None => None,
                 };
                 if let Some(e) = failed {
@@ -133,6 +139,9 @@ pub struct ApplyJob {
     cmd: Box<ApplyCmd>,
     stage: Stage,
     created: Vec<Tap>,
+    /// A replica's job: checked and TAPs made by the first partition (`created` holds
+    /// handles on them, in the order of `cmd.taps`).
+    replica: bool,
 }
 
 enum Stage {
@@ -148,6 +157,19 @@ impl ApplyJob {
             cmd,
             stage: Stage::Check(0),
             created: Vec::new(),
+            replica: false,
+        }
+    }
+
+    /// The same `apply` on another partition's replica of a network that already passed
+    /// it: no checks, and `taps` (handles on the TAPs created for `cmd.taps`, same order)
+    /// instead of new ones.
+    pub fn replica(cmd: Box<ApplyCmd>, taps: Vec<Tap>) -> Self {
+        ApplyJob {
+            cmd,
+            stage: Stage::Taps,
+            created: taps,
+            replica: true,
         }
     }
 
@@ -180,7 +202,12 @@ impl ApplyJob {
                 Stage::Taps => {
                     // TAPs are few and each is a handful of system calls: all at once, so a
                     // failure leaves the network untouched (the created ones close on drop).
-                    for (i, p) in self.cmd.taps.iter().enumerate() {
+                    let make = if self.replica {
+                        &[][..]
+                    } else {
+                        &self.cmd.taps[..]
+                    };
+                    for (i, p) in make.iter().enumerate() {
                         match Tap::create_in(&p.tap, p.netns.as_deref()) {
                             Ok(t) => self.created.push(t),
                             Err(err) => {
@@ -321,7 +348,7 @@ impl Engine {
             Command::CaptureStop(sel) => self.select_captures(&sel).map(|pipes| {
                 for p in pipes {
                     if let Some(w) = self.out.captures.remove(&p) {
-                        let _ = w.borrow_mut().flush();
+                        let _ = lock(&w).flush();
                     }
                     self.net.set_capture(p, false);
                 }
@@ -411,7 +438,7 @@ impl Engine {
             nanos,
         )
         .map_err(|e| format!("path: cannot write \"{path}\": {e}"))?;
-        let w = Rc::new(RefCell::new(w));
+        let w = Arc::new(Mutex::new(w));
         for p in pipes {
             self.out.captures.insert(p, w.clone());
             self.net.set_capture(p, true);
@@ -422,7 +449,7 @@ impl Engine {
     fn capture_snapshot(&mut self, sel: &CaptureSel) -> Result<(), String> {
         for p in self.select_captures(sel)? {
             if let Some(w) = self.out.captures.get(&p) {
-                w.borrow_mut()
+                lock(w)
                     .flush()
                     .map_err(|e| format!("capture flush failed: {e}"))?;
             }
@@ -508,15 +535,38 @@ impl Engine {
             .collect();
         for p in dead {
             if let Some(w) = self.out.captures.remove(&p) {
-                let _ = w.borrow_mut().flush();
+                let _ = lock(&w).flush();
             }
         }
+    }
+
+    /// The capture files of `pipes` (to share with the other partitions).
+    pub fn captures_of(&self, pipes: &[PipeIdx]) -> Vec<(PipeIdx, SharedPcap)> {
+        pipes
+            .iter()
+            .filter_map(|p| Some((*p, self.out.captures.get(p)?.clone())))
+            .collect()
+    }
+
+    /// Record into capture files another partition opened (see [`Engine::captures_of`]).
+    pub fn adopt_captures(&mut self, caps: Vec<(PipeIdx, SharedPcap)>) {
+        for (p, w) in caps {
+            self.out.captures.insert(p, w);
+            self.net.set_capture(p, true);
+        }
+    }
+
+    /// Pipelines that a capture command selects (for sharing a new capture).
+    pub fn capture_pipes(&self, at: &Target, dir: Dir) -> Vec<PipeIdx> {
+        self.net
+            .select(&at.target, at.member.as_deref(), dir)
+            .unwrap_or_default()
     }
 
     /// Flush every capture (at exit).
     pub fn flush_captures(&mut self) {
         for w in self.out.captures.values() {
-            let _ = w.borrow_mut().flush();
+            let _ = lock(w).flush();
         }
     }
 

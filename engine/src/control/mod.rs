@@ -7,6 +7,7 @@
 //! * [`check`]: `apply`'s checks against the network's current state, item by item.
 //! * [`exec`]: runs commands against the engine state (network, TAPs, captures); a large
 //!   `apply` in slices.
+//! * [`merge`]: one `stats` body from the bodies of a partitioned network's replicas.
 //! * [`server`]: the socket, served by its own thread (peer credentials, connection buffers,
 //!   parsing and validation), which hands commands to the real-time loop over a channel.
 //!
@@ -15,6 +16,7 @@ pub mod agents;
 pub mod check;
 pub mod command;
 pub mod exec;
+pub mod merge;
 pub mod params;
 pub mod protocol;
 pub mod server;

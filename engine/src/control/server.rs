@@ -505,11 +505,22 @@ impl Subscriptions {
         now: Instant,
         mut stats: impl FnMut(Option<&str>) -> String,
     ) -> (Vec<(u64, String)>, Option<Instant>) {
+        let (due, next) = self.due_targets(now);
+        let lines = due
+            .into_iter()
+            .map(|(conn, t)| (conn, stats(t.as_deref())))
+            .collect();
+        (lines, next)
+    }
+
+    /// The connections (with their stats target) whose push is due at `now`, and the
+    /// earliest next push time.
+    pub fn due_targets(&mut self, now: Instant) -> (Vec<(u64, Option<String>)>, Option<Instant>) {
         let mut out = Vec::new();
         let mut next: Option<Instant> = None;
         for (&conn, sub) in self.0.iter_mut() {
             if sub.next <= now {
-                out.push((conn, stats(sub.target.as_deref())));
+                out.push((conn, sub.target.clone()));
                 // Keep the cadence; if we fell behind, restart it from now rather than bursting.
                 sub.next = sub.next.add_nanos(sub.interval_ns);
                 if sub.next <= now {

@@ -1,8 +1,11 @@
 //! Drivers: thin loops that own the clock and feed the core.
+pub mod allocator;
+pub mod fanout;
 pub mod parallel;
 pub mod partitioner;
 pub mod realtime;
 pub mod remote;
 pub mod simulate;
+pub mod spsc;
 pub mod virtual_time;
 pub mod wake;

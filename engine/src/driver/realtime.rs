@@ -33,16 +33,21 @@
 //! cannot starve others; epoll is level-triggered, so the rest is read next turn.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::channel;
+use std::sync::Arc;
 
-use serde_json::Value;
-
-use crate::control::exec::{ApplyJob, Engine, Started};
-use crate::control::server::{Control, Subscriptions, ToEngine};
+use crate::control::exec::Engine;
+use crate::control::server::Control;
+use crate::driver::allocator::{self, PartLoad};
+use crate::driver::fanout::{Follower, Leader};
+use crate::driver::spsc::{ring, Consumer, Producer};
 use crate::driver::wake::{Oversleep, Replies, SpinBudget};
 use crate::io::capture_file::CaptureDir;
-use crate::model::network::Output;
+use crate::model::network::partition::{Flights, Partition};
+use crate::model::network::{Output, PipeIdx};
 use crate::model::packet::Packet;
 use crate::time::{min_deadline, Instant};
 
@@ -56,10 +61,14 @@ pub const SLICE_NS: u64 = 200_000;
 const TOKEN_TIMER: u64 = 1;
 const TOKEN_SIGNAL: u64 = 2;
 const TOKEN_CONTROL: u64 = 3;
+const TOKEN_MAIL: u64 = 4;
 const TAG_TAP: u64 = 2 << 40;
 const TAG_MASK: u64 = 0xff << 40;
 
+#[derive(Debug, Clone)]
 pub struct Options {
+    /// Partitions, each run by its own thread (1: one packet thread, as before).
+    pub threads: u32,
     pub busy_poll: bool,
     /// Wake this long before a deadline on top of the measured wake-up latency.
     pub spin_ns: u64,
@@ -175,65 +184,7 @@ impl Anticipation {
     }
 }
 
-/// The real-time loop's side of the control plane: commands waiting to run, the `apply` in
-/// progress, and the subscriptions.
-#[derive(Default)]
-struct ControlState {
-    job: Option<(u64, Value, Box<ApplyJob>)>,
-    subs: Subscriptions,
-}
-
-impl ControlState {
-    /// Control work is waiting: the loop must not sleep.
-    fn busy(&self) -> bool {
-        self.job.is_some()
-    }
-
-    /// Run waiting commands until one starts an `apply`, then advance that for at most
-    /// [`SLICE_NS`]. Returns true on shutdown.
-    fn run(&mut self, control: &Control, engine: &mut Engine, clock: &Clock) -> bool {
-        let start = clock.now();
-        let mut shutdown = false;
-        loop {
-            if let Some((conn, id, job)) = self.job.as_mut() {
-                let mut more = || clock.now().nanos_since(start) < SLICE_NS;
-                match job.step(engine, clock.now(), &mut more) {
-                    Some(outcome) => {
-                        control.reply(*conn, id.take(), &outcome);
-                        self.job = None;
-                    }
-                    None => return shutdown,
-                }
-            }
-            if shutdown || clock.now().nanos_since(start) >= SLICE_NS {
-                return shutdown;
-            }
-            let Some(msg) = control.next() else {
-                return shutdown;
-            };
-            let inc = match msg {
-                ToEngine::Closed(conn) => {
-                    self.subs.remove(conn);
-                    continue;
-                }
-                ToEngine::Request(inc) => inc,
-            };
-            let now = clock.now();
-            let started = match inc.cmd {
-                Err(e) => Started::Done(Err(e)),
-                Ok(cmd) => engine.begin(cmd, now),
-            };
-            match started {
-                Started::Done(outcome) => {
-                    shutdown |= self.subs.apply_effect(inc.conn, &outcome, now);
-                    control.reply(inc.conn, inc.id, &outcome);
-                }
-                Started::Apply(job) => self.job = Some((inc.conn, inc.id, job)),
-            }
-        }
-    }
-}
-
+#[derive(Clone)]
 pub struct Clock {
     origin: libc::timespec,
 }
@@ -348,59 +299,212 @@ fn signal_fd() -> io::Result<RawFd> {
     }
 }
 
-/// Run the engine until `shutdown` or a signal. Returns after closing everything.
-pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
-    let clock = Clock::new();
-    let wall_offset = unix_now_ns().saturating_sub(clock.now().nanos());
-    let mut engine = Engine::new(seed, wall_offset);
-    engine.net.track_lateness(opts.behind_ns);
-    engine.net.set_poll_limit(Some(POLL_LIMIT));
-    engine.realtime = Some(Default::default());
-    if let Some(d) = &opts.capture_dir {
-        engine.capture_dir = Some(CaptureDir::open(d).map_err(|e| {
-            io::Error::new(e.kind(), format!("--capture-dir {}: {e}", d.display()))
-        })?);
+/// An eventfd: one thread writes it to wake another's epoll.
+pub struct EventFd(RawFd);
+
+impl EventFd {
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: plain syscall creating an fd we own.
+        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+        Ok(EventFd(fd))
     }
-    let mut behind = Behind::default();
-    let control = Control::spawn(socket)?;
-    let mut ctl = ControlState::default();
-    let ep = Epoll::new()?;
-    // SAFETY: plain syscalls creating fds we own until exit.
-    let tfd = cvt(unsafe {
-        libc::timerfd_create(
-            libc::CLOCK_MONOTONIC,
-            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-        )
-    })?;
-    let sfd = signal_fd()?;
-    // Timer slack would add up to 50 µs to every sleep.
-    // SAFETY: prctl with integer arguments.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
-    ep.add(tfd, libc::EPOLLIN as u32, TOKEN_TIMER)?;
-    ep.add(sfd, libc::EPOLLIN as u32, TOKEN_SIGNAL)?;
-    ep.add(control.wake_fd(), libc::EPOLLIN as u32, TOKEN_CONTROL)?;
+    pub fn wake(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writing 8 bytes from a local buffer.
+        unsafe { libc::write(self.0, one.as_ptr().cast(), 8) };
+    }
+    pub fn reset(&self) {
+        let mut x = [0u8; 8];
+        // SAFETY: reading 8 bytes into a local buffer.
+        unsafe { libc::read(self.0, x.as_mut_ptr().cast(), 8) };
+    }
+    pub fn fd(&self) -> RawFd {
+        self.0
+    }
+}
 
-    let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 256];
-    let mut buf: Vec<u8> = Vec::new();
-    let mut armed: Option<Instant> = None;
-    let mut next_push: Option<Instant> = None;
-    let mut shutdown = false;
-    let mut last_read: Option<Instant> = None;
-    let mut antic = Anticipation::default();
-    let mut oversleep = Oversleep::new();
-    let mut replies = Replies::default();
-    let mut budget = SpinBudget::new(opts.spin_budget_ppm, SPIN_BANK_NS);
-    // Start of a turn that polled toward a deadline (charged to the budget next turn).
-    let mut spinning_since: Option<Instant> = None;
+impl Drop for EventFd {
+    fn drop(&mut self) {
+        // SAFETY: we own this fd.
+        unsafe { libc::close(self.0) };
+    }
+}
 
-    while !shutdown {
+/// Frames in flight on a cut pipeline, on their way to the partition of its receiving half.
+pub type Mail = (PipeIdx, Flights);
+
+/// Messages a ring between two partitions holds before the sender keeps them back.
+const RING_CAP: usize = 4096;
+
+/// How a partition's loop sleeps and polls (one set per thread; see the module docs).
+struct Timing {
+    armed: Option<Instant>,
+    last_read: Option<Instant>,
+    antic: Anticipation,
+    oversleep: Oversleep,
+    replies: Replies,
+    budget: SpinBudget,
+    /// Start of a turn that polled toward a deadline (charged to the budget next turn).
+    spinning_since: Option<Instant>,
+    behind: Behind,
+}
+
+/// What a turn saw besides frames and timers.
+#[derive(Default)]
+pub struct Seen {
+    pub signal: bool,
+    pub control: bool,
+}
+
+/// One partition: its replica of the network, its TAPs (the ones it reads), its timer, its
+/// epoll set, its rings, and its timing policy. Run by one thread.
+pub struct Part {
+    pub me: u32,
+    pub engine: Engine,
+    ep: Epoll,
+    tfd: RawFd,
+    /// Wakes this partition: frames in its rings, commands for it.
+    pub mail: Arc<EventFd>,
+    inbox: Vec<Consumer<Mail>>,
+    /// Ring and wake-up of every other partition (None: this one).
+    outbox: Vec<Option<(Producer<Mail>, Arc<EventFd>)>>,
+    /// Frames in flight a full ring refused (sent first next turn).
+    backlog: Vec<(u32, PipeIdx, Flights)>,
+    /// Cut pipelines whose sending half runs here.
+    cut: Vec<PipeIdx>,
+    pub load: Arc<PartLoad>,
+    t: Timing,
+    opts: Options,
+    buf: Vec<u8>,
+    events: Vec<libc::epoll_event>,
+    idle_ns: u64,
+    frames: u64,
+}
+
+impl Part {
+    fn new(me: u32, engine: Engine, opts: Options, load: Arc<PartLoad>) -> io::Result<Part> {
+        let ep = Epoll::new()?;
+        // SAFETY: plain syscall creating an fd we own (closed on drop).
+        let tfd = cvt(unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        })?;
+        ep.add(tfd, libc::EPOLLIN as u32, TOKEN_TIMER)?;
+        let mail = Arc::new(EventFd::new()?);
+        ep.add(mail.fd(), libc::EPOLLIN as u32, TOKEN_MAIL)?;
+        let budget = SpinBudget::new(opts.spin_budget_ppm, SPIN_BANK_NS);
+        Ok(Part {
+            me,
+            engine,
+            ep,
+            tfd,
+            mail,
+            inbox: Vec::new(),
+            outbox: Vec::new(),
+            backlog: Vec::new(),
+            cut: Vec::new(),
+            load,
+            t: Timing {
+                armed: None,
+                last_read: None,
+                antic: Anticipation::default(),
+                oversleep: Oversleep::new(),
+                replies: Replies::default(),
+                budget,
+                spinning_since: None,
+                behind: Behind::default(),
+            },
+            opts,
+            buf: Vec::new(),
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; 256],
+            idle_ns: 0,
+            frames: 0,
+        })
+    }
+
+    /// Cut pipelines whose sending half runs here.
+    pub fn cut_len(&self) -> usize {
+        self.cut.len()
+    }
+
+    fn add_fd(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        self.ep.add(fd, libc::EPOLLIN as u32, token)
+    }
+
+    /// After the topology or the placement changed: which pipelines send to others.
+    pub fn recut(&mut self) {
+        self.cut = if self.outbox.is_empty() {
+            Vec::new()
+        } else {
+            self.engine.net.cut_from_here()
+        };
+    }
+
+    /// New TAPs of ports this partition owns join its epoll set.
+    pub fn register_new_ports(&mut self) {
+        for port in std::mem::take(&mut self.engine.new_ports) {
+            if !self.engine.net.owns_port(port) {
+                continue;
+            }
+            if let Some(tap) = self.engine.out.taps.get(&port) {
+                let _ = self
+                    .ep
+                    .add(tap.as_raw_fd(), libc::EPOLLIN as u32, TAG_TAP | port as u64);
+            }
+        }
+    }
+
+    /// Hand the frames that entered flight on cut pipelines to their partitions' rings.
+    fn ship(&mut self) {
+        if self.cut.is_empty() && self.backlog.is_empty() {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.backlog);
+        self.engine.net.take_flights(&self.cut, &mut out);
+        let mut woken = 0u64;
+        for (to, pipe, f) in out {
+            // No such partition: the frames are dropped.
+            if let Some((ring, _)) = self.outbox.get_mut(to as usize).and_then(Option::as_mut) {
+                match ring.push((pipe, f)) {
+                    Ok(()) => woken |= 1 << (to % 64),
+                    Err((pipe, f)) => self.backlog.push((to, pipe, f)),
+                }
+            }
+        }
+        for (i, o) in self.outbox.iter().enumerate() {
+            if let (Some((_, w)), true) = (o, woken & (1 << (i % 64)) != 0) {
+                w.wake();
+            }
+        }
+    }
+
+    /// Take what other partitions sent.
+    fn drain_inbox(&mut self) {
+        for c in &mut self.inbox {
+            while let Some((pipe, f)) = c.pop() {
+                self.frames += f.len() as u64;
+                self.engine.net.put_flights(pipe, f);
+            }
+        }
+    }
+
+    /// One turn: run the network up to now, ship frames to other partitions, sleep or poll
+    /// until the next deadline (or `extra`), then read the TAPs and rings that are ready.
+    /// `busy`: control work is waiting, do not sleep.
+    pub fn turn(&mut self, clock: &Clock, extra: Option<Instant>, busy: bool) -> Seen {
+        let opts = &self.opts;
+        let t = &mut self.t;
+        let engine = &mut self.engine;
         let now = clock.now();
-        if let Some(t) = spinning_since.take() {
-            budget.spend(now.nanos_since(t));
+        if let Some(s) = t.spinning_since.take() {
+            t.budget.spend(now.nanos_since(s));
         }
         let late_before = engine.net.lateness().map_or(0, |l| l.late_events);
         {
-            let Engine { net, out, .. } = &mut engine;
+            let Engine { net, out, .. } = engine;
+            let replies = &mut t.replies;
             net.poll(now, |o| {
                 if let Output::Frame { port, .. } = &o {
                     replies.written(*port, now, opts.linger_ns);
@@ -408,19 +512,24 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                 out.handle_output(o)
             });
         }
-        behind.update(&mut engine, late_before, now);
+        t.behind.update(engine, late_before, now);
         if let Some(rt) = engine.realtime.as_mut() {
-            rt.wake_estimate_ns = oversleep.estimate_ns();
-            rt.wake_samples = oversleep.samples();
-            rt.reply_hits = replies.hits;
-            rt.reply_misses = replies.misses;
-            rt.spin_ns = budget.spent_ns;
+            rt.wake_estimate_ns = t.oversleep.estimate_ns();
+            rt.wake_samples = t.oversleep.samples();
+            rt.reply_hits = t.replies.hits;
+            rt.reply_misses = t.replies.misses;
+            rt.spin_ns = t.budget.spent_ns;
         }
-        let mut deadline = min_deadline(engine.net.poll_at(), next_push);
-        let waiting = replies.waiting(now);
+        self.ship();
+        let (opts, t) = (&self.opts, &mut self.t);
+        let mut deadline = min_deadline(self.engine.net.poll_at(), extra);
+        if !self.backlog.is_empty() {
+            deadline = Some(now);
+        }
+        let waiting = t.replies.waiting(now);
         let mut in_window = false;
         if opts.anticipate_ns > 0 {
-            if let Some((start, end)) = antic.window(now, opts.anticipate_ns) {
+            if let Some((start, end)) = t.antic.window(now, opts.anticipate_ns) {
                 if now >= start && now <= end {
                     in_window = true;
                 } else {
@@ -432,8 +541,8 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
         // Arm the timer this long before a deadline: the measured wake-up latency, plus a
         // margin; what is left after waking is polled while the spin budget lasts. Without
         // budget, sleep to the deadline itself (it runs one wake-up latency late).
-        let lead = oversleep.estimate_ns().saturating_add(opts.spin_ns);
-        let timeout = if opts.busy_poll || waiting || in_window || ctl.busy() {
+        let lead = t.oversleep.estimate_ns().saturating_add(opts.spin_ns);
+        let timeout = if opts.busy_poll || waiting || in_window || busy {
             0
         } else {
             match deadline {
@@ -443,8 +552,8 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                     let left = d.nanos_since(now);
                     let wake = if left > lead {
                         Some(Instant(d.nanos() - lead))
-                    } else if budget.allows(now, left) {
-                        spinning_since = Some(now);
+                    } else if t.budget.allows(now, left) {
+                        t.spinning_since = Some(now);
                         None
                     } else {
                         Some(d)
@@ -452,7 +561,7 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                     match wake {
                         None => 0,
                         Some(wake) => {
-                            if armed != Some(wake) {
+                            if t.armed != Some(wake) {
                                 let its = libc::itimerspec {
                                     it_interval: libc::timespec {
                                         tv_sec: 0,
@@ -463,13 +572,13 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                                 // SAFETY: valid itimerspec.
                                 unsafe {
                                     libc::timerfd_settime(
-                                        tfd,
+                                        self.tfd,
                                         libc::TFD_TIMER_ABSTIME,
                                         &its,
                                         std::ptr::null_mut(),
                                     )
                                 };
-                                armed = Some(wake);
+                                t.armed = Some(wake);
                             }
                             -1
                         }
@@ -477,8 +586,12 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
                 }
             }
         };
-        let n = ep.wait(&mut events, timeout);
+        let before = clock.now();
+        let n = self.ep.wait(&mut self.events, timeout);
         let woke = clock.now();
+        if timeout != 0 {
+            self.idle_ns += woke.nanos_since(before);
+        }
         if n == 0 && timeout == 0 {
             // Polling with nothing to do: let other runnable tasks on this core (the kernel's
             // softirq thread, the node's programs) go first, or we would delay the very
@@ -486,78 +599,188 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
             // SAFETY: no arguments.
             unsafe { libc::sched_yield() };
         }
-        for ev in &events[..n] {
-            let token = ev.u64;
+        let mut seen = Seen::default();
+        for k in 0..n {
+            let token = self.events[k].u64;
             match token {
                 TOKEN_TIMER => {
                     let mut x = [0u8; 8];
                     // SAFETY: reading 8 bytes into a local buffer.
-                    unsafe { libc::read(tfd, x.as_mut_ptr().cast(), 8) };
+                    unsafe { libc::read(self.tfd, x.as_mut_ptr().cast(), 8) };
                     // Only a wake-up from a real sleep measures the wake-up latency.
-                    if let (Some(a), true) = (armed, timeout < 0) {
-                        oversleep.record(a, woke);
+                    if let (Some(a), true) = (self.t.armed, timeout < 0) {
+                        self.t.oversleep.record(a, woke);
                     }
-                    armed = None;
+                    self.t.armed = None;
                 }
-                TOKEN_SIGNAL => shutdown = true,
-                TOKEN_CONTROL => control.reset_wake(),
-                t if t & TAG_MASK == TAG_TAP => {
-                    let port = (t & !TAG_MASK) as usize;
-                    for _ in 0..BATCH {
-                        let Some(tap) = engine.out.taps.get(&port) else {
-                            break;
-                        };
-                        let pool = &mut engine.out.pool;
-                        match tap.recv(&mut buf, || pool.pop().unwrap_or_default()) {
-                            Ok(Some((vnet, data))) => {
-                                let t = clock.now();
-                                if last_read.is_none_or(|l| t.nanos_since(l) >= opts.linger_ns) {
-                                    antic.burst(t);
-                                }
-                                last_read = Some(t);
-                                replies.read(port);
-                                engine.net.receive_packet(port, Packet { data, vnet }, t);
-                            }
-                            Ok(None) => break,
-                            Err(_) => break,
-                        }
-                    }
-                }
+                TOKEN_SIGNAL => seen.signal = true,
+                TOKEN_CONTROL => seen.control = true,
+                TOKEN_MAIL => self.mail.reset(),
+                t if t & TAG_MASK == TAG_TAP => self.read_tap((t & !TAG_MASK) as usize, clock),
                 _ => {}
             }
         }
-        // Control work after the frames: whole commands, or one slice of an `apply`.
-        if ctl.run(&control, &mut engine, &clock) {
-            shutdown = true;
-        }
-        // New TAPs from an `apply` that just finished join the epoll set before the next wait.
-        for port in engine.new_ports.drain(..) {
-            if let Some(tap) = engine.out.taps.get(&port) {
-                use std::os::fd::AsRawFd;
-                let _ = ep.add(tap.as_raw_fd(), libc::EPOLLIN as u32, TAG_TAP | port as u64);
+        self.drain_inbox();
+        let wall = clock.now().nanos();
+        self.load.wall_ns.store(wall, Ordering::Relaxed);
+        self.load
+            .busy_ns
+            .store(wall.saturating_sub(self.idle_ns), Ordering::Relaxed);
+        self.load.frames.store(self.frames, Ordering::Relaxed);
+        seen
+    }
+
+    /// Read up to [`BATCH`] frames from `port`'s TAP into the network.
+    fn read_tap(&mut self, port: usize, clock: &Clock) {
+        let engine = &mut self.engine;
+        for _ in 0..BATCH {
+            let Some(tap) = engine.out.taps.get(&port) else {
+                break;
+            };
+            let pool = &mut engine.out.pool;
+            match tap.recv(&mut self.buf, || pool.pop().unwrap_or_default()) {
+                Ok(Some((vnet, data))) => {
+                    let t = clock.now();
+                    if self
+                        .t
+                        .last_read
+                        .is_none_or(|l| t.nanos_since(l) >= self.opts.linger_ns)
+                    {
+                        self.t.antic.burst(t);
+                    }
+                    self.t.last_read = Some(t);
+                    self.t.replies.read(port);
+                    self.frames += 1;
+                    engine.net.receive_packet(port, Packet { data, vnet }, t);
+                }
+                Ok(None) => break,
+                Err(_) => break,
             }
         }
-        let now = clock.now();
-        let (lines, next) = ctl.subs.due(now, |target| {
-            let mut body = engine.stats(target, now).unwrap_or_default();
-            body.insert("event".into(), Value::String("stats".into()));
-            Value::Object(body).to_string()
-        });
-        for (conn, line) in lines {
-            control.event(conn, line);
-        }
-        next_push = next;
     }
-    control.shutdown();
-    engine.flush_captures();
-    // SAFETY: closing fds we created.
-    unsafe {
-        libc::close(tfd);
-        libc::close(sfd);
-    }
-    Ok(())
 }
 
+impl Drop for Part {
+    fn drop(&mut self) {
+        // SAFETY: closing the timerfd we created.
+        unsafe { libc::close(self.tfd) };
+    }
+}
+
+/// A fresh engine for one partition of `threads`.
+fn new_engine(
+    seed: u64,
+    wall_offset: u64,
+    me: u32,
+    threads: u32,
+    opts: &Options,
+) -> io::Result<Engine> {
+    let mut engine = Engine::new(seed, wall_offset);
+    engine.net.track_lateness(opts.behind_ns);
+    engine.net.set_poll_limit(Some(POLL_LIMIT));
+    engine.realtime = Some(Default::default());
+    if threads > 1 {
+        engine.net.set_partition(Partition {
+            me,
+            direct_ports: true,
+            ..Default::default()
+        });
+    }
+    if let Some(d) = &opts.capture_dir {
+        engine.capture_dir = Some(CaptureDir::open(d).map_err(|e| {
+            io::Error::new(e.kind(), format!("--capture-dir {}: {e}", d.display()))
+        })?);
+    }
+    Ok(engine)
+}
+
+/// Pin the calling thread to `cpu` (when the engine runs several partitions) and record it.
+fn pin_self(load: &PartLoad, cpu: Option<usize>) {
+    // SAFETY: gettid has no arguments.
+    let tid = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    load.tid.store(tid, Ordering::Relaxed);
+    load.core.store(-1, Ordering::Relaxed);
+    if let Some(c) = cpu {
+        match allocator::pin(0, c) {
+            Ok(()) => load.core.store(c as i32, Ordering::Relaxed),
+            Err(e) => eprintln!("wanlab-engine: cannot pin a partition to cpu {c}: {e}"),
+        }
+    }
+    // Timer slack would add up to 50 µs to every sleep.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
+}
+
+/// Run the engine until `shutdown` or a signal. Returns after closing everything.
+pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
+    let clock = Clock::new();
+    let wall_offset = unix_now_ns().saturating_sub(clock.now().nanos());
+    let n = opts.threads.max(1);
+    let cores = allocator::allowed_cpus();
+    let core_of = |i: u32| (n > 1).then(|| cores[i as usize % cores.len()]);
+    // Signals are blocked before any thread starts, so every thread inherits the mask and
+    // only the first partition's signalfd sees them.
+    let sfd = signal_fd()?;
+    let control = Control::spawn(socket)?;
+    let mut parts = Vec::new();
+    for me in 0..n {
+        let engine = new_engine(seed, wall_offset, me, n, &opts)?;
+        parts.push(Part::new(
+            me,
+            engine,
+            opts.clone(),
+            Arc::new(PartLoad::default()),
+        )?);
+    }
+    // A ring for every ordered pair of partitions.
+    for from in 0..n as usize {
+        for to in 0..n as usize {
+            if from == to {
+                parts[from].outbox.push(None);
+                continue;
+            }
+            let (p, c) = ring::<Mail>(RING_CAP);
+            let wake = parts[to].mail.clone();
+            parts[from].outbox.push(Some((p, wake)));
+            parts[to].inbox.push(c);
+        }
+    }
+    let loads: Vec<Arc<PartLoad>> = parts.iter().map(|p| p.load.clone()).collect();
+    let mut leader_part = parts.remove(0);
+    leader_part.add_fd(sfd, TOKEN_SIGNAL)?;
+    leader_part.add_fd(control.wake_fd(), TOKEN_CONTROL)?;
+    let (ack_tx, acks) = channel();
+    let mut peers = Vec::new();
+    let mut handles = Vec::new();
+    for mut part in parts {
+        let (tx, rx) = channel();
+        peers.push((tx, part.mail.clone()));
+        let mut f = Follower::new(rx, ack_tx.clone(), leader_part.mail.clone());
+        let cpu = core_of(part.me);
+        // Every partition reads the same clock: frames carry their arrival times across.
+        let clock = clock.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("partition-{}", part.me))
+            .spawn(move || {
+                pin_self(&part.load, cpu);
+                f.run_loop(&mut part, &clock);
+                part.engine.flush_captures();
+            })?;
+        handles.push(h);
+    }
+    pin_self(&leader_part.load, core_of(0));
+    let mut leader = Leader::new(control, peers, acks, loads, cores, n);
+    leader.run_loop(&mut leader_part, &clock);
+    leader.stop_peers();
+    for h in handles {
+        let _ = h.join();
+    }
+    leader.control_shutdown();
+    leader_part.engine.flush_captures();
+    // SAFETY: closing the signalfd we created.
+    unsafe { libc::close(sfd) };
+    Ok(())
+}
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,6 +22,7 @@ use super::parallel::{with_pool, Pool};
 use super::partitioner::{place, Placement};
 use super::remote::{self, Remote, Role};
 use crate::control::exec::{Effect, Engine};
+use crate::control::merge::merge_body;
 use crate::control::protocol::{parse_request_value, Request};
 use crate::io::capture_file::CaptureDir;
 use crate::model::network::partition::{Graph, Partition};
@@ -220,38 +221,6 @@ fn add_extras(pool: &mut impl Replicas, result: &mut Map<String, Value>) -> Resu
     Ok(())
 }
 
-/// Add `b` into `a`: numbers add up, objects merge key by key, an empty list takes the other
-/// replica's (a distribution's buckets are recorded by the one replica that runs the half
-/// of the pipeline it measures, so its quantiles add to zeros and its buckets replace an
-/// empty list), anything else stays `a`'s. Counters of a pipeline are split between the
-/// replicas of its two halves.
-fn add_values(a: &mut Value, b: &Value) {
-    match (a, b) {
-        (Value::Array(x), Value::Array(y)) if x.is_empty() => x.clone_from(y),
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                match a.get_mut(k) {
-                    Some(x) => add_values(x, v),
-                    None => {
-                        a.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (Value::Number(x), Value::Number(y)) => {
-            let sum = match (x.as_u64(), y.as_u64()) {
-                (Some(p), Some(q)) => json!(p.saturating_add(q)),
-                _ => json!(x.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0)),
-            };
-            *x = match sum {
-                Value::Number(n) => n,
-                _ => x.clone(),
-            };
-        }
-        _ => {}
-    }
-}
-
 /// One `stats` body from every replica's: link and LAN counters add up; routers, hosts and
 /// agents appear only in the replica that runs them.
 fn merged_stats(
@@ -265,17 +234,7 @@ fn merged_stats(
         match &mut out {
             None => out = Some(m),
             Some(acc) => {
-                for (k, v) in m {
-                    match k.as_str() {
-                        "now_ns" => {}
-                        _ => match acc.get_mut(&k) {
-                            Some(x) => add_values(x, &v),
-                            None => {
-                                acc.insert(k, v);
-                            }
-                        },
-                    }
-                }
+                merge_body(acc, m);
             }
         }
     }
@@ -452,6 +411,7 @@ pub fn simulate(
             engine.net.set_partition(Partition {
                 me,
                 nodes: placement.nodes.clone(),
+                ..Default::default()
             });
         }
         if let Some(d) = capture_dir.filter(|_| placement.parts == 1) {

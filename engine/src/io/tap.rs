@@ -174,6 +174,18 @@ impl Tap {
         })
     }
 
+    /// Another handle on the same TAP (a dup of its fd): each partition of a threaded engine
+    /// writes to every TAP and reads the ones it owns. The device stays while any handle is
+    /// open (or, in a node's namespace, until released).
+    pub fn try_clone(&self) -> io::Result<Tap> {
+        Ok(Tap {
+            fd: self.fd.try_clone()?,
+            name: self.name.clone(),
+            ifindex: self.ifindex,
+            netns: self.netns.clone(),
+        })
+    }
+
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -84,6 +84,8 @@ struct PipeSlot {
     /// half (the node it delivers to); see [`partition`].
     tx_part: u32,
     rx_part: u32,
+    /// The port that feeds the sending half (its partition is the sending half's).
+    from: PortIdx,
 }
 
 #[derive(Debug)]

@@ -16,10 +16,25 @@ use crate::model::packet::Packet;
 use crate::time::Instant;
 
 /// The partition this replica runs and where every node is placed (absent: partition 0).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Partition {
     pub me: u32,
     pub nodes: HashMap<String, u32>,
+    /// Plain ports (TAPs in emulation) by port id, placed by the real-time driver (absent:
+    /// partition 0). Their TAP is read by that partition's thread.
+    pub ports: HashMap<String, u32>,
+    /// Real time: a pipeline delivering to a plain port runs wholly (both halves) on the
+    /// partition of its sending half, which writes the frame straight to the TAP (a TAP
+    /// write needs no state of the port's own partition).
+    pub direct_ports: bool,
+}
+
+/// A plain port as the real-time allocator sees it: its id, and the LAN it belongs to (all
+/// ports of a LAN share a partition, with its switch).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlainPort {
+    pub id: String,
+    pub lan: Option<String>,
 }
 
 /// Whether the replica with `part` runs what belongs to partition `owner`.
@@ -70,7 +85,7 @@ impl Network {
             .unwrap_or(0)
     }
 
-    /// The partition of the node behind a port (a port of no node: partition 0).
+    /// The partition of the node behind a port (a plain port: its own placement, default 0).
     pub(super) fn port_part(&self, port: PortIdx) -> u32 {
         let Some(p) = self.ports.get(port) else {
             return 0;
@@ -78,9 +93,121 @@ impl Network {
         let node = match (p.sim, p.host) {
             (Some((r, _)), _) => self.routers.get(r).map(|r| r.id.as_str()),
             (None, Some(h)) => self.hosts.get(h).map(|h| h.id.as_str()),
-            (None, None) => None,
+            (None, None) => {
+                return self
+                    .part
+                    .as_ref()
+                    .and_then(|x| x.ports.get(&p.id).copied())
+                    .unwrap_or(0)
+            }
         };
         node.map_or(0, |id| self.node_part(id))
+    }
+
+    /// Partitions of the sending and receiving halves of a pipeline fed by `from`.
+    pub(super) fn parts_of(&self, from: PortIdx, sink: super::Sink) -> (u32, u32) {
+        let tx = self.port_part(from);
+        let rx = match sink {
+            super::Sink::Port(p) if self.delivers_direct(p) => tx,
+            super::Sink::Port(p) => self.port_part(p),
+            // A LAN's switch and channels run with its members (all on one partition).
+            super::Sink::Lan { .. } | super::Sink::Pair { .. } => tx,
+        };
+        (tx, rx)
+    }
+
+    /// Whether frames for plain port `p` are written by whoever carries them.
+    fn delivers_direct(&self, p: PortIdx) -> bool {
+        self.part.as_ref().is_some_and(|x| x.direct_ports)
+            && self
+                .ports
+                .get(p)
+                .is_some_and(|p| p.sim.is_none() && p.host.is_none())
+    }
+
+    /// Whether this replica reads port `p` (its TAP) and runs what its frames enter.
+    pub fn owns_port(&self, p: PortIdx) -> bool {
+        owns(&self.part, self.port_part(p))
+    }
+
+    /// Run partition `part.me` with this placement from now on: every pipeline half and
+    /// agent takes the partition of its node or port. Meant for objects without frames in
+    /// flight (the real-time driver calls it as an `apply` finishes, before the new TAPs are
+    /// read); an object that moves keeps its counters in the replica it leaves (the merged
+    /// statistics add them up).
+    pub fn repartition(&mut self, part: Partition) {
+        self.part = Some(part);
+        let pipes: Vec<(PipeIdx, u32, u32)> = self
+            .pipes
+            .iter_indexed()
+            .map(|(i, s)| {
+                let (t, r) = self.parts_of(s.from, s.sink);
+                (i, t, r)
+            })
+            .collect();
+        for (i, t, r) in pipes {
+            if let Some(s) = self.pipes.get_mut(i) {
+                s.tx_part = t;
+                s.rx_part = r;
+            }
+        }
+        let agents: Vec<(usize, u32)> = self
+            .agents
+            .iter_indexed()
+            .map(|(i, a)| {
+                let p = self.hosts.get(a.host).map_or(0, |h| self.node_part(&h.id));
+                (i, p)
+            })
+            .collect();
+        for (i, p) in agents {
+            if let Some(a) = self.agents.get_mut(i) {
+                a.part = p;
+            }
+        }
+    }
+
+    /// Plain ports, in creation order, with their LAN.
+    pub fn plain_ports(&self) -> Vec<PlainPort> {
+        let mut lan_of: HashMap<PortIdx, &str> = HashMap::new();
+        for lan in self.lans.iter() {
+            for m in &lan.members {
+                lan_of.insert(m.port, lan.id.as_str());
+            }
+        }
+        self.ports
+            .iter_indexed()
+            .filter(|(_, p)| p.sim.is_none() && p.host.is_none())
+            .map(|(i, p)| PlainPort {
+                id: p.id.clone(),
+                lan: lan_of.get(&i).map(|s| s.to_string()),
+            })
+            .collect()
+    }
+
+    /// Cut pipelines whose sending half runs here (their frames in flight go to another
+    /// partition), ordered by index.
+    pub fn cut_from_here(&self) -> Vec<PipeIdx> {
+        let me = self.part.as_ref().map_or(0, |p| p.me);
+        self.cut_pipes()
+            .filter(|(_, s)| s.tx_part == me)
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// Take the frames in flight of `pipes` (from [`Network::cut_from_here`]), each tagged
+    /// with the partition that receives it, into `out`.
+    pub fn take_flights(&mut self, pipes: &[PipeIdx], out: &mut Vec<(u32, PipeIdx, Flights)>) {
+        for &i in pipes {
+            let Some(slot) = self.pipes.get_mut(i) else {
+                continue;
+            };
+            if slot.tx_part == slot.rx_part || slot.pipe.rx_at().is_none() {
+                continue;
+            }
+            let f = slot.pipe.take_in_flight();
+            slot.scheduled_rx = None;
+            out.push((slot.rx_part, i, f));
+        }
     }
 
     /// The node (router or host id) behind a port.

@@ -32,19 +32,16 @@ impl Network {
     ) -> PipeIdx {
         // RNG streams are named after the objects so they do not depend on creation order.
         let seed = stream_seed(self.seed, name);
-        let rx_part = match sink {
-            Sink::Port(p) => self.port_part(p),
-            // A LAN's switch and channels run with its members (all on one partition).
-            Sink::Lan { .. } | Sink::Pair { .. } => self.port_part(from),
-        };
+        let (tx_part, rx_part) = self.parts_of(from, sink);
         self.pipes.push(PipeSlot {
             pipe: Pipeline::new(params, seed, now),
             sink,
             capture: false,
             scheduled_tx: None,
             scheduled_rx: None,
-            tx_part: self.port_part(from),
+            tx_part,
             rx_part,
+            from,
         })
     }
 
