@@ -57,6 +57,7 @@ class Suite:
                     "scale": {}, "errors": []}
         self.engine_ok = os.path.exists(ENGINE)
         self.busy_poll = self.engine_ok and "--busy-poll" in engine_help()
+        self.threads = self.engine_ok and "--threads" in engine_help()
         self.topos = {}
 
     # ---- topologies ---------------------------------------------------
@@ -71,6 +72,9 @@ class Suite:
             t = EngineTopo(self.lab, suffix="e")
         elif kind == "engine-busypoll":
             t = EngineTopo(self.lab, engine_args=["--busy-poll"], suffix="p")
+        elif kind == "engine-2t":
+            # two partitions: each end's port (each direction of the link) on its own core
+            t = EngineTopo(self.lab, engine_args=["--threads", "2"], suffix="t")
         else:
             raise ValueError(kind)
         self.topos[kind] = t
@@ -270,6 +274,8 @@ class Suite:
         ps = ["veth", "router"]
         if self.engine_ok:
             ps.append("engine")
+            if self.threads:
+                ps.append("engine-2t")
             if self.busy_poll:
                 ps.append("engine-busypoll")
         return ps
@@ -313,7 +319,7 @@ class Suite:
                         self.error(f"tcp {kind} P{par} rep {i}", e)
                 self.res["tcp"].append({"path": kind, "parallel": par, "bps": vals,
                                         "bps_median": M.median(vals)})
-            if kind == "engine-busypoll":
+            if kind in ("engine-busypoll", "engine-2t"):
                 self.drop_topo(kind)
         # engine-vs-baseline ratios
         cap = {r["path"]: r["pps_median"] for r in self.res["capacity"]}

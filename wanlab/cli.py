@@ -313,6 +313,12 @@ def cmd_show(lab, a) -> int:
         if rt.get("lateness"):
             print(f"  timer lateness: {_dist(rt['lateness'], 'events')}; wakes "
                   f"{rt.get('wake_estimate_us', 0):g} µs early (measured wake-up latency)")
+    for p in info.get("stats", {}).get("partitions") or []:
+        core = "unpinned" if p.get("core") is None else f"core {p['core']}"
+        ports = ", ".join(p.get("ports") or []) or "-"
+        sim = f", {p['simulated_nodes']} simulated nodes" if p.get("simulated_nodes") else ""
+        print(f"  partition {p['partition']} ({core}): busy {p.get('busy', 0) * 100:.0f} %, "
+              f"{p.get('frames_per_s', 0):g} frames/s; ports {ports}{sim}")
     return 0
 
 

@@ -445,7 +445,8 @@ class Lab:
                           "bandwidth_bps": l.bandwidth_bps, "delay_s": l.delay_s,
                           "loss": l.loss} for l in row.ir.lans],
                 "stats": {k: v for k, v in links.items()
-                          if k in ("links", "lans", "routers", "hosts", "agents", "realtime")},
+                          if k in ("links", "lans", "routers", "hosts", "agents", "realtime",
+                                   "partitions")},
                 "history": [{"at": t, "from": a, "to": b, "reason": r}
                             for t, a, b, r in self.store.transitions(row.id)],
                 "edge": egress.describe(row.ir, row.short, self.store.folder(name))}

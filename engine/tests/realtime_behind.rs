@@ -172,3 +172,73 @@ fn keeping_up_reports_nothing() {
     let log = e.shutdown();
     assert!(!log.contains("behind real time"), "{log}");
 }
+
+/// The same chain under other names and addresses (`p`: a prefix, `net`: the second octet).
+fn chain(p: &str, net: u8, src: Value) -> Value {
+    let mut t = topology(src);
+    let s = t.to_string();
+    let s = s
+        .replace("\"pa\"", &format!("\"{p}pa\""))
+        .replace("\"pb\"", &format!("\"{p}pb\""))
+        .replace("\"r0\"", &format!("\"{p}r0\""))
+        .replace("\"r1\"", &format!("\"{p}r1\""))
+        .replace("\"la\"", &format!("\"{p}la\""))
+        .replace("\"lb\"", &format!("\"{p}lb\""))
+        .replace("\"src\"", &format!("\"{p}src\""))
+        .replace("\"sink\"", &format!("\"{p}sink\""))
+        .replace("\"host\":\"a\"", &format!("\"host\":\"{p}a\""))
+        .replace("\"host\":\"b\"", &format!("\"host\":\"{p}b\""))
+        .replace("\"router\":\"r\"", &format!("\"router\":\"{p}r\""))
+        .replace("10.1.", &format!("10.{net}."));
+    t = serde_json::from_str(&s).unwrap();
+    t
+}
+
+/// Two partitions, one hopelessly behind (the 100 Gbit/s source of `overload_is_reported`),
+/// the other with a light source: the light one's timers stay on time within a generous
+/// bound, which only a shared loop or lock could break (it would be as late as the busy one,
+/// seconds after 2 s of overload). The two chains share nothing, so the partitioner puts them
+/// on different partitions.
+#[test]
+fn a_busy_partition_does_not_delay_another() {
+    let mut e = Engine::start("isolation", &["--threads", "2"]);
+    let hot = chain("h", 1, json!({"size": 16, "rate_bps": 100_000_000_000u64}));
+    let calm = chain("c", 2, json!({"size": 100, "interval_us": 10_000}));
+    let mut both = hot.clone();
+    for k in ["hosts", "routers", "links", "agents"] {
+        let extra = calm[k].as_array().unwrap().clone();
+        both[k].as_array_mut().unwrap().extend(extra);
+    }
+    e.req(both);
+    let s = e.req(json!({"cmd": "stats"}));
+    let parts = s["partitions"].as_array().unwrap().clone();
+    assert_eq!(parts.len(), 2, "{s}");
+    assert!(
+        parts.iter().all(|p| p["simulated_nodes"] == json!(3)),
+        "each chain on its own partition: {s}"
+    );
+    e.req(json!({"cmd": "agent", "agent": "csrc", "action": "start"}));
+    e.req(json!({"cmd": "agent", "agent": "hsrc", "action": "start"}));
+    std::thread::sleep(Duration::from_millis(2000));
+    let s = e.req(json!({"cmd": "stats"}));
+    let parts = s["partitions"].as_array().unwrap();
+    eprintln!("partitions: {}", json!(parts));
+    let late = |p: &Value| p["max_late_us"].as_f64().unwrap();
+    let (hot, calm) = if late(&parts[0]) > late(&parts[1]) {
+        (&parts[0], &parts[1])
+    } else {
+        (&parts[1], &parts[0])
+    };
+    assert!(late(hot) > 1_000_000.0, "the hot partition is behind: {s}");
+    assert!(
+        late(calm) < 250_000.0,
+        "the calm partition kept its timers: {s}"
+    );
+    // The calm chain delivered its packets meanwhile (≈ 100 per second).
+    assert!(s["agents"]["csink"]["pkts"].as_u64().unwrap() > 100, "{s}");
+    assert!(calm["timer_events"].as_u64().unwrap() > 200, "{s}");
+    // The merged view is behind (one partition is).
+    assert_eq!(s["realtime"]["behind"], json!(true), "{s}");
+    e.req(json!({"cmd": "agent", "agent": "hsrc", "action": "stop"}));
+    e.shutdown();
+}

@@ -120,6 +120,7 @@ class ExperimentBuilder:
                            (params if params is not None else _OVERRIDES).items()}
         self._parameters: dict[str, ir.Parameter] = {}
         self._swap = ir.SwapPolicy()
+        self._engine_threads = 0
         self.routing(routing)
         self._nodes: dict[str, dict[str, Any]] = {}
         self._links: dict[str, dict[str, Any]] = {}
@@ -155,6 +156,14 @@ class ExperimentBuilder:
             max_duration_s=None if max_duration is None else units.parse_duration(
                 max_duration, "maximum duration", field="max_duration"),
             no_idle_reason=no_idle_reason)
+
+    def engine(self, *, threads: Any = None) -> None:
+        """The real-time engine of this experiment: ``threads`` partitions, each on its own
+        pinned thread (1 to 64, or ``"auto"``: one per core, at most one per link or LAN;
+        default 1, see docs/architecture.md)."""
+        if threads is None:
+            return
+        self._engine_threads = units.parse_engine_threads(threads, field="engine.threads")
 
     # -- helpers -----------------------------------------------------------
     def _is_taken(self, name: str) -> bool:
@@ -563,6 +572,7 @@ class ExperimentBuilder:
                             bgp_sessions=tuple(getattr(self, "_bgp", [])),
                             seed=units.parse_int(self.seed, "seed", field="seed"),
                             parameters=tuple(self._parameters.values()), swap=self._swap,
+                            engine_threads=self._engine_threads,
                             warnings=tuple(self._warnings))
         exp = edge_spec.expand(exp, self._edge)
         kinds = exp.kinds()

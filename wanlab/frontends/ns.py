@@ -303,6 +303,7 @@ class _Records:
         exp = ir.Experiment(
             name=name or sanitize_name(Path(self.display).stem),
             parameters=params, swap=self.swap(rec.get("swap") or {}),
+            engine_threads=self.engine_threads(rec.get("engine") or {}),
             nodes=tuple(nodes), links=tuple(links), lans=tuple(lans),
             events=tuple(events), programs=tuple(programs), agents=tuple(agents),
             timelines=tuple(timelines), groups=tuple(groups),
@@ -341,6 +342,14 @@ class _Records:
                 except SpecError as e:
                     raise self.err(f"tb-set-node-forward: {e.message}", a[1], a[2]) from None
         return spec
+
+    def engine_threads(self, eng: dict[str, Any]) -> int:
+        """tb-set-engine-threads N|auto -> the engine's thread count (0: not set)."""
+        if "threads" not in eng:
+            return 0
+        v, f, line = eng["threads"]
+        return units.parse_engine_threads(v, field="tb-set-engine-threads", file=self.fname(f),
+                                    line=line or None)
 
     def swap(self, sw: dict[str, Any]) -> ir.SwapPolicy:
         """tb-set-idleswap / tb-set-maxduration / tb-set-noidleswap -> the swap policy."""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import Any
 
 from wanlab.errors import SpecError
 
@@ -244,3 +245,20 @@ def parse_cpuset(value: object, *, file: str | None = None, line: int | None = N
             raise _err(f"cpus {s!r}: range {part} goes backwards", file, line, field)
     return s
 
+
+MAX_ENGINE_THREADS = 64          # the engine's --threads limit
+
+
+def parse_engine_threads(v: Any, *, field: str = "threads", file: str | None = None,
+                         line: int | None = None) -> int:
+    """An engine thread count: 1..64, or ``auto`` (stored as -1)."""
+    if isinstance(v, str) and v.strip().lower() == "auto":
+        return -1
+    try:
+        n = int(str(v).strip()) if not isinstance(v, bool) else None
+    except ValueError:
+        n = None
+    if n is None or not 1 <= n <= MAX_ENGINE_THREADS:
+        raise SpecError(f"engine threads {v!r}: a number from 1 to {MAX_ENGINE_THREADS}, "
+                        f"or auto", file=file, line=line, field=field)
+    return n

@@ -315,6 +315,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
     if any(k in doc for k in ("idle_swap", "max_duration", "no_idle_swap")):
         call(["idle_swap"], b.swap_policy, idle=doc.get("idle_swap"),
              max_duration=doc.get("max_duration"), no_idle_reason=doc.get("no_idle_swap"))
+    if "engine" in doc:
+        call(["engine", "threads"], b.engine, threads=(doc["engine"] or {}).get("threads"))
     if "ospf" in doc:
         call(["ospf"], b.ospf_timers, doc["ospf"].get("hello", 1), doc["ospf"].get("dead", 4))
     for node, asn in (doc.get("bgp", {}).get("as") or {}).items():

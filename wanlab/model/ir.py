@@ -491,6 +491,7 @@ class Experiment:
     asns: tuple[tuple[str, int], ...] = ()            # BGP: node -> AS number
     bgp_sessions: tuple[BgpSession, ...] = ()
     seed: int = 1
+    engine_threads: int = 0          # real-time engine threads (0: default, -1: auto)
     parameters: tuple[Parameter, ...] = ()
     swap: SwapPolicy = field(default_factory=SwapPolicy)
     warnings: tuple[str, ...] = ()

@@ -32,7 +32,7 @@ use crate::control::server::{Control, Subscriptions, ToEngine};
 use crate::control::topology::ApplyCmd;
 use crate::io::tap::Tap;
 use crate::model::network::partition::Partition;
-use crate::model::network::PipeIdx;
+use crate::model::network::{Network, PipeIdx};
 use crate::stats::Histogram;
 use crate::time::Instant;
 
@@ -58,6 +58,8 @@ pub enum ToPart {
 /// A follower's answer to command `seq`.
 pub struct Ack {
     seq: u64,
+    /// The follower's partition.
+    from: u32,
     outcome: Outcome,
     /// For `trace`: whether this replica runs the agent.
     owns_agent: bool,
@@ -226,7 +228,7 @@ impl Leader {
                 }
             }
         }
-        self.complete(clock.now());
+        self.complete(&p.engine.net, clock.now());
     }
 
     fn push(&mut self, dest: Dest, kind: Kind, leader: Outcome, hist: Option<Histogram>) {
@@ -401,12 +403,12 @@ impl Leader {
     }
 
     /// Send every reply (and stats push) at the front whose partitions all answered.
-    fn complete(&mut self, now: Instant) {
+    fn complete(&mut self, net: &Network, now: Instant) {
         while self.pending.front().is_some_and(|p| p.waiting == 0) {
             let Some(pd) = self.pending.pop_front() else {
                 break;
             };
-            let outcome = self.final_outcome(pd.kind, pd.leader, pd.hist, pd.acks);
+            let outcome = self.final_outcome(net, pd.kind, pd.leader, pd.hist, pd.acks);
             match pd.dest {
                 Dest::Reply(conn, id) => {
                     self.shutdown |= self.subs.apply_effect(conn, &outcome, now);
@@ -424,6 +426,7 @@ impl Leader {
 
     fn final_outcome(
         &self,
+        net: &Network,
         kind: Kind,
         leader: Outcome,
         hist: Option<Histogram>,
@@ -444,31 +447,46 @@ impl Leader {
                 .map_or(leader, |a| a.outcome),
             Kind::Stats => {
                 let (mut body, effect) = leader?;
-                let mut rts = vec![body.remove("realtime")];
+                let mut rts = vec![None; self.loads.len()];
+                rts[0] = body.remove("realtime");
                 let mut h = hist.unwrap_or_default();
                 for a in acks {
                     let (mut m, _) = a.outcome?;
-                    rts.push(m.remove("realtime"));
+                    if let Some(slot) = rts.get_mut(a.from as usize) {
+                        *slot = m.remove("realtime");
+                    }
                     if let Some(x) = &a.hist {
                         h.merge(x);
                     }
                     merge_body(&mut body, m);
                 }
+                body.insert("partitions".into(), self.partitions_json(net, &rts));
                 if let Some(rt) = merge_realtime(rts, &h) {
                     body.insert("realtime".into(), rt);
                 }
-                body.insert("partitions".into(), self.partitions_json());
                 Ok((body, effect))
             }
         }
     }
 
-    /// Each partition: its core, ports and load (busy share, frames/s over the last window).
-    fn partitions_json(&self) -> Value {
-        let mut ports: Vec<Vec<&str>> = vec![Vec::new(); self.loads.len()];
+    /// Each partition: its core, ports, load (busy share, frames/s over the last window) and
+    /// timer lateness (from its `"realtime"` object, `rts`).
+    fn partitions_json(&self, net: &Network, rts: &[Option<Value>]) -> Value {
+        let mut ports: Vec<Vec<String>> = vec![Vec::new(); self.loads.len()];
+        let mut nodes = vec![0usize; self.loads.len()];
+        if self.loads.len() == 1 {
+            ports[0] = net.plain_ports().into_iter().map(|p| p.id).collect();
+            nodes[0] = net.node_count();
+        }
+        for &k in self.placement.nodes.values() {
+            if let Some(n) = nodes.get_mut(k as usize) {
+                *n += 1;
+            }
+        }
+        // (ports removed since they were placed are not listed)
         for (id, &k) in &self.placement.ports {
-            if let Some(v) = ports.get_mut(k as usize) {
-                v.push(id);
+            if let (Some(v), true) = (ports.get_mut(k as usize), net.port_index(id).is_some()) {
+                v.push(id.clone());
             }
         }
         let list: Vec<Value> = self
@@ -480,14 +498,18 @@ impl Leader {
                 ps.sort_unstable();
                 let w = self.windows[i];
                 let core = l.core.load(Ordering::Relaxed);
+                let rt = rts.get(i).cloned().flatten().unwrap_or(Value::Null);
                 json!({
                     "partition": i,
                     "core": (core >= 0).then_some(core),
                     "ports": ps,
-                    "simulated_nodes": self.placement.nodes.values().filter(|&&k| k as usize == i).count(),
+                    "simulated_nodes": nodes[i],
                     "busy": (w.busy * 1000.0).round() / 1000.0,
                     "frames_per_s": w.frames_per_s.round(),
                     "frames": l.frames.load(Ordering::Relaxed),
+                    "timer_events": rt["timer_events"],
+                    "late_events": rt["late_events"],
+                    "max_late_us": rt["max_late_us"],
                 })
             })
             .collect();
@@ -556,7 +578,7 @@ impl Leader {
                 });
             }
         }
-        self.complete(now);
+        self.complete(&p.engine.net, now);
         next
     }
 }
@@ -615,6 +637,7 @@ fn merge_realtime(objs: Vec<Option<Value>>, hist: &Histogram) -> Option<Value> {
 
 /// Another partition's side: the commands from the leader, run in order between frames.
 pub struct Follower {
+    me: u32,
     rx: Receiver<ToPart>,
     acks: Sender<Ack>,
     leader: Arc<EventFd>,
@@ -623,8 +646,9 @@ pub struct Follower {
 }
 
 impl Follower {
-    pub fn new(rx: Receiver<ToPart>, acks: Sender<Ack>, leader: Arc<EventFd>) -> Self {
+    pub fn new(me: u32, rx: Receiver<ToPart>, acks: Sender<Ack>, leader: Arc<EventFd>) -> Self {
         Follower {
+            me,
             rx,
             acks,
             leader,
@@ -644,6 +668,7 @@ impl Follower {
     fn ack(&self, seq: u64, outcome: Outcome, owns_agent: bool, hist: Option<Histogram>) {
         let _ = self.acks.send(Ack {
             seq,
+            from: self.me,
             outcome,
             owns_agent,
             hist,

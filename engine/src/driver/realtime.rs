@@ -755,7 +755,7 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     for mut part in parts {
         let (tx, rx) = channel();
         peers.push((tx, part.mail.clone()));
-        let mut f = Follower::new(rx, ack_tx.clone(), leader_part.mail.clone());
+        let mut f = Follower::new(part.me, rx, ack_tx.clone(), leader_part.mail.clone());
         let cpu = core_of(part.me);
         // Every partition reads the same clock: frames carry their arrival times across.
         let clock = clock.clone();

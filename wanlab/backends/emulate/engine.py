@@ -24,15 +24,29 @@ __all__ = ["Client", "engine_binary", "start"]
 FD_LIMIT = 1 << 20      # the kernel's default fs.nr_open
 
 
-def start(folder: str, seed: int) -> subprocess.Popen:
-    """Spawn the engine; returns once its socket answers ``hello``."""
+def threads_for(wanted: int, links: int) -> int:
+    """The engine's thread count for an experiment asking ``wanted`` (the IR's
+    ``engine_threads``) with ``links`` links and LANs. Not set: 1, the measured best on
+    small machines (docs/architecture.md, "The engine on several cores": a second engine
+    thread takes a core from the nodes' own programs); ``auto`` (-1): one per core this
+    process may use, at most one per link or LAN (a partition needs traffic to pay off)."""
+    if wanted > 0:
+        return wanted
+    if wanted < 0:
+        return max(1, min(len(os.sched_getaffinity(0)), links, 64))
+    return 1
+
+
+def start(folder: str, seed: int, threads: int = 1) -> subprocess.Popen:
+    """Spawn the engine (``threads`` partitions); returns once its socket answers
+    ``hello``."""
     sock = socket_of(folder)
     if os.path.exists(sock):
         os.unlink(sock)
     log = open(os.path.join(folder, "engine.log"), "ab")
     # captures (trace events) are confined to the experiment's folder
     proc = subprocess.Popen([engine_binary(), "--socket", sock, "--seed", str(seed),
-                             "--capture-dir", folder],
+                             "--capture-dir", folder, "--threads", str(threads)],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                             start_new_session=True, close_fds=True, umask=0o077)
     log.close()

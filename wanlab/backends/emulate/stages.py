@@ -225,7 +225,8 @@ def _engine(b: Build) -> None:
         return
     b.say("starting the engine")
     eid = b.store.record(b.row.id, "engine", f"engine-{b.row.short}", socket=b.socket)
-    proc = engine.start(b.folder, b.exp.seed)
+    threads = engine.threads_for(b.exp.engine_threads, len(b.exp.links) + len(b.exp.lans))
+    proc = engine.start(b.folder, b.exp.seed, threads)
     b.store.update_resource(eid, "created", pid=proc.pid, started=procs.start_time(proc.pid))
 
 

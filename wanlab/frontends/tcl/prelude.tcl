@@ -34,6 +34,7 @@ namespace eval ::wl {
     variable tdecl {}        ;# {name default desc value file line} of each one defined
     variable swap {}         ;# idle / maxduration / noidle -> located value
     variable edge {}         ;# the edge settings (tb-set-edge-*) -> located value
+    variable engine {}       ;# threads -> located value (tb-set-engine-threads)
     variable procdef         ;# proc name -> {file line} of its definition
     array set procdef {}
     variable anchors         ;# frame level -> {file line}: where that level's lines count from

@@ -146,6 +146,10 @@ proc tb-set-idleswap {time} { dict set ::wl::swap idle [::wl::lv $time] }
 proc tb-set-maxduration {time} { dict set ::wl::swap maxduration [::wl::lv $time] }
 proc tb-set-noidleswap {reason} { dict set ::wl::swap noidle [::wl::lv $reason] }
 
+# tb-set-engine-threads N|auto (wanlab extension): the real-time engine's partitions, each on
+# its own pinned thread (docs/architecture.md, "The engine on several cores").
+proc tb-set-engine-threads {n} { dict set ::wl::engine threads [::wl::lv $n] }
+
 # -- node resources (wanlab extensions; docs/resources.md): a cgroup per node --------
 
 proc tb-set-node-cpu {node cores} {

@@ -166,6 +166,11 @@ impl Network {
         }
     }
 
+    /// Simulated routers and hosts.
+    pub fn node_count(&self) -> usize {
+        self.routers.iter().count() + self.hosts.iter().count()
+    }
+
     /// Plain ports, in creation order, with their LAN.
     pub fn plain_ports(&self) -> Vec<PlainPort> {
         let mut lan_of: HashMap<PortIdx, &str> = HashMap::new();
