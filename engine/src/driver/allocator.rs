@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use crate::driver::partitioner::place;
-use crate::model::network::partition::{Partition, PlainPort};
+use crate::model::network::partition::{Graph, Partition, PlainPort};
 use crate::model::network::Network;
 
 /// Every this often the loads are measured and the placement reconsidered.
@@ -144,15 +144,80 @@ pub fn assign(
     let g = net.graph();
     if g.nodes.iter().any(|(n, _)| !prev.nodes.contains_key(n)) {
         let p = place(&g, parts);
+        // Nothing to cut (the partitioner wants a link with a delay between partitions):
+        // separate components still run apart.
+        let chosen = if p.parts > 1 {
+            p.nodes
+        } else {
+            pack_components(&g, parts)
+        };
         for (n, _) in &g.nodes {
             if !next.nodes.contains_key(n) {
                 next.nodes
-                    .insert(n.clone(), p.nodes.get(n).copied().unwrap_or(0));
+                    .insert(n.clone(), chosen.get(n).copied().unwrap_or(0));
             }
         }
     }
     next.ports = assign_ports(&net.plain_ports(), &prev.ports, parts, port_load);
     next
+}
+
+/// The connected components of `g` (nodes joined by any link or LAN) packed onto `parts`
+/// partitions, heaviest first onto the lightest (ties: lowest index), by node weight.
+pub fn pack_components(g: &Graph, parts: u32) -> HashMap<String, u32> {
+    let index: HashMap<&str, usize> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.as_str(), i))
+        .collect();
+    let mut root: Vec<usize> = (0..g.nodes.len()).collect();
+    fn find(r: &mut [usize], mut i: usize) -> usize {
+        while r[i] != i {
+            r[i] = r[r[i]];
+            i = r[i];
+        }
+        i
+    }
+    let mut join = |a: &str, b: &str| {
+        if let (Some(&x), Some(&y)) = (index.get(a), index.get(b)) {
+            let (x, y) = (find(&mut root, x), find(&mut root, y));
+            root[x.max(y)] = x.min(y);
+        }
+    };
+    for l in &g.links {
+        join(&l.a, &l.b);
+    }
+    for grp in &g.groups {
+        for w in grp.windows(2) {
+            join(&w[0], &w[1]);
+        }
+    }
+    let mut weight: HashMap<usize, u64> = HashMap::new();
+    for (i, (_, w)) in g.nodes.iter().enumerate() {
+        *weight.entry(find(&mut root, i)).or_insert(0) += w;
+    }
+    let mut comps: Vec<(usize, u64)> = weight.into_iter().collect();
+    comps.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut load = vec![0u64; parts.max(1) as usize];
+    let mut of_root: HashMap<usize, u32> = HashMap::new();
+    for (r, w) in comps {
+        let (k, _) = load
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, l)| (**l, *i))
+            .unwrap_or((0, &0));
+        load[k] += w;
+        of_root.insert(r, k as u32);
+    }
+    g.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| {
+            let r = find(&mut root, i);
+            (n.clone(), of_root.get(&r).copied().unwrap_or(0))
+        })
+        .collect()
 }
 
 /// Plain ports onto `parts` partitions: placed ones stay, new ones (a LAN's together) go to
@@ -285,6 +350,30 @@ mod tests {
         assert_eq!(rebalance(&[w(0, 1.0), w(1, 1.0)], &[0, 1]), None);
         // The other core is as busy: a move would not help.
         assert_eq!(rebalance(&[w(0, 0.6), w(0, 0.5), w(1, 1.0)], &[0, 1]), None);
+    }
+
+    #[test]
+    fn separate_components_go_to_separate_partitions() {
+        use crate::model::network::partition::GraphLink;
+        let link = |a: &str, b: &str| GraphLink {
+            id: format!("{a}-{b}"),
+            a: a.into(),
+            b: b.into(),
+            min_flight_ns: 0,
+        };
+        let g = Graph {
+            nodes: ["a", "b", "c", "x", "y"]
+                .iter()
+                .map(|n| (n.to_string(), 1))
+                .collect(),
+            links: vec![link("a", "b"), link("b", "c"), link("x", "y")],
+            groups: vec![],
+        };
+        let m = pack_components(&g, 2);
+        assert_eq!(m["a"], m["b"]);
+        assert_eq!(m["b"], m["c"]);
+        assert_eq!(m["x"], m["y"]);
+        assert_ne!(m["a"], m["x"]);
     }
 
     #[test]

@@ -374,6 +374,7 @@ pub fn simulate_remote(sc: &Scenario, role: &Role, digest: u64) -> Result<Outcom
     engine.net.set_partition(Partition {
         me: role.rank,
         nodes: placement.nodes.clone(),
+        ..Default::default()
     });
     let t0 = std::time::Instant::now();
     let peers = remote::connect(role, digest)?;
