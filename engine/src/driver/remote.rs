@@ -53,6 +53,29 @@ pub enum Peers {
     Worker(TcpStream),
 }
 
+/// A peer machine that vanishes without closing its connection (power, network) is found
+/// by TCP keepalive within about 25 s of silence, instead of a read that never returns.
+fn keepalive(s: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let fd = s.as_raw_fd();
+    let set = |level: libc::c_int, name: libc::c_int, v: libc::c_int| {
+        // SAFETY: fd is an open socket owned by `s`; the option value is a c_int.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    };
+    set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 10);
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 5);
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 3);
+}
+
 fn send(s: &mut TcpStream, b: &[u8]) -> Result<(), String> {
     let mut buf = Vec::with_capacity(4 + b.len());
     buf.extend_from_slice(&(b.len() as u32).to_le_bytes());
@@ -194,6 +217,7 @@ pub fn connect(role: &Role, digest: u64) -> Result<Peers, String> {
         std::thread::sleep(Duration::from_millis(100));
     };
     let _ = s.set_nodelay(true);
+    keepalive(&s);
     send(&mut s, &hello(role, digest))?;
     let reply = recv(&mut s)?;
     if reply != b"OK" {
@@ -262,6 +286,7 @@ fn accept_all(role: &Role, digest: u64, deadline: WallInstant) -> Result<Vec<Tcp
             return Err(msg);
         }
         let _ = s.set_read_timeout(None);
+        keepalive(&s);
         send(&mut s, b"OK")?;
         slots[rank as usize - 1] = Some(s);
     }
@@ -540,6 +565,34 @@ mod tests {
         let e = simulate_remote(&sc, &role, 0).err().unwrap();
         assert!(e.contains("no lookahead"), "{e}");
         assert!(e.contains(&zero.id), "{e}");
+    }
+
+    #[test]
+    fn a_peer_that_goes_away_ends_the_run_with_an_error() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        drop(l);
+        let d = digest(THREE_SITES.as_bytes());
+        let hub = Role {
+            rank: 0,
+            ranks: 2,
+            addr: addr.clone(),
+            connect_timeout: Duration::from_secs(60),
+        };
+        let h = std::thread::spawn(move || simulate_remote(&scenario(), &hub, d));
+        // A worker that says hello and then exits.
+        let worker = Role {
+            rank: 1,
+            ranks: 2,
+            addr,
+            connect_timeout: Duration::from_secs(60),
+        };
+        match connect(&worker, d).unwrap() {
+            Peers::Worker(s) => drop(s),
+            Peers::Hub(_) => unreachable!(),
+        }
+        let e = h.join().unwrap().err().unwrap();
+        assert!(e.contains("receiving from a peer engine"), "{e}");
     }
 
     #[test]
