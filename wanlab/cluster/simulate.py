@@ -3,8 +3,8 @@
 The controller builds the same scenario as a single-process run
 (:mod:`wanlab.backends.simulate.runner`), places the nodes on the machines with
 :func:`wanlab.plan.placement.assign` weighted for lookahead (long links are cheap to
-cut), keeps every link without a guaranteed delay (zero delay, or jitter) and every LAN
-on one machine, and writes the placement into the scenario (``partition``: node ->
+cut), keeps every link without delay (it would give no lookahead) and every LAN on
+one machine, and writes the placement into the scenario (``partition``: node ->
 engine rank). Each machine's host agent then runs one ``wanlab-engine simulate`` with
 ``--rank``; rank 0 listens on its machine's address, the others connect to it, and the
 engines run conservative windows with the smallest cut delay as lookahead, exchanging
@@ -15,6 +15,7 @@ engine do, so ``result.json`` is byte for byte the single-process run's for the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -37,8 +38,8 @@ ATTEMPTS = 3                    # a drawn port already in use: draw again
 
 
 def _fixed_groups(exp: Experiment) -> list[tuple[list[str], str]]:
-    """Nodes that must share a machine, with why: the ends of a link without a guaranteed
-    delay (it would give no lookahead) and the members of a LAN (one switch)."""
+    """Nodes that must share a machine, with why: the ends of a link without delay (it
+    would give no lookahead) and the members of a LAN (one switch)."""
     parent = {n.name: n.name for n in exp.nodes}
     why: dict[str, str] = {}
 
@@ -55,7 +56,7 @@ def _fixed_groups(exp: Experiment) -> list[tuple[list[str], str]]:
             parent[hi] = lo
             why[lo] = why.get(lo) or why.get(hi) or reason
     for lk in exp.links:
-        if min(lk.ab.delay_s, lk.ba.delay_s) <= 0 or _jitter(lk):
+        if min(lk.ab.delay_s, lk.ba.delay_s) <= 0:
             union(lk.a, lk.b, f"link {lk.name} ({lk.a}-{lk.b}) has no delay, so it gives "
                   "no lookahead")
     for lan in exp.lans:
@@ -68,15 +69,10 @@ def _fixed_groups(exp: Experiment) -> list[tuple[list[str], str]]:
     return [(g, why.get(r, "")) for r, g in sorted(groups.items()) if len(g) > 1]
 
 
-def _jitter(lk: Any) -> bool:
-    return any(getattr(p, "jitter_s", 0) for p in (lk.ab, lk.ba))
-
-
 def place(exp: Experiment, machines: list[Machine]) -> dict[str, str]:
     """node -> machine for a simulation over ``machines``: METIS with long links cheap to
     cut, then every group that must stay together moved to the machine of most of its
     members (a pinned member decides; two pins apart are refused by name)."""
-    import dataclasses
     sim = dataclasses.replace(exp, nodes=tuple(dataclasses.replace(n, kind="simulated")
                                                for n in exp.nodes))
     where = {n: m for n, m in assign(sim, machines, lookahead=True).machine_of.items()
