@@ -427,7 +427,9 @@ def _flow_line(f: dict) -> str:
 
 
 def cmd_routes(lab, a) -> int:
-    for node, table in lab.routes(a.name, a.node).items():
+    tables = (cluster_commands.routes(lab, a.name, a.node)
+              if cluster_commands.owns(lab, a.name) else lab.routes(a.name, a.node))
+    for node, table in tables.items():
         print(f"{node}:")
         for line in table.splitlines():
             print(f"  {line}")

@@ -193,6 +193,11 @@ def flows(lab, name: str) -> list[dict]:
     return experiment.flows(lab.store, name)
 
 
+def routes(lab, name: str, node: str | None) -> dict[str, str]:
+    from wanlab.cluster import experiment
+    return experiment.routes(lab.store, name, node)
+
+
 def shell(lab, name: str, node: str, argv: list[str]) -> int:
     """A shell in a node of a cluster experiment (on the local test cluster, from here)."""
     import subprocess

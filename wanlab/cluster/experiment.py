@@ -588,6 +588,19 @@ def join_halves(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(whole, key=lambda f: (f.get("started_s") or 0.0, f["agent"]))
 
 
+def routes(store: Store, name: str, node: str | None = None) -> dict[str, str]:
+    """Each node's routing table, from the machine that runs it (not the stubs')."""
+    where = _machine_of(store, name)
+    if node is not None and node not in where:
+        raise WanlabError(f"experiment {name!r} has no node {node!r}")
+    machines = [where[node]] if node is not None else _machines(store, name)
+    info = _cluster(store)
+    with connect.session(info):
+        got = _each(_handles(store, info), machines, "routes", name, node)
+    return {n: t for m, tables in got.items() for n, t in sorted(tables.items())
+            if where.get(n) == m}
+
+
 def _merged(store: Store, name: str, op: str, key) -> list[dict[str, Any]]:
     info = _cluster(store)
     store.get(name)

@@ -154,6 +154,9 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
             return lab.event_log(name)
         if op == "flows":
             return lab.flows(name)
+        if op == "routes":
+            (node,) = args
+            return lab.routes(name, node)
         if op == "swapout":
             return lab.swapout(name).state
         if op == "swapin":
