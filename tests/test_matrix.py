@@ -212,6 +212,31 @@ def test_every_pair_rtt_matches_the_matrix(lab):
     # every member has a channel to each of the other three, and they carried the pings
     assert all(len(m["pairs"]) == 3 for m in pairs.values())
     assert sum(c["out_pkts"] for m in pairs.values() for c in m["pairs"].values()) >= 6 * 8
+    # tevc of one pair (LAN/SRC/DST): a -> b only; b -> a and every other pair keep theirs
+    r = lab.tevc("m4", "now", "wan/a/b", "delay", ["50ms"], wait=True)
+    assert r["outcome"] == "ok", r
+    rtts = ping_rtts(lab, "m4", "a", "b", count=4, interval=0.05)
+    assert len(rtts) >= 3 and 56.0 <= min(rtts) <= 56 * 1.05 + 4.0, rtts
+    rtts = ping_rtts(lab, "m4", "a", "c", count=4, interval=0.05)
+    assert len(rtts) >= 3 and 21.0 <= min(rtts) <= 21 * 1.05 + 4.0, rtts
+    for target, action, args in (("wan/a/a", "delay", ["1ms"]), ("wan/a/x", "delay", ["1ms"]),
+                                 ("wan/a/b", "down", [])):
+        with pytest.raises(SpecError):
+            lab.tevc("m4", "now", target, action, args)
+
+
+def test_a_pair_event_is_one_set_of_that_channel():
+    from wanlab.engine.encode import event_requests
+    from wanlab.model import ir
+    from wanlab.plan.plan import make_plan
+    exp = yaml_spec.loads(FOUR)
+    plan = make_plan(exp, "00aa")
+    ev = ir.Event(time_s=0, target="wan", action="delay", value=0.05, member="a", to="b")
+    ir.check_event(exp, ev)
+    (req,) = event_requests(ev, "lan", plan, "")
+    assert req.to_json() == {"cmd": "set", "target": "wan", "params": {"delay_us": 50000.0},
+                             "member": "a:eth0", "to": "b:eth0"}
+    assert ev.args() == ["a>b", "50ms"]
 
 
 SIM = """\

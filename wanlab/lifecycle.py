@@ -55,7 +55,7 @@ from wanlab.backends.emulate import (
 from wanlab.engine.binary import engine_binary
 from wanlab.engine.client import socket_of
 from wanlab.errors import Interrupted, WanlabError
-from wanlab.model.ir import Experiment, validate
+from wanlab.model.ir import Experiment, check_event, validate
 from wanlab.plan.plan import engine_params, make_plan
 from wanlab.plan.types import Plan
 from wanlab.run import stages as run_stages
@@ -461,6 +461,13 @@ class Lab:
         from wanlab.frontends.normalize import event
         row = self._need_active(self.store.get(name))
         kinds = row.ir.kinds()
+        pair = target.split("/") if target not in kinds and target.count("/") == 2 else None
+        if pair and kinds.get(pair[0]) == "lan":     # LAN/SRC/DST: one pair channel
+            ev = replace(event(row.ir, 0.0, pair[0], action, list(args or []), kinds=kinds),
+                         member=pair[1], to=pair[2])
+            check_event(row.ir, ev, kinds)
+            with EventClient(self.store.folder(name)) as c:
+                return c.event(time_spec, ev, wait)
         if target not in kinds:
             raise WanlabError(f"no object named {target!r} in experiment {name!r}")
         group = next((g for g in row.ir.groups if g.name == target), None)

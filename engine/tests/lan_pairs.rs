@@ -137,3 +137,35 @@ fn bad_pairs_are_field_errors() {
     let e = bad(r#"{"from":"p0","to":"p1","params":{"delay_us":-1}}"#);
     assert!(e.contains("pairs[0]") && e.contains("delay_us"), "{e}");
 }
+
+#[test]
+fn one_pair_changes_at_run_time_and_the_others_keep_theirs() {
+    let mut vt = network(&matrix_apply([[0, 10, 20], [11, 0, 30], [21, 31, 0]], ""));
+    // the `set` a tevc of one pair sends: member = the sender, to = the receiver
+    let Request::Set(set) = parse_request(
+        r#"{"id":2,"cmd":"set","target":"wan","member":"p0","to":"p1","params":{"delay_us":50000}}"#,
+    )
+    .1
+    .unwrap() else {
+        panic!("not a set")
+    };
+    assert_eq!(set.to.as_deref(), Some("p1"));
+    let pipes = vt.net.select_pair("wan", Some("p0"), "p1").unwrap();
+    assert_eq!(pipes.len(), 1);
+    let mut p = vt.net.pipe_params(pipes[0]).cloned().unwrap();
+    p.delay_ns = 50 * MS;
+    vt.net.set_pipe_params(pipes[0], p, Instant::ZERO);
+    vt.inject(0, frame(60, 0xff, 0x0a), Instant::ZERO);
+    vt.run_to_idle();
+    assert_eq!(deliveries(&mut vt), vec![(20 * MS, 2), (50 * MS, 1)]);
+    // errors name the field
+    let err = |m: Option<&str>, to: &str| vt.net.select_pair("wan", m, to).unwrap_err();
+    assert!(err(None, "p1").starts_with("member:"));
+    assert!(err(Some("p0"), "p9").starts_with("to:"));
+    assert!(err(Some("p0"), "p0").starts_with("to:"));
+    assert!(vt
+        .net
+        .select_pair("nowhere", Some("p0"), "p1")
+        .unwrap_err()
+        .starts_with("target:"));
+}

@@ -74,6 +74,17 @@ def event_requests(ev: ir.Event, kind: str, plan: Plan, trace_dir: str) -> list[
     lan = kind == "lan"
     member = member_port(plan, ev.target, ev.member) if ev.member else None
     a, v = ev.action, ev.value
+    if ev.to is not None:       # one pair's channel: its own values, not LAN halves
+        if a == "bandwidth":
+            pair: Params = {"bandwidth_bps": v}
+        elif a == "delay":
+            pair = {"delay_us": round(v * 1e6, 3)}
+        elif a == "plr":
+            pair = {"loss": loss(v)}  # type: ignore[typeddict-item]
+        else:
+            raise ValueError(f"{ev.target}: {a} does not apply to a pair channel")
+        return [Set(target=ev.target, params=pair, member=member,
+                    to=member_port(plan, ev.target, ev.to))]
     if a == "up":
         return [Up(target=ev.target, member=member)]
     if a == "down":

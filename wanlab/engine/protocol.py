@@ -100,6 +100,7 @@ class Set(Request):
     params: Params = field(default_factory=Params)
     dir: str | None = None              # ab | ba | to_lan | from_lan | both (None = both)
     member: str | None = None           # a LAN member's port (None = every member)
+    to: str | None = None               # with member: the pair channel member -> to
 
 
 @dataclass(frozen=True)

@@ -261,6 +261,8 @@ class Event:
     source: Source = field(default_factory=Source)
     sequence: str | None = None
     step: int = 0
+    # a LAN's per-pair channel (latency matrix): from ``member`` to ``to`` (tevc LAN/A/B)
+    to: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _plain(asdict(self))
@@ -273,6 +275,8 @@ class Event:
         """The argument as words, for logs and messages."""
         out = [] if self.dir is None else [f"{self.member}/{self.dir}" if self.member
                                            else self.dir]
+        if self.to is not None:
+            out = [f"{self.member}>{self.to}"]
         if self.param is not None:
             out.append(self.param)
         if self.value is not None:
@@ -1167,7 +1171,14 @@ def check_event(exp: Experiment, e: Event, kinds: dict[str, str] | None = None) 
         raise _err(f"{what}: unknown event {e.action!r}; {kind}s take "
                    f"{', '.join(ACTIONS[kind])}", src)
     a, v = e.action, e.value
-    if e.dir is not None or e.member is not None:
+    if e.to is not None:
+        lan = next((x for x in exp.lans if x.name == e.target), None)
+        if lan is None or not any((p.src, p.dst) == (e.member, e.to) for p in lan.pairs):
+            raise _err(f"{what}: no pair channel from {e.member!r} to {e.to!r} (a latency "
+                       f"matrix's cell)", src)
+        if a not in ("bandwidth", "delay", "plr") or e.dir is not None:
+            raise _err(f"{what}: a pair channel takes delay, bandwidth and plr", src)
+    elif e.dir is not None or e.member is not None:
         if kind == "link" and e.member is None and e.dir in ("ab", "ba"):
             pass
         elif kind == "lan" and e.dir in ("to_lan", "from_lan") and e.member is not None:

@@ -26,6 +26,8 @@ pub enum Command {
         at: Target,
         dir: Dir,
         params: ParamsSpec,
+        /// A LAN pair channel's receiving member (with `at.member` its sender).
+        to: Option<String>,
     },
     SetUp {
         at: Target,
@@ -78,6 +80,7 @@ pub fn validate(req: Request) -> Result<Command, String> {
             },
             dir: s.dir.unwrap_or(DirSpec::Both).into(),
             params: s.params,
+            to: s.to,
         },
         Request::Down(d) => Command::SetUp {
             at: Target {

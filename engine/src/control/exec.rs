@@ -335,7 +335,12 @@ impl Engine {
                 Ok(())
             }
             Command::Remove(r) => self.remove(&r),
-            Command::Set { at, dir, params } => self.set(&at, dir, &params, now),
+            Command::Set {
+                at,
+                dir,
+                params,
+                to,
+            } => self.set(&at, dir, to.as_deref(), &params, now),
             Command::SetUp { at, up } => self.set_up(&at, up, now),
             Command::Stats { target } => self.stats(target.as_deref(), now).map(|b| body = b),
             Command::CaptureStart {
@@ -397,10 +402,14 @@ impl Engine {
         &mut self,
         at: &Target,
         dir: Dir,
+        to: Option<&str>,
         params: &super::protocol::ParamsSpec,
         now: Instant,
     ) -> Result<(), String> {
-        let pipes = self.net.select(&at.target, at.member.as_deref(), dir)?;
+        let pipes = match to {
+            Some(to) => self.net.select_pair(&at.target, at.member.as_deref(), to)?,
+            None => self.net.select(&at.target, at.member.as_deref(), dir)?,
+        };
         let mut merged = Vec::new();
         for &p in &pipes {
             let base = self.net.pipe_params(p).cloned().unwrap_or_default();

@@ -451,6 +451,9 @@ pub struct SetReq {
     /// Default "both".
     pub dir: Option<DirSpec>,
     pub params: ParamsSpec,
+    /// Extension: with `member`, the per-pair channel from `member` to this member's port
+    /// (a latency matrix's cell); `dir` is then ignored.
+    pub to: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -71,6 +71,33 @@ impl Network {
         Err(format!("target: no link or lan \"{target}\""))
     }
 
+    /// The channel of one ordered pair of a LAN's members (a latency matrix's cell): from
+    /// port `member` to port `to`.
+    pub fn select_pair(
+        &self,
+        target: &str,
+        member: Option<&str>,
+        to: &str,
+    ) -> Result<Vec<PipeIdx>, String> {
+        let li = self
+            .lans
+            .index_of(target)
+            .ok_or_else(|| format!("target: no lan \"{target}\" (a pair is on a lan)"))?;
+        let lan = self.lans.get(li).ok_or("target: lan vanished")?;
+        let from = member.ok_or("member: a pair channel needs its sending member")?;
+        let index = |p: &str, what: &str| {
+            let pi = self.port_index(p);
+            lan.members
+                .iter()
+                .position(|m| Some(m.port) == pi)
+                .ok_or_else(|| format!("{what}: port \"{p}\" is not a member of lan \"{target}\""))
+        };
+        let (i, j) = (index(from, "member")?, index(to, "to")?);
+        lan.pair(i, j).map(|p| vec![p]).ok_or_else(|| {
+            format!("to: lan \"{target}\" has no channel from \"{from}\" to \"{to}\" (no matrix)")
+        })
+    }
+
     pub fn pipe_params(&self, pipe: PipeIdx) -> Option<&LinkParams> {
         self.pipes.get(pipe).map(|s| s.pipe.params())
     }
