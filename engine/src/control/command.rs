@@ -25,7 +25,8 @@ pub enum Command {
     Set {
         at: Target,
         dir: Dir,
-        params: ParamsSpec,
+        // boxed: the variant stays small (clippy::large_enum_variant)
+        params: Box<ParamsSpec>,
         /// A LAN pair channel's receiving member (with `at.member` its sender).
         to: Option<String>,
     },
@@ -79,7 +80,7 @@ pub fn validate(req: Request) -> Result<Command, String> {
                 member: s.member,
             },
             dir: s.dir.unwrap_or(DirSpec::Both).into(),
-            params: s.params,
+            params: Box::new(s.params),
             to: s.to,
         },
         Request::Down(d) => Command::SetUp {
