@@ -164,6 +164,9 @@ def test_on_cgroups_v2_the_controllers_are_passed_down_and_the_limits_written(tm
     assert (root / "cgroup.subtree_control").read_text() == "+cpu +cpuset +pids"
     for d in (root / "wanlab", root / "wanlab" / "ab12-exp"):
         assert (d / "cgroup.subtree_control").read_text() == "+cpu +cpuset +memory +pids"
+    # all nodes together weigh half a plain process (the engine ranks above them)
+    assert (root / "wanlab" / "cpu.weight").read_text() == str(cgroups.NODES_CPU_WEIGHT)
+    assert not (root / "wanlab" / "ab12-exp" / "cpu.weight").exists()
     node = {c: os.path.join(d, "a") for c, d in top.items()}
     cgroups.make_node(h, node, Node("a", cpu_cores=0.5, memory_bytes=64 << 20, cpus="0"),
                       swap=True)
@@ -174,6 +177,24 @@ def test_on_cgroups_v2_the_controllers_are_passed_down_and_the_limits_written(tm
     assert (a / "cpuset.cpus").read_text() == "0" and (a / "pids.max").read_text() == "4096"
     with pytest.raises(cgroups.Exists):
         cgroups.make_experiment(h, top)         # someone's: never taken over
+
+
+def test_on_cgroups_v1_the_nodes_weight_is_in_cpu_shares(tmp_path):
+    cgroups._weigh_nodes(1, str(tmp_path))
+    assert (tmp_path / "cpu.shares").read_text() == str(cgroups.NODES_CPU_SHARES)
+    assert cgroups.NODES_CPU_SHARES == cgroups.NODES_CPU_WEIGHT * 1024 // 100
+
+
+def test_the_engines_real_time_priority_is_on_by_default_and_can_be_turned_off():
+    from wanlab.backends.emulate.engine import RT_PRIORITY, rt_priority
+    from wanlab.errors import EngineError
+    assert rt_priority({}) == RT_PRIORITY > 0
+    assert rt_priority({"WANLAB_ENGINE_RT": "off"}) == 0
+    assert rt_priority({"WANLAB_ENGINE_RT": "0"}) == 0
+    assert rt_priority({"WANLAB_ENGINE_RT": " 20 "}) == 20
+    for bad in ("high", "41", "-1"):
+        with pytest.raises(EngineError, match="WANLAB_ENGINE_RT"):
+            rt_priority({"WANLAB_ENGINE_RT": bad})
 
 
 def test_a_node_without_a_cgroup_runs_its_command_as_it_is(tmp_path):

@@ -1,4 +1,4 @@
-//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--behind-us N] [--capture-dir DIR] [--threads N]`
+//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--coalesce-us N] [--rt-priority N] [--behind-us N] [--capture-dir DIR] [--threads N]`
 //!
 //! Starts the real-time driver with an empty network; the control plane then builds the
 //! topology over the socket (see docs/engine-protocol.md). Captures are written only inside
@@ -18,7 +18,7 @@ use wanlab_engine::control::exec::engine_version;
 use wanlab_engine::driver::realtime::{run, Options};
 use wanlab_engine::driver::remote::Role;
 
-const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--behind-us N] [--capture-dir DIR] [--threads N]
+const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--coalesce-us N] [--rt-priority N] [--behind-us N] [--capture-dir DIR] [--threads N]
        wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]
        wanlab-engine simulate SCENARIO.json [--out RESULT.json] --rank R --ranks N (--listen ADDR | --connect ADDR) [--connect-timeout S]";
 
@@ -126,6 +126,8 @@ struct Args {
     linger_us: u64,
     spin_budget_pct: f64,
     anticipate_us: u64,
+    coalesce_us: u64,
+    rt_priority: i32,
     behind_us: u64,
     capture_dir: Option<PathBuf>,
     threads: u32,
@@ -136,10 +138,12 @@ fn parse_args() -> Result<Args, String> {
     let mut seed = 1u64;
     let mut log = None;
     let mut busy_poll = false;
-    let mut spin_us = 50u64;
+    let mut spin_us = 10u64;
     let mut linger_us = 100u64;
-    let mut spin_budget_pct = 10.0f64;
+    let mut spin_budget_pct = 2.0f64;
     let mut anticipate_us = 100u64;
+    let mut coalesce_us = 20u64;
+    let mut rt_priority = 0i32;
     let mut behind_us = 1000u64;
     let mut capture_dir = None;
     let mut threads = 1u32;
@@ -174,6 +178,17 @@ fn parse_args() -> Result<Args, String> {
                     .parse()
                     .map_err(|e| format!("--anticipate-us: {e}"))?
             }
+            "--coalesce-us" => {
+                coalesce_us = val("--coalesce-us")?
+                    .parse()
+                    .map_err(|e| format!("--coalesce-us: {e}"))?
+            }
+            "--rt-priority" => {
+                rt_priority = val("--rt-priority")?
+                    .parse()
+                    .map_err(|e| format!("--rt-priority: {e}"))?;
+                wanlab_engine::driver::priority::check(rt_priority)?;
+            }
             "--behind-us" => {
                 behind_us = val("--behind-us")?
                     .parse()
@@ -206,6 +221,8 @@ fn parse_args() -> Result<Args, String> {
         linger_us,
         spin_budget_pct,
         anticipate_us,
+        coalesce_us,
+        rt_priority,
         behind_us,
         capture_dir,
         threads,
@@ -261,6 +278,8 @@ fn main() -> ExitCode {
             linger_ns: args.linger_us.saturating_mul(1000),
             spin_budget_ppm: (args.spin_budget_pct * 10_000.0) as u64,
             anticipate_ns: args.anticipate_us.saturating_mul(1000),
+            coalesce_ns: args.coalesce_us.saturating_mul(1000),
+            rt_priority: args.rt_priority,
             behind_ns: args.behind_us.saturating_mul(1000),
             capture_dir: args.capture_dir,
         },

@@ -70,6 +70,8 @@ pub struct RealtimeState {
     pub reply_misses: u64,
     /// Time spent polling toward deadlines (bounded by the spin budget).
     pub spin_ns: u64,
+    /// SCHED_RR priority of the packet thread (0: normal scheduling).
+    pub rt_priority: i32,
 }
 
 /// Where network output goes: TAPs and capture files.
@@ -500,6 +502,7 @@ impl Engine {
                     "linger_answered": rt.reply_hits,
                     "linger_unanswered": rt.reply_misses,
                     "spin_ms": rt.spin_ns as f64 / 1e6,
+                    "rt_priority": rt.rt_priority,
                     "lateness": self.net.lateness_histogram().map(|h| h.summary()),
                 }),
             );

@@ -3,6 +3,7 @@ pub mod allocator;
 pub mod fanout;
 pub mod parallel;
 pub mod partitioner;
+pub mod priority;
 pub mod realtime;
 pub mod remote;
 pub mod simulate;

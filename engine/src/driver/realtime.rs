@@ -9,10 +9,17 @@
 //! now, push due statistics, compute the next deadline, then wait. The loop is frugal: it
 //! polls (epoll with timeout 0) only where that buys timing, and sleeps otherwise:
 //! * no deadline: block in `epoll_wait` (an idle engine uses no CPU);
-//! * a deadline: arm the timerfd at `deadline − (measured wake-up latency + --spin-us)` and
-//!   block; on waking before the deadline, poll the few µs left. The wake-up latency is a
-//!   running median of how late the timer's wake-ups were (`wake.rs`: ~20 µs on a small VM),
-//!   so a deadline costs a wake-up plus a few µs of polling, not a fixed spin window;
+//! * a deadline: sleep in `epoll_pwait2` (ns timeout; the timerfd on kernels before 5.11)
+//!   until `deadline − (measured wake-up latency + --spin-us)`; on waking before the
+//!   deadline, poll the few µs left while the spin budget lasts. The wake-up latency is a
+//!   running median of how late the wake-ups were (`wake.rs`: ~20 µs on a small VM), so a
+//!   deadline costs a wake-up plus a few µs of polling, not a fixed spin window;
+//! * coalescing (`--coalesce-us`, default 20): a wake-up also runs the deadlines due within
+//!   that much after it, early, instead of sleeping again for each (frames read afterwards
+//!   are stamped no earlier than the latest event run, so model time never goes back); the
+//!   end of a serialization on a link with ≥ 2 ms of propagation delay is a lazy timer that
+//!   may run up to 0.5 ms late at its exact time (`model/network/timers.rs`): it needs no
+//!   wake-up of its own;
 //! * after writing a frame to a port that usually answers (an echo, a TCP receiver), poll for
 //!   `--linger-us` (default 100): the answer is caught without a sleep/wake-up cycle, which
 //!   would add tens of µs per crossing. Ports whose frames go unanswered (a sink of a one-way
@@ -27,10 +34,18 @@
 //!   spread of burst times (at least 20 µs, at most `anticipate`). A missed prediction cancels
 //!   it until the period is seen twice again, so an idle engine still sleeps (0 % CPU) and
 //!   irregular traffic costs nothing;
+//! * lingering and anticipation poll only while the spin budget (`--spin-budget`, default 2 %
+//!   of wall time) lasts, so dense traffic, whose reads look like answers, cannot keep the
+//!   loop polling;
 //! * with `--busy-poll`: never sleep (lowest latency, one core at 100 %).
 //!
-//! Fairness: each ready TAP gives at most [`BATCH`] frames per turn, so one saturated link
-//! cannot starve others; epoll is level-triggered, so the rest is read next turn.
+//! Each partition thread runs at `SCHED_RR` priority `--rt-priority` (0 = off; see
+//! `priority.rs`), so the nodes' own programs cannot delay it.
+//!
+//! Reading: a TAP that epoll reports gives one frame, unless it was read in the previous turn
+//! too (a backlog): then up to [`BATCH`] frames, to EAGAIN. Light traffic thus costs no
+//! failing `readv` per frame, and one saturated link cannot starve others; epoll is
+//! level-triggered, so the rest is read next turn.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -43,6 +58,7 @@ use crate::control::exec::Engine;
 use crate::control::server::Control;
 use crate::driver::allocator::{self, PartLoad};
 use crate::driver::fanout::{Follower, Leader};
+use crate::driver::priority;
 use crate::driver::spsc::{ring, Consumer, Producer};
 use crate::driver::wake::{Oversleep, Replies, SpinBudget};
 use crate::io::capture_file::CaptureDir;
@@ -78,11 +94,18 @@ pub struct Options {
     pub spin_budget_ppm: u64,
     /// Half-width of the polling window around an expected periodic burst (0 = off).
     pub anticipate_ns: u64,
+    /// Deadlines due within this much of a wake-up run in it, early (0 = off).
+    pub coalesce_ns: u64,
+    /// SCHED_RR priority of the partition threads (0 = normal scheduling; `priority.rs`).
+    pub rt_priority: i32,
     /// A timer event that runs later than this behind its deadline counts as late.
     pub behind_ns: u64,
     /// Where captures may be written (`--capture-dir`; None: captures are refused).
     pub capture_dir: Option<std::path::PathBuf>,
 }
+
+/// Polling for traffic needs at least this much budget left.
+const POLL_QUANTUM_NS: u64 = 5_000;
 
 /// Polling time toward deadlines that may be banked (see [`SpinBudget`]).
 const SPIN_BANK_NS: u64 = 2_000_000;
@@ -269,6 +292,31 @@ impl Epoll {
         };
         n.max(0) as usize
     }
+    /// Wait at most `ns` (`epoll_pwait2`, Linux 5.11+: a ns timeout without a timerfd to
+    /// arm and read, two system calls fewer per timed sleep). `None`: not supported here.
+    fn wait_ns(&self, events: &mut [libc::epoll_event], ns: u64) -> Option<usize> {
+        let ts = libc::timespec {
+            tv_sec: (ns / 1_000_000_000) as libc::time_t,
+            tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+        };
+        // SAFETY: events is a valid buffer of the given length, ts a valid timespec, no
+        // signal mask.
+        let n = unsafe {
+            libc::syscall(
+                libc::SYS_epoll_pwait2,
+                self.0,
+                events.as_mut_ptr(),
+                events.len() as libc::c_int,
+                &ts as *const libc::timespec,
+                std::ptr::null::<libc::sigset_t>(),
+                0usize,
+            )
+        };
+        if n < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+            return None;
+        }
+        Some(n.max(0) as usize)
+    }
 }
 
 impl Drop for Epoll {
@@ -347,6 +395,14 @@ struct Timing {
     /// Start of a turn that polled toward a deadline (charged to the budget next turn).
     spinning_since: Option<Instant>,
     behind: Behind,
+    /// The latest event time run (coalesced deadlines run early): frames read later are
+    /// stamped no earlier, so the model's time never goes back.
+    horizon: Instant,
+    /// Timed sleeps use epoll_pwait2 where the kernel has it, else the timerfd.
+    pwait2: bool,
+    /// Turns of the loop, and the turn in which each TAP (by port) was last read.
+    turn: u64,
+    read_turn: Vec<u64>,
 }
 
 /// What a turn saw besides frames and timers.
@@ -415,6 +471,10 @@ impl Part {
                 budget,
                 spinning_since: None,
                 behind: Behind::default(),
+                horizon: Instant::ZERO,
+                pwait2: true,
+                turn: 0,
+                read_turn: Vec::new(),
             },
             opts,
             buf: Vec::new(),
@@ -498,6 +558,7 @@ impl Part {
         let t = &mut self.t;
         let engine = &mut self.engine;
         let now = clock.now();
+        t.turn += 1;
         if let Some(s) = t.spinning_since.take() {
             t.budget.spend(now.nanos_since(s));
         }
@@ -505,12 +566,13 @@ impl Part {
         {
             let Engine { net, out, .. } = engine;
             let replies = &mut t.replies;
-            net.poll(now, |o| {
+            let ran = net.poll_until(now, now.add_nanos(opts.coalesce_ns), |o| {
                 if let Output::Frame { port, .. } = &o {
                     replies.written(*port, now, opts.linger_ns);
                 }
                 out.handle_output(o)
             });
+            t.horizon = t.horizon.max(ran.unwrap_or(Instant::ZERO));
         }
         t.behind.update(engine, late_before, now);
         if let Some(rt) = engine.realtime.as_mut() {
@@ -522,7 +584,7 @@ impl Part {
         }
         self.ship();
         let (opts, t) = (&self.opts, &mut self.t);
-        let mut deadline = min_deadline(self.engine.net.poll_at(), extra);
+        let mut deadline = min_deadline(self.engine.net.wake_at(), extra);
         if !self.backlog.is_empty() {
             deadline = Some(now);
         }
@@ -542,7 +604,16 @@ impl Part {
         // margin; what is left after waking is polled while the spin budget lasts. Without
         // budget, sleep to the deadline itself (it runs one wake-up latency late).
         let lead = t.oversleep.estimate_ns().saturating_add(opts.spin_ns);
-        let timeout = if opts.busy_poll || waiting || in_window || busy {
+        // Polling for an answer or an expected burst draws on the same budget as polling
+        // toward a deadline: where traffic is dense, it would otherwise never stop.
+        let poll_for_traffic = (waiting || in_window)
+            && t.budget.allows(now, POLL_QUANTUM_NS)
+            && {
+                t.spinning_since = Some(now);
+                true
+            };
+        let mut sleep_until = None;
+        let timeout = if opts.busy_poll || poll_for_traffic || busy {
             0
         } else {
             match deadline {
@@ -560,6 +631,10 @@ impl Part {
                     };
                     match wake {
                         None => 0,
+                        Some(wake) if t.pwait2 => {
+                            sleep_until = Some(wake);
+                            -1
+                        }
                         Some(wake) => {
                             if t.armed != Some(wake) {
                                 let its = libc::itimerspec {
@@ -587,8 +662,23 @@ impl Part {
             }
         };
         let before = clock.now();
-        let n = self.ep.wait(&mut self.events, timeout);
+        let mut n = None;
+        if let Some(w) = sleep_until {
+            n = self
+                .ep
+                .wait_ns(&mut self.events, w.nanos().saturating_sub(before.nanos()));
+            if n.is_none() {
+                // An old kernel: poll this once, and use the timerfd from the next turn on.
+                self.t.pwait2 = false;
+                sleep_until = None;
+                n = Some(self.ep.wait(&mut self.events, 0));
+            }
+        }
+        let n = n.unwrap_or_else(|| self.ep.wait(&mut self.events, timeout));
         let woke = clock.now();
+        if let (Some(w), 0) = (sleep_until, n) {
+            self.t.oversleep.record(w, woke);
+        }
         if timeout != 0 {
             self.idle_ns += woke.nanos_since(before);
         }
@@ -630,17 +720,28 @@ impl Part {
         seen
     }
 
-    /// Read up to [`BATCH`] frames from `port`'s TAP into the network.
+    /// Read `port`'s TAP into the network: one frame, or up to [`BATCH`] when it was read
+    /// in the previous turn too (a backlog; see the module docs).
     fn read_tap(&mut self, port: usize, clock: &Clock) {
         let engine = &mut self.engine;
-        for _ in 0..BATCH {
+        let t = &mut self.t;
+        if t.read_turn.len() <= port {
+            t.read_turn.resize(port + 1, u64::MAX);
+        }
+        let batch = if t.read_turn[port].wrapping_add(1) == t.turn {
+            BATCH
+        } else {
+            1
+        };
+        t.read_turn[port] = t.turn;
+        for _ in 0..batch {
             let Some(tap) = engine.out.taps.get(&port) else {
                 break;
             };
             let pool = &mut engine.out.pool;
             match tap.recv(&mut self.buf, || pool.pop().unwrap_or_default()) {
                 Ok(Some((vnet, data))) => {
-                    let t = clock.now();
+                    let t = clock.now().max(self.t.horizon);
                     if self
                         .t
                         .last_read
@@ -711,6 +812,18 @@ fn pin_self(load: &PartLoad, cpu: Option<usize>) {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
 }
 
+/// Put the calling partition thread at real-time priority `prio` (not with `--busy-poll`:
+/// a thread that never sleeps must not outrank the nodes) and record it in `stats`.
+fn raise_priority(engine: &mut Engine, prio: i32, busy_poll: bool) {
+    let (got, why) = priority::raise(if busy_poll { 0 } else { prio });
+    if let Some(why) = why {
+        eprintln!("wanlab-engine: --rt-priority {prio}: {why}");
+    }
+    if let Some(rt) = engine.realtime.as_mut() {
+        rt.rt_priority = got;
+    }
+}
+
 /// Run the engine until `shutdown` or a signal. Returns after closing everything.
 pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     let clock = Clock::new();
@@ -763,12 +876,14 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
             .name(format!("partition-{}", part.me))
             .spawn(move || {
                 pin_self(&part.load, cpu);
+                raise_priority(&mut part.engine, part.opts.rt_priority, part.opts.busy_poll);
                 f.run_loop(&mut part, &clock);
                 part.engine.flush_captures();
             })?;
         handles.push(h);
     }
     pin_self(&leader_part.load, core_of(0));
+    raise_priority(&mut leader_part.engine, opts.rt_priority, opts.busy_poll);
     let mut leader = Leader::new(control, peers, acks, loads, cores, n);
     leader.run_loop(&mut leader_part, &clock);
     leader.stop_peers();

@@ -20,6 +20,13 @@ What a node's fields become (the v1 file in brackets):
   (``memory.limit_in_bytes``, ``memory.memsw.limit_in_bytes`` = the same)
 * ``pids`` (default :data:`DEFAULT_PIDS`) -> ``pids.max``
 
+Priority: ``wanlab/`` (all experiments' nodes together) gets the CPU weight
+:data:`NODES_CPU_WEIGHT` (``cpu.weight``; v1 ``cpu.shares`` :data:`NODES_CPU_SHARES`) when
+wanlab makes it, half a plain process's: where the engine's packet thread does not run at
+real-time priority (``WANLAB_ENGINE_RT=off``; :mod:`wanlab.backends.emulate.engine`), the
+nodes' programs taken together still rank below it and the host's own processes on a busy
+machine. Within an experiment, nodes share by their own ``cpu_weight``.
+
 Membership: a node's holder (:mod:`wanlab.backends.emulate.nodes`) joins the node's cgroup
 before it runs anything (:func:`join_argv`), and so does every command that enters the node
 later, so start commands, Programs, traffic, FRR and ``exec``/``shell`` are all inside.
@@ -47,6 +54,8 @@ TOP = "wanlab"
 V2_CONTROLLERS = ("cpu", "cpuset", "memory", "pids")
 V1_CONTROLLERS = ("cpu", "cpuacct", "cpuset", "memory", "pids")
 REQUIRED = ("cpu", "memory", "pids")        # without these, wanlab makes no cgroups
+NODES_CPU_WEIGHT = 50                       # of wanlab/ (v2; the default is 100)
+NODES_CPU_SHARES = 512                      # the same for v1 (the default is 1024)
 _MOUNTS = "/proc/self/mounts"
 
 
@@ -250,11 +259,21 @@ def _top(h: Hierarchy) -> None:
         top = os.path.join(base, TOP)
         if h.version == 2:
             _enable(base, h.bases)
-        _mkdir(top, exist_ok=True)
+        made = _mkdir(top, exist_ok=True)
         if h.version == 2:
             _enable(top, h.bases)
         elif c == "cpuset":
             _v1_inherit_cpuset(top)
+        if made and c == "cpu":
+            _weigh_nodes(h.version, top)
+
+
+def _weigh_nodes(version: int, top: str) -> None:
+    """Give ``wanlab/`` its CPU weight (a host that refuses keeps the default)."""
+    f, v = ("cpu.weight", NODES_CPU_WEIGHT) if version == 2 else ("cpu.shares",
+                                                                  NODES_CPU_SHARES)
+    with contextlib.suppress(OSError):
+        _write(os.path.join(top, f), str(v))
 
 
 def make_experiment(h: Hierarchy, dirs: dict[str, str]) -> None:

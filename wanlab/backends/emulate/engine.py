@@ -3,7 +3,9 @@
 Each experiment has its own engine process, so experiments share nothing:
 a frame of one can never reach another's TAPs. The engine runs detached
 from the CLI (its own session), logs to the experiment's folder and listens
-on ``<folder>/engine.sock``.
+on ``<folder>/engine.sock``. Its packet thread runs at a modest real-time priority
+(:func:`rt_priority`; the engine keeps the kernel's real-time throttling and sleeps when
+idle), so the nodes' own programs cannot delay frames (docs/resources.md).
 """
 
 from __future__ import annotations
@@ -22,6 +24,26 @@ from wanlab.errors import EngineError
 __all__ = ["Client", "engine_binary", "start"]
 
 FD_LIMIT = 1 << 20      # the kernel's default fs.nr_open
+RT_PRIORITY = 10        # SCHED_RR priority of the engine's packet thread (docs/resources.md)
+RT_ENV = "WANLAB_ENGINE_RT"
+
+
+def rt_priority(env: dict | None = None) -> int:
+    """The packet thread's real-time priority: ``WANLAB_ENGINE_RT`` (``off`` or ``0``: normal
+    scheduling; a number: that priority), else :data:`RT_PRIORITY`."""
+    v = (os.environ if env is None else env).get(RT_ENV, "").strip().lower()
+    if not v:
+        return RT_PRIORITY
+    if v in ("off", "no", "false"):
+        return 0
+    try:
+        prio = int(v)
+    except ValueError:
+        raise EngineError(f"{RT_ENV}={v!r}: expected 'off' or a priority from 0 to 40") \
+            from None
+    if not 0 <= prio <= 40:
+        raise EngineError(f"{RT_ENV}={v!r}: expected 'off' or a priority from 0 to 40")
+    return prio
 
 
 def threads_for(wanted: int, links: int) -> int:
@@ -46,7 +68,8 @@ def start(folder: str, seed: int, threads: int = 1) -> subprocess.Popen:
     log = open(os.path.join(folder, "engine.log"), "ab")
     # captures (trace events) are confined to the experiment's folder
     proc = subprocess.Popen([engine_binary(), "--socket", sock, "--seed", str(seed),
-                             "--capture-dir", folder, "--threads", str(threads)],
+                             "--capture-dir", folder, "--threads", str(threads),
+                             "--rt-priority", str(rt_priority())],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                             start_new_session=True, close_fds=True, umask=0o077)
     log.close()

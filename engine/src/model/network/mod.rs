@@ -57,6 +57,14 @@ use timers::{TimerKind, TimerQueue};
 pub type PortIdx = usize;
 pub type PipeIdx = usize;
 
+/// A sending half whose frames spend at least this long in flight has lazy serialization
+/// timers (see [`timers`]): its frames are handed on long before they leave the link.
+pub const LAZY_MIN_FLIGHT_NS: u64 = 2_000_000;
+
+fn lazy_tx(p: &Pipeline) -> bool {
+    p.min_flight_ns() >= LAZY_MIN_FLIGHT_NS
+}
+
 /// Where a pipeline delivers what leaves it.
 #[derive(Debug, Clone, Copy)]
 enum Sink {
@@ -358,7 +366,11 @@ impl Network {
         let at = slot.pipe.tx_at();
         if let Some(t) = at.filter(|_| at != slot.scheduled_tx) {
             slot.scheduled_tx = at;
-            self.timers.push(t, TimerKind::PipeTx, pipe);
+            if lazy_tx(&slot.pipe) {
+                self.timers.push_lazy(t, TimerKind::PipeTx, pipe);
+            } else {
+                self.timers.push(t, TimerKind::PipeTx, pipe);
+            }
         }
         let at = slot.pipe.rx_at();
         if let Some(t) = at.filter(|_| at != slot.scheduled_rx) {
@@ -385,17 +397,40 @@ impl Network {
         self.timers.peek().map(|t| t.at)
     }
 
+    /// When a real-time driver must poll next: [`Network::poll_at`], except that the end of
+    /// a serialization on a link with a propagation delay of at least [`LAZY_MIN_FLIGHT_NS`]
+    /// may wait [`timers::LAZY_GRACE_NS`] (it is computed at its own time whenever it runs
+    /// and nothing leaves the model before the frame's propagation delay is over).
+    pub fn wake_at(&self) -> Option<Instant> {
+        self.timers.wake_at()
+    }
+
     /// Run every event due by `now`, in total order, handing outputs to `emit`.
-    pub fn poll(&mut self, now: Instant, mut emit: impl FnMut(Output<'_>)) {
+    pub fn poll(&mut self, now: Instant, emit: impl FnMut(Output<'_>)) {
+        let _ = self.poll_until(now, now, emit);
+    }
+
+    /// Run every event due by `until` (at or after `now`: a real-time driver coalescing the
+    /// deadlines of the next few µs into this wake-up), in total order; lateness is measured
+    /// against the real time `now`. Returns the time of the latest event run (frames that
+    /// arrive later must not be stamped before it).
+    pub fn poll_until(
+        &mut self,
+        now: Instant,
+        until: Instant,
+        mut emit: impl FnMut(Output<'_>),
+    ) -> Option<Instant> {
         if let Some(l) = self.lateness.as_mut() {
             l.last_poll_max_ns = 0;
         }
         let stop_at = self.poll_limit.map(|n| self.events.saturating_add(n));
+        let mut last = None;
         while let Some(t) = self.timers.peek() {
-            if t.at > now || stop_at.is_some_and(|s| self.events >= s) {
+            if t.at > until.max(now) || stop_at.is_some_and(|s| self.events >= s) {
                 break;
             }
             self.timers.pop();
+            last = Some(t.at);
             if !self.runs(&t) {
                 continue;
             }
@@ -406,6 +441,7 @@ impl Network {
                 TimerKind::Tcp => self.fire_tcp(t.source, t.at, now),
             }
         }
+        last
     }
 
     /// A sending half's deadline: finish the serialization, start the next one.
@@ -418,7 +454,13 @@ impl Network {
         }
         slot.scheduled_tx = None;
         slot.pipe.poll_tx(at);
-        self.count_event(at, now);
+        // A lazy deadline is due (for the lateness statistics) at the end of its grace.
+        let due = if lazy_tx(&slot.pipe) {
+            at.add_nanos(timers::LAZY_GRACE_NS)
+        } else {
+            at
+        };
+        self.count_event(due, now);
         self.reschedule(pipe);
     }
 
