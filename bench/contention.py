@@ -17,6 +17,9 @@ when this host has cgroups) they all run in a cgroup at wanlab's nodes weight
 * the loss goal: 2.5 % Bernoulli loss, 64-byte frames at 25 000 pps; the loss seen inside
   the 99 % binomial interval.
 
+The measuring endpoints (wanlab-gen) run at ``--tools-nice`` (default -10), so that what is
+measured is the engine rather than the probes' own wait for a CPU among the load.
+
 Results: medians over repeats; bench/results/contention-YYYYMMDD-HHMM.{md,json} and
 contention-latest.{md,json}. Run as root:
 
@@ -97,6 +100,19 @@ class Load:
                     time.sleep(0.05)
 
 
+def niced_tools(lab, nice):
+    """Run the measuring endpoints (wanlab-gen) at ``nice``: the figures are then the
+    engine's, not the probes' own wait for a CPU among the load."""
+    if not nice:
+        return
+    path = os.path.join("/tmp", f"wlb-gen-{lab.tag}")
+    with open(path, "w") as f:
+        f.write(f'#!/bin/sh\nexec nice -n {int(nice)} {M.GEN} "$@"\n')
+    os.chmod(path, 0o755)
+    lab.files.append(path)
+    M.GEN = path
+
+
 def paced_flow(lab, t, dur):
     t.set(bandwidth_bps=100_000_000, delay_us=10_000, queue=200)
     time.sleep(0.1)
@@ -174,7 +190,8 @@ def markdown(res):
            f"{m['time']} · {m['cpus']} CPUs · git {m['git']} · {m['repeats']} repeats · "
            f"{m['duration_s']} s per flow · load average at start/end {m['load_start']:.2f}/"
            f"{m['load_end']:.2f} (other work on the host adds noise) · node load in a cgroup at "
-           f"cpu.shares {NODES_SHARES}: {m['cgroup']}", "",
+           f"cpu.shares {NODES_SHARES}: {m['cgroup']} · measuring endpoints at nice "
+           f"{m['tools_nice']}", "",
            f"Command: `{m['command']}`", "",
            "Load: one busy loop per core in node namespaces plus an iperf3 TCP flow between two "
            "more over a veth pair. Paced flow: 50 Mbit/s UDP, 1200-byte frames, 100 Mbit/s, "
@@ -205,6 +222,8 @@ def main():
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per flow")
     ap.add_argument("--no-cgroup", action="store_true",
                     help="run the node load in the root cgroup")
+    ap.add_argument("--tools-nice", type=int, default=-10,
+                    help="nice of the measuring endpoints (0: as the load)")
     ap.add_argument("--out", default=RESULTS)
     ap.add_argument("--no-save", action="store_true")
     args = ap.parse_args()
@@ -219,6 +238,8 @@ def main():
                     "command": "python3 bench/contention.py " + " ".join(sys.argv[1:])},
            "variants": {k: {"repeats": []} for k in VARIANTS}, "errors": []}
     lab = Lab()
+    niced_tools(lab, args.tools_nice)
+    res["meta"]["tools_nice"] = args.tools_nice
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     load = None
     try:
