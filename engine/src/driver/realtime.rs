@@ -606,12 +606,10 @@ impl Part {
         let lead = t.oversleep.estimate_ns().saturating_add(opts.spin_ns);
         // Polling for an answer or an expected burst draws on the same budget as polling
         // toward a deadline: where traffic is dense, it would otherwise never stop.
-        let poll_for_traffic = (waiting || in_window)
-            && t.budget.allows(now, POLL_QUANTUM_NS)
-            && {
-                t.spinning_since = Some(now);
-                true
-            };
+        let poll_for_traffic = (waiting || in_window) && t.budget.allows(now, POLL_QUANTUM_NS) && {
+            t.spinning_since = Some(now);
+            true
+        };
         let mut sleep_until = None;
         let timeout = if opts.busy_poll || poll_for_traffic || busy {
             0
