@@ -27,7 +27,12 @@ def alive(pid: int, started: int | None) -> bool:
     """True while the process (pid, started) exists and has not exited (zombies are dead)."""
     _reap(pid)
     st = start_time(pid)
-    return st is not None and (started is None or st == started) and not zombie(pid)
+    if st is None or (started is not None and st != started):
+        return False
+    if zombie(pid):
+        _reap(pid)      # it died since the first look: collect its status now, for exit_reason
+        return False
+    return True
 
 
 def kill(pid: int, started: int | None, grace: float = 1.0) -> bool:
