@@ -29,7 +29,6 @@ contention-latest.{md,json}. Run as root:
 
 import argparse
 import datetime
-import json
 import os
 import signal
 import statistics
@@ -272,14 +271,7 @@ def main():
     md = markdown(res)
     print(md)
     if not args.no_save:
-        os.makedirs(args.out, exist_ok=True)
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M")
-        for name in (f"contention-{stamp}", "contention-latest"):
-            with open(os.path.join(args.out, name + ".md"), "w") as f:
-                f.write(md)
-            with open(os.path.join(args.out, name + ".json"), "w") as f:
-                json.dump(res, f, indent=1)
-        log(f"saved to {args.out}/contention-{stamp}.md")
+        log(f"saved to {M.save_results(args.out, 'contention', md, res)}")
     return 0
 
 

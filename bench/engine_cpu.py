@@ -21,7 +21,6 @@ and engine-cpu-latest.{md,json}. Run as root; see bench/README.md.
 
 import argparse
 import datetime
-import json
 import os
 import signal
 import statistics
@@ -250,14 +249,7 @@ def main():
     md = markdown(res)
     print(md)
     if not args.no_save:
-        os.makedirs(args.out, exist_ok=True)
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M")
-        for name in (f"engine-cpu-{stamp}", "engine-cpu-latest"):
-            with open(os.path.join(args.out, name + ".md"), "w") as f:
-                f.write(md)
-            with open(os.path.join(args.out, name + ".json"), "w") as f:
-                json.dump(res, f, indent=1)
-        log(f"saved to {args.out}/engine-cpu-{stamp}.md")
+        log(f"saved to {M.save_results(args.out, 'engine-cpu', md, res)}")
     return 0
 
 

@@ -3,9 +3,11 @@
 topology from ``netlab``, plus the small statistics helpers the tables use.
 """
 
+import datetime
 import itertools
 import json
 import math
+import os
 import statistics
 import time
 
@@ -127,3 +129,16 @@ def fmt(x, nd=3):
     if isinstance(x, str):
         return x
     return f"{x:.{nd}f}"
+
+
+def save_results(out, prefix, md, res):
+    """Write ``md`` and ``res`` as ``<prefix>-<stamp>`` and ``<prefix>-latest`` (.md and
+    .json) in ``out``; return the stamped .md path."""
+    os.makedirs(out, exist_ok=True)
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M")
+    for name in (f"{prefix}-{stamp}", f"{prefix}-latest"):
+        with open(os.path.join(out, name + ".md"), "w") as f:
+            f.write(md)
+        with open(os.path.join(out, name + ".json"), "w") as f:
+            json.dump(res, f, indent=1)
+    return os.path.join(out, f"{prefix}-{stamp}.md")
