@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
-use crate::driver::partitioner::place;
+use crate::driver::partitioner::{pack, place, Dsu};
 use crate::model::network::partition::{Graph, Partition, PlainPort};
 use crate::model::network::Network;
 
@@ -171,18 +171,10 @@ pub fn pack_components(g: &Graph, parts: u32) -> HashMap<String, u32> {
         .enumerate()
         .map(|(i, (n, _))| (n.as_str(), i))
         .collect();
-    let mut root: Vec<usize> = (0..g.nodes.len()).collect();
-    fn find(r: &mut [usize], mut i: usize) -> usize {
-        while r[i] != i {
-            r[i] = r[r[i]];
-            i = r[i];
-        }
-        i
-    }
+    let mut dsu = Dsu::new(g.nodes.len());
     let mut join = |a: &str, b: &str| {
         if let (Some(&x), Some(&y)) = (index.get(a), index.get(b)) {
-            let (x, y) = (find(&mut root, x), find(&mut root, y));
-            root[x.max(y)] = x.min(y);
+            dsu.union(x, y);
         }
     };
     for l in &g.links {
@@ -195,26 +187,14 @@ pub fn pack_components(g: &Graph, parts: u32) -> HashMap<String, u32> {
     }
     let mut weight: HashMap<usize, u64> = HashMap::new();
     for (i, (_, w)) in g.nodes.iter().enumerate() {
-        *weight.entry(find(&mut root, i)).or_insert(0) += w;
+        *weight.entry(dsu.find(i)).or_insert(0) += w;
     }
-    let mut comps: Vec<(usize, u64)> = weight.into_iter().collect();
-    comps.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut load = vec![0u64; parts.max(1) as usize];
-    let mut of_root: HashMap<usize, u32> = HashMap::new();
-    for (r, w) in comps {
-        let (k, _) = load
-            .iter()
-            .enumerate()
-            .min_by_key(|(i, l)| (**l, *i))
-            .unwrap_or((0, &0));
-        load[k] += w;
-        of_root.insert(r, k as u32);
-    }
+    let (of_root, _) = pack(weight, parts.max(1) as usize);
     g.nodes
         .iter()
         .enumerate()
         .map(|(i, (n, _))| {
-            let r = find(&mut root, i);
+            let r = dsu.find(i);
             (n.clone(), of_root.get(&r).copied().unwrap_or(0))
         })
         .collect()

@@ -29,9 +29,13 @@ pub struct Placement {
     pub weights: Vec<u64>,
 }
 
-struct Dsu(Vec<usize>);
+/// Union-find over node indices; a component's root is its smallest index (deterministic).
+pub(crate) struct Dsu(pub(crate) Vec<usize>);
 impl Dsu {
-    fn find(&mut self, mut i: usize) -> usize {
+    pub(crate) fn new(n: usize) -> Self {
+        Dsu((0..n).collect())
+    }
+    pub(crate) fn find(&mut self, mut i: usize) -> usize {
         while self.0[i] != i {
             let p = self.0[self.0[i]];
             self.0[i] = p;
@@ -39,7 +43,7 @@ impl Dsu {
         }
         i
     }
-    fn union(&mut self, a: usize, b: usize) {
+    pub(crate) fn union(&mut self, a: usize, b: usize) {
         let (a, b) = (self.find(a), self.find(b));
         if a != b {
             // The smaller index is the root: deterministic.
@@ -47,6 +51,25 @@ impl Dsu {
             self.0[hi] = lo;
         }
     }
+}
+
+/// Components (root → weight) packed onto `bins` bins, heaviest first onto the lightest
+/// (ties: lowest root, lowest bin): root → bin, and each bin's weight.
+pub(crate) fn pack(comp: HashMap<usize, u64>, bins: usize) -> (HashMap<usize, u32>, Vec<u64>) {
+    let mut comps: Vec<(usize, u64)> = comp.into_iter().collect();
+    comps.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut weights = vec![0u64; bins.max(1)];
+    let mut of_root: HashMap<usize, u32> = HashMap::new();
+    for (root, w) in comps {
+        let (bi, _) = weights
+            .iter()
+            .enumerate()
+            .min_by_key(|(i, w)| (**w, *i))
+            .unwrap_or((0, &0));
+        weights[bi] += w;
+        of_root.insert(root, bi as u32);
+    }
+    (of_root, weights)
 }
 
 /// Partition `g` over at most `threads` partitions.
@@ -108,20 +131,8 @@ pub fn place(g: &Graph, threads: u32) -> Placement {
         if comp.len() < 2 {
             continue;
         }
-        let mut comps: Vec<(usize, u64)> = comp.into_iter().collect();
-        comps.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let bins = (threads as usize).min(comps.len());
-        let mut weights = vec![0u64; bins];
-        let mut of_root: HashMap<usize, u32> = HashMap::new();
-        for (root, w) in comps {
-            let (bi, _) = weights
-                .iter()
-                .enumerate()
-                .min_by_key(|(i, w)| (**w, *i))
-                .unwrap_or((0, &0));
-            weights[bi] += w;
-            of_root.insert(root, bi as u32);
-        }
+        let bins = (threads as usize).min(comp.len());
+        let (of_root, weights) = pack(comp, bins);
         let assign: Vec<u32> = (0..g.nodes.len())
             .map(|i| of_root.get(&dsu.find(i)).copied().unwrap_or(0))
             .collect();
