@@ -85,13 +85,15 @@ def cmd_run(lab, a) -> int:
     if a.simulate:
         return _print_simulation(lab.simulate(exp, out=a.out, seed=a.seed,
                                               duration_s=a.duration, threads=a.threads))
-    if a.cluster:
-        raise WanlabError("run --cluster goes with --simulate (an emulation on the cluster: "
-                          "wanlab create FILE --cluster)")
     if a.seed is not None or a.duration is not None or a.out or a.threads != 1:
         raise WanlabError("--seed, --duration, --out and --threads go with --simulate (an "
                           "emulation takes its seed from the spec and runs to its last event)")
-    s = lab.run(exp, source_path=os.path.abspath(a.file), terminate=a.terminate)
+    if a.cluster:               # the same run, its steps on the cluster's machines
+        with cluster_commands.on_cluster(lab) as on:
+            s = lab.run(exp, source_path=os.path.abspath(a.file), terminate=a.terminate,
+                        on=on)
+    else:
+        s = lab.run(exp, source_path=os.path.abspath(a.file), terminate=a.terminate)
     for e in s["events"]:
         print(_event_line(e))
     for f in s["flows"]:
@@ -360,10 +362,8 @@ def cmd_shell(lab, a) -> int:
 
 
 def cmd_tevc(lab, a) -> int:
-    if cluster_commands.owns(lab, a.name):
-        r = cluster_commands.tevc(lab, a.name, a.time, a.object, a.event, a.args, a.w)
-    else:
-        r = lab.tevc(a.name, a.time, a.object, a.event, a.args, wait=a.w)
+    r = cluster_commands.control(lab, a.name).tevc(a.name, a.time, a.object, a.event, a.args,
+                                                   wait=a.w)
     if a.w:
         late = r.get("lateness_s")
         print(f"{a.object} {a.event}: {r.get('outcome')} ({r.get('detail')}); "
@@ -379,21 +379,19 @@ def _event_line(e: dict) -> str:
     late = e.get("lateness_s")
     when = f"{t:10.6f}" if t is not None else "         -"
     args = " ".join(e.get("args") or [])
-    return (f"{when}  {e['origin']:8} {e['target']} {e['action']} {args}".rstrip() +
+    where = f"{e['machine']:4} " if e.get("machine") else ""    # a cluster experiment's
+    return (f"{when}  {where}{e['origin']:8} {e['target']} {e['action']} {args}".rstrip() +
             f"  -> {e['outcome']}" + (f" ({e['detail']})" if e.get("detail") else "") +
             (f"  [late {late * 1e3:.3f} ms]" if late is not None else ""))
 
 
 def cmd_events(lab, a) -> int:
-    if a.follow and cluster_commands.owns(lab, a.name):
-        raise WanlabError(f"events --follow of cluster experiment {a.name} is not built yet; "
-                          f"'wanlab events {a.name}' prints every machine's log")
+    on = cluster_commands.control(lab, a.name)
     if a.follow:
-        for e in lab.follow(a.name):
+        for e in on.follow(a.name):
             print(json.dumps(e) if a.json else _event_line(e), flush=True)
         return 0
-    log = (cluster_commands.event_log(lab, a.name) if cluster_commands.owns(lab, a.name)
-           else lab.event_log(a.name))
+    log = on.event_log(a.name)
     if a.json:
         print(json.dumps(log, indent=2))
         return 0
@@ -403,8 +401,7 @@ def cmd_events(lab, a) -> int:
 
 
 def cmd_flows(lab, a) -> int:
-    flows = (cluster_commands.flows(lab, a.name) if cluster_commands.owns(lab, a.name)
-             else lab.flows(a.name))
+    flows = cluster_commands.control(lab, a.name).flows(a.name)
     if a.json:
         print(json.dumps(flows, indent=2))
         return 0
@@ -556,9 +553,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--threads", type=int, default=1, help="with --simulate: worker threads "
                     "(the topology is partitioned at long links; the result is the same "
                     "for any number; default 1)")
-    sp.add_argument("--cluster", action="store_true", help="with --simulate: one engine per "
-                    "machine of the current cluster (wanlab cluster up), synchronised over "
-                    "the network; the result is the same bytes")
+    sp.add_argument("--cluster", action="store_true", help="on the current cluster (wanlab "
+                    "cluster up): emulated, placed as create --cluster and played from one "
+                    "t = 0 on every machine; with --simulate, one engine per machine, "
+                    "synchronised over the network (the result is the same bytes)")
     sp = add("compare", cmd_compare, "run a spec emulated and simulated; print and plot the "
              "two side by side (throughput, RTT, loss, cwnd)")
     sp.add_argument("file")

@@ -492,17 +492,27 @@ class Lab:
     def set_link(self, name: str, target: str, dir: str = "both", **change: Any) -> None:
         """Change a link's or LAN's bandwidth/delay/loss now, with tevc's meaning (a LAN's
         delay and loss are member-to-member), as patches through the one encoder."""
-        from wanlab.engine import encode
         from wanlab.frontends.normalize import link_change
         row = self.store.get(name)
-        kind = row.ir.kinds().get(target)
-        if kind not in ("link", "lan"):
+        if row.ir.kinds().get(target) not in ("link", "lan"):
             raise WanlabError(f"{target!r} is not a link or LAN of experiment {name!r}")
+        self.apply(name, link_change(row.ir, target, dir, **change))
+
+    def apply(self, name: str, evs: list[Any]) -> None:
+        """Typed events on links and LANs done by the engine at once (not through the
+        scheduler, so not logged): ``set_link``'s, ``link_up``'s and ``link_down``'s."""
+        from wanlab.engine import encode
+        row = self._need_active(self.store.get(name))
+        kinds = row.ir.kinds()
         plan = make_plan(row.ir, row.short)
-        reqs = [r for ev in link_change(row.ir, target, dir, **change)
-                for r in encode.event_requests(ev, kind, plan, "")]
+        reqs = [r for ev in evs for r in encode.event_requests(ev, kinds[ev.target], plan, "")]
         with self.engine(name) as c:
             c.send_all(reqs)
+
+    def stats(self, name: str, target: str | None = None) -> dict[str, Any]:
+        """The engine's counters (every link, LAN and node, or only ``target``)."""
+        with self.engine(name) as c:
+            return c.call("stats", **({"target": target} if target else {}))
 
     def follow(self, name: str):
         """Yield events of an active experiment as they fire (until it is swapped out)."""
@@ -515,65 +525,71 @@ class Lab:
             c.close()
 
     def run(self, exp: Experiment, source_path: str | None = None,
-            terminate: bool = False) -> dict[str, Any]:
+            terminate: bool = False, on: Any = None) -> dict[str, Any]:
         """Create, swap in, play the whole timeline, collect results, swap out.
 
         Returns a summary (events, flows, plot path, and ``failed``: the timeline events
         whose outcome was not ok, or that never fired). Results stay in the experiment's
         folder unless ``terminate``. Ctrl-C while creating rolls the creation back; later it
-        stops the run: the experiment is swapped out (traffic stopped, flows recorded)."""
+        stops the run: the experiment is swapped out (traffic stopped, flows recorded).
+        ``on``: where the experiment runs, a :class:`Here` (default: this host) or the
+        cluster's (:class:`wanlab.cluster.run.OnCluster`), with the same methods."""
         import time as _time
+        on = on if on is not None else Here(self)
         with interrupts.undoable("stopping the run", self.say):
-            row = self.create(exp, source_path)
+            row = on.create(exp, source_path)
             try:
-                return self._play(row, terminate)
+                return self._play(on, row, terminate)
             except KeyboardInterrupt as e:
                 if isinstance(e, Interrupted):
                     raise
-                t = _time.time() - self._t0(row)
+                t = _time.time() - on.t0(row)
                 with interrupts.finish_first("stopping the run", self.say):
                     now = self.store.find(row.name)
                     if now is not None and now.state in (ACTIVE, DEGRADED):
-                        self.swapout(row.name)
+                        on.swapout(row.name)
                     if terminate and now is not None:
-                        self.terminate(row.name)
+                        on.terminate(row.name)
                 where = ("it was terminated (--terminate)" if terminate else
                          f"partial results in {self.store.folder(row.name)}")
                 raise Interrupted(f"interrupted at t={t:.1f} s: {row.name} was swapped out "
                                   f"(traffic stopped); {where}") from None
 
-    def _play(self, row: ExperimentRow, terminate: bool) -> dict[str, Any]:
+    def _play(self, on: Any, row: ExperimentRow, terminate: bool) -> dict[str, Any]:
         import time as _time
-        n = len(row.ir.events)
+
+        from wanlab.report.plots import plot_throughput
+        n = on.timeline_entries(row)
         last = max((e.time_s for e in row.ir.events), default=0.0)
-        self.say(f"running the timeline: {n} events over {last:g} s")
+        self.say(f"running the timeline: {len(row.ir.events)} events over {last:g} s")
         deadline = _time.monotonic() + last + 120
         while _time.monotonic() < deadline:
-            log = self.store.event_log(row.id)
+            log = on.event_log(row.name)
             if len([e for e in log if e["origin"] in ("timeline", "sequence")]) >= n:
                 break
-            _time.sleep(0.1)
-        summary: dict[str, Any] = {"name": row.name, "events": self.store.event_log(row.id)}
+            _time.sleep(on.poll_s)
+        summary: dict[str, Any] = {"name": row.name, "events": on.event_log(row.name)}
         timeline = [e for e in summary["events"] if e["origin"] in ("timeline", "sequence")]
         summary["failed"] = [e for e in summary["events"]
                              if e["outcome"] not in ("ok", "cancelled")]
         summary["unfired"] = max(0, n - len(timeline))
         try:
-            with self.engine(row.name) as c:
-                stats = c.call("stats")
+            stats = on.stats(row.name)
             summary["links"], summary["lans"] = stats.get("links", {}), stats.get("lans", {})
         except WanlabError as e:          # the engine stopped with the timeline (ns halt)
             self.say(f"no final link statistics: {e}")
-        self.swapout(row.name)             # stops agents: their flows are recorded
-        summary["flows"] = self.store.flows(row.id)
-        if summary["flows"]:
-            summary["plot"] = self.plot(row.name)
+        on.swapout(row.name)               # stops agents: their flows are recorded
+        summary["flows"] = on.flows(row.name)
         folder = self.store.folder(row.name)
+        make_private_dir(folder)
+        if summary["flows"]:
+            summary["plot"] = plot_throughput(row.name, summary["flows"], summary["events"],
+                                              os.path.join(folder, "plots", "throughput.png"))
         with open(os.path.join(folder, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
         summary["folder"] = folder
         if terminate:
-            self.terminate(row.name)
+            on.terminate(row.name)
         return summary
 
     def simulate(self, exp: Experiment, out: str | None = None, seed: int | None = None,
@@ -723,6 +739,41 @@ class Lab:
         """Run ``argv`` in ``node``; keyword arguments as for subprocess.run."""
         row, ns = self._node_target(name, node)
         return nodes.run(self.store, row, ns, node, argv, **kw)
+
+
+class Here:
+    """Where :meth:`Lab.run` plays an experiment by default: this host, one engine and
+    one scheduler. The cluster's counterpart has the same methods."""
+
+    poll_s = 0.1        # how often the run looks whether the timeline is over
+
+    def __init__(self, lab: Lab):
+        self.lab = lab
+
+    def create(self, exp: Experiment, source_path: str | None) -> ExperimentRow:
+        return self.lab.create(exp, source_path)
+
+    def timeline_entries(self, row: ExperimentRow) -> int:
+        """How many timeline entries the event log has once the whole timeline fired."""
+        return len(row.ir.events)
+
+    def event_log(self, name: str) -> list[dict[str, Any]]:
+        return self.lab.event_log(name)
+
+    def stats(self, name: str) -> dict[str, Any]:
+        return self.lab.stats(name)
+
+    def swapout(self, name: str) -> None:
+        self.lab.swapout(name)
+
+    def flows(self, name: str) -> list[dict[str, Any]]:
+        return self.lab.flows(name)
+
+    def terminate(self, name: str) -> None:
+        self.lab.terminate(name)
+
+    def t0(self, row: ExperimentRow) -> float:
+        return self.lab._t0(row)
 
 
 def main(argv: list[str] | None = None) -> int:

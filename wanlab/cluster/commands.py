@@ -155,10 +155,18 @@ def exec_(lab, name: str, node: str, argv: list[str]) -> int:
     return rc
 
 
-def tevc(lab, name: str, time_spec: str, target: str, action: str, args: list[str],
-         wait: bool) -> dict:
-    from wanlab.cluster import experiment
-    return experiment.tevc(lab.store, name, time_spec, target, action, args, wait)
+def control(lab, name: str):
+    """What drives ``name`` at run time: the life cycle, or the cluster's
+    (:mod:`wanlab.cluster.control`), with the same methods."""
+    from wanlab.cluster.control import of
+    return of(lab, name)
+
+
+def on_cluster(lab):
+    """Where ``wanlab run FILE --cluster`` plays: the current cluster, one Ray session
+    for the whole run."""
+    from wanlab.cluster.control import OnCluster
+    return OnCluster(lab)
 
 
 def swapout(lab, name: str) -> int:
@@ -181,16 +189,6 @@ def modify(lab, name: str, new) -> int:
     from wanlab.cluster import experiment
     experiment.modify(lab.store, name, new)
     return 0
-
-
-def event_log(lab, name: str) -> list[dict]:
-    from wanlab.cluster import experiment
-    return experiment.event_log(lab.store, name)
-
-
-def flows(lab, name: str) -> list[dict]:
-    from wanlab.cluster import experiment
-    return experiment.flows(lab.store, name)
 
 
 def routes(lab, name: str, node: str | None) -> dict[str, str]:

@@ -152,6 +152,15 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
                 return c.event(time_spec, Event.from_json(ev), wait)
         if op == "events":
             return lab.event_log(name)
+        if op == "stats":
+            (target,) = args or (None,)
+            lab._need_active(lab.store.get(name))
+            with lab.engine(name) as c:
+                return c.call("stats", **({"target": target} if target else {}))
+        if op == "apply":
+            (evs,) = args
+            lab.apply(name, [Event.from_json(e) for e in evs])
+            return None
         if op == "flows":
             return lab.flows(name)
         if op == "routes":

@@ -1,0 +1,220 @@
+"""Driving a cluster experiment at run time, with the life cycle's own method names.
+
+:func:`of` gives, for an experiment's name, what drives it: the :class:`~wanlab.lifecycle.Lab`
+itself for an experiment of this host, an :class:`OnCluster` for one placed on the
+cluster. Both answer ``tevc``, ``set_link``, ``apply`` (link and LAN events done by the
+engines at once), ``stats``, ``event_log``, ``follow`` and ``flows`` with the same
+arguments, so the CLI, the Python API and the portal call one implementation and never
+ask which kind of experiment they hold. ``OnCluster`` is also where :meth:`Lab.run
+<wanlab.lifecycle.Lab.run>` plays a cluster experiment (``wanlab run FILE --cluster``):
+create, the timeline to its end on every machine, stats, swap-out, the flows joined.
+
+Every event is split as the timeline's are (:mod:`wanlab.cluster.events`): it goes to the
+machines that hold its object, translated for each (a cut link's direction to the machine
+that shapes it, its delay shortened by the machines' path). One Ray session is kept for
+the life of the object (``with``), so a run's polling does not attach to Ray each time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from wanlab.cluster import connect, events, experiment
+from wanlab.errors import WanlabError
+from wanlab.model.ir import Event, Experiment
+from wanlab.store.db import ExperimentRow
+
+FOLLOW_POLL_S = 0.5     # how often ``follow`` reads the machines' logs
+FOLLOW_HOLD_S = 1.0     # an entry is yielded once every machine had this long to log its peers
+
+
+def of(lab: Any, name: str) -> Any:
+    """What drives experiment ``name``: an :class:`OnCluster` if it is placed on the
+    cluster, else ``lab`` (a look at the store; no Ray)."""
+    return OnCluster(lab) if experiment.is_cluster_experiment(lab.store, name) else lab
+
+
+class OnCluster:
+    """A cluster experiment's run-time operations (``lab``: the controller's life cycle,
+    for its store and its progress messages)."""
+
+    poll_s = 0.5        # how often ``Lab.run`` looks whether the timeline is over
+
+    def __init__(self, lab: Any, say=print):
+        self.lab, self.store, self.say = lab, lab.store, say
+        self._session: contextlib.ExitStack | None = None
+
+    # one Ray session for as long as the object is used in a ``with``
+    def __enter__(self) -> OnCluster:
+        self._session = contextlib.ExitStack()
+        self._session.enter_context(connect.session(experiment._cluster(self.store)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+    # -- Lab.run's steps -------------------------------------------------------------
+    def create(self, exp: Experiment, source_path: str | None) -> ExperimentRow:
+        experiment.create(self.store, exp, source_path, say=self.say)
+        return self.store.get(exp.name)
+
+    def timeline_entries(self, row: ExperimentRow) -> int:
+        """Timeline entries of every machine's log once the timeline is over: an event of
+        a cut link, a flow between machines or ns is logged by each machine it went to."""
+        at = experiment.where_of(self.store, row.name)
+        return sum(len(v) for v in events.split(row.ir, at, row.ir.events).values())
+
+    def swapout(self, name: str) -> None:
+        experiment.swapout(self.store, name, say=self.say)
+
+    def terminate(self, name: str) -> None:
+        experiment.terminate(self.store, name, say=self.say)
+        # the run's summary and plots are the controller's, in its own folder
+        shutil.rmtree(self.store.folder(name), ignore_errors=True)
+
+    def t0(self, row: ExperimentRow) -> float:
+        return next((r.detail["t0"] for r in experiment.parts_of(self.store, row.name)
+                     if "t0" in r.detail), row.updated)
+
+    # -- results ---------------------------------------------------------------------
+    def event_log(self, name: str) -> list[dict[str, Any]]:
+        return experiment.event_log(self.store, name)
+
+    def flows(self, name: str) -> list[dict[str, Any]]:
+        """The flows, each between machines joined from its two halves. Every machine's
+        clock started at one moment, but each part wrote its own t0: the experiment's is
+        given to all, so the flows of one run are one run's."""
+        t0 = self.t0(self.store.get(name))
+        return [{**f, "t0": t0} for f in experiment.flows(self.store, name)]
+
+    def stats(self, name: str, target: str | None = None) -> dict[str, Any]:
+        """The engines' statistics as one engine's: every machine's links, LANs and nodes;
+        a cut link's direction from the machine that shapes it (the other machine passes
+        it through unshaped, its counters count the tunnel)."""
+        at = experiment.where_of(self.store, name)
+        exp = self.store.get(name).ir
+        machines = (events.owners(exp, at, target) if target is not None
+                    else experiment._machines(self.store, name))
+        with self._ray():
+            got = experiment._each(self._handles(), machines, "stats", name, target)
+        merged: dict[str, Any] = {}
+        for m in sorted(got):
+            for key, value in got[m].items():
+                if isinstance(value, dict) and key not in ("realtime",):
+                    for obj, body in value.items():    # a cut link's: put together below
+                        merged.setdefault(key, {}).setdefault(obj, body)
+                elif key != "ok":
+                    merged.setdefault("per_machine", {}).setdefault(m, {})[key] = value
+        for link in exp.links:
+            ma, mb = at.machine_of.get(link.a), at.machine_of.get(link.b)
+            if ma != mb and ma in got and mb in got and link.name in got[ma].get("links", {}):
+                merged["links"][link.name] = {
+                    **got[ma]["links"][link.name],
+                    "ab": got[ma]["links"][link.name]["ab"],
+                    "ba": got[mb]["links"][link.name]["ba"],
+                    "machines": {"ab": ma, "ba": mb}}
+        merged["machines"] = sorted(got)
+        return merged
+
+    def follow(self, name: str) -> Iterator[dict[str, Any]]:
+        """Every machine's events as they fire, merged in time order, until the
+        experiment is no longer active. An entry waits ``FOLLOW_HOLD_S`` of experiment
+        time before it is yielded, so one logged a little later by another machine still
+        comes in its place."""
+        row = self.store.get(name)
+        if row.state != "active":
+            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        seen: set[tuple[str, int]] = set()
+        held: list[dict[str, Any]] = []
+        with self._ray():
+            while True:
+                row = self.store.get(name)
+                active = row.state == "active"
+                try:
+                    log = experiment.event_log(self.store, name) if active else []
+                except WanlabError:
+                    if self.store.get(name).state == "active":
+                        raise
+                    log, active = [], False     # swapped out meanwhile
+                for e in log:
+                    key = (e["machine"], e["id"])
+                    if key not in seen:
+                        seen.add(key)
+                        held.append(e)
+                held.sort(key=_when)
+                now = time.time() - self.t0(row)
+                while held and (not active or _when(held[0])[0] <= now - FOLLOW_HOLD_S):
+                    yield held.pop(0)
+                if not active:
+                    return
+                time.sleep(FOLLOW_POLL_S)
+
+    # -- events ----------------------------------------------------------------------
+    def tevc(self, name: str, time_spec: str, target: str, action: str,
+             args: list[str] | None = None, wait: bool = False) -> dict[str, Any]:
+        with self._ray():
+            return experiment.tevc(self.store, name, time_spec, target, action, args, wait)
+
+    def set_link(self, name: str, target: str, dir: str = "both", **change: Any) -> None:
+        """As :meth:`Lab.set_link <wanlab.lifecycle.Lab.set_link>`: each direction on the
+        machine that shapes it."""
+        from wanlab.frontends.normalize import link_change
+        exp = self.store.get(name).ir
+        if exp.kinds().get(target) not in ("link", "lan"):
+            raise WanlabError(f"{target!r} is not a link or LAN of experiment {name!r}")
+        self.apply(name, link_change(exp, target, dir, **change))
+
+    def apply(self, name: str, evs: list[Event]) -> None:
+        """Link and LAN events done at once by the engines of the machines that hold them
+        (a cut link's ``up``/``down`` on both)."""
+        row = self.store.get(name)
+        if row.state != "active":
+            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        at = experiment.where_of(self.store, name)
+        shares: dict[str, list[dict[str, Any]]] = {}
+        for ev in evs:
+            for m in events.owners(row.ir, at, ev.target):
+                mine = events.for_machine(row.ir, at, ev, m)
+                if mine is not None:
+                    shares.setdefault(m, []).append(mine.to_json())
+        if not shares:
+            raise WanlabError(f"{name}: nothing to change on any machine")
+        with self._ray():
+            handles = self._handles()
+            self._apply_each(handles, name, shares)
+
+    def _apply_each(self, handles: dict[str, Any], name: str,
+                    shares: dict[str, list[dict[str, Any]]]) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(len(shares)) as pool:
+            futs = {m: pool.submit(experiment._get, handles[m].run_part.remote(
+                "apply", name, evs)) for m, evs in shares.items()}
+            errors = []
+            for m, f in futs.items():
+                try:
+                    f.result()
+                except WanlabError as e:
+                    errors.append(f"machine {m}: {e}")
+        if errors:
+            raise WanlabError(f"{name}: " + "; ".join(errors))
+
+    # -- Ray ---------------------------------------------------------------------------
+    def _ray(self):
+        """The object's session if it is in a ``with``, else one for this call."""
+        if self._session is not None:
+            return contextlib.nullcontext()
+        return connect.session(experiment._cluster(self.store))
+
+    def _handles(self) -> dict[str, Any]:
+        return experiment._handles(self.store, experiment._cluster(self.store))
+
+
+def _when(e: dict[str, Any]) -> tuple[float, float]:
+    return (e.get("fired_s") if e.get("fired_s") is not None else e.get("scheduled_s") or 0.0,
+            e.get("scheduled_s") or 0.0)
