@@ -248,6 +248,131 @@ def test_events_tevc_captures_swap_and_modify_across_machines(cluster, tmp_path)
     wl(home, "terminate", "ev")
 
 
+def test_run_on_the_cluster_plays_the_timeline_and_writes_the_runs_outputs(cluster,
+                                                                            tmp_path):
+    """``wanlab run FILE --cluster``: created over the machines, the timeline played from
+    one t = 0 on each (every link's delay changed at t = 1 s: a cut link's on both of its
+    machines), flows between machines joined from their halves, and summary.json and the
+    plot written as a single-machine run writes them; swapped out at the end."""
+    home, _ = cluster
+    spec = tmp_path / "runc.yaml"
+    timeline = ("events:\n  - {at: 0.5, target: cbr0, action: start}\n"
+                "  - {at: 0.5, target: ftp0, action: start}\n"
+                + "".join(f"  - {{at: 1, target: l{i}, action: delay, args: [6ms]}}\n"
+                          for i in range(5))
+                + "  - {at: 3, target: cbr0, action: stop}\n"
+                "  - {at: 3, target: ftp0, action: stop}\n")
+    spec.write_text(CHAIN.format(name="runc") + FLOWS + timeline)
+    p = wl(home, "run", str(spec), "--cluster")
+    folder = home / "exps" / "runc"
+    assert f"results: {folder}" in p.stdout, p.stdout
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["unfired"] == 0 and summary["failed"] == [], summary["failed"]
+    # each event on the machine of its object; a cut link's on the two that shape it
+    cut = {k: v["machines"] for k, v in summary["links"].items() if "machines" in v}
+    assert cut, summary["links"]
+    for link, dirs in cut.items():
+        fired = {e["machine"] for e in summary["events"]
+                 if e["target"] == link and e["action"] == "delay"}
+        assert fired == {dirs["ab"], dirs["ba"]}, (link, fired)
+        assert all(abs(e["fired_s"] - 1.0) < 0.5 for e in summary["events"]
+                   if e["target"] == link), summary["events"]
+    # the cut link's counters: each direction from the machine that sends it
+    assert all(summary["links"][k][d]["out_pkts"] > 0 for k in cut for d in ("ab", "ba"))
+    flows = {f["agent"]: f for f in summary["flows"]}
+    assert set(flows) == {"cbr0", "ftp0"}, summary["flows"]
+    assert "->" in flows["cbr0"]["machine"]
+    cbr, ftp = flows["cbr0"]["result"], flows["ftp0"]["result"]
+    assert cbr["sent_packets"] > 100 and cbr["packets"] > 0.9 * cbr["sent_packets"], cbr
+    assert ftp["bytes"] > 100_000 and ftp["sent_bytes"] >= ftp["bytes"], ftp
+    assert (folder / "plots" / "throughput.png").stat().st_size > 1000
+    assert re.search(r"^runc\s+\w+\s+swapped", wl(home, "list").stdout, re.M)
+    wl(home, "terminate", "runc")
+    assert not folder.exists()
+
+
+API_ON_CLUSTER = """\
+import json, sys
+from wanlab.api import Experiment
+from wanlab.frontends import load
+exp = Experiment(load(sys.argv[1]), home=sys.argv[2], keep=True)
+cut = sys.argv[3]
+exp.set_link(cut, delay="30ms")
+before = exp.stats(cut)["links"][cut]
+exp.link_down(cut)
+reply = exp.tevc(cut, "up", wait=True)
+print(json.dumps({"stats": before, "all": sorted(exp.stats()["links"]), "tevc": reply}))
+"""
+
+
+def test_follow_repair_and_the_python_api_on_a_cluster_experiment(cluster, tmp_path):
+    """``events --follow`` merges the machines' logs in time order; ``swapin --repair``
+    rebuilds only the part whose engine was killed, on the others' clock; the Python API's
+    ``set_link``, ``link_down``, ``stats`` and ``tevc`` reach the machines that shape a
+    cut link, as the CLI's tevc does."""
+    home, _ = cluster
+    spec = tmp_path / "fol.yaml"
+    timeline = "events:\n" + "".join(
+        f"  - {{at: {4 + i * 0.5}, target: l{i}, action: delay, args: [{6 + i}ms]}}\n"
+        for i in range(5))
+    spec.write_text(CHAIN.format(name="fol") + timeline)
+    wl(home, "create", str(spec), "--cluster")
+    follow = subprocess.Popen([sys.executable, "-m", "wanlab.cli", "events", "fol", "--follow",
+                               "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env={**os.environ, "WANLAB_HOME": str(home),
+                                              "PYTHONPATH": ROOT})
+    try:
+        where = json.loads(wl(home, "show", "fol", "--json").stdout)["machine_of"]
+        ends = [("n0", "n1"), ("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n5")]
+        cut = next(f"l{i}" for i, (a, b) in enumerate(ends) if where[a] != where[b])
+        import time
+        time.sleep(8)           # the timeline is over (t = 6 s), held back 1 s by follow
+        # the API: a cut link's delay on the machine that shapes each direction, down and
+        # up, its counters from both machines
+        script = tmp_path / "api.py"
+        script.write_text(API_ON_CLUSTER)
+        p = subprocess.run([sys.executable, str(script), str(spec), str(home), cut],
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYTHONPATH": ROOT})
+        assert p.returncode == 0, p.stderr
+        api = json.loads(p.stdout.strip().splitlines()[-1])
+        assert set(api["stats"]["machines"].values()) == {where[a] for a in
+                                                          ends[int(cut[1])]}, api["stats"]
+        assert api["all"] == ["l0", "l1", "l2", "l3", "l4"], api
+        assert api["tevc"]["outcome"] == "ok" and len(api["tevc"]["machines"]) == 2, api
+        # each way 30 ms on the cut link (set_link), less than the 2 x 30 + the rest
+        assert _rtt_min(home, "fol", "n0", "h1") >= 60.0 + 2 * 2.0
+        # kill the engine of the part of n0's machine: swapin --repair rebuilds that part
+        from wanlab.store.db import Store
+        victim = where["n0"]
+        part = Store(str(home / "machines" / victim))
+        try:
+            engine = next(r for r in part.resources(part.get("fol").id) if r.kind == "engine")
+        finally:
+            part.close()
+        os.kill(engine.detail["pid"], 9)
+        p = wl(home, "swapin", "--repair", "fol")
+        assert f"repairing the part on {victim}" in p.stdout, p.stdout
+        assert p.stdout.count("repairing the part") == 1, p.stdout
+        assert " 0% packet loss" in wl(home, "exec", "fol", "n0", "--", "ping", "-c", "3",
+                                       "-i", "0.2", "h1").stdout
+        again = wl(home, "swapin", "--repair", "fol", check=False)
+        assert again.returncode == 2 and "nothing to repair" in again.stderr, again.stderr
+        wl(home, "swapout", "fol")           # follow ends with the run
+        out, err = follow.communicate(timeout=120)
+    finally:
+        follow.kill()
+    assert follow.returncode == 0 and "Traceback" not in err, err
+    log = [json.loads(x) for x in out.splitlines()]
+    timed = [e for e in log if e["origin"] == "timeline"]
+    fired = [e["fired_s"] for e in log]
+    assert fired == sorted(fired), log
+    assert {e["target"] for e in timed} == {f"l{i}" for i in range(5)}, log
+    assert {e["machine"] for e in timed if e["target"] == cut} == \
+        {where[a] for a in ends[int(cut[1])]}, log
+    wl(home, "terminate", "fol")
+
+
 def test_a_simulation_over_the_machines_gives_the_bytes_of_one_engine(cluster, tmp_path):
     """``run --simulate --cluster``: one engine per machine, synchronised over the
     machines' bridge; result.json is the single engine's, byte for byte."""

@@ -22,7 +22,6 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-from wanlab.engine.protocol import Down, Stats, Up
 from wanlab.lifecycle import Lab
 from wanlab.model import ir
 
@@ -96,6 +95,12 @@ class Experiment:
         """``subprocess.Popen`` of ``argv`` in ``node`` (its pid is the node's process)."""
         return self.lab.popen(self.name, node, argv, **kw)
 
+    def _on(self) -> Any:
+        """What drives this experiment: the life cycle, or, placed on a cluster, the
+        cluster's machines (:mod:`wanlab.cluster.control`), with the same methods."""
+        from wanlab.cluster.control import of
+        return of(self.lab, self.name)
+
     # links
     def set_link(self, link: str, dir: str = "both", *, bandwidth: str | int | None = None,
                  delay: str | float | None = None, loss: float | None = None) -> None:
@@ -103,19 +108,19 @@ class Experiment:
         same meaning as ``tevc`` (``dir`` ``ab``/``ba`` for one direction of a link; a
         LAN's delay and loss are member-to-member, so each half gets D/2). Only what is
         given changes."""
-        self.lab.set_link(self.name, link, dir, bandwidth=bandwidth, delay=delay, loss=loss)
+        self._on().set_link(self.name, link, dir, bandwidth=bandwidth, delay=delay,
+                            loss=loss)
 
     def link_down(self, link: str) -> None:
-        with self.lab.engine(self.name) as c:
-            c.send(Down(target=link))
+        self._on().apply(self.name, [ir.Event(0.0, link, "down")])
 
     def link_up(self, link: str) -> None:
-        with self.lab.engine(self.name) as c:
-            c.send(Up(target=link))
+        self._on().apply(self.name, [ir.Event(0.0, link, "up")])
 
     def stats(self, target: str | None = None) -> dict[str, Any]:
-        with self.lab.engine(self.name) as c:
-            return c.send(Stats(target=target))
+        """The engine's counters (on a cluster: every machine's, a cut link's directions
+        from the machines that shape them)."""
+        return self._on().stats(self.name, target)
 
     # events, results, routing
     def tevc(self, target: str, action: str, *args: str, at: str = "now",
@@ -123,19 +128,20 @@ class Experiment:
         """Send an event, as ``wanlab tevc``: ``exp.tevc("link0", "delay", "50ms")``;
         ``at`` is ``now``, ``+SECONDS`` or ``SECONDS`` since t = 0; ``wait`` returns the
         outcome."""
-        return self.lab.tevc(self.name, at, target, action, list(args), wait=wait)
+        return self._on().tevc(self.name, at, target, action, list(args), wait=wait)
 
     def events(self) -> list[dict[str, Any]]:
         """The event log of this run (scheduled and fired times, lateness, outcome)."""
-        return self.lab.event_log(self.name)
+        return self._on().event_log(self.name)
 
     def follow(self):
-        """Iterate over events as they fire."""
-        return self.lab.follow(self.name)
+        """Iterate over events as they fire (on a cluster: every machine's, in time
+        order)."""
+        return self._on().follow(self.name)
 
     def flows(self) -> list[dict[str, Any]]:
         """Results of the traffic agents' flows."""
-        return self.lab.flows(self.name)
+        return self._on().flows(self.name)
 
     def routes(self, node: str | None = None) -> dict[str, str]:
         return self.lab.routes(self.name, node)

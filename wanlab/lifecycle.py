@@ -504,6 +504,9 @@ class Lab:
         from wanlab.engine import encode
         row = self._need_active(self.store.get(name))
         kinds = row.ir.kinds()
+        for ev in evs:
+            if kinds.get(ev.target) not in ("link", "lan"):
+                raise WanlabError(f"{ev.target!r} is not a link or LAN of experiment {name!r}")
         plan = make_plan(row.ir, row.short)
         reqs = [r for ev in evs for r in encode.event_requests(ev, kinds[ev.target], plan, "")]
         with self.engine(name) as c:

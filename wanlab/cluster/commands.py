@@ -178,9 +178,8 @@ def swapout(lab, name: str) -> int:
 def swapin(lab, name: str, repair: bool = False, fresh: bool = False) -> int:
     from wanlab.cluster import experiment
     if repair:
-        raise WanlabError(f"swapin --repair of cluster experiment {name}: not built yet; "
-                          f"'wanlab swapout {name}' then 'wanlab swapin {name}' rebuilds "
-                          f"every part")
+        on_cluster(lab).repair(name, fresh=fresh)
+        return 0
     experiment.swapin(lab.store, name, fresh=fresh)
     return 0
 

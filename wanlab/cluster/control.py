@@ -18,9 +18,9 @@ the life of the object (``with``), so a run's polling does not attach to Ray eac
 from __future__ import annotations
 
 import contextlib
-import shutil
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wanlab.cluster import connect, events, experiment
@@ -75,12 +75,60 @@ class OnCluster:
 
     def terminate(self, name: str) -> None:
         experiment.terminate(self.store, name, say=self.say)
-        # the run's summary and plots are the controller's, in its own folder
-        shutil.rmtree(self.store.folder(name), ignore_errors=True)
 
     def t0(self, row: ExperimentRow) -> float:
         return next((r.detail["t0"] for r in experiment.parts_of(self.store, row.name)
                      if "t0" in r.detail), row.updated)
+
+    def repair(self, name: str, fresh: bool = False) -> list[str]:
+        """``swapin --repair``: ask every part how it is, rebuild only the degraded ones
+        (an engine, scheduler or node namespace gone) by their machines' own repair, each
+        joining the others' t = 0; the parts that are well keep running untouched.
+        ``fresh``: the rebuilt parts' nodes drop their writable layers. Returns the
+        machines repaired."""
+        row = self.store.get(name)
+        if row.state not in ("active", "degraded"):
+            raise WanlabError(f"experiment {name!r} is {row.state}, not degraded: nothing "
+                              f"to repair")
+        machines = experiment._machines(self.store, name)
+        with self._ray():
+            handles = self._handles()
+            try:
+                states = experiment._each(handles, machines, "state", name)
+            except WanlabError as e:
+                raise WanlabError(f"swapin --repair of {name}: a machine did not answer "
+                                  f"({e}); a lost machine's part cannot be rebuilt here") \
+                    from None
+            broken = sorted(m for m, s in states.items()
+                            if s["state"] != "active" or s["broken"])
+            if not broken:
+                if row.state == "degraded":
+                    self.store.set_state(row.id, "active", "every part found well")
+                raise WanlabError(f"experiment {name!r}: every part is active on its "
+                                  f"machine, nothing to repair")
+            for m in broken:
+                why = "; ".join(states[m]["broken"]) or states[m]["error"] or states[m]["state"]
+                self.say(f"{name}: repairing the part on {m} ({why})")
+            self.store.set_state(row.id, "activating", "repair of " + ", ".join(broken))
+            try:
+                with ThreadPoolExecutor(len(broken)) as pool:
+                    futs = {m: pool.submit(experiment._get, handles[m].run_part.remote(
+                        "repair", name, fresh)) for m in broken}
+                    errors = []
+                    for m, f in futs.items():
+                        try:
+                            f.result()
+                        except WanlabError as e:
+                            errors.append(f"machine {m}: {e}")
+                if errors:
+                    raise WanlabError(f"swapin --repair of {name}: " + "; ".join(errors))
+            except BaseException as e:
+                self.store.set_state(row.id, "degraded", "repair failed", error=str(e))
+                raise
+        self.store.set_state(row.id, "active", "repaired " + ", ".join(broken))
+        self.say(f"{name}: repaired on {', '.join(broken)}; active on {len(machines)} "
+                 f"machines")
+        return broken
 
     # -- results ---------------------------------------------------------------------
     def event_log(self, name: str) -> list[dict[str, Any]]:
@@ -191,7 +239,6 @@ class OnCluster:
 
     def _apply_each(self, handles: dict[str, Any], name: str,
                     shares: dict[str, list[dict[str, Any]]]) -> None:
-        from concurrent.futures import ThreadPoolExecutor
         with ThreadPoolExecutor(len(shares)) as pool:
             futs = {m: pool.submit(experiment._get, handles[m].run_part.remote(
                 "apply", name, evs)) for m, evs in shares.items()}

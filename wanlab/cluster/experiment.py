@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import secrets
+import shutil
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -356,6 +357,8 @@ def terminate(store: Store, name: str, op: str = "terminate", say=print) -> None
     row = store.find(name)
     if row is not None:
         store.delete_experiment(row.id)
+    # the controller's own folder: a run's summary and plots (wanlab run --cluster)
+    shutil.rmtree(store.folder(name), ignore_errors=True)
     say(f"{name}: terminated on the cluster")
 
 

@@ -178,6 +178,19 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
             return lab.node_argv(name, node, argv)
         if op == "health":
             return lab.health(name).broken
+        if op == "state":
+            row = lab.get(name)
+            broken = lab.health(name).broken
+            if broken:                              # a broken part becomes degraded
+                row = lab._check_health(row)
+            return {"state": row.state, "broken": broken, "error": row.error}
+        if op == "repair":
+            # rebuilt by the ordinary repair; its clock keeps the part's t = 0, which is
+            # the other parts' (the log's entries since are the same run's)
+            (fresh,) = args
+            t0 = lab._t0(lab.store.get(name))
+            lab.swapin(name, repair=True, fresh=fresh)
+            return scheduler.go(lab.store.folder(name), t0)
         raise WanlabError(f"no part operation {op!r}")
     finally:
         lab.close()

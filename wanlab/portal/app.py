@@ -28,6 +28,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
+from wanlab.cluster.control import of as control_of
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.plan.plan import make_plan
@@ -315,8 +316,8 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
     @app.get("/api/experiments/{name}/stats", tags=["live"])
     def stats(name: str, request: Request):
         """The engine's counters now (cumulative; docs/engine-protocol.md)."""
-        with session(request, name) as c, c.lab.engine(name) as e:
-            return e.call("stats")
+        with session(request, name) as c:
+            return control_of(c.lab, name).stats(name)     # a cluster's: every machine's
 
     @app.post("/api/experiments/{name}/links/{link}", tags=["live"])
     def change_link(name: str, link: str, body: LinkChange, request: Request):
@@ -335,8 +336,9 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             rid = c.audit("link", name, f"{link} " + " ".join(" ".join(w) for w in words))
             replies = []
             try:
+                on = control_of(c.lab, name)      # this host's, or the cluster's machines
                 for action, *args in words:
-                    replies.append(c.lab.tevc(name, "now", link, action, args, wait=True))
+                    replies.append(on.tevc(name, "now", link, action, args, wait=True))
             except BaseException as e:
                 audit.failed(c.db, rid, str(e))
                 raise
@@ -353,8 +355,8 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                                                   *body.args]))
             try:
                 wait = body.time == "now"
-                return c.lab.tevc(name, body.time, body.object, body.event, body.args,
-                                  wait=wait)
+                return control_of(c.lab, name).tevc(name, body.time, body.object,
+                                                    body.event, body.args, wait=wait)
             except BaseException as e:
                 audit.failed(c.db, rid, str(e))
                 raise

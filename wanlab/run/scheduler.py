@@ -104,15 +104,21 @@ class Scheduler:
             evs.sort(key=lambda e: e.step)
             self.timeline.append((evs[0].time_s, "sequence", evs))
 
-    def go(self) -> None:
-        """t = 0: start the clock and the timeline."""
+    def go(self, t0_wall: float | None = None) -> None:
+        """t = 0: start the clock and the timeline. ``t0_wall``: a t = 0 already past, the
+        clock of the other parts of a cluster experiment a repaired part joins (its
+        timeline's past events fire at once, late, so its objects catch up)."""
         with self.cond:
             if self.started:
                 return
-            self.t0_wall, self.t0_mono = time.time(), time.monotonic()
+            now_wall, now_mono = time.time(), time.monotonic()
+            self.t0_wall = now_wall if t0_wall is None else min(t0_wall, now_wall)
+            self.t0_mono = now_mono - (now_wall - self.t0_wall)
             self.rt.t0_wall, self.rt.t0_mono = self.t0_wall, self.t0_mono
             with open(os.path.join(self.folder, "t0"), "w") as f:
-                f.write(f"{self.t0_wall:.6f}\n")
+                # exactly (repr): the event log's runs are told apart by t0, and a health
+                # event or a repaired cluster part logs with the t0 read back from here
+                f.write(f"{self.t0_wall!r}\n")
             self.started = True
             for at, origin, item in self.timeline:
                 heapq.heappush(self.heap, (at, next(self.seq), origin, item, None))
@@ -282,7 +288,7 @@ class Scheduler:
     def _handle(self, conn: socket.socket, req: dict) -> dict | None:
         cmd = req.get("cmd")
         if cmd == "go":
-            self.go()
+            self.go(req.get("t0"))
             return {"ok": True, "t0": self.t0_wall}
         if not self.started:
             return {"ok": False, "error": "the experiment's clock has not started (swap-in is "
@@ -427,12 +433,13 @@ def start(store: Store, row, folder: str, control_argv: list[str] | None = None)
 _started: dict[str, Any] = {}
 
 
-def go(folder: str) -> float:
-    """t = 0 for the scheduler of the experiment in ``folder``; returns t0 (wall clock)."""
+def go(folder: str, t0: float | None = None) -> float:
+    """t = 0 for the scheduler of the experiment in ``folder`` (now, or ``t0`` on the wall
+    clock, already past); returns t0 (wall clock)."""
     p = _started.pop(os.path.abspath(folder), None)
     alive = (lambda: p.poll() is None) if p is not None else None
     with EventClient(folder, alive=alive) as c:
-        reply = c.request({"cmd": "go"})
+        reply = c.request({"cmd": "go", **({"t0": t0} if t0 is not None else {})})
     if not reply.get("ok"):
         raise WanlabError(f"the event scheduler refused to start: {reply.get('error')}")
     return reply["t0"]
