@@ -3,24 +3,82 @@ custom resource. It runs in the machine's own network namespace (where the machi
 Ray worker runs), owns that machine's share of every cluster experiment (a plain
 single-machine experiment in the machine's own store, built and removed by the same life
 cycle as any other) and answers the controller's questions about the machine.
+
+Besides Ray, the agent answers part operations on a Unix socket in its machine's folder
+(``<home>/machines/mI/agent.sock``, JSON lines: ``{"op", "name", "args"}`` in, ``{"ok",
+"result"}`` or ``{"ok": false, "error"}`` out). On the local test cluster the machines'
+folders are this host's, so a command that only sends events or reads logs reaches the
+agent there without attaching to Ray (importing Ray alone takes seconds;
+``bench/cluster_cli.py``). Only root in the host's or the agent's own network namespace
+is answered: never a process inside a node.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
+import socket
+import struct
 import subprocess
+import threading
 from typing import Any
 
 from wanlab.cluster.info import ClusterInfo, MachineInfo, pinned
+from wanlab.errors import WanlabError
+
+SOCKET = "agent.sock"
 
 
 class HostAgent:
     """The body of the actor (wrapped with ``ray.remote`` by :func:`agent`)."""
 
-    def __init__(self, machine: str, home: str):
+    def __init__(self, machine: str, home: str, controller_netns: int | None = None):
+        """``controller_netns``: the network namespace (inode) of the controller that
+        started the agent (the host's), whose processes the socket answers."""
         self.machine = machine
         self.home = home
+        self.netns = {os.stat("/proc/self/ns/net").st_ino, controller_netns}
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        """Answer part operations on ``<home>/agent.sock`` (one thread per connection)."""
+        from wanlab.store.db import make_private_dir
+        make_private_dir(self.home)
+        path = os.path.join(self.home, SOCKET)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)                 # an earlier agent's, gone with it
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old = os.umask(0o177)
+        try:
+            server.bind(path)
+        finally:
+            os.umask(old)
+        server.listen(16)
+        while True:
+            conn, _ = server.accept()
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn, conn.makefile("rwb") as f:
+            refused = _peer_refused(conn, self.netns)
+            line = f.readline()         # read whatever was sent, refused or not
+            if refused:
+                reply: dict[str, Any] = {"ok": False, "error": refused}
+            else:
+                try:
+                    req = json.loads(line or b"{}")
+                    reply = {"ok": True, "result": self.run_part(
+                        req["op"], req["name"], *req.get("args", []))}
+                except WanlabError as e:
+                    reply = {"ok": False, "error": str(e)}
+                except Exception as e:  # noqa: BLE001 - the agent's fault, said in one line
+                    reply = {"ok": False, "fault": True,
+                             "error": f"{type(e).__name__}: {e}"}
+            with contextlib.suppress(OSError):
+                f.write(json.dumps(reply, default=str).encode() + b"\n")
+                f.flush()
 
     def hello(self) -> dict[str, Any]:
         """Who and where the agent is: its machine, pid, network namespace and resources."""
@@ -55,10 +113,57 @@ def agent(info: ClusterInfo, m: MachineInfo, home: str):
     import ray
     cls = ray.remote(num_cpus=0)(HostAgent)
     return cls.options(name=f"agent-{m.name}", lifetime="detached", get_if_exists=True,
-                       max_concurrency=4, **pinned(m)).remote(m.name, home)
+                       max_concurrency=4, **pinned(m)).remote(
+                           m.name, home, os.stat("/proc/self/ns/net").st_ino)
 
 
 def machine_home(store_home: str, machine: str) -> str:
     """Where a machine keeps its share of the experiments. On the local test cluster the
     machines share this host's disk, so each gets a folder of the controller's store."""
     return os.path.join(store_home, "machines", machine)
+
+
+def _peer_refused(conn: socket.socket, netns: set[int | None]) -> str | None:
+    """Why a client of the agent's socket is refused (None: accepted): it must be our
+    user, in the controller's network namespace or the agent's own (never a node's)."""
+    pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                      struct.calcsize("3i")))
+    if uid != os.geteuid():
+        return f"refused: client uid {uid} is not {os.geteuid()}"
+    try:
+        theirs = os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return "refused: cannot tell the client's network namespace"
+    return None if theirs in netns else ("refused: the client is not in the controller's "
+                                         "network namespace")
+
+
+class NoAgentHere(Exception):
+    """No agent listens in that machine folder (not this host's, or an agent from before
+    the socket): the caller goes through Ray. Nothing was sent."""
+
+
+def call(home: str, op: str, name: str, *args: Any, timeout: float = 600.0) -> Any:
+    """Part operation ``op`` through the agent's socket in machine folder ``home``; raises
+    :class:`NoAgentHere` when nobody listens there."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(os.path.join(home, SOCKET))
+        except OSError as e:
+            raise NoAgentHere(str(e)) from None
+        try:
+            with sock.makefile("rwb") as f:
+                f.write(json.dumps({"op": op, "name": name, "args": list(args)}).encode()
+                        + b"\n")
+                f.flush()
+                line = f.readline()
+        except OSError as e:
+            raise WanlabError(f"the agent at {home}: {e}") from None
+    if not line:
+        raise WanlabError(f"the agent at {home} closed the connection")
+    reply = json.loads(line)
+    if not reply.get("ok"):
+        raise WanlabError(reply["error"] if not reply.get("fault") else
+                          f"a machine's agent failed: {reply['error']}")
+    return reply["result"]

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from wanlab.cluster import agent as agents
 from wanlab.cluster import connect, events, experiment
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Event, Experiment
@@ -91,10 +92,11 @@ class OnCluster:
             raise WanlabError(f"experiment {name!r} is {row.state}, not degraded: nothing "
                               f"to repair")
         machines = experiment._machines(self.store, name)
-        with self._ray():
-            handles = self._handles()
+        with self._ray() if not self._direct() else contextlib.nullcontext():
             try:
-                states = experiment._each(handles, machines, "state", name)
+                states = dict(zip(machines, self._on_parts(name, [(m, "state", ())
+                                                                  for m in machines]),
+                                  strict=True))
             except WanlabError as e:
                 raise WanlabError(f"swapin --repair of {name}: a machine did not answer "
                                   f"({e}); a lost machine's part cannot be rebuilt here") \
@@ -111,17 +113,7 @@ class OnCluster:
                 self.say(f"{name}: repairing the part on {m} ({why})")
             self.store.set_state(row.id, "activating", "repair of " + ", ".join(broken))
             try:
-                with ThreadPoolExecutor(len(broken)) as pool:
-                    futs = {m: pool.submit(experiment._get, handles[m].run_part.remote(
-                        "repair", name, fresh)) for m in broken}
-                    errors = []
-                    for m, f in futs.items():
-                        try:
-                            f.result()
-                        except WanlabError as e:
-                            errors.append(f"machine {m}: {e}")
-                if errors:
-                    raise WanlabError(f"swapin --repair of {name}: " + "; ".join(errors))
+                self._on_parts(name, [(m, "repair", (fresh,)) for m in broken])
             except BaseException as e:
                 self.store.set_state(row.id, "degraded", "repair failed", error=str(e))
                 raise
@@ -132,14 +124,25 @@ class OnCluster:
 
     # -- results ---------------------------------------------------------------------
     def event_log(self, name: str) -> list[dict[str, Any]]:
-        return experiment.event_log(self.store, name)
+        """Every part's event log, each entry naming its machine, in time order."""
+        return self._merged(name, "events", lambda e: (e.get("scheduled_s") or 0.0,
+                                                        e.get("fired_s") or 0.0))
 
     def flows(self, name: str) -> list[dict[str, Any]]:
-        """The flows, each between machines joined from its two halves. Every machine's
-        clock started at one moment, but each part wrote its own t0: the experiment's is
-        given to all, so the flows of one run are one run's."""
+        """The flows, each between machines joined from its two halves
+        (:func:`~wanlab.cluster.experiment.join_halves`). Every machine's clock started at
+        one moment, but each part wrote its own t0: the experiment's is given to all, so
+        the flows of one run are one run's."""
         t0 = self.t0(self.store.get(name))
-        return [{**f, "t0": t0} for f in experiment.flows(self.store, name)]
+        rows = self._merged(name, "flows", lambda f: f.get("started_s") or 0.0)
+        return [{**f, "t0": t0} for f in experiment.join_halves(rows)]
+
+    def _merged(self, name: str, op: str, key) -> list[dict[str, Any]]:
+        self.store.get(name)
+        machines = experiment._machines(self.store, name)
+        got = self._on_parts(name, [(m, op, ()) for m in machines])
+        return sorted(({**e, "machine": m} for m, rows in zip(machines, got, strict=True)
+                       for e in rows), key=key)
 
     def stats(self, name: str, target: str | None = None) -> dict[str, Any]:
         """The engines' statistics as one engine's: every machine's links, LANs and nodes;
@@ -149,8 +152,8 @@ class OnCluster:
         exp = self.store.get(name).ir
         machines = (events.owners(exp, at, target) if target is not None
                     else experiment._machines(self.store, name))
-        with self._ray():
-            got = experiment._each(self._handles(), machines, "stats", name, target)
+        got = dict(zip(machines, self._on_parts(name, [(m, "stats", (target,))
+                                                       for m in machines]), strict=True))
         merged: dict[str, Any] = {}
         for m in sorted(got):
             for key, value in got[m].items():
@@ -180,12 +183,12 @@ class OnCluster:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
         seen: set[tuple[str, int]] = set()
         held: list[dict[str, Any]] = []
-        with self._ray():
+        with self._ray() if not self._direct() else contextlib.nullcontext():
             while True:
                 row = self.store.get(name)
                 active = row.state == "active"
                 try:
-                    log = experiment.event_log(self.store, name) if active else []
+                    log = self.event_log(name) if active else []
                 except WanlabError:
                     if self.store.get(name).state == "active":
                         raise
@@ -206,8 +209,50 @@ class OnCluster:
     # -- events ----------------------------------------------------------------------
     def tevc(self, name: str, time_spec: str, target: str, action: str,
              args: list[str] | None = None, wait: bool = False) -> dict[str, Any]:
-        with self._ray():
-            return experiment.tevc(self.store, name, time_spec, target, action, args, wait)
+        """Emulab's tevc on a cluster experiment: the event typed against the whole
+        experiment, then sent to the machine(s) that own its object, translated for each
+        (:func:`wanlab.cluster.events.for_machine`); an event for several machines is
+        given one time since t = 0 for all. Returns the replies merged as
+        :meth:`wanlab.lifecycle.Lab.tevc` returns them, with ``machines``."""
+        from wanlab.frontends.normalize import event
+        row = self.store.get(name)
+        if row.state != "active":
+            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        exp = row.ir
+        kinds = exp.kinds()
+        if target not in kinds:
+            raise WanlabError(f"no object named {target!r} in experiment {name!r}")
+        group = next((g for g in exp.groups if g.name == target), None)
+        members = group.members if group is not None else (target,)
+        if not members:
+            raise WanlabError(f"event group {target!r} has no members")
+        at = experiment.where_of(self.store, name)
+        sends: list[tuple[str, Event]] = []
+        for member in members:
+            ev = event(exp, 0.0, member, action, list(args or []), kinds=kinds)
+            for m in events.owners(exp, at, member):
+                mine = events.for_machine(exp, at, ev, m)
+                if mine is not None:
+                    sends.append((m, mine))
+        if not sends:
+            raise WanlabError(f"{target} {action}: nothing to do on any machine")
+        if len({m for m, _ in sends}) > 1:
+            time_spec = experiment._shared_time(self.store, name, time_spec)
+        rs = self._on_parts(name, [(m, "event", (time_spec, ev.to_json(), wait))
+                                   for m, ev in sends])
+        machines = [m for m, _ in sends]
+        if len(rs) == 1:
+            return {**rs[0], "machines": machines}
+        return {"ok": all(r.get("ok") for r in rs),
+                "scheduled_s": min((r.get("scheduled_s", 0.0) for r in rs), default=0.0),
+                "outcome": "ok" if all(r.get("outcome", "ok") == "ok" for r in rs)
+                else "error",
+                "detail": "; ".join(f"{m}: {r.get('detail', 'scheduled')}"
+                                    for m, r in zip(machines, rs, strict=True)),
+                "t": max((r.get("t") or 0.0 for r in rs), default=0.0),
+                "lateness_s": max((r["lateness_s"] for r in rs
+                                   if r.get("lateness_s") is not None), default=None),
+                "machines": machines, "replies": rs}
 
     def set_link(self, name: str, target: str, dir: str = "both", **change: Any) -> None:
         """As :meth:`Lab.set_link <wanlab.lifecycle.Lab.set_link>`: each direction on the
@@ -233,23 +278,52 @@ class OnCluster:
                     shares.setdefault(m, []).append(mine.to_json())
         if not shares:
             raise WanlabError(f"{name}: nothing to change on any machine")
-        with self._ray():
-            handles = self._handles()
-            self._apply_each(handles, name, shares)
+        self._on_parts(name, [(m, "apply", (evs,)) for m, evs in sorted(shares.items())])
 
-    def _apply_each(self, handles: dict[str, Any], name: str,
-                    shares: dict[str, list[dict[str, Any]]]) -> None:
-        with ThreadPoolExecutor(len(shares)) as pool:
-            futs = {m: pool.submit(experiment._get, handles[m].run_part.remote(
-                "apply", name, evs)) for m, evs in shares.items()}
-            errors = []
-            for m, f in futs.items():
+    # -- reaching the parts --------------------------------------------------------------
+    def _direct(self) -> bool:
+        """Whether the machines' agents are reached by their sockets (the local test
+        cluster: its machines' folders are this host's)."""
+        return experiment._cluster(self.store).local
+
+    def _on_parts(self, name: str, calls: list[tuple[str, str, tuple]]) -> list[Any]:
+        """Part operations ``(machine, op, args)``, all at once; their answers in order.
+        Each goes by the agent's socket when it is on this host, else (and for an agent
+        without one) through Ray. The errors, each with its machine, are raised together
+        once every call is over."""
+        home = self.store.home
+        results: list[Any] = [None] * len(calls)
+        errors: list[str] = []
+        by_ray: list[int] = []
+        with ThreadPoolExecutor(max(1, len(calls))) as pool:
+            if self._direct():
+                futs = [pool.submit(agents.call, agents.machine_home(home, m), op, name, *args)
+                        for m, op, args in calls]
+            else:
+                futs = []
+            for i, f in enumerate(futs):
                 try:
-                    f.result()
+                    results[i] = f.result()
+                except agents.NoAgentHere:
+                    by_ray.append(i)
                 except WanlabError as e:
-                    errors.append(f"machine {m}: {e}")
+                    errors.append(f"machine {calls[i][0]}: {e}")
+            if not futs:
+                by_ray = list(range(len(calls)))
+            if by_ray:
+                with self._ray():
+                    handles = self._handles()
+                    rfuts = {i: pool.submit(experiment._get, handles[calls[i][0]].run_part
+                                            .remote(calls[i][1], name, *calls[i][2]))
+                             for i in by_ray}
+                    for i, f in rfuts.items():
+                        try:
+                            results[i] = f.result()
+                        except Exception as e:      # noqa: BLE001 - a lost machine too
+                            errors.append(f"machine {calls[i][0]}: {e}")
         if errors:
             raise WanlabError(f"{name}: " + "; ".join(errors))
+        return results
 
     # -- Ray ---------------------------------------------------------------------------
     def _ray(self):

@@ -504,68 +504,6 @@ def _machines(store: Store, name: str) -> list[str]:
     return sorted({r.detail["machine"] for r in parts_of(store, name)})
 
 
-def tevc(store: Store, name: str, time_spec: str, target: str, action: str,
-         args: list[str] | None = None, wait: bool = False) -> dict[str, Any]:
-    """Emulab's tevc on a cluster experiment: the event typed against the whole
-    experiment, then sent to the machine(s) that own its object, translated for each
-    (:func:`wanlab.cluster.events.for_machine`). Returns the replies merged as
-    :meth:`wanlab.lifecycle.Lab.tevc` returns them, with ``machines``."""
-    from wanlab.frontends.normalize import event
-    row = store.get(name)
-    if row.state != "active":
-        raise WanlabError(f"experiment {name!r} is {row.state}, not active")
-    exp = row.ir
-    kinds = exp.kinds()
-    if target not in kinds:
-        raise WanlabError(f"no object named {target!r} in experiment {name!r}")
-    group = next((g for g in exp.groups if g.name == target), None)
-    members = group.members if group is not None else (target,)
-    if not members:
-        raise WanlabError(f"event group {target!r} has no members")
-    at = where_of(store, name)
-    sends: list[tuple[str, Any]] = []
-    for member in members:
-        ev = event(exp, 0.0, member, action, list(args or []), kinds=kinds)
-        for m in events.owners(exp, at, member):
-            mine = events.for_machine(exp, at, ev, m)
-            if mine is not None:
-                sends.append((m, mine))
-    if not sends:
-        raise WanlabError(f"{target} {action}: nothing to do on any machine")
-    if len({m for m, _ in sends}) > 1:
-        time_spec = _shared_time(store, name, time_spec)
-    info = _cluster(store)
-    with connect.session(info):
-        handles = _handles(store, info)
-        with ThreadPoolExecutor(len(sends)) as pool:
-            futs = [(m, pool.submit(_get, handles[m].run_part.remote(
-                "event", name, time_spec, ev.to_json(), wait))) for m, ev in sends]
-            replies = [(m, f.result()) for m, f in futs]
-    if len(replies) == 1:
-        return {**replies[0][1], "machines": [replies[0][0]]}
-    rs = [r for _, r in replies]
-    return {"ok": all(r.get("ok") for r in rs),
-            "scheduled_s": min((r.get("scheduled_s", 0.0) for r in rs), default=0.0),
-            "outcome": "ok" if all(r.get("outcome", "ok") == "ok" for r in rs) else "error",
-            "detail": "; ".join(f"{m}: {r.get('detail', 'scheduled')}" for m, r in replies),
-            "t": max((r.get("t") or 0.0 for r in rs), default=0.0),
-            "lateness_s": max((r["lateness_s"] for r in rs
-                               if r.get("lateness_s") is not None), default=None),
-            "machines": [m for m, _ in replies], "replies": rs}
-
-
-def event_log(store: Store, name: str) -> list[dict[str, Any]]:
-    """Every part's event log, each entry naming its machine, in time order."""
-    return _merged(store, name, "events", lambda e: (e.get("scheduled_s") or 0.0,
-                                                      e.get("fired_s") or 0.0))
-
-
-def flows(store: Store, name: str) -> list[dict[str, Any]]:
-    """Every part's flows, each naming its machine; a flow between two machines is
-    recorded in two halves (the sender's and the receiver's), merged here."""
-    return join_halves(_merged(store, name, "flows", lambda f: f.get("started_s") or 0.0))
-
-
 def join_halves(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The k-th send half of an agent's flows with its k-th receive half: what was
     received from the receiver's, what was sent (and TCP's window and RTT) from the
@@ -602,14 +540,6 @@ def routes(store: Store, name: str, node: str | None = None) -> dict[str, str]:
         got = _each(_handles(store, info), machines, "routes", name, node)
     return {n: t for m, tables in got.items() for n, t in sorted(tables.items())
             if where.get(n) == m}
-
-
-def _merged(store: Store, name: str, op: str, key) -> list[dict[str, Any]]:
-    info = _cluster(store)
-    store.get(name)
-    with connect.session(info):
-        got = _each(_handles(store, info), _machines(store, name), op, name)
-    return sorted(({**e, "machine": m} for m, rows in got.items() for e in rows), key=key)
 
 
 def swapout(store: Store, name: str, say=print) -> None:
