@@ -11,8 +11,10 @@ create, the timeline to its end on every machine, stats, swap-out, the flows joi
 
 Every event is split as the timeline's are (:mod:`wanlab.cluster.events`): it goes to the
 machines that hold its object, translated for each (a cut link's direction to the machine
-that shapes it, its delay shortened by the machines' path). One Ray session is kept for
-the life of the object (``with``), so a run's polling does not attach to Ray each time.
+that shapes it, its delay shortened by the machines' path). Every call to the parts goes
+through :meth:`OnCluster._on_parts`: by each agent's socket when its machine's folder is
+this host's (the local test cluster), through Ray otherwise; one Ray session is kept for
+the life of the object in a ``with`` (``run``), so its polling attaches to Ray once.
 """
 
 from __future__ import annotations
