@@ -292,16 +292,36 @@ def test_run_on_the_cluster_plays_the_timeline_and_writes_the_runs_outputs(clust
 
 
 API_ON_CLUSTER = """\
-import json, sys
+import json, sys, warnings
+from fastapi.testclient import TestClient
 from wanlab.api import Experiment
 from wanlab.frontends import load
-exp = Experiment(load(sys.argv[1]), home=sys.argv[2], keep=True)
+from wanlab.lifecycle import Lab
+from wanlab.portal import auth, projects, tables
+from wanlab.portal.app import make_app
 cut = sys.argv[3]
+# the portal's tevc and stats (an admin's token; its in-process client): 25 ms
+lab = Lab(sys.argv[2])
+tables.migrate(lab.store.db)
+projects.add_user(lab.store.db, "root", "correct horse", admin=True)
+token = auth.new_token(lab.store.db, projects.user_id(lab.store.db, "root"))
+lab.close()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    web = TestClient(make_app(sys.argv[2]))
+hdr = {"Authorization": f"Bearer {token}"}
+r = web.post("/api/experiments/fol/tevc", headers=hdr,
+             json={"time": "now", "object": cut, "event": "delay", "args": ["25ms"]})
+portal = {"tevc": r.json(), "status": r.status_code,
+          "stats": sorted(web.get("/api/experiments/fol/stats", headers=hdr).json()["links"])}
+# the Python API: 30 ms, then down and up
+exp = Experiment(load(sys.argv[1]), home=sys.argv[2], keep=True)
 exp.set_link(cut, delay="30ms")
 before = exp.stats(cut)["links"][cut]
 exp.link_down(cut)
 reply = exp.tevc(cut, "up", wait=True)
-print(json.dumps({"stats": before, "all": sorted(exp.stats()["links"]), "tevc": reply}))
+print(json.dumps({"stats": before, "all": sorted(exp.stats()["links"]), "tevc": reply,
+                  "portal": portal}))
 """
 
 
@@ -340,8 +360,16 @@ def test_follow_repair_and_the_python_api_on_a_cluster_experiment(cluster, tmp_p
                                                           ends[int(cut[1])]}, api["stats"]
         assert api["all"] == ["l0", "l1", "l2", "l3", "l4"], api
         assert api["tevc"]["outcome"] == "ok" and len(api["tevc"]["machines"]) == 2, api
-        # each way 30 ms on the cut link (set_link), less than the 2 x 30 + the rest
-        assert _rtt_min(home, "fol", "n0", "h1") >= 60.0 + 2 * 2.0
+        # the portal's tevc on the cut link reached both machines too (25 ms each way)
+        web = api["portal"]
+        assert web["status"] == 200 and web["tevc"]["outcome"] == "ok", web
+        assert sorted(web["tevc"]["machines"]) == sorted(where[a] for a in
+                                                          ends[int(cut[1])]), web
+        assert web["stats"] == ["l0", "l1", "l2", "l3", "l4"], web
+        # the API's set_link came last: 30 ms each way on the cut link (25 would be 10 ms
+        # less), the LAN's 2 ms and the timeline's 6-10 ms on the others
+        one_way = 30.0 + 2.0 + sum(6.0 + i for i in range(5) if f"l{i}" != cut)
+        assert _rtt_min(home, "fol", "n0", "h1") >= 2 * one_way - 2.0
         # kill the engine of the part of n0's machine: swapin --repair rebuilds that part
         from wanlab.store.db import Store
         victim = where["n0"]
