@@ -314,6 +314,12 @@ r = web.post("/api/experiments/fol/tevc", headers=hdr,
              json={"time": "now", "object": cut, "event": "delay", "args": ["25ms"]})
 portal = {"tevc": r.json(), "status": r.status_code,
           "stats": sorted(web.get("/api/experiments/fol/stats", headers=hdr).json()["links"])}
+with web.websocket_connect("/api/experiments/fol/live", headers=hdr) as ws:
+    live = ws.receive_json()
+portal["events"] = sorted({e["machine"] for e in web.get("/api/experiments/fol/events",
+                                                           headers=hdr).json()})
+portal["live"] = {"links": {k: v.get("machines") for k, v in live["links"].items()},
+                  "events": [(e["machine"], e["target"]) for e in live["events"]]}
 # the Python API: 30 ms, then down and up
 exp = Experiment(load(sys.argv[1]), home=sys.argv[2], keep=True)
 exp.set_link(cut, delay="30ms")
@@ -366,6 +372,12 @@ def test_follow_repair_and_the_python_api_on_a_cluster_experiment(cluster, tmp_p
         assert sorted(web["tevc"]["machines"]) == sorted(where[a] for a in
                                                           ends[int(cut[1])]), web
         assert web["stats"] == ["l0", "l1", "l2", "l3", "l4"], web
+        assert web["events"] == sorted(set(where.values())), web
+        # the live view: every machine's counters and log rows
+        assert set(web["live"]["links"]) == {f"l{i}" for i in range(5)}, web
+        assert set(web["live"]["links"][cut].values()) == {where[a] for a in
+                                                           ends[int(cut[1])]}, web
+        assert len({m for m, t in web["live"]["events"] if t == cut}) == 2, web
         # the API's set_link came last: 30 ms each way on the cut link (25 would be 10 ms
         # less), the LAN's 2 ms and the timeline's 6-10 ms on the others
         one_way = 30.0 + 2.0 + sum(6.0 + i for i in range(5) if f"l{i}" != cut)

@@ -365,12 +365,12 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
     def events(name: str, request: Request):
         """The event log of the current run."""
         with session(request, name) as c:
-            return c.lab.event_log(name)
+            return control_of(c.lab, name).event_log(name)     # a cluster's: merged
 
     @app.get("/api/experiments/{name}/flows", tags=["results"])
     def flows(name: str, request: Request):
         with session(request, name) as c:
-            return c.lab.flows(name)
+            return control_of(c.lab, name).flows(name)     # a cluster's: halves joined
 
     @app.get("/api/experiments/{name}/plot", tags=["results"])
     def plot(name: str, request: Request):

@@ -7,6 +7,10 @@ stream for its whole life; blocking calls (engine socket, store) run in a worker
 the server's event loop never waits on them. The stream ends when the page goes away; while
 the experiment is not active it still reports the state (and no statistics), so a page
 sees a swap-in or swap-out happen.
+
+A cluster experiment's sample is every machine's (:mod:`wanlab.cluster.control`): its
+engines' counters merged (a cut link's direction from the machine that shapes it) and the
+new rows of every machine's log, each naming its machine.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class Sampler:
         self.store: Store | None = None
         self.client: Client | None = None
         self.last_event = 0
+        self.cluster: Any = None            # the cluster's control, for a cluster experiment
+        self.seen: set[tuple[str, int]] = set()
 
     def sample(self) -> dict[str, Any]:
         if self.store is None:
@@ -47,6 +53,9 @@ class Sampler:
         if row is None:
             return {"state": "terminated", "at": time.time()}
         msg: dict[str, Any] = {"state": row.state, "error": row.error, "at": time.time()}
+        from wanlab.cluster.experiment import is_cluster_experiment
+        if self.cluster is not None or is_cluster_experiment(store, row.name):
+            return self._sample_cluster(row, msg)
         if row.state == ACTIVE:
             try:
                 if self.client is None:
@@ -67,6 +76,26 @@ class Sampler:
         msg["events"] = [{**dict(r), "args": json.loads(r["args"])} for r in reversed(rows)]
         return msg
 
+    def _sample_cluster(self, row: Any, msg: dict[str, Any]) -> dict[str, Any]:
+        from wanlab.cluster import control
+        from wanlab.lifecycle import Lab
+        if self.cluster is None:
+            self.cluster = control.OnCluster(Lab(self.home, create=False))
+        msg["events"] = []
+        if row.state != ACTIVE:
+            return msg
+        try:
+            stats = self.cluster.stats(row.name)
+            msg.update({k: stats.get(k, {}) for k in STAT_KEYS})
+            log = self.cluster.event_log(row.name)
+        except WanlabError as e:
+            msg["stats_error"] = str(e)
+            return msg
+        new = [e for e in log if (e["machine"], e["id"]) not in self.seen]
+        self.seen.update((e["machine"], e["id"]) for e in new)
+        msg["events"] = new[-200:]
+        return msg
+
     def _drop_client(self) -> None:
         if self.client is not None:
             with contextlib.suppress(Exception):
@@ -75,6 +104,8 @@ class Sampler:
 
     def close(self) -> None:
         self._drop_client()
+        if self.cluster is not None:
+            self.cluster.lab.close()
         if self.store is not None:
             self.store.close()
 
