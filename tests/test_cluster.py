@@ -268,6 +268,54 @@ def test_a_simulation_over_the_machines_gives_the_bytes_of_one_engine(cluster, t
     assert not any((home / "machines").glob("*/sims/sim-*"))
 
 
+SIMULATED_CORE = """\
+set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+$ns make-simulated {
+    set r1 [$ns node]
+    set r2 [$ns node]
+}
+$ns duplex-link $a $r1 100Mb 5ms DropTail
+$ns duplex-link $r1 $r2 100Mb 5ms DropTail
+$ns duplex-link $r2 $b 10Mb 5ms DropTail
+tb-fix-node $a m0
+tb-fix-node $r1 m1
+tb-fix-node $b m2
+$ns rtproto Static
+$ns run
+"""
+
+
+def test_simulated_routers_on_one_machine_carry_traffic_between_two_others(cluster,
+                                                                         tmp_path):
+    """Two simulated routers (one connected piece: r2 is not pinned, and goes with r1)
+    in m1's engine, between emulated hosts on m0 and m2: ping, traceroute and TCP cross
+    both cut links and the simulated core."""
+    home, _ = cluster
+    spec = tmp_path / "simcore.tcl"
+    spec.write_text(SIMULATED_CORE)
+    wl(home, "create", str(spec), "--cluster")
+    where = json.loads(wl(home, "show", "simcore", "--json").stdout)["machine_of"]
+    assert where == {"a": "m0", "r1": "m1", "r2": "m1", "b": "m2"}, where
+    text = wl(home, "show", "simcore").stdout
+    assert "machine m1: r1, r2" in text and "machine m0: a" in text, text
+    # 3 links of 5 ms each way
+    assert 30.0 <= _rtt_min(home, "simcore", "a", "b") < 36.0
+    # the simulated routers answer on the way (ICMP time exceeded from m1's engine)
+    hops = wl(home, "exec", "simcore", "a", "--", "traceroute", "-n", "-q", "1",
+              "b").stdout
+    assert re.findall(r"^\s*\d+\s+([\d.]+)", hops, re.M) == [
+        "10.1.0.2", "10.1.1.2", "10.1.2.2"], hops
+    wl(home, "exec", "simcore", "b", "--", "iperf3", "-s", "-1", "-D")
+    perf = wl(home, "exec", "simcore", "a", "--", "iperf3", "-c", "b", "-t", "3", "-J")
+    bps = json.loads(perf.stdout)["end"]["sum_received"]["bits_per_second"]
+    assert 3e6 < bps <= 10.1e6, bps         # r2-b's 10 Mbit/s, shaped on m1 (r2's side)
+    wl(home, "terminate", "simcore")
+    assert "simcore" not in wl(home, "list").stdout
+
+
 def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,
                                                                               tmp_path):
     """Last in this file: it kills one machine of the module's cluster."""

@@ -2,8 +2,8 @@
 the machines' host agents (``wanlab create FILE --cluster``).
 
 The controller plans the whole experiment once (addresses, static routes, hosts file),
-places its nodes with :func:`wanlab.plan.placement.assign` (a LAN stays whole, on the
-machine of most of its members), and gives each machine a part: its own nodes, with
+places its nodes with :func:`wanlab.plan.placement.assign` (a LAN, and each connected
+piece of simulated nodes, placed whole on one machine), and gives each machine a part: its own nodes, with
 their addresses fixed to the global plan's and their routes as manual routes; its links
 and LANs; and for every link cut between machines, a stub of the neighbour across the
 cut. A cut link's direction is shaped on the machine that sends it, with the measured
@@ -21,8 +21,11 @@ Events (the timeline and ``tevc``) go to the machines that own their objects
 the same everywhere. ``swapout``, ``swapin`` and ``modify`` (parameters only) act on every
 part through its machine's life cycle.
 
-Not yet across machines (refused or warned, by name): BGP, simulated nodes, traffic
-agents whose two ends are on different machines.
+Simulated nodes run in their machine's engine as on one machine (their routes are the
+whole plan's static ones); a link from one to a node on another machine is a cut link
+like any other.
+
+Not yet across machines (refused by name): BGP, traffic agents on simulated nodes.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from wanlab.model.ir import (
     Route,
     validate,
 )
-from wanlab.plan.placement import Machine, Placement, assign
+from wanlab.plan.placement import Machine, assign, pieces
 from wanlab.plan.plan import make_plan
 from wanlab.plan.types import Plan
 from wanlab.store import cluster as rec
@@ -88,23 +91,13 @@ def _refuse_unsupported(exp: Experiment) -> list[str]:
     if exp.rtproto == "bgp" or exp.bgp_sessions:
         raise WanlabError("--cluster: BGP across machines is not built yet; use static "
                           "routes or OSPF ($ns rtproto Session)")
-    sim = [n.name for n in exp.nodes if n.kind != "emulated"]
-    if sim:
-        raise WanlabError(f"--cluster: simulated nodes are not placed on clusters yet "
-                          f"({', '.join(sim[:5])})")
+    simulated = {n.name for n in exp.nodes if n.kind == "simulated"}
+    on_sim = [a.name for a in exp.agents if a.node in simulated]
+    if on_sim:
+        raise WanlabError(f"--cluster: traffic agents on simulated nodes are not run on "
+                          f"clusters yet ({', '.join(on_sim[:5])}); simulated nodes "
+                          f"forward and answer pings, real programs run on emulated ones")
     return []
-
-
-def _keep_lans_whole(exp: Experiment, p: Placement) -> None:
-    """Move every LAN's members to the machine of most of them (a LAN is one switch)."""
-    for lan in exp.lans:
-        count: dict[str, int] = {}
-        for m in lan.members:
-            count[p.machine_of[m.node]] = count.get(p.machine_of[m.node], 0) + 1
-        home = max(sorted(count), key=lambda k: count[k])
-        p.machine_of[f"lan:{lan.name}"] = home
-        for m in lan.members:
-            p.machine_of[m.node] = home
 
 
 def _ips(plan: Plan, network: str) -> dict[str, str]:
@@ -260,8 +253,8 @@ def create(store: Store, exp: Experiment, source_path: str | None,
                                            timeout=CALL_TIMEOUT_S), strict=True))
         machines = [Machine(m.name, m.cores, hellos[m.name]["memory_bytes"])
                     for m in info.machines]
-        placement = assign(exp, machines, fixed=fixed)
-        _keep_lans_whole(exp, placement)
+        # a LAN (one switch) and a piece of simulated nodes (one engine's) stay whole
+        placement = assign(exp, machines, fixed=fixed, together=pieces(exp))
         where = {n.name: placement.machine_of[n.name] for n in exp.nodes}
         where.update({k: v for k, v in placement.machine_of.items() if k.startswith("lan:")})
         addresses = {m.name: m.address for m in info.machines}
