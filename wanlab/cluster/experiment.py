@@ -3,15 +3,15 @@ the machines' host agents (``wanlab create FILE --cluster``).
 
 The controller plans the whole experiment once (addresses, static routes, hosts file),
 places its nodes with :func:`wanlab.plan.placement.assign` (a LAN, and each connected
-piece of simulated nodes, placed whole on one machine), and gives each machine a part: its own nodes, with
-their addresses fixed to the global plan's and their routes as manual routes; its links
-and LANs; and for every link cut between machines, a stub of the neighbour across the
-cut. A cut link's direction is shaped on the machine that sends it, with the measured
-one-way delay between the two machines subtracted from its delay (refused when the
-machines' own path is already longer than the configured delay), and carried to the
-other machine by VXLAN (:mod:`wanlab.cluster.part`). The controller's store keeps the
-experiment and, in the ``cluster`` table, where each part is (recorded before it is
-made), so ``terminate`` and ``cleanup`` reach exactly those.
+piece of simulated nodes, placed whole on one machine), and gives each machine a part:
+its own nodes, with their addresses fixed to the global plan's and their routes as
+manual routes; its links and LANs; and for every link cut between machines, a stub of
+the neighbour across the cut. A cut link's direction is shaped on the machine that sends
+it, with the measured one-way delay between the two machines subtracted from its delay
+(refused when the machines' own path is already longer than the configured delay), and
+carried to the other machine by VXLAN (:mod:`wanlab.cluster.part`). The controller's
+store keeps the experiment and, in the ``cluster`` table, where each part is (recorded
+before it is made), so ``terminate`` and ``cleanup`` reach exactly those.
 
 With dynamic routing each machine runs FRR in its own nodes (never in the stubs), with
 every node's loopback fixed to the whole plan's, so OSPF meets across the tunnels.
