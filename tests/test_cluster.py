@@ -316,9 +316,84 @@ def test_simulated_routers_on_one_machine_carry_traffic_between_two_others(clust
     assert "simcore" not in wl(home, "list").stdout
 
 
+def _parts_made(home, name):
+    """What each machine's own store recorded of its part of ``name``: its short id and
+    the pids of its engine and scheduler (machine -> (short, [pids]))."""
+    import sqlite3
+    out = {}
+    for db in sorted(home.glob("machines/m*/wanlab.db")):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT id, short FROM experiments WHERE name = ?",
+                              (name,)).fetchone()
+            if row is None:
+                continue
+            pids = [json.loads(d).get("pid") for (d,) in con.execute(
+                "SELECT detail FROM resources WHERE exp_id = ? AND kind IN "
+                "('engine', 'scheduler', 'process')", (row[0],))]
+        except sqlite3.OperationalError:    # a store being made: nothing in it yet
+            continue
+        finally:
+            con.close()
+        out[db.parent.name] = (row[1], [p for p in pids if p])
+    return out
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_kill_9_of_the_controller_mid_swap_in_leaves_only_what_terminate_removes(cluster,
+                                                                              tmp_path):
+    """``create --cluster`` killed with SIGKILL while every machine builds its part: the
+    machines finish or stop what they recorded; ``terminate`` then removes exactly that on
+    every machine (no namespace of a part, no process it started, no record left)."""
+    import time
+    home, _ = cluster
+    spec = tmp_path / "k9.yaml"
+    spec.write_text(CHAIN.format(name="k9"))
+    env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
+    ctl = subprocess.Popen([sys.executable, "-m", "wanlab.cli", "create", str(spec),
+                            "--cluster"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while len(_parts_made(home, "k9")) < 3 and ctl.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert ctl.poll() is None, ctl.stdout.read()        # killed in the middle
+    os.kill(ctl.pid, 9)
+    ctl.wait()
+    ctl.stdout.close()
+    # it stays recorded: listed, and its parts known to the controller's store
+    assert re.search(r"^k9\s", wl(home, "list").stdout, re.M)
+    made = _parts_made(home, "k9")
+    shorts = {s for s, _ in made.values()}
+    pids = [p for _, ps in made.values() for p in ps]
+    wl(home, "terminate", "k9")
+    assert "k9" not in wl(home, "list").stdout
+    assert _parts_made(home, "k9") == {}        # every machine's store forgot its part
+    # nothing of any part is left: no node namespace (by its part's short id, recorded or
+    # not), no process it had recorded
+    left = {n for n in netns_names() for s in shorts if n.startswith(f"wl-{s}-")}
+    assert not left, left
+    assert not [p for p in pids if _running(p)], pids
+    from wanlab.cluster import experiment
+    from wanlab.store.db import Store
+    store = Store(str(home))
+    try:
+        assert not experiment.parts_of(store, "k9")
+    finally:
+        store.close()
+
+
 def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,
                                                                               tmp_path):
-    """Last in this file: it kills one machine of the module's cluster."""
+    """Last in this file: it kills one machine of the module's cluster (and starts it
+    again)."""
     home, _ = cluster
     spec = tmp_path / "chain.yaml"
     spec.write_text(CHAIN.format(name="lose"))
@@ -350,8 +425,29 @@ def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(clus
     p = wl(home, "exec", "lose", other, "--", "ip", "-br", "addr")
     assert "eth0" in p.stdout
     # terminate removes what it can reach and keeps the lost machine's part recorded
+    made = _parts_made(home, "lose")
     p = wl(home, "terminate", "lose", check=False)
     assert p.returncode == 2 and victim in p.stderr, p.stderr
-    # the lost machine's own store still says what its part made: on the local cluster
-    # its disk is this host's, so its part is cleaned up from here, exactly
-    wl(home / "machines" / victim, "cleanup", "--all")
+    assert set(_parts_made(home, "lose")) == {victim}
+    assert "lose" in wl(home, "list").stdout
+    short = made[victim][0]
+    kept = {n for n in netns_names() if n.startswith(f"wl-{short}-")}
+    assert kept, "the lost machine's namespaces outlive its Ray worker"
+    # the machine comes back (its Ray worker started again, as after a reboot); its new
+    # agent finds the part in the machine's own store, and cleanup removes exactly that
+    from wanlab.cluster import local
+    store = Store(str(home))
+    try:
+        local.rejoin(store, victim)
+    finally:
+        store.close()
+    import time
+    deadline = time.monotonic() + 300
+    while not re.search(rf"^\s+{victim}\s+\S+\s+up\b",
+                        wl(home, "cluster", "status", check=False).stdout, re.M):
+        assert time.monotonic() < deadline, "the machine did not come back"
+        time.sleep(2)
+    wl(home, "cleanup", "lose")
+    assert "lose" not in wl(home, "list").stdout
+    assert _parts_made(home, "lose") == {}
+    assert not {n for n in netns_names() if n.startswith(f"wl-{short}-")}
