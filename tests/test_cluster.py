@@ -146,15 +146,64 @@ def test_ospf_meets_across_machines(cluster, tmp_path):
     wl(home, "terminate", "dyn")
 
 
-def test_what_the_cluster_cannot_do_yet_is_refused_by_name(cluster, tmp_path):
+BGP_CHAIN = """\
+name: {name}
+routing: bgp
+nodes: [n0, n1, n2, n3, n4, n5]
+links:
+  - {{name: l0, nodes: [n0, n1], bandwidth: 100Mb, delay: 5ms}}
+  - {{name: l1, nodes: [n1, n2], bandwidth: 100Mb, delay: 5ms}}
+  - {{name: l2, nodes: [n2, n3], bandwidth: 10Mb, delay: 5ms}}
+  - {{name: l3, nodes: [n3, n4], bandwidth: 100Mb, delay: 5ms}}
+  - {{name: l4, nodes: [n4, n5], bandwidth: 100Mb, delay: 5ms}}
+bgp:
+  as: {{n0: 65000, n1: 65001, n2: 65002, n3: 65003, n4: 65004, n5: 65005}}
+  sessions: [[n0, n1], [n1, n2], [n2, n3], [n3, n4], [n4, n5]]
+"""
+
+
+def test_bgp_sessions_meet_across_machines(cluster, tmp_path):
+    """An AS per node, eBGP along a chain over 3 machines: a session across a cut link is
+    one bgpd on each machine; routes to the far end's networks and loopbacks converge
+    (create waits for them) and carry pings end to end."""
     home, _ = cluster
     spec = tmp_path / "bgp.yaml"
-    spec.write_text("name: bgp\nrouting: bgp\nnodes: [a, b]\n"
-                    "links: [{name: l0, nodes: [a, b], delay: 5ms}]\n"
-                    "bgp: {as: {a: 65001, b: 65002}, sessions: [[a, b]]}\n")
+    spec.write_text(BGP_CHAIN.format(name="bgpx"))
+    wl(home, "create", str(spec), "--cluster")
+    where = json.loads(wl(home, "show", "bgpx", "--json").stdout)["machine_of"]
+    assert len(set(where.values())) >= 2, where
+    ends = [("n0", "n1"), ("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n5")]
+    a, b = next((x, y) for x, y in ends if where[x] != where[y])
+
+    def degree(x):
+        return 1 if x in ("n0", "n5") else 2
+    # the session across the cut is established on both of its machines
+    for x in (a, b):
+        out = wl(home, "exec", "bgpx", x, "--", "vtysh", "-c", "show bgp summary json")
+        states = [p["state"] for p in
+                  json.loads(out.stdout)["ipv4Unicast"]["peers"].values()]
+        assert states == ["Established"] * degree(x), (x, states)
+    # every route of a's beyond its own networks came from BGP: to the networks it is
+    # not on, and to the 5 other nodes' loopbacks, those on b's machine among them
+    routes = wl(home, "routes", "bgpx", a).stdout
+    learned = re.findall(r"^\s+(\S+) .*proto bgp", routes, re.M)
+    assert len(learned) == (5 - degree(a)) + 5, routes
+    ping = wl(home, "exec", "bgpx", "n0", "--", "ping", "-c", "3", "-i", "0.2", "n5")
+    assert " 0% packet loss" in ping.stdout, ping.stdout
+    wl(home, "terminate", "bgpx")
+
+
+def test_what_the_cluster_cannot_do_yet_is_refused_by_name(cluster, tmp_path):
+    home, _ = cluster
+    spec = tmp_path / "simagents.yaml"
+    spec.write_text("name: simagents\nnodes: [a, {name: r, kind: simulated}, b]\n"
+                    "links: [{name: l0, nodes: [a, r], delay: 5ms},"
+                    " {name: l1, nodes: [r, b], delay: 5ms}]\n"
+                    "agents:\n  - {name: udp0, kind: Agent/UDP, node: r, peer: null0}\n"
+                    "  - {name: null0, kind: Agent/Null, node: b, peer: udp0}\n")
     p = wl(home, "create", str(spec), "--cluster", check=False)
-    assert p.returncode == 2 and "BGP across machines" in p.stderr, p.stderr
-    assert "bgp" not in wl(home, "list").stdout
+    assert p.returncode == 2 and "agents on simulated nodes" in p.stderr, p.stderr
+    assert "simagents" not in wl(home, "list").stdout
 
 
 def test_create_on_a_cluster_needs_one(tmp_path):

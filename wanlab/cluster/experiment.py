@@ -14,7 +14,9 @@ store keeps the experiment and, in the ``cluster`` table, where each part is (re
 before it is made), so ``terminate`` and ``cleanup`` reach exactly those.
 
 With dynamic routing each machine runs FRR in its own nodes (never in the stubs), with
-every node's loopback fixed to the whole plan's, so OSPF meets across the tunnels.
+every node's loopback fixed to the whole plan's, so OSPF meets across the tunnels; a
+BGP session whose two ends are on two machines is one bgpd on each, talking over the
+cut link's tunnel as over any link.
 
 Events (the timeline and ``tevc``) go to the machines that own their objects
 (:mod:`wanlab.cluster.events`), and every part's clock starts at one moment, so t = 0 is
@@ -25,7 +27,7 @@ Simulated nodes run in their machine's engine as on one machine (their routes ar
 whole plan's static ones); a link from one to a node on another machine is a cut link
 like any other.
 
-Not yet across machines (refused by name): BGP, traffic agents on simulated nodes.
+Not yet across machines (refused by name): traffic agents on simulated nodes.
 """
 
 from __future__ import annotations
@@ -88,9 +90,6 @@ def _cluster(store: Store) -> ClusterInfo:
 
 
 def _refuse_unsupported(exp: Experiment) -> list[str]:
-    if exp.rtproto == "bgp" or exp.bgp_sessions:
-        raise WanlabError("--cluster: BGP across machines is not built yet; use static "
-                          "routes or OSPF ($ns rtproto Session)")
     simulated = {n.name for n in exp.nodes if n.kind == "simulated"}
     on_sim = [a.name for a in exp.agents if a.node in simulated]
     if on_sim:
@@ -183,10 +182,16 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
         nodes += [dataclasses.replace(stubs[k], loopback=plan.nodes[k].loopback if dynamic
                                       else None) for k in sorted(stubs)
                   if k not in {n.name for n in nodes}]
+        # BGP: the part's own nodes' sessions (a session is between neighbours, so its
+        # other end is here or a stub across a cut link: bgpd runs only in its own nodes,
+        # and meets the far end's over the tunnel) and the AS numbers of the nodes here
+        present = {n.name for n in nodes}
         part = dataclasses.replace(
             exp, nodes=tuple(nodes), links=tuple(links), lans=tuple(lans), programs=programs,
             agents=agents_, events=(), timelines=(), groups=(),
-            rtproto=exp.rtproto if dynamic else "manual", warnings=())
+            rtproto=exp.rtproto if dynamic else "manual", warnings=(),
+            asns=tuple((n, a) for n, a in exp.asns if n in present),
+            bgp_sessions=tuple(x for x in exp.bgp_sessions if x.a in mine or x.b in mine))
         parts[m] = (part, {"tunnels": tunnels, "hosts": plan.hosts, "machine": m})
     # each part plays its share of the timeline (a cut link's event on both machines)
     at = events.Where(where, one_way)
