@@ -289,7 +289,12 @@ def create(store: Store, exp: Experiment, source_path: str | None,
                 t["ifname"] = _ifname_of_stub(part, pplan, t["stub"], t["link"])
         row = store.add_experiment(exp, source_path)
         one_way_rec = {f"{a}|{b}": v for (a, b), v in one_way.items()}
+        # a part's token: a removal that overtakes its create (this controller killed
+        # between the two) leaves it on the machine, which then refuses that create
+        for _, spec in parts.values():
+            spec["token"] = secrets.token_hex(8)
         recs = {m: rec.record(store, "part", f"{exp.name}@{m}", experiment=exp.name,
+                              token=spec["token"],
                               machine=m, vnis={t["link"]: t["vni"] for t in spec["tunnels"]},
                               nodes=[n.name for n in part.nodes if n.kind != "remote"],
                               lans=[lan.name for lan in part.lans], one_way=one_way_rec)
@@ -331,7 +336,7 @@ def _remove_parts(store: Store, info: ClusterInfo, name: str, handles: dict[str,
         try:
             # a lost machine is found out quickly, not after the long call's deadline
             ray.get(handles[m].hello.remote(), timeout=HELLO_TIMEOUT_S)
-            _get(handles[m].run_part.remote(op, name))
+            _get(handles[m].run_part.remote(op, name, r.detail.get("token")))
             rec.removed(store, r.id)
         except WanlabError as e:        # the agent answered: say what it said
             lost.append(f"{m} ({e})")
