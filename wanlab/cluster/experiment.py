@@ -300,7 +300,7 @@ def create(store: Store, exp: Experiment, source_path: str | None,
                               lans=[lan.name for lan in part.lans], one_way=one_way_rec)
                 for m, (part, spec) in parts.items()}
         say(f"placing {exp.name} on {len(parts)} machines: " + ", ".join(
-            f"{m} {sum(1 for n in where.values() if n == m)} nodes" for m in sorted(parts))
+            f"{m} {sum(1 for n in exp.nodes if where[n.name] == m)} nodes" for m in sorted(parts))
             + f"; {len(cut)} links cut")
         for w in next(iter(parts.values()))[1]["warnings"] if parts else []:
             say(f"warning: {w}")
