@@ -149,11 +149,11 @@ def test_ospf_meets_across_machines(cluster, tmp_path):
 BGP_CHAIN = """\
 set ns [new Simulator]
 source tb_compat.tcl
-for {set i 0} {$i < 6} {incr i} { set n($i) [$ns node] }
-for {set i 0} {$i < 5} {incr i} {
-    $ns duplex-link $n($i) $n([expr {$i + 1}]) 100Mb 5ms DropTail
+foreach i {0 1 2 3 4 5} { set n$i [$ns node] }
+foreach {a b} {n0 n1 n1 n2 n2 n3 n3 n4 n4 n5} {
+    $ns duplex-link [set $a] [set $b] 100Mb 5ms DropTail
 }
-foreach {i m} {0 m0 1 m0 2 m1 3 m1 4 m2 5 m2} { tb-fix-node $n($i) $m }
+foreach {n m} {n0 m0 n1 m0 n2 m1 n3 m1 n4 m2 n5 m2} { tb-fix-node [set $n] $m }
 $ns rtproto BGP
 $ns run
 """
