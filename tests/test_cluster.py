@@ -146,15 +146,55 @@ def test_ospf_meets_across_machines(cluster, tmp_path):
     wl(home, "terminate", "dyn")
 
 
+BGP_CHAIN = """\
+set ns [new Simulator]
+source tb_compat.tcl
+foreach i {0 1 2 3 4 5} { set n$i [$ns node] }
+foreach {a b} {n0 n1 n1 n2 n2 n3 n3 n4 n4 n5} {
+    $ns duplex-link [set $a] [set $b] 100Mb 5ms DropTail
+}
+foreach {n m} {n0 m0 n1 m0 n2 m1 n3 m1 n4 m2 n5 m2} { tb-fix-node [set $n] $m }
+$ns rtproto BGP
+$ns run
+"""
+
+
+def test_bgp_sessions_meet_across_machines(cluster, tmp_path):
+    """``$ns rtproto BGP`` (an AS per node, eBGP with each neighbour) along a chain over 3
+    machines: a session across a cut link is one bgpd on each machine; routes to the far
+    networks and loopbacks converge (create waits for them) and carry pings end to end."""
+    home, _ = cluster
+    spec = tmp_path / "bgpx.tcl"
+    spec.write_text(BGP_CHAIN)
+    wl(home, "create", str(spec), "--cluster")
+    where = json.loads(wl(home, "show", "bgpx", "--json").stdout)["machine_of"]
+    assert where == {"n0": "m0", "n1": "m0", "n2": "m1", "n3": "m1", "n4": "m2",
+                     "n5": "m2"}, where
+    # n1-n2 and n3-n4 are cut: n2 has a session with a node of each of two machines
+    out = wl(home, "exec", "bgpx", "n2", "--", "vtysh", "-c", "show bgp summary json")
+    states = [p["state"] for p in json.loads(out.stdout)["ipv4Unicast"]["peers"].values()]
+    assert states == ["Established"] * 2, states
+    # every route of n2's beyond its own 2 networks came from BGP: the 3 others and the
+    # 5 other nodes' loopbacks, half of them on other machines
+    routes = wl(home, "routes", "bgpx", "n2").stdout
+    learned = re.findall(r"^\s+(\S+) .*proto bgp", routes, re.M)
+    assert len(learned) == 3 + 5, routes
+    ping = wl(home, "exec", "bgpx", "n0", "--", "ping", "-c", "3", "-i", "0.2", "n5")
+    assert " 0% packet loss" in ping.stdout, ping.stdout
+    wl(home, "terminate", "bgpx")
+
+
 def test_what_the_cluster_cannot_do_yet_is_refused_by_name(cluster, tmp_path):
     home, _ = cluster
-    spec = tmp_path / "bgp.yaml"
-    spec.write_text("name: bgp\nrouting: bgp\nnodes: [a, b]\n"
-                    "links: [{name: l0, nodes: [a, b], delay: 5ms}]\n"
-                    "bgp: {as: {a: 65001, b: 65002}, sessions: [[a, b]]}\n")
+    spec = tmp_path / "simagents.yaml"
+    spec.write_text("name: simagents\nnodes: [a, {name: r, kind: simulated}, b]\n"
+                    "links: [{name: l0, nodes: [a, r], delay: 5ms},"
+                    " {name: l1, nodes: [r, b], delay: 5ms}]\n"
+                    "agents:\n  - {name: udp0, kind: Agent/UDP, node: r, peer: null0}\n"
+                    "  - {name: null0, kind: Agent/Null, node: b, peer: udp0}\n")
     p = wl(home, "create", str(spec), "--cluster", check=False)
-    assert p.returncode == 2 and "BGP across machines" in p.stderr, p.stderr
-    assert "bgp" not in wl(home, "list").stdout
+    assert p.returncode == 2 and "agents on simulated nodes" in p.stderr, p.stderr
+    assert "simagents" not in wl(home, "list").stdout
 
 
 def test_create_on_a_cluster_needs_one(tmp_path):
@@ -433,9 +473,132 @@ def test_a_simulation_over_the_machines_gives_the_bytes_of_one_engine(cluster, t
     assert not any((home / "machines").glob("*/sims/sim-*"))
 
 
+SIMULATED_CORE = """\
+set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+$ns make-simulated {
+    set r1 [$ns node]
+    set r2 [$ns node]
+}
+$ns duplex-link $a $r1 100Mb 5ms DropTail
+$ns duplex-link $r1 $r2 100Mb 5ms DropTail
+$ns duplex-link $r2 $b 10Mb 5ms DropTail
+tb-fix-node $a m0
+tb-fix-node $r1 m1
+tb-fix-node $b m2
+$ns rtproto Static
+$ns run
+"""
+
+
+def test_simulated_routers_on_one_machine_carry_traffic_between_two_others(cluster,
+                                                                         tmp_path):
+    """Two simulated routers (one connected piece: r2 is not pinned, and goes with r1)
+    in m1's engine, between emulated hosts on m0 and m2: ping, traceroute and TCP cross
+    both cut links and the simulated core."""
+    home, _ = cluster
+    spec = tmp_path / "simcore.tcl"
+    spec.write_text(SIMULATED_CORE)
+    wl(home, "create", str(spec), "--cluster")
+    where = json.loads(wl(home, "show", "simcore", "--json").stdout)["machine_of"]
+    assert where == {"a": "m0", "r1": "m1", "r2": "m1", "b": "m2"}, where
+    text = wl(home, "show", "simcore").stdout
+    assert "machine m1: r1, r2" in text and "machine m0: a" in text, text
+    # 3 links of 5 ms each way
+    assert 30.0 <= _rtt_min(home, "simcore", "a", "b") < 36.0
+    # the simulated routers answer on the way (ICMP time exceeded from m1's engine)
+    hops = wl(home, "exec", "simcore", "a", "--", "traceroute", "-n", "-q", "1",
+              "b").stdout
+    assert re.findall(r"^\s*\d+\s+([\d.]+)", hops, re.M) == [
+        "10.1.0.2", "10.1.1.2", "10.1.2.2"], hops
+    wl(home, "exec", "simcore", "b", "--", "iperf3", "-s", "-1", "-D")
+    perf = wl(home, "exec", "simcore", "a", "--", "iperf3", "-c", "b", "-t", "3", "-J")
+    bps = json.loads(perf.stdout)["end"]["sum_received"]["bits_per_second"]
+    assert 3e6 < bps <= 10.1e6, bps         # r2-b's 10 Mbit/s, shaped on m1 (r2's side)
+    wl(home, "terminate", "simcore")
+    assert "simcore" not in wl(home, "list").stdout
+
+
+def _parts_made(home, name):
+    """What each machine's own store recorded of its part of ``name``: its short id and
+    the pids of its engine and scheduler (machine -> (short, [pids]))."""
+    import sqlite3
+    out = {}
+    for db in sorted(home.glob("machines/m*/wanlab.db")):
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            row = con.execute("SELECT id, short FROM experiments WHERE name = ?",
+                              (name,)).fetchone()
+            if row is None:
+                continue
+            pids = [json.loads(d).get("pid") for (d,) in con.execute(
+                "SELECT detail FROM resources WHERE exp_id = ? AND kind IN "
+                "('engine', 'scheduler', 'process')", (row[0],))]
+        except sqlite3.OperationalError:    # a store being made: nothing in it yet
+            continue
+        finally:
+            con.close()
+        out[db.parent.name] = (row[1], [p for p in pids if p])
+    return out
+
+
+def _running(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_kill_9_of_the_controller_mid_swap_in_leaves_only_what_terminate_removes(cluster,
+                                                                              tmp_path):
+    """``create --cluster`` killed with SIGKILL while every machine builds its part: the
+    machines finish or stop what they recorded; ``terminate`` then removes exactly that on
+    every machine (no namespace of a part, no process it started, no record left)."""
+    import time
+    home, _ = cluster
+    spec = tmp_path / "k9.yaml"
+    spec.write_text(CHAIN.format(name="k9"))
+    env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
+    ctl = subprocess.Popen([sys.executable, "-m", "wanlab.cli", "create", str(spec),
+                            "--cluster"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while len(_parts_made(home, "k9")) < 3 and ctl.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert ctl.poll() is None, ctl.stdout.read()        # killed in the middle
+    os.kill(ctl.pid, 9)
+    ctl.wait()
+    ctl.stdout.close()
+    # it stays recorded: listed, and its parts known to the controller's store
+    assert re.search(r"^k9\s", wl(home, "list").stdout, re.M)
+    made = _parts_made(home, "k9")
+    shorts = {s for s, _ in made.values()}
+    pids = [p for _, ps in made.values() for p in ps]
+    wl(home, "terminate", "k9")
+    assert "k9" not in wl(home, "list").stdout
+    assert _parts_made(home, "k9") == {}        # every machine's store forgot its part
+    # nothing of any part is left: no node namespace (by its part's short id, recorded or
+    # not), no process it had recorded
+    left = {n for n in netns_names() for s in shorts if n.startswith(f"wl-{s}-")}
+    assert not left, left
+    assert not [p for p in pids if _running(p)], pids
+    from wanlab.cluster import experiment
+    from wanlab.store.db import Store
+    store = Store(str(home))
+    try:
+        assert not experiment.parts_of(store, "k9")
+    finally:
+        store.close()
+
+
 def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,
                                                                               tmp_path):
-    """Last in this file: it kills one machine of the module's cluster."""
+    """Last in this file: it kills one machine of the module's cluster (and starts it
+    again)."""
     home, _ = cluster
     spec = tmp_path / "chain.yaml"
     spec.write_text(CHAIN.format(name="lose"))
@@ -467,8 +630,29 @@ def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(clus
     p = wl(home, "exec", "lose", other, "--", "ip", "-br", "addr")
     assert "eth0" in p.stdout
     # terminate removes what it can reach and keeps the lost machine's part recorded
+    made = _parts_made(home, "lose")
     p = wl(home, "terminate", "lose", check=False)
     assert p.returncode == 2 and victim in p.stderr, p.stderr
-    # the lost machine's own store still says what its part made: on the local cluster
-    # its disk is this host's, so its part is cleaned up from here, exactly
-    wl(home / "machines" / victim, "cleanup", "--all")
+    assert set(_parts_made(home, "lose")) == {victim}
+    assert "lose" in wl(home, "list").stdout
+    short = made[victim][0]
+    kept = {n for n in netns_names() if n.startswith(f"wl-{short}-")}
+    assert kept, "the lost machine's namespaces outlive its Ray worker"
+    # the machine comes back (its Ray worker started again, as after a reboot); its new
+    # agent finds the part in the machine's own store, and cleanup removes exactly that
+    from wanlab.cluster import local
+    store = Store(str(home))
+    try:
+        local.rejoin(store, victim)
+    finally:
+        store.close()
+    import time
+    deadline = time.monotonic() + 300
+    while not re.search(rf"^\s+{victim}\s+\S+\s+up\b",
+                        wl(home, "cluster", "status", check=False).stdout, re.M):
+        assert time.monotonic() < deadline, "the machine did not come back"
+        time.sleep(2)
+    wl(home, "cleanup", "lose")
+    assert "lose" not in wl(home, "list").stdout
+    assert _parts_made(home, "lose") == {}
+    assert not {n for n in netns_names() if n.startswith(f"wl-{short}-")}

@@ -6,7 +6,7 @@ from conftest import chain, params
 
 from wanlab.errors import SpecError
 from wanlab.model.ir import Experiment, Lan, LanMember, Link, Node, validate
-from wanlab.plan.placement import Machine, assign, round_robin
+from wanlab.plan.placement import Machine, assign, pieces, round_robin
 from wanlab.plan.wanassign import wanassign
 
 THREE = [Machine("m0", 4), Machine("m1", 4), Machine("m2", 4)]
@@ -66,6 +66,32 @@ def test_an_experiment_that_does_not_fit_is_refused_with_the_numbers():
         assign(chain(10), [Machine("a", 8, memory_bytes=16 << 20)])
     with pytest.raises(SpecError, match="not in the cluster"):
         assign(chain(4), THREE, fixed={"n1": "nowhere"})
+
+
+def test_lans_and_pieces_of_simulated_nodes_are_placed_whole():
+    """A 300-node chain whose middle 60 nodes are simulated (one connected piece) and a
+    LAN: each is one vertex for METIS, so each lands on one machine though the piece is
+    a fifth of the chain and the machines are three."""
+    base = chain_lan()
+    sim = {f"n{i}" for i in range(200, 260)}
+    exp = validate(Experiment("cl", nodes=tuple(Node(n.name, kind="simulated")
+                                                 if n.name in sim else n
+                                                 for n in base.nodes),
+                              links=base.links, lans=base.lans))
+    groups = pieces(exp)
+    assert sorted(map(len, groups)) == [31 + 1, 60]     # the LAN (members + switch), piece
+    p = assign(exp, THREE, together=groups)
+    assert len({p.machine_of[n] for n in sim}) == 1
+    assert all(len({p.machine_of[n] for n in g}) == 1 for g in groups)
+    assert set(p.machine_of.values()) == {"m0", "m1", "m2"}
+    # the piece's weight is its nodes' expected cost: its machine carries it
+    home = p.machine_of["n230"]
+    assert p.load[home] >= 60 * 0.0005
+    # a pin on one member moves the whole piece; pins on two machines are refused
+    p = assign(exp, THREE, fixed={"n210": "m2"}, together=groups)
+    assert {p.machine_of[n] for n in sim} == {"m2"}
+    with pytest.raises(SpecError, match="must share a machine"):
+        assign(exp, THREE, fixed={"n210": "m2", "n250": "m0"}, together=groups)
 
 
 def test_long_delay_links_are_cut_first_for_virtual_time():

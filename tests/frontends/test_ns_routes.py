@@ -57,3 +57,29 @@ def test_pings_follow_manual_routes_to_a_link_and_a_lan(lab, tcl):
     assert len(rtts) == 3 and 3.9 <= min(rtts) <= 30, rtts
     rtts = ping_rtts(lab, "routed", "a", "d-lan", count=3)
     assert len(rtts) == 3 and 5.9 <= min(rtts) <= 30, rtts
+
+
+def test_rtproto_bgp_makes_every_node_an_as_with_a_session_to_each_neighbour(tcl):
+    """ns has no words for AS numbers or sessions: ``$ns rtproto BGP`` gives every node a
+    private AS of its own and an eBGP session with each direct neighbour (a LAN's members
+    pairwise), which the IR's checks accept as a YAML spec's."""
+    e = tcl("""\
+        set a [$ns node]
+        set b [$ns node]
+        set c [$ns node]
+        set d [$ns node]
+        $ns duplex-link $a $b 100Mb 1ms DropTail
+        $ns duplex-link $b $c 100Mb 1ms DropTail
+        $ns duplex-link $c $b 100Mb 1ms DropTail
+        set lan [$ns make-lan "$b $c $d" 100Mb 2ms]
+        $ns rtproto BGP
+        $ns run
+    """)
+    assert e.rtproto == "bgp"
+    asn = dict(e.asns)
+    assert sorted(asn) == ["a", "b", "c", "d"] and len(set(asn.values())) == 4
+    assert all(4_200_000_000 <= x <= 4_294_967_294 for x in asn.values())
+    # one session per pair of neighbours, however many links and LANs they share
+    assert sorted(tuple(sorted((s.a, s.b))) for s in e.bgp_sessions) == [
+        ("a", "b"), ("b", "c"), ("b", "d"), ("c", "d")]
+    make_plan(e, "abcd")

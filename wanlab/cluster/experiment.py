@@ -2,27 +2,32 @@
 the machines' host agents (``wanlab create FILE --cluster``).
 
 The controller plans the whole experiment once (addresses, static routes, hosts file),
-places its nodes with :func:`wanlab.plan.placement.assign` (a LAN stays whole, on the
-machine of most of its members), and gives each machine a part: its own nodes, with
-their addresses fixed to the global plan's and their routes as manual routes; its links
-and LANs; and for every link cut between machines, a stub of the neighbour across the
-cut. A cut link's direction is shaped on the machine that sends it, with the measured
-one-way delay between the two machines subtracted from its delay (refused when the
-machines' own path is already longer than the configured delay), and carried to the
-other machine by VXLAN (:mod:`wanlab.cluster.part`). The controller's store keeps the
-experiment and, in the ``cluster`` table, where each part is (recorded before it is
-made), so ``terminate`` and ``cleanup`` reach exactly those.
+places its nodes with :func:`wanlab.plan.placement.assign` (a LAN, and each connected
+piece of simulated nodes, placed whole on one machine), and gives each machine a part:
+its own nodes, with their addresses fixed to the global plan's and their routes as
+manual routes; its links and LANs; and for every link cut between machines, a stub of
+the neighbour across the cut. A cut link's direction is shaped on the machine that sends
+it, with the measured one-way delay between the two machines subtracted from its delay
+(refused when the machines' own path is already longer than the configured delay), and
+carried to the other machine by VXLAN (:mod:`wanlab.cluster.part`). The controller's
+store keeps the experiment and, in the ``cluster`` table, where each part is (recorded
+before it is made), so ``terminate`` and ``cleanup`` reach exactly those.
 
 With dynamic routing each machine runs FRR in its own nodes (never in the stubs), with
-every node's loopback fixed to the whole plan's, so OSPF meets across the tunnels.
+every node's loopback fixed to the whole plan's, so OSPF meets across the tunnels; a
+BGP session whose two ends are on two machines is one bgpd on each, talking over the
+cut link's tunnel as over any link.
 
 Events (the timeline and ``tevc``) go to the machines that own their objects
 (:mod:`wanlab.cluster.events`), and every part's clock starts at one moment, so t = 0 is
 the same everywhere. ``swapout``, ``swapin`` and ``modify`` (parameters only) act on every
 part through its machine's life cycle.
 
-Not yet across machines (refused or warned, by name): BGP, simulated nodes, traffic
-agents whose two ends are on different machines.
+Simulated nodes run in their machine's engine as on one machine (their routes are the
+whole plan's static ones); a link from one to a node on another machine is a cut link
+like any other.
+
+Not yet across machines (refused by name): traffic agents on simulated nodes.
 """
 
 from __future__ import annotations
@@ -44,7 +49,7 @@ from wanlab.model.ir import (
     Route,
     validate,
 )
-from wanlab.plan.placement import Machine, Placement, assign
+from wanlab.plan.placement import Machine, assign, pieces
 from wanlab.plan.plan import make_plan
 from wanlab.plan.types import Plan
 from wanlab.store import cluster as rec
@@ -86,26 +91,13 @@ def _cluster(store: Store) -> ClusterInfo:
 
 
 def _refuse_unsupported(exp: Experiment) -> list[str]:
-    if exp.rtproto == "bgp" or exp.bgp_sessions:
-        raise WanlabError("--cluster: BGP across machines is not built yet; use static "
-                          "routes or OSPF ($ns rtproto Session)")
-    sim = [n.name for n in exp.nodes if n.kind != "emulated"]
-    if sim:
-        raise WanlabError(f"--cluster: simulated nodes are not placed on clusters yet "
-                          f"({', '.join(sim[:5])})")
+    simulated = {n.name for n in exp.nodes if n.kind == "simulated"}
+    on_sim = [a.name for a in exp.agents if a.node in simulated]
+    if on_sim:
+        raise WanlabError(f"--cluster: traffic agents on simulated nodes are not run on "
+                          f"clusters yet ({', '.join(on_sim[:5])}); simulated nodes "
+                          f"forward and answer pings, real programs run on emulated ones")
     return []
-
-
-def _keep_lans_whole(exp: Experiment, p: Placement) -> None:
-    """Move every LAN's members to the machine of most of them (a LAN is one switch)."""
-    for lan in exp.lans:
-        count: dict[str, int] = {}
-        for m in lan.members:
-            count[p.machine_of[m.node]] = count.get(p.machine_of[m.node], 0) + 1
-        home = max(sorted(count), key=lambda k: count[k])
-        p.machine_of[f"lan:{lan.name}"] = home
-        for m in lan.members:
-            p.machine_of[m.node] = home
 
 
 def _ips(plan: Plan, network: str) -> dict[str, str]:
@@ -191,10 +183,16 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
         nodes += [dataclasses.replace(stubs[k], loopback=plan.nodes[k].loopback if dynamic
                                       else None) for k in sorted(stubs)
                   if k not in {n.name for n in nodes}]
+        # BGP: the part's own nodes' sessions (a session is between neighbours, so its
+        # other end is here or a stub across a cut link: bgpd runs only in its own nodes,
+        # and meets the far end's over the tunnel) and the AS numbers of the nodes here
+        present = {n.name for n in nodes}
         part = dataclasses.replace(
             exp, nodes=tuple(nodes), links=tuple(links), lans=tuple(lans), programs=programs,
             agents=agents_, events=(), timelines=(), groups=(),
-            rtproto=exp.rtproto if dynamic else "manual", warnings=())
+            rtproto=exp.rtproto if dynamic else "manual", warnings=(),
+            asns=tuple((n, a) for n, a in exp.asns if n in present),
+            bgp_sessions=tuple(x for x in exp.bgp_sessions if x.a in mine or x.b in mine))
         parts[m] = (part, {"tunnels": tunnels, "hosts": plan.hosts, "machine": m})
     # each part plays its share of the timeline (a cut link's event on both machines)
     at = events.Where(where, one_way)
@@ -261,8 +259,8 @@ def create(store: Store, exp: Experiment, source_path: str | None,
                                            timeout=CALL_TIMEOUT_S), strict=True))
         machines = [Machine(m.name, m.cores, hellos[m.name]["memory_bytes"])
                     for m in info.machines]
-        placement = assign(exp, machines, fixed=fixed)
-        _keep_lans_whole(exp, placement)
+        # a LAN (one switch) and a piece of simulated nodes (one engine's) stay whole
+        placement = assign(exp, machines, fixed=fixed, together=pieces(exp))
         where = {n.name: placement.machine_of[n.name] for n in exp.nodes}
         where.update({k: v for k, v in placement.machine_of.items() if k.startswith("lan:")})
         addresses = {m.name: m.address for m in info.machines}
@@ -292,13 +290,18 @@ def create(store: Store, exp: Experiment, source_path: str | None,
                 t["ifname"] = _ifname_of_stub(part, pplan, t["stub"], t["link"])
         row = store.add_experiment(exp, source_path)
         one_way_rec = {f"{a}|{b}": v for (a, b), v in one_way.items()}
+        # a part's token: a removal that overtakes its create (this controller killed
+        # between the two) leaves it on the machine, which then refuses that create
+        for _, spec in parts.values():
+            spec["token"] = secrets.token_hex(8)
         recs = {m: rec.record(store, "part", f"{exp.name}@{m}", experiment=exp.name,
+                              token=spec["token"],
                               machine=m, vnis={t["link"]: t["vni"] for t in spec["tunnels"]},
                               nodes=[n.name for n in part.nodes if n.kind != "remote"],
                               lans=[lan.name for lan in part.lans], one_way=one_way_rec)
                 for m, (part, spec) in parts.items()}
         say(f"placing {exp.name} on {len(parts)} machines: " + ", ".join(
-            f"{m} {sum(1 for n in where.values() if n == m)} nodes" for m in sorted(parts))
+            f"{m} {sum(1 for n in exp.nodes if where[n.name] == m)} nodes" for m in sorted(parts))
             + f"; {len(cut)} links cut")
         for w in next(iter(parts.values()))[1]["warnings"] if parts else []:
             say(f"warning: {w}")
@@ -334,7 +337,7 @@ def _remove_parts(store: Store, info: ClusterInfo, name: str, handles: dict[str,
         try:
             # a lost machine is found out quickly, not after the long call's deadline
             ray.get(handles[m].hello.remote(), timeout=HELLO_TIMEOUT_S)
-            _get(handles[m].run_part.remote(op, name))
+            _get(handles[m].run_part.remote(op, name, r.detail.get("token")))
             rec.removed(store, r.id)
         except WanlabError as e:        # the agent answered: say what it said
             lost.append(f"{m} ({e})")

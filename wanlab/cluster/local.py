@@ -195,6 +195,26 @@ def up_local(store: Store, n: int, say: Callable[[str], None] = print,
         raise
 
 
+def rejoin(store: Store, machine: str) -> None:
+    """Start a lost machine of the local test cluster again: its Ray worker, from the argv
+    recorded at ``up`` (what a machine that comes back after a crash does). Its namespace
+    and its folder, with its own store, were kept, so its agent (started again on first
+    use) finds the parts that machine recorded, and ``terminate``/``cleanup`` of an
+    experiment that kept them remove them. Refused while the machine's worker runs."""
+    info = current(store)
+    if info is None or not info.local:
+        raise WanlabError("rejoin: no local test cluster is up")
+    r = next((r for r in rec.live(store, "process") if r.name == f"ray-{machine}"), None)
+    if r is None:
+        raise WanlabError(f"rejoin: the cluster has no machine {machine!r}")
+    pid, started = r.detail.get("pid"), r.detail.get("started")
+    if pid and procs.alive(pid, started):
+        raise WanlabError(f"rejoin: machine {machine}'s Ray worker runs (pid {pid})")
+    # the worker's own temporary files are in a session folder of its own: a new one
+    rec.removed(store, r.id)
+    _spawn(store, r.name, r.detail["argv"], r.detail["log"])
+
+
 def _wait_port(host: str, port: int) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:

@@ -15,6 +15,11 @@ cycle, with two extra swap-in stages:
 The controller writes what these stages need (tunnels and hosts) to
 ``<home>/cluster-parts/<name>.json`` through :func:`operate` before the part is created.
 
+A part's create and its removal hold the part's lock on the machine, each whole, and a
+removal leaves the part's token (from the controller's record): a create that arrives
+after the removal of the same part (its controller killed between sending the two) finds
+its token and builds nothing.
+
 A part's swap-in ends without starting its clock: the controller starts every part's
 clock at one moment once all of them are built (``go``), so t = 0 is the same on every
 machine and each part plays its share of the timeline on it. Events from ``tevc`` arrive
@@ -23,11 +28,14 @@ typed (``event``), already translated for this machine by :mod:`wanlab.cluster.e
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from wanlab.backends.emulate import resources, stages
@@ -118,23 +126,26 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
     try:
         if op == "create":
             ir, spec = args
-            make_private_dir(lab.store.inside("cluster-parts"))
-            with open(spec_path(lab.store, name), "w") as f:
-                json.dump(spec, f)
-            row = lab.create(Experiment.from_json(ir))
+            with _one_at_a_time(lab.store, name) as gone:
+                if spec.get("token") and gone[0] == spec["token"]:
+                    raise WanlabError(f"part {name}: removed before it was built (its "
+                                      f"controller stopped in between); not building it")
+                with open(spec_path(lab.store, name), "w") as f:
+                    json.dump(spec, f)
+                row = lab.create(Experiment.from_json(ir))
             return {"short": row.short, "state": lab.get(name).state}
-        if op == "terminate":
-            if lab.store.find(name) is not None:
-                lab.terminate(name)
-            try:
-                os.unlink(spec_path(lab.store, name))
-            except FileNotFoundError:
-                pass
+        if op in ("terminate", "cleanup"):
+            with _one_at_a_time(lab.store, name) as gone:
+                if lab.store.find(name) is not None:
+                    if op == "cleanup":
+                        lab.cleanup(name)
+                    lab.terminate(name)
+                try:
+                    os.unlink(spec_path(lab.store, name))
+                except FileNotFoundError:
+                    pass
+                gone[0] = args[0] if args and args[0] else ""
             return None
-        if op == "cleanup":
-            if lab.store.find(name) is not None:
-                lab.cleanup(name)
-            return operate(home, "terminate", name)
         if op == "exec":
             (argv,) = args
             p = lab.exec(name, args_node(argv), argv[1:], capture_output=True, text=True,
@@ -194,6 +205,29 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
         raise WanlabError(f"no part operation {op!r}")
     finally:
         lab.close()
+
+
+@contextlib.contextmanager
+def _one_at_a_time(store: Store, name: str) -> Iterator[list[str]]:
+    """Hold part ``name``'s lock on this machine (its create, or its removal, whole);
+    yields ``[token]``: the token of the part last removed under this name ('' if none),
+    written back on the way out. The part's own lock (the life cycle's) exists only once
+    its experiment is stored; this one also orders a removal before a create that
+    arrives late (the two sent by a controller killed between them): the create finds
+    its own token and refuses. The file stays (a few bytes per name ever used here)."""
+    make_private_dir(store.inside("cluster-parts"))
+    path = store.inside("cluster-parts", check_experiment_name(name) + ".lock")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        before = os.read(fd, 64).decode(errors="replace").strip()
+        gone = [before]
+        yield gone
+        if gone[0] != before:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, gone[0].encode(), 0)
+    finally:
+        os.close(fd)           # also releases the lock
 
 
 def _ready(b: stages.Build) -> None:

@@ -300,8 +300,11 @@ class _Records:
                 ir.check_parameter_name(n)
             except SpecError as e:
                 raise self.err(e.message, f, line) from None
+        asns, sessions = _bgp_everywhere(nodes, links, lans, edge) if rtproto == "bgp" \
+            else ((), ())
         exp = ir.Experiment(
             name=name or sanitize_name(Path(self.display).stem),
+            asns=asns, bgp_sessions=sessions,
             parameters=params, swap=self.swap(rec.get("swap") or {}),
             engine_threads=self.engine_threads(rec.get("engine") or {}),
             nodes=tuple(nodes), links=tuple(links), lans=tuple(lans),
@@ -697,6 +700,32 @@ class _Records:
             key = f"{self.name_of(o['h'])}@{t:g}"
             out = [replace(ev, sequence=key, step=i) for i, ev in enumerate(out)]
         return out
+
+
+BGP_FIRST_AS = 4_200_000_000      # the private 4-byte AS numbers (RFC 6996)
+
+
+def _bgp_everywhere(nodes, links, lans, edge) -> tuple[tuple[tuple[str, int], ...],
+                                                       tuple[ir.BgpSession, ...]]:
+    """``$ns rtproto BGP``: ns has no words for AS numbers or sessions, so every node is
+    its own AS (a private number, in declaration order) with an eBGP session to each
+    direct neighbour (on a link or a LAN; not on the edge LAN, which carries no
+    experiment traffic)."""
+    asns = tuple((n.name, BGP_FIRST_AS + i) for i, n in enumerate(nodes))
+    pairs: list[tuple[str, str]] = [(l.a, l.b) for l in links]
+    edge_lan = edge.lan if edge else None
+    for lan in lans:
+        if lan.name == edge_lan:
+            continue
+        ms = [m.node for m in lan.members]
+        pairs += [(x, y) for i, x in enumerate(ms) for y in ms[i + 1:]]
+    seen: set[frozenset[str]] = set()
+    sessions = []
+    for a, b in pairs:
+        if a != b and frozenset((a, b)) not in seen:
+            seen.add(frozenset((a, b)))
+            sessions.append(ir.BgpSession(a, b))
+    return asns, tuple(sessions)
 
 
 def _split_words(cmd: str) -> list[str] | None:

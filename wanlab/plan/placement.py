@@ -126,16 +126,28 @@ def experiment_graph(exp: Experiment, lookahead: bool = False) -> _Graph:
 
 
 def assign(exp: Experiment, machines: list[Machine], fixed: dict[str, str] | None = None,
-           lookahead: bool = False) -> Placement:
+           lookahead: bool = False, together: list[list[str]] | None = None) -> Placement:
     """Map every node of ``exp`` onto ``machines``, minimising the cut bandwidth under the
-    machines' capacities; ``fixed`` pins nodes (``tb-fix-node``). Raises SpecError when the
-    experiment cannot fit or a pin names an unknown node or machine."""
+    machines' capacities; ``fixed`` pins nodes (``tb-fix-node``); each group of
+    ``together`` (nodes and ``lan:NAME`` switches) lands whole on one machine. Raises
+    SpecError when the experiment cannot fit or a pin names an unknown node or machine."""
     t0 = time.perf_counter()
     if not machines:
         raise SpecError("placement: the cluster has no machines")
     g = experiment_graph(exp, lookahead)
     fixed = {**{n.name: n.fixed for n in exp.nodes if n.fixed}, **(fixed or {})}
     _check_request(exp, g, machines, fixed)
+    if together:
+        g, members, fixed = _contract(g, together, fixed)
+        placed = _assign_graph(g, machines, fixed, t0)
+        placed.machine_of = {n: placed.machine_of[v] for v, ns in members.items()
+                             for n in ns}
+        return placed
+    return _assign_graph(g, machines, fixed, t0)
+
+
+def _assign_graph(g: _Graph, machines: list[Machine], fixed: dict[str, str],
+                  t0: float) -> Placement:
     names_m = [m.name for m in machines]
     if len(machines) == 1 or len(g.names) <= 1:
         part = [0] * len(g.names)
@@ -157,7 +169,84 @@ def round_robin(exp: Experiment, machines: list[Machine]) -> Placement:
                    time.perf_counter() - t0)
 
 
+def pieces(exp: Experiment) -> list[list[str]]:
+    """What an emulation keeps on one machine (:func:`assign`'s ``together``): each LAN
+    with its members (``lan:NAME``: one switch, in one engine), and each connected piece
+    of simulated nodes (they are routers and hosts inside one engine, which a cut between
+    machines cannot split). Groups that share a node are one."""
+    parent: dict[str, str] = {}
+
+    def find(a: str) -> str:
+        parent.setdefault(a, a)
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    def union(a: str, b: str) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[rb] = ra
+    simulated = {n.name for n in exp.nodes if n.kind == "simulated"}
+    for link in exp.links:
+        if link.a in simulated and link.b in simulated:
+            union(link.a, link.b)
+    for lan in exp.lans:
+        for m in lan.members:
+            union(f"lan:{lan.name}", m.node)
+    order = [n.name for n in exp.nodes] + [f"lan:{lan.name}" for lan in exp.lans]
+    groups: dict[str, list[str]] = {}
+    for n in order:
+        if n in parent:
+            groups.setdefault(find(n), []).append(n)
+    return [g for g in groups.values() if len(g) > 1]
+
+
 # -- steps ---------------------------------------------------------------------------------
+def _contract(g: _Graph, together: list[list[str]], fixed: dict[str, str]) -> tuple[
+        _Graph, dict[str, list[str]], dict[str, str]]:
+    """``g`` with each group of ``together`` one vertex (named by its first member; its
+    weight and memory the group's sum, its edges the sums of its members' edges leaving
+    it); returns the graph, vertex -> the names it stands for, and the pins moved onto
+    the vertices (two members pinned to different machines are refused by name)."""
+    rep = {n: n for n in g.names}
+    for group in together:
+        for n in group:
+            rep[n] = group[0]
+    names = [n for n in g.names if rep[n] == n]
+    index = {n: i for i, n in enumerate(names)}
+    weight, memory = [0.0] * len(names), [0] * len(names)
+    kinds: list[str] = [""] * len(names)
+    members: dict[str, list[str]] = {n: [] for n in names}
+    for i, n in enumerate(g.names):
+        k = index[rep[n]]
+        weight[k] += g.weight[i]
+        memory[k] += g.memory[i]
+        members[rep[n]].append(n)
+        # a group's hardware type is its nodes' (a switch goes wherever its nodes go)
+        if kinds[k] in ("", "switch"):
+            kinds[k] = g.kinds[i]
+        elif g.kinds[i] not in ("switch", kinds[k]):
+            raise SpecError(f"placement: {members[rep[n]][0]!r} and {n!r} must share a "
+                            f"machine but want hardware types {kinds[k]!r} and "
+                            f"{g.kinds[i]!r}")
+    edges: dict[tuple[int, int], float] = {}
+    bps: dict[tuple[int, int], float] = {}
+    for (i, j), w in g.edges.items():
+        a, b = sorted((index[rep[g.names[i]]], index[rep[g.names[j]]]))
+        if a != b:
+            edges[(a, b)] = edges.get((a, b), 0.0) + w
+            bps[(a, b)] = bps.get((a, b), 0.0) + g.bps[(i, j)]
+    pins: dict[str, str] = {}
+    for n, m in fixed.items():
+        v = rep[n]
+        if pins.get(v, m) != m:
+            raise SpecError(f"placement: {n!r} is fixed to machine {m!r} but must share a "
+                            f"machine with nodes fixed to {pins[v]!r} ({', '.join(members[v])})")
+        pins[v] = m
+    return _Graph(names, weight, memory, kinds, edges, bps), members, pins
+
+
 def _check_request(exp: Experiment, g: _Graph, machines: list[Machine],
                    fixed: dict[str, str]) -> None:
     known_m = {m.name: m for m in machines}

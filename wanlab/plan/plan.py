@@ -60,7 +60,9 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         warnings.append(f"routing {exp.rtproto!r} is simulated with static shortest-path "
                         f"routes (no routing daemons run in simulation)")
         exp = replace(exp, rtproto="static")
-    if any(np_.simulated for np_ in nodes.values()) and exp.rtproto != "static":
+    # (manual: a cluster's part, whose routes are the whole plan's static ones)
+    if any(np_.simulated for np_ in nodes.values()) and exp.rtproto not in ("static",
+                                                                             "manual"):
         raise SpecError(f"simulated nodes (make-simulated) are routers inside the engine with "
                         f"static routes; routing {exp.rtproto!r} needs every node emulated")
 

@@ -596,7 +596,8 @@ proc ::wl::set_rtproto {p what} {
         manual { set r manual }
         session { set r session }
         ospf { set r ospf }
-        default { ::wl::fail "$what '$p' unknown; supported are Static, Session, ospf, Manual" }
+        bgp { set r bgp }
+        default { ::wl::fail "$what '$p' unknown; supported are Static, Session, ospf, BGP, Manual" }
     }
     set ::wl::rtproto [::wl::lv $r]
 }
