@@ -10,13 +10,18 @@ each between its own pair of namespaces. Per repeat, for each engine binary comp
   is the reference delay error;
 * busy: a 1518-byte UDP stream a->b at 1.03 x 10 Mbit/s on every link (the "10 links x 10
   Mbit/s" load of the fidelity suite) plus the same probes b->a (an otherwise idle direction,
-  so the probe sees no queue); engine CPU over the window and the probes' delay error.
+  so the probe sees no queue); engine CPU over the window and the probes' delay error. So
+  that moving work out of the engine (``--rps``) is not mistaken for removing it, the same
+  window also records the host's softirq time (/proc/stat: the receive processing steered
+  to other cores runs there) and the CPU of the lab's senders and sinks, and the engine's
+  wake-ups per second (``stats`` "realtime": sleeps, and how many ended by timer / by I/O).
 
 Results are medians over the repeats. Writes bench/results/engine-cpu-YYYYMMDD-HHMM.{md,json}
 and engine-cpu-latest.{md,json}. Run as root; see bench/README.md.
 
     python3 bench/engine_cpu.py                       # this worktree's engine, 3 repeats
     python3 bench/engine_cpu.py --engine old=/path/to/wanlab-engine --engine new=target/...
+    python3 bench/engine_cpu.py --engine new=target/... --engine new-rps=target/...,--rps
 """
 
 import argparse
@@ -60,11 +65,50 @@ def log(*a):
 
 def cpu_pct(eng, window):
     """Engine CPU over ``window`` seconds, % of one core."""
+    return cpu_window(eng, window)["cpu"]
+
+
+def lab_ticks(eng):
+    """utime + stime of this script's children other than the engine (the senders and
+    sinks: ``ip netns exec`` execs them) and the host's softirq ticks."""
+    me, tot = os.getpid(), 0
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == eng.pid:
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                st = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(st[1]) == me:
+            tot += int(st[11]) + int(st[12])
+    with open("/proc/stat") as f:
+        softirq = int(f.readline().split()[7])
+    return tot, softirq
+
+
+def cpu_window(eng, window):
+    """Over ``window`` seconds, % of one core: the engine's CPU (and its system part), the
+    host's softirq time, the lab's senders and sinks; the engine's wake-ups per second."""
     hz = os.sysconf("SC_CLK_TCK")
-    c0, w0 = eng.cpu_ticks(), time.monotonic()
+
+    def engine():
+        with open(f"/proc/{eng.pid}/stat") as f:
+            st = f.read().rsplit(")", 1)[1].split()
+        return int(st[11]), int(st[12])
+
+    def rt():
+        return eng.request({"cmd": "stats"}).get("realtime", {})
+    e0, l0, r0, w0 = engine(), lab_ticks(eng), rt(), time.monotonic()
     time.sleep(window)
-    c1, w1 = eng.cpu_ticks(), time.monotonic()
-    return (c1 - c0) / hz / (w1 - w0) * 100
+    e1, l1, r1, w1 = engine(), lab_ticks(eng), rt(), time.monotonic()
+    pct = 100 / hz / (w1 - w0)
+    out = {"cpu": (sum(e1) - sum(e0)) * pct, "sys": (e1[1] - e0[1]) * pct,
+           "softirq": (l1[1] - l0[1]) * pct, "lab": (l1[0] - l0[0]) * pct}
+    for k in ("sleeps", "woken_by_timer", "woken_by_io"):
+        if k in r1:  # an older engine has no wake-up counters
+            out[k] = (r1[k] - r0.get(k, 0)) / (w1 - w0)
+    return out
 
 
 class Pair:
@@ -77,9 +121,9 @@ class Pair:
         return Pair(self.ns_b, self.ns_a, self.ip_b, self.ip_a, self.link)
 
 
-def build(lab, binary, label):
+def build(lab, binary, label, args=()):
     """An engine with LINKS links and a namespace pair on each."""
-    eng = Engine(lab, binary=binary)
+    eng = Engine(lab, extra_args=args, binary=binary)
     tag = lab.tag[-4:] + label[:2]
     p = link_params(bandwidth_bps=RATE_BPS, delay_us=DELAY_US, queue=100)
     ports, links = [], []
@@ -126,8 +170,8 @@ def probe_error(reports):
             len(reports) - len(p50))
 
 
-def one_repeat(lab, binary, label, dur):
-    eng, pairs = build(lab, binary, label)
+def one_repeat(lab, binary, label, dur, args=()):
+    eng, pairs = build(lab, binary, label, args)
     try:
         time.sleep(1.0)
         row = {"idle_cpu_pct": cpu_pct(eng, dur)}
@@ -138,11 +182,17 @@ def one_repeat(lab, binary, label, dur):
 
         def during():
             time.sleep(1.0)
-            sample["cpu"] = cpu_pct(eng, dur - 1.5)
+            sample.update(cpu_window(eng, dur - 1.5))
         streams = [lambda p=p: M.stream(lab, p, 1518, dur, bitrate=RATE_BPS * 1.03,
                                         extra_wait=0.05) for p in pairs]
         res = run_all(streams + probes + [during])
         row["busy_cpu_pct"] = sample.get("cpu")
+        row["busy_sys_pct"] = sample.get("sys")
+        row["busy_softirq_pct"] = sample.get("softirq")
+        row["busy_lab_pct"] = sample.get("lab")
+        for k in ("sleeps", "woken_by_timer", "woken_by_io"):
+            if k in sample:
+                row[f"busy_{k}_per_s"] = sample[k]
         row["busy_err_p50_us"], row["busy_err_p99_us"], bfail = probe_error(
             res[LINKS:2 * LINKS])
         bw = [(r[1]["bps_frame"] - RATE_BPS) / RATE_BPS * 100 for r in res[:LINKS]
@@ -174,6 +224,8 @@ def markdown(res):
            f"(configured delay + serialization), median over links; p99 column = worst link.",
            "", f"Goals: busy CPU <= {GOAL_CPU_PCT:.0f} % of a core; idle <= {GOAL_IDLE_PCT:.0f} %; "
            "busy delay error about the quiet one (fidelity.py --quick holds the delay goals).", "",
+           "Engine arguments: " + "; ".join(f"{k}: {' '.join(v) or '(defaults)'}"
+                                            for k, v in m.get("args", {}).items()), "",
            "| engine | idle CPU % | busy CPU % | quiet error p50 / p99 (µs) | "
            "busy error p50 / p99 (µs) | bandwidth max abs error % | failures | goal |",
            "|---|---|---|---|---|---|---|---|"]
@@ -187,6 +239,18 @@ def markdown(res):
                    f"{fmt(md.get('busy_err_p50_us'))} / {fmt(md.get('busy_err_p99_us'))} | "
                    f"{fmt(md.get('bw_max_abs_err_pct'), 3)} | {fmt(md.get('failures'), 0)} | "
                    f"{'PASS' if ok else 'MISS'} |")
+    out += ["", "Where the busy window's CPU went (% of one core; softirq and the senders/sinks "
+            "are host-wide and lab-wide, other work on the host adds to softirq), and the "
+            "engine's wake-ups:", "",
+            "| engine | engine CPU % (system part) | host softirq % | lab senders+sinks % | "
+            "sleeps/s | ended by timer/s | ended by I/O/s |", "|---|---|---|---|---|---|---|"]
+    for label, v in res["variants"].items():
+        md = v["median"]
+        out.append(f"| {label} | {fmt(md.get('busy_cpu_pct'))} ({fmt(md.get('busy_sys_pct'))}) | "
+                   f"{fmt(md.get('busy_softirq_pct'))} | {fmt(md.get('busy_lab_pct'))} | "
+                   f"{fmt(md.get('busy_sleeps_per_s'), 0)} | "
+                   f"{fmt(md.get('busy_woken_by_timer_per_s'), 0)} | "
+                   f"{fmt(md.get('busy_woken_by_io_per_s'), 0)} |")
     out += ["", "Per repeat (busy CPU %): " + "; ".join(
         f"{k}: " + ", ".join(fmt(r.get("busy_cpu_pct")) for r in v["repeats"])
         for k, v in res["variants"].items()), ""]
@@ -198,8 +262,10 @@ def markdown(res):
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--engine", action="append", default=[], metavar="LABEL=PATH",
-                    help="engine binary to measure (repeatable; default: this worktree's)")
+    ap.add_argument("--engine", action="append", default=[], metavar="LABEL=PATH[,ARG...]",
+                    help="engine binary to measure, with extra engine arguments after commas "
+                         "(e.g. rps=target/release/wanlab-engine,--rps; repeatable; default: "
+                         "this worktree's)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--window", type=float, default=5.0, help="seconds per measured window")
     ap.add_argument("--out", default=RESULTS)
@@ -208,19 +274,21 @@ def main():
     if os.geteuid() != 0:
         log("engine_cpu.py must run as root (network namespaces)")
         return 1
-    variants = {}
+    variants, extra = {}, {}
     for spec in args.engine or [f"engine={ENGINE}"]:
-        label, _, path = spec.partition("=")
+        label, _, rest = spec.partition("=")
+        path, *eargs = rest.split(",")
         if not path or not os.path.exists(path):
-            log(f"--engine {spec}: expected LABEL=PATH to an existing binary")
+            log(f"--engine {spec}: expected LABEL=PATH[,ARG...] with PATH an existing binary")
             return 1
         variants[label] = os.path.abspath(path)
+        extra[label] = eargs
     git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
                          stdout=subprocess.PIPE, text=True).stdout.strip()
     res = {"meta": {"time": datetime.datetime.now().isoformat(timespec="seconds"),
                     "cpus": os.cpu_count(), "git": git, "repeats": args.repeats,
                     "window_s": args.window, "load_start": os.getloadavg()[0],
-                    "binaries": variants},
+                    "binaries": variants, "args": extra},
            "variants": {k: {"repeats": []} for k in variants}, "errors": []}
     lab = Lab()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -229,7 +297,7 @@ def main():
             for label, path in variants.items():  # interleaved: load drifts hit all alike
                 log(f"== {label} repeat {rep + 1}/{args.repeats}")
                 try:
-                    row = one_repeat(lab, path, label, args.window)
+                    row = one_repeat(lab, path, label, args.window, extra[label])
                     log("  " + ", ".join(f"{k} {fmt(v, 2)}" for k, v in row.items()
                                          if isinstance(v, (int, float))))
                     res["variants"][label]["repeats"].append(row)

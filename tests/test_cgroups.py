@@ -197,6 +197,16 @@ def test_the_engines_real_time_priority_is_on_by_default_and_can_be_turned_off()
             rt_priority({"WANLAB_ENGINE_RT": bad})
 
 
+def test_the_engines_receive_steering_is_off_by_default_and_can_be_turned_on():
+    from wanlab.backends.emulate.engine import rps_args
+    from wanlab.errors import EngineError
+    assert rps_args({}) == []
+    assert rps_args({"WANLAB_ENGINE_RPS": "off"}) == []
+    assert rps_args({"WANLAB_ENGINE_RPS": " On "}) == ["--rps"]
+    with pytest.raises(EngineError, match="WANLAB_ENGINE_RPS"):
+        rps_args({"WANLAB_ENGINE_RPS": "sometimes"})
+
+
 def test_a_node_without_a_cgroup_runs_its_command_as_it_is(tmp_path):
     assert cgroups.join_argv(str(tmp_path), "a", ["true"]) == ["true"]
 

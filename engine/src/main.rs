@@ -1,4 +1,4 @@
-//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--coalesce-us N] [--rt-priority N] [--behind-us N] [--capture-dir DIR] [--threads N]`
+//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--coalesce-us N] [--rt-priority N] [--behind-us N] [--capture-dir DIR] [--threads N] [--rps]`
 //!
 //! Starts the real-time driver with an empty network; the control plane then builds the
 //! topology over the socket (see docs/engine-protocol.md). Captures are written only inside
@@ -18,7 +18,7 @@ use wanlab_engine::control::exec::engine_version;
 use wanlab_engine::driver::realtime::{run, Options};
 use wanlab_engine::driver::remote::Role;
 
-const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--coalesce-us N] [--rt-priority N] [--behind-us N] [--capture-dir DIR] [--threads N]
+const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--coalesce-us N] [--rt-priority N] [--behind-us N] [--capture-dir DIR] [--threads N] [--rps]
        wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]
        wanlab-engine simulate SCENARIO.json [--out RESULT.json] --rank R --ranks N (--listen ADDR | --connect ADDR) [--connect-timeout S]";
 
@@ -131,6 +131,7 @@ struct Args {
     behind_us: u64,
     capture_dir: Option<PathBuf>,
     threads: u32,
+    rps: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -147,6 +148,7 @@ fn parse_args() -> Result<Args, String> {
     let mut behind_us = 1000u64;
     let mut capture_dir = None;
     let mut threads = 1u32;
+    let mut rps = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -155,6 +157,7 @@ fn parse_args() -> Result<Args, String> {
             "--seed" => seed = val("--seed")?.parse().map_err(|e| format!("--seed: {e}"))?,
             "--log" => log = Some(PathBuf::from(val("--log")?)),
             "--busy-poll" => busy_poll = true,
+            "--rps" => rps = true,
             "--spin-us" => {
                 spin_us = val("--spin-us")?
                     .parse()
@@ -226,6 +229,7 @@ fn parse_args() -> Result<Args, String> {
         behind_us,
         capture_dir,
         threads,
+        rps,
     })
 }
 
@@ -282,6 +286,7 @@ fn main() -> ExitCode {
             rt_priority: args.rt_priority,
             behind_ns: args.behind_us.saturating_mul(1000),
             capture_dir: args.capture_dir,
+            rps: args.rps,
         },
     ) {
         Ok(()) => {

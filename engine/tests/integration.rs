@@ -450,3 +450,95 @@ fn a_queue_build_up_shows_in_the_sojourn_distribution() {
     c.req(json!({"cmd": "shutdown"}));
     let _ = fx.engine.wait();
 }
+
+/// `--rps`: the packet thread is pinned, and each TAP's receive queue steers to the other
+/// cores, whether the engine created it in its own namespace or in a node's (where the
+/// namespace's default for new devices is put back afterwards).
+#[test]
+fn rps_steers_the_taps_receive_processing_away_from_the_packet_thread() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !have("ip") {
+        eprintln!("skipping: needs root and ip");
+        return;
+    }
+    // SAFETY: a zeroed cpu_set_t is valid; sched_getaffinity fills it.
+    let cpus = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+        libc::CPU_COUNT(&set)
+    };
+    if cpus < 2 {
+        eprintln!("skipping: --rps needs two cores");
+        return;
+    }
+    let pid = format!("{}r", std::process::id());
+    let dir = std::env::temp_dir().join(format!("wlt-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("engine.sock");
+    let engine = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
+        .args(["--socket", sock.to_str().unwrap(), "--rps"])
+        .args(["--log", dir.join("engine.log").to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let ns = format!("wlt-{pid}");
+    let mut fx = Fixture {
+        engine,
+        namespaces: vec![],
+        dir: dir.clone(),
+    };
+    sh(&["ip", "netns", "add", &ns]);
+    fx.namespaces.push(ns.clone());
+    let before = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns,
+        "cat",
+        "/proc/sys/net/core/rps_default_mask",
+    ]);
+    let mut c = Client::connect(&sock);
+    let (ta, tb) = (format!("wlt{pid}a"), format!("wlt{pid}b"));
+    c.req(json!({"id": 1, "cmd": "apply",
+        "ports": [{"port": "a", "tap": ta, "netns": format!("/run/netns/{ns}")},
+                  {"port": "b", "tap": tb}],
+        "links": [{"link": "l", "a": "a", "b": "b"}]}));
+    let s = c.req(json!({"id": 2, "cmd": "stats"}));
+    let core = s["partitions"][0]["core"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("packet thread not pinned: {s}"));
+    let rps_a = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns,
+        "cat",
+        &format!("/sys/class/net/{ta}/queues/rx-0/rps_cpus"),
+    ]);
+    let rps_b =
+        std::fs::read_to_string(format!("/sys/class/net/{tb}/queues/rx-0/rps_cpus")).unwrap();
+    for m in [&rps_a, &rps_b] {
+        // 32-bit groups, most significant first: group k from the right holds CPUs 32k..
+        let groups: Vec<u32> = m
+            .trim()
+            .rsplit(',')
+            .map(|g| u32::from_str_radix(g, 16).unwrap())
+            .collect();
+        assert!(groups.iter().any(|&g| g != 0), "no core to steer to: {m}");
+        let c = core as usize;
+        let on_core = groups.get(c / 32).is_some_and(|g| g & (1 << (c % 32)) != 0);
+        assert!(!on_core, "steered to the packet thread's core {core}: {m}");
+    }
+    let after = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &ns,
+        "cat",
+        "/proc/sys/net/core/rps_default_mask",
+    ]);
+    assert_eq!(
+        before, after,
+        "the namespace's default mask was not put back"
+    );
+    drop(fx);
+}

@@ -54,6 +54,8 @@ pub struct Engine {
     pub realtime: Option<RealtimeState>,
     /// Where captures may be written (None: `capture_start` is refused).
     pub capture_dir: Option<CaptureDir>,
+    /// `rps_cpus` of the TAPs created (`--rps`; None: the kernel's default).
+    pub rps_mask: Option<String>,
 }
 
 /// Whether the real-time driver is behind its timers (see `driver/realtime.rs`).
@@ -72,6 +74,11 @@ pub struct RealtimeState {
     pub spin_ns: u64,
     /// SCHED_RR priority of the packet thread (0: normal scheduling).
     pub rt_priority: i32,
+    /// Turns of the loop that slept (blocked in epoll), and how those sleeps ended: by their
+    /// timeout (a deadline) or by a ready descriptor (a frame, a command, mail).
+    pub sleeps: u64,
+    pub woken_by_timer: u64,
+    pub woken_by_io: u64,
 }
 
 /// Where network output goes: TAPs and capture files.
@@ -210,7 +217,7 @@ impl ApplyJob {
                         &self.cmd.taps[..]
                     };
                     for (i, p) in make.iter().enumerate() {
-                        match Tap::create_in(&p.tap, p.netns.as_deref()) {
+                        match Tap::create_in(&p.tap, p.netns.as_deref(), e.rps_mask.as_deref()) {
                             Ok(t) => self.created.push(t),
                             Err(err) => {
                                 return Some(Err(format!(
@@ -299,6 +306,7 @@ impl Engine {
             new_ports: Vec::new(),
             realtime: None,
             capture_dir: None,
+            rps_mask: None,
         }
     }
 
@@ -503,6 +511,9 @@ impl Engine {
                     "linger_unanswered": rt.reply_misses,
                     "spin_ms": rt.spin_ns as f64 / 1e6,
                     "rt_priority": rt.rt_priority,
+                    "sleeps": rt.sleeps,
+                    "woken_by_timer": rt.woken_by_timer,
+                    "woken_by_io": rt.woken_by_io,
                     "lateness": self.net.lateness_histogram().map(|h| h.summary()),
                 }),
             );

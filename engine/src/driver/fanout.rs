@@ -605,6 +605,9 @@ fn merge_realtime(objs: Vec<Option<Value>>, hist: &Histogram) -> Option<Value> {
         "wake_samples",
         "linger_answered",
         "linger_unanswered",
+        "sleeps",
+        "woken_by_timer",
+        "woken_by_io",
     ] {
         out.insert(k.into(), json!(objs.iter().map(|m| u(m, k)).sum::<u64>()));
     }

@@ -13,7 +13,10 @@
 //!   until `deadline − (measured wake-up latency + --spin-us)`; on waking before the
 //!   deadline, poll the few µs left while the spin budget lasts. The wake-up latency is a
 //!   running median of how late the wake-ups were (`wake.rs`: ~20 µs on a small VM), so a
-//!   deadline costs a wake-up plus a few µs of polling, not a fixed spin window;
+//!   deadline costs a wake-up plus a few µs of polling, not a fixed spin window. Once the
+//!   budget cannot pay for that polling, sleep to the deadline itself: an early wake-up
+//!   would only sleep again, and a wake-up is the engine's largest cost (~20 µs of CPU on a
+//!   loaded VM, `bench/engine_cpu.py`);
 //! * coalescing (`--coalesce-us`, default 20): a wake-up also runs the deadlines due within
 //!   that much after it, early, instead of sleeping again for each (frames read afterwards
 //!   are stamped no earlier than the latest event run, so model time never goes back); the
@@ -41,6 +44,13 @@
 //!
 //! Each partition thread runs at `SCHED_RR` priority `--rt-priority` (0 = off; see
 //! `priority.rs`), so the nodes' own programs cannot delay it.
+//!
+//! `--rps`: the partition threads are pinned (one thread too) and every TAP's receive queue
+//! gets the other cores as its `rps_cpus` ([`rps_mask`], set in `io/tap.rs`), so the
+//! receiving node's network stack, which a TAP write otherwise runs in the engine's thread,
+//! runs in the softirq of another core. Off by default: it costs an inter-processor
+//! interrupt per write to an idle core, and the host as a whole spends more
+//! (`bench/results/engine-cpu-latest.md`).
 //!
 //! Reading: a TAP that epoll reports gives one frame, unless it was read in the previous turn
 //! too (a backlog): then up to [`BATCH`] frames, to EAGAIN. Light traffic thus costs no
@@ -102,6 +112,9 @@ pub struct Options {
     pub behind_ns: u64,
     /// Where captures may be written (`--capture-dir`; None: captures are refused).
     pub capture_dir: Option<std::path::PathBuf>,
+    /// Pin the packet threads and steer the receive processing of frames written to the
+    /// TAPs to the other cores (`--rps`; see [`rps_mask`]).
+    pub rps: bool,
 }
 
 /// Polling for traffic needs at least this much budget left.
@@ -403,6 +416,10 @@ struct Timing {
     /// Turns of the loop, and the turn in which each TAP (by port) was last read.
     turn: u64,
     read_turn: Vec<u64>,
+    /// Sleeps, and how they ended (reported in `stats`).
+    sleeps: u64,
+    woken_by_timer: u64,
+    woken_by_io: u64,
 }
 
 /// What a turn saw besides frames and timers.
@@ -475,6 +492,9 @@ impl Part {
                 pwait2: true,
                 turn: 0,
                 read_turn: Vec::new(),
+                sleeps: 0,
+                woken_by_timer: 0,
+                woken_by_io: 0,
             },
             opts,
             buf: Vec::new(),
@@ -581,6 +601,9 @@ impl Part {
             rt.reply_hits = t.replies.hits;
             rt.reply_misses = t.replies.misses;
             rt.spin_ns = t.budget.spent_ns;
+            rt.sleeps = t.sleeps;
+            rt.woken_by_timer = t.woken_by_timer;
+            rt.woken_by_io = t.woken_by_io;
         }
         self.ship();
         let (opts, t) = (&self.opts, &mut self.t);
@@ -619,8 +642,13 @@ impl Part {
                 Some(d) if d <= now => 0,
                 Some(d) => {
                     let left = d.nanos_since(now);
-                    let wake = if left > lead {
+                    // Waking `lead` early pays only if the budget can then poll the rest;
+                    // without it the early wake-up would sleep again to `d`: two wake-ups
+                    // (each tens of µs of CPU on a busy VM) for one deadline.
+                    let wake = if left > lead && t.budget.allows(now, lead) {
                         Some(Instant(d.nanos() - lead))
+                    } else if left > lead {
+                        Some(d)
                     } else if t.budget.allows(now, left) {
                         t.spinning_since = Some(now);
                         None
@@ -688,6 +716,14 @@ impl Part {
             unsafe { libc::sched_yield() };
         }
         let mut seen = Seen::default();
+        if timeout != 0 {
+            self.t.sleeps += 1;
+            if self.events[..n].iter().all(|e| e.u64 == TOKEN_TIMER) {
+                self.t.woken_by_timer += 1;
+            } else {
+                self.t.woken_by_io += 1;
+            }
+        }
         for k in 0..n {
             let token = self.events[k].u64;
             match token {
@@ -793,6 +829,29 @@ fn new_engine(
     Ok(engine)
 }
 
+/// `--rps`: the `rps_cpus` mask (hex, in 32-bit groups separated by commas, as sysfs writes
+/// it) of the allowed `cores` that run no packet thread (`used`); None when none is left.
+///
+/// A TAP write runs the receiving node's network stack (IP, UDP/TCP, waking the receiving
+/// program) in the writer's thread unless Receive Packet Steering hands the frame to another
+/// core's backlog. Steered, that work is the node's (as a real receiving host's kernel pays
+/// it) and the engine pays an inter-processor interrupt instead when that core's backlog
+/// was idle.
+pub fn rps_mask(cores: &[usize], used: &[usize]) -> Option<String> {
+    let free: Vec<usize> = cores
+        .iter()
+        .copied()
+        .filter(|c| !used.contains(c))
+        .collect();
+    let top = *free.iter().max()?;
+    let mut words = vec![0u32; top / 32 + 1];
+    for c in free {
+        words[c / 32] |= 1 << (c % 32);
+    }
+    let hex: Vec<String> = words.iter().rev().map(|w| format!("{w:08x}")).collect();
+    Some(hex.join(","))
+}
+
 /// Pin the calling thread to `cpu` (when the engine runs several partitions) and record it.
 fn pin_self(load: &PartLoad, cpu: Option<usize>) {
     // SAFETY: gettid has no arguments.
@@ -828,14 +887,25 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     let wall_offset = unix_now_ns().saturating_sub(clock.now().nanos());
     let n = opts.threads.max(1);
     let cores = allocator::allowed_cpus();
-    let core_of = |i: u32| (n > 1).then(|| cores[i as usize % cores.len()]);
+    let core_of = |i: u32| (n > 1 || opts.rps).then(|| cores[i as usize % cores.len()]);
+    let rps = if opts.rps {
+        let used: Vec<usize> = (0..n).filter_map(core_of).collect();
+        let mask = rps_mask(&cores, &used);
+        if mask.is_none() {
+            eprintln!("wanlab-engine: --rps: no core is left for the nodes' receive processing; not steering it");
+        }
+        mask
+    } else {
+        None
+    };
     // Signals are blocked before any thread starts, so every thread inherits the mask and
     // only the first partition's signalfd sees them.
     let sfd = signal_fd()?;
     let control = Control::spawn(socket)?;
     let mut parts = Vec::new();
     for me in 0..n {
-        let engine = new_engine(seed, wall_offset, me, n, &opts)?;
+        let mut engine = new_engine(seed, wall_offset, me, n, &opts)?;
+        engine.rps_mask = rps.clone();
         parts.push(Part::new(
             me,
             engine,
@@ -929,5 +999,17 @@ mod tests {
         assert!(start < Instant::from_micros(60_060 - 20), "{start:?}");
         assert!(start > Instant::from_micros(60_060 - 100), "{start:?}");
         assert_eq!(end, Instant::from_micros(60_160));
+    }
+
+    #[test]
+    fn rps_mask_names_the_cores_without_packet_threads() {
+        assert_eq!(rps_mask(&[0, 1], &[0]).as_deref(), Some("00000002"));
+        assert_eq!(rps_mask(&[0, 1, 2, 3], &[1]).as_deref(), Some("0000000d"));
+        assert_eq!(
+            rps_mask(&[2, 33], &[2]).as_deref(),
+            Some("00000002,00000000")
+        );
+        assert_eq!(rps_mask(&[0], &[0]), None);
+        assert_eq!(rps_mask(&[0, 1], &[0, 1]), None);
     }
 }

@@ -89,9 +89,16 @@ pub struct Tap {
 impl Tap {
     /// Create TAP `name` inside the network namespace bound at `netns` (a path such as
     /// `/run/netns/NAME`), or in the engine's own namespace when `netns` is `None`.
-    pub fn create_in(name: &str, netns: Option<&str>) -> io::Result<Tap> {
+    /// `rps`: the `rps_cpus` mask its receive queue gets (`--rps`); failing to set it only
+    /// warns, the TAP works without.
+    pub fn create_in(name: &str, netns: Option<&str>, rps: Option<&str>) -> io::Result<Tap> {
         let Some(path) = netns else {
-            return Tap::create(name);
+            let t = Tap::create(name)?;
+            if let Some(mask) = rps {
+                let f = format!("/sys/class/net/{name}/queues/rx-0/rps_cpus");
+                warn_rps(name, std::fs::write(f, mask));
+            }
+            return Ok(t);
         };
         let own = open_ro("/proc/thread-self/ns/net")?;
         let target = open_ro(path)?;
@@ -102,12 +109,27 @@ impl Tap {
         // A TAP inside a node's namespace is made persistent: closing the fd then does not
         // unregister it (one RCU synchronisation per device, ~20 ms each here); it goes when
         // the namespace is deleted, where the kernel removes all devices in one batch.
+        //
+        // The engine's /sys shows its own namespace's devices, not this one's: the receive
+        // steering of a TAP made here comes from this namespace's default for new devices
+        // (`net.core.rps_default_mask`, per namespace since Linux 6.x), set around the
+        // creation and put back.
+        let default_mask = rps.map(|mask| {
+            let old = std::fs::read_to_string(RPS_DEFAULT).map(|s| s.trim().to_string());
+            (old, std::fs::write(RPS_DEFAULT, mask))
+        });
         let made = Tap::create(name)
             .and_then(|t| t.set_persist(true).map(|_| t))
             .map(|t| Tap {
                 netns: Some(path.to_string()),
                 ..t
             });
+        if let Some((old, set)) = default_mask {
+            if let Ok(old) = old {
+                let _ = std::fs::write(RPS_DEFAULT, old);
+            }
+            warn_rps(name, set);
+        }
         // SAFETY: as above; failing to come back would leave the engine in a node's namespace.
         if unsafe { libc::setns(own.as_raw_fd(), libc::CLONE_NEWNET) } < 0 {
             let e = io::Error::last_os_error();
@@ -286,6 +308,15 @@ impl Tap {
             return Err(io::Error::last_os_error());
         }
         Ok(())
+    }
+}
+
+/// The calling thread's namespace's `rps_cpus` for devices created from now on.
+const RPS_DEFAULT: &str = "/proc/sys/net/core/rps_default_mask";
+
+fn warn_rps(name: &str, r: io::Result<()>) {
+    if let Err(e) = r {
+        eprintln!("wanlab-engine: --rps: cannot steer the receive processing of TAP {name}: {e}");
     }
 }
 

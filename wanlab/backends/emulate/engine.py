@@ -26,6 +26,7 @@ __all__ = ["Client", "engine_binary", "start"]
 FD_LIMIT = 1 << 20      # the kernel's default fs.nr_open
 RT_PRIORITY = 10        # SCHED_RR priority of the engine's packet thread (docs/resources.md)
 RT_ENV = "WANLAB_ENGINE_RT"
+RPS_ENV = "WANLAB_ENGINE_RPS"
 
 
 def rt_priority(env: dict | None = None) -> int:
@@ -44,6 +45,19 @@ def rt_priority(env: dict | None = None) -> int:
     if not 0 <= prio <= 40:
         raise EngineError(f"{RT_ENV}={v!r}: expected 'off' or a priority from 0 to 40")
     return prio
+
+
+def rps_args(env: dict | None = None) -> list[str]:
+    """``["--rps"]`` when ``WANLAB_ENGINE_RPS`` is ``on``: the engine steers the nodes'
+    receive processing of the frames it writes to the cores it does not run on
+    (docs/engine-protocol.md, ``--rps``; off by default, as it costs the host more CPU in
+    total: bench/results/engine-cpu-latest.md)."""
+    v = (os.environ if env is None else env).get(RPS_ENV, "").strip().lower()
+    if v in ("", "off", "no", "false", "0"):
+        return []
+    if v in ("on", "yes", "true", "1"):
+        return ["--rps"]
+    raise EngineError(f"{RPS_ENV}={v!r}: expected 'on' or 'off'")
 
 
 def threads_for(wanted: int, links: int) -> int:
@@ -69,7 +83,7 @@ def start(folder: str, seed: int, threads: int = 1) -> subprocess.Popen:
     # captures (trace events) are confined to the experiment's folder
     proc = subprocess.Popen([engine_binary(), "--socket", sock, "--seed", str(seed),
                              "--capture-dir", folder, "--threads", str(threads),
-                             "--rt-priority", str(rt_priority())],
+                             "--rt-priority", str(rt_priority()), *rps_args()],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                             start_new_session=True, close_fds=True, umask=0o077)
     log.close()
