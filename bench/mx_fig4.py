@@ -12,7 +12,10 @@ with the routers either
   veth pairs (no engine);
 * ``engine``: simulated routers inside one wanlab-engine (real-time driver), joined by
   unlimited zero-delay engine links; the sender and sink namespaces reach them through the
-  engine's two TAPs.
+  engine's two TAPs;
+* ``engine-2t``: the same engine with ``--threads 2``: two partitions, and the allocator
+  splits the chain of routers in two contiguous halves (a real-time cut needs no lookahead,
+  so it cuts a zero-delay link; frames cross through the rings between the partitions).
 
 The sender is ``wanlab-gen send --max`` with 32-byte UDP payloads (74-byte Ethernet frames);
 the sink (``wanlab-gen sink``) reports packets/s between its first and last packet, as MX
@@ -23,7 +26,15 @@ measured at its last router. Placements:
   veth), sender on CPU 0, sink on CPU 1; engine: sender and sink on CPU 0, engine on CPU 1;
 * ``default``: no pinning (the scheduler's choice).
 
-    python3 bench/mx_fig4.py [--routers 1,2,4,8,16] [--seconds 3] [--kinds kernel,engine]
+For ``engine-2t``: ``one-core``: the engine started under ``taskset -c 0`` (both partitions
+on CPU 0), sender and sink on CPU 0; ``spread``: the partitions on CPUs 0 and 1, sender on
+CPU 0 and sink on CPU 1 whatever the engine's placement; ``default`` is the allocator's
+choice: the partitions on CPUs 0 and 1, and sender and sink each on the core of the partition
+that reads its TAP (what wanlab does for a node's cgroup, docs/resources.md "Nodes on
+cores"). Each row records the partitions' cores, ports and routers.
+
+    python3 bench/mx_fig4.py [--routers 1,2,4,8,16] [--seconds 3]
+                             [--kinds kernel,engine,engine-2t]
 
 Results: bench/results/mx-fig4-latest.{md,json,png}. Needs root (namespaces).
 """
@@ -87,9 +98,11 @@ def kernel_chain(lab: Lab, n: int, placement: str) -> tuple[str, str, str]:
     return nodes[0], nodes[-1], seg_ip(n, 2)
 
 
-def engine_chain(lab: Lab, n: int) -> tuple[str, str, str, Engine]:
-    """sender ns, sink ns, sink address, engine: n simulated routers in one engine."""
-    eng = Engine(lab)
+def engine_chain(lab: Lab, n: int, threads: int = 1,
+                 wrap: tuple[str, ...] = ()) -> tuple[str, str, str, Engine]:
+    """sender ns, sink ns, sink address, engine: n simulated routers in one engine of
+    ``threads`` partitions (run under ``wrap``)."""
+    eng = Engine(lab, ["--threads", str(threads)], wrap=wrap)
     tag = lab.tag[-4:]
     ta, tb = f"m{tag}ea", f"m{tag}eb"
     unlimited = {"bandwidth_bps": 0, "delay_us": 0}
@@ -149,6 +162,8 @@ def run_point(kind: str, n: int, placement: str, seconds: float) -> dict:
             na, nb, dst = kernel_chain(lab, n, placement)
             cpus = {"one-core": (0, 0), "spread": (0, 1)}.get(placement, (None, None))
             return measure(lab, na, nb, dst, seconds, cpus)
+        if kind == "engine-2t":
+            return engine_2t_point(lab, n, placement, seconds)
         na, nb, dst, eng = engine_chain(lab, n)
         ecpu = {"one-core": 0, "spread": 1}.get(placement)
         if ecpu is not None:
@@ -163,12 +178,30 @@ def run_point(kind: str, n: int, placement: str, seconds: float) -> dict:
         lab.close()
 
 
+def engine_2t_point(lab: Lab, n: int, placement: str, seconds: float) -> dict:
+    """The chain in a two-partition engine (see the module docs for the placements)."""
+    wrap = ("taskset", "-c", "0") if placement == "one-core" else ()
+    na, nb, dst, eng = engine_chain(lab, n, threads=2, wrap=wrap)
+    parts = eng.request({"cmd": "stats"})["partitions"]
+    core_of = {port: p["core"] for p in parts for port in p["ports"]}
+    cpus = {"one-core": (0, 0), "spread": (0, 1)}.get(
+        placement, (core_of.get("a"), core_of.get("b")))
+    m = measure(lab, na, nb, dst, seconds, cpus)
+    st = eng.request({"cmd": "stats"})
+    m["forwarded_last_router"] = st["routers"][f"r{n}"]["forwarded"]
+    m["partitions"] = [{k: p.get(k) for k in ("partition", "core", "ports", "simulated_nodes",
+                                              "busy", "frames")} for p in st["partitions"]]
+    m["cpus"] = list(cpus)
+    eng.close()
+    return m
+
+
 def plot(rows: list[dict], path: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    styles = {"kernel": "-", "engine": "--"}
+    styles = {"kernel": "-", "engine": "--", "engine-2t": ":"}
     marks = {"one-core": "o", "spread": "s", "default": "^"}
     for kind in styles:
         for pl in PLACEMENTS:
@@ -195,7 +228,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--routers", default="1,2,4,8,16")
     ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--kinds", default="kernel,engine")
+    ap.add_argument("--kinds", default="kernel,engine,engine-2t")
     ap.add_argument("--placements", default=",".join(PLACEMENTS))
     ap.add_argument("--replot", action="store_true", help="only rewrite the plot and table "
                     "from the last run's mx-fig4-latest.json")
@@ -265,7 +298,15 @@ def write_results(rows: list[dict], a: argparse.Namespace, out: str) -> None:
               "hand-off per hop (RPS backlog, or the TAP between sender and engine) that "
               "MX's §3.3 attributes to cache transfers; with a busy machine the absolute "
               "numbers are dominated by the other load (see the load average above): "
-              "a rerun on a quiet machine is needed before reading more than the trends."]
+              "a rerun on a quiet machine is needed before reading more than the trends.",
+              "",
+              "`engine-2t` is the same chain in an engine of two partitions: the allocator "
+              "cuts the zero-delay chain in two contiguous halves (no lookahead is needed in "
+              "real time; each row of mx-fig4-latest.json lists the partitions' cores, ports, "
+              "routers and busy shares), so each frame crosses one ring between the two "
+              "threads. That pays off only when one thread is the bottleneck and the second "
+              "core is free; on this 2-core machine the sender and the sink (and other work) "
+              "compete for the same two cores, so compare it with `engine` in the same run."]
     with open(os.path.join(out, "mx-fig4-latest.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

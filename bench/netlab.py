@@ -23,8 +23,11 @@ import subprocess
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GEN = os.path.join(ROOT, "target", "release", "wanlab-gen")
-ENGINE = os.path.join(ROOT, "target", "release", "wanlab-engine")
+# WANLAB_ENGINE / WANLAB_GEN: a copy of the binaries (a long run that a rebuild must not
+# change under it)
+GEN = os.environ.get("WANLAB_GEN") or os.path.join(ROOT, "target", "release", "wanlab-gen")
+ENGINE = os.environ.get("WANLAB_ENGINE") or os.path.join(ROOT, "target", "release",
+                                                         "wanlab-engine")
 
 
 # Interface MTU used on every measured device: 1504 lets a 1518-byte Ethernet
@@ -195,24 +198,31 @@ class EngineError(RuntimeError):
 class Engine:
     """A running wanlab-engine with its control socket (protocol v1)."""
 
-    def __init__(self, lab, extra_args=(), seed=1, binary=None):
+    def __init__(self, lab, extra_args=(), seed=1, binary=None, wrap=()):
+        """``wrap``: a command the engine runs under (``taskset -c 0``: the CPUs it may use,
+        which its partitions are pinned among)."""
         self.lab = lab
         self.path = f"/tmp/wlb-{lab.tag}-{len(lab.files)}.sock"
         if os.path.exists(self.path):
             os.unlink(self.path)
         lab.files.append(self.path)
-        self.proc = lab.popen([binary or ENGINE, "--socket", self.path, "--seed", str(seed),
-                               *extra_args])
+        self.proc = lab.popen([*wrap, binary or ENGINE, "--socket", self.path, "--seed",
+                               str(seed), *extra_args])
         deadline = time.time() + 10
-        while not os.path.exists(self.path):
+        while True:             # the socket file appears just before the engine listens
             if self.proc.poll() is not None:
                 raise EngineError(f"engine exited {self.proc.returncode}: "
                                   f"{self.proc.stderr.read().strip()}")
             if time.time() > deadline:
-                raise EngineError("engine did not create its control socket within 10 s")
+                raise EngineError("engine did not answer on its control socket within 10 s")
+            if os.path.exists(self.path):
+                self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    self.sock.connect(self.path)
+                    break
+                except ConnectionRefusedError:
+                    self.sock.close()
             time.sleep(0.02)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.connect(self.path)
         self.rfile = self.sock.makefile("r")
         self.next_id = 1
 

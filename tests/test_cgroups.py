@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from wanlab.backends.emulate import cgroups
+from wanlab.backends.emulate import cgroups, cpuplace
 from wanlab.errors import SpecError, WanlabError
 from wanlab.frontends import ns, units, yaml_spec
 from wanlab.frontends.builder import ExperimentBuilder
@@ -372,3 +372,90 @@ def test_modify_changes_a_running_nodes_limits_and_gives_an_added_node_its_cgrou
     recorded = _all_recorded_dirs(lab, "mod")
     lab.terminate("mod")
     assert [d for d in recorded if os.path.exists(d)] == []
+
+
+# -- nodes on cores from the engine's placement (backends/emulate/cpuplace.py) -------------
+def _parts(*cores_ports):
+    return [{"partition": i, "core": c, "ports": ps} for i, (c, ps) in enumerate(cores_ports)]
+
+
+def test_nodes_go_apart_from_the_engines_cores_when_there_are_cores_to_spare():
+    d = cpuplace.decide(_parts((0, ["a0"]), (1, ["b0"])), {"a": ["a0"], "b": ["b0"]},
+                        {0, 1, 2, 3})
+    assert d.policy == "apart" and d.cpus == {"a": {2, 3}, "b": {2, 3}}, d
+    assert "0-1" in d.why and "2-3" in d.why
+
+
+def test_nodes_go_with_their_partitions_core_on_a_small_machine():
+    parts = _parts((0, ["a0", "b1"]), (1, ["b0", "c0"]))
+    d = cpuplace.decide(parts, {"a": ["a0"], "b": ["b0", "b1"], "c": ["c0"], "x": []}, {0, 1})
+    assert d.policy == "with", d
+    # a node whose TAPs two partitions read gets both cores; one without TAPs keeps all
+    assert d.cpus == {"a": {0}, "b": {0, 1}, "c": {1}}, d
+    # three engine cores and two spare: still with (fewer spare than engine cores)
+    three = _parts((0, ["a0"]), (1, ["b0"]), (2, ["c0"]))
+    assert cpuplace.decide(three, {"a": ["a0"]}, {0, 1, 2, 3, 4}).policy == "with"
+    # forced apart with no spare CPU falls back to with
+    assert cpuplace.decide(parts, {"a": ["a0"]}, {0, 1}, "apart").policy == "with"
+
+
+def test_an_unpinned_engine_or_a_forced_none_places_nothing(monkeypatch):
+    d = cpuplace.decide(_parts((None, ["a0"])), {"a": ["a0"]}, {0, 1})
+    assert d.policy == "none" and d.cpus == {} and "not pinned" in d.why
+    d = cpuplace.decide(_parts((0, ["a0"]), (1, [])), {"a": ["a0"]}, {0, 1, 2, 3}, "none")
+    assert d.policy == "none" and d.cpus == {}
+    monkeypatch.setenv(cpuplace.ENV, "sideways")
+    with pytest.raises(WanlabError, match="WANLAB_NODE_CPUS"):
+        cpuplace.forced()
+
+
+def test_cpu_lists_are_written_as_the_kernel_writes_them():
+    assert cpuplace.cpulist({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8"
+    assert cpuplace.cpulist([3]) == "3"
+
+
+def _allowed(lab, name, node):
+    out = lab.exec(name, node, ["grep", "Cpus_allowed_list", "/proc/self/status"],
+                   capture_output=True, text=True)
+    return out.stdout.split()[-1]
+
+
+@needs_cgroups
+@pytest.mark.skipif(NCPU < 2, reason="needs two CPUs for two pinned engine threads")
+def test_nodes_run_on_the_cores_the_engines_placement_gives_them(lab):
+    b = ExperimentBuilder("cores")
+    b.engine(threads=2)
+    b.node("a")
+    b.node("b")
+    b.node("c", cpus=str(max(machine_cpus())))
+    b.link("a", "b", name="l0")
+    b.link("b", "c", name="l1")
+    lab.create(b.build())
+    info = lab.show("cores")
+    parts = info["stats"]["partitions"]
+    core_of = {port: p["core"] for p in parts for port in p["ports"]}
+    engine = {p["core"] for p in parts}
+    assert None not in engine and len(engine) == 2, parts
+    spare = machine_cpus() - engine
+    for node in ("a", "b"):
+        usage = info["nodes"][node]["usage"]
+        got = cgroups.cpus_of(_dirs(lab, "cores", node))
+        if len(spare) >= len(engine):
+            want, policy = cpuplace.cpulist(spare), "apart"
+        else:
+            mine = {c for p, c in core_of.items() if p.split(":")[0] == node}
+            assert mine, (node, parts)
+            want = cpuplace.cpulist(mine)
+            policy = "with"
+        assert (got, usage["cpus"], usage["cpus_policy"]) == (want, want, policy), \
+            (node, got, usage, parts)
+        # a process inside the node is confined to them
+        assert _allowed(lab, "cores", node) == want
+    # the node that names its CPUs keeps them
+    own = str(max(machine_cpus()))
+    assert cgroups.cpus_of(_dirs(lab, "cores", "c")) == own
+    assert _allowed(lab, "cores", "c") == own
+    assert info["nodes"]["c"]["usage"]["cpus_policy"] == "own"
+    log = open(os.path.join(info["folder"], "engine.log")).read()
+    assert "placement: partition 1" in log
+    lab.terminate("cores")

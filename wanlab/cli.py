@@ -231,7 +231,8 @@ def cmd_list(lab, a) -> int:
 
 
 def _usage(u: dict) -> str:
-    """A node's use of its cgroup, for people: CPU seconds and recent cores, memory, pids."""
+    """A node's use of its cgroup, for people: its CPUs and how they were chosen, CPU seconds
+    and recent cores, memory, pids."""
     def mb(b):
         return "-" if b is None else f"{b / 2**20:.1f} MB"
     cpu = "-" if u.get("cpu_usec") is None else f"{u['cpu_usec'] / 1e6:.2f} s"
@@ -240,7 +241,11 @@ def _usage(u: dict) -> str:
     mem = mb(u.get("memory")) + (f" of {mb(u['memory_max'])}" if u.get("memory_max") else "")
     pids = f"{u.get('pids', '-')}" + (f" of {u['pids_max']}" if u.get("pids_max") else "")
     oom = f", OOM kills {u['oom_kills']}" if u.get("oom_kills") else ""
-    return f"cpu {cpu}, memory {mem}, pids {pids}{oom}"
+    where = ""
+    if u.get("cpus"):
+        how = f" ({u['cpus_policy']})" if u.get("cpus_policy") else ""
+        where = f"on CPUs {u['cpus']}{how}, "
+    return f"{where}cpu {cpu}, memory {mem}, pids {pids}{oom}"
 
 
 def cmd_show(lab, a) -> int:

@@ -415,12 +415,17 @@ class Lab:
                 with engine.Client(self._socket(row), timeout=5) as c:
                     links = c.call("stats")
         info = self._describe(row, plan, links)
+        own_cpus = {n.name for n in row.ir.nodes if n.cpus is not None}
         if row.state == ACTIVE:     # each node's use of its cgroup (CPU, memory, pids)
-            used = cgroups.sample({r.detail["node"]: r.detail.get("dirs") or {}
-                                   for r in self.store.resources(row.id)
-                                   if r.kind == "cgroup" and r.detail.get("node")})
+            groups = {r.detail["node"]: r.detail for r in self.store.resources(row.id)
+                      if r.kind == "cgroup" and r.detail.get("node")}
+            used = cgroups.sample({n: d.get("dirs") or {} for n, d in groups.items()})
             for n, u in used.items():
                 if n in info["nodes"]:
+                    # how its CPUs were chosen (backends/emulate/cpuplace.py): "own" when
+                    # the node names them
+                    u["cpus_policy"] = groups[n].get("cpus_policy") or \
+                        ("own" if n in own_cpus else None)
                     info["nodes"][n]["usage"] = u
         return info
 

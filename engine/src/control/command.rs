@@ -58,6 +58,12 @@ pub enum Command {
         agent: String,
         clear: bool,
     },
+    /// Move a TAP port to another partition (run by the real-time engine's leader,
+    /// `driver/fanout.rs`).
+    MovePort {
+        port: String,
+        partition: u32,
+    },
     Shutdown,
 }
 
@@ -133,6 +139,10 @@ pub fn validate(req: Request) -> Result<Command, String> {
         Request::Trace(t) => Command::Trace {
             agent: t.agent,
             clear: t.clear,
+        },
+        Request::MovePort(m) => Command::MovePort {
+            port: m.port,
+            partition: m.partition,
         },
         Request::Shutdown => Command::Shutdown,
     })

@@ -386,6 +386,10 @@ impl Engine {
             Command::Trace { agent, clear } => self.trace(&agent, clear).map(|s| {
                 body.insert("samples".into(), s);
             }),
+            Command::MovePort { .. } => Err(
+                "move_port: only a real-time engine of several partitions (--threads 2 or more) moves ports"
+                    .into(),
+            ),
             Command::Shutdown => {
                 effect = Effect::Shutdown;
                 Ok(())

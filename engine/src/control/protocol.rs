@@ -469,6 +469,14 @@ pub struct StatsReq {
     pub target: Option<String>,
 }
 
+/// `move_port`: move a TAP port to another partition (real time, `--threads` ≥ 2).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MovePortReq {
+    pub port: String,
+    pub partition: u32,
+}
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CaptureStartReq {
@@ -516,6 +524,7 @@ pub enum Request {
     Subscribe(SubscribeReq),
     Agent(AgentCmdReq),
     Trace(TraceReq),
+    MovePort(MovePortReq),
     Shutdown,
 }
 
@@ -533,6 +542,7 @@ pub const COMMANDS: &[&str] = &[
     "subscribe",
     "agent",
     "trace",
+    "move_port",
     "shutdown",
 ];
 
@@ -593,6 +603,7 @@ pub fn parse_request_value(v: Value) -> (Value, Result<Request, String>) {
         }),
         "agent" => args(&cmd, rest).map(Request::Agent),
         "trace" => args(&cmd, rest).map(Request::Trace),
+        "move_port" => args(&cmd, rest).map(Request::MovePort),
         "shutdown" => args::<Empty>(&cmd, rest).map(|_| Request::Shutdown),
         other => Err(format!(
             "cmd: unknown command \"{other}\"; supported commands are {}",

@@ -1,27 +1,45 @@
 //! The real-time engine's core allocator: which partition runs each port and simulated node,
-//! which core runs each partition, and when to move a partition to another core.
+//! which core runs each partition, and when to move work between them.
 //!
 //! * **Ports and nodes → partitions**, when an `apply` finishes. Objects already placed stay
-//!   where they are (their state lives in that partition's replica). Simulated nodes take the
-//!   partition the virtual-time partitioner gives them (`partitioner::place`: it cuts only
-//!   links with a delay, so frames crossing partitions have time to). Plain ports (TAPs)
-//!   go one by one, in creation order, to the partition with the least load, a LAN's ports
-//!   together (its switch runs with them). The load of a partition is the measured frames/s
-//!   entering its ports (each new port counts as the mean of the measured ones, at least 1),
-//!   so the two ends of a link, which each carry one direction, land on different
-//!   partitions and a busy port is not joined by new ones.
+//!   where they are (their state lives in that partition's replica). Simulated nodes go by
+//!   [`place_nodes`]: whole connected components if that balances the partitions (no frame
+//!   crosses), else the virtual-time partitioner's cut at links with a delay if that
+//!   balances them, else [`split_order`]: the topology walked end to end and cut in
+//!   contiguous pieces of equal weight, at links of any delay. In real time a cut link needs
+//!   no lookahead (a frame crosses through the rings as soon as it leaves its sender), so a
+//!   chain of zero-delay routers is split over the partitions. Plain ports (TAPs) go one by
+//!   one, in creation order, to the partition with the least load, a LAN's ports together
+//!   (its switch runs with them). The load of a partition is the measured frames/s entering
+//!   its ports (each new port counts as the mean of the measured ones, at least 1), so the
+//!   two ends of a link, which each carry one direction, land on different partitions and a
+//!   busy port is not joined by new ones.
 //! * **Partitions → cores**: partition i on the i-th allowed CPU (mod their number), pinned
-//!   with `sched_setaffinity`.
+//!   with `sched_setaffinity`. The control plane places the nodes' processes from this
+//!   (`wanlab/backends/emulate/cpuplace.py`: apart from these cores, or with the partition
+//!   that reads a node's TAPs).
 //! * **Rebalancing**: every [`CHECK_NS`] the busy fraction of every partition (the share of
-//!   wall time its thread was not blocked in `epoll_wait`) is measured. A core whose
-//!   partitions together are busier than [`OVERLOADED`] sends its least busy partition to
-//!   the least loaded core, if that core stays below the first one's load; the move is
-//!   logged. Ports are not moved between partitions at run time (a pipeline's queue, timers
-//!   and random stream live in one replica); threads are re-pinned instead.
+//!   wall time its thread was not blocked in `epoll_wait`) and the frames/s of every port
+//!   are measured. First the threads: a core whose partitions together are busier than
+//!   [`OVERLOADED`] sends its least busy partition to the least loaded core, if that core
+//!   stays below the first one's load. Then the work ([`port_move`]): a partition busier
+//!   than [`OVERLOADED`], on another core than a partition at least [`MOVE_GAP`] less busy,
+//!   gives that one the port (a TAP in no LAN, and not its last) whose share of its frames
+//!   evens the two out best, at most once per [`MOVE_QUIET_CHECKS`] checks. A port moves
+//!   without losing or reordering a frame (`driver/fanout.rs`): its old partition stops
+//!   reading the TAP (frames wait in the kernel's queue) and hands over, through the command
+//!   path, the state of the pipelines the port feeds — queue, the frame being serialized,
+//!   random streams, and the frames in flight when the receiving half moves along — then
+//!   the new partition takes it and reads the TAP (its TAP goes unread for one round trip
+//!   between the two threads, about a millisecond; the kernel keeps 500 frames meanwhile).
+//!   The one order a move can change: frames that a full ring held back on a cut link may
+//!   reach their receiver after newer ones sent by the new partition. Every move is logged.
+//!   Virtual time never moves anything (its partitions are fixed for determinism).
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::Mutex;
 
-use crate::driver::partitioner::{pack, place, Dsu};
+use crate::driver::partitioner::{pack, place, Dsu, BALANCE};
 use crate::model::network::partition::{Graph, Partition, PlainPort};
 use crate::model::network::Network;
 
@@ -42,6 +60,70 @@ pub struct PartLoad {
     pub wall_ns: AtomicU64,
     /// Frames that entered it (TAP reads and frames from other partitions).
     pub frames: AtomicU64,
+    /// Frames that entered each plain port it reads (port id, count since creation),
+    /// published every [`PUBLISH_NS`] by the partition's loop.
+    pub ports: Mutex<Vec<(String, u64)>>,
+}
+
+/// How often a partition publishes its ports' frame counts.
+pub const PUBLISH_NS: u64 = 250_000_000;
+/// A port is moved only off a partition busier than [`OVERLOADED`], to one at least this
+/// much less busy, and no sooner than this many checks after the last move.
+pub const MOVE_GAP: f64 = 0.3;
+pub const MOVE_QUIET_CHECKS: u32 = 3;
+
+/// A move of plain port `port` from partition `from` to partition `to`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortMove {
+    pub port: String,
+    pub from: u32,
+    pub to: u32,
+}
+
+/// Which port to move between partitions (see the module docs), given each partition's
+/// last window and, for every movable port (one that reads a TAP and is in no LAN), its
+/// partition and frames/s. The busy share a port takes along is its share of its
+/// partition's frames; the port chosen leaves the two partitions closest to even, and is
+/// moved only if that lowers the busier one's share. A partition's only port stays.
+pub fn port_move(parts: &[Window], ports: &[(String, u32, f64)]) -> Option<PortMove> {
+    let (hot, hw) = parts
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.busy.total_cmp(&b.1.busy).then(b.0.cmp(&a.0)))?;
+    if hw.busy <= OVERLOADED {
+        return None;
+    }
+    let (cold, cw) = parts
+        .iter()
+        .enumerate()
+        .filter(|(i, w)| *i != hot && w.core != hw.core)
+        .min_by(|a, b| a.1.busy.total_cmp(&b.1.busy).then(a.0.cmp(&b.0)))?;
+    if cw.busy + MOVE_GAP > hw.busy {
+        return None;
+    }
+    let mine: Vec<&(String, u32, f64)> = ports.iter().filter(|p| p.1 as usize == hot).collect();
+    if mine.len() < 2 {
+        return None;
+    }
+    let total: f64 = mine.iter().map(|p| p.2).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let (best, after) = mine
+        .iter()
+        .map(|p| {
+            let m = hw.busy * p.2 / total;
+            (p, (hw.busy - m).max(cw.busy + m))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0 .0.cmp(&b.0 .0)))?;
+    if after >= hw.busy - 0.05 {
+        return None;
+    }
+    Some(PortMove {
+        port: best.0.clone(),
+        from: hot as u32,
+        to: cold as u32,
+    })
 }
 
 /// A partition's load over the last measurement window.
@@ -140,17 +222,10 @@ pub fn assign(
     if parts <= 1 {
         return next;
     }
-    // Simulated nodes: the partitioner's choice for new ones.
+    // Simulated nodes: new ones where `place_nodes` puts them.
     let g = net.graph();
     if g.nodes.iter().any(|(n, _)| !prev.nodes.contains_key(n)) {
-        let p = place(&g, parts);
-        // Nothing to cut (the partitioner wants a link with a delay between partitions):
-        // separate components still run apart.
-        let chosen = if p.parts > 1 {
-            p.nodes
-        } else {
-            pack_components(&g, parts)
-        };
+        let chosen = place_nodes(&g, parts);
         for (n, _) in &g.nodes {
             if !next.nodes.contains_key(n) {
                 next.nodes
@@ -160,6 +235,123 @@ pub fn assign(
     }
     next.ports = assign_ports(&net.plain_ports(), &prev.ports, parts, port_load);
     next
+}
+
+/// Whether partition weights `w` (over `parts` partitions) are balanced: the heaviest at
+/// most [`BALANCE`] times the mean.
+fn balanced(w: &[u64], parts: u32) -> bool {
+    let total: u64 = w.iter().sum();
+    let mean = total as f64 / f64::from(parts.max(1));
+    total == 0 || w.iter().copied().max().unwrap_or(0) as f64 <= BALANCE * mean
+}
+
+/// Simulated nodes onto `parts` partitions in real time, where a cut link needs no
+/// lookahead (a frame crosses through the rings as soon as it leaves): whole connected
+/// components if that is balanced (no frame crosses); else the virtual-time partitioner's
+/// cut at links with a delay if that is; else [`split_order`], which cuts links of any
+/// delay, zero included (a chain of zero-delay routers split in contiguous pieces).
+pub fn place_nodes(g: &Graph, parts: u32) -> HashMap<String, u32> {
+    let weights = |m: &HashMap<String, u32>| {
+        let mut w = vec![0u64; parts.max(1) as usize];
+        for (n, nw) in &g.nodes {
+            if let Some(x) = m.get(n).and_then(|&k| w.get_mut(k as usize)) {
+                *x += nw;
+            }
+        }
+        w
+    };
+    let whole = pack_components(g, parts);
+    if balanced(&weights(&whole), parts) {
+        return whole;
+    }
+    let p = place(g, parts);
+    if p.parts == parts && balanced(&p.weights, parts) {
+        return p.nodes;
+    }
+    split_order(g, parts)
+}
+
+/// `g`'s nodes in an order that walks the topology (breadth first from a node at the edge
+/// of each component: the far end of a breadth-first walk from its first node, so a chain
+/// is walked end to end), cut into `parts` contiguous pieces of about equal weight. A
+/// LAN's members move as one.
+pub fn split_order(g: &Graph, parts: u32) -> HashMap<String, u32> {
+    let n = g.nodes.len();
+    let index: HashMap<&str, usize> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (n, _))| (n.as_str(), i))
+        .collect();
+    let mut dsu = Dsu::new(n);
+    for grp in &g.groups {
+        let ids: Vec<usize> = grp
+            .iter()
+            .filter_map(|m| index.get(m.as_str()).copied())
+            .collect();
+        for w in ids.windows(2) {
+            dsu.union(w[0], w[1]);
+        }
+    }
+    let unit: Vec<usize> = (0..n).map(|i| dsu.find(i)).collect();
+    let mut adj: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for l in &g.links {
+        if let (Some(&a), Some(&b)) = (index.get(l.a.as_str()), index.get(l.b.as_str())) {
+            let (a, b) = (unit[a], unit[b]);
+            if a != b {
+                adj[a].push(b);
+                adj[b].push(a);
+            }
+        }
+    }
+    for v in &mut adj {
+        v.sort_unstable();
+        v.dedup();
+    }
+    let mut weight = vec![0u64; n];
+    for (i, (_, w)) in g.nodes.iter().enumerate() {
+        weight[unit[i]] += w;
+    }
+    let bfs = |from: usize, seen: &mut Vec<bool>| -> Vec<usize> {
+        let mut order = vec![from];
+        seen[from] = true;
+        let mut k = 0;
+        while k < order.len() {
+            for &m in &adj[order[k]] {
+                if !seen[m] {
+                    seen[m] = true;
+                    order.push(m);
+                }
+            }
+            k += 1;
+        }
+        order
+    };
+    let mut seen = vec![false; n];
+    let mut order: Vec<usize> = Vec::new();
+    for r in 0..n {
+        if unit[r] != r || seen[r] {
+            continue;
+        }
+        let mut probe = seen.clone();
+        let far = bfs(r, &mut probe).last().copied().unwrap_or(r);
+        order.extend(bfs(far, &mut seen));
+    }
+    let total: u64 = weight.iter().sum::<u64>().max(1);
+    let parts = u64::from(parts.max(1));
+    let mut of_unit: HashMap<usize, u32> = HashMap::new();
+    let mut before = 0u64;
+    for u in order {
+        // The piece whose share of the total holds this unit's middle.
+        let k = ((2 * before + weight[u]) * parts / (2 * total)).min(parts - 1);
+        of_unit.insert(u, k as u32);
+        before += weight[u];
+    }
+    g.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| (name.clone(), of_unit.get(&unit[i]).copied().unwrap_or(0)))
+        .collect()
 }
 
 /// The connected components of `g` (nodes joined by any link or LAN) packed onto `parts`
@@ -354,6 +546,110 @@ mod tests {
         assert_eq!(m["b"], m["c"]);
         assert_eq!(m["x"], m["y"]);
         assert_ne!(m["a"], m["x"]);
+    }
+
+    #[test]
+    fn a_zero_delay_chain_is_cut_in_contiguous_halves() {
+        use crate::model::network::partition::GraphLink;
+        let link = |a: String, b: String| GraphLink {
+            id: format!("{a}-{b}"),
+            a,
+            b,
+            min_flight_ns: 0,
+        };
+        // r1 - r2 - ... - r8, named so that sorting does not follow the chain
+        let names: Vec<String> = (1..=8).map(|i| format!("r{}", (i * 5) % 9)).collect();
+        let g = Graph {
+            nodes: names.iter().map(|n| (n.clone(), 1)).collect(),
+            links: names
+                .windows(2)
+                .map(|w| link(w[0].clone(), w[1].clone()))
+                .collect(),
+            groups: vec![],
+        };
+        let m = place_nodes(&g, 2);
+        let along: Vec<u32> = names.iter().map(|n| m[n]).collect();
+        // one cut, in the middle
+        let cuts = along.windows(2).filter(|w| w[0] != w[1]).count();
+        assert_eq!(cuts, 1, "{along:?}");
+        assert_eq!(along.iter().filter(|&&k| k == 0).count(), 4, "{along:?}");
+        // the same on 4 partitions: 3 cuts, two routers each
+        let m = place_nodes(&g, 4);
+        let along: Vec<u32> = names.iter().map(|n| m[n]).collect();
+        assert_eq!(along.windows(2).filter(|w| w[0] != w[1]).count(), 3);
+        // balanced components are kept whole (nothing crosses)
+        let mut two = g.clone();
+        two.links.remove(3);
+        let m = place_nodes(&two, 2);
+        let along: Vec<u32> = names.iter().map(|n| m[n]).collect();
+        assert_eq!(along.windows(2).filter(|w| w[0] != w[1]).count(), 1);
+        assert_ne!(along[3], along[4]);
+        // one partition: everything on it
+        assert!(place_nodes(&g, 1).values().all(|&k| k == 0));
+    }
+
+    #[test]
+    fn a_lans_members_stay_together_when_the_order_is_split() {
+        use crate::model::network::partition::GraphLink;
+        let link = |a: &str, b: &str| GraphLink {
+            id: format!("{a}-{b}"),
+            a: a.into(),
+            b: b.into(),
+            min_flight_ns: 0,
+        };
+        let g = Graph {
+            nodes: ["a", "b", "c", "d", "e", "f"]
+                .iter()
+                .map(|n| (n.to_string(), 1))
+                .collect(),
+            links: vec![
+                link("a", "b"),
+                link("b", "c"),
+                link("d", "e"),
+                link("e", "f"),
+            ],
+            groups: vec![vec!["c".into(), "d".into()]],
+        };
+        let m = split_order(&g, 2);
+        assert_eq!(m["c"], m["d"]);
+        assert_ne!(m["a"], m["f"]);
+    }
+
+    #[test]
+    fn a_port_moves_off_an_overloaded_partition_to_an_idle_one() {
+        let w = |core, busy| Window {
+            core,
+            busy,
+            frames_per_s: 0.0,
+        };
+        let ports = |v: &[(&str, u32, f64)]| -> Vec<(String, u32, f64)> {
+            v.iter().map(|(p, k, r)| (p.to_string(), *k, *r)).collect()
+        };
+        // Partition 0 saturated by two ports, 1 idle: the one that evens them out moves
+        // (b: 0.71 and 0.29 after; a would leave 0.24 and 0.76).
+        let m = port_move(
+            &[w(0, 0.95), w(1, 0.05)],
+            &ports(&[("a", 0, 30_000.0), ("b", 0, 10_000.0), ("c", 1, 100.0)]),
+        );
+        assert_eq!(
+            m,
+            Some(PortMove {
+                port: "b".into(),
+                from: 0,
+                to: 1
+            })
+        );
+        // Its only port never moves; nor does anything when nobody is overloaded, or
+        // when the other partition is about as busy, or shares the core.
+        let one = ports(&[("a", 0, 30_000.0), ("c", 1, 100.0)]);
+        assert_eq!(port_move(&[w(0, 0.95), w(1, 0.05)], &one), None);
+        let two = ports(&[("a", 0, 30_000.0), ("b", 0, 10_000.0)]);
+        assert_eq!(port_move(&[w(0, 0.6), w(1, 0.0)], &two), None);
+        assert_eq!(port_move(&[w(0, 0.95), w(1, 0.8)], &two), None);
+        assert_eq!(port_move(&[w(0, 0.95), w(0, 0.05)], &two), None);
+        // One port carries everything: moving it would only swap the roles.
+        let skew = ports(&[("a", 0, 40_000.0), ("b", 0, 0.0)]);
+        assert_eq!(port_move(&[w(0, 0.95), w(1, 0.0)], &skew), None);
     }
 
     #[test]

@@ -14,6 +14,12 @@
 //! counters are split between the replicas that run its halves and add up; `"realtime"` is
 //! merged field by field and `"partitions"` tells the placement and each partition's load.
 //!
+//! The leader also moves ports between partitions (`move_port`, or the allocator's own
+//! decision in `check_loads`): `MoveOut` to the port's partition (stop reading its TAP, hand
+//! over its pipelines' state, `Network::hand_over_port`), then `MoveIn` with that state to
+//! the new one (`Network::adopt_port`, read the TAP) and the new placement to the others;
+//! commands wait meanwhile, so none sees the port half moved.
+//!
 //! Nothing here is on the frame path: commands and acknowledgements travel over channels
 //! and wake the other thread through its eventfd; frames never wait for them.
 use std::collections::{HashMap, VecDeque};
@@ -31,7 +37,7 @@ use crate::control::merge::merge_body;
 use crate::control::server::{Control, Subscriptions, ToEngine};
 use crate::control::topology::ApplyCmd;
 use crate::io::tap::Tap;
-use crate::model::network::partition::Partition;
+use crate::model::network::partition::{Partition, PortState};
 use crate::model::network::{Network, PipeIdx};
 use crate::stats::Histogram;
 use crate::time::Instant;
@@ -52,6 +58,25 @@ pub enum ToPart {
         seq: u64,
         caps: Vec<(PipeIdx, SharedPcap)>,
     },
+    /// Stop reading TAP port `port` and hand over its pipelines' state (placement `part`,
+    /// where the port is elsewhere): the first step of moving a port.
+    MoveOut {
+        seq: u64,
+        port: usize,
+        part: Partition,
+    },
+    /// Take over port `port` with the state its old partition handed over, and read it.
+    MoveIn {
+        seq: u64,
+        port: usize,
+        state: PortState,
+        part: Partition,
+    },
+    /// Take placement `part` (a port moved between two other partitions).
+    Replace {
+        seq: u64,
+        part: Partition,
+    },
     Exit,
 }
 
@@ -65,6 +90,25 @@ pub struct Ack {
     owns_agent: bool,
     /// For `stats`: this replica's lateness distribution.
     hist: Option<Histogram>,
+    /// For `MoveOut`: the moving port's state.
+    state: Option<PortState>,
+}
+
+/// A port on its way between partitions (see [`Leader::start_move`]).
+struct Moving {
+    mv: allocator::PortMove,
+    port: usize,
+    seq: u64,
+    /// Waiting for the old partition's state (true), or for the others to take the new
+    /// placement.
+    out: bool,
+    waiting: usize,
+    pipelines: usize,
+    /// Why (for the log line).
+    why: String,
+    started: Instant,
+    /// A `move_port` request waiting for its reply (its pending entry has `seq`).
+    reply: bool,
 }
 
 enum Dest {
@@ -121,6 +165,14 @@ pub struct Leader {
     cores: Vec<usize>,
     threads: u32,
     shutdown: bool,
+    moving: Option<Moving>,
+    move_acks: Vec<Ack>,
+    /// Load checks since the last port move (moves wait [`allocator::MOVE_QUIET_CHECKS`]).
+    checks_since_move: u32,
+    /// Each port's frame count at the last check, and the time of that check.
+    port_counts: HashMap<String, u64>,
+    last_check: Instant,
+    next_publish: Instant,
 }
 
 impl Leader {
@@ -152,6 +204,12 @@ impl Leader {
             cores,
             threads,
             shutdown: false,
+            moving: None,
+            move_acks: Vec::new(),
+            checks_since_move: allocator::MOVE_QUIET_CHECKS,
+            port_counts: HashMap::new(),
+            last_check: Instant::ZERO,
+            next_publish: Instant::ZERO,
         }
     }
 
@@ -173,8 +231,12 @@ impl Leader {
             self.run(p, clock);
             p.register_new_ports();
             let now = clock.now();
+            if now >= self.next_publish && !self.peers.is_empty() {
+                self.next_publish = now.add_nanos(allocator::PUBLISH_NS);
+                publish_ports(p);
+            }
             if now >= self.next_check {
-                self.check_loads(now);
+                self.check_loads(p, now);
             }
             next_push = self.push_stats(p, now);
         }
@@ -200,6 +262,7 @@ impl Leader {
         let start = clock.now();
         loop {
             self.take_acks();
+            self.advance_move(p, clock.now());
             if let Some((_, job, _)) = self.job.as_mut() {
                 let mut more = || clock.now().nanos_since(start) < SLICE_NS;
                 match job.step(&mut p.engine, clock.now(), &mut more) {
@@ -211,7 +274,9 @@ impl Leader {
                     None => break,
                 }
             }
-            if self.shutdown || clock.now().nanos_since(start) >= SLICE_NS {
+            // A port on its way holds the commands back (they might place it again).
+            if self.shutdown || self.moving.is_some() || clock.now().nanos_since(start) >= SLICE_NS
+            {
                 break;
             }
             let Some(msg) = self.control().next() else {
@@ -259,6 +324,27 @@ impl Leader {
     }
 
     fn begin(&mut self, p: &mut Part, dest: Dest, cmd: Command, now: Instant) {
+        if let Command::MovePort { port, partition } = &cmd {
+            let mv = allocator::PortMove {
+                port: port.clone(),
+                from: self.placement.ports.get(port).copied().unwrap_or(0),
+                to: *partition,
+            };
+            match self.start_move(p, mv, "asked by move_port".into(), now) {
+                Ok(seq) => {
+                    self.push(dest, Kind::First, Ok((Map::new(), Effect::None)), None);
+                    if let Some(last) = self.pending.back_mut() {
+                        last.seq = seq;
+                        last.waiting = 1;
+                    }
+                    if let Some(m) = self.moving.as_mut() {
+                        m.reply = true;
+                    }
+                }
+                Err(e) => self.push(dest, Kind::First, Err(e), None),
+            }
+            return;
+        }
         let followers = !self.peers.is_empty();
         let copy = match &cmd {
             Command::Apply(a) if followers => Some(a.clone()),
@@ -395,6 +481,10 @@ impl Leader {
 
     fn take_acks(&mut self) {
         while let Ok(a) = self.acks.try_recv() {
+            if self.moving.as_ref().is_some_and(|m| m.seq == a.seq) {
+                self.move_acks.push(a);
+                continue;
+            }
             if let Some(pd) = self.pending.iter_mut().find(|pd| pd.seq == a.seq) {
                 pd.waiting = pd.waiting.saturating_sub(1);
                 pd.acks.push(a);
@@ -518,8 +608,18 @@ impl Leader {
 
     /// Measure each partition's load over the last window and rebalance (module docs of
     /// `allocator`).
-    fn check_loads(&mut self, now: Instant) {
+    fn check_loads(&mut self, p: &mut Part, now: Instant) {
         self.next_check = now.add_nanos(allocator::CHECK_NS);
+        let secs = (now.nanos_since(self.last_check) as f64 / 1e9).max(1e-3);
+        self.last_check = now;
+        let mut rates: HashMap<String, f64> = HashMap::new();
+        for l in &self.loads {
+            let Ok(ports) = l.ports.lock() else { continue };
+            for (id, n) in ports.iter() {
+                let was = self.port_counts.insert(id.clone(), *n).unwrap_or(*n);
+                rates.insert(id.clone(), n.saturating_sub(was) as f64 / secs);
+            }
+        }
         for (i, l) in self.loads.iter().enumerate() {
             let r = l.reading();
             self.windows[i] =
@@ -555,6 +655,233 @@ impl Leader {
                     mv.part, mv.to
                 ),
             }
+            return;
+        }
+        self.checks_since_move = self.checks_since_move.saturating_add(1);
+        if self.moving.is_some()
+            || self.job.is_some()
+            || self.checks_since_move < allocator::MOVE_QUIET_CHECKS
+        {
+            return;
+        }
+        let ports: Vec<(String, u32, f64)> = p
+            .engine
+            .net
+            .plain_ports()
+            .into_iter()
+            .filter(|x| x.lan.is_none())
+            .map(|x| {
+                let k = self.placement.ports.get(&x.id).copied().unwrap_or(0);
+                let r = rates.get(&x.id).copied().unwrap_or(0.0);
+                (x.id, k, r)
+            })
+            .collect();
+        if let Some(mv) = allocator::port_move(&self.windows, &ports) {
+            let (f, t) = (self.windows[mv.from as usize], self.windows[mv.to as usize]);
+            let why = format!(
+                "partition {} {:.0} % busy on core {}, partition {} {:.0} % on core {}; the port carried {:.0} frames/s",
+                mv.from,
+                f.busy * 100.0,
+                f.core,
+                mv.to,
+                t.busy * 100.0,
+                t.core,
+                rates.get(&mv.port).copied().unwrap_or(0.0)
+            );
+            if let Err(e) = self.start_move(p, mv, why, now) {
+                eprintln!("wanlab-engine: allocator: {e}");
+            }
+        }
+    }
+
+    /// Start moving a TAP port to another partition (see the allocator's module docs): the
+    /// old partition stops reading its TAP and hands the state of the pipelines it feeds
+    /// over (its own, or through a `MoveOut` to its thread); [`Leader::advance_move`] then
+    /// gives it to the new one, which reads the TAP from then on. Returns the move's
+    /// sequence number.
+    fn start_move(
+        &mut self,
+        p: &mut Part,
+        mv: allocator::PortMove,
+        why: String,
+        now: Instant,
+    ) -> Result<u64, String> {
+        if self.peers.is_empty() {
+            return Err("move_port: only a real-time engine of several partitions (--threads 2 or more) moves ports".into());
+        }
+        if self.moving.is_some() {
+            return Err("move_port: another port is being moved".into());
+        }
+        let Some(idx) = p.engine.net.port_index(&mv.port) else {
+            return Err(format!("port: no such port {:?}", mv.port));
+        };
+        match p
+            .engine
+            .net
+            .plain_ports()
+            .into_iter()
+            .find(|x| x.id == mv.port)
+        {
+            None => {
+                return Err(format!(
+                    "port: {:?} is a simulated node's port (it runs with its node)",
+                    mv.port
+                ))
+            }
+            Some(x) => {
+                if let Some(lan) = x.lan {
+                    return Err(format!("port: {:?} is on LAN {lan:?}, whose ports and switch stay on one partition", mv.port));
+                }
+            }
+        }
+        if mv.to >= self.threads {
+            return Err(format!(
+                "partition: must be below {} (the engine's partitions), got {}",
+                self.threads, mv.to
+            ));
+        }
+        if mv.to == mv.from {
+            return Err(format!(
+                "port: {:?} is on partition {} already",
+                mv.port, mv.to
+            ));
+        }
+        self.placement.ports.insert(mv.port.clone(), mv.to);
+        self.seq += 1;
+        let seq = self.seq;
+        let from = mv.from;
+        self.moving = Some(Moving {
+            mv,
+            port: idx,
+            seq,
+            out: true,
+            waiting: 1,
+            pipelines: 0,
+            why,
+            started: now,
+            reply: false,
+        });
+        if from == 0 {
+            p.unwatch_tap(idx);
+            let part = Partition {
+                me: 0,
+                ..self.placement.clone()
+            };
+            let st = p.engine.net.hand_over_port(idx, part, now);
+            p.recut();
+            self.deliver_move(p, st);
+        } else if let Some((tx, w)) = self.peers.get(from as usize - 1) {
+            let _ = tx.send(ToPart::MoveOut {
+                seq,
+                port: idx,
+                part: Partition {
+                    me: from,
+                    ..self.placement.clone()
+                },
+            });
+            w.wake();
+        }
+        Ok(seq)
+    }
+
+    /// The old partition handed the port's state over: give it to the new one, the new
+    /// placement to the others.
+    fn deliver_move(&mut self, p: &mut Part, state: PortState) {
+        let Some(m) = self.moving.as_mut() else {
+            return;
+        };
+        m.out = false;
+        m.pipelines = state.len();
+        let (from, to, port, seq) = (m.mv.from, m.mv.to, m.port, m.seq);
+        let mut state = Some(state);
+        let mut waiting = 0;
+        for (i, (tx, w)) in self.peers.iter().enumerate() {
+            let me = i as u32 + 1;
+            if me == from {
+                continue; // it took the placement as it handed over
+            }
+            let part = Partition {
+                me,
+                ..self.placement.clone()
+            };
+            let msg = if me == to {
+                ToPart::MoveIn {
+                    seq,
+                    port,
+                    state: state.take().unwrap_or_default(),
+                    part,
+                }
+            } else {
+                ToPart::Replace { seq, part }
+            };
+            let _ = tx.send(msg);
+            w.wake();
+            waiting += 1;
+        }
+        let part = Partition {
+            me: 0,
+            ..self.placement.clone()
+        };
+        if to == 0 {
+            p.engine
+                .net
+                .adopt_port(state.take().unwrap_or_default(), part);
+            p.recut();
+            p.watch_tap(port);
+        } else if from != 0 {
+            p.engine.net.repartition(part);
+            p.recut();
+        }
+        m.waiting = waiting;
+    }
+
+    /// Acknowledgements of the port on its way; the move ends when every partition has the
+    /// new placement.
+    fn advance_move(&mut self, p: &mut Part, now: Instant) {
+        for a in std::mem::take(&mut self.move_acks) {
+            let Some(m) = self.moving.as_mut() else {
+                break;
+            };
+            if m.out {
+                self.deliver_move(p, a.state.unwrap_or_default());
+            } else {
+                m.waiting = m.waiting.saturating_sub(1);
+            }
+        }
+        let done = self
+            .moving
+            .as_ref()
+            .is_some_and(|m| !m.out && m.waiting == 0);
+        if !done {
+            return;
+        }
+        let Some(m) = self.moving.take() else {
+            return;
+        };
+        self.checks_since_move = 0;
+        let core = |k: u32| self.loads[k as usize].core.load(Ordering::Relaxed);
+        let took_us = now.nanos_since(m.started) as f64 / 1e3;
+        eprintln!(
+            "wanlab-engine: allocator: port {} moved from partition {} (core {}) to partition {} (core {}): {}; {} pipelines handed over, its TAP unread for {took_us:.0} us",
+            m.mv.port,
+            m.mv.from,
+            core(m.mv.from),
+            m.mv.to,
+            core(m.mv.to),
+            m.why,
+            m.pipelines,
+        );
+        if m.reply {
+            if let Some(pd) = self.pending.iter_mut().find(|pd| pd.seq == m.seq) {
+                let mut body = Map::new();
+                body.insert("port".into(), json!(m.mv.port));
+                body.insert("from".into(), json!(m.mv.from));
+                body.insert("to".into(), json!(m.mv.to));
+                body.insert("pipelines".into(), json!(m.pipelines));
+                body.insert("unread_us".into(), json!(took_us.round()));
+                pd.leader = Ok((body, Effect::None));
+                pd.waiting = 0;
+            }
         }
     }
 
@@ -580,6 +907,13 @@ impl Leader {
         }
         self.complete(&p.engine.net, now);
         next
+    }
+}
+
+/// Publish the frame counts of the ports partition `p` reads (for the allocator).
+fn publish_ports(p: &Part) {
+    if let Ok(mut v) = p.load.ports.lock() {
+        *v = p.engine.net.port_frames();
     }
 }
 
@@ -646,6 +980,7 @@ pub struct Follower {
     leader: Arc<EventFd>,
     job: Option<(u64, Box<ApplyJob>, Partition)>,
     exit: bool,
+    next_publish: Instant,
 }
 
 impl Follower {
@@ -657,6 +992,7 @@ impl Follower {
             leader,
             job: None,
             exit: false,
+            next_publish: Instant::ZERO,
         }
     }
 
@@ -665,6 +1001,11 @@ impl Follower {
             p.turn(clock, None, self.job.is_some());
             self.run(p, clock);
             p.register_new_ports();
+            let now = clock.now();
+            if now >= self.next_publish {
+                self.next_publish = now.add_nanos(allocator::PUBLISH_NS);
+                publish_ports(p);
+            }
         }
     }
 
@@ -675,6 +1016,19 @@ impl Follower {
             outcome,
             owns_agent,
             hist,
+            state: None,
+        });
+        self.leader.wake();
+    }
+
+    fn ack_state(&self, seq: u64, state: PortState) {
+        let _ = self.acks.send(Ack {
+            seq,
+            from: self.me,
+            outcome: Ok((Map::new(), Effect::None)),
+            owns_agent: false,
+            hist: None,
+            state: Some(state),
         });
         self.leader.wake();
     }
@@ -723,6 +1077,28 @@ impl Follower {
                 }
                 Ok(ToPart::Capture { seq, caps }) => {
                     p.engine.adopt_captures(caps);
+                    p.recut();
+                    self.ack(seq, Ok((Map::new(), Effect::None)), false, None);
+                }
+                Ok(ToPart::MoveOut { seq, port, part }) => {
+                    p.unwatch_tap(port);
+                    let st = p.engine.net.hand_over_port(port, part, clock.now());
+                    p.recut();
+                    self.ack_state(seq, st);
+                }
+                Ok(ToPart::MoveIn {
+                    seq,
+                    port,
+                    state,
+                    part,
+                }) => {
+                    p.engine.net.adopt_port(state, part);
+                    p.recut();
+                    p.watch_tap(port);
+                    self.ack(seq, Ok((Map::new(), Effect::None)), false, None);
+                }
+                Ok(ToPart::Replace { seq, part }) => {
+                    p.engine.net.repartition(part);
                     p.recut();
                     self.ack(seq, Ok((Map::new(), Effect::None)), false, None);
                 }

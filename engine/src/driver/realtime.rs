@@ -298,6 +298,9 @@ impl Epoll {
     fn add(&self, fd: RawFd, events: u32, token: u64) -> io::Result<()> {
         self.ctl(libc::EPOLL_CTL_ADD, fd, events, token)
     }
+    fn del(&self, fd: RawFd) -> io::Result<()> {
+        self.ctl(libc::EPOLL_CTL_DEL, fd, 0, 0)
+    }
     fn wait(&self, events: &mut [libc::epoll_event], timeout_ms: i32) -> usize {
         // SAFETY: events is a valid buffer of the given length.
         let n = unsafe {
@@ -533,6 +536,22 @@ impl Part {
                     .ep
                     .add(tap.as_raw_fd(), libc::EPOLLIN as u32, TAG_TAP | port as u64);
             }
+        }
+    }
+
+    /// Stop reading `port`'s TAP (it moves to another partition; frames wait in the TAP).
+    pub fn unwatch_tap(&mut self, port: usize) {
+        if let Some(tap) = self.engine.out.taps.get(&port) {
+            let _ = self.ep.del(tap.as_raw_fd());
+        }
+    }
+
+    /// Start reading `port`'s TAP (it moved here).
+    pub fn watch_tap(&mut self, port: usize) {
+        if let Some(tap) = self.engine.out.taps.get(&port) {
+            let _ = self
+                .ep
+                .add(tap.as_raw_fd(), libc::EPOLLIN as u32, TAG_TAP | port as u64);
         }
     }
 

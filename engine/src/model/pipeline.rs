@@ -27,6 +27,15 @@ use crate::stats::{Counters, Histogram};
 use crate::time::{min_deadline, Instant};
 use crate::wire::ethernet::HEADER_LEN;
 
+/// A direction's moving state on its way between replicas ([`Pipeline::hand_over`]).
+#[derive(Debug)]
+pub struct Handover {
+    queue: Queue,
+    rate: Rate,
+    rng: Rng,
+    rx: Option<(Delay, Loss, Rng)>,
+}
+
 #[derive(Debug)]
 pub struct Pipeline {
     params: LinkParams,
@@ -300,6 +309,57 @@ impl Pipeline {
         for (at, f) in frames {
             self.delay.push(f, at);
         }
+    }
+
+    /// Take this direction's moving state, leaving it empty here (the real-time engine
+    /// moves the port that feeds it to another partition; [`Pipeline::adopt`] there). The
+    /// sending half always goes (queue, the frame being serialized, its random stream); with
+    /// `rx` the receiving half too (frames in flight, loss state, its random stream). Nothing
+    /// is advanced: the new owner runs it from where it stands. Counters stay in the replica
+    /// that counted them (merged statistics add them up).
+    pub fn hand_over(&mut self, rx: bool, now: Instant) -> Handover {
+        let limit = self
+            .params
+            .queue
+            .effective_limit(self.params.bandwidth_bps, self.params.delay_ns);
+        let queue = std::mem::replace(&mut self.queue, Queue::new(self.params.queue, limit, now));
+        Handover {
+            queue,
+            rate: std::mem::take(&mut self.rate),
+            rng: std::mem::replace(&mut self.rng, Rng::new(0)),
+            rx: rx.then(|| {
+                (
+                    std::mem::take(&mut self.delay),
+                    std::mem::replace(&mut self.loss, Loss::new(&self.params.loss)),
+                    std::mem::replace(&mut self.rng_rx, Rng::new(0)),
+                )
+            }),
+        }
+    }
+
+    /// Take over the state [`Pipeline::hand_over`] took from another replica's copy. What
+    /// was here of the receiving half stays when `h` brings none (frames already handed to
+    /// this replica as the receiver of a cut link).
+    pub fn adopt(&mut self, h: Handover) {
+        self.queue = h.queue;
+        self.rate = h.rate;
+        self.rng = h.rng;
+        if let Some((delay, loss, rng_rx)) = h.rx {
+            let mut delay = delay;
+            for (at, f) in self.delay.take_ordered() {
+                delay.push(f, at);
+            }
+            self.delay = delay;
+            self.loss = loss;
+            self.rng_rx = rng_rx;
+        }
+    }
+
+    /// Whether nothing is queued, being serialized or in flight.
+    pub fn is_idle(&self) -> bool {
+        self.queue.len_pkts() == 0
+            && self.rate.done_at().is_none()
+            && self.delay.next_at().is_none()
     }
 
     /// Down drops everything queued, being serialized or in flight, and later arrivals.

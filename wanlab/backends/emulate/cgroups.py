@@ -192,6 +192,32 @@ def update(dirs: dict[str, str], node: Node, swap: bool) -> None:
                                   f"{e.strerror}") from None
 
 
+def cpus_of(dirs: dict[str, str]) -> str | None:
+    """The CPUs a cgroup's processes may run on (v2: ``cpuset.cpus.effective``, which an
+    empty ``cpuset.cpus`` inherits), or None without a cpuset controller."""
+    d = dirs.get("cpuset")
+    if d is None:
+        return None
+    for f in ("cpuset.cpus.effective", "cpuset.cpus"):
+        with contextlib.suppress(OSError):
+            v = _read(os.path.join(d, f))
+            if v:
+                return v
+    return None
+
+
+def place_cpus(dirs: dict[str, str], node: str, cpus: str) -> None:
+    """Put a node's processes on ``cpus`` (the placement of
+    :mod:`wanlab.backends.emulate.cpuplace`; a node's own ``cpus`` is written by
+    :func:`make_node` instead)."""
+    if "cpuset" not in dirs:
+        return
+    try:
+        _write(os.path.join(dirs["cpuset"], "cpuset.cpus"), cpus)
+    except OSError as e:
+        raise WanlabError(f"node {node}: cannot place it on CPUs {cpus}: {e.strerror}") from None
+
+
 def asks_for_limits(node: Node) -> bool:
     return any(v is not None for v in (node.cpu_cores, node.cpus, node.cpu_weight,
                                        node.memory_bytes, node.pids))
@@ -434,16 +460,17 @@ def oom_kills(dirs: dict[str, str]) -> int | None:
 
 
 def usage(dirs: dict[str, str]) -> dict[str, int | None]:
-    """CPU time used (µs), memory now and its limit (bytes), processes now and their limit,
-    OOM kills. None where the host does not say."""
+    """The CPUs it may use, CPU time used (µs), memory now and its limit (bytes), processes
+    now and their limit, OOM kills. None where the host does not say."""
     cpu = dirs.get("cpu")
     usec = _keyed(os.path.join(cpu, "cpu.stat"), "usage_usec") if cpu else None
     if usec is None and "cpuacct" in dirs:
         ns = _int(os.path.join(dirs["cpuacct"], "cpuacct.usage"))
         usec = None if ns is None else ns // 1000
     mem, pids = dirs.get("memory"), dirs.get("pids")
-    out: dict[str, int | None] = {"cpu_usec": usec, "memory": None, "memory_max": None,
-                                  "pids": None, "pids_max": None, "oom_kills": oom_kills(dirs)}
+    out: dict[str, int | str | None] = {
+        "cpus": cpus_of(dirs), "cpu_usec": usec, "memory": None, "memory_max": None,
+        "pids": None, "pids_max": None, "oom_kills": oom_kills(dirs)}
     if mem:
         out["memory"] = _int(os.path.join(mem, "memory.current"))
         if out["memory"] is None:

@@ -36,8 +36,8 @@ from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
 
 # the swap-in stages a modify runs (the engine, FRR and the clock run already)
-MODIFY_STAGES = ("folder", "roots", "namespaces", "cgroups", "taps", "addresses", "routes",
-                 "startcmds")
+MODIFY_STAGES = ("folder", "roots", "namespaces", "cgroups", "taps", "cpus", "addresses",
+                 "routes", "startcmds")
 
 
 def remove_request(old: Plan, d: Diff) -> dict[str, Any]:
@@ -115,4 +115,6 @@ def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress) -> d
         elif cgroups.asks_for_limits(n):
             raise WanlabError(f"node {n.name} has no cgroup (none on this host), so its limits "
                               f"cannot be set")
+    if redo:                # a node that gave up its own ``cpus`` is placed again
+        stages.place_cpus(b)
     return {**d.counts(), "limits_changed": len(redo)}

@@ -22,6 +22,10 @@ The emulation stages, in swap-in order (:data:`STAGES`):
                   holder and every command entering the node join
   ``taps``        the engine creates each TAP (``apply``) inside its node's namespace, and
                   the links, LANs and simulated nodes between them
+  ``cpus``        each node's cgroup on the CPUs the engine's placement suggests (nodes
+                  apart from the engine's pinned cores, or with the partition that reads
+                  their TAPs; :mod:`wanlab.backends.emulate.cpuplace`), logged, and noted
+                  on the node's cgroup record; a node's own ``cpus`` is kept
   ``addresses``   loopback, and each TAP's MAC, MTU and address; up
   ``routes``      static and manual routes, and each node's ``/etc/netns/<ns>/hosts``
   ``edge``        the edge gateway's uplink and nftables rules (egress, port forwards,
@@ -48,6 +52,7 @@ from dataclasses import dataclass, field
 
 from wanlab.backends.emulate import (
     cgroups,
+    cpuplace,
     egress,
     engine,
     external,
@@ -334,6 +339,32 @@ def _taps(b: Build) -> None:
                                          if r.kind == "tap" and r.state == "planned"})
 
 
+def place_cpus(b: Build) -> None:
+    """Place every node's cgroup on CPUs by the engine's placement (once its ``apply`` has
+    placed the ports); a modify places them all again (ports placed stay where they are)."""
+    groups = {r.detail["node"]: r for r in b.store.resources(b.row.id)
+              if r.kind == "cgroup" and r.detail.get("node")}
+    top = next((r.detail["dirs"] for r in b.store.resources(b.row.id)
+                if r.kind == "cgroup" and r.detail.get("node") is None), None)
+    if not groups or top is None or "cpuset" not in top:
+        return
+    own = {n.name for n in b.exp.nodes if n.cpus is not None}
+    ports = {n: [i.port for i in b.plan.nodes[n].interfaces]
+             for n in groups if n not in own and n in b.plan.nodes}
+    with engine.Client(b.socket, timeout=30) as c:
+        parts = c.call("stats").get("partitions") or []
+    d = cpuplace.decide(parts, ports, cpuplace.allowed_of(cgroups.cpus_of(top)),
+                        cpuplace.forced())
+    b.say(f"nodes on CPUs: {d.policy} ({d.why})")
+    for n in ports:
+        cpus = d.cpus.get(n)
+        want = cpuplace.cpulist(cpus) if cpus else cgroups.cpus_of(top) or ""
+        cgroups.place_cpus(groups[n].detail["dirs"], n, want)
+        b.store.update_resource(groups[n].id, cpus=want, cpus_policy=d.policy)
+    if own:
+        b.say(f"nodes on their own CPUs: {', '.join(sorted(own))}")
+
+
 def _addresses(b: Build) -> None:
     ports = engine_ports(b.plan, b.networks)
     touched = list(dict.fromkeys([*b.nodes, *(i.node for i in ports)]))
@@ -417,6 +448,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("namespaces", _namespaces),
     Stage("cgroups", _cgroups),
     Stage("taps", _taps),
+    Stage("cpus", place_cpus, keep),
     Stage("addresses", _addresses),
     Stage("routes", _routes),
     Stage("externals", _externals),

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 
 use super::{Network, PipeIdx, PortIdx};
 use crate::model::packet::Packet;
+use crate::model::pipeline::Handover;
 use crate::time::Instant;
 
 /// The partition this replica runs and where every node is placed (absent: partition 0).
@@ -58,6 +59,20 @@ pub struct Graph {
     pub nodes: Vec<(String, u64)>,
     pub links: Vec<GraphLink>,
     pub groups: Vec<Vec<String>>,
+}
+
+/// The moving state of the pipelines a port feeds, on its way to the port's new partition.
+#[derive(Debug, Default)]
+pub struct PortState(Vec<(PipeIdx, Handover)>);
+
+impl PortState {
+    /// How many pipelines it carries.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// Frames in flight taken from the sending half of a cut pipeline, in arrival order.
@@ -306,6 +321,71 @@ impl Network {
             out.push((to, i, f));
         }
         out
+    }
+
+    /// Frames that entered each plain port this replica reads, since it was created (the
+    /// offers to the pipelines it feeds whose sending half runs here).
+    pub fn port_frames(&self) -> Vec<(String, u64)> {
+        let me = self.part.as_ref().map_or(0, |p| p.me);
+        let mut by_port: HashMap<PortIdx, u64> = HashMap::new();
+        for (_, s) in self.pipes.iter_indexed() {
+            if s.tx_part == me {
+                *by_port.entry(s.from).or_insert(0) += s.pipe.counters().in_pkts;
+            }
+        }
+        self.ports
+            .iter_indexed()
+            .filter(|(i, p)| p.sim.is_none() && p.host.is_none() && self.owns_port(*i))
+            .map(|(i, p)| (p.id.clone(), by_port.get(&i).copied().unwrap_or(0)))
+            .collect()
+    }
+
+    /// Move plain port `port` away from this replica's partition: take the placement
+    /// `part` (where the port is on another partition) and the moving state of every
+    /// pipeline it feeds whose sending half ran here, the receiving half with it where that
+    /// moves too (a link delivering to another plain port runs wholly with its sender). The
+    /// caller has stopped reading the port's TAP; [`Network::adopt_port`] on the new owner
+    /// takes the state over. Real time only: a virtual-time run never moves a port.
+    pub fn hand_over_port(&mut self, port: PortIdx, part: Partition, now: Instant) -> PortState {
+        let me = self.part.as_ref().map_or(0, |p| p.me);
+        let before: Vec<(PipeIdx, u32, u32)> = self
+            .pipes
+            .iter_indexed()
+            .filter(|(_, s)| s.from == port)
+            .map(|(i, s)| (i, s.tx_part, s.rx_part))
+            .collect();
+        self.repartition(part);
+        let mut out = Vec::new();
+        for (i, tx, rx) in before {
+            let Some(slot) = self.pipes.get_mut(i) else {
+                continue;
+            };
+            if tx != me || slot.tx_part == me {
+                continue;
+            }
+            let with_rx = rx == me && slot.rx_part != me;
+            out.push((i, slot.pipe.hand_over(with_rx, now)));
+            // Timers queued here for it are stale from now on.
+            slot.scheduled_tx = None;
+            if with_rx {
+                slot.scheduled_rx = None;
+            }
+        }
+        PortState(out)
+    }
+
+    /// Take placement `part` and the moving state of a port's pipelines handed over by its
+    /// previous partition ([`Network::hand_over_port`]), and schedule them here.
+    pub fn adopt_port(&mut self, state: PortState, part: Partition) {
+        self.repartition(part);
+        for (i, h) in state.0 {
+            if let Some(slot) = self.pipes.get_mut(i) {
+                slot.pipe.adopt(h);
+                slot.scheduled_tx = None;
+                slot.scheduled_rx = None;
+            }
+            self.reschedule(i);
+        }
     }
 
     /// Add frames in flight to the receiving half of `pipe` (taken from its sender's replica).

@@ -1,0 +1,105 @@
+"""Which CPUs each node's processes run on, from the engine's placement (docs/resources.md,
+"Nodes on cores").
+
+The real-time engine runs its partitions on pinned threads, one core each (``stats``'
+``partitions``: each partition's ``core`` and the TAP ``ports`` it reads). A node's
+programs write into and read from those TAPs, so where they run relative to the partition
+that serves them decides how a frame crosses the machine (MX, seed 004: software routers
+on one multicore box scale only when placed with the traffic in mind). The policy:
+
+* ``apart`` — the engine's cores are pinned and the experiment's cgroup has at least as
+  many other CPUs: every node on those spare CPUs, so the nodes' programs never take
+  time from a partition thread (which then keeps real time);
+* ``with`` — fewer spare CPUs than engine cores (a small machine): each node on the cores
+  of the partitions that read its TAPs, so its frames stay in one core's caches on their
+  way in and out of the engine and the node's load follows the allocator's balancing;
+  a node without TAPs keeps every CPU;
+* ``none`` — the engine is not pinned (one partition, the default): nodes keep every CPU.
+
+A node's own ``cpus`` is never overridden. ``WANLAB_NODE_CPUS`` (``auto``, ``apart``,
+``with``, ``none``) forces a policy, for measuring one against another
+(``bench/node_cpus.py``); ``apart`` without a spare CPU falls back to ``with``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from wanlab.errors import WanlabError
+from wanlab.model.ir import cpuset_members
+
+POLICIES = ("auto", "apart", "with", "none")
+ENV = "WANLAB_NODE_CPUS"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The policy chosen, why, and each placed node's CPUs (nodes not listed keep theirs)."""
+
+    policy: str
+    why: str
+    cpus: dict[str, frozenset[int]]
+
+
+def cpulist(cpus: Iterable[int]) -> str:
+    """``{0, 1, 2, 5}`` as the kernel writes it: ``0-2,5``."""
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(set(cpus)):
+        if run and c != run[-1] + 1:
+            out.append(_span(run))
+            run = []
+        run.append(c)
+    if run:
+        out.append(_span(run))
+    return ",".join(out)
+
+
+def _span(run: list[int]) -> str:
+    return str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}"
+
+
+def forced() -> str:
+    """The policy ``WANLAB_NODE_CPUS`` asks for (``auto`` when unset)."""
+    v = os.environ.get(ENV, "auto").strip() or "auto"
+    if v not in POLICIES:
+        raise WanlabError(f"{ENV}={v!r}: must be one of {', '.join(POLICIES)}")
+    return v
+
+
+def decide(partitions: list[dict], node_ports: dict[str, list[str]], allowed: set[int],
+           policy: str = "auto") -> Decision:
+    """Place the nodes of ``node_ports`` (node -> its engine port ids; nodes with their own
+    ``cpus`` left out by the caller) given the engine's ``partitions`` (its ``stats``) and
+    the CPUs the experiment's cgroup ``allowed``."""
+    core_of = {port: p["core"] for p in partitions if p.get("core") is not None
+               for port in p.get("ports") or []}
+    engine = {p["core"] for p in partitions if p.get("core") is not None} & allowed
+    if policy == "none" or not engine:
+        why = "forced" if policy == "none" else \
+            "the engine's thread is not pinned (one partition)"
+        return Decision("none", f"{why}: nodes on every CPU", {})
+    spare = allowed - engine
+    if policy == "apart" or (policy == "auto" and spare and len(spare) >= len(engine)):
+        if spare:
+            why = (f"CPUs {cpulist(engine)} run the engine's partitions and {len(spare)} "
+                   f"spare: nodes on CPUs {cpulist(spare)}")
+            return Decision("apart", why, {n: frozenset(spare) for n in node_ports})
+    out: dict[str, frozenset[int]] = {}
+    for n, ports in node_ports.items():
+        cores = {core_of[p] for p in ports if p in core_of} & allowed
+        if cores:
+            out[n] = frozenset(cores)
+    why = (f"{len(spare)} CPUs besides the engine's {cpulist(engine)}: each node on the cores "
+           f"of the partitions that read its TAPs")
+    return Decision("with", why, out)
+
+
+def allowed_of(experiment_cpuset: str | None) -> set[int]:
+    """The CPUs in an experiment cgroup's ``cpuset.cpus`` (empty or unreadable: this
+    process's own)."""
+    if experiment_cpuset:
+        return cpuset_members(experiment_cpuset)
+    return set(os.sched_getaffinity(0))
