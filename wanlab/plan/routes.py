@@ -86,7 +86,7 @@ def _disjoint(networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment],
     makes them so; overlapping ones are merged prefix by prefix, never as ranges)."""
     spans = sorted((int(s.network_address), int(s.broadcast_address))
                    for s, atts, _ in networks.values() if atts)
-    return all(lo > prev_hi for (_, prev_hi), (lo, _) in zip(spans, spans[1:]))
+    return all(lo > prev_hi for (_, prev_hi), (lo, _) in zip(spans, spans[1:], strict=False))
 
 
 def _bins(nodes: list[str],
