@@ -202,3 +202,18 @@ def test_routes_equal_the_reference_when_distances_come_in_small_blocks(seed, mo
     rng = random.Random(1000 + seed)
     names, nets = _random_networks(rng, rng.randint(10, 40))
     assert shortest_path_routes(names, nets) == reference_routes(names, nets)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_routes_equal_the_reference_when_components_share_small_bins(seed, monkeypatch):
+    # forests of many components: single-network ones skipped, the others searched a few
+    # to a bin (or one too big for a bin alone)
+    from wanlab.plan import routes
+    monkeypatch.setattr(routes, "BIN_VERTICES", 6)
+    rng = random.Random(2000 + seed)
+    names, nets = _random_networks(rng, rng.randint(10, 40))
+    # cut the forest further: drop a third of the networks
+    nets = {k: v for k, v in nets.items() if rng.random() < 0.66}
+    for compress in (True, False):
+        assert shortest_path_routes(names, nets, compress) == \
+            reference_routes(names, nets, compress)

@@ -104,7 +104,12 @@ class Client(LineSocket):
             if reply is None:
                 raise EngineError(f"the engine closed the connection during {cmd!r}")
             if reply.get("id") == rid:
-                break           # anything else is a pushed event for a subscriber
+                break
+            if "ok" in reply and reply.get("id") is None:
+                # a line the engine could not read (too long, not JSON) has no id: it was
+                # this request's, and no reply with its id will come
+                raise EngineError(f"engine refused {cmd}: {reply.get('error', 'no reason')}")
+            # anything else is a pushed event for a subscriber
         if not reply.get("ok"):
             raise EngineError(f"engine refused {cmd}: {reply.get('error', 'no reason given')}")
         return reply

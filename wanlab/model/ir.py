@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from wanlab.errors import SpecError
+from wanlab.model.gc_pause import gc_paused
 from wanlab.model.names import (
     IMAGE_NAME_RE,
     IMAGE_NAME_RULE,
@@ -530,9 +531,10 @@ class Experiment:
         return k
 
     # -- JSON --------------------------------------------------------------
+    @gc_paused
     def to_json(self) -> dict[str, Any]:
         """The documented JSON form (docs/ir.md)."""
-        d = _plain(asdict(self))
+        d = _plain(self)
         d["version"] = IR_VERSION
         return d
 
@@ -540,6 +542,7 @@ class Experiment:
         return json.dumps(self.to_json(), indent=2, sort_keys=False)
 
     @staticmethod
+    @gc_paused
     def from_json(d: dict[str, Any]) -> "Experiment":
         """Inverse of :meth:`to_json` (used by the store)."""
         def src(x):
@@ -609,11 +612,22 @@ class Experiment:
 
 
 def _plain(x: Any) -> Any:
+    """``x`` as JSON values: dataclasses as dicts of their fields, tuples as lists (what
+    ``dataclasses.asdict`` makes, without its deep copy of every value: the IR is
+    immutable, and 100 000 nodes took asdict half a minute)."""
+    names = _FIELDS.get(type(x))
+    if names is None and hasattr(type(x), "__dataclass_fields__"):
+        names = _FIELDS[type(x)] = tuple(f.name for f in fields(x))
+    if names is not None:
+        return {k: _plain(getattr(x, k)) for k in names}
     if isinstance(x, dict):
         return {k: _plain(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [_plain(v) for v in x]
     return x
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 # -- validation ------------------------------------------------------------

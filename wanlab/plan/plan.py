@@ -19,6 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from wanlab.errors import SpecError
+from wanlab.model.gc_pause import gc_paused
 from wanlab.model.ir import Experiment, LinkParams
 from wanlab.plan.addressing import NetworkSpec, assign
 from wanlab.plan.routes import Attachment, RouteEntry, shortest_path_routes
@@ -47,6 +48,7 @@ def engine_params(p: LinkParams) -> dict[str, Any]:
             "queue": queue}
 
 
+@gc_paused
 def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     """The plan of ``exp``; with ``simulate_all`` every node is simulated in the engine
     (pure simulation: no namespaces, dynamic routing replaced by static routes)."""

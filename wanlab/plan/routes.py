@@ -17,6 +17,12 @@ numpy; the rest is array arithmetic per node. (Distances
 are doubled inside so that the LAN→node edge is not 0, which sparse graphs
 cannot hold: every path's length doubles, so every comparison is unchanged.)
 
+Only a node's own connected component can be reached from it, so the graph is cut into
+components first: a component with a single network (two simulated hosts on a link, say)
+needs no routes at all, and the others are searched in bins of about
+:data:`BIN_VERTICES` vertices, so that the work grows with the number of nodes times the
+size of their component, not with the square of the whole experiment's.
+
 To keep the table small at scale, routes with the same next hop are merged
 where their prefixes are exact siblings (never covering another next hop's
 prefix), and the next hop carrying the most prefixes becomes the default
@@ -36,6 +42,9 @@ ROW_BUDGET = 25_000_000
 # up to this many vertices, all distances at once by Floyd-Warshall in numpy (faster than
 # importing SciPy, which takes about half a second); beyond, SciPy's Dijkstra by rows
 DENSE_MAX = 300
+# components are searched together until a bin holds this many vertices (one big
+# component is searched alone)
+BIN_VERTICES = 2000
 
 
 @dataclass(frozen=True)
@@ -61,19 +70,75 @@ def shortest_path_routes(nodes: list[str],
                          networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]],
                          compress: bool = True) -> dict[str, list[RouteEntry]]:
     """Routes for every node. ``networks``: name → (subnet, attachments, cost ≥ 1)."""
-    g = _Graph(nodes, networks)
+    disjoint = _disjoint(networks)
     routes: dict[str, list[RouteEntry]] = {}
-    for s, ds, rows in g.sources():
-        groups = g.groups(s, ds, rows, merge=compress)
-        routes[g.names[s]] = _table(groups, compress)
+    for part_nodes, part_nets in _bins(nodes, networks):
+        g = _Graph(part_nodes, part_nets, disjoint)
+        for s, ds, rows in g.sources():
+            groups = g.groups(s, ds, rows, merge=compress)
+            routes[g.names[s]] = _table(groups, compress)
     return {n: routes.get(n, []) for n in nodes}
+
+
+def _disjoint(networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]]
+              ) -> bool:
+    """Whether the subnets of the networks that have members are disjoint (addressing
+    makes them so; overlapping ones are merged prefix by prefix, never as ranges)."""
+    spans = sorted((int(s.network_address), int(s.broadcast_address))
+                   for s, atts, _ in networks.values() if atts)
+    return all(lo > prev_hi for (_, prev_hi), (lo, _) in zip(spans, spans[1:], strict=False))
+
+
+def _bins(nodes: list[str],
+          networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]]):
+    """(nodes, networks) of groups of connected components, in the order of ``nodes``;
+    components with one network (whose every node is attached to it) are left out: none
+    of their nodes has anything to route to."""
+    parent: dict[str, str] = {}
+
+    def root(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for _, atts, _ in networks.values():
+        if atts:
+            r = root(atts[0].node)
+            for a in atts[1:]:
+                q = root(a.node)
+                if q != r:
+                    parent[q] = r
+    nets_of: dict[str, list[str]] = defaultdict(list)
+    size: dict[str, int] = defaultdict(int)       # vertices: nodes and networks
+    for k, (_, atts, _) in networks.items():
+        if atts:
+            nets_of[root(atts[0].node)].append(k)
+            size[root(atts[0].node)] += 1 + len(atts)
+    nodes_of: dict[str, list[str]] = defaultdict(list)
+    for n in dict.fromkeys(nodes):
+        if n in parent and len(nets_of[root(n)]) > 1:
+            nodes_of[root(n)].append(n)
+    part_nodes: list[str] = []
+    part_nets: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]] = {}
+    held = 0
+    for r, members in nodes_of.items():
+        part_nodes.extend(members)
+        part_nets.update((k, networks[k]) for k in nets_of[r])
+        held += size[r]
+        if held >= BIN_VERTICES:
+            yield part_nodes, part_nets
+            part_nodes, part_nets, held = [], {}, 0
+    if part_nodes:
+        yield part_nodes, part_nets
 
 
 class _Graph:
     """Nodes, networks and attachments as integer arrays, and the routing graph."""
 
     def __init__(self, nodes: list[str],
-                 networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]]):
+                 networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]],
+                 disjoint: bool):
         names = list(dict.fromkeys(list(nodes) + [a.node for _, atts, _ in networks.values()
                                                   for a in atts]))
         self.names = names
@@ -154,8 +219,9 @@ class _Graph:
         self.lo, self.hi = lo, hi
         self.touching = np.zeros(len(nets), dtype=bool)
         self.touching[1:] = lo[1:] == hi[:-1]
-        # overlapping subnets (which addressing refuses) would break run merging
-        self.disjoint = bool(np.all(lo[1:] >= hi[:-1]))
+        # overlapping subnets (which addressing refuses) would break run merging; judged
+        # over the whole experiment, so that a bin merges as the whole graph would
+        self.disjoint = disjoint
 
     def _rows(self, vertices: list[int]) -> np.ndarray:
         """Distances from ``vertices`` to every node (doubled costs; exact: integers)."""

@@ -433,12 +433,14 @@ def start(store: Store, row, folder: str, control_argv: list[str] | None = None)
 _started: dict[str, Any] = {}
 
 
-def go(folder: str, t0: float | None = None) -> float:
+def go(folder: str, t0: float | None = None, wait_s: float = 10.0) -> float:
     """t = 0 for the scheduler of the experiment in ``folder`` (now, or ``t0`` on the wall
-    clock, already past); returns t0 (wall clock)."""
+    clock, already past); returns t0 (wall clock). ``wait_s``: how long its socket may take
+    to appear (the scheduler reads and plans the experiment first; a dead one is not
+    waited for)."""
     p = _started.pop(os.path.abspath(folder), None)
     alive = (lambda: p.poll() is None) if p is not None else None
-    with EventClient(folder, alive=alive) as c:
+    with EventClient(folder, wait_s=wait_s, alive=alive) as c:
         reply = c.request({"cmd": "go", **({"t0": t0} if t0 is not None else {})})
     if not reply.get("ok"):
         raise WanlabError(f"the event scheduler refused to start: {reply.get('error')}")

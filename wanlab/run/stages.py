@@ -21,7 +21,11 @@ def scheduler_stage(control_argv: list[str] | None = None) -> Stage:
 
 def _go(b: Build) -> None:
     b.say("starting the clock (t = 0)")
-    scheduler.go(b.folder)
+    # the scheduler reads the experiment and plans it as the swap-in did (about 0.3 ms per
+    # node, link and agent; a 100 000-node simulation takes it tens of seconds): wait for
+    # it in proportion, 10 s at least
+    e = b.exp
+    scheduler.go(b.folder, wait_s=10 + 0.002 * (len(e.nodes) + len(e.links) + len(e.agents)))
 
 
 CLOCK = Stage("clock", _go, keep)

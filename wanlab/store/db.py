@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from wanlab.errors import WanlabError
+from wanlab.model.gc_pause import gc_paused
 from wanlab.model.ir import IR_VERSION, Experiment
 from wanlab.model.names import check_experiment_name
 
@@ -239,6 +240,20 @@ class Store:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA foreign_keys=ON")
         self._migrate()
+        # the last IR read or written, as stored text and as parsed (frozen) experiment:
+        # one swap-in reads its experiment's row several times, and reading 100 000
+        # simulated nodes back takes tens of seconds
+        self._ir_cache: tuple[str, Experiment] | None = None
+
+    def _ir_text(self, exp: Experiment) -> str:
+        text = json.dumps(exp.to_json())
+        self._ir_cache = (text, exp)
+        return text
+
+    def _parsed(self, text: str) -> Experiment:
+        if self._ir_cache is None or self._ir_cache[0] != text:
+            self._ir_cache = (text, _ir(_loads(text)))
+        return self._ir_cache[1]
 
     def close(self) -> None:
         self.db.close()
@@ -306,7 +321,7 @@ class Store:
                     cur = self.db.execute(
                         "INSERT INTO experiments(name, short, state, ir, source_path, seed,"
                         " created, updated) VALUES (?,?,?,?,?,?,?,?)",
-                        (exp.name, short, "new", json.dumps(exp.to_json()), source_path,
+                        (exp.name, short, "new", self._ir_text(exp), source_path,
                          exp.seed, now, now))
                     break
                 except sqlite3.IntegrityError as e:
@@ -323,7 +338,7 @@ class Store:
 
     def _row(self, r: sqlite3.Row) -> ExperimentRow:
         return ExperimentRow(id=r["id"], name=r["name"], short=r["short"], state=r["state"],
-                             ir=_ir(json.loads(r["ir"])),
+                             ir=self._parsed(r["ir"]),
                              source_path=r["source_path"], seed=r["seed"], error=r["error"],
                              created=r["created"], updated=r["updated"])
 
@@ -355,7 +370,7 @@ class Store:
     def set_ir(self, exp_id: int, exp: Experiment) -> None:
         with self._tx():
             self.db.execute("UPDATE experiments SET ir = ?, updated = ? WHERE id = ?",
-                            (json.dumps(exp.to_json()), time.time(), exp_id))
+                            (self._ir_text(exp), time.time(), exp_id))
 
     def transitions(self, exp_id: int) -> list[tuple[float, str | None, str, str]]:
         return [(r["at"], r["from_state"], r["to_state"], r["reason"]) for r in
@@ -457,6 +472,11 @@ class Store:
         with self._tx():
             self.db.executemany("UPDATE resources SET state = 'removed' WHERE id = ?",
                                 [(i,) for i in res_ids])
+
+
+@gc_paused
+def _loads(text: str) -> Any:
+    return json.loads(text)
 
 
 def _ir(d: dict[str, Any]) -> Experiment:

@@ -516,9 +516,11 @@ impl Part {
         self.ep.add(fd, libc::EPOLLIN as u32, token)
     }
 
-    /// After the topology or the placement changed: which pipelines send to others.
+    /// After the topology or the placement changed: which pipelines send to others (none
+    /// with one partition, whose only outbox slot is its own, empty one: no scan of every
+    /// pipeline then).
     pub fn recut(&mut self) {
-        self.cut = if self.outbox.is_empty() {
+        self.cut = if self.outbox.iter().all(Option::is_none) {
             Vec::new()
         } else {
             self.engine.net.cut_from_here()

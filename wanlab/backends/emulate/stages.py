@@ -317,6 +317,16 @@ def apply_request(plan: Plan, networks: Sequence[str], everything: bool) -> dict
             "lans": [l for l in plan.engine["lans"] if l["lan"] in nets]}
 
 
+def apply_timeout(taps: int, req: dict) -> float:
+    """Seconds to wait for the engine's reply to ``req``: the engine makes each TAP inside
+    its namespace (about a millisecond each) and builds each simulated object (tens of
+    microseconds each, after parsing the request): allow twenty times that on a busy
+    machine, so that no fixed limit fails a large topology (100 000 simulated nodes take
+    seconds)."""
+    objects = sum(len(v) for v in req.values() if isinstance(v, list))
+    return 30 + 0.02 * taps + 0.001 * objects
+
+
 def _taps(b: Build) -> None:
     ports = engine_ports(b.plan, b.networks)
     everything = b.swapin
@@ -329,10 +339,9 @@ def _taps(b: Build) -> None:
         ("tap", resources.tap_name(b.plan.nodes[i.node].netns, i.ifname),
          {"node": i.node, "ifname": i.ifname, "netns": b.plan.nodes[i.node].netns})
         for i in ports])
-    # the engine makes each TAP inside its namespace (about a millisecond each): allow for
-    # tens of thousands on a busy machine
-    with engine.Client(b.socket, timeout=30 + 0.02 * len(ports)) as c:
-        reply = c.send(Apply(**apply_request(b.plan, b.networks, everything)))
+    req = apply_request(b.plan, b.networks, everything)
+    with engine.Client(b.socket, timeout=apply_timeout(len(ports), req)) as c:
+        reply = c.send(Apply(**req))
     b.ifindex.update({p: v["ifindex"] for p, v in reply.get("ports", {}).items()
                       if "ifindex" in v})
     b.store.update_resources("created", {r.id: {} for r in b.store.resources(b.row.id)
