@@ -74,9 +74,9 @@ def markdown(runs: list[dict], s: dict, cmd: str) -> str:
          f"{len(runs)} runs of `wanlab validate --only capacity"
          f"{' --quick' if m.get('quick') else ''}` (each: median of 3 repetitions); the table "
          "gives the median over runs, each run's figure in brackets. Load average at the start "
-         "of each run: " + ", ".join(f"{x[0]:.1f}" for x in loads if x) + " — other helpers' "
-         "work was running on the same 2 cores, so absolute figures are low and noisy; the "
-         "ratios within one run are the fairer comparison.", "",
+         "of each run: " + ", ".join(f"{x[0]:.1f}" for x in loads if x) + " (above about 1 on "
+         "these 2 cores, other work shares them: absolute figures fall and spread; the "
+         "ratios within one run are the fairer comparison).", "",
          "## 64-byte frames (Mpps received)", "",
          "| path | Mpps | vs veth | vs router | runs |", "|---|---|---|---|---|"]
     veth, router = _med(s["pps"]["veth"]), _med(s["pps"]["router"])
