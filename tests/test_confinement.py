@@ -118,18 +118,27 @@ def test_peer_refused_accepts_the_host_and_refuses_another_netns(tmp_path):
         srv.listen(1)
         out = {}
 
+        theirs = os.stat(f"/run/netns/{ns}").st_ino
+
         def accept():
             c, _ = srv.accept()
             out["why"] = peer_refused(c)
+            # a host agent allows a set of namespaces (the controller's and its own)
+            out["allowed"] = peer_refused(c, {theirs}, "the controller's")
+            out["agent"] = peer_refused(c, {os.stat("/proc/self/ns/net").st_ino},
+                                        "the controller's")
             c.close()
         t = threading.Thread(target=accept)
         t.start()
         subprocess.run(["ip", "netns", "exec", ns, "python3", "-c",
-                        f"import socket; socket.socket(socket.AF_UNIX).connect({path!r})"],
+                        "import socket; s = socket.socket(socket.AF_UNIX); "
+                        f"s.connect({path!r}); s.recv(1)"],
                        check=True)
         t.join(10)
         srv.close()
-        assert out["why"] and "network namespace" in out["why"]
+        assert out["why"] and "the host's network namespace" in out["why"]
+        assert out["allowed"] is None
+        assert out["agent"] and "the controller's network namespace" in out["agent"]
     finally:
         subprocess.run(["ip", "netns", "del", ns], check=True)
 

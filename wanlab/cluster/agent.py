@@ -20,13 +20,13 @@ import json
 import os
 import re
 import socket
-import struct
 import subprocess
 import threading
 from typing import Any
 
 from wanlab.cluster.info import ClusterInfo, MachineInfo, pinned
 from wanlab.errors import WanlabError
+from wanlab.run.scheduler import peer_refused
 
 SOCKET = "agent.sock"
 
@@ -62,7 +62,7 @@ class HostAgent:
 
     def _answer(self, conn: socket.socket) -> None:
         with conn, conn.makefile("rwb") as f:
-            refused = _peer_refused(conn, self.netns)
+            refused = peer_refused(conn, self.netns, "the controller's")
             line = f.readline()         # read whatever was sent, refused or not
             if refused:
                 reply: dict[str, Any] = {"ok": False, "error": refused}
@@ -121,21 +121,6 @@ def machine_home(store_home: str, machine: str) -> str:
     """Where a machine keeps its share of the experiments. On the local test cluster the
     machines share this host's disk, so each gets a folder of the controller's store."""
     return os.path.join(store_home, "machines", machine)
-
-
-def _peer_refused(conn: socket.socket, netns: set[int | None]) -> str | None:
-    """Why a client of the agent's socket is refused (None: accepted): it must be our
-    user, in the controller's network namespace or the agent's own (never a node's)."""
-    pid, uid, _ = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                      struct.calcsize("3i")))
-    if uid != os.geteuid():
-        return f"refused: client uid {uid} is not {os.geteuid()}"
-    try:
-        theirs = os.stat(f"/proc/{pid}/ns/net").st_ino
-    except OSError:
-        return "refused: cannot tell the client's network namespace"
-    return None if theirs in netns else ("refused: the client is not in the controller's "
-                                         "network namespace")
 
 
 class NoAgentHere(Exception):

@@ -49,6 +49,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -354,10 +355,12 @@ class Scheduler:
         os._exit(0)
 
 
-def peer_refused(conn: socket.socket) -> str | None:
-    """Why a client of the event socket is refused (None: accepted). Only processes of our
-    own user in our own network namespace may send events: never a process inside a node
-    (docs/security.md), even if it found the socket."""
+def peer_refused(conn: socket.socket, netns: Collection[int | None] | None = None,
+                 where: str = "the host's") -> str | None:
+    """Why a client of a control socket is refused (None: accepted). Only processes of our
+    own user in an allowed network namespace (``netns``; by default our own) may speak:
+    never a process inside a node (docs/security.md), even if it found the socket. The
+    event socket and the cluster's host agents both ask this."""
     pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
                                                          struct.calcsize("3i")))
     if uid != os.geteuid():
@@ -366,8 +369,9 @@ def peer_refused(conn: socket.socket) -> str | None:
         theirs = os.stat(f"/proc/{pid}/ns/net").st_ino
     except OSError:
         return "refused: cannot tell the client's network namespace"
-    if theirs != os.stat("/proc/self/ns/net").st_ino:
-        return "refused: the client is not in the host's network namespace"
+    allowed = netns if netns is not None else {os.stat("/proc/self/ns/net").st_ino}
+    if theirs not in allowed:
+        return f"refused: the client is not in {where} network namespace"
     return None
 
 
