@@ -116,7 +116,9 @@ $g add $link0
     # an event group: the event goes to each member
     r = lab.tevc("later", "now", "g", "delay", ["5ms"], wait=True)
     assert r["outcome"] == "ok" and r["detail"] == "link0 delay 5ms"
-    assert max(ping_rtts(lab, "later", "a", "b", count=2)) < 15
+    # the smallest of three: one reply can be late on a loaded machine (CI saw 17.7 ms once),
+    # while a group that missed its member would still show 100 ms on every reply
+    assert min(ping_rtts(lab, "later", "a", "b", count=3)) < 15
 
 
 def test_ping_shows_the_gap_of_a_link_down_from_2_to_4_s(lab, tmp_path):
