@@ -276,7 +276,7 @@ impl Host {
         proto: u8,
         len: usize,
         write: impl FnOnce(&mut [u8]),
-        mut buf: Vec<u8>,
+        buf: Vec<u8>,
         out: &mut Vec<Vec<u8>>,
     ) -> bool {
         let c = &self.cfg;
