@@ -78,6 +78,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
+impl<'a> Packet<&'a [u8]> {
+    /// The payload, borrowed from the buffer rather than from the view (it outlives it).
+    pub fn into_payload(self) -> &'a [u8] {
+        &self.buffer[self.header_len()..self.total_len()]
+    }
+}
+
 /// RFC 1071 Internet checksum (the value to store; verifying a correct header gives 0).
 pub use super::checksum::checksum;
 

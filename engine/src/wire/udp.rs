@@ -61,6 +61,13 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
+impl<'a> Packet<&'a [u8]> {
+    /// The payload, borrowed from the buffer rather than from the view (it outlives it).
+    pub fn into_payload(self) -> &'a [u8] {
+        &self.buffer[HEADER_LEN..self.len()]
+    }
+}
+
 /// Write the header of the datagram in `buf` (header + payload, payload already in place)
 /// and its checksum. `buf` must hold at least the header; a length above 65535 is capped.
 pub fn emit(buf: &mut [u8], src: Addr, dst: Addr, sport: u16, dport: u16) {

@@ -73,27 +73,42 @@ impl Network {
     /// datagram goes to the sink bound to its port (or is counted as dropped), a TCP segment
     /// to the TCP agent bound to its port (see `tcp_agents`).
     fn host_receive(&mut self, h: usize, f: Packet, at: Instant) {
-        let Some(sh) = self.hosts.get_mut(h) else {
+        if !f.vnet.is_offloaded() {
+            // A plain frame (every frame between simulated nodes): no copy, and its buffer
+            // serves a frame sent later.
+            self.host_receive_wire(h, std::slice::from_ref(&f.data), at);
+            if self.spare.len() < super::SPARE_FRAMES && f.data.capacity() <= super::SPARE_CAPACITY
+            {
+                self.spare.push(f.data);
+            }
             return;
-        };
-        let Ok(frames) = f.into_wire() else {
-            sh.host.counters.dropped_other += 1;
+        }
+        match f.into_wire() {
+            Ok(frames) => self.host_receive_wire(h, &frames, at),
+            Err(_) => {
+                if let Some(sh) = self.hosts.get_mut(h) {
+                    sh.host.counters.dropped_other += 1;
+                }
+            }
+        }
+    }
+
+    /// The wire frames of one packet into host `h`: datagrams to their sinks first, then the
+    /// host's answers, then TCP segments to their agents.
+    fn host_receive_wire(&mut self, h: usize, frames: &[Vec<u8>], at: Instant) {
+        let Some(sh) = self.hosts.get_mut(h) else {
             return;
         };
         let port = sh.port;
         let mut out = Vec::new();
-        let mut dgrams = Vec::new();
-        let mut segs = Vec::new();
+        let mut ups = Vec::with_capacity(frames.len());
         for w in frames {
-            let (o, d) = sh.host.receive_any(&w);
+            let (o, u) = sh.host.receive_any(w);
             out.extend(o);
-            match d {
-                Some(Up::Udp(d)) => dgrams.push(d),
-                Some(Up::Tcp(s)) => segs.push(s),
-                None => {}
-            }
+            ups.extend(u);
         }
-        for d in dgrams {
+        for u in &ups {
+            let Up::Udp(d) = u else { continue };
             let ai = self.bound.get(&(h, PROTO_UDP, d.dport)).copied();
             let sink = ai
                 .and_then(|ai| self.agents.get_mut(ai))
@@ -102,7 +117,7 @@ impl Network {
                     _ => None,
                 });
             match sink {
-                Some(s) => s.receive(&d.payload, at),
+                Some(s) => s.receive(d.payload, at),
                 None => {
                     if let Some(sh) = self.hosts.get_mut(h) {
                         sh.host.counters.dropped_other += 1;
@@ -113,8 +128,10 @@ impl Network {
         for d in out {
             self.receive_packet(port, Packet::plain(d), at);
         }
-        for s in segs {
-            self.tcp_receive(h, s, at);
+        for u in ups {
+            if let Up::Tcp(s) = u {
+                self.tcp_receive(h, s, at);
+            }
         }
     }
 

@@ -54,6 +54,10 @@ pub use stats::{DirStats, LinkStats, MemberStats, StatsBody};
 pub use targets::Dir;
 use timers::{TimerKind, TimerQueue};
 
+/// Buffers kept for reuse (see `Network::spare`), and the largest kept (a frame's).
+const SPARE_FRAMES: usize = 256;
+const SPARE_CAPACITY: usize = 4096;
+
 pub type PortIdx = usize;
 pub type PipeIdx = usize;
 
@@ -201,9 +205,14 @@ pub struct Network {
     agents: Arena<Agent>,
     /// (host, IP protocol, local port) → the agent that receives there (UDP sinks, TCP sinks
     /// and senders; the first one created wins), so delivery costs no scan of all agents.
-    bound: HashMap<(usize, u8, u16), usize>,
+    bound: HashMap<(usize, u8, u16), usize, BuildKeyHasher>,
     timers: TimerQueue,
     scratch: Vec<Packet>,
+    /// Frames a traffic source sends at one instant (reused: no allocation per packet).
+    frames: Vec<Vec<u8>>,
+    /// Buffers of frames delivered to simulated hosts, for the frames their traffic sources
+    /// send next (at most [`SPARE_FRAMES`]): no allocation per simulated packet.
+    spare: Vec<Vec<u8>>,
     /// Timer events acted on (stale heap entries not counted).
     events: u64,
     /// Lateness of timer events behind the `now` they were polled at (real-time driver only).
@@ -214,6 +223,49 @@ pub struct Network {
     poll_limit: Option<u64>,
     /// This replica's share of a partitioned simulation (None: it owns everything).
     part: Option<partition::Partition>,
+}
+
+/// A hasher for small integer keys looked up once per delivered packet (`bound`): SipHash's
+/// resistance to chosen keys is not needed for keys the engine makes itself, and cost as
+/// much as the rest of a sink's delivery. Only lookups use it, never an iteration order.
+#[derive(Debug, Default, Clone, Copy)]
+struct BuildKeyHasher;
+
+#[derive(Debug, Default)]
+struct KeyHasher(u64);
+
+impl std::hash::BuildHasher for BuildKeyHasher {
+    type Hasher = KeyHasher;
+    fn build_hasher(&self) -> KeyHasher {
+        KeyHasher(0)
+    }
+}
+
+impl std::hash::Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        // A final avalanche, so the table's bucket bits depend on every input bit.
+        let mut x = self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^ (x >> 33)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u8(&mut self, i: u8) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_u16(&mut self, i: u16) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// How late timer events ran: lateness = the `now` passed to [`Network::poll`] − deadline.
@@ -238,9 +290,11 @@ impl Network {
             routers: Arena::new(),
             hosts: Arena::new(),
             agents: Arena::new(),
-            bound: HashMap::new(),
+            bound: HashMap::default(),
             timers: TimerQueue::default(),
             scratch: Vec::new(),
+            frames: Vec::new(),
+            spare: Vec::new(),
             events: 0,
             lateness: None,
             lateness_hist: None,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{Network, PipeIdx};
+use crate::model::arena::Arena;
 use crate::model::sim::agent::AgentStats;
 use crate::model::sim::host::HostCounters;
 use crate::model::sim::router::RouterCounters;
@@ -63,6 +64,17 @@ pub struct StatsBody {
     pub agents: BTreeMap<String, AgentStats>,
 }
 
+/// Every live value of `arena`, or only the one with id `target`: a targeted `stats` (the
+/// simulation asks one per flow start and stop) looks its target up instead of scanning
+/// every object of a large network.
+fn selected<'a, T>(arena: &'a Arena<T>, target: Option<&str>) -> impl Iterator<Item = &'a T> {
+    let (all, one) = match target {
+        None => (Some(arena.iter()), None),
+        Some(t) => (None, arena.by_id(t)),
+    };
+    all.into_iter().flatten().chain(one)
+}
+
 impl Network {
     /// Counters of a simulated router.
     pub fn router_counters(&self, id: &str) -> Option<RouterCounters> {
@@ -106,7 +118,6 @@ impl Network {
                 ));
             }
         }
-        let wanted = |id: &str| target.is_none_or(|t| t == id);
         let mut body = StatsBody {
             now_ns: now.nanos(),
             links: BTreeMap::new(),
@@ -116,28 +127,16 @@ impl Network {
             agents: BTreeMap::new(),
         };
         // A partitioned replica reports only the nodes and agents it runs.
-        for h in self
-            .hosts
-            .iter()
-            .filter(|h| wanted(&h.id) && self.reports_node(&h.id))
-        {
+        for h in selected(&self.hosts, target).filter(|h| self.reports_node(&h.id)) {
             body.hosts.insert(h.id.clone(), h.host.counters);
         }
-        for a in self
-            .agents
-            .iter()
-            .filter(|a| wanted(&a.id) && super::owns(&self.part, a.part))
-        {
+        for a in selected(&self.agents, target).filter(|a| super::owns(&self.part, a.part)) {
             body.agents.insert(a.id.clone(), Self::stats_of(a));
         }
-        for r in self
-            .routers
-            .iter()
-            .filter(|r| wanted(&r.id) && self.reports_node(&r.id))
-        {
+        for r in selected(&self.routers, target).filter(|r| self.reports_node(&r.id)) {
             body.routers.insert(r.id.clone(), r.router.counters);
         }
-        for l in self.links.iter().filter(|l| wanted(&l.id)) {
+        for l in selected(&self.links, target) {
             body.links.insert(
                 l.id.clone(),
                 LinkStats {
@@ -155,7 +154,7 @@ impl Network {
                 },
             );
         }
-        for lan in self.lans.iter().filter(|l| wanted(&l.id)) {
+        for lan in selected(&self.lans, target) {
             let mut ms = BTreeMap::new();
             let port_of = |i: usize| {
                 lan.members

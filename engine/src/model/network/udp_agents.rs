@@ -19,7 +19,7 @@ impl Network {
         let AgentKind::Cbr(c) = &mut a.kind else {
             return;
         };
-        let Some(payload) = c.poll(at) else {
+        let Some(dep) = c.depart(at) else {
             self.reschedule_agent(ai);
             return;
         };
@@ -29,9 +29,15 @@ impl Network {
             return;
         };
         let port = sh.port;
-        for d in sh.host.send_udp(dst, sport, dport, &payload) {
+        let mut frames = std::mem::take(&mut self.frames);
+        let fill = |p: &mut [u8]| dep.write(p);
+        let buf = self.spare.pop().unwrap_or_default();
+        sh.host
+            .send_udp_with(dst, (sport, dport), dep.len, fill, buf, &mut frames);
+        for d in frames.drain(..) {
             self.receive_packet(port, Packet::plain(d), at);
         }
+        self.frames = frames;
     }
 
     fn reschedule_agent(&mut self, ai: usize) {

@@ -177,21 +177,49 @@ impl Cbr {
 
     /// If a packet is due at `now`, return its payload and advance.
     pub fn poll(&mut self, now: Instant) -> Option<Vec<u8>> {
-        if self.poll_at()? > now {
+        let d = self.depart(now)?;
+        let mut p = vec![0u8; d.len];
+        d.write(&mut p);
+        Some(p)
+    }
+
+    /// If a packet is due at `now`, advance and say what its payload is (written into its
+    /// frame by [`Departure::write`], without a buffer of its own).
+    pub fn depart(&mut self, now: Instant) -> Option<Departure> {
+        let at = self.poll_at()?;
+        if at > now {
             return None;
         }
-        let at = self.poll_at()?;
-        let mut p = vec![0u8; self.spec.size.max(MIN_SIZE)];
-        p[0..8].copy_from_slice(&self.seq.to_be_bytes());
-        p[8..16].copy_from_slice(&at.nanos().to_be_bytes());
+        let d = Departure {
+            seq: self.seq,
+            at,
+            len: self.spec.size.max(MIN_SIZE),
+        };
         self.seq += 1;
         self.k += 1;
         if self.spec.pattern != Pattern::Cbr {
             self.offset_ns += self.next_gap_ns();
         }
         self.sent_pkts += 1;
-        self.sent_bytes += p.len() as u64;
-        Some(p)
+        self.sent_bytes += d.len as u64;
+        Some(d)
+    }
+}
+
+/// One packet of a source: its sequence number, send time and payload length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Departure {
+    pub seq: u64,
+    pub at: Instant,
+    pub len: usize,
+}
+
+impl Departure {
+    /// The payload (see the module's header) into `p` (`len` bytes).
+    pub fn write(&self, p: &mut [u8]) {
+        p[0..8].copy_from_slice(&self.seq.to_be_bytes());
+        p[8..16].copy_from_slice(&self.at.nanos().to_be_bytes());
+        p[16..].fill(0);
     }
 }
 

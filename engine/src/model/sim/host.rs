@@ -41,19 +41,20 @@ pub struct HostCounters {
     pub arp_queue_drops: u64,
 }
 
-/// A UDP datagram addressed to the host.
+/// A UDP datagram addressed to the host; its payload is borrowed from the received frame
+/// (a sink only reads it: no copy per packet).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Datagram {
+pub struct Datagram<'a> {
     pub src: Addr,
     pub sport: u16,
     pub dport: u16,
-    pub payload: Vec<u8>,
+    pub payload: &'a [u8],
 }
 
 /// What a host hands up to its agents.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Up {
-    Udp(Datagram),
+pub enum Up<'a> {
+    Udp(Datagram<'a>),
     Tcp(Segment),
 }
 
@@ -93,7 +94,7 @@ impl Host {
 
     /// A frame arrived; returns the frames to send and a UDP datagram for the host, if any.
     /// (A TCP segment counts as `dropped_other` here; see [`Host::receive_any`].)
-    pub fn receive(&mut self, frame: &[u8]) -> (Vec<Vec<u8>>, Option<Datagram>) {
+    pub fn receive<'a>(&mut self, frame: &'a [u8]) -> (Vec<Vec<u8>>, Option<Datagram<'a>>) {
         match self.receive_any(frame) {
             (out, Some(Up::Udp(d))) => (out, Some(d)),
             (out, Some(Up::Tcp(_))) => {
@@ -106,7 +107,7 @@ impl Host {
 
     /// A frame arrived; returns the frames to send and a UDP datagram or TCP segment
     /// addressed to the host, if any.
-    pub fn receive_any(&mut self, frame: &[u8]) -> (Vec<Vec<u8>>, Option<Up>) {
+    pub fn receive_any<'a>(&mut self, frame: &'a [u8]) -> (Vec<Vec<u8>>, Option<Up<'a>>) {
         let mut out = Vec::new();
         let Ok(eth) = Frame::new_checked(frame) else {
             self.counters.dropped_other += 1;
@@ -120,7 +121,7 @@ impl Host {
         match eth.ethertype() {
             arp::ETHERTYPE => self.receive_arp(eth.payload(), &mut out),
             ETH_IPV4 if eth.dst() == self.cfg.mac => {
-                dgram = self.receive_ipv4(eth.payload(), &mut out)
+                dgram = self.receive_ipv4(eth.into_payload(), &mut out)
             }
             _ => self.counters.dropped_other += 1,
         }
@@ -155,7 +156,7 @@ impl Host {
         }
     }
 
-    fn receive_ipv4(&mut self, payload: &[u8], out: &mut Vec<Vec<u8>>) -> Option<Up> {
+    fn receive_ipv4<'a>(&mut self, payload: &'a [u8], out: &mut Vec<Vec<u8>>) -> Option<Up<'a>> {
         let Ok(ip) = ipv4::Packet::new_checked(payload) else {
             self.counters.dropped_other += 1;
             return None;
@@ -172,21 +173,30 @@ impl Host {
             ipv4::PROTO_ICMP => match icmp::echo_reply(ip.payload()) {
                 Some(msg) => {
                     self.counters.icmp_sent += 1;
-                    self.send_ip(ip.src(), ipv4::PROTO_ICMP, &msg, out);
+                    let write = |d: &mut [u8]| d.copy_from_slice(&msg);
+                    self.send_ip(
+                        ip.src(),
+                        ipv4::PROTO_ICMP,
+                        msg.len(),
+                        write,
+                        Vec::new(),
+                        out,
+                    );
                 }
                 None => self.counters.dropped_other += 1,
             },
             PROTO_UDP => {
-                let Ok(u) = udp::Packet::new_checked(ip.payload()) else {
+                let src = ip.src();
+                let Ok(u) = udp::Packet::new_checked(ip.into_payload()) else {
                     self.counters.dropped_other += 1;
                     return None;
                 };
                 self.counters.udp_received += 1;
                 return Some(Up::Udp(Datagram {
-                    src: ip.src(),
+                    src,
                     sport: u.src_port(),
                     dport: u.dst_port(),
-                    payload: u.payload().to_vec(),
+                    payload: u.into_payload(),
                 }));
             }
             PROTO_TCP => match tcp::parse(ip.src(), ip.dst(), ip.payload()) {
@@ -204,12 +214,39 @@ impl Host {
     /// Send a UDP datagram; returns the frames to transmit (the datagram itself, or an ARP
     /// request while the next hop is unresolved).
     pub fn send_udp(&mut self, dst: Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<Vec<u8>> {
-        let udp = udp::build(self.cfg.ip, dst, sport, dport, payload);
         let mut out = Vec::new();
-        if self.send_ip(dst, PROTO_UDP, &udp, &mut out) {
+        let fill = |p: &mut [u8]| p.copy_from_slice(payload);
+        self.send_udp_with(
+            dst,
+            (sport, dport),
+            payload.len(),
+            fill,
+            Vec::new(),
+            &mut out,
+        );
+        out
+    }
+
+    /// [`Host::send_udp`] of a `len`-byte payload that `fill` writes in place, into `out`:
+    /// a traffic source's datagram is built in its frame, in `buf`'s memory (a frame
+    /// delivered earlier: no allocation per packet).
+    pub fn send_udp_with(
+        &mut self,
+        dst: Addr,
+        (sport, dport): (u16, u16),
+        len: usize,
+        fill: impl FnOnce(&mut [u8]),
+        buf: Vec<u8>,
+        out: &mut Vec<Vec<u8>>,
+    ) {
+        let src = self.cfg.ip;
+        let write = |d: &mut [u8]| {
+            fill(&mut d[UDP_HEADER_LEN..]);
+            udp::emit(d, src, dst, sport, dport);
+        };
+        if self.send_ip(dst, PROTO_UDP, UDP_HEADER_LEN + len, write, buf, out) {
             self.counters.udp_sent += 1;
         }
-        out
     }
 
     /// Send a TCP segment (20-byte header, `payload_len` zero bytes of payload); returns the
@@ -223,13 +260,25 @@ impl Host {
     ) -> Vec<Vec<u8>> {
         let msg = tcp::build(self.cfg.ip, dst, sport, dport, seg);
         let mut out = Vec::new();
-        if self.send_ip(dst, PROTO_TCP, &msg, &mut out) {
+        let write = |d: &mut [u8]| d.copy_from_slice(&msg);
+        if self.send_ip(dst, PROTO_TCP, msg.len(), write, Vec::new(), &mut out) {
             self.counters.tcp_sent += 1;
         }
         out
     }
 
-    fn send_ip(&mut self, dst: Addr, proto: u8, msg: &[u8], out: &mut Vec<Vec<u8>>) -> bool {
+    /// Send an IP packet whose `len`-byte payload `write` fills in place: into its frame
+    /// when the next hop is known, else into the packet that waits for ARP; either in
+    /// `buf`'s memory.
+    fn send_ip(
+        &mut self,
+        dst: Addr,
+        proto: u8,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+        buf: Vec<u8>,
+        out: &mut Vec<Vec<u8>>,
+    ) -> bool {
         let c = &self.cfg;
         let hop = if ipv4::in_subnet(dst, c.ip, c.prefix) {
             Some(dst)
@@ -241,9 +290,24 @@ impl Host {
             return false;
         };
         self.ident = self.ident.wrapping_add(1);
-        let mut pkt = ipv4::header(c.ip, dst, proto, TTL, self.ident, msg.len()).to_vec();
-        pkt.extend_from_slice(msg);
+        let header = ipv4::header(c.ip, dst, proto, TTL, self.ident, len);
         let me = self.iface();
+        if let Some(mac) = self.neighbours.lookup(hop) {
+            let mut f = buf;
+            f.clear();
+            f.resize(ethernet::HEADER_LEN + header.len() + len, 0);
+            ethernet::write_header(&mut f, mac, me.mac, ETH_IPV4);
+            let (h, payload) = f[ethernet::HEADER_LEN..].split_at_mut(header.len());
+            h.copy_from_slice(&header);
+            write(payload);
+            out.push(f);
+            return true;
+        }
+        let mut pkt = buf;
+        pkt.clear();
+        pkt.resize(header.len() + len, 0);
+        pkt[..header.len()].copy_from_slice(&header);
+        write(&mut pkt[header.len()..]);
         match self.neighbours.resolve(&me, hop, pkt) {
             Resolved::Now(mac, pkt) => out.push(ethernet::build(mac, me.mac, ETH_IPV4, &pkt)),
             Resolved::Queued { request } => out.extend(request),

@@ -50,6 +50,9 @@ pub struct ArpInput<T> {
 #[derive(Debug)]
 pub struct NeighbourCache<T> {
     entries: BTreeMap<Addr, Address>,
+    /// The entry learned last, also in `entries`: a host's only neighbour (its gateway or
+    /// peer) without a search of the map for every packet it sends.
+    recent: Option<(Addr, Address)>,
     pending: BTreeMap<Addr, Vec<T>>,
 }
 
@@ -57,6 +60,7 @@ impl<T> Default for NeighbourCache<T> {
     fn default() -> Self {
         NeighbourCache {
             entries: BTreeMap::new(),
+            recent: None,
             pending: BTreeMap::new(),
         }
     }
@@ -64,7 +68,10 @@ impl<T> Default for NeighbourCache<T> {
 
 impl<T> NeighbourCache<T> {
     pub fn lookup(&self, ip: Addr) -> Option<Address> {
-        self.entries.get(&ip).copied()
+        match self.recent {
+            Some((a, mac)) if a == ip => Some(mac),
+            _ => self.entries.get(&ip).copied(),
+        }
     }
 
     /// Send `item` to `hop` from interface `me`: now, or after ARP resolution.
@@ -103,6 +110,7 @@ impl<T> NeighbourCache<T> {
         };
         if valid_sender {
             self.entries.insert(sip, smac);
+            self.recent = Some((sip, smac));
             let waiting = self.pending.remove(&sip).unwrap_or_default();
             input.released = Some((smac, waiting));
         }
