@@ -55,7 +55,8 @@
 //! Reading: a TAP that epoll reports gives one frame, unless it was read in the previous turn
 //! too (a backlog): then up to [`BATCH`] frames, to EAGAIN. Light traffic thus costs no
 //! failing `readv` per frame, and one saturated link cannot starve others; epoll is
-//! level-triggered, so the rest is read next turn.
+//! level-triggered, so the rest is read next turn. A TAP whose link direction holds a long
+//! queue wakes no one: it is read when the loop is awake anyway (`defer.rs`).
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
