@@ -451,6 +451,76 @@ fn a_queue_build_up_shows_in_the_sojourn_distribution() {
     let _ = fx.engine.wait();
 }
 
+/// A port whose link direction holds a long queue is read without wake-ups of its own
+/// (`driver/defer.rs`): its frames are read late and none is lost.
+#[test]
+fn a_port_behind_a_long_queue_is_read_without_wake_ups_of_its_own() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !have("ip") || !have("ping") {
+        eprintln!("skipping: needs root, ip and ping");
+        return;
+    }
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("wld-{pid}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("engine.sock");
+    let engine = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
+        .args(["--socket", sock.to_str().unwrap()])
+        .args(["--log", dir.join("engine.log").to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let (nsa, nsb) = (format!("wld-{pid}-a"), format!("wld-{pid}-b"));
+    let mut fx = Fixture {
+        engine,
+        namespaces: vec![],
+        dir: dir.clone(),
+    };
+    let mut c = Client::connect(&sock);
+    let (ta, tb) = (format!("wld{pid}a"), format!("wld{pid}b"));
+    c.req(json!({"cmd": "apply",
+        "ports": [{"port": "a", "tap": ta}, {"port": "b", "tap": tb}],
+        "links": [{"link": "l", "a": "a", "b": "b",
+                   "ab": {"bandwidth_bps": 1_000_000, "delay_us": 10_000,
+                          "queue": {"kind": "droptail", "limit": 100}},
+                   "ba": {"bandwidth_bps": 100_000_000, "delay_us": 10_000}}]}));
+    for (ns, tap, addr) in [(&nsa, &ta, "10.233.0.1/24"), (&nsb, &tb, "10.233.0.2/24")] {
+        sh(&["ip", "netns", "add", ns]);
+        fx.namespaces.push(ns.clone());
+        sh(&["ip", "link", "set", tap, "netns", ns]);
+        sh(&["ip", "-n", ns, "addr", "add", addr, "dev", tap]);
+        sh(&["ip", "-n", ns, "link", "set", tap, "up"]);
+    }
+    let _ = ping_min_ms(&nsa, "10.233.0.2", 1);
+    // 20 echo requests of 1442-byte frames 2 ms apart: each takes 11.5 ms on the wire, so
+    // from the second on they queue and port a's direction stays busy for far more than 2 ms.
+    let out = sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &nsa,
+        "ping",
+        "-c",
+        "20",
+        "-i",
+        "0.002",
+        "-s",
+        "1400",
+        "-W",
+        "5",
+        "10.233.0.2",
+    ]);
+    let s = c.req(json!({"cmd": "stats"}));
+    let rt = &s["realtime"];
+    assert!(rt["deferred_reads"].as_u64().unwrap() >= 5, "{rt}\n{out}");
+    let ab = &s["links"]["l"]["ab"];
+    assert_eq!(ab["drop_queue"], json!(0), "{ab}");
+    let replies = out.lines().filter(|l| l.contains("time=")).count();
+    assert_eq!(replies, 20, "{out}");
+    assert_eq!(ab["in_pkts"], ab["out_pkts"], "{ab}");
+    c.req(json!({"cmd": "shutdown"}));
+    let _ = fx.engine.wait();
+}
+
 /// `--rps`: the packet thread is pinned, and each TAP's receive queue steers to the other
 /// cores, whether the engine created it in its own namespace or in a node's (where the
 /// namespace's default for new devices is put back afterwards).

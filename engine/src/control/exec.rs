@@ -79,6 +79,8 @@ pub struct RealtimeState {
     pub sleeps: u64,
     pub woken_by_timer: u64,
     pub woken_by_io: u64,
+    /// Frames read from deferred TAPs (`driver/defer.rs`), without a wake-up of their own.
+    pub deferred_reads: u64,
 }
 
 /// Where network output goes: TAPs and capture files.
@@ -518,6 +520,7 @@ impl Engine {
                     "sleeps": rt.sleeps,
                     "woken_by_timer": rt.woken_by_timer,
                     "woken_by_io": rt.woken_by_io,
+                    "deferred_reads": rt.deferred_reads,
                     "lateness": self.net.lateness_histogram().map(|h| h.summary()),
                 }),
             );

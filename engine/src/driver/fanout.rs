@@ -962,6 +962,7 @@ fn merge_realtime(objs: Vec<Option<Value>>, hist: &Histogram) -> Option<Value> {
         "sleeps",
         "woken_by_timer",
         "woken_by_io",
+        "deferred_reads",
     ] {
         out.insert(k.into(), json!(objs.iter().map(|m| u(m, k)).sum::<u64>()));
     }

@@ -1,5 +1,6 @@
 //! Drivers: thin loops that own the clock and feed the core.
 pub mod allocator;
+pub mod defer;
 pub mod fanout;
 pub mod parallel;
 pub mod partitioner;

@@ -55,7 +55,8 @@
 //! Reading: a TAP that epoll reports gives one frame, unless it was read in the previous turn
 //! too (a backlog): then up to [`BATCH`] frames, to EAGAIN. Light traffic thus costs no
 //! failing `readv` per frame, and one saturated link cannot starve others; epoll is
-//! level-triggered, so the rest is read next turn.
+//! level-triggered, so the rest is read next turn. A TAP whose link direction holds a long
+//! queue wakes no one: it is read when the loop is awake anyway (`defer.rs`).
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -67,6 +68,7 @@ use std::sync::Arc;
 use crate::control::exec::Engine;
 use crate::control::server::Control;
 use crate::driver::allocator::{self, PartLoad};
+use crate::driver::defer::Deferred;
 use crate::driver::fanout::{Follower, Leader};
 use crate::driver::priority;
 use crate::driver::spsc::{ring, Consumer, Producer};
@@ -450,6 +452,8 @@ pub struct Part {
     cut: Vec<PipeIdx>,
     pub load: Arc<PartLoad>,
     t: Timing,
+    /// TAPs read without a wake-up of their own (`defer.rs`).
+    defer: Deferred,
     opts: Options,
     buf: Vec<u8>,
     events: Vec<libc::epoll_event>,
@@ -499,6 +503,7 @@ impl Part {
                 woken_by_timer: 0,
                 woken_by_io: 0,
             },
+            defer: Deferred::new()?,
             opts,
             buf: Vec::new(),
             events: vec![libc::epoll_event { events: 0, u64: 0 }; 256],
@@ -544,6 +549,7 @@ impl Part {
     /// Stop reading `port`'s TAP (it moves to another partition; frames wait in the TAP).
     pub fn unwatch_tap(&mut self, port: usize) {
         if let Some(tap) = self.engine.out.taps.get(&port) {
+            self.defer.forget(port, tap.as_raw_fd());
             let _ = self.ep.del(tap.as_raw_fd());
         }
     }
@@ -607,9 +613,13 @@ impl Part {
         {
             let Engine { net, out, .. } = engine;
             let replies = &mut t.replies;
+            let defer = &self.defer;
             let ran = net.poll_until(now, now.add_nanos(opts.coalesce_ns), |o| {
+                // A deferred port's frames are not read by polling: no answer to wait for.
                 if let Output::Frame { port, .. } = &o {
-                    replies.written(*port, now, opts.linger_ns);
+                    if !defer.is_deferred(*port) {
+                        replies.written(*port, now, opts.linger_ns);
+                    }
                 }
                 out.handle_output(o)
             });
@@ -625,10 +635,12 @@ impl Part {
             rt.sleeps = t.sleeps;
             rt.woken_by_timer = t.woken_by_timer;
             rt.woken_by_io = t.woken_by_io;
+            rt.deferred_reads = self.defer.reads;
         }
         self.ship();
+        let read_by = self.defer.review(&self.engine, now, self.ep.0, TAG_TAP);
         let (opts, t) = (&self.opts, &mut self.t);
-        let mut deadline = min_deadline(self.engine.net.wake_at(), extra);
+        let mut deadline = min_deadline(min_deadline(self.engine.net.wake_at(), extra), read_by);
         if !self.backlog.is_empty() {
             deadline = Some(now);
         }
@@ -765,6 +777,9 @@ impl Part {
                 _ => {}
             }
         }
+        for port in self.defer.ready(woke) {
+            self.read_deferred(port, clock);
+        }
         self.drain_inbox();
         let wall = clock.now().nanos();
         self.load.wall_ns.store(wall, Ordering::Relaxed);
@@ -812,6 +827,23 @@ impl Part {
                 Ok(None) => break,
                 Err(_) => break,
             }
+        }
+        self.defer.note_read(port);
+    }
+
+    /// Read one frame from a deferred TAP (`defer.rs`): its read time is no arrival time, so
+    /// it feeds neither the burst prediction nor the answer windows.
+    fn read_deferred(&mut self, port: usize, clock: &Clock) {
+        let engine = &mut self.engine;
+        let Some(tap) = engine.out.taps.get(&port) else {
+            return;
+        };
+        let pool = &mut engine.out.pool;
+        if let Ok(Some((vnet, data))) = tap.recv(&mut self.buf, || pool.pop().unwrap_or_default()) {
+            let t = clock.now().max(self.t.horizon);
+            self.frames += 1;
+            self.defer.reads += 1;
+            engine.net.receive_packet(port, Packet { data, vnet }, t);
         }
     }
 }

@@ -274,6 +274,19 @@ impl Pipeline {
         min_deadline(first_exit, self.delay.next_at())
     }
 
+    /// When the serializer will have sent the frame on the wire and every frame queued
+    /// behind it (None when it is idle, or the direction is down or unlimited). A frame that
+    /// arrives before then starts at the same instant whenever it is offered before then:
+    /// its place in the queue, not its arrival time, decides its departure.
+    pub fn busy_until(&self) -> Option<Instant> {
+        let bw = self.params.bandwidth_bps;
+        if !self.up || bw == 0 {
+            return None;
+        }
+        let done = self.rate.done_at()?;
+        Some(done.add_nanos(super::rate::serialization_ns(self.queue.len_bytes(), bw)))
+    }
+
     /// When the sending half next needs [`Pipeline::poll_tx`] (end of a serialization).
     pub fn tx_at(&self) -> Option<Instant> {
         self.rate.done_at()

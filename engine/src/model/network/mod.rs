@@ -446,6 +446,23 @@ impl Network {
         owner == Some(part.me)
     }
 
+    /// Until when a frame arriving now on `port` would wait behind the frames already queued
+    /// on its link direction ([`Pipeline::busy_until`]); None when it would not wait or its
+    /// path is not fixed (no ingress, per-destination rules, a direction this replica does
+    /// not run). A real-time driver may read such a port late, up to that time, without
+    /// changing when its frames leave.
+    pub fn ingress_busy_until(&self, port: PortIdx) -> Option<Instant> {
+        let p = self.ports.get(port)?;
+        if !p.rules.is_empty() {
+            return None;
+        }
+        let slot = self.pipes.get(p.ingress?)?;
+        if !owns(&self.part, slot.tx_part) {
+            return None;
+        }
+        slot.pipe.busy_until()
+    }
+
     /// Next deadline (possibly a stale one, which only costs an early wake-up).
     pub fn poll_at(&self) -> Option<Instant> {
         self.timers.peek().map(|t| t.at)
