@@ -1,20 +1,24 @@
-"""Parallel simulation across machines: one engine against 2 and 3 machines (and threads).
+"""Parallel simulation across machines: one engine against 2 and 3 machines, each machine's
+engine on 1 or more threads.
 
 A ring of S sites (a router and H hosts each, 100 Mbit/s 1 ms access links; the site
 routers joined by 100 Mbit/s 10 ms links), with bulk TCP NewReno flows from every host to
 the same host of the site half the ring away and a 2 Mbit/s CBR flow per site to the next
 one, simulated for T seconds in virtual time. Run once on one engine (``wanlab run
 --simulate``), with ``--threads N``, and on local test clusters of M machines (``wanlab
-run --simulate --cluster``; the cluster is started and removed for each M). Every run's
-result.json is compared byte for byte with the single engine's.
+run --simulate --cluster --threads T``: T threads in each machine's engine; the cluster is
+started and removed for each M). Every run's result.json is compared byte for byte with
+the single engine's.
 
 Reported per run: the command's wall time (process start, JSON, Ray, everything), the
 coordinating engine's own run time (after the engines connected), events, windows and
-lookahead. On this 2-core VM every "machine" shares the same two cores (and other work):
-the figures show the synchronisation's cost, not the speed-up real machines would give.
+lookahead (between the engines), and the engine run time against the single engine's
+(same bench run). On this 2-core VM every "machine" shares the same two cores (and other
+work): the figures show the synchronisation's cost, not the speed-up real machines would
+give.
 
     python3 bench/sim_cluster.py [--sites 12] [--hosts 8] [--duration 10]
-                                 [--machines 2,3] [--threads 2]
+                                 [--machines 2,3] [--threads 2] [--cluster-threads 1,2]
 
 Results: bench/results/sim-cluster-latest.md and .json.
 """
@@ -86,7 +90,7 @@ def run_sim(home: str, spec: str, out: str, *extra: str) -> dict:
     return {"command_wall_s": round(wall, 2), "engine_run_s": e.get("run_wall_s"),
             "events": e.get("events"), "windows": e.get("windows"),
             "lookahead_ms": (e.get("lookahead_ns") or 0) / 1e6 or None,
-            "partitions": e.get("engines") or e.get("threads") or 1,
+            "engines": e.get("engines") or 1, "partitions": e.get("threads") or 1,
             "result_bytes": len(data), "_data": data}
 
 
@@ -96,7 +100,8 @@ def main() -> None:
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--machines", default="2,3")
-    ap.add_argument("--threads", default="2")
+    ap.add_argument("--threads", default="2", help="of the single engine")
+    ap.add_argument("--cluster-threads", default="1,2", help="of each machine's engine")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="wl-simcluster-")
     home = os.path.join(tmp, "home")
@@ -104,7 +109,8 @@ def main() -> None:
     with open(spec, "w") as f:
         f.write(ring(args.sites, args.hosts, args.duration))
     load = os.getloadavg()[0]
-    rows = []
+    rows: list[dict] = []
+    failed: list[str] = []
     try:
         one = run_sim(home, spec, os.path.join(tmp, "one"))
         rows.append({"how": "1 engine, 1 thread", **one})
@@ -112,37 +118,48 @@ def main() -> None:
             r = run_sim(home, spec, os.path.join(tmp, f"t{t}"), "--threads", str(t))
             rows.append({"how": f"1 engine, --threads {t}", **r})
         for m in [int(x) for x in args.machines.split(",") if x]:
-            wl(home, "cluster", "up", "--local", str(m), timeout=1800)
             try:
-                r = run_sim(home, spec, os.path.join(tmp, f"m{m}"), "--cluster")
+                wl(home, "cluster", "up", "--local", str(m), timeout=1800)
+            except SystemExit as e:     # e.g. Ray timing out on a loaded machine: say so
+                print(str(e)[-2000:], file=sys.stderr)
+                failed.append(f"{m} machines: cluster up failed ({str(e).splitlines()[-1]})")
+                continue
+            try:
+                for t in [int(x) for x in args.cluster_threads.split(",") if x]:
+                    r = run_sim(home, spec, os.path.join(tmp, f"m{m}t{t}"), "--cluster",
+                                "--threads", str(t))
+                    rows.append({"how": f"{m} machines (--cluster --threads {t})", **r})
             finally:
                 wl(home, "cluster", "down", timeout=600)
-            rows.append({"how": f"{m} machines (--cluster)", **r})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     for r in rows:
         r["identical"] = r.pop("_data") == one["_data"]
+        r["run_vs_one"] = round(r["engine_run_s"] / one["engine_run_s"], 2) \
+            if r["engine_run_s"] and one["engine_run_s"] else None
     nodes = args.sites * (args.hosts + 1)
     doc = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "sites": args.sites, "hosts_per_site": args.hosts, "nodes": nodes,
            "tcp_flows": args.sites * args.hosts, "cbr_flows": args.sites,
            "virtual_s": args.duration, "load_before": round(load, 1),
-           "load_after": round(os.getloadavg()[0], 1), "runs": rows}
+           "load_after": round(os.getloadavg()[0], 1), "runs": rows, "failed": failed}
     lines = [f"# Parallel simulation across machines ({doc['date']})", "",
              f"`python3 bench/sim_cluster.py --sites {args.sites} --hosts {args.hosts} "
              f"--duration {args.duration:g} --machines {args.machines} --threads "
-             f"{args.threads}`", "",
+             f"{args.threads} --cluster-threads {args.cluster_threads}`", "",
              f"Ring of {args.sites} sites ({nodes} nodes), {doc['tcp_flows']} TCP + "
              f"{doc['cbr_flows']} CBR flows, {args.duration:g} s virtual. Load average "
              f"{doc['load_before']} before, {doc['load_after']} after (2-core VM shared "
              "with other work; every local machine shares the same 2 cores).", "",
-             "| how | partitions | command wall s | engine run s | events | windows | "
-             "lookahead ms | result.json identical |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| how | engines | threads in all | command wall s | engine run s | run vs 1 "
+             "engine | events | windows | lookahead ms | result.json identical |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['how']} | {r['partitions']} | {r['command_wall_s']} | "
-                     f"{r['engine_run_s']} | {r['events']} | {r['windows'] or '-'} | "
-                     f"{r['lookahead_ms'] or '-'} | {'yes' if r['identical'] else 'NO'} |")
+        lines.append(f"| {r['how']} | {r['engines']} | {r['partitions']} | "
+                     f"{r['command_wall_s']} | {r['engine_run_s']} | {r['run_vs_one']}x | "
+                     f"{r['events']} | {r['windows'] or '-'} | {r['lookahead_ms'] or '-'} | "
+                     f"{'yes' if r['identical'] else 'NO'} |")
+    lines += [f"\nNot measured: {f}" for f in failed]
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "sim-cluster-latest.json"), "w") as f:

@@ -455,7 +455,8 @@ def test_follow_repair_and_the_python_api_on_a_cluster_experiment(cluster, tmp_p
 
 def test_a_simulation_over_the_machines_gives_the_bytes_of_one_engine(cluster, tmp_path):
     """``run --simulate --cluster``: one engine per machine, synchronised over the
-    machines' bridge; result.json is the single engine's, byte for byte."""
+    machines' bridge, on one thread or two each; result.json is the single engine's, byte
+    for byte."""
     from test_simulate_parallel import THREE_SITES
     home, _ = cluster
     spec = tmp_path / "three.tcl"
@@ -469,6 +470,15 @@ def test_a_simulation_over_the_machines_gives_the_bytes_of_one_engine(cluster, t
     assert summary["engine"]["engines"] == 3
     assert summary["engine"]["lookahead_ns"] == 15_000_000
     assert (one / "result.json").read_bytes() == (many / "result.json").read_bytes()
+    # each machine's engine on two threads (its site cut at its access links)
+    threads = tmp_path / "threads"
+    p = wl(home, "run", str(spec), "--simulate", "--cluster", "--threads", "2", "--seed", "5",
+           "--out", str(threads))
+    assert re.search(r"^3 machines: m0 \(\d+ nodes, 2 threads\)", p.stdout, re.M), p.stdout
+    summary = json.loads((threads / "summary.json").read_text())
+    assert summary["engine"]["engines"] == 3 and summary["engine"]["threads"] == 6
+    assert summary["cluster"]["threads"] == {"m0": 2, "m1": 2, "m2": 2}
+    assert (one / "result.json").read_bytes() == (threads / "result.json").read_bytes()
     # every machine's engine is gone and left nothing in its machine's folder
     assert not any((home / "machines").glob("*/sims/sim-*"))
 

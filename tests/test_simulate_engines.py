@@ -35,13 +35,17 @@ def _spec(tmp_path):
         dataclasses.replace(lk, ab=lossy) if lk is core else lk for lk in spec.links))
 
 
-def _loopback(exp, machines, placed):
-    """The cluster's engine hook with engines as local processes on 127.0.0.1."""
+def _loopback(exp, machines, placed, threads=None):
+    """The cluster's engine hook with engines as local processes on 127.0.0.1 (each on
+    the threads the cluster would give it: ``threads`` as ``--threads``)."""
     def run(doc, scen_path, res_path):
         where = csim.place(exp, machines)
         used = sorted(set(where.values()))
         placed.update(where)
         doc["partition"] = {n: used.index(m) for n, m in where.items()}
+        per_machine = csim.engine_threads(exp, [m for m in machines if m.name in used],
+                                          threads)
+        csim.set_threads(doc, per_machine)
         with open(scen_path, "w") as f:
             json.dump(doc, f)
         import socket
@@ -49,12 +53,12 @@ def _loopback(exp, machines, placed):
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         procs = []
-        for r in range(len(used)):
+        for r, argv in enumerate(csim.engine_argvs(per_machine, f"127.0.0.1:{port}")):
+            sim_engine._check_argv(argv)        # what an agent would let through
             out = [] if r else ["--out", res_path]
             procs.append(subprocess.Popen(
-                [engine_binary(), "simulate", scen_path, *out, "--rank", str(r), "--ranks",
-                 str(len(used)), "--listen" if r == 0 else "--connect",
-                 f"127.0.0.1:{port}"], stderr=subprocess.PIPE, text=True))
+                [engine_binary(), "simulate", scen_path, *out, *argv],
+                stderr=subprocess.PIPE, text=True))
         errs = [p.communicate(timeout=300)[1] for p in procs]
         assert all(p.returncode == 0 for p in procs), errs
         return errs[0]
@@ -76,6 +80,63 @@ def test_engines_on_loopback_give_the_bytes_of_one_engine(tmp_path):
     assert filecmp.cmp(tmp_path / "one" / "result.json", tmp_path / "many" / "result.json",
                        shallow=False)
     assert one["flows"] == many["flows"]
+
+
+@pytest.mark.parametrize("machines,threads", [(1, 2), (2, 1), (2, 2), (3, 2)])
+def test_engines_on_threads_give_the_bytes_of_one_engine(tmp_path, machines, threads):
+    """Each machine's engine cuts its part over its threads, which synchronise among
+    themselves within the windows over TCP: still the single engine's bytes."""
+    spec = _spec(tmp_path)
+    simulate(spec, str(tmp_path / "one"), seed=5, plot=False)
+    placed: dict[str, str] = {}
+    many = simulate(spec, str(tmp_path / "many"), seed=5, plot=False,
+                    engine=_loopback(spec, MACHINES[:machines], placed, threads))
+    assert len(set(placed.values())) == machines, placed
+    e = many["engine"]
+    # every machine's part (a site or more: three nodes at least) is cut over its threads
+    assert e["threads"] == machines * threads, e
+    assert e.get("engines", 1) == machines, e
+    if machines > 1:
+        assert json.loads((tmp_path / "many" / "scenario.json").read_text()).get(
+            "rank_threads", [1] * machines) == [threads] * machines
+    assert filecmp.cmp(tmp_path / "one" / "result.json", tmp_path / "many" / "result.json",
+                       shallow=False)
+
+
+def test_the_threads_of_each_machines_engine(tmp_path):
+    """--threads N, else the spec's engine threads (auto: the machine's cores), else 1."""
+    spec = _spec(tmp_path)
+    ms = [Machine("a", 4.0), Machine("b", 2.0)]
+    assert csim.engine_threads(spec, ms) == [1, 1]
+    assert csim.engine_threads(spec, ms, 3) == [3, 3]
+    assert csim.engine_threads(spec, ms, -1) == [4, 2]
+    assert csim.engine_threads(dataclasses.replace(spec, engine_threads=2), ms) == [2, 2]
+    assert csim.engine_threads(dataclasses.replace(spec, engine_threads=-1), ms) == [4, 2]
+    assert csim.engine_threads(dataclasses.replace(spec, engine_threads=2), ms, 1) == [1, 1]
+    with pytest.raises(WanlabError, match="threads: a number from 1 to 1024 or auto"):
+        csim.engine_threads(spec, ms, 0)
+    doc: dict = {}
+    csim.set_threads(doc, [1, 1])
+    assert "rank_threads" not in doc          # the scenario of one thread per engine
+    csim.set_threads(doc, [4, 2])
+    assert doc["rank_threads"] == [4, 2]
+    assert csim.engine_argvs([3], "h:1") == [["--threads", "3"]]
+    assert csim.engine_argvs([1], "h:1") == [[]]
+
+
+def test_threads_on_the_engines_command_line_are_refused_with_ranks(tmp_path):
+    """Every engine must know every other's partitions: threads come in the scenario."""
+    p = tmp_path / "s.json"
+    p.write_text('{"until_ns": 1000}')
+    r = subprocess.run([engine_binary(), "simulate", str(p), "--threads", "2", "--rank",
+                        "1", "--ranks", "2", "--connect", "127.0.0.1:1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "rank_threads" in r.stderr, r.stderr
+    p.write_text('{"until_ns": 1000, "rank_threads": [2]}')
+    r = subprocess.run([engine_binary(), "simulate", str(p), "--rank", "1", "--ranks", "2",
+                        "--connect", "127.0.0.1:1"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and "rank_threads: 1 values for 2 engines" in r.stderr, r.stderr
 
 
 def test_links_without_delay_and_lans_stay_on_one_machine(tmp_path):
@@ -134,6 +195,8 @@ def test_the_cluster_flag_needs_a_cluster(tmp_path):
 def test_only_rank_arguments_reach_an_agents_engine(tmp_path):
     with pytest.raises(WanlabError, match="not the arguments"):
         sim_engine.run_engine_here(str(tmp_path), "run-1", "{}", ["--out", "/etc/passwd"])
+    with pytest.raises(WanlabError, match="not the arguments"):
+        sim_engine.run_engine_here(str(tmp_path), "run-1", "{}", ["--threads", "-o/x"])
     with pytest.raises(WanlabError, match="not a plain name"):
         sim_engine.run_engine_here(str(tmp_path), "../x", "{}", [])
 

@@ -154,11 +154,12 @@ class Experiment:
 
 def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
              seed: int | None = None, duration_s: float | None = None,
-             home: str | None = None, threads: int = 1,
+             home: str | None = None, threads: int | None = None,
              cluster: bool = False) -> dict[str, Any]:
     """Run a spec file, IR or builder as a pure simulation (``wanlab run --simulate``,
-    on up to ``threads`` threads, or with ``cluster`` one engine per machine of the current
-    cluster: ``--cluster``);
+    on up to ``threads`` threads (default 1), or with ``cluster`` one engine per machine of
+    the current cluster: ``--cluster``, each on ``threads`` threads, -1: the machine's
+    cores, default: the spec's engine threads, or 1);
     returns the summary (event log, flows, per-link statistics, engine speed)."""
     if isinstance(description, str):
         from wanlab.frontends import load
@@ -169,8 +170,9 @@ def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
     try:
         if cluster:
             from wanlab.cluster.simulate import simulate as on_cluster
-            return on_cluster(lab, description, out=out, seed=seed, duration_s=duration_s)
+            return on_cluster(lab, description, out=out, seed=seed, duration_s=duration_s,
+                              threads=threads)
         return lab.simulate(description, out=out, seed=seed, duration_s=duration_s,
-                            threads=threads)
+                            threads=1 if threads is None else threads)
     finally:
         lab.close()

@@ -68,24 +68,41 @@ def cmd_bridge(lab, a) -> int:
     return 0
 
 
+def _sim_threads(v: str) -> int:
+    """``--threads N`` (1..1024) or ``auto`` (-1)."""
+    if v.strip().lower() == "auto":
+        return -1
+    try:
+        n = int(v)
+    except ValueError:
+        n = 0
+    if not 1 <= n <= 1024:
+        raise argparse.ArgumentTypeError(f"{v!r}: a number from 1 to 1024, or auto")
+    return n
+
+
 def cmd_run(lab, a) -> int:
     exp = _load(a.file, a)
     if a.name:
         exp = exp.with_name(a.name)
     if a.simulate and a.cluster:
-        if a.threads != 1:
-            raise WanlabError("--threads does not go with --cluster (one engine per machine)")
+        # --threads: each machine's engine's (else the spec's engine threads, else 1)
         from wanlab.cluster.simulate import simulate as simulate_on_cluster
-        s = simulate_on_cluster(lab, exp, out=a.out, seed=a.seed, duration_s=a.duration)
+        s = simulate_on_cluster(lab, exp, out=a.out, seed=a.seed, duration_s=a.duration,
+                                threads=a.threads)
         c = s["cluster"]
+        threads = {m: f", {t} threads" if t and t > 1 else "" for m, t in c["threads"].items()}
         print(f"{len(c['machines'])} machines: " + ", ".join(
-            f"{m} ({sum(1 for x in c['machine_of'].values() if x == m)} nodes)"
+            f"{m} ({sum(1 for x in c['machine_of'].values() if x == m)} nodes{threads[m]})"
             for m in c["machines"]))
         return _print_simulation(s)
     if a.simulate:
+        if a.threads == -1:
+            raise WanlabError("--threads auto goes with --cluster (each machine's cores); "
+                              "give a number")
         return _print_simulation(lab.simulate(exp, out=a.out, seed=a.seed,
-                                              duration_s=a.duration, threads=a.threads))
-    if a.seed is not None or a.duration is not None or a.out or a.threads != 1:
+                                              duration_s=a.duration, threads=a.threads or 1))
+    if a.seed is not None or a.duration is not None or a.out or a.threads is not None:
         raise WanlabError("--seed, --duration, --out and --threads go with --simulate (an "
                           "emulation takes its seed from the spec and runs to its last event)")
     if a.cluster:               # the same run, its steps on the cluster's machines
@@ -129,7 +146,11 @@ def _print_simulation(s: dict) -> int:
     print(f"simulated {s['until_s']:g} s in {e['wall_s']:.3f} s of wall time "
           f"({e['speedup']}x real time; {e['events']} engine events, {e['events_per_s']}/s; "
           f"seed {s['seed']})")
-    if e.get("threads", 1) > 1:
+    if e.get("engines"):
+        print(f"  on {e['engines']} engines, {e['threads']} threads in all: lookahead "
+              f"{e['lookahead_ns'] / 1e6:g} ms between the engines, {e['windows']} "
+              "synchronisation windows over the network")
+    elif e.get("threads", 1) > 1:
         print(f"  on {e['threads']} threads: lookahead {e['lookahead_ns'] / 1e6:g} ms, "
               f"{e['windows']} synchronisation windows")
     for p in s.get("plots", []):
@@ -555,9 +576,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--duration", type=float, help="with --simulate: seconds to simulate "
                     "(default: up to the last event)")
     sp.add_argument("--out", help="with --simulate: results folder")
-    sp.add_argument("--threads", type=int, default=1, help="with --simulate: worker threads "
+    sp.add_argument("--threads", type=_sim_threads, help="with --simulate: worker threads "
                     "(the topology is partitioned at long links; the result is the same "
-                    "for any number; default 1)")
+                    "for any number; default 1); with --cluster each machine's engine's "
+                    "(auto: the machine's cores; default: the spec's engine threads, or 1)")
     sp.add_argument("--cluster", action="store_true", help="on the current cluster (wanlab "
                     "cluster up): emulated, placed as create --cluster and played from one "
                     "t = 0 on every machine; with --simulate, one engine per machine, "

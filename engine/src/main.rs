@@ -7,8 +7,8 @@
 //! `wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]` runs a scenario in virtual time
 //! instead (see `driver/simulate.rs`) and writes the result to RESULT.json (or stdout).
 //! With `--rank R --ranks N (--listen ADDR | --connect ADDR)` it is one of N engine
-//! processes running the scenario together (`driver/remote.rs`); rank 0 listens and writes
-//! the result.
+//! processes running the scenario together (`driver/remote.rs`), each on the threads the
+//! scenario's `rank_threads` gives it; rank 0 listens and writes the result.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -50,9 +50,11 @@ def run_engine_here(home: str, run: str, scenario: str, argv: list[str],
 
 
 def _check_argv(argv: list[str]) -> None:
-    """Only the rank arguments this module makes reach the engine's command line (none:
-    the whole run on this machine's one engine)."""
-    ok = not argv or len(argv) == 8 and argv[0] == "--rank" and argv[2] == "--ranks" and \
+    """Only the arguments :func:`wanlab.cluster.simulate.engine_argvs` makes reach the
+    engine's command line: the rank arguments, or (the whole run on this machine's one
+    engine) none or its threads."""
+    one = len(argv) == 2 and argv[0] == "--threads" and argv[1].isdigit()
+    ok = not argv or one or len(argv) == 8 and argv[0] == "--rank" and argv[2] == "--ranks" and \
         argv[4] in ("--listen", "--connect") and argv[6] == "--connect-timeout" and \
         argv[1].isdigit() and argv[3].isdigit() and argv[7].isdigit() and \
         bool(_ADDR.match(argv[5]))

@@ -55,6 +55,12 @@ type Mail = Vec<(PipeIdx, Flights)>;
 struct Shared {
     nets: Vec<Mutex<Network>>,
     mail: Vec<Mutex<Mail>>,
+    /// The partition of replica 0 (0 unless this process runs one part of a run over several
+    /// engine processes, `driver/remote`).
+    first: u32,
+    /// Frames in flight addressed to partitions of other processes, posted by the replicas
+    /// for the driver to send at its next barrier across processes.
+    outbox: Mutex<Vec<(u32, PipeIdx, Flights)>>,
     window_end: AtomicU64,
     stop: AtomicBool,
     /// A window starts (the driver's thread runs replica 0, one worker each other replica).
@@ -71,8 +77,12 @@ fn window(sh: &Shared, me: usize, end: Instant) {
     let mut e = lock(&sh.nets[me]);
     run_net_until(&mut e, end);
     for (to, pipe, f) in e.take_cut_flights() {
-        if let Some(m) = sh.mail.get(to as usize) {
-            lock(m).push((pipe, f));
+        match to
+            .checked_sub(sh.first)
+            .and_then(|i| sh.mail.get(i as usize))
+        {
+            Some(m) => lock(m).push((pipe, f)),
+            None => lock(&sh.outbox).push((to, pipe, f)),
         }
     }
     sh.posted.wait();
@@ -121,6 +131,30 @@ impl Pool<'_> {
         }
     }
 
+    /// The earliest pending event of any replica.
+    pub fn next_event(&self) -> Option<Instant> {
+        if self.shared.nets.is_empty() {
+            return self.engines.first().and_then(|e| e.net.poll_at());
+        }
+        self.shared
+            .nets
+            .iter()
+            .filter_map(|n| lock(n).poll_at())
+            .min()
+    }
+
+    /// Take the frames in flight on cut links towards other processes' partitions: the
+    /// ones the windows posted, and (one replica: no windows) the replica's own.
+    pub fn take_outbox(&mut self) -> Vec<(u32, PipeIdx, Flights)> {
+        let mut out = std::mem::take(&mut *lock(&self.shared.outbox));
+        if self.shared.nets.is_empty() {
+            if let Some(e) = self.engines.first_mut() {
+                out.extend(e.net.take_cut_flights());
+            }
+        }
+        out
+    }
+
     /// Run every network event with time ≤ `t` in every replica.
     pub fn advance_to(&mut self, t: Instant) {
         let sh = self.shared;
@@ -167,9 +201,12 @@ impl Drop for Stop<'_> {
 }
 
 /// Run `f` with the replicas `engines` (one worker thread each when more than one) and
-/// return its result and the engines.
+/// return its result and the engines. `first` is the partition of `engines[0]`: frames in
+/// flight addressed to a partition outside `first..first + engines.len()` wait in the
+/// pool's outbox ([`Pool::take_outbox`]).
 pub fn with_pool<R>(
     mut engines: Vec<Engine>,
+    first: u32,
     lookahead_ns: u64,
     f: impl FnOnce(&mut Pool<'_>) -> R,
 ) -> (R, Vec<Engine>) {
@@ -186,6 +223,8 @@ pub fn with_pool<R>(
     let shared = Shared {
         mail: (0..n).map(|_| Mutex::new(Vec::new())).collect(),
         nets,
+        first,
+        outbox: Mutex::new(Vec::new()),
         window_end: AtomicU64::new(0),
         stop: AtomicBool::new(false),
         go: Barrier::new(n),

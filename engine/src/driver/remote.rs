@@ -22,6 +22,7 @@ use std::time::{Duration, Instant as WallInstant};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
+use super::parallel::Pool;
 use super::simulate::Replicas;
 use crate::control::exec::Engine;
 use crate::model::network::partition::Flights;
@@ -320,21 +321,25 @@ impl Peers {
         }
     }
 
-    /// Hand every process the frames in flight addressed to it; returns this process's.
+    /// Hand every process the frames in flight addressed to its partitions (`rank_of`:
+    /// partition → process); returns this process's, tagged with their partition.
     fn exchange(
         &mut self,
         out: Vec<(u32, PipeIdx, Flights)>,
-        ranks: usize,
-    ) -> Result<Vec<(PipeIdx, Flights)>, String> {
+        rank_of: &[u32],
+    ) -> Result<Vec<(u32, PipeIdx, Flights)>, String> {
         match self {
             Peers::Hub(ws) => {
                 let mut boxes: Vec<Vec<(u32, PipeIdx, Flights)>> =
-                    (0..ranks).map(|_| Vec::new()).collect();
+                    (0..=ws.len()).map(|_| Vec::new()).collect();
                 let mut route = |items: Vec<(u32, PipeIdx, Flights)>| -> Result<(), String> {
                     for (to, pipe, f) in items {
-                        let b = boxes.get_mut(to as usize).ok_or(format!(
-                            "frames addressed to partition {to}, which no engine runs"
-                        ))?;
+                        let b = rank_of
+                            .get(to as usize)
+                            .and_then(|&r| boxes.get_mut(r as usize))
+                            .ok_or(format!(
+                                "frames addressed to partition {to}, which no engine runs"
+                            ))?;
                         b.push((to, pipe, f));
                     }
                     Ok(())
@@ -346,33 +351,55 @@ impl Peers {
                 for (w, b) in ws.iter_mut().zip(boxes.iter().skip(1)) {
                     send(w, &encode_flights(b))?;
                 }
-                let mine = boxes.swap_remove(0);
-                Ok(mine.into_iter().map(|(_, p, f)| (p, f)).collect())
+                Ok(boxes.swap_remove(0))
             }
             Peers::Worker(s) => {
                 send(s, &encode_flights(&out))?;
-                let mail = decode_flights(&recv(s)?)?;
-                Ok(mail.into_iter().map(|(_, p, f)| (p, f)).collect())
+                decode_flights(&recv(s)?)
             }
         }
     }
 }
 
-/// This process's replica and its connections to the others.
-pub struct Remote {
-    engine: Engine,
+/// This process's replicas (its partitions, on its threads) and its connections to the
+/// other processes.
+///
+/// Two levels of windows: across processes, windows over TCP with the lookahead of the
+/// links cut *between* machines; inside one, the pool's windows between its threads with
+/// the lookahead of the links cut between its own partitions (often much shorter, and a
+/// barrier in memory costs microseconds where a round trip over TCP costs far more). A
+/// window across processes starts at the earliest event m of any replica and ends before
+/// m + lookahead, so nothing sent from another machine in it arrives within it: each
+/// machine runs it alone, in as many windows of its own as its threads need.
+pub struct Remote<'p, 'a> {
+    pool: &'p mut Pool<'a>,
     peers: Peers,
-    ranks: usize,
+    /// Partition → process (rank); this process runs `first..first + pool.len()`.
+    rank_of: Vec<u32>,
+    rank: u32,
+    first: u32,
+    /// Smallest delay of a link cut between machines (u64::MAX: none).
     lookahead_ns: u64,
     windows: u64,
 }
 
-impl Remote {
-    pub fn new(engine: Engine, peers: Peers, ranks: u32, lookahead_ns: u64) -> Self {
+impl<'p, 'a> Remote<'p, 'a> {
+    /// `rank_of` maps every partition of the run to its process; `pool` holds this
+    /// process's partitions, the first one being `first`.
+    pub fn new(
+        pool: &'p mut Pool<'a>,
+        peers: Peers,
+        rank_of: Vec<u32>,
+        rank: u32,
+        lookahead_ns: u64,
+    ) -> Self {
+        let first = rank_of.iter().position(|&r| r == rank).unwrap_or(0) as u32;
         Remote {
-            engine,
+            pool,
             peers,
-            ranks: ranks as usize,
+            rank_of,
+            rank,
+            first,
             lookahead_ns,
             windows: 0,
         }
@@ -382,47 +409,50 @@ impl Remote {
     pub fn is_coordinator(&self) -> bool {
         self.peers.is_hub()
     }
+
+    /// Windows between this process's threads so far.
+    pub fn local_windows(&self) -> u64 {
+        self.pool.windows
+    }
 }
 
-impl Replicas for Remote {
+impl Replicas for Remote<'_, '_> {
     fn count(&self) -> usize {
-        self.ranks
+        self.rank_of.len()
     }
 
-    fn each<R, F>(&mut self, mut f: F) -> Result<Vec<R>, String>
+    fn each<R, F>(&mut self, f: F) -> Result<Vec<R>, String>
     where
         R: Serialize + DeserializeOwned,
         F: FnMut(&mut Engine) -> R,
     {
-        let mine = f(&mut self.engine);
+        // Partitions are numbered process by process: rank order is partition order.
+        let mut all = self.pool.each(f)?;
         match &mut self.peers {
             Peers::Hub(ws) => {
-                let mut all = Vec::with_capacity(self.ranks);
-                all.push(mine);
                 for w in ws.iter_mut() {
                     let b = recv(w)?;
-                    all.push(
-                        serde_json::from_slice(&b)
-                            .map_err(|e| format!("a peer engine sent a bad value: {e}"))?,
-                    );
+                    let theirs: Vec<R> = serde_json::from_slice(&b)
+                        .map_err(|e| format!("a peer engine sent a bad value: {e}"))?;
+                    all.extend(theirs);
                 }
                 Ok(all)
             }
             Peers::Worker(s) => {
-                let b = serde_json::to_vec(&mine).map_err(|e| e.to_string())?;
+                let b = serde_json::to_vec(&all).map_err(|e| e.to_string())?;
                 send(s, &b)?;
-                Ok(vec![mine])
+                Ok(all)
             }
         }
     }
 
     fn local<R>(&mut self, f: impl FnOnce(&mut Engine) -> R) -> R {
-        f(&mut self.engine)
+        self.pool.with_engine(0, f)
     }
 
     fn advance_to(&mut self, t: Instant) -> Result<(), String> {
         loop {
-            let local = self.engine.net.poll_at().map_or(u64::MAX, |i| i.nanos());
+            let local = self.pool.next_event().map_or(u64::MAX, |i| i.nanos());
             let m = self.peers.min(local)?;
             if m == u64::MAX || m > t.nanos() {
                 return Ok(());
@@ -430,21 +460,43 @@ impl Replicas for Remote {
             let end = t
                 .nanos()
                 .min(m.saturating_add(self.lookahead_ns.max(1) - 1));
-            super::parallel::run_net_until(&mut self.engine.net, Instant::from_nanos(end));
-            let out = self.engine.net.take_cut_flights();
-            let mut mail = self.peers.exchange(out, self.ranks)?;
+            self.pool.advance_to(Instant::from_nanos(end));
+            let out = self.pool.take_outbox();
+            let mut mail = self.peers.exchange(out, &self.rank_of)?;
             // One sender per pipeline: ordering by pipeline fixes the arrival order, as
             // between threads.
-            mail.sort_by_key(|m| m.0);
-            for (pipe, f) in mail {
-                self.engine.net.put_flights(pipe, f);
+            mail.sort_by_key(|m| (m.0, m.1));
+            for (to, pipe, f) in mail {
+                let i = to
+                    .checked_sub(self.first)
+                    .map_or(usize::MAX, |i| i as usize);
+                if i >= self.pool.len() {
+                    return Err(format!(
+                        "frames for partition {to} reached the engine of rank {}, which does not run it",
+                        self.rank
+                    ));
+                }
+                self.pool.with_engine(i, |e| e.net.put_flights(pipe, f));
             }
             self.windows += 1;
         }
     }
 
-    fn set_lookahead(&mut self, ns: u64) {
-        self.lookahead_ns = ns;
+    fn topology_changed(&mut self) -> Result<(), String> {
+        let (me, rank_of) = (self.rank, &self.rank_of);
+        let rank = |p: u32| rank_of.get(p as usize).copied().unwrap_or(u32::MAX);
+        let (between, within) = self.pool.with_engine(0, |e| {
+            (
+                e.net.lookahead_where(|a, b| rank(a) != rank(b)),
+                e.net.lookahead_where(|a, b| rank(a) == me && rank(b) == me),
+            )
+        });
+        if between == Some(0) || within == Some(0) {
+            return Err("a link between partitions now has no minimum delay (no lookahead); run on one machine with --threads 1".into());
+        }
+        self.lookahead_ns = between.unwrap_or(u64::MAX);
+        self.pool.lookahead_ns = within.unwrap_or(u64::MAX);
+        Ok(())
     }
 
     fn windows(&self) -> u64 {
@@ -499,9 +551,10 @@ mod tests {
     }
 
     /// Run the scenario as `ranks` engines (threads of this test, each with its own engine
-    /// and real TCP connections on loopback, as separate processes would) and return the
-    /// coordinator's result.
-    fn run_remote(ranks: u32) -> String {
+    /// and real TCP connections on loopback, as separate processes would), engine r on
+    /// `threads[r]` threads, and return the coordinator's result.
+    fn run_remote(threads: &[u32]) -> String {
+        let ranks = threads.len() as u32;
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
         drop(l);
@@ -514,15 +567,24 @@ mod tests {
                     addr: addr.clone(),
                     connect_timeout: Duration::from_secs(60),
                 };
-                std::thread::spawn(move || simulate_remote(&scenario(), &role, d))
+                let mut sc = scenario();
+                sc.rank_threads = Some(threads.to_vec());
+                std::thread::spawn(move || simulate_remote(&sc, &role, d))
             })
             .collect();
         let outs: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
         let mut first = None;
         for (rank, o) in outs.into_iter().enumerate() {
             let o = o.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
-            assert_eq!(o.threads, ranks);
+            assert_eq!(o.engines, ranks);
+            assert_eq!(o.threads_here, threads[rank], "rank {rank}");
+            assert_eq!(o.threads, threads.iter().sum::<u32>());
             assert!(o.windows > 1);
+            // Threads of one engine synchronise among themselves, more often than the
+            // engines do over TCP (their cut links are shorter).
+            if threads[rank] > 1 {
+                assert!(o.local_windows > o.windows, "rank {rank}");
+            }
             if rank == 0 {
                 first = Some(o.result.to_string());
             }
@@ -536,8 +598,17 @@ mod tests {
         assert_eq!(one.threads, 1);
         let one = one.result.to_string();
         assert!(one.contains("\"drop_queue\""));
-        assert_eq!(run_remote(2), one);
-        assert_eq!(run_remote(3), one);
+        assert_eq!(run_remote(&[1, 1]), one);
+        assert_eq!(run_remote(&[1, 1, 1]), one);
+    }
+
+    #[test]
+    fn engines_on_several_threads_give_the_bytes_of_one() {
+        let one = simulate(&scenario(), None, 1).unwrap().result.to_string();
+        assert_eq!(run_remote(&[2, 2]), one);
+        assert_eq!(run_remote(&[2, 1]), one);
+        assert_eq!(run_remote(&[1, 3]), one);
+        assert_eq!(run_remote(&[2, 2, 2]), one);
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! at T (if T is a sample time). Events a request creates at T run before anything later.
 //! The final `stats` are taken at `until_ns` after the same steps.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
@@ -45,10 +45,16 @@ pub struct Scenario {
     pub epoch_ns: Option<u64>,
     #[serde(default)]
     pub requests: Vec<Value>,
-    /// Node id → partition, for a run over several engine processes (`--rank`); absent:
-    /// the engine's partitioner cuts the topology. Threads ignore it.
+    /// Node id → engine process (rank), for a run over several (`--rank`); absent: the
+    /// engine's partitioner cuts the topology. Threads ignore it.
     #[serde(default)]
     pub partition: Option<BTreeMap<String, u32>>,
+    /// Threads of each engine process of a run over several, in rank order (absent: one
+    /// each): each process cuts its part of the topology into that many partitions as
+    /// `--threads` does. In the scenario, not on the command line, because every process
+    /// must know every other's partitions (the peers check the scenario's digest).
+    #[serde(default)]
+    pub rank_threads: Option<Vec<u32>>,
 }
 
 fn default_seed() -> u64 {
@@ -63,7 +69,13 @@ pub const MAX_SAMPLES: u64 = 10_000_000;
 pub struct Outcome {
     pub result: Value,
     pub events: u64,
+    /// Partitions (one thread each) of the whole run, over every engine process.
     pub threads: u32,
+    /// Engine processes (1 unless `--rank`) and this process's own partitions.
+    pub engines: u32,
+    pub threads_here: u32,
+    /// Windows between this process's threads (a run over several processes; else 0).
+    pub local_windows: u64,
     pub lookahead_ns: u64,
     pub windows: u64,
     /// Wall time spent waiting for the other engine processes to connect (not running).
@@ -86,7 +98,9 @@ pub trait Replicas {
     fn local<R>(&mut self, f: impl FnOnce(&mut Engine) -> R) -> R;
     /// Run every network event with time ≤ `t` in every replica.
     fn advance_to(&mut self, t: Instant) -> Result<(), String>;
-    fn set_lookahead(&mut self, ns: u64);
+    /// Requests ran (with more than one replica): a delay of a cut link may have changed,
+    /// and the lookahead follows; an error if a cut link lost its minimum delay.
+    fn topology_changed(&mut self) -> Result<(), String>;
     fn windows(&self) -> u64;
 }
 
@@ -114,8 +128,13 @@ impl Replicas for Pool<'_> {
         Ok(())
     }
 
-    fn set_lookahead(&mut self, ns: u64) {
-        self.lookahead_ns = ns;
+    fn topology_changed(&mut self) -> Result<(), String> {
+        self.lookahead_ns = match self.with_engine(0, |e| e.net.lookahead_ns()) {
+            Some(0) => return Err("a link between partitions now has no minimum delay (no lookahead); run with --threads 1".into()),
+            Some(l) => l,
+            None => u64::MAX,
+        };
+        Ok(())
     }
 
     fn windows(&self) -> u64 {
@@ -307,21 +326,43 @@ pub fn probe_graph(sc: &Scenario) -> Result<Graph, String> {
     graph_of(sc, &prepare(sc)?)
 }
 
-/// The partitions of a run over `ranks` engine processes: the scenario's `partition` (every
-/// node placed, a LAN on one partition, no cut link without delay), else the engine's
-/// partitioner, which must find `ranks` partitions.
-fn plan_ranks(sc: &Scenario, requests: &[Timed], ranks: u32) -> Result<Placement, String> {
-    let g = graph_of(sc, requests)?;
+/// The partitions of a run over several engine processes: process r runs partitions
+/// `first[r]..first[r + 1]`, one thread each.
+struct RankPlan {
+    /// Node → partition over the whole run; `lookahead_ns`: the smallest delay of any cut
+    /// link.
+    placement: Placement,
+    first: Vec<u32>,
+    /// The smallest delay of a link cut between two processes (u64::MAX: none).
+    between_ns: u64,
+    /// Per process: the smallest delay of a link cut between two of its own partitions.
+    within_ns: Vec<u64>,
+}
+
+impl RankPlan {
+    /// Partition → process.
+    fn rank_of(&self) -> Vec<u32> {
+        self.first
+            .windows(2)
+            .enumerate()
+            .flat_map(|(r, w)| (w[0]..w[1]).map(move |_| r as u32))
+            .collect()
+    }
+}
+
+/// Node → process: the scenario's `partition` (every node placed, a LAN on one process,
+/// no cut link without delay), else the engine's partitioner, which must find `ranks`
+/// parts.
+fn place_ranks(sc: &Scenario, g: &Graph, ranks: u32) -> Result<HashMap<String, u32>, String> {
     let Some(map) = &sc.partition else {
-        let p = place(&g, ranks);
+        let p = place(g, ranks);
         if p.parts != ranks {
             return Err(format!("the topology cannot be cut into {ranks} partitions with lookahead (LANs and links without delay are never cut; it gives {}): use fewer engines", p.parts));
         }
-        return Ok(p);
+        return Ok(p.nodes);
     };
-    let mut nodes = std::collections::HashMap::new();
-    let mut weights = vec![0u64; ranks as usize];
-    for (n, w) in &g.nodes {
+    let mut nodes = HashMap::new();
+    for (n, _) in &g.nodes {
         // An endpoint host `<node>-ep` goes with its node.
         let p = map
             .get(n)
@@ -333,7 +374,6 @@ fn plan_ranks(sc: &Scenario, requests: &[Timed], ranks: u32) -> Result<Placement
                 "partition.{n}: {p} is not below the number of engines ({ranks})"
             ));
         }
-        weights[p as usize] += w;
         nodes.insert(n.clone(), p);
     }
     for group in &g.groups {
@@ -345,52 +385,137 @@ fn plan_ranks(sc: &Scenario, requests: &[Timed], ranks: u32) -> Result<Placement
             return Err(format!("partition: the LAN of {} and {} spans partitions {} and {}: a LAN stays on one machine", w[0].0, w[1].0, w[0].1, w[1].1));
         }
     }
+    for l in &g.links {
+        let (Some(&pa), Some(&pb)) = (nodes.get(&l.a), nodes.get(&l.b)) else {
+            continue;
+        };
+        if pa != pb && l.min_flight_ns == 0 {
+            return Err(format!("partition: link {} between {} (partition {pa}) and {} (partition {pb}) has no delay, so it gives no lookahead: keep its two nodes on one machine or give it a delay", l.id, l.a, l.b));
+        }
+    }
+    Ok(nodes)
+}
+
+/// The partitions of a run over `ranks` engine processes: the nodes placed on processes
+/// ([`place_ranks`]), then each process's part cut by the engine's partitioner into as
+/// many partitions as its `rank_threads` (as `--threads` cuts a whole topology).
+fn plan_ranks(sc: &Scenario, requests: &[Timed], ranks: u32) -> Result<RankPlan, String> {
+    let threads = match &sc.rank_threads {
+        None => vec![1; ranks as usize],
+        Some(t) if t.len() != ranks as usize => {
+            return Err(format!(
+                "rank_threads: {} values for {ranks} engines (one per engine, in rank order)",
+                t.len()
+            ))
+        }
+        Some(t) => {
+            if let Some((i, n)) = t.iter().enumerate().find(|(_, n)| !(1..=1024).contains(*n)) {
+                return Err(format!("rank_threads[{i}]: {n} is not from 1 to 1024"));
+            }
+            t.clone()
+        }
+    };
+    let g = graph_of(sc, requests)?;
+    let rank_of_node = place_ranks(sc, &g, ranks)?;
+    let mut nodes = HashMap::new();
+    let mut first = vec![0u32];
+    let mut weights = Vec::new();
+    let mut within_ns = Vec::new();
+    for (r, &t) in threads.iter().enumerate() {
+        let mine = |n: &String| rank_of_node.get(n) == Some(&(r as u32));
+        let part = Graph {
+            nodes: g.nodes.iter().filter(|(n, _)| mine(n)).cloned().collect(),
+            links: g
+                .links
+                .iter()
+                .filter(|l| mine(&l.a) && mine(&l.b))
+                .cloned()
+                .collect(),
+            groups: g
+                .groups
+                .iter()
+                .filter(|grp| grp.first().is_some_and(mine))
+                .cloned()
+                .collect(),
+        };
+        let p = place(&part, t);
+        let base = first[r];
+        for (n, _) in &part.nodes {
+            nodes.insert(n.clone(), base + p.nodes.get(n).copied().unwrap_or(0));
+        }
+        first.push(base + p.parts);
+        weights.extend(p.weights);
+        within_ns.push(if p.parts > 1 {
+            p.lookahead_ns
+        } else {
+            u64::MAX
+        });
+    }
     let mut lookahead = u64::MAX;
+    let mut between_ns = u64::MAX;
     for l in &g.links {
         let (Some(&pa), Some(&pb)) = (nodes.get(&l.a), nodes.get(&l.b)) else {
             continue;
         };
         if pa != pb {
-            if l.min_flight_ns == 0 {
-                return Err(format!("partition: link {} between {} (partition {pa}) and {} (partition {pb}) has no delay, so it gives no lookahead: keep its two nodes on one machine or give it a delay", l.id, l.a, l.b));
-            }
             lookahead = lookahead.min(l.min_flight_ns);
         }
+        if rank_of_node.get(&l.a) != rank_of_node.get(&l.b) {
+            between_ns = between_ns.min(l.min_flight_ns);
+        }
     }
-    Ok(Placement {
-        nodes,
-        parts: ranks,
-        lookahead_ns: lookahead,
-        weights,
+    let parts = *first.last().unwrap_or(&1);
+    Ok(RankPlan {
+        placement: Placement {
+            nodes,
+            parts,
+            lookahead_ns: lookahead,
+            weights,
+        },
+        first,
+        between_ns,
+        within_ns,
     })
 }
 
-/// This process's part of a run over `role.ranks` engine processes (see `driver/remote`):
-/// every process gets an outcome; the coordinator's (rank 0) holds the result, the same
-/// as [`simulate`]'s for the scenario. `digest` identifies the scenario to the peers.
+/// This process's part of a run over `role.ranks` engine processes (see `driver/remote`),
+/// on as many threads as the scenario's `rank_threads` gives it: every process gets an
+/// outcome; the coordinator's (rank 0) holds the result, the same as [`simulate`]'s for
+/// the scenario. `digest` identifies the scenario to the peers.
 pub fn simulate_remote(sc: &Scenario, role: &Role, digest: u64) -> Result<Outcome, String> {
     let requests = prepare(sc)?;
-    let placement = plan_ranks(sc, &requests, role.ranks)?;
-    let mut engine = Engine::new(sc.seed, sc.epoch_ns.unwrap_or(0));
-    engine.net.set_partition(Partition {
-        me: role.rank,
-        nodes: placement.nodes.clone(),
-        ..Default::default()
-    });
+    let plan = plan_ranks(sc, &requests, role.ranks)?;
+    let r = role.rank as usize;
+    let (first, end) = (plan.first[r], plan.first[r + 1]);
+    let engines: Vec<Engine> = (first..end)
+        .map(|me| {
+            let mut engine = Engine::new(sc.seed, sc.epoch_ns.unwrap_or(0));
+            engine.net.set_partition(Partition {
+                me,
+                nodes: plan.placement.nodes.clone(),
+                ..Default::default()
+            });
+            engine
+        })
+        .collect();
     let t0 = std::time::Instant::now();
     let peers = remote::connect(role, digest)?;
     let connect_s = t0.elapsed().as_secs_f64();
-    let mut replicas = Remote::new(engine, peers, role.ranks, placement.lookahead_ns);
-    let (result, events, windows) = run_scenario(sc, requests, &mut replicas)?;
+    let (run, _) = with_pool(engines, first, plan.within_ns[r], |pool| {
+        let mut replicas = Remote::new(pool, peers, plan.rank_of(), role.rank, plan.between_ns);
+        let out = run_scenario(sc, requests, &mut replicas);
+        (out, replicas.is_coordinator(), replicas.local_windows())
+    });
+    let (out, coordinator, local_windows) = run;
+    let (result, events, windows) = out?;
     Ok(Outcome {
-        result: if replicas.is_coordinator() {
-            result
-        } else {
-            Value::Null
-        },
+        result: if coordinator { result } else { Value::Null },
         events,
-        threads: role.ranks,
-        lookahead_ns: placement.lookahead_ns,
+        threads: plan.placement.parts,
+        engines: role.ranks,
+        threads_here: end - first,
+        local_windows,
+        lookahead_ns: plan.between_ns,
         windows,
         connect_s,
     })
@@ -424,7 +549,7 @@ pub fn simulate(
         }
         engines.push(engine);
     }
-    let (r, _) = with_pool(engines, placement.lookahead_ns, |pool| {
+    let (r, _) = with_pool(engines, 0, placement.lookahead_ns, |pool| {
         run_scenario(sc, requests, pool)
     });
     let (result, events, windows) = r?;
@@ -432,6 +557,9 @@ pub fn simulate(
         result,
         events,
         threads: placement.parts,
+        engines: 1,
+        threads_here: placement.parts,
+        local_windows: 0,
         lookahead_ns: placement.lookahead_ns,
         windows,
         connect_s: 0.0,
@@ -480,11 +608,8 @@ fn run_scenario(
         }
         if changed && pool.count() > 1 {
             // A request may have changed a delay on a cut link: the lookahead follows.
-            match pool.local(|e| e.net.lookahead_ns()) {
-                Some(0) => return Err(format!("at_ns {t}: a link between partitions now has no minimum delay (no lookahead); run with --threads 1")),
-                Some(l) => pool.set_lookahead(l),
-                None => pool.set_lookahead(u64::MAX),
-            }
+            pool.topology_changed()
+                .map_err(|e| format!("at_ns {t}: {e}"))?;
         }
         if t_sample == Some(t) {
             let mut m = Map::new();
@@ -555,6 +680,9 @@ pub fn main(
         eprintln!("wanlab-engine simulate: {msg}");
         1
     };
+    if role.is_some() && threads != 1 {
+        return fail("--threads does not go with --rank: the threads of each engine of a run over several are the scenario's rank_threads".into());
+    }
     let text = match std::fs::read_to_string(scenario) {
         Ok(t) => t,
         Err(e) => return fail(format!("{}: {e}", scenario.display())),
@@ -587,26 +715,35 @@ pub fn main(
     };
     // The run's own time: without waiting for the other engines to connect.
     let run_secs = || (secs_of(wall) - outcome.connect_s).max(0.0);
-    let line = |what: &str| {
+    let line = || {
+        let how = if role.is_some() {
+            format!(
+                "{} engine(s) with {} thread(s), lookahead {} ns, {} windows; this engine: {} thread(s), {} windows between them, {:.3} s waiting for the other engines to connect",
+                outcome.engines,
+                outcome.threads,
+                outcome.lookahead_ns,
+                outcome.windows,
+                outcome.threads_here,
+                outcome.local_windows,
+                outcome.connect_s
+            )
+        } else {
+            format!(
+                "{} thread(s), lookahead {} ns, {} windows",
+                outcome.threads, outcome.lookahead_ns, outcome.windows
+            )
+        };
         eprintln!(
-            "wanlab-engine simulate: {} events in {:.3} s wall time ({:.0} events/s), {:.3} s virtual time, {} {what}, lookahead {} ns, {} windows{}",
+            "wanlab-engine simulate: {} events in {:.3} s wall time ({:.0} events/s), {:.3} s virtual time, {how}",
             outcome.events,
             run_secs(),
             outcome.events as f64 / run_secs().max(1e-9),
             sc.until_ns as f64 / 1e9,
-            outcome.threads,
-            outcome.lookahead_ns,
-            outcome.windows,
-            if role.is_some() {
-                format!(", {:.3} s waiting for the other engines to connect", outcome.connect_s)
-            } else {
-                String::new()
-            }
         )
     };
     if outcome.result.is_null() {
         // A worker engine of a run over several: the coordinator writes the result.
-        line("engine(s)");
+        line();
         return 0;
     }
     let secs = secs_of(wall);
@@ -627,11 +764,7 @@ pub fn main(
         return fail(e);
     }
     let _ = secs;
-    line(if role.is_some() {
-        "engine(s)"
-    } else {
-        "thread(s)"
-    });
+    line();
     0
 }
 

@@ -71,12 +71,14 @@ def simulate(exp: Experiment, out: str, seed: int | None = None,
     # the engine's own time for the run (without reading and writing JSON): ns-3's Run()
     summary["engine"]["run_wall_s"] = float(m.group(1)) if m else None
     # how it ran: partitions actually used, lookahead and synchronisation windows
-    m = re.search(r"(\d+) (thread|engine)\(s\), lookahead (\d+) ns, (\d+) windows", stderr)
+    m = re.search(r"(\d+) (thread|engine)\(s\)(?: with (\d+) thread\(s\))?, lookahead "
+                  r"(\d+) ns, (\d+) windows", stderr)
     if m:
         # threads of one engine, or engine processes (one per machine) of a cluster run
-        summary["engine"].update({"threads" if m.group(2) == "thread" else "engines":
-                                  int(m.group(1))}, lookahead_ns=int(m.group(3)),
-                                 windows=int(m.group(4)))
+        # and their threads in all (lookahead and windows: between the engines)
+        how = {"threads": int(m.group(1))} if m.group(2) == "thread" else \
+            {"engines": int(m.group(1)), "threads": int(m.group(3) or m.group(1))}
+        summary["engine"].update(how, lookahead_ns=int(m.group(4)), windows=int(m.group(5)))
     for app, rows in summary.pop("_cwnd").items():
         with open(os.path.join(traces, f"{app}-cwnd.csv"), "w") as f:
             f.write("time_s,cwnd_pkts,ssthresh_pkts,srtt_ms,acked_bytes,retransmits\n")

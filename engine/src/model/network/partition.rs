@@ -297,6 +297,15 @@ impl Network {
         self.cut_pipes().map(|(_, s)| s.pipe.min_flight_ns()).min()
     }
 
+    /// The smallest time a frame spends in flight on a cut pipeline whose partitions
+    /// (sending half, receiving half) `pick` accepts (None: no such pipeline).
+    pub fn lookahead_where(&self, pick: impl Fn(u32, u32) -> bool) -> Option<u64> {
+        self.cut_pipes()
+            .filter(|(_, s)| pick(s.tx_part, s.rx_part))
+            .map(|(_, s)| s.pipe.min_flight_ns())
+            .min()
+    }
+
     /// Take the frames in flight of every cut pipeline whose sending half runs here, each
     /// tagged with the partition that receives it; ordered by pipeline.
     pub fn take_cut_flights(&mut self) -> Vec<(u32, PipeIdx, Flights)> {
