@@ -87,6 +87,10 @@ impl Pipeline {
         self.stamped = on;
     }
 
+    pub fn is_stamped(&self) -> bool {
+        self.stamped
+    }
+
     /// Offer a packet arriving at `now` that is due no earlier than `until` (a frame from a
     /// tunnel: the due time its sending engine stamped). Only an unlimited direction, whose
     /// frames go straight to the delay stage, holds it (the receiving end of a cut link is

@@ -25,17 +25,23 @@ pub fn append(frame: &mut Vec<u8>, unix_ns: u64) {
     frame.extend_from_slice(&unix_ns.to_le_bytes());
 }
 
-/// Remove the trailer from `frame` and return its due time (Unix ns); `None` (frame left
-/// as it is) when the frame carries none.
-pub fn strip(frame: &mut Vec<u8>) -> Option<u64> {
+/// The due time in `frame`'s trailer and the frame without it (`None`: no trailer).
+pub fn peek(frame: &[u8]) -> Option<(u64, &[u8])> {
     let n = frame.len();
     if n < LEN || frame[n - LEN..n - 8] != MAGIC {
         return None;
     }
     let mut b = [0u8; 8];
     b.copy_from_slice(&frame[n - 8..]);
-    frame.truncate(n - LEN);
-    Some(u64::from_le_bytes(b))
+    Some((u64::from_le_bytes(b), &frame[..n - LEN]))
+}
+
+/// Remove the trailer from `frame` and return its due time (Unix ns); `None` (frame left
+/// as it is) when the frame carries none.
+pub fn strip(frame: &mut Vec<u8>) -> Option<u64> {
+    let (due, _) = peek(frame)?;
+    frame.truncate(frame.len() - LEN);
+    Some(due)
 }
 
 #[cfg(test)]

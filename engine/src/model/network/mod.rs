@@ -509,7 +509,7 @@ impl Network {
         };
         let mut out = std::mem::take(&mut self.scratch);
         slot.pipe.poll_rx(at, |f| out.push(f));
-        let (sink, capture) = (slot.sink, slot.capture);
+        let (sink, capture, stamped) = (slot.sink, slot.capture, slot.pipe.is_stamped());
         self.reschedule(pipe);
         for f in out.drain(..) {
             if capture && f.vnet.is_offloaded() {
@@ -522,11 +522,13 @@ impl Network {
                 continue;
             }
             if capture {
-                emit(Output::Capture {
-                    pipe,
-                    at,
-                    data: &f.data,
-                });
+                // a frame for another engine is captured as it will arrive there: at its due
+                // time, without the trailer
+                let (at, data) = match stamp::peek(&f.data).filter(|_| stamped) {
+                    Some((due, frame)) => (Instant(due), frame),
+                    None => (at, &f.data[..]),
+                };
+                emit(Output::Capture { pipe, at, data });
             }
             self.forward(sink, f, at, emit);
         }
