@@ -184,6 +184,52 @@ def test_bgp_sessions_meet_across_machines(cluster, tmp_path):
     wl(home, "terminate", "bgpx")
 
 
+CUT_RTT = """\
+set ns [new Simulator]
+source tb_compat.tcl
+foreach n {a b c} { set $n [$ns node] }
+set cut [$ns duplex-link $a $b 100Mb 10ms DropTail]
+set inside [$ns duplex-link $b $c 100Mb 10ms DropTail]
+foreach {n m} {a m0 b m1 c m1} { tb-fix-node [set $n] $m }
+$ns rtproto Static
+$ns run
+"""
+
+
+def _rtts(home, name, src, dst, count=50):
+    ping = wl(home, "exec", name, src, "--", "ping", "-n", "-c", str(count), "-i", "0.05",
+              dst)
+    m = re.search(r"= ([\d.]+)/([\d.]+)/", ping.stdout)
+    return float(m.group(1)), float(m.group(2))
+
+
+def test_a_cut_links_rtt_is_its_configured_delay(cluster, tmp_path):
+    """A link cut between two machines is shaped whole by each sending engine, its frames
+    carry their due time through the tunnel and the receiving engine holds them until then:
+    so no RTT is ever shorter than the configured delays (a path subtracted twice, or a
+    receiver that does not hold, would make it so), none is one more delay long, and the
+    cut link is no slower than a link inside one machine (beyond this loaded host's
+    noise). Also after tevc changes the cut link's delay."""
+    home, _ = cluster
+    spec = tmp_path / "cutrtt.tcl"
+    spec.write_text(CUT_RTT)
+    wl(home, "create", str(spec), "--cluster")
+    try:
+        for delay_ms in (10, 3):
+            if delay_ms != 10:
+                for link in ("cut", "inside"):
+                    wl(home, "tevc", "-w", "cutrtt", "now", link, "delay", f"{delay_ms}ms")
+            cut_min, cut_avg = _rtts(home, "cutrtt", "a", "b")
+            in_min, in_avg = _rtts(home, "cutrtt", "b", "c")
+            floor = 2.0 * delay_ms
+            assert floor <= cut_min < floor + 1.0, (delay_ms, cut_min)
+            assert floor <= in_min < floor + 1.0, (delay_ms, in_min)
+            assert cut_min - in_min < 0.5, (delay_ms, cut_min, in_min)
+            assert cut_avg < floor + 2.0, (delay_ms, cut_avg)
+    finally:
+        wl(home, "terminate", "cutrtt")
+
+
 def test_what_the_cluster_cannot_do_yet_is_refused_by_name(cluster, tmp_path):
     home, _ = cluster
     spec = tmp_path / "simagents.yaml"

@@ -42,11 +42,12 @@ def test_a_cut_links_up_and_down_go_to_both_machines_and_its_directions_to_their
     assert events.owners(e, WHERE, "ab") == ["m0", "m1"]
     assert events.for_machine(e, WHERE, down, "m0") == down
     assert events.for_machine(e, WHERE, down, "m1") == down
-    # a -> b is sent by m0, b -> a by m1; each gets its direction, less the 1 ms path
+    # a -> b is sent by m0, b -> a by m1; each gets its direction, whole: the frames carry
+    # their due time and the far engine holds them until then, so nothing is subtracted
     d0 = events.for_machine(e, WHERE, delay, "m0")
     d1 = events.for_machine(e, WHERE, delay, "m1")
     assert (d0.dir, d1.dir) == ("ab", "ba")
-    assert d0.value == pytest.approx(0.019) and d1.value == pytest.approx(0.019)
+    assert d0.value == pytest.approx(0.020) and d1.value == pytest.approx(0.020)
     one_dir = type(delay)(**{**delay.__dict__, "dir": "ba"})
     assert events.for_machine(e, WHERE, one_dir, "m0") is None
 
@@ -109,6 +110,14 @@ def test_a_flow_between_machines_goes_to_both_parts_with_a_stub_for_the_far_end(
         assert {n.name for n in part.nodes} >= {"a", "c"}
     assert parts["m0"][0].node("c").kind == "remote"
     assert parts["m2"][0].node("a").kind == "remote"
+    # a cut link's direction is shaped whole by its sender (5 ms, not 5 ms less the path),
+    # the other end passes it unshaped; the stub's TAP is a tunnel to the far engine
+    ab0 = next(l for l in parts["m0"][0].links if l.name == "ab")
+    ab1 = next(l for l in parts["m1"][0].links if l.name == "ab")
+    assert (ab0.ab.delay_s, ab0.ba.delay_s) == (0.005, 0.0)
+    assert (ab1.ab.delay_s, ab1.ba.delay_s) == (0.0, 0.005)
+    ports = make_plan(parts["m0"][0], "0001").engine["ports"]
+    assert sorted(p.get("tunnel", False) for p in ports) == [False, True]
     # the start goes to the sender's and the receiver's machines only
     assert [ev.target for ev in parts["m0"][0].events] == ["cbr0"]
     assert [ev.target for ev in parts["m2"][0].events] == ["cbr0"]

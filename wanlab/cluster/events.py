@@ -3,11 +3,12 @@
 Every object of a cluster experiment lives on one machine (a node, its programs and
 agents; a link between two nodes of one machine; a LAN, kept whole), except a link cut
 between machines: each machine holds one end, and each direction is shaped by the
-machine that sends it (the other end passes it through unshaped), with the machines' own
-one-way delay subtracted from its delay (:mod:`wanlab.cluster.experiment`). So an event
-on a cut link becomes one event on each machine: ``up``/``down`` on both (the whole link
-goes down everywhere), anything of one direction (bandwidth, delay, loss, queue, drop,
-trace) on the machine that shapes that direction, with a delay shortened by the path.
+machine that sends it, whole (the other end passes it through unshaped, holding each
+frame until the due time it carries: :mod:`wanlab.cluster.experiment`). So an event on a
+cut link becomes one event on each machine: ``up``/``down`` on both (the whole link goes
+down everywhere), anything of one direction (bandwidth, delay, loss, queue, drop, trace)
+on the machine that shapes that direction; a delay shorter than the machines' measured
+path is refused.
 
 Pure: the whole experiment, where its objects are and the measured delays in, one list
 of events per machine out. The controller uses it for the timeline (each part plays its
@@ -111,7 +112,6 @@ def for_machine(exp: Experiment, where: Where, ev: Event, machine: str) -> Event
             raise WanlabError(f"{ev.target} delay {ev.value * 1e3:g} ms at t={ev.time_s:g} s"
                               f": less than the {path * 1e3:.3f} ms between machines {ma} "
                               f"and {mb} the link is cut across")
-        ev = dataclasses.replace(ev, value=max(0.0, ev.value - path))
     return ev
 
 

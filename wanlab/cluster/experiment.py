@@ -7,9 +7,9 @@ piece of simulated nodes, placed whole on one machine), and gives each machine a
 its own nodes, with their addresses fixed to the global plan's and their routes as
 manual routes; its links and LANs; and for every link cut between machines, a stub of
 the neighbour across the cut. A cut link's direction is shaped on the machine that sends
-it, with the measured one-way delay between the two machines subtracted from its delay
-(refused when the machines' own path is already longer than the configured delay), and
-carried to the other machine by VXLAN (:mod:`wanlab.cluster.part`). The controller's
+it and carried to the other machine by VXLAN (:mod:`wanlab.cluster.part`), each frame
+with the instant it is due there, where that machine's engine holds it until then (refused
+when the machines' measured path is already longer than the configured delay). The controller's
 store keeps the experiment and, in the ``cluster`` table, where each part is (recorded
 before it is made), so ``terminate`` and ``cleanup`` reach exactly those.
 
@@ -105,10 +105,6 @@ def _ips(plan: Plan, network: str) -> dict[str, str]:
             if i.network == network}
 
 
-def _shorter(p: LinkParams, by: float) -> LinkParams:
-    return dataclasses.replace(p, delay_s=max(0.0, p.delay_s - by))
-
-
 def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tuple[str, str],
           float], vnis: dict[str, int], addresses: dict[str, str]) -> dict[str, tuple[
               Experiment, dict[str, Any]]]:
@@ -144,7 +140,9 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
                                   f"{out.delay_s * 1e3:.3f} ms, less than the "
                                   f"{path * 1e3:.3f} ms between machines {m} and "
                                   f"{where[far]} it is placed across")
-            shaped, passed = _shorter(out, path), LinkParams()
+            # shaped here whole: the frames cross with their due time, and the far engine
+            # holds each until then (so the path between the machines costs nothing)
+            shaped, passed = out, LinkParams()
             ab, ba = (shaped, passed) if near == l.a else (passed, shaped)
             links.append(dataclasses.replace(l, ab=ab, ba=ba, **fixed))
             stubs[far] = Node(far, kind="remote")

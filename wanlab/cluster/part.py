@@ -8,7 +8,9 @@ cycle, with two extra swap-in stages:
   frames to. The stage clears that TAP's address and bridges it to a VXLAN device whose
   underlay is this machine's own namespace (the agent's), pointed at the machine across
   the cut: so frames go engine -> VXLAN over UDP -> the other machine's engine, shaped
-  once, by the sending side. The devices live in the stub's namespace and go with it.
+  once, by the sending side, each with the instant it is due at the far end (the stub's
+  TAP is a ``tunnel`` port of the engine: engine/src/wire/stamp.rs), where that engine
+  holds it until then. The devices live in the stub's namespace and go with it.
 * ``cluster-hosts`` (after ``routes``): the whole experiment's hosts file, so names of
   nodes on other machines resolve.
 
@@ -48,7 +50,14 @@ from wanlab.run.client import EventClient
 from wanlab.store.db import Store, make_private_dir
 
 VXLAN_PORT = 4789
-TUNNEL_MTU = 1500
+# a 1500-byte packet's frame, plus the due-time trailer the engines add (engine
+# src/wire/stamp.rs; the bridge drops what exceeds its ports' MTU), with room to spare
+TUNNEL_MTU = 1600
+# the stub's bridge is a wire: without this, bridge netfilter (where br_netfilter is
+# loaded) would trim each frame to its IP length, the due-time trailer with it
+_NO_BRIDGE_NF = ("net.bridge.bridge-nf-call-iptables=0",
+                 "net.bridge.bridge-nf-call-ip6tables=0",
+                 "net.bridge.bridge-nf-call-arptables=0")
 SCHEDULER_WAIT_S = 60.0     # its interpreter's start-up, on a loaded machine
 
 
@@ -87,10 +96,17 @@ def _tunnels(b: stages.Build) -> None:
             "id", str(t["vni"]), "remote", t["peer"], "local", t["local"],
             "dstport", str(VXLAN_PORT))
         _ip(ns, "link", "add", br, "mtu", str(TUNNEL_MTU), "type", "bridge")
+        _ip(ns, "link", "set", t["ifname"], "mtu", str(TUNNEL_MTU))
         _ip(ns, "link", "set", t["ifname"], "master", br)
         _ip(ns, "link", "set", vx, "master", br)
         for dev in (vx, br, t["ifname"]):
             _ip(ns, "link", "set", dev, "up")
+    for ns in sorted({b.plan.nodes[t["stub"]].netns for t in spec["tunnels"]}):
+        if os.path.exists("/proc/sys/net/bridge"):
+            p = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w",
+                                *_NO_BRIDGE_NF], capture_output=True, text=True, check=False)
+            if p.returncode != 0:
+                raise WanlabError(f"tunnels of {ns}: {p.stderr.strip()}")
 
 
 def _hosts(b: stages.Build) -> None:

@@ -159,7 +159,10 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     hosts = "\n".join(lines) + "\n"
 
     # engine topology
-    ports = [{"port": i.port, "tap": i.ifname, "netns": f"/run/netns/{nodes[i.node].netns}"}
+    # a remote node's (a cluster part's stub) TAPs are the tunnels to the other machines'
+    # engines: frames carry their due time across (engine/src/wire/stamp.rs)
+    ports = [{"port": i.port, "tap": i.ifname, "netns": f"/run/netns/{nodes[i.node].netns}",
+              **({"tunnel": True} if nodes[i.node].remote else {})}
              for ifs in ports_of.values() for i in ifs if not nodes[i.node].simulated]
     # simulated nodes are the engine's own hosts and routers (ports without TAPs), and
     # applications between simulated nodes its traffic agents

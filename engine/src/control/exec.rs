@@ -233,6 +233,7 @@ impl ApplyJob {
                     // TAP ports first and whole, so they can be registered below.
                     let ports = TopologySpec {
                         ports: std::mem::take(&mut topo.ports),
+                        tunnels: std::mem::take(&mut topo.tunnels),
                         ..Default::default()
                     };
                     e.net.apply(ports, now);
@@ -296,8 +297,10 @@ fn next_piece(t: &mut TopologySpec, n: usize) -> Option<TopologySpec> {
 
 impl Engine {
     pub fn new(seed: u64, wall_offset_ns: u64) -> Self {
+        let mut net = Network::new(seed);
+        net.set_wall_offset(wall_offset_ns);
         Engine {
-            net: Network::new(seed),
+            net,
             out: Sinks {
                 taps: HashMap::new(),
                 captures: HashMap::new(),

@@ -75,6 +75,10 @@ pub struct PortReq {
     /// Create the TAP inside this network namespace (path such as `/run/netns/NAME`).
     #[serde(default)]
     pub netns: Option<String>,
+    /// The TAP is a tunnel to another engine (a cluster's cut link): frames written to it
+    /// carry their due time, frames read from it are held until theirs (`wire/stamp`).
+    #[serde(default)]
+    pub tunnel: bool,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

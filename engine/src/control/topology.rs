@@ -96,6 +96,9 @@ pub fn build_apply(a: ApplyReq) -> Result<ApplyCmd, String> {
             return Err(format!("{ctx}.tap: \"{}\" appears twice", p.tap));
         }
         topo.ports.push(p.port.clone());
+        if p.tunnel {
+            topo.tunnels.push(p.port.clone());
+        }
     }
     for (i, r) in a.routers.iter().enumerate() {
         topo.routers.push(build_router(i, r, &mut seen)?);

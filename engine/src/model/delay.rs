@@ -88,6 +88,13 @@ impl Delay {
         }));
     }
 
+    /// Let a frame due at `due` leave at `leave` (earlier: a stamped direction's frames
+    /// leave once serialized, `wire/stamp`); later frames still keep `due`'s order.
+    pub fn push_early(&mut self, frame: Packet, leave: Instant, due: Instant) {
+        self.push(frame, leave);
+        self.last_arrival = self.last_arrival.max(due);
+    }
+
     pub fn next_at(&self) -> Option<Instant> {
         self.heap.peek().map(|r| r.0.at)
     }

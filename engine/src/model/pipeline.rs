@@ -26,6 +26,7 @@ use crate::rng::Rng;
 use crate::stats::{Counters, Histogram};
 use crate::time::{min_deadline, Instant};
 use crate::wire::ethernet::HEADER_LEN;
+use crate::wire::stamp;
 
 /// A direction's moving state on its way between replicas ([`Pipeline::hand_over`]).
 #[derive(Debug)]
@@ -52,6 +53,12 @@ pub struct Pipeline {
     /// Queueing delay of each frame: arrival to start of serialization (0 on an unlimited
     /// direction, which has no queue).
     sojourn: Histogram,
+    /// The direction feeds a tunnel to another engine (`wire/stamp`): a frame leaves as soon
+    /// as it is serialized, carrying the instant it is due at the far end, where that engine
+    /// holds it until then.
+    stamped: bool,
+    /// While a frame from a tunnel is offered: the instant it is due (it leaves no earlier).
+    hold: Option<Instant>,
 }
 
 impl Pipeline {
@@ -69,8 +76,29 @@ impl Pipeline {
             up: true,
             counters: Counters::default(),
             sojourn: Histogram::new(),
+            stamped: false,
+            hold: None,
             params,
         }
+    }
+
+    /// Make this direction feed a tunnel to another engine (see the field `stamped`).
+    pub fn set_stamped(&mut self, on: bool) {
+        self.stamped = on;
+    }
+
+    pub fn is_stamped(&self) -> bool {
+        self.stamped
+    }
+
+    /// Offer a packet arriving at `now` that is due no earlier than `until` (a frame from a
+    /// tunnel: the due time its sending engine stamped). Only an unlimited direction, whose
+    /// frames go straight to the delay stage, holds it (the receiving end of a cut link is
+    /// one).
+    pub fn enqueue_held(&mut self, pkt: Packet, now: Instant, until: Option<Instant>) {
+        self.hold = until;
+        self.enqueue_packet(pkt, now);
+        self.hold = None;
     }
 
     pub fn params(&self) -> &LinkParams {
@@ -107,7 +135,7 @@ impl Pipeline {
     /// whole: only when nothing here acts per wire frame (unlimited bandwidth, no
     /// loss/dup/corrupt). Otherwise it is segmented on arrival.
     pub fn passes_whole(&self) -> bool {
-        self.params.bandwidth_bps == 0 && !self.per_packet()
+        self.params.bandwidth_bps == 0 && !self.per_packet() && !self.stamped
     }
 
     /// Offer a plain wire frame arriving at `now`.
@@ -182,7 +210,7 @@ impl Pipeline {
         }
     }
 
-    fn send_to_delay(&mut self, frame: Packet, sent: Instant) {
+    fn send_to_delay(&mut self, mut frame: Packet, sent: Instant) {
         let p = &self.params;
         let at = self.delay.arrival(
             sent,
@@ -192,7 +220,14 @@ impl Pipeline {
             p.jitter_reorder,
             &mut self.rng,
         );
-        self.delay.push(frame, at);
+        let at = self.hold.map_or(at, |h| at.max(h));
+        if self.stamped {
+            // due at `at` (engine time; the network makes it Unix time at the port)
+            stamp::append(&mut frame.data, at.nanos());
+            self.delay.push_early(frame, sent, at);
+        } else {
+            self.delay.push(frame, at);
+        }
     }
 
     /// Deliver every frame due by `now` through `emit` (both halves).
@@ -228,7 +263,10 @@ impl Pipeline {
 
     /// Loss, duplication and corruption of one frame leaving the delay stage.
     fn deliver(&mut self, mut pkt: Packet, emit: &mut impl FnMut(Packet)) {
-        let (pkts, bytes) = pkt.wire_size();
+        let (pkts, mut bytes) = pkt.wire_size();
+        // a due-time trailer is no part of the frame
+        let trailer = if self.stamped { stamp::LEN } else { 0 };
+        bytes = bytes.saturating_sub((trailer as u64) * pkts);
         if self.loss.lose(&mut self.rng_rx) {
             self.counters.drop_loss += pkts;
             return;
@@ -239,9 +277,10 @@ impl Pipeline {
             None
         };
         let frame = &mut pkt.data;
-        if frame.len() > HEADER_LEN && self.rng_rx.chance(self.params.corrupt) {
+        let body = frame.len().saturating_sub(trailer);
+        if body > HEADER_LEN && self.rng_rx.chance(self.params.corrupt) {
             // Flip one bit past the Ethernet header so the switch still forwards it.
-            let idx = HEADER_LEN + self.rng_rx.below((frame.len() - HEADER_LEN) as u64) as usize;
+            let idx = HEADER_LEN + self.rng_rx.below((body - HEADER_LEN) as u64) as usize;
             let bit = self.rng_rx.below(8) as u32;
             frame[idx] ^= 1u8 << bit;
             self.counters.corrupted += 1;
@@ -266,7 +305,7 @@ impl Pipeline {
     /// engine). With jitter a frame may leave earlier, so the serialization end counts.
     pub fn poll_at(&self) -> Option<Instant> {
         let done = self.rate.done_at();
-        let first_exit = if self.params.jitter_ns == 0 {
+        let first_exit = if self.params.jitter_ns == 0 && !self.stamped {
             done.map(|t| t.add_nanos(self.params.delay_ns))
         } else {
             done
@@ -302,7 +341,9 @@ impl Pipeline {
     /// unbounded, so it gives none.
     pub fn min_flight_ns(&self) -> u64 {
         let p = &self.params;
-        if p.jitter_ns == 0 {
+        if self.stamped {
+            0 // a frame leaves once serialized; the far engine holds it
+        } else if p.jitter_ns == 0 {
             p.delay_ns
         } else if p.jitter_dist == super::params::JitterDist::Uniform {
             p.delay_ns.saturating_sub(p.jitter_ns)

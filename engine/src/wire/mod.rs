@@ -8,6 +8,7 @@ pub mod ethernet;
 pub mod gso;
 pub mod icmp;
 pub mod ipv4;
+pub mod stamp;
 pub mod tcp;
 pub mod udp;
 pub mod vnet;

@@ -7,6 +7,7 @@ use crate::model::lan::Forward;
 use crate::model::packet::Packet;
 use crate::model::sim::host::{Up, PROTO_UDP};
 use crate::time::Instant;
+use crate::wire::stamp;
 
 impl Network {
     pub(super) fn forward(
@@ -22,11 +23,20 @@ impl Network {
                 match (p.and_then(|p| p.sim), p.and_then(|p| p.host)) {
                     (Some((r, iface)), _) => self.route(r, iface, f, at),
                     (None, Some(h)) => self.host_receive(h, f, at),
-                    (None, None) => emit(Output::Frame {
-                        port,
-                        data: f.data,
-                        vnet: f.vnet,
-                    }),
+                    (None, None) => {
+                        let mut data = f.data;
+                        if p.is_some_and(|p| p.tunnel) {
+                            // the due time, stamped in engine time, as Unix time
+                            if let Some(due) = stamp::strip(&mut data) {
+                                stamp::append(&mut data, due.saturating_add(self.wall_offset_ns));
+                            }
+                        }
+                        emit(Output::Frame {
+                            port,
+                            data,
+                            vnet: f.vnet,
+                        })
+                    }
                 }
             }
             Sink::Lan { lan, member } => self.switch(lan, member, f, at),

@@ -32,6 +32,7 @@ use super::sim::tcp::sender::TcpSender;
 use super::sim::tcp::sink::TcpSink;
 use crate::time::Instant;
 use crate::wire::ethernet::HEADER_LEN;
+use crate::wire::stamp;
 use crate::wire::vnet::VnetHdr;
 
 mod delivery;
@@ -64,6 +65,10 @@ pub type PipeIdx = usize;
 /// A sending half whose frames spend at least this long in flight has lazy serialization
 /// timers (see [`timers`]): its frames are handed on long before they leave the link.
 pub const LAZY_MIN_FLIGHT_NS: u64 = 2_000_000;
+
+/// Longest a frame from a tunnel is held (a clock stepped on one machine is no reason to
+/// keep frames for ever; no link's delay is this long).
+const MAX_HOLD_NS: u64 = 100_000_000_000;
 
 fn lazy_tx(p: &Pipeline) -> bool {
     p.min_flight_ns() >= LAZY_MIN_FLIGHT_NS
@@ -112,6 +117,9 @@ struct Port {
     unattached_drops: u64,
     /// Per-destination rules of the link direction this port feeds, longest prefix first.
     rules: Vec<PortRule>,
+    /// The port is a tunnel to another engine (a cluster's cut link, `wire/stamp`): frames
+    /// to it carry their due time, frames from it are held until theirs.
+    tunnel: bool,
 }
 
 /// An IPv4 destination prefix and the pipeline its frames take instead of the ingress.
@@ -223,6 +231,8 @@ pub struct Network {
     poll_limit: Option<u64>,
     /// This replica's share of a partitioned simulation (None: it owns everything).
     part: Option<partition::Partition>,
+    /// Unix time of instant 0 in ns: a tunnel's due times are Unix times (`wire/stamp`).
+    wall_offset_ns: u64,
 }
 
 /// A hasher for small integer keys looked up once per delivered packet (`bound`): SipHash's
@@ -300,7 +310,13 @@ impl Network {
             lateness_hist: None,
             poll_limit: None,
             part: None,
+            wall_offset_ns: 0,
         }
+    }
+
+    /// Unix time of instant 0 (the real-time driver's), for tunnels' due times.
+    pub fn set_wall_offset(&mut self, ns: u64) {
+        self.wall_offset_ns = ns;
     }
 
     /// Timer events processed so far.
@@ -397,6 +413,14 @@ impl Network {
             p.unattached_drops += 1;
             return;
         };
+        let mut frame = frame;
+        // from another engine: due when that engine said
+        let hold = p
+            .tunnel
+            .then(|| stamp::strip(&mut frame.data))
+            .flatten()
+            .map(|unix| Instant(unix.saturating_sub(self.wall_offset_ns)))
+            .map(|due| due.min(now.add_nanos(MAX_HOLD_NS)));
         let pipe = classify(&p.rules, &frame.data).unwrap_or(pipe);
         let Some(slot) = self.pipes.get_mut(pipe) else {
             return;
@@ -409,7 +433,7 @@ impl Network {
             slot.pipe.count_malformed(frame.len());
             return;
         }
-        slot.pipe.enqueue_packet(frame, now);
+        slot.pipe.enqueue_held(frame, now, hold);
         self.reschedule(pipe);
     }
 
@@ -556,7 +580,7 @@ impl Network {
         };
         let mut out = std::mem::take(&mut self.scratch);
         slot.pipe.poll_rx(at, |f| out.push(f));
-        let (sink, capture) = (slot.sink, slot.capture);
+        let (sink, capture, stamped) = (slot.sink, slot.capture, slot.pipe.is_stamped());
         self.reschedule(pipe);
         for f in out.drain(..) {
             if capture && f.vnet.is_offloaded() {
@@ -569,11 +593,13 @@ impl Network {
                 continue;
             }
             if capture {
-                emit(Output::Capture {
-                    pipe,
-                    at,
-                    data: &f.data,
-                });
+                // a frame for another engine is captured as it will arrive there: at its due
+                // time, without the trailer
+                let (at, data) = match stamp::peek(&f.data).filter(|_| stamped) {
+                    Some((due, frame)) => (Instant(due), frame),
+                    None => (at, &f.data[..]),
+                };
+                emit(Output::Capture { pipe, at, data });
             }
             self.forward(sink, f, at, emit);
         }

@@ -85,6 +85,8 @@ pub struct AgentSpec {
 #[derive(Debug, Clone, Default)]
 pub struct TopologySpec {
     pub ports: Vec<String>,
+    /// Those of `ports` that are tunnels to another engine (`wire/stamp`).
+    pub tunnels: Vec<String>,
     pub links: Vec<LinkSpec>,
     /// Per-destination rules of links in `links`.
     pub link_rules: Vec<LinkRuleSpec>,

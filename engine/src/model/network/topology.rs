@@ -33,8 +33,12 @@ impl Network {
         // RNG streams are named after the objects so they do not depend on creation order.
         let seed = stream_seed(self.seed, name);
         let (tx_part, rx_part) = self.parts_of(from, sink);
+        let mut pipe = Pipeline::new(params, seed, now);
+        pipe.set_stamped(
+            matches!(sink, Sink::Port(p) if self.ports.get(p).is_some_and(|p| p.tunnel)),
+        );
         self.pipes.push(PipeSlot {
-            pipe: Pipeline::new(params, seed, now),
+            pipe,
             sink,
             capture: false,
             scheduled_tx: None,
@@ -60,6 +64,7 @@ impl Network {
                 host,
                 unattached_drops: 0,
                 rules: Vec::new(),
+                tunnel: false,
             },
         )
     }
@@ -67,8 +72,13 @@ impl Network {
     /// Add a checked topology (the control layer checks it first, `control/check.rs`;
     /// unchecked input is still memory-safe but may leave a port attached twice).
     pub fn apply(&mut self, spec: TopologySpec, now: Instant) {
+        let tunnels: HashSet<String> = spec.tunnels.into_iter().collect();
         for p in spec.ports {
-            self.new_port(p, None, None);
+            let tunnel = tunnels.contains(&p);
+            let i = self.new_port(p, None, None);
+            if let Some(port) = self.ports.get_mut(i) {
+                port.tunnel = tunnel;
+            }
         }
         for r in spec.routers {
             let ri = self.routers.next_index();
