@@ -76,11 +76,20 @@ def _get(ref: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
 
 
 def parts_of(store: Store, name: str) -> list[rec.Record]:
-    return [r for r in rec.live(store, "part") if r.detail.get("experiment") == name]
+    """The parts of ``name`` that run it (not one moved off a lost machine)."""
+    return [r for r in rec.live(store, "part") if r.detail.get("experiment") == name
+            and not r.detail.get("moved_to")]
+
+
+def moved_of(store: Store, name: str) -> list[rec.Record]:
+    """Parts of ``name`` left on a lost machine when they were moved (kept recorded for
+    ``terminate``/``cleanup`` to remove once the machine is back)."""
+    return [r for r in rec.live(store, "part") if r.detail.get("experiment") == name
+            and r.detail.get("moved_to")]
 
 
 def is_cluster_experiment(store: Store, name: str) -> bool:
-    return bool(parts_of(store, name))
+    return any(r.detail.get("experiment") == name for r in rec.live(store, "part"))
 
 
 def _cluster(store: Store) -> ClusterInfo:
@@ -332,7 +341,7 @@ def _remove_parts(store: Store, info: ClusterInfo, name: str, handles: dict[str,
     answer stays recorded (removed when it returns); returns those machines."""
     import ray
     lost = []
-    for r in parts_of(store, name):
+    for r in parts_of(store, name) + moved_of(store, name):
         m = r.detail["machine"]
         try:
             # a lost machine is found out quickly, not after the long call's deadline
