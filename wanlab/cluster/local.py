@@ -201,7 +201,6 @@ def join_local(store: Store, say: Callable[[str], None] = print) -> MachineInfo:
     m = MachineInfo(f"m{i}", address, f"wlc{info.id}-m{i}", info.machines[0].cores)
     folder = os.path.join("/tmp", f"wlc{info.id}")
     rec.update(store, top.id, machines=[*top.detail["machines"], m.__dict__])
-    made = len(rec.live(store))
     try:
         say(f"cluster {info.id}: machine {m.name} at {m.address} (namespace {m.netns})")
         _make_machine(store, info.id, i, m, f"{m.address}/{net.prefixlen}")
@@ -219,7 +218,7 @@ def join_local(store: Store, say: Callable[[str], None] = print) -> MachineInfo:
             join.record_matrix(store, info, say, keep=join.matrix(store))
     except BaseException:
         say(f"cluster {info.id}: machine {m.name} did not join; removing it")
-        _remove_machine(store, m.name, made)
+        _remove_machine(store, m.name)
         raise
     say(f"cluster {info.id}: {m.name} joined; {i + 1} machines up")
     return m
@@ -254,11 +253,12 @@ def _spawn_worker(store: Store, head: str, m: MachineInfo, mdir: str, log: str) 
         log)
 
 
-def _remove_machine(store: Store, name: str, since: int) -> None:
-    """Undo a join that failed: the machine's worker (with its descendants), namespace
-    and records (those made after the first ``since`` live records), and its entry in
-    the cluster's record."""
-    for r in rec.live(store)[since:]:
+def _remove_machine(store: Store, name: str) -> None:
+    """Undo a join that failed: the machine's worker (with its descendants), its
+    namespace, their records, and its entry in the cluster's record."""
+    for r in rec.live(store):
+        if (r.kind, r.name) not in (("process", f"ray-{name}"), ("machine", name)):
+            continue
         if r.kind == "process":
             pid, started = r.detail.get("pid"), r.detail.get("started")
             if pid and procs.alive(pid, started):
