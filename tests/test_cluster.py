@@ -745,6 +745,44 @@ def test_join_adds_a_machine_while_up_and_a_cluster_joined_by_address_follows(cl
         wl(other, "cluster", "down", check=False, timeout=300)
 
 
+def test_repair_moves_a_lost_machines_part_to_a_free_machine(cluster, tmp_path):
+    """``swapin --repair`` with a machine lost: its part is built on a live machine with
+    no part of the experiment, the other part's tunnel points there and its clock joins
+    the others'; the placement is shown. The lost part stays recorded until its machine
+    is back, then ``cleanup`` removes it there."""
+    home, _ = cluster
+    spec = tmp_path / "mv.tcl"
+    spec.write_text(PINNED.format(a="m0", bc="m2"))
+    wl(home, "create", str(spec), "--cluster")
+    made = _parts_made(home, "mv")
+    _child(KILL_AND_REJOIN, home, "m2", "kill")
+    line = next(x for x in wl(home, "list").stdout.splitlines() if x.startswith("mv"))
+    assert "machine m2 lost (nodes b, c)" in line, line
+    p = wl(home, "swapin", "--repair", "mv")
+    moved = re.search(r"moving the part of lost machine m2 \(nodes b, c\) to (m\d)", p.stdout)
+    assert moved and moved.group(1) not in ("m0", "m2"), p.stdout
+    to = moved.group(1)
+    assert f"machine {to}: b, c" in p.stdout and "machine m0: a" in p.stdout, p.stdout
+    assert "pinned to m2" in p.stdout, p.stdout         # tb-fix-node not honoured, said
+    assert f"machine {to}: b, c" in wl(home, "show", "mv").stdout
+    assert re.search(r"^mv\s+\S+\s+active", wl(home, "list").stdout, re.M)
+    # a -> c crosses the cut link to the new machine: 2 links of 5 ms each way
+    assert 20.0 <= _rtt_min(home, "mv", "a", "c") < 26.0
+    # the part of m0 kept running: the same engine and scheduler (modified in place)
+    short, pids = _parts_made(home, "mv")["m0"]
+    assert short == made["m0"][0] and set(made["m0"][1]) <= set(pids), (made, pids)
+    assert all(_running(p) for p in made["m0"][1]), made
+    # the lost part stays recorded; back, its machine removes it
+    p = wl(home, "terminate", "mv", check=False)
+    assert p.returncode == 2 and "m2" in p.stderr, p.stderr
+    _child(KILL_AND_REJOIN, home, "m2", "rejoin")
+    _wait_up(home, "m2")
+    wl(home, "cleanup", "mv")
+    assert "mv" not in wl(home, "list").stdout
+    assert _parts_made(home, "mv") == {}
+    assert not {n for n in netns_names() for s, _ in made.values() if n.startswith(f"wl-{s}-")}
+
+
 def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,
                                                                               tmp_path):
     """Last in this file: it kills one machine of the module's cluster (and starts it
