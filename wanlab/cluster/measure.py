@@ -21,6 +21,7 @@ from wanlab.errors import WanlabError
 PING_COUNT = 5
 IPERF_SECONDS = 1
 CALL_TIMEOUT_S = 300.0
+SERVER_WAIT_S = 90.0
 
 
 def _ping_min_rtt(address: str, count: int) -> float | None:
@@ -49,7 +50,10 @@ def _iperf_server(address: str, port: int, timeout_s: float) -> bool:
 def _iperf_client(address: str, port: int, seconds: int) -> float | None:
     """Received bit/s of a ``seconds`` TCP test to ``address:port`` (None: no test)."""
     import json
-    for _ in range(20):         # the server task may not listen yet
+    # the server task may not listen yet: on a loaded machine Ray may take many seconds
+    # to start the worker that runs it
+    deadline = time.monotonic() + SERVER_WAIT_S
+    while time.monotonic() < deadline:
         p = subprocess.run(["iperf3", "-c", address, "-p", str(port), "-t", str(seconds),
                             "-J"], capture_output=True, text=True, check=False,
                            timeout=seconds + 60)
@@ -81,9 +85,12 @@ def measure(info: ClusterInfo, bandwidth_between: list[str] | None = None,
     ping = ray.remote(num_cpus=0)(_pings)
     todo = {m.name: [x for x in ms[i + 1:] if not kept(m.name, x.name)]
             for i, m in enumerate(ms)}
+    # a task on every machine, even one with nothing to ping: the bandwidth tests after
+    # find a Ray worker started there (without, iperf3 to a 3rd wide-area machine failed
+    # in tests/test_cluster_wan.py, not understood)
     refs = {m.name: ping.options(**pinned(m)).remote([x.address for x in todo[m.name]],
                                                      PING_COUNT)
-            for m in ms if todo[m.name]}
+            for m in ms}
     one_way: list[list[float | None]] = [[0.0] * n for _ in range(n)]
     for i, a in enumerate(ms):
         for b in ms[i + 1:]:
