@@ -477,6 +477,10 @@ def test_follow_repair_and_the_python_api_on_a_cluster_experiment(cluster, tmp_p
         finally:
             part.close()
         os.kill(engine.detail["pid"], 9)
+        # list asks every part how it is: this one's engine is gone
+        line = next(x for x in wl(home, "list").stdout.splitlines() if x.startswith("fol"))
+        assert "degraded" in line and f"part on {victim} broken: engine" in line, line
+        assert "n0" in line, line
         p = wl(home, "swapin", "--repair", "fol")
         assert f"repairing the part on {victim}" in p.stdout, p.stdout
         assert p.stdout.count("repairing the part") == 1, p.stdout
@@ -649,6 +653,190 @@ def test_kill_9_of_the_controller_mid_swap_in_leaves_only_what_terminate_removes
         assert not experiment.parts_of(store, "k9")
     finally:
         store.close()
+
+
+PINNED = """\
+set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+set c [$ns node]
+$ns duplex-link $a $b 100Mb 5ms DropTail
+$ns duplex-link $b $c 100Mb 5ms DropTail
+tb-fix-node $a {a}
+tb-fix-node $b {bc}
+tb-fix-node $c {bc}
+$ns rtproto Static
+$ns run
+"""
+
+# in a child Python: a Ray worker started here would be this test's child, stopped by the
+# autouse fixture after the test (the machine would be lost for the tests after it)
+KILL_AND_REJOIN = """
+import os, sys
+from wanlab.cluster import local
+from wanlab.cluster.local import _descendants
+from wanlab.store import cluster as rec
+from wanlab.store.db import Store
+store = Store(sys.argv[1])
+worker = next(r for r in rec.live(store, "process") if r.name == "ray-" + sys.argv[2])
+for pid in [worker.detail["pid"], *_descendants(worker.detail["pid"])]:
+    try:
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass
+if sys.argv[3] == "rejoin":
+    local.rejoin(store, sys.argv[2])
+"""
+
+
+def _cluster_record(home):
+    from wanlab.store import cluster as rec
+    from wanlab.store.db import Store
+    store = Store(str(home))
+    try:
+        return rec.live(store, "cluster")[-1].detail, next(
+            (r.detail for r in rec.live(store, "matrix")), None)
+    finally:
+        store.close()
+
+
+def _child(code, *args):
+    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                       text=True, timeout=300, env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def _wait_up(home, machine):
+    import time
+    deadline = time.monotonic() + 300
+    while True:
+        status = wl(home, "cluster", "status", check=False).stdout
+        if re.search(rf"^\s+{machine}\s+\S+\s+up\b", status, re.M):
+            return status
+        assert time.monotonic() < deadline, status
+        time.sleep(2)
+
+
+def test_join_adds_a_machine_while_up_and_a_cluster_joined_by_address_follows(cluster,
+                                                                             tmp_path):
+    """``cluster join --local`` adds m3 while an experiment runs (untouched: the same
+    engines, placement and paths); only m3's pairs are measured; a new experiment is
+    placed on m3. A second wanlab joins the same Ray cluster by address, and its
+    ``cluster join`` picks up m3's Ray node. Then a machine's Ray worker dies and comes
+    back as a new Ray node: the cluster joined by address finds it by its address,
+    re-pins its agent, and reaches the part it kept. ``cluster down`` removes m3 (the
+    fixture checks no namespace of the cluster is left)."""
+    home, cid = cluster
+    head = _cluster_record(home)[0]["head"]
+    spec = tmp_path / "stay.tcl"
+    spec.write_text(PINNED.format(a="m0", bc="m1"))
+    wl(home, "create", str(spec), "--cluster")
+    before = _parts_made(home, "stay")
+    old = _cluster_record(home)[1]
+    p = wl(home, "cluster", "join", "--local", timeout=900)
+    assert "m3 joined; 4 machines up" in p.stdout, p.stdout
+    assert "the pairs of m3" in p.stdout, p.stdout
+    assert f"wlc{cid}-m3" in netns_names()
+    rows = [x.split() for x in wl(home, "cluster", "status").stdout.splitlines()[1:]]
+    assert [r[0] for r in rows] == ["m0", "m1", "m2", "m3"], rows
+    assert all(r[2] == "up" for r in rows), rows
+    pid = int(rows[3][rows[3].index("pid") + 1])
+    assert os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/wlc{cid}-m3").st_ino
+    mx = _cluster_record(home)[1]
+    assert mx["machines"] == ["m0", "m1", "m2", "m3"]
+    for i in range(3):          # the old pairs kept as measured, m3's measured now
+        assert mx["one_way_s"][i][:3] == old["one_way_s"][i], (mx, old)
+        assert mx["one_way_s"][i][3] == mx["one_way_s"][3][i] > 0, mx
+    # the running experiment is untouched: the same engines and schedulers, still a path
+    assert _parts_made(home, "stay") == before
+    assert all(_running(p) for _, ps in before.values() for p in ps), before
+    assert 20.0 <= _rtt_min(home, "stay", "a", "c") < 26.0
+    # a new one is placed on the new machine
+    spec2 = tmp_path / "onto.tcl"
+    spec2.write_text(PINNED.format(a="m2", bc="m3"))
+    wl(home, "create", str(spec2), "--cluster")
+    assert "machine m3: b, c" in wl(home, "show", "onto").stdout
+    assert 20.0 <= _rtt_min(home, "onto", "a", "c") < 26.0
+    wl(home, "terminate", "onto")
+    # `cluster measure` measures every pair again, while up
+    p = wl(home, "cluster", "measure")
+    assert re.search(r"m3\s+(\d+\.\d\d\s+){3}-", p.stdout), p.stdout
+    assert _cluster_record(home)[1]["measured"] > mx["measured"]
+    wl(home, "terminate", "stay")
+
+    # the same Ray cluster joined by address from another wanlab, before m4 exists
+    other = tmp_path / "other"
+    try:
+        p = wl(other, "cluster", "up", head, timeout=900)
+        assert "4 machines up" in p.stdout, p.stdout
+        p = wl(other, "cluster", "join", check=False)
+        assert p.returncode == 2 and "no Ray node has joined" in p.stderr, p.stderr
+        wl(home, "cluster", "join", "--local", timeout=900)          # m4
+        p = wl(other, "cluster", "join", timeout=900)
+        assert "joined m4; 5 machines up" in p.stdout, p.stdout
+        info = _cluster_record(other)[0]
+        assert [m["address"] for m in info["machines"]] == [
+            m["address"] for m in _cluster_record(home)[0]["machines"]], info
+        assert len(_cluster_record(other)[1]["machines"]) == 5
+        # a part on m1; m1's Ray worker dies (its agent with it) and comes back as a new
+        # Ray node at the same address
+        spec3 = tmp_path / "far.tcl"
+        spec3.write_text(PINNED.format(a="m1", bc="m4"))
+        wl(other, "create", str(spec3), "--cluster")
+        node = next(m["node_id"] for m in info["machines"] if m["name"] == "m1")
+        _child(KILL_AND_REJOIN, home, "m1", "kill")
+        line = next(x for x in wl(other, "list").stdout.splitlines() if x.startswith("far"))
+        assert "degraded" in line and "machine m1 lost" in line, line
+        _child(KILL_AND_REJOIN, home, "m1", "rejoin")
+        _wait_up(home, "m1")
+        status = _wait_up(other, "m1")
+        again = next(m["node_id"] for m in _cluster_record(other)[0]["machines"]
+                     if m["name"] == "m1")
+        assert again != node, status
+        wl(other, "terminate", "far")        # the part kept on m1 reached by its new agent
+        assert "far" not in wl(other, "list").stdout
+        assert _parts_made(other, "far") == {}
+    finally:
+        wl(other, "cluster", "down", check=False, timeout=300)
+
+
+def test_repair_moves_a_lost_machines_part_to_a_free_machine(cluster, tmp_path):
+    """``swapin --repair`` with a machine lost: its part is built on a live machine with
+    no part of the experiment, the other part's tunnel points there and its clock joins
+    the others'; the placement is shown. The lost part stays recorded until its machine
+    is back, then ``cleanup`` removes it there."""
+    home, _ = cluster
+    spec = tmp_path / "mv.tcl"
+    spec.write_text(PINNED.format(a="m0", bc="m2"))
+    wl(home, "create", str(spec), "--cluster")
+    made = _parts_made(home, "mv")
+    _child(KILL_AND_REJOIN, home, "m2", "kill")
+    line = next(x for x in wl(home, "list").stdout.splitlines() if x.startswith("mv"))
+    assert "machine m2 lost (nodes b, c)" in line, line
+    p = wl(home, "swapin", "--repair", "mv")
+    moved = re.search(r"moving the part of lost machine m2 \(nodes b, c\) to (m\d)", p.stdout)
+    assert moved and moved.group(1) not in ("m0", "m2"), p.stdout
+    to = moved.group(1)
+    assert f"machine {to}: b, c" in p.stdout and "machine m0: a" in p.stdout, p.stdout
+    assert "pinned to m2" in p.stdout, p.stdout         # tb-fix-node not honoured, said
+    assert f"machine {to}: b, c" in wl(home, "show", "mv").stdout
+    assert re.search(r"^mv\s+\S+\s+active", wl(home, "list").stdout, re.M)
+    # a -> c crosses the cut link to the new machine: 2 links of 5 ms each way
+    assert 20.0 <= _rtt_min(home, "mv", "a", "c") < 26.0
+    # the part of m0 kept running: the same engine and scheduler (modified in place)
+    short, pids = _parts_made(home, "mv")["m0"]
+    assert short == made["m0"][0] and set(made["m0"][1]) <= set(pids), (made, pids)
+    assert all(_running(p) for p in made["m0"][1]), made
+    # the lost part stays recorded; back, its machine removes it
+    p = wl(home, "terminate", "mv", check=False)
+    assert p.returncode == 2 and "m2" in p.stderr, p.stderr
+    _child(KILL_AND_REJOIN, home, "m2", "rejoin")
+    _wait_up(home, "m2")
+    wl(home, "cleanup", "mv")
+    assert "mv" not in wl(home, "list").stdout
+    assert _parts_made(home, "mv") == {}
+    assert not {n for n in netns_names() for s, _ in made.values() if n.startswith(f"wl-{s}-")}
 
 
 def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,

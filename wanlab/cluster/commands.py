@@ -52,10 +52,39 @@ def _print_matrix(store) -> None:
         print(f"  {a:7s}" + "".join(f"{c:>16s}" for c in cells))
 
 
+def _join(lab, a) -> int:
+    from wanlab.cluster import join, local
+    if a.address or a.address_pos or a.wan_delay or a.wan_matrix:
+        raise WanlabError("cluster join: it adds to the cluster that is up; give --local "
+                          "(one more machine of the local test cluster) or nothing (the "
+                          "Ray nodes that joined a cluster given by address)")
+    if a.local is not None:
+        if a.local != 1:
+            raise WanlabError(f"cluster join --local {a.local}: one machine at a time "
+                              f"(--local or --local 1)")
+        if a.wide_area:
+            raise WanlabError("--wide-area is for a cluster given by address")
+        local.join_local(lab.store)
+        return 0
+    join.join_address(lab.store, wide_area=a.wide_area)
+    return 0
+
+
+def _measure(lab) -> int:
+    from wanlab.cluster import join
+    join.remeasure(lab.store)
+    _print_matrix(lab.store)
+    return 0
+
+
 def cmd_cluster(lab, a) -> int:
     from wanlab.cluster import local
     if a.action == "up":
         return _up(lab, a)
+    if a.action == "join":
+        return _join(lab, a)
+    if a.action == "measure":
+        return _measure(lab)
     if a.action == "down":
         # the experiments placed on it first, through their machines' agents
         from wanlab.cluster import experiment
@@ -206,19 +235,22 @@ def shell(lab, name: str, node: str, argv: list[str]) -> int:
 
 def register(add) -> None:
     sp = add("cluster", cmd_cluster, "the cluster experiments are placed on: wanlab cluster "
-             "up --local N | up HOST:PORT | status | down")
-    sp.add_argument("action", choices=("up", "status", "down"))
+             "up --local N | up HOST:PORT | join [--local] | measure | status | down")
+    sp.add_argument("action", choices=("up", "join", "measure", "status", "down"))
     sp.add_argument("address_pos", nargs="?", metavar="HOST:PORT", help="with up: join the "
                     "Ray cluster whose head is there (as --address)")
-    sp.add_argument("--local", type=int, metavar="N", help="with up: a local test cluster "
-                    "of N machines, each a network namespace with its own Ray worker")
+    sp.add_argument("--local", type=int, metavar="N", nargs="?", const=1, help="with up: a "
+                    "local test cluster of N machines, each a network namespace with its own "
+                    "Ray worker; with join: one more machine for it (join alone, on a cluster "
+                    "given by address: the Ray nodes that joined since up)")
     sp.add_argument("--address", metavar="HOST:PORT", help="with up: join an existing Ray "
                     "cluster (ray start --head / --address): one wanlab agent per machine; "
                     "down removes wanlab's agents and leaves Ray running")
     sp.add_argument("--matrix", action="store_true", help="with status: also the measured "
                     "one-way delay (and bandwidth) between the machines")
-    sp.add_argument("--wide-area", metavar="all|M,M", help="with up --address: the machines "
-                    "(names m0.. or addresses) that are wide-area sites for wanassign")
+    sp.add_argument("--wide-area", metavar="all|M,M", help="with up --address (or join): the "
+                    "(new) machines (names m0.. or addresses) that are wide-area sites for "
+                    "wanassign")
     sp.add_argument("--wan-delay", metavar="D,D,...", help="with up --local N: each machine's "
                     "one-way access delay (path i-j = d_i + d_j); the machines are wide-area")
     sp.add_argument("--wan-matrix", metavar="FILE", help="with up --local N: a latency-matrix "

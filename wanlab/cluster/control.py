@@ -11,7 +11,7 @@ create, the timeline to its end on every machine, stats, swap-out, the flows joi
 
 Every event is split as the timeline's are (:mod:`wanlab.cluster.events`): it goes to the
 machines that hold its object, translated for each (a cut link's direction to the machine
-that shapes it, its delay shortened by the machines' path). Every call to the parts goes
+that shapes it whole; a delay shorter than the machines' path is refused). Every call to the parts goes
 through :meth:`OnCluster._on_parts`: by each agent's socket when its machine's folder is
 this host's (the local test cluster), through Ray otherwise; one Ray session is kept for
 the life of the object in a ``with`` (``run``), so its polling attaches to Ray once.
@@ -95,16 +95,14 @@ class OnCluster:
                               f"to repair")
         machines = experiment._machines(self.store, name)
         with self._ray() if not self._direct() else contextlib.nullcontext():
-            try:
-                states = dict(zip(machines, self._on_parts(name, [(m, "state", ())
-                                                                  for m in machines]),
-                                  strict=True))
-            except WanlabError as e:
-                raise WanlabError(f"swapin --repair of {name}: a machine did not answer "
-                                  f"({e}); a lost machine's part cannot be rebuilt here") \
-                    from None
-            broken = sorted(m for m, s in states.items()
-                            if s["state"] != "active" or s["broken"])
+            # a machine that does not answer: its part moves to a live machine (below)
+            states = experiment._part_states(self.store, experiment._cluster(self.store),
+                                             name, machines)
+            lost = sorted(m for m, s in states.items() if s is None)
+            broken = sorted(m for m, s in states.items() if s is not None and
+                            (s["state"] != "active" or s["broken"]))
+            if lost:
+                return self._move(name, broken, lost, fresh)
             if not broken:
                 if row.state == "degraded":
                     self.store.set_state(row.id, "active", "every part found well")
@@ -123,6 +121,30 @@ class OnCluster:
         self.say(f"{name}: repaired on {', '.join(broken)}; active on {len(machines)} "
                  f"machines")
         return broken
+
+    def _move(self, name: str, broken: list[str], lost: list[str], fresh: bool
+              ) -> list[str]:
+        """Repair the broken parts, then move the lost machines' parts to live machines
+        (:mod:`wanlab.cluster.move`), printing where every node now runs."""
+        from wanlab.cluster import move
+        row = self.store.get(name)
+        self.store.set_state(row.id, "activating", "repair: moving the parts of "
+                             + ", ".join(lost))
+        try:
+            if broken:
+                self._on_parts(name, [(m, "repair", (fresh,)) for m in broken])
+            with self._ray():
+                to = move.move_lost(self.store, name, lost, say=self.say)
+        except BaseException as e:
+            self.store.set_state(row.id, "degraded", "repair failed", error=str(e))
+            raise
+        self.store.set_state(row.id, "active", "repaired: " + ", ".join(
+            f"{a} moved to {b}" for a, b in sorted(to.items())))
+        for line in move.placement_lines(self.store, name):
+            self.say(f"  {line}")
+        self.say(f"{name}: repaired; active on "
+                 f"{len(experiment._machines(self.store, name))} machines")
+        return broken + sorted(to.values())
 
     # -- results ---------------------------------------------------------------------
     def event_log(self, name: str) -> list[dict[str, Any]]:

@@ -76,11 +76,20 @@ def _get(ref: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
 
 
 def parts_of(store: Store, name: str) -> list[rec.Record]:
-    return [r for r in rec.live(store, "part") if r.detail.get("experiment") == name]
+    """The parts of ``name`` that run it (not one moved off a lost machine)."""
+    return [r for r in rec.live(store, "part") if r.detail.get("experiment") == name
+            and not r.detail.get("moved_to")]
+
+
+def moved_of(store: Store, name: str) -> list[rec.Record]:
+    """Parts of ``name`` left on a lost machine when they were moved (kept recorded for
+    ``terminate``/``cleanup`` to remove once the machine is back)."""
+    return [r for r in rec.live(store, "part") if r.detail.get("experiment") == name
+            and r.detail.get("moved_to")]
 
 
 def is_cluster_experiment(store: Store, name: str) -> bool:
-    return bool(parts_of(store, name))
+    return any(r.detail.get("experiment") == name for r in rec.live(store, "part"))
 
 
 def _cluster(store: Store) -> ClusterInfo:
@@ -330,7 +339,7 @@ def _remove_parts(store: Store, info: ClusterInfo, name: str, handles: dict[str,
     answer stays recorded (removed when it returns); returns those machines."""
     import ray
     lost = []
-    for r in parts_of(store, name):
+    for r in parts_of(store, name) + moved_of(store, name):
         m = r.detail["machine"]
         try:
             # a lost machine is found out quickly, not after the long call's deadline
@@ -364,33 +373,57 @@ def terminate(store: Store, name: str, op: str = "terminate", say=print) -> None
 
 
 def check(store: Store, name: str):
-    """Ask every machine running a part of ``name`` whether it is there; if one is lost,
-    the experiment becomes ``degraded`` (once), naming the machines and their nodes. The
-    other parts keep running. Returns the experiment's row."""
-    import ray
+    """Ask every machine running a part of ``name`` how its part is (its own health
+    check: engine, scheduler, namespaces). If a machine is lost, or a part is broken,
+    the experiment becomes ``degraded`` (once), naming the machines, the parts' faults
+    and their nodes; the other parts keep running. Returns the experiment's row."""
     row = store.get(name)
     info = local.current(store)
-    if info is None:
-        lost = sorted({r.detail["machine"] for r in parts_of(store, name)})
-    else:
-        lost = []
-        with connect.session(info):
-            for r in parts_of(store, name):
-                m = r.detail["machine"]
-                try:
-                    ray.get(_handle(store, info, m).hello.remote(), timeout=HELLO_TIMEOUT_S)
-                except Exception:       # dead actor, dead node, timeout: Ray says it many ways
-                    lost.append(m)
-    if not lost:
-        return row
+    machines = sorted({r.detail["machine"] for r in parts_of(store, name)})
+    found = ({m: None for m in machines} if info is None
+             else _part_states(store, info, name, machines))
+    faults = []
     where = _machine_of(store, name)
-    parts = []
-    for m in sorted(set(lost)):
+    for m, state in sorted(found.items()):
         nodes = ", ".join(sorted(n for n, mm in where.items() if mm == m))
-        parts.append(f"machine {m} lost (nodes {nodes})")
-    why = "; ".join(parts)
-    store.set_state(row.id, "degraded", "health check", error=why)
+        if state is None:
+            faults.append(f"machine {m} lost (nodes {nodes})")
+        elif state["state"] != "active" or state["broken"]:
+            why = "; ".join(state["broken"]) or state["error"] or state["state"]
+            faults.append(f"part on {m} broken: {why} (nodes {nodes})")
+    if not faults:
+        return row
+    store.set_state(row.id, "degraded", "health check", error="; ".join(faults))
     return store.get(name)
+
+
+def _part_states(store: Store, info: ClusterInfo, name: str, machines: list[str]
+                 ) -> dict[str, dict[str, Any] | None]:
+    """Each machine's answer to ``state`` for its part of ``name`` (None: the machine did
+    not answer), by the agent's socket on this host, else through Ray."""
+    out: dict[str, dict[str, Any] | None] = {}
+    by_ray = []
+    for m in machines:
+        try:
+            if not info.local:
+                raise agents.NoAgentHere(m)
+            out[m] = agents.call(agents.machine_home(store.home, m), "state", name,
+                                 timeout=HELLO_TIMEOUT_S)
+        except (agents.NoAgentHere, WanlabError):   # Ray tells a lost machine from an error
+            by_ray.append(m)
+    if by_ray:
+        import ray
+        with connect.session(info):
+            for m in by_ray:
+                try:
+                    handle = _handle(store, info, m)
+                    ray.get(handle.hello.remote(), timeout=HELLO_TIMEOUT_S)
+                    out[m] = _get(handle.run_part.remote("state", name))
+                except WanlabError as e:        # the agent answered: its part is not well
+                    out[m] = {"state": "unknown", "broken": [str(e)], "error": str(e)}
+                except Exception:       # dead actor, dead node, timeout: Ray says it many ways
+                    out[m] = None
+    return out
 
 
 def _machine_of(store: Store, name: str) -> dict[str, str]:

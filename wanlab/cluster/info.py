@@ -19,6 +19,7 @@ class MachineInfo:
     cores: float
     node_id: str | None = None   # Ray's node id on a cluster joined by address (pinning)
     wide_area: bool = False      # a wide-area machine: wanassign may place wide-area nodes
+    hostname: str | None = None  # Ray's node host name (by address: found again by it)
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,31 @@ def pinned(m: MachineInfo) -> dict[str, Any]:
     custom resource on the local test cluster."""
     if m.node_id:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(m.node_id, soft=False)}
+        return {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_of(m),
+                                                                      soft=False)}
     return {"resources": {MACHINE_RESOURCE + m.name: 0.001}}
+
+
+def node_of(m: MachineInfo, nodes: list[dict[str, Any]] | None = None) -> str:
+    """The live Ray node that is machine ``m`` (of a cluster joined by address): the node
+    recorded at ``up`` while it lives; once it is gone, the live node at the machine's
+    address (or, failing that, its one live node of the same host name), which is the
+    machine come back after a crash or a reboot as a new Ray node. With none, the
+    recorded node (calls to it fail as to a lost machine). ``nodes``: ``ray.nodes()``,
+    read here when not given (inside a session)."""
+    assert m.node_id is not None
+    if nodes is None:
+        import ray
+        if not ray.is_initialized():
+            return m.node_id
+        nodes = ray.nodes()
+    alive = [n for n in nodes if n.get("Alive")]
+    if any(n["NodeID"] == m.node_id for n in alive):
+        return m.node_id
+    same = [n for n in alive if n.get("NodeManagerAddress") == m.address]
+    if not same and m.hostname:
+        same = [n for n in alive if n.get("NodeManagerHostname") == m.hostname]
+    return same[0]["NodeID"] if len(same) == 1 else m.node_id
 
 
 def current(store: Store) -> ClusterInfo | None:
@@ -48,5 +72,5 @@ def current(store: Store) -> ClusterInfo | None:
     d = heads[-1].detail
     return ClusterInfo(d["id"], d["head"], tuple(
         MachineInfo(m["name"], m["address"], m.get("netns"), m["cores"], m.get("node_id"),
-                    m.get("wide_area", False))
+                    m.get("wide_area", False), m.get("hostname"))
         for m in d["machines"]), d.get("local", True))

@@ -17,6 +17,7 @@ usually: a Ray driver needs a local Ray node.
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import re
 import secrets
@@ -26,7 +27,7 @@ from collections.abc import Callable
 
 from wanlab.cluster import agent as agents
 from wanlab.cluster import connect, measure
-from wanlab.cluster.info import ClusterInfo, MachineInfo, current, pinned
+from wanlab.cluster.info import ClusterInfo, MachineInfo, current, node_of, pinned
 from wanlab.errors import WanlabError
 from wanlab.store import cluster as rec
 from wanlab.store.db import Store
@@ -96,40 +97,140 @@ def up_address(store: Store, address: str, wide_area: str | None = None,
         if not nodes:
             raise WanlabError(f"the Ray cluster at {address} has no live node offering CPUs "
                               f"to run wanlab's host agents on")
-        machines = [MachineInfo(f"m{i}", n["NodeManagerAddress"], None,
-                                float(n["Resources"]["CPU"]), node_id=n["NodeID"])
-                    for i, n in enumerate(nodes)]
+        machines = [_machine(f"m{i}", n) for i, n in enumerate(nodes)]
         wide = wide_area_names(machines, wide_area)
-        machines = [MachineInfo(m.name, m.address, None, m.cores, m.node_id,
-                                m.name in wide) for m in machines]
+        machines = [dataclasses.replace(m, wide_area=m.name in wide) for m in machines]
         top = rec.record(store, "cluster", cid, id=cid, head=address, local=False,
                          machines=[m.__dict__ for m in machines])
         info = current(store)
         assert info is not None
         for m in machines:
-            say(f"cluster {cid}: machine {m.name} at {m.address} (Ray node "
-                f"{m.node_id[:12]}, {m.cores:g} cores" + (", wide-area)" if m.wide_area
-                                                          else ")"))
-            rid = rec.record(store, "agent", f"agent-{m.name}", machine=m.name,
-                             namespace=f"wanlab-{cid}")
-            h = ray.get(agents.agent(info, m, agents.machine_home(store.home, m.name))
-                        .hello.remote(), timeout=CALL_TIMEOUT_S)
-            rec.update(store, rid, "created", pid=h["pid"])
+            _start_agent(store, info, m, say)
         record_matrix(store, info, say)
         rec.update(store, top, "created")
     say(f"cluster {cid}: joined {address}, {len(machines)} machines up")
     return info
 
 
-def record_matrix(store: Store, info: ClusterInfo, say: Callable[[str], None]) -> None:
-    """Measure the paths between the machines and record them with the cluster (inside a
-    session)."""
+def _machine(name: str, node: dict) -> MachineInfo:
+    return MachineInfo(name, node["NodeManagerAddress"], None, float(node["Resources"]["CPU"]),
+                       node_id=node["NodeID"], hostname=node.get("NodeManagerHostname"))
+
+
+def _start_agent(store: Store, info: ClusterInfo, m: MachineInfo,
+                 say: Callable[[str], None]) -> None:
+    """Machine ``m``'s agent, recorded before it starts (inside a session)."""
+    import ray
+    assert m.node_id is not None
+    say(f"cluster {info.id}: machine {m.name} at {m.address} (Ray node {m.node_id[:12]}, "
+        f"{m.cores:g} cores" + (", wide-area)" if m.wide_area else ")"))
+    rid = rec.record(store, "agent", f"agent-{m.name}", machine=m.name,
+                     namespace=f"wanlab-{info.id}")
+    h = ray.get(agents.agent(info, m, agents.machine_home(store.home, m.name))
+                .hello.remote(), timeout=CALL_TIMEOUT_S)
+    rec.update(store, rid, "created", pid=h["pid"])
+
+
+def join_address(store: Store, wide_area: str | None = None,
+                 say: Callable[[str], None] = print) -> list[str]:
+    """``cluster join`` on a cluster joined by address: every live Ray node offering CPUs
+    that is none of the cluster's machines (by node id, address or host name: a machine
+    that came back is re-pinned, not added) becomes the next machine ``mN``, with its
+    agent; only the new machines' pairs are measured. ``wide_area``: which of the new
+    machines are wide-area. Returns the new machines' names."""
+    import ray
+    info = current(store)
+    if info is None:
+        raise WanlabError("cluster join: no cluster is up ('wanlab cluster up' first)")
+    if info.local:
+        raise WanlabError("cluster join: this is a local test cluster; 'wanlab cluster "
+                          "join --local' adds a machine to it")
+    with connect.session(info):
+        repin(store, info, say)
+        info = current(store)
+        assert info is not None
+        taken = {node_of(m) for m in info.machines}
+        nodes = sorted((n for n in ray.nodes() if n.get("Alive") and n["NodeID"] not in
+                        taken and n.get("Resources", {}).get("CPU", 0) > 0), key=_sort_key)
+        if not nodes:
+            raise WanlabError(f"cluster join: no Ray node has joined {info.head} since "
+                              f"'cluster up' (machines: " + ", ".join(
+                                  f"{m.name} {m.address}" for m in info.machines)
+                              + "); start one with 'ray start --address " + info.head + "'")
+        first = len(info.machines)
+        new = [_machine(f"m{first + k}", n) for k, n in enumerate(nodes)]
+        wide = wide_area_names(new, wide_area)
+        new = [dataclasses.replace(m, wide_area=m.name in wide) for m in new]
+        _set_machines(store, [*info.machines, *new])
+        info = current(store)
+        assert info is not None
+        for m in new:
+            _start_agent(store, info, m, say)
+        record_matrix(store, info, say, keep=matrix(store))
+    say(f"cluster {info.id}: joined " + ", ".join(m.name for m in new)
+        + f"; {len(info.machines)} machines up")
+    return [m.name for m in new]
+
+
+def _set_machines(store: Store, machines: list[MachineInfo]) -> None:
+    """The cluster's record of its machines, now ``machines``."""
+    top = rec.live(store, "cluster")[-1]
+    rec.update(store, top.id, machines=[m.__dict__ for m in machines])
+
+
+def repin(store: Store, info: ClusterInfo, say: Callable[[str], None] = print) -> list[str]:
+    """A cluster joined by address: record the new Ray node of each machine that came back
+    as one (found by :func:`wanlab.cluster.info.node_of`: its address, or its host name),
+    so its agent is pinned there. Returns the machines re-pinned (inside a session)."""
+    import ray
+    if info.local:
+        return []
+    nodes = ray.nodes()
+    moved = {m.name: node_of(m, nodes) for m in info.machines
+             if m.node_id and node_of(m, nodes) != m.node_id}
+    if not moved:
+        return []
+    for name, node in moved.items():
+        m = next(x for x in info.machines if x.name == name)
+        say(f"cluster {info.id}: machine {name} ({m.address}) came back as Ray node "
+            f"{node[:12]} (was {(m.node_id or '')[:12]}); its agent is pinned there")
+    _set_machines(store, [dataclasses.replace(m, node_id=moved.get(m.name, m.node_id))
+                          for m in info.machines])
+    return sorted(moved)
+
+
+def record_matrix(store: Store, info: ClusterInfo, say: Callable[[str], None],
+                  keep: dict | None = None) -> None:
+    """Measure the paths between the machines and record them with the cluster, in place
+    of an earlier matrix (inside a session). ``keep``: that earlier matrix, whose pairs
+    are kept (only the pairs of machines it does not have are measured)."""
     wide = [m.name for m in info.machines if m.wide_area]
+    fresh = [m.name for m in info.machines if not keep or m.name not in keep["machines"]]
     say(f"cluster {info.id}: measuring delay between {len(info.machines)} machines"
+        + (f" (the pairs of {', '.join(fresh)})" if keep else "")
         + (f" and bandwidth between the {len(wide)} wide-area ones" if len(wide) > 1 else ""))
-    mx = measure.measure(info, wide)
+    mx = measure.measure(info, wide, keep=keep)
+    for r in rec.live(store, "matrix"):
+        rec.removed(store, r.id)
     rid = rec.record(store, "matrix", info.id, **mx)
     rec.update(store, rid, "created")
+
+
+def remeasure(store: Store, say: Callable[[str], None] = print) -> dict:
+    """``cluster measure``: every pair of the current cluster measured again, while it
+    is up (experiments keep running; the paths their cut links cross were checked
+    against their delays when they were made)."""
+    info = current(store)
+    if info is None:
+        raise WanlabError("cluster measure: no cluster is up")
+    with connect.session(info):
+        repin(store, info, say)
+        info = current(store)
+        assert info is not None
+        record_matrix(store, info, say)
+    mx = matrix(store)
+    assert mx is not None
+    return mx
 
 
 def matrix(store: Store) -> dict | None:

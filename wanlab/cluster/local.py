@@ -140,18 +140,7 @@ def up_local(store: Store, n: int, say: Callable[[str], None] = print,
         _run(["ip", "addr", "add", f"{head_ip}/{net.prefixlen}", "dev", br])
         _run(["ip", "link", "set", br, "up"])
         for i, m in enumerate(machines):
-            rid = rec.record(store, "machine", m.name, netns=m.netns, address=m.address)
-            ino = netns.create(m.netns)
-            rec.update(store, rid, "created", inode=ino)
-            veth = f"wlc{cid}-v{i}"
-            _run(["ip", "link", "add", veth, "mtu", str(UNDERLAY_MTU), "type", "veth",
-                  "peer", "name", "eth0", "mtu", str(UNDERLAY_MTU), "netns", m.netns])
-            _run(["ip", "link", "set", veth, "master", br, "up"])
-            control = str(hosts[10 + i])
-            _run(["ip", "-n", m.netns, "addr", "add", f"{control}/{net.prefixlen}",
-                  "dev", "eth0"])
-            _run(["ip", "-n", m.netns, "link", "set", "eth0", "up"])
-            _run(["ip", "-n", m.netns, "link", "set", "lo", "up"])
+            _make_machine(store, cid, i, m, f"{hosts[10 + i]}/{net.prefixlen}")
         if shaped is not None and data is not None:
             wan_underlay.build(store, cid, machines, [str(hosts[10 + i]) for i in range(n)],
                                data, br, shaped, say)
@@ -171,15 +160,7 @@ def up_local(store: Store, n: int, say: Callable[[str], None] = print,
             # paths, and all but the first fail to join
             mdir = os.path.join(folder, m.name)
             make_private_dir(mdir)
-            # nsenter, not ``ip netns exec``: only the network namespace changes. A new
-            # mount namespace would keep the agent's node namespaces (bind mounts under
-            # /run/netns) out of the host's sight and leave empty files when it ends
-            _spawn(store, f"ray-{m.name}", ["nsenter", f"--net={netns.path(m.netns)}", "--"]
-                   + _ray_argv() + [
-                f"--address={head}", f"--node-ip-address={m.address}",
-                f"--num-cpus={cores:g}", f"--temp-dir={mdir}",
-                f"--resources={json.dumps({MACHINE_RESOURCE + m.name: 1})}"],
-                os.path.join(folder, f"{m.name}.log"))
+            _spawn_worker(store, head, m, mdir, os.path.join(folder, f"{m.name}.log"))
         info = current(store)
         assert info is not None
         _wait_machines(info)
@@ -193,6 +174,104 @@ def up_local(store: Store, n: int, say: Callable[[str], None] = print,
     except BaseException:
         down(store, quiet=True)
         raise
+
+
+def join_local(store: Store, say: Callable[[str], None] = print) -> MachineInfo:
+    """``cluster join --local``: one more machine for the local test cluster that is up,
+    without taking it down: the next ``mN``, its namespace on the bridge at the next
+    address, its Ray worker offering ``wanlab-machine:mN``, its agent, and its pairs of
+    the matrix measured. Each piece is recorded before it is made (``down`` removes it
+    with the rest); a join that fails removes what it made. Experiments already placed
+    are untouched; new ones may be placed on the new machine."""
+    info = current(store)
+    if info is None or not info.local:
+        raise WanlabError("cluster join --local: no local test cluster is up ('wanlab "
+                          "cluster up --local N' first; a cluster given by address takes "
+                          "'wanlab cluster join')")
+    top = rec.live(store, "cluster")[-1]
+    if top.detail.get("data_subnet"):
+        raise WanlabError("cluster join --local: not for a cluster whose paths are shaped "
+                          "(--wan-delay/--wan-matrix): its underlay is made for the "
+                          "machines of 'up'; take it down and up with one more machine")
+    i = len(info.machines)
+    if i >= 16:
+        raise WanlabError("cluster join --local: 16 machines at most")
+    net = ipaddress.ip_network(top.detail["subnet"])
+    address = str(list(net.hosts())[10 + i])
+    m = MachineInfo(f"m{i}", address, f"wlc{info.id}-m{i}", info.machines[0].cores)
+    folder = os.path.join("/tmp", f"wlc{info.id}")
+    rec.update(store, top.id, machines=[*top.detail["machines"], m.__dict__])
+    try:
+        say(f"cluster {info.id}: machine {m.name} at {m.address} (namespace {m.netns})")
+        _make_machine(store, info.id, i, m, f"{m.address}/{net.prefixlen}")
+        mdir = os.path.join(folder, m.name)
+        make_private_dir(mdir)
+        _spawn_worker(store, info.head, m, mdir, os.path.join(folder, f"{m.name}.log"))
+        info = current(store)
+        assert info is not None
+        _wait_machines(info)
+        from wanlab.cluster import agent, connect, join
+        with connect.session(info):
+            import ray
+            ray.get(agent.agent(info, m, agent.machine_home(store.home, m.name))
+                    .hello.remote(), timeout=START_TIMEOUT_S)
+            join.record_matrix(store, info, say, keep=join.matrix(store))
+    except BaseException:
+        say(f"cluster {info.id}: machine {m.name} did not join; removing it")
+        _remove_machine(store, m.name)
+        raise
+    say(f"cluster {info.id}: {m.name} joined; {i + 1} machines up")
+    return m
+
+
+def _make_machine(store: Store, cid: str, i: int, m: MachineInfo, control: str) -> None:
+    """Machine ``m``'s namespace, its ``eth0`` on the bridge at address ``control``
+    (``A/LEN``: its own address, unless a shaped data network carries that)."""
+    assert m.netns is not None
+    rid = rec.record(store, "machine", m.name, netns=m.netns, address=m.address)
+    ino = netns.create(m.netns)
+    rec.update(store, rid, "created", inode=ino)
+    veth = f"wlc{cid}-v{i}"
+    _run(["ip", "link", "add", veth, "mtu", str(UNDERLAY_MTU), "type", "veth",
+          "peer", "name", "eth0", "mtu", str(UNDERLAY_MTU), "netns", m.netns])
+    _run(["ip", "link", "set", veth, "master", f"wlc{cid}-br", "up"])
+    _run(["ip", "-n", m.netns, "addr", "add", control, "dev", "eth0"])
+    _run(["ip", "-n", m.netns, "link", "set", "eth0", "up"])
+    _run(["ip", "-n", m.netns, "link", "set", "lo", "up"])
+
+
+def _spawn_worker(store: Store, head: str, m: MachineInfo, mdir: str, log: str) -> None:
+    """Machine ``m``'s Ray worker, in its namespace, offering ``wanlab-machine:NAME``."""
+    # nsenter, not ``ip netns exec``: only the network namespace changes. A new mount
+    # namespace would keep the agent's node namespaces (bind mounts under /run/netns)
+    # out of the host's sight and leave empty files when it ends
+    assert m.netns is not None
+    _spawn(store, f"ray-{m.name}", ["nsenter", f"--net={netns.path(m.netns)}", "--"]
+           + _ray_argv() + [
+        f"--address={head}", f"--node-ip-address={m.address}", f"--num-cpus={m.cores:g}",
+        f"--temp-dir={mdir}", f"--resources={json.dumps({MACHINE_RESOURCE + m.name: 1})}"],
+        log)
+
+
+def _remove_machine(store: Store, name: str) -> None:
+    """Undo a join that failed: the machine's worker (with its descendants), its
+    namespace, their records, and its entry in the cluster's record."""
+    for r in rec.live(store):
+        if (r.kind, r.name) not in (("process", f"ray-{name}"), ("machine", name)):
+            continue
+        if r.kind == "process":
+            pid, started = r.detail.get("pid"), r.detail.get("started")
+            if pid and procs.alive(pid, started):
+                for c in _descendants(pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(c, 9)
+                procs.kill(pid, started, grace=2.0)
+        elif r.kind == "machine":
+            _remove_namespace(r)
+        rec.removed(store, r.id)
+    top = rec.live(store, "cluster")[-1]
+    rec.update(store, top.id, machines=[x for x in top.detail["machines"]
+                                        if x["name"] != name])
 
 
 def rejoin(store: Store, machine: str) -> None:
@@ -275,6 +354,16 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
+def _remove_namespace(r: rec.Record) -> None:
+    """A recorded machine's namespace (if it is still the one made), with what runs in it."""
+    ino = r.detail.get("inode") or netns.inode(r.detail["netns"])
+    if ino and netns.inode(r.detail["netns"]) == ino:
+        for pid in netns.pids_in(ino):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+        netns.delete(r.detail["netns"])
+
+
 def down(store: Store, quiet: bool = False, say: Callable[[str], None] = print) -> int:
     """Remove exactly what the store recorded of the cluster; returns how many parts."""
     records = rec.live(store)
@@ -302,12 +391,7 @@ def down(store: Store, quiet: bool = False, say: Callable[[str], None] = print) 
         rec.removed(store, r.id)
         n += 1
     for r in (r for r in records if r.kind == "machine"):
-        ino = r.detail.get("inode") or netns.inode(r.detail["netns"])
-        if ino and netns.inode(r.detail["netns"]) == ino:
-            for pid in netns.pids_in(ino):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, 9)
-            netns.delete(r.detail["netns"])
+        _remove_namespace(r)
         rec.removed(store, r.id)
         n += 1
     for r in (r for r in records if r.kind == "bridge"):

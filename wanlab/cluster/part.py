@@ -170,8 +170,13 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
         if op == "show":
             return lab.show(name)
         if op == "go":
-            (at_wall,) = args
+            (at_wall, *joining) = args
+            if joining and joining[0] is not None:     # a part moved here joins t = 0
+                return scheduler.go(lab.store.folder(name), joining[0])
             return _go(lab, name, at_wall)
+        if op == "retunnel":
+            (spec,) = args
+            return _retunnel(lab, name, spec)
         if op == "event":
             time_spec, ev, wait = args
             lab._need_active(lab.store.get(name))
@@ -244,6 +249,41 @@ def _one_at_a_time(store: Store, name: str) -> Iterator[list[str]]:
             os.pwrite(fd, gone[0].encode(), 0)
     finally:
         os.close(fd)           # also releases the lock
+
+
+def _retunnel(lab: PartLab, name: str, spec: dict[str, Any]) -> int:
+    """Point this part's tunnels at the machines ``spec`` names (a neighbour's part moved
+    to another machine): each changed tunnel's default remote replaced, the far MACs it
+    had learned forgotten (``ip link set ... type vxlan remote``: the kernel refuses to
+    replace the default entry with ``bridge fdb``), and the spec kept for the next
+    swap-in. Returns how many."""
+    row = lab.store.get(name)
+    with open(spec_path(lab.store, name)) as f:
+        old = json.load(f)["tunnels"]
+    where = {r.detail.get("ifname"): r.detail.get("netns") for r in
+             lab.store.resources(row.id) if r.kind == "tap"}
+    changed = 0
+    for k, (was, now) in enumerate(zip(old, spec["tunnels"], strict=True)):
+        if was["peer"] == now["peer"] or row.state != "active":
+            continue
+        ns, vx = where[f"vx{k}"], f"vx{k}"
+        _ip(ns, "link", "set", vx, "type", "vxlan", "remote", now["peer"])
+        shown = subprocess.run(["bridge", "-n", ns, "-j", "fdb", "show", "dev", vx],
+                               capture_output=True, text=True, check=False).stdout
+        for e in json.loads(shown or "[]"):
+            if e.get("dst") == was["peer"] and e.get("mac") != "00:00:00:00:00:00":
+                _bridge(ns, "fdb", "del", e["mac"], "dev", vx, "dst", was["peer"], "self")
+        changed += 1
+    with open(spec_path(lab.store, name), "w") as f:
+        json.dump(spec, f)
+    return changed
+
+
+def _bridge(ns: str, *args: str) -> None:
+    p = subprocess.run(["bridge", "-n", ns, *args], capture_output=True, text=True,
+                       check=False)
+    if p.returncode != 0:
+        raise WanlabError(f"bridge -n {ns} {' '.join(args)}: {p.stderr.strip()}")
 
 
 def _ready(b: stages.Build) -> None:

@@ -12,10 +12,17 @@ HELLO_TIMEOUT_S = 30.0
 
 
 def status(store: Store, info: ClusterInfo) -> list[dict[str, Any]]:
-    """One row per machine: ``up`` with its agent's pid, or ``lost`` with why."""
+    """One row per machine: ``up`` with its agent's pid, or ``lost`` with why. On a
+    cluster joined by address a machine that came back as a new Ray node is re-pinned
+    first (:func:`wanlab.cluster.join.repin`)."""
     import ray
+
+    from wanlab.cluster import join
+    from wanlab.cluster.info import current
     rows = []
     with connect.session(info):
+        if join.repin(store, info):         # a machine came back as a new Ray node
+            info = current(store) or info
         for m in info.machines:
             row: dict[str, Any] = {"machine": m.name, "address": m.address, "cores": m.cores}
             try:
