@@ -656,3 +656,81 @@ def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(clus
     assert "lose" not in wl(home, "list").stdout
     assert _parts_made(home, "lose") == {}
     assert not {n for n in netns_names() if n.startswith(f"wl-{short}-")}
+
+
+RESHAPE = """\
+set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+{more}
+$ns duplex-link $a $b 100Mb 2ms DropTail
+{links}
+tb-fix-node $a m0
+tb-fix-node $b m1
+$a start-command "sleep 3000"
+$ns rtproto Static
+$ns run
+"""
+
+
+def _sleep_pid(home, name):
+    return wl(home, "exec", name, "a", "--", "pgrep", "-x", "sleep").stdout.split()
+
+
+def test_modify_adds_and_removes_nodes_links_and_machines(cluster, tmp_path):
+    """A structural modify of a cluster experiment: a and b stay where they run (a's
+    start command keeps its pid), node gone1 and its link go, c joins on m2 (a machine
+    with no part until then) with a cut link to b, and e joins a new LAN with a (so on
+    a's machine); traffic crosses the new cut link. A second modify takes c and e away
+    again and m2's part goes. Moving a running node, or a LAN over two machines' running
+    nodes, is refused by name and changes nothing."""
+    home, cid = cluster
+    spec = tmp_path / "reshape.tcl"
+    spec.write_text(RESHAPE.format(more="set gone1 [$ns node]\ntb-fix-node $gone1 m1",
+                                   links="$ns duplex-link $b $gone1 100Mb 1ms DropTail"))
+    wl(home, "create", str(spec), "--cluster")
+    where = json.loads(wl(home, "show", "reshape", "--json").stdout)["machine_of"]
+    assert where == {"a": "m0", "b": "m1", "gone1": "m1"}, where
+    pid = _sleep_pid(home, "reshape")
+    assert pid, pid
+    parts_before = _parts_made(home, "reshape")
+    assert set(parts_before) == {"m0", "m1"}, parts_before
+    gone_ns = f"wl-{parts_before['m1'][0]}-gone1"
+    assert gone_ns in netns_names()
+    # grow: c pinned to m2; e placed by METIS, with its LAN, which a pins to m0
+    spec.write_text(RESHAPE.format(
+        more="set c [$ns node]\nset e [$ns node]\ntb-fix-node $c m2",
+        links="$ns duplex-link $b $c 100Mb 3ms DropTail\n"
+              "set lan0 [$ns make-lan \"$a $e\" 100Mb 1ms]"))
+    p = wl(home, "modify", "reshape", str(spec))
+    assert "m2 joins" in p.stdout, p.stdout
+    where = json.loads(wl(home, "show", "reshape", "--json").stdout)["machine_of"]
+    assert where == {"a": "m0", "b": "m1", "c": "m2", "e": "m0"}, where
+    assert _sleep_pid(home, "reshape") == pid           # a kept running
+    assert gone_ns not in netns_names()
+    # a -> c crosses m0 -> m1 -> m2: 2 + 3 ms each way
+    assert 10.0 <= _rtt_min(home, "reshape", "a", "c") < 16.0
+    assert _rtt_min(home, "reshape", "e", "c") >= 10.0
+    # refused by name, nothing changed: a moved, and a LAN over m0's and m1's nodes
+    bad = tmp_path / "bad.tcl"
+    bad.write_text(spec.read_text().replace("tb-fix-node $a m0", "tb-fix-node $a m1"))
+    p = wl(home, "modify", "reshape", str(bad), check=False)
+    assert p.returncode != 0 and "node a runs on machine m0" in p.stderr, p.stderr
+    bad.write_text(spec.read_text().replace('"$a $e"', '"$a $b $e"'))
+    p = wl(home, "modify", "reshape", str(bad), check=False)
+    assert p.returncode != 0 and "modify of cluster experiment reshape" in p.stderr, p.stderr
+    assert json.loads(wl(home, "show", "reshape", "--json").stdout)["machine_of"] == where
+    # shrink: c and e go, and with them m2's part
+    spec.write_text(RESHAPE.format(more="", links=""))
+    p = wl(home, "modify", "reshape", str(spec))
+    assert "m2 leaves" in p.stdout, p.stdout
+    where = json.loads(wl(home, "show", "reshape", "--json").stdout)["machine_of"]
+    assert where == {"a": "m0", "b": "m1"}, where
+    assert set(_parts_made(home, "reshape")) == {"m0", "m1"}
+    assert _sleep_pid(home, "reshape") == pid
+    assert 4.0 <= _rtt_min(home, "reshape", "a", "b") < 8.0
+    wl(home, "terminate", "reshape")
+    assert not _parts_made(home, "reshape")
+    assert not {n for n in netns_names() if n.startswith("wl-") and
+                any(n.startswith(f"wl-{s}-") for s, _ in parts_before.values())}
