@@ -734,3 +734,77 @@ def test_modify_adds_and_removes_nodes_links_and_machines(cluster, tmp_path):
     assert not _parts_made(home, "reshape")
     assert not {n for n in netns_names() if n.startswith("wl-") and
                 any(n.startswith(f"wl-{s}-") for s, _ in parts_before.values())}
+
+
+ACROSS = """\
+set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+set c [$ns node]
+set l0 [$ns duplex-link $a $b 100Mb 2ms DropTail]
+set l1 [$ns duplex-link $b $c 100Mb 2ms DropTail]
+tb-fix-node $a m0
+tb-fix-node $b m1
+tb-fix-node $c m2
+set pa [$a program-agent -command "sleep 1"]
+set pb [$b program-agent -command "sleep 1"]
+set pc [$c program-agent -command "true"]
+set seq [$ns event-sequence {
+  $pa run
+  $l0 delay 10ms
+  $pb run
+  $pc run
+}]
+$ns at 1 "$seq start"
+$ns at 6 "$ns swapout"
+$ns rtproto Static
+$ns run
+"""
+
+
+def _wait_listed(home, name, state, timeout=120.0):
+    """Wait until ``wanlab list`` shows ``name`` in ``state`` (None: not listed)."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = wl(home, "list").stdout
+        row = re.search(rf"^{name}\s+\w+\s+(\S+)", text, re.M)
+        if (row.group(1) if row else None) == state:
+            return
+        time.sleep(1.0)
+    raise AssertionError(f"{name} not {state}: {text}")
+
+
+def test_a_sequence_over_three_machines_then_ns_swapout_and_terminate(cluster, tmp_path):
+    """An event sequence whose steps are on m0, on both ends of a cut link, on m1 and on
+    m2 runs in order, each step when the one before has completed (a Program's run when
+    the program exits); ``$ns at 6 "$ns swapout"`` halts every machine's timeline and
+    swaps the whole experiment out; ``$ns terminate`` removes it from every machine."""
+    home, _ = cluster
+    spec = tmp_path / "across.tcl"
+    spec.write_text(ACROSS)
+    wl(home, "create", str(spec), "--cluster")
+    _wait_listed(home, "across", "swapped")
+    log = json.loads(wl(home, "events", "across", "--json").stdout)
+    steps = sorted((e for e in log if e["origin"] == "sequence"), key=lambda e: e["fired_s"])
+    assert [(e["target"], e["machine"]) for e in steps[:1] + steps[3:]] == [
+        ("pa", "m0"), ("pb", "m1"), ("pc", "m2")], steps
+    assert {(e["target"], e["machine"]) for e in steps[1:3]} == {("l0", "m0"), ("l0", "m1")}
+    assert all(e["outcome"] == "ok" for e in steps), steps
+    pa, d0, d1, pb, pc = (e["fired_s"] for e in steps)
+    assert 1.0 <= pa < 3.0
+    # each step after the one before completed: pa and pb each run "sleep 1"
+    assert min(d0, d1) >= pa + 1.0 and pb >= max(d0, d1) and pc >= pb + 1.0
+    halts = {e["machine"] for e in log if (e["target"], e["action"]) == ("ns", "halt")}
+    assert halts == {"m0", "m1", "m2"}, log
+    wl(home, "terminate", "across")
+    spec.write_text(ACROSS.replace('$ns at 1 "$seq start"\n', "").replace(
+        '"$ns swapout"', '"$ns terminate"').replace("at 6", "at 2"))
+    wl(home, "create", str(spec), "--cluster")
+    made = _parts_made(home, "across")
+    assert set(made) == {"m0", "m1", "m2"}, made
+    _wait_listed(home, "across", None)
+    assert not _parts_made(home, "across")
+    assert not {n for n in netns_names() if any(n.startswith(f"wl-{s}-")
+                                                 for s, _ in made.values())}

@@ -71,7 +71,10 @@ class OnCluster:
         """Timeline entries of every machine's log once the timeline is over: an event of
         a cut link, a flow between machines or ns is logged by each machine it went to."""
         at = experiment.where_of(self.store, row.name)
-        return sum(len(v) for v in events.split(row.ir, at, row.ir.events).values())
+        # (a sequence over several machines: each step by each machine that does it)
+        return sum(len(v) for v in events.split(row.ir, at, row.ir.events).values()) + sum(
+            len(step) for item in events.conducted(row.ir, at) if item["kind"] == "sequence"
+            for step in item["steps"])
 
     def swapout(self, name: str) -> None:
         experiment.swapout(self.store, name, say=self.say)
@@ -229,6 +232,12 @@ class OnCluster:
         if not members:
             raise WanlabError(f"event group {target!r} has no members")
         at = experiment.where_of(self.store, name)
+        seq = next((t for t in exp.timelines if t.name == target and t.kind == "sequence"),
+                   None)
+        if seq is not None and events.spanning(exp, at, seq.events):
+            raise WanlabError(f"event sequence {target} has steps on several machines: on a "
+                              f"cluster it runs from the timeline ($ns at T \"${target} "
+                              f"start\"), not from tevc yet")
         sends: list[tuple[str, Event]] = []
         for member in members:
             ev = event(exp, 0.0, member, action, list(args or []), kinds=kinds)

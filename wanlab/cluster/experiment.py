@@ -451,9 +451,26 @@ def _start_clocks(handles: dict[str, Any], name: str, machines: list[str],
     moment is kept in the parts' records (tevc times events on several machines by it)."""
     import time
     at = time.time() + CLOCK_LEAD_S
-    _each(handles, machines, "go", name, at)
+    t0s = _each(handles, machines, "go", name, at)
     for r in parts_of(store, name) if store is not None else []:
         rec.update(store, r.id, t0=at)
+    if store is not None:
+        _conduct(store, handles, name, t0s)
+
+
+def _conduct(store: Store, handles: dict[str, Any], name: str, t0s: dict[str, float]
+             ) -> None:
+    """Start the conductor (:mod:`wanlab.cluster.conductor`) on the first machine, for
+    what no one part's timeline can play: sequences over several machines, ns
+    swapout/terminate."""
+    import ray
+    items = events.conducted(store.get(name).ir, where_of(store, name))
+    if not items:
+        return
+    first = sorted(t0s)[0]
+    controller = {"node_id": ray.get_runtime_context().get_node_id(), "home": store.home}
+    _get(handles[first].run_part.remote("conduct", name, t0s[first], items, handles,
+                                        controller))
 
 
 def _shared_time(store: Store, name: str, time_spec: str) -> str:

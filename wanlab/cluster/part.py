@@ -209,10 +209,13 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
             (at_wall,) = args
             return _go(lab, name, at_wall)
         if op == "event":
-            time_spec, ev, wait = args
+            time_spec, ev, wait, origin = (*args, "tevc")[:4]
             lab._need_active(lab.store.get(name))
             with EventClient(lab.store.folder(name)) as c:
-                return c.event(time_spec, Event.from_json(ev), wait)
+                return c.event(time_spec, Event.from_json(ev), wait, origin)
+        if op == "conduct":
+            from wanlab.cluster import conductor
+            return conductor.start(home, name, *args)
         if op == "events":
             return lab.event_log(name)
         if op == "stats":
