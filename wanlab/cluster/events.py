@@ -9,6 +9,12 @@ on a cut link becomes one event on each machine: ``up``/``down`` on both (the wh
 goes down everywhere), anything of one direction (bandwidth, delay, loss, queue, drop,
 trace) on the machine that shapes that direction, with a delay shortened by the path.
 
+An event sequence whose steps are on several machines, and an ns ``swapout`` or
+``terminate``, belong to no one machine: :func:`conducted` lists them for the conductor
+(:mod:`wanlab.cluster.conductor`), which sends each step to its machines in turn, and
+asks the controller's machine for the whole experiment's swap-out after every part has
+halted its timeline (each part gets ``halt`` at that time).
+
 Pure: the whole experiment, where its objects are and the measured delays in, one list
 of events per machine out. The controller uses it for the timeline (each part plays its
 share on a clock started at the same moment on every machine) and for ``tevc``.

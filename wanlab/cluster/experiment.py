@@ -20,8 +20,10 @@ cut link's tunnel as over any link.
 
 Events (the timeline and ``tevc``) go to the machines that own their objects
 (:mod:`wanlab.cluster.events`), and every part's clock starts at one moment, so t = 0 is
-the same everywhere. ``swapout``, ``swapin`` and ``modify`` (parameters only) act on every
-part through its machine's life cycle.
+the same everywhere; what no one part can play (a sequence over several machines, ns
+swapout/terminate) is the conductor's (:mod:`wanlab.cluster.conductor`). ``swapout`` and
+``swapin`` act on every part through its machine's life cycle, and so does ``modify``
+(:mod:`wanlab.cluster.modify`, which may also add and remove parts).
 
 Simulated nodes run in their machine's engine as on one machine (their routes are the
 whole plan's static ones); a link from one to a node on another machine is a cut link
