@@ -180,3 +180,13 @@ def test_the_two_halves_of_a_flow_are_joined():
     assert row["machine"] == "m0->m2"
     assert row["result"] == {"sent_packets": 500, "packets": 498, "bytes": 249000,
                              "sender": {"x": 1}}
+
+
+def test_ns_swapout_as_a_step_of_a_sequence_over_machines_is_refused_by_name(tmp_path):
+    from wanlab.frontends.ns import parse
+    f = tmp_path / "seq.tcl"
+    f.write_text(SEQUENCE.replace("  $pb run\n}]", "  $pb run\n  $ns swapout\n}]"))
+    e = parse(str(f))
+    where = events.Where({"a": "m0", "b": "m1"}, {("m0", "m1"): 0.001, ("m1", "m0"): 0.001})
+    with pytest.raises(WanlabError, match="ns swapout as a step of event sequence seq@2"):
+        events.split(e, where, e.events)

@@ -153,14 +153,15 @@ def split(exp: Experiment, where: Where, events: tuple[Event, ...]) -> dict[str,
     (:func:`conducted`): a sequence's steps are left out of every share, and the ns
     event becomes ``halt`` on every machine (the timeline stops everywhere at once)."""
     out: dict[str, list[Event]] = {m: [] for m in where.machines()}
+    for ev in events:
+        if _whole(exp, ev) and ev.sequence is not None:
+            raise WanlabError(f"--cluster: ns {ev.action} as a step of event sequence "
+                              f"{ev.sequence}: put it on the timeline ($ns at)")
     across = {k for k, steps in _sequences(events).items() if spanning(exp, where, steps)}
     for ev in events:
         if ev.sequence in across:
             continue
         if _whole(exp, ev):
-            if ev.sequence is not None:
-                raise WanlabError(f"--cluster: ns {ev.action} as a step of event sequence "
-                                  f"{ev.sequence}: put it on the timeline ($ns at)")
             ev = dataclasses.replace(ev, action="halt")
         for m, x in shares(exp, where, ev):
             out[m].append(x)
