@@ -552,112 +552,6 @@ def _running(pid):
         return False
 
 
-def test_kill_9_of_the_controller_mid_swap_in_leaves_only_what_terminate_removes(cluster,
-                                                                              tmp_path):
-    """``create --cluster`` killed with SIGKILL while every machine builds its part: the
-    machines finish or stop what they recorded; ``terminate`` then removes exactly that on
-    every machine (no namespace of a part, no process it started, no record left)."""
-    import time
-    home, _ = cluster
-    spec = tmp_path / "k9.yaml"
-    spec.write_text(CHAIN.format(name="k9"))
-    env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
-    ctl = subprocess.Popen([sys.executable, "-m", "wanlab.cli", "create", str(spec),
-                            "--cluster"], env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 300
-    while len(_parts_made(home, "k9")) < 3 and ctl.poll() is None:
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
-    assert ctl.poll() is None, ctl.stdout.read()        # killed in the middle
-    os.kill(ctl.pid, 9)
-    ctl.wait()
-    ctl.stdout.close()
-    # it stays recorded: listed, and its parts known to the controller's store
-    assert re.search(r"^k9\s", wl(home, "list").stdout, re.M)
-    made = _parts_made(home, "k9")
-    shorts = {s for s, _ in made.values()}
-    pids = [p for _, ps in made.values() for p in ps]
-    wl(home, "terminate", "k9")
-    assert "k9" not in wl(home, "list").stdout
-    assert _parts_made(home, "k9") == {}        # every machine's store forgot its part
-    # nothing of any part is left: no node namespace (by its part's short id, recorded or
-    # not), no process it had recorded
-    left = {n for n in netns_names() for s in shorts if n.startswith(f"wl-{s}-")}
-    assert not left, left
-    assert not [p for p in pids if _running(p)], pids
-    from wanlab.cluster import experiment
-    from wanlab.store.db import Store
-    store = Store(str(home))
-    try:
-        assert not experiment.parts_of(store, "k9")
-    finally:
-        store.close()
-
-
-def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,
-                                                                              tmp_path):
-    """Last in this file: it kills one machine of the module's cluster (and starts it
-    again)."""
-    home, _ = cluster
-    spec = tmp_path / "chain.yaml"
-    spec.write_text(CHAIN.format(name="lose"))
-    wl(home, "create", str(spec), "--cluster")
-    where = json.loads(wl(home, "show", "lose", "--json").stdout)["machine_of"]
-    victim = where["n0"]
-    # kill the victim machine's Ray worker and everything under it (its agent)
-    from wanlab.backends.emulate import procs
-    from wanlab.cluster.local import _descendants
-    from wanlab.store import cluster as rec
-    from wanlab.store.db import Store
-    store = Store(str(home))
-    try:
-        worker = next(r for r in rec.live(store, "process") if r.name == f"ray-{victim}")
-    finally:
-        store.close()
-    for pid in [worker.detail["pid"], *_descendants(worker.detail["pid"])]:
-        try:
-            os.kill(pid, 9)
-        except ProcessLookupError:
-            pass
-    procs.alive(worker.detail["pid"], None)       # reaped if it was ours
-    listed = wl(home, "list").stdout
-    line = next(x for x in listed.splitlines() if x.startswith("lose"))
-    assert "degraded" in line and f"machine {victim} lost" in line, listed
-    assert "n0" in line
-    # a node on another machine still answers
-    other = next(n for n, m in where.items() if m != victim)
-    p = wl(home, "exec", "lose", other, "--", "ip", "-br", "addr")
-    assert "eth0" in p.stdout
-    # terminate removes what it can reach and keeps the lost machine's part recorded
-    made = _parts_made(home, "lose")
-    p = wl(home, "terminate", "lose", check=False)
-    assert p.returncode == 2 and victim in p.stderr, p.stderr
-    assert set(_parts_made(home, "lose")) == {victim}
-    assert "lose" in wl(home, "list").stdout
-    short = made[victim][0]
-    kept = {n for n in netns_names() if n.startswith(f"wl-{short}-")}
-    assert kept, "the lost machine's namespaces outlive its Ray worker"
-    # the machine comes back (its Ray worker started again, as after a reboot); its new
-    # agent finds the part in the machine's own store, and cleanup removes exactly that
-    from wanlab.cluster import local
-    store = Store(str(home))
-    try:
-        local.rejoin(store, victim)
-    finally:
-        store.close()
-    import time
-    deadline = time.monotonic() + 300
-    while not re.search(rf"^\s+{victim}\s+\S+\s+up\b",
-                        wl(home, "cluster", "status", check=False).stdout, re.M):
-        assert time.monotonic() < deadline, "the machine did not come back"
-        time.sleep(2)
-    wl(home, "cleanup", "lose")
-    assert "lose" not in wl(home, "list").stdout
-    assert _parts_made(home, "lose") == {}
-    assert not {n for n in netns_names() if n.startswith(f"wl-{short}-")}
-
-
 RESHAPE = """\
 set ns [new Simulator]
 source tb_compat.tcl
@@ -799,12 +693,133 @@ def test_a_sequence_over_three_machines_then_ns_swapout_and_terminate(cluster, t
     halts = {e["machine"] for e in log if (e["target"], e["action"]) == ("ns", "halt")}
     assert halts == {"m0", "m1", "m2"}, log
     wl(home, "terminate", "across")
+    # the same sequence started by tevc, then $ns terminate
     spec.write_text(ACROSS.replace('$ns at 1 "$seq start"\n', "").replace(
-        '"$ns swapout"', '"$ns terminate"').replace("at 6", "at 2"))
+        '"$ns swapout"', '"$ns terminate"').replace("at 6", "at 20"))
     wl(home, "create", str(spec), "--cluster")
     made = _parts_made(home, "across")
     assert set(made) == {"m0", "m1", "m2"}, made
+    p = wl(home, "tevc", "-w", "across", "now", "seq", "start")
+    assert "sequence seq: 4 steps on m0, m1, m2" in p.stdout, p.stdout
+    import time
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        log = json.loads(wl(home, "events", "across", "--json").stdout)
+        steps = sorted((e for e in log if e["origin"] == "sequence"),
+                       key=lambda e: e["fired_s"])
+        if len(steps) == 5:
+            break
+        time.sleep(1.0)
+    assert [e["target"] for e in steps] == ["pa", "l0", "l0", "pb", "pc"], steps
+    assert steps[1]["fired_s"] >= steps[0]["fired_s"] + 1.0
     _wait_listed(home, "across", None)
     assert not _parts_made(home, "across")
     assert not {n for n in netns_names() if any(n.startswith(f"wl-{s}-")
                                                  for s, _ in made.values())}
+
+
+def test_kill_9_of_the_controller_mid_swap_in_leaves_only_what_terminate_removes(cluster,
+                                                                              tmp_path):
+    """``create --cluster`` killed with SIGKILL while every machine builds its part: the
+    machines finish or stop what they recorded; ``terminate`` then removes exactly that on
+    every machine (no namespace of a part, no process it started, no record left)."""
+    import time
+    home, _ = cluster
+    spec = tmp_path / "k9.yaml"
+    spec.write_text(CHAIN.format(name="k9"))
+    env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
+    ctl = subprocess.Popen([sys.executable, "-m", "wanlab.cli", "create", str(spec),
+                            "--cluster"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 300
+    while len(_parts_made(home, "k9")) < 3 and ctl.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert ctl.poll() is None, ctl.stdout.read()        # killed in the middle
+    os.kill(ctl.pid, 9)
+    ctl.wait()
+    ctl.stdout.close()
+    # it stays recorded: listed, and its parts known to the controller's store
+    assert re.search(r"^k9\s", wl(home, "list").stdout, re.M)
+    made = _parts_made(home, "k9")
+    shorts = {s for s, _ in made.values()}
+    pids = [p for _, ps in made.values() for p in ps]
+    wl(home, "terminate", "k9")
+    assert "k9" not in wl(home, "list").stdout
+    assert _parts_made(home, "k9") == {}        # every machine's store forgot its part
+    # nothing of any part is left: no node namespace (by its part's short id, recorded or
+    # not), no process it had recorded
+    left = {n for n in netns_names() for s in shorts if n.startswith(f"wl-{s}-")}
+    assert not left, left
+    assert not [p for p in pids if _running(p)], pids
+    from wanlab.cluster import experiment
+    from wanlab.store.db import Store
+    store = Store(str(home))
+    try:
+        assert not experiment.parts_of(store, "k9")
+    finally:
+        store.close()
+
+
+def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,
+                                                                              tmp_path):
+    """Last in this file: it kills one machine of the module's cluster (and starts it
+    again)."""
+    home, _ = cluster
+    spec = tmp_path / "chain.yaml"
+    spec.write_text(CHAIN.format(name="lose"))
+    wl(home, "create", str(spec), "--cluster")
+    where = json.loads(wl(home, "show", "lose", "--json").stdout)["machine_of"]
+    victim = where["n0"]
+    # kill the victim machine's Ray worker and everything under it (its agent)
+    from wanlab.backends.emulate import procs
+    from wanlab.cluster.local import _descendants
+    from wanlab.store import cluster as rec
+    from wanlab.store.db import Store
+    store = Store(str(home))
+    try:
+        worker = next(r for r in rec.live(store, "process") if r.name == f"ray-{victim}")
+    finally:
+        store.close()
+    for pid in [worker.detail["pid"], *_descendants(worker.detail["pid"])]:
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+    procs.alive(worker.detail["pid"], None)       # reaped if it was ours
+    listed = wl(home, "list").stdout
+    line = next(x for x in listed.splitlines() if x.startswith("lose"))
+    assert "degraded" in line and f"machine {victim} lost" in line, listed
+    assert "n0" in line
+    # a node on another machine still answers
+    other = next(n for n, m in where.items() if m != victim)
+    p = wl(home, "exec", "lose", other, "--", "ip", "-br", "addr")
+    assert "eth0" in p.stdout
+    # terminate removes what it can reach and keeps the lost machine's part recorded
+    made = _parts_made(home, "lose")
+    p = wl(home, "terminate", "lose", check=False)
+    assert p.returncode == 2 and victim in p.stderr, p.stderr
+    assert set(_parts_made(home, "lose")) == {victim}
+    assert "lose" in wl(home, "list").stdout
+    short = made[victim][0]
+    kept = {n for n in netns_names() if n.startswith(f"wl-{short}-")}
+    assert kept, "the lost machine's namespaces outlive its Ray worker"
+    # the machine comes back (its Ray worker started again, as after a reboot); its new
+    # agent finds the part in the machine's own store, and cleanup removes exactly that
+    from wanlab.cluster import local
+    store = Store(str(home))
+    try:
+        local.rejoin(store, victim)
+    finally:
+        store.close()
+    import time
+    deadline = time.monotonic() + 300
+    while not re.search(rf"^\s+{victim}\s+\S+\s+up\b",
+                        wl(home, "cluster", "status", check=False).stdout, re.M):
+        assert time.monotonic() < deadline, "the machine did not come back"
+        time.sleep(2)
+    wl(home, "cleanup", "lose")
+    assert "lose" not in wl(home, "list").stdout
+    assert _parts_made(home, "lose") == {}
+    assert not {n for n in netns_names() if n.startswith(f"wl-{short}-")}
+

@@ -36,13 +36,19 @@ from wanlab.store.db import Store
 STEP_TIMEOUT_S = 24 * 3600.0    # a step (a Program's run) may take this long
 LEAD_S = 0.5                    # the first step is sent this long before it is due
 AFTER_HALT_S = 0.2              # the whole experiment's swap-out waits for the halts
+SAME_CLOCK_S = 1.0
 
 
 def start(home: str, name: str, t0: float, items: list[dict[str, Any]],
-          handles: dict[str, Any], controller: dict[str, str]) -> int:
+          handles: dict[str, Any] | None, controller: dict[str, str]) -> int:
     """Play ``items`` for experiment ``name`` whose clock started at ``t0`` (wall clock);
-    ``handles``: every machine's agent; ``controller``: the controller's Ray node id and
-    store (``node_id``, ``home``). Returns at once, with the number of items."""
+    ``handles``: every machine's agent (None: found by name, for a request that came by
+    the agent's socket); ``controller``: the controller's Ray node id and store
+    (``node_id``, ``home``). Returns at once, with the number of items."""
+    if handles is None:
+        import ray
+        handles = {m: ray.get_actor(f"agent-{m}") for item in items
+                   for step in item.get("steps", []) for m, _ in step}
     for item in items:
         play = _sequence if item["kind"] == "sequence" else _whole
         threading.Thread(target=play, args=(home, name, t0, item, handles, controller),
@@ -58,7 +64,9 @@ def _same_clock(home: str, name: str, t0: float) -> bool:
         if row is None or row.state != "active":
             return False
         with open(os.path.join(store.folder(name), "t0")) as f:
-            return abs(float(f.read()) - t0) < 1e-3
+            # (a new clock is a swap-in later: seconds, not the milliseconds by which
+            # the machines' starts of one clock differ)
+            return abs(float(f.read()) - t0) < SAME_CLOCK_S
     except (OSError, ValueError):
         return False
     finally:
