@@ -578,7 +578,8 @@ def test_modify_adds_and_removes_nodes_links_and_machines(cluster, tmp_path):
     with no part until then) with a cut link to b, and e joins a new LAN with a (so on
     a's machine); traffic crosses the new cut link. A second modify takes c and e away
     again and m2's part goes. Moving a running node, or a LAN over two machines' running
-    nodes, is refused by name and changes nothing."""
+    nodes, is refused by name and changes nothing. Swapped out, it grows again (the new
+    part stored swapped) and swaps in whole."""
     home, cid = cluster
     spec = tmp_path / "reshape.tcl"
     spec.write_text(RESHAPE.format(more="set gone1 [$ns node]\ntb-fix-node $gone1 m1",
@@ -597,6 +598,7 @@ def test_modify_adds_and_removes_nodes_links_and_machines(cluster, tmp_path):
         more="set c [$ns node]\nset e [$ns node]\ntb-fix-node $c m2",
         links="$ns duplex-link $b $c 100Mb 3ms DropTail\n"
               "set lan0 [$ns make-lan \"$a $e\" 100Mb 1ms]"))
+    grown = spec.read_text()
     p = wl(home, "modify", "reshape", str(spec))
     assert "m2 joins" in p.stdout, p.stdout
     where = json.loads(wl(home, "show", "reshape", "--json").stdout)["machine_of"]
@@ -624,6 +626,13 @@ def test_modify_adds_and_removes_nodes_links_and_machines(cluster, tmp_path):
     assert set(_parts_made(home, "reshape")) == {"m0", "m1"}
     assert _sleep_pid(home, "reshape") == pid
     assert 4.0 <= _rtt_min(home, "reshape", "a", "b") < 8.0
+    # a swapped experiment grows too: m2's new part is stored swapped, built at swap-in
+    wl(home, "swapout", "reshape")
+    spec.write_text(grown)
+    p = wl(home, "modify", "reshape", str(spec))
+    assert "m2 joins" in p.stdout, p.stdout
+    wl(home, "swapin", "reshape")
+    assert 10.0 <= _rtt_min(home, "reshape", "a", "c") < 16.0
     wl(home, "terminate", "reshape")
     assert not _parts_made(home, "reshape")
     assert not {n for n in netns_names() if n.startswith("wl-") and
