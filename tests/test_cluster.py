@@ -615,7 +615,8 @@ def test_modify_adds_and_removes_nodes_links_and_machines(cluster, tmp_path):
     assert p.returncode != 0 and "node a runs on machine m0" in p.stderr, p.stderr
     bad.write_text(spec.read_text().replace('"$a $e"', '"$a $b $e"'))
     p = wl(home, "modify", "reshape", str(bad), check=False)
-    assert p.returncode != 0 and "modify of cluster experiment reshape" in p.stderr, p.stderr
+    assert p.returncode != 0 and "modify of cluster experiment reshape" in p.stderr and \
+        "must share a machine" in p.stderr, p.stderr
     assert json.loads(wl(home, "show", "reshape", "--json").stdout)["machine_of"] == where
     # shrink: c and e go, and with them m2's part
     spec.write_text(RESHAPE.format(more="", links=""))
