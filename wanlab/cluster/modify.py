@@ -13,8 +13,8 @@ Parts. The new description is split as at ``create``: a machine that keeps nodes
 tunnels of the cut links it loses), a machine that gains its first nodes gets a new part
 (recorded before it is asked for, its clock started at the experiment's t = 0, so its
 share of the timeline's past events fire at once), and a machine left with no node has
-its part removed, last. A cut link that keeps its two ends keeps its VXLAN id; a new one
-draws an id no recorded part uses; a new pair of machines is measured (its one-way delay
+its part removed, last. A link cut before keeps its VXLAN id; a newly cut one draws an
+id no recorded part uses; a new pair of machines is measured (its one-way delay
 subtracted from the links cut across it, as at ``create``).
 
 Failure. If a machine's modify or create fails, every machine is put back: the parts
@@ -92,13 +92,13 @@ def _place(name: str, new: Experiment, handles: dict[str, Any], info,
     return where
 
 
-def _vnis(store: Store, old: Experiment, new: Experiment, where: dict[str, str],
+def _vnis(store: Store, new: Experiment, where: dict[str, str],
           had: dict[str, int]) -> dict[str, int]:
-    """A cut link with the same two ends keeps its VXLAN id; the others draw new ones."""
-    ends = {l.name: (l.a, l.b) for l in old.links}
+    """A link cut before keeps its VXLAN id (even with other ends: each machine's part
+    keeps both descriptions' tunnels by link and stub, so a failed modify rebuilds the
+    one before with the same id on both sides); a newly cut link draws one."""
     cut = [l for l in new.links if where[l.a] != where[l.b]]
-    keep = {l.name: had[l.name] for l in cut if l.name in had and ends.get(l.name) ==
-            (l.a, l.b)}
+    keep = {l.name: had[l.name] for l in cut if l.name in had}
     return {**keep, **experiment.draw_vnis(store, [l.name for l in cut
                                                    if l.name not in keep])}
 
@@ -135,7 +135,7 @@ def modify(store: Store, name: str, new: Experiment, say=print) -> None:
         else:
             where = _place(name, new, handles, info, at.machine_of)
             one_way = experiment.measure(handles, addresses, new, where, at.one_way)
-            vnis = _vnis(store, row.ir, new, where, had)
+            vnis = _vnis(store, new, where, had)
         parts = split(new, make_plan(new, "0000"), where, one_way, vnis, addresses)
         olds = split(row.ir, make_plan(row.ir, "0000"), at.machine_of, at.one_way, had,
                      addresses)
