@@ -612,6 +612,182 @@ def _running(pid):
         return False
 
 
+RESHAPE = """\
+set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+{more}
+$ns duplex-link $a $b 100Mb 2ms DropTail
+{links}
+tb-fix-node $a m0
+tb-fix-node $b m1
+$a start-command "sleep 3000"
+$ns rtproto Static
+$ns run
+"""
+
+
+def _sleep_pid(home, name):
+    return wl(home, "exec", name, "a", "--", "pgrep", "-x", "sleep").stdout.split()
+
+
+def test_modify_adds_and_removes_nodes_links_and_machines(cluster, tmp_path):
+    """A structural modify of a cluster experiment: a and b stay where they run (a's
+    start command keeps its pid), node gone1 and its link go, c joins on m2 (a machine
+    with no part until then) with a cut link to b, and e joins a new LAN with a (so on
+    a's machine); traffic crosses the new cut link. A second modify takes c and e away
+    again and m2's part goes. Moving a running node, or a LAN over two machines' running
+    nodes, is refused by name and changes nothing. Swapped out, it grows again (the new
+    part stored swapped) and swaps in whole."""
+    home, cid = cluster
+    spec = tmp_path / "reshape.tcl"
+    spec.write_text(RESHAPE.format(more="set gone1 [$ns node]\ntb-fix-node $gone1 m1",
+                                   links="$ns duplex-link $b $gone1 100Mb 1ms DropTail"))
+    wl(home, "create", str(spec), "--cluster")
+    where = json.loads(wl(home, "show", "reshape", "--json").stdout)["machine_of"]
+    assert where == {"a": "m0", "b": "m1", "gone1": "m1"}, where
+    pid = _sleep_pid(home, "reshape")
+    assert pid, pid
+    parts_before = _parts_made(home, "reshape")
+    assert set(parts_before) == {"m0", "m1"}, parts_before
+    gone_ns = f"wl-{parts_before['m1'][0]}-gone1"
+    assert gone_ns in netns_names()
+    # grow: c pinned to m2; e placed by METIS, with its LAN, which a pins to m0
+    spec.write_text(RESHAPE.format(
+        more="set c [$ns node]\nset e [$ns node]\ntb-fix-node $c m2",
+        links="$ns duplex-link $b $c 100Mb 3ms DropTail\n"
+              "set lan0 [$ns make-lan \"$a $e\" 100Mb 1ms]"))
+    grown = spec.read_text()
+    p = wl(home, "modify", "reshape", str(spec))
+    assert "m2 joins" in p.stdout, p.stdout
+    where = json.loads(wl(home, "show", "reshape", "--json").stdout)["machine_of"]
+    assert where == {"a": "m0", "b": "m1", "c": "m2", "e": "m0"}, where
+    assert _sleep_pid(home, "reshape") == pid           # a kept running
+    assert gone_ns not in netns_names()
+    # a -> c crosses m0 -> m1 -> m2: 2 + 3 ms each way
+    assert 10.0 <= _rtt_min(home, "reshape", "a", "c") < 16.0
+    assert _rtt_min(home, "reshape", "e", "c") >= 10.0
+    # refused by name, nothing changed: a moved, and a LAN over m0's and m1's nodes
+    bad = tmp_path / "bad.tcl"
+    bad.write_text(spec.read_text().replace("tb-fix-node $a m0", "tb-fix-node $a m1"))
+    p = wl(home, "modify", "reshape", str(bad), check=False)
+    assert p.returncode != 0 and "node a runs on machine m0" in p.stderr, p.stderr
+    bad.write_text(spec.read_text().replace('"$a $e"', '"$a $b $e"'))
+    p = wl(home, "modify", "reshape", str(bad), check=False)
+    assert p.returncode != 0 and "modify of cluster experiment reshape" in p.stderr and \
+        "must share a machine" in p.stderr, p.stderr
+    assert json.loads(wl(home, "show", "reshape", "--json").stdout)["machine_of"] == where
+    # shrink: c and e go, and with them m2's part
+    spec.write_text(RESHAPE.format(more="", links=""))
+    p = wl(home, "modify", "reshape", str(spec))
+    assert "m2 leaves" in p.stdout, p.stdout
+    where = json.loads(wl(home, "show", "reshape", "--json").stdout)["machine_of"]
+    assert where == {"a": "m0", "b": "m1"}, where
+    assert set(_parts_made(home, "reshape")) == {"m0", "m1"}
+    assert _sleep_pid(home, "reshape") == pid
+    assert 4.0 <= _rtt_min(home, "reshape", "a", "b") < 8.0
+    # a swapped experiment grows too: m2's new part is stored swapped, built at swap-in
+    wl(home, "swapout", "reshape")
+    spec.write_text(grown)
+    p = wl(home, "modify", "reshape", str(spec))
+    assert "m2 joins" in p.stdout, p.stdout
+    wl(home, "swapin", "reshape")
+    assert 10.0 <= _rtt_min(home, "reshape", "a", "c") < 16.0
+    wl(home, "terminate", "reshape")
+    assert not _parts_made(home, "reshape")
+    assert not {n for n in netns_names() if n.startswith("wl-") and
+                any(n.startswith(f"wl-{s}-") for s, _ in parts_before.values())}
+
+
+ACROSS = """\
+set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+set c [$ns node]
+set l0 [$ns duplex-link $a $b 100Mb 2ms DropTail]
+set l1 [$ns duplex-link $b $c 100Mb 2ms DropTail]
+tb-fix-node $a m0
+tb-fix-node $b m1
+tb-fix-node $c m2
+set pa [$a program-agent -command "sleep 1"]
+set pb [$b program-agent -command "sleep 1"]
+set pc [$c program-agent -command "true"]
+set seq [$ns event-sequence {
+  $pa run
+  $l0 delay 10ms
+  $pb run
+  $pc run
+}]
+$ns at 1 "$seq start"
+$ns at 6 "$ns swapout"
+$ns rtproto Static
+$ns run
+"""
+
+
+def _wait_listed(home, name, state, timeout=120.0):
+    """Wait until ``wanlab list`` shows ``name`` in ``state`` (None: not listed)."""
+    import time
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = wl(home, "list").stdout
+        row = re.search(rf"^{name}\s+\w+\s+(\S+)", text, re.M)
+        if (row.group(1) if row else None) == state:
+            return
+        time.sleep(1.0)
+    raise AssertionError(f"{name} not {state}: {text}")
+
+
+def test_a_sequence_over_three_machines_then_ns_swapout_and_terminate(cluster, tmp_path):
+    """An event sequence whose steps are on m0, on both ends of a cut link, on m1 and on
+    m2 runs in order, each step when the one before has completed (a Program's run when
+    the program exits); ``$ns at 6 "$ns swapout"`` halts every machine's timeline and
+    swaps the whole experiment out; ``$ns terminate`` removes it from every machine."""
+    home, _ = cluster
+    spec = tmp_path / "across.tcl"
+    spec.write_text(ACROSS)
+    wl(home, "create", str(spec), "--cluster")
+    _wait_listed(home, "across", "swapped")
+    log = json.loads(wl(home, "events", "across", "--json").stdout)
+    steps = sorted((e for e in log if e["origin"] == "sequence"), key=lambda e: e["fired_s"])
+    assert [(e["target"], e["machine"]) for e in steps[:1] + steps[3:]] == [
+        ("pa", "m0"), ("pb", "m1"), ("pc", "m2")], steps
+    assert {(e["target"], e["machine"]) for e in steps[1:3]} == {("l0", "m0"), ("l0", "m1")}
+    assert all(e["outcome"] == "ok" for e in steps), steps
+    pa, d0, d1, pb, pc = (e["fired_s"] for e in steps)
+    assert 1.0 <= pa < 3.0
+    # each step after the one before completed: pa and pb each run "sleep 1"
+    assert min(d0, d1) >= pa + 1.0 and pb >= max(d0, d1) and pc >= pb + 1.0
+    halts = {e["machine"] for e in log if (e["target"], e["action"]) == ("ns", "halt")}
+    assert halts == {"m0", "m1", "m2"}, log
+    wl(home, "terminate", "across")
+    # the same sequence started by tevc, then $ns terminate
+    spec.write_text(ACROSS.replace('$ns at 1 "$seq start"\n', "").replace(
+        '"$ns swapout"', '"$ns terminate"').replace("at 6", "at 20"))
+    wl(home, "create", str(spec), "--cluster")
+    made = _parts_made(home, "across")
+    assert set(made) == {"m0", "m1", "m2"}, made
+    p = wl(home, "tevc", "-w", "across", "now", "seq", "start")
+    assert "sequence seq: 4 steps on m0, m1, m2" in p.stdout, p.stdout
+    import time
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        log = json.loads(wl(home, "events", "across", "--json").stdout)
+        steps = sorted((e for e in log if e["origin"] == "sequence"),
+                       key=lambda e: e["fired_s"])
+        if len(steps) == 5:
+            break
+        time.sleep(1.0)
+    assert [e["target"] for e in steps] == ["pa", "l0", "l0", "pb", "pc"], steps
+    assert steps[1]["fired_s"] >= steps[0]["fired_s"] + 1.0
+    _wait_listed(home, "across", None)
+    assert not _parts_made(home, "across")
+    assert not {n for n in netns_names() if any(n.startswith(f"wl-{s}-")
+                                                 for s, _ in made.values())}
+
+
 def test_kill_9_of_the_controller_mid_swap_in_leaves_only_what_terminate_removes(cluster,
                                                                               tmp_path):
     """``create --cluster`` killed with SIGKILL while every machine builds its part: the
@@ -900,3 +1076,4 @@ def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(clus
     assert "lose" not in wl(home, "list").stdout
     assert _parts_made(home, "lose") == {}
     assert not {n for n in netns_names() if n.startswith(f"wl-{short}-")}
+

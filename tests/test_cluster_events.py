@@ -70,10 +70,63 @@ def test_a_cut_delay_shorter_than_the_machines_path_is_refused_by_name():
         events.split(e, WHERE, e.events)
 
 
-def test_ns_swapout_is_the_controllers():
+def test_ns_swapout_halts_every_machine_and_is_the_conductors():
     e = loads(SPEC + "  - {at: 7, target: ns, action: swapout}\n", file="ev.yaml")
+    shares = events.split(e, WHERE, e.events)
+    for m in ("m0", "m1"):
+        assert [(x.target, x.action, x.time_s) for x in shares[m]][-1] == ("ns", "halt", 7.0)
+    assert events.conducted(e, WHERE) == [{"kind": "whole", "op": "swapout", "at": 7.0}]
+    # from tevc it stays the command's
     with pytest.raises(WanlabError, match="wanlab swapout ev"):
-        events.split(e, WHERE, e.events)
+        events.for_machine(e, WHERE, e.events[-1], "m0")
+
+
+SEQUENCE = """\
+set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+set l0 [$ns duplex-link $a $b 100Mb 5ms DropTail]
+set pa [$a program-agent -command "sleep 1"]
+set pb [$b program-agent -command "true"]
+set seq [$ns event-sequence {
+  $pa run
+  $l0 delay 10ms
+  $pb run
+}]
+set one [$ns event-sequence {
+  $pa run
+  $pa run
+}]
+$ns at 2 "$seq start"
+$ns at 3 "$one start"
+$ns run
+"""
+
+
+def test_a_sequence_over_two_machines_is_the_conductors_and_one_on_one_machine_its(
+        tmp_path):
+    from wanlab.frontends.ns import parse
+    f = tmp_path / "seq.tcl"
+    f.write_text(SEQUENCE)
+    e = parse(str(f))
+    where = events.Where({"a": "m0", "b": "m1"}, {("m0", "m1"): 0.001, ("m1", "m0"): 0.001})
+    shares = events.split(e, where, e.events)
+    # the sequence on m0 alone stays in m0's timeline; the other is in no share
+    assert [(x.target, x.sequence) for x in shares["m0"]] == [("pa", "one@3"),
+                                                              ("pa", "one@3")]
+    assert shares["m1"] == []
+    (item,) = events.conducted(e, where)
+    assert (item["kind"], item["name"], item["at"]) == ("sequence", "seq@2", 2.0)
+    # each step by the machines that do it: the cut link's delay by both, each its
+    # direction less the path between the machines
+    steps = [[(m, ev["target"], ev.get("dir"), ev["value"]) for m, ev in step]
+             for step in item["steps"]]
+    assert steps[0] == [("m0", "pa", None, None)] and steps[2] == [("m1", "pb", None, None)]
+    assert [(m, d) for m, _, d, _ in steps[1]] == [("m0", "ab"), ("m1", "ba")]
+    assert all(v == pytest.approx(0.009) for *_, v in steps[1])
+    # tevc of the sequence: no machine's timeline has it
+    assert all(t.name != "seq" for tls in events.timelines(e, where).values() for t in tls)
 
 
 FLOWS = """\
@@ -136,3 +189,13 @@ def test_the_two_halves_of_a_flow_are_joined():
     assert row["machine"] == "m0->m2"
     assert row["result"] == {"sent_packets": 500, "packets": 498, "bytes": 249000,
                              "sender": {"x": 1}}
+
+
+def test_ns_swapout_as_a_step_of_a_sequence_over_machines_is_refused_by_name(tmp_path):
+    from wanlab.frontends.ns import parse
+    f = tmp_path / "seq.tcl"
+    f.write_text(SEQUENCE.replace("  $pb run\n}]", "  $pb run\n  $ns swapout\n}]"))
+    e = parse(str(f))
+    where = events.Where({"a": "m0", "b": "m1"}, {("m0", "m1"): 0.001, ("m1", "m0"): 0.001})
+    with pytest.raises(WanlabError, match="ns swapout as a step of event sequence seq@2"):
+        events.split(e, where, e.events)

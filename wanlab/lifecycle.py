@@ -115,6 +115,11 @@ class Lab:
         return (*stages.insert_after(stages.STAGES, "engine",
                                      run_stages.scheduler_stage(control)), run_stages.CLOCK)
 
+    def modify_stages(self) -> tuple[stages.Stage, ...]:
+        """The swap-in stages a modify runs over what it adds (the engine, the scheduler,
+        FRR and the clock run already)."""
+        return tuple(s for s in self.stages() if s.name in modify.MODIFY_STAGES)
+
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[ExperimentRow]:
         """Hold experiment ``name``'s lock; yields its row (fresh, read under the lock).
@@ -317,7 +322,7 @@ class Lab:
                                   "supported yet: swap it out, modify, swap it in")
             self.store.set_state(row.id, "modifying", "modify")
             try:
-                counts = modify.apply(self.store, row, new, self.say)
+                counts = modify.apply(self.store, row, new, self.say, self.modify_stages())
             except BaseException as e:
                 # the experiment is part old, part new: rebuild it from the old description
                 self.say(f"modify failed ({e}); rebuilding the previous description")

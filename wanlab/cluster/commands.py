@@ -214,8 +214,8 @@ def swapin(lab, name: str, repair: bool = False, fresh: bool = False) -> int:
 
 
 def modify(lab, name: str, new) -> int:
-    from wanlab.cluster import experiment
-    experiment.modify(lab.store, name, new)
+    from wanlab.cluster import modify
+    modify.modify(lab.store, name, new)
     return 0
 
 

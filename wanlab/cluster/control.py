@@ -28,7 +28,7 @@ from typing import Any
 from wanlab.cluster import agent as agents
 from wanlab.cluster import connect, events, experiment
 from wanlab.errors import WanlabError
-from wanlab.model.ir import Event, Experiment
+from wanlab.model.ir import Event, Experiment, Timeline
 from wanlab.store.db import ExperimentRow
 
 FOLLOW_POLL_S = 0.5     # how often ``follow`` reads the machines' logs
@@ -71,7 +71,10 @@ class OnCluster:
         """Timeline entries of every machine's log once the timeline is over: an event of
         a cut link, a flow between machines or ns is logged by each machine it went to."""
         at = experiment.where_of(self.store, row.name)
-        return sum(len(v) for v in events.split(row.ir, at, row.ir.events).values())
+        # (a sequence over several machines: each step by each machine that does it)
+        return sum(len(v) for v in events.split(row.ir, at, row.ir.events).values()) + sum(
+            len(step) for item in events.conducted(row.ir, at) if item["kind"] == "sequence"
+            for step in item["steps"])
 
     def swapout(self, name: str) -> None:
         experiment.swapout(self.store, name, say=self.say)
@@ -251,6 +254,13 @@ class OnCluster:
         if not members:
             raise WanlabError(f"event group {target!r} has no members")
         at = experiment.where_of(self.store, name)
+        seq = next((t for t in exp.timelines if t.name == target and t.kind == "sequence"),
+                   None)
+        if seq is not None and events.spanning(exp, at, seq.events):
+            if action not in ("start", "run"):
+                raise WanlabError(f"event sequence {target} takes start or run, not "
+                                  f"{action}")
+            return self._conduct(name, exp, at, seq, time_spec)
         sends: list[tuple[str, Event]] = []
         for member in members:
             ev = event(exp, 0.0, member, action, list(args or []), kinds=kinds)
@@ -277,6 +287,33 @@ class OnCluster:
                 "lateness_s": max((r["lateness_s"] for r in rs
                                    if r.get("lateness_s") is not None), default=None),
                 "machines": machines, "replies": rs}
+
+    def _conduct(self, name: str, exp: Experiment, at: events.Where, seq: Timeline,
+                 time_spec: str) -> dict[str, Any]:
+        """tevc ``SEQ start`` of a sequence whose steps are on several machines: played
+        by the conductor of the first machine (:mod:`wanlab.cluster.conductor`), its
+        first step at one time for all."""
+        from wanlab.model.ir import HORIZON_S
+        text = experiment._shared_time(self.store, name, time_spec)
+        try:
+            start = float(text)
+        except ValueError:
+            raise WanlabError(f"time {time_spec!r} is not now, +SECONDS or SECONDS") from None
+        if not 0 <= start <= HORIZON_S:
+            raise WanlabError(f"time {time_spec!r} is outside the experiment's horizon")
+        parts = experiment.parts_of(self.store, name)
+        t0 = next((r.detail["t0"] for r in parts if "t0" in r.detail), None)
+        if t0 is None:
+            raise WanlabError(f"{name}: its clock has not started")
+        first = experiment._machines(self.store, name)[0]
+        item = {"kind": "sequence", "name": seq.name, "at": start,
+                "steps": events.sequence_steps(exp, at, seq)}
+        self._on_parts(name, [(first, "conduct", (t0, [item], None, {}))])
+        machines = sorted({m for step in item["steps"] for m, _ in step})
+        return {"ok": True, "scheduled_s": start, "outcome": "ok", "t": start,
+                "lateness_s": None, "machines": machines,
+                "detail": f"sequence {seq.name}: {len(item['steps'])} steps on "
+                          f"{', '.join(machines)} from t={start:.6f} s"}
 
     def set_link(self, name: str, target: str, dir: str = "both", **change: Any) -> None:
         """As :meth:`Lab.set_link <wanlab.lifecycle.Lab.set_link>`: each direction on the

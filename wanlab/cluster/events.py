@@ -10,6 +10,12 @@ down everywhere), anything of one direction (bandwidth, delay, loss, queue, drop
 on the machine that shapes that direction; a delay shorter than the machines' measured
 path is refused.
 
+An event sequence whose steps are on several machines, and an ns ``swapout`` or
+``terminate``, belong to no one machine: :func:`conducted` lists them for the conductor
+(:mod:`wanlab.cluster.conductor`), which sends each step to its machines in turn, and
+asks the controller's machine for the whole experiment's swap-out after every part has
+halted its timeline (each part gets ``halt`` at that time).
+
 Pure: the whole experiment, where its objects are and the measured delays in, one list
 of events per machine out. The controller uses it for the timeline (each part plays its
 share on a clock started at the same moment on every machine) and for ``tevc``.
@@ -18,13 +24,15 @@ share on a clock started at the same moment on every machine) and for ``tevc``.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Event, Experiment, Link, Timeline
 
 # link actions that change one direction (the others, up and down, change the whole link)
 PER_DIRECTION = ("bandwidth", "delay", "plr", "set", "drop", "trace")
-# ns events the whole experiment must take, not a part: the controller's own
+# ns events the whole experiment must take, not a part: the controller's (by the
+# conductor, on the timeline; by the commands, from tevc)
 CONTROLLER_ONLY = ("swapout", "terminate")
 
 
@@ -115,38 +123,80 @@ def for_machine(exp: Experiment, where: Where, ev: Event, machine: str) -> Event
     return ev
 
 
-def split(exp: Experiment, where: Where, events: tuple[Event, ...]) -> dict[str, list[Event]]:
-    """``events`` (a timeline) as each machine's share. An event sequence (steps that
-    wait for each other) must stay on one machine: one whose steps span machines is
-    refused by name."""
-    out: dict[str, list[Event]] = {m: [] for m in where.machines()}
-    seqs: dict[str, set[str]] = {}
+def shares(exp: Experiment, where: Where, ev: Event) -> list[tuple[str, Event]]:
+    """``ev`` as each machine that does something for it does it."""
+    return [(m, x) for m in owners(exp, where, ev.target)
+            if (x := for_machine(exp, where, ev, m)) is not None]
+
+
+def spanning(exp: Experiment, where: Where, steps: tuple[Event, ...] | list[Event]) -> bool:
+    """Whether the steps of a sequence are done by more than one machine."""
+    return len({m for ev in steps for m, _ in shares(exp, where, ev)}) > 1
+
+
+def _sequences(events: tuple[Event, ...]) -> dict[str, list[Event]]:
+    out: dict[str, list[Event]] = {}
     for ev in events:
-        machines = [m for m in owners(exp, where, ev.target)
-                    if for_machine(exp, where, ev, m) is not None]
         if ev.sequence is not None:
-            seqs.setdefault(ev.sequence, set()).update(machines)
-        for m in machines:
-            out[m].append(for_machine(exp, where, ev, m))
-    for key, ms in seqs.items():
-        if len(ms) > 1:
-            raise WanlabError(f"--cluster: event sequence {key} has steps on machines "
-                              f"{', '.join(sorted(ms))}; a sequence's steps wait for each "
-                              f"other, so they must be on one machine (tb-fix-node them)")
+            out.setdefault(ev.sequence, []).append(ev)
+    return {k: sorted(v, key=lambda e: e.step) for k, v in out.items()}
+
+
+def _whole(exp: Experiment, ev: Event) -> bool:
+    """An ns swapout/terminate of the timeline: the whole experiment's, the conductor's."""
+    return exp.kinds().get(ev.target) == "simulator" and ev.action in CONTROLLER_ONLY
+
+
+def split(exp: Experiment, where: Where, events: tuple[Event, ...]) -> dict[str, list[Event]]:
+    """``events`` (a timeline) as each machine's share. An event sequence whose steps are
+    on several machines, and an ns ``swapout``/``terminate``, are the conductor's
+    (:func:`conducted`): a sequence's steps are left out of every share, and the ns
+    event becomes ``halt`` on every machine (the timeline stops everywhere at once)."""
+    out: dict[str, list[Event]] = {m: [] for m in where.machines()}
+    for ev in events:
+        if _whole(exp, ev) and ev.sequence is not None:
+            raise WanlabError(f"--cluster: ns {ev.action} as a step of event sequence "
+                              f"{ev.sequence}: put it on the timeline ($ns at)")
+    across = {k for k, steps in _sequences(events).items() if spanning(exp, where, steps)}
+    for ev in events:
+        if ev.sequence in across:
+            continue
+        if _whole(exp, ev):
+            ev = dataclasses.replace(ev, action="halt")
+        for m, x in shares(exp, where, ev):
+            out[m].append(x)
     return out
+
+
+def conducted(exp: Experiment, where: Where) -> list[dict[str, Any]]:
+    """What no one machine's timeline can do, for the conductor
+    (:mod:`wanlab.cluster.conductor`) to play: each sequence whose steps are on several
+    machines (``at``: its start; ``steps``: each step as ``[machine, event]`` pairs, done
+    at once), and each ns ``swapout``/``terminate`` (``at``, ``op``)."""
+    out: list[dict[str, Any]] = []
+    for key, steps in _sequences(exp.events).items():
+        if spanning(exp, where, steps):
+            out.append({"kind": "sequence", "name": key, "at": steps[0].time_s,
+                        "steps": [[[m, x.to_json()] for m, x in shares(exp, where, ev)]
+                                  for ev in steps]})
+    out += [{"kind": "whole", "op": ev.action, "at": ev.time_s} for ev in exp.events
+            if _whole(exp, ev) and ev.sequence is None]
+    return sorted(out, key=lambda x: x["at"])
+
+
+def sequence_steps(exp: Experiment, where: Where, tl: Timeline) -> list[list[list[Any]]]:
+    """The steps of sequence ``tl`` as :func:`conducted` gives them (for tevc)."""
+    return [[[m, x.to_json()] for m, x in shares(exp, where, ev)] for ev in tl.events]
 
 
 def timelines(exp: Experiment, where: Where) -> dict[str, tuple[Timeline, ...]]:
     """Each machine's share of every timeline (a timeline started by tevc starts its
-    share on each machine that has one)."""
+    share on each machine that has one). A sequence whose steps are on several machines
+    is no machine's: tevc hands it to the conductor."""
     out: dict[str, list[Timeline]] = {m: [] for m in where.machines()}
     for tl in exp.timelines:
-        if tl.kind == "sequence":
-            ms = {m for e in tl.events for m in owners(exp, where, e.target)}
-            if len(ms) > 1:
-                raise WanlabError(f"--cluster: event sequence {tl.name} has steps on "
-                                  f"machines {', '.join(sorted(ms))}; a sequence's steps wait "
-                                  f"for each other, so they must be on one machine")
+        if tl.kind == "sequence" and spanning(exp, where, tl.events):
+            continue
         for m, evs in split(exp, where, tl.events).items():
             if evs:
                 out[m].append(dataclasses.replace(tl, events=tuple(evs)))

@@ -20,8 +20,10 @@ cut link's tunnel as over any link.
 
 Events (the timeline and ``tevc``) go to the machines that own their objects
 (:mod:`wanlab.cluster.events`), and every part's clock starts at one moment, so t = 0 is
-the same everywhere. ``swapout``, ``swapin`` and ``modify`` (parameters only) act on every
-part through its machine's life cycle.
+the same everywhere; what no one part can play (a sequence over several machines, ns
+swapout/terminate) is the conductor's (:mod:`wanlab.cluster.conductor`). ``swapout`` and
+``swapin`` act on every part through its machine's life cycle, and so does ``modify``
+(:mod:`wanlab.cluster.modify`, which may also add and remove parts).
 
 Simulated nodes run in their machine's engine as on one machine (their routes are the
 whole plan's static ones); a link from one to a node on another machine is a cut link
@@ -238,11 +240,35 @@ def _flow_agents(exp: Experiment) -> set[str]:
     return out
 
 
-def _ifname_of_stub(part: Experiment, short_plan: Plan, stub: str, link: str) -> str:
-    for i in short_plan.nodes[stub].interfaces:
-        if i.network == link:
-            return i.ifname
-    raise WanlabError(f"internal: stub {stub} has no interface on {link}")
+def measure(handles: dict[str, Any], addresses: dict[str, str], exp: Experiment,
+            where: dict[str, str], known: dict[tuple[str, str], float] | None = None
+            ) -> dict[tuple[str, str], float]:
+    """The one-way delay between every two machines a link of ``exp`` is cut across
+    (half the RTT one pings), besides those ``known`` already."""
+    import ray
+    one_way = dict(known or {})
+    pairs = sorted({tuple(sorted((where[l.a], where[l.b]))) for l in exp.links
+                    if where[l.a] != where[l.b]} - set(one_way))
+    for a, b in pairs:
+        rtt = ray.get(handles[a].rtt_to.remote(addresses[b]), timeout=CALL_TIMEOUT_S)
+        if rtt is None:
+            raise WanlabError(f"--cluster: machine {a} cannot reach {b} ({addresses[b]})")
+        one_way[(a, b)] = one_way[(b, a)] = rtt / 2
+    return one_way
+
+
+def draw_vnis(store: Store, links: list[str]) -> dict[str, int]:
+    """A VXLAN id for each of ``links`` that no recorded part uses (a machine's underlay
+    holds each id once)."""
+    used = {v for r in rec.live(store, "part") for v in r.detail.get("vnis", {}).values()}
+    vnis: dict[str, int] = {}
+    for name in links:
+        v = secrets.randbelow(1 << 24 - 1) + 1
+        while v in used:
+            v = secrets.randbelow(1 << 24 - 1) + 1
+        used.add(v)
+        vnis[name] = v
+    return vnis
 
 
 def create(store: Store, exp: Experiment, source_path: str | None,
@@ -272,29 +298,9 @@ def create(store: Store, exp: Experiment, source_path: str | None,
         where.update({k: v for k, v in placement.machine_of.items() if k.startswith("lan:")})
         addresses = {m.name: m.address for m in info.machines}
         cut = [l for l in exp.links if where[l.a] != where[l.b]]
-        pairs = sorted({tuple(sorted((where[l.a], where[l.b]))) for l in cut})
-        one_way: dict[tuple[str, str], float] = {}
-        for a, b in pairs:
-            rtt = ray.get(handles[a].rtt_to.remote(addresses[b]), timeout=CALL_TIMEOUT_S)
-            if rtt is None:
-                raise WanlabError(f"--cluster: machine {a} cannot reach {b} "
-                                  f"({addresses[b]})")
-            one_way[(a, b)] = one_way[(b, a)] = rtt / 2
-        used = {r.detail.get("vnis", {}).get(k) for r in rec.live(store, "part")
-                for k in r.detail.get("vnis", {})}
-        vnis: dict[str, int] = {}
-        for l in cut:
-            v = secrets.randbelow(1 << 24 - 1) + 1
-            while v in used:
-                v = secrets.randbelow(1 << 24 - 1) + 1
-            used.add(v)
-            vnis[l.name] = v
+        one_way = measure(handles, addresses, exp, where)
+        vnis = draw_vnis(store, [l.name for l in cut])
         parts = split(exp, plan, where, one_way, vnis, addresses)
-        # the stubs' interface names come from each part's own plan
-        for part, spec in parts.values():
-            pplan = make_plan(part, "0000")
-            for t in spec["tunnels"]:
-                t["ifname"] = _ifname_of_stub(part, pplan, t["stub"], t["link"])
         row = store.add_experiment(exp, source_path)
         one_way_rec = {f"{a}|{b}": v for (a, b), v in one_way.items()}
         # a part's token: a removal that overtakes its create (this controller killed
@@ -478,9 +484,26 @@ def _start_clocks(handles: dict[str, Any], name: str, machines: list[str],
     moment is kept in the parts' records (tevc times events on several machines by it)."""
     import time
     at = time.time() + CLOCK_LEAD_S
-    _each(handles, machines, "go", name, at)
+    t0s = _each(handles, machines, "go", name, at)
     for r in parts_of(store, name) if store is not None else []:
         rec.update(store, r.id, t0=at)
+    if store is not None:
+        _conduct(store, handles, name, t0s)
+
+
+def _conduct(store: Store, handles: dict[str, Any], name: str, t0s: dict[str, float]
+             ) -> None:
+    """Start the conductor (:mod:`wanlab.cluster.conductor`) on the first machine, for
+    what no one part's timeline can play: sequences over several machines, ns
+    swapout/terminate."""
+    import ray
+    items = events.conducted(store.get(name).ir, where_of(store, name))
+    if not items:
+        return
+    first = sorted(t0s)[0]
+    controller = {"node_id": ray.get_runtime_context().get_node_id(), "home": store.home}
+    _get(handles[first].run_part.remote("conduct", name, t0s[first], items, handles,
+                                        controller))
 
 
 def _shared_time(store: Store, name: str, time_spec: str) -> str:
@@ -621,52 +644,6 @@ def swapin(store: Store, name: str, say=print, fresh: bool = False) -> None:
             raise
     store.set_state(row.id, "active", "swapped in on the cluster")
     say(f"{name}: active on {len(machines)} machines")
-
-
-def _shape(exp: Experiment) -> tuple:
-    """What placement depends on: nodes, the ends of links, LAN members, routing."""
-    return (sorted(n.name for n in exp.nodes), sorted((x.name, x.a, x.b) for x in exp.links),
-            sorted((x.name, tuple(sorted(m.node for m in x.members))) for x in exp.lans),
-            exp.rtproto)
-
-
-def modify(store: Store, name: str, new: Experiment, say=print) -> None:
-    """A new description for a cluster experiment whose nodes, links and LANs stay as
-    placed: parameters of links and LANs (a cut link's shaped on its sending machine,
-    less the path), programs, agents and the timeline. Each part is modified by its
-    machine's life cycle (active: in place)."""
-    row = store.get(name)
-    new = dataclasses.replace(new, name=name)
-    validate(new)
-    _refuse_unsupported(new)
-    if _shape(new) != _shape(row.ir):
-        raise WanlabError(f"modify of cluster experiment {name}: it can change parameters "
-                          f"of links and LANs, programs and events, not nodes, the ends of "
-                          f"links or LAN members (they decide the placement); terminate it "
-                          f"and create it again")
-    info = _cluster(store)
-    at = where_of(store, name)
-    plan = make_plan(new, "0000")
-    vnis = {k: v for r in parts_of(store, name) for k, v in r.detail.get("vnis", {}).items()}
-    addresses = {m.name: m.address for m in info.machines}
-    parts = split(new, plan, at.machine_of, at.one_way, vnis, addresses)
-    for w in next(iter(parts.values()))[1]["warnings"] if parts else []:
-        say(f"warning: {w}")
-    with connect.session(info):
-        handles = _handles(store, info)
-        with ThreadPoolExecutor(len(parts)) as pool:
-            futs = {m: pool.submit(_get, handles[m].run_part.remote(
-                "modify", name, part.to_json())) for m, (part, _) in parts.items()}
-            errors = []
-            for m, f in futs.items():
-                try:
-                    f.result()
-                except WanlabError as e:
-                    errors.append(f"machine {m}: {e}")
-    if errors:
-        raise WanlabError(f"modify of {name}: " + "; ".join(errors))
-    store.set_ir(row.id, new)
-    say(f"{name}: modified on {len(parts)} machines")
 
 
 def node_argv(store: Store, name: str, node: str, argv: list[str]) -> list[str]:

@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from wanlab.backends.emulate import resources, stages
+from wanlab.backends.emulate import modify, resources, stages
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.model.ir import Event, Experiment
@@ -78,28 +78,35 @@ def _ip(ns: str, *args: str) -> None:
 
 
 def _tunnels(b: stages.Build) -> None:
-    spec = _spec(b.store, b.row.name)
-    if not spec["tunnels"]:
+    """Bridge each stub's TAP on a cut link to a VXLAN device towards the machine across:
+    every tunnel on a swap-in; on a modify only those of the links it (re)adds, after the
+    devices of links it removed or rebuilt are gone (a rebuilt link keeps its VNI, which
+    one machine's underlay holds once)."""
+    live = [t for t in _spec(b.store, b.row.name)["tunnels"] if _stub_iface(b, t)]
+    if not b.swapin:
+        _drop_tunnels(b)
+        live = [t for t in live if t["link"] in b.networks]
+    if not live:
         return
-    b.say(f"tunnelling {len(spec['tunnels'])} links to other machines")
-    for k, t in enumerate(spec["tunnels"]):
-        ns = b.plan.nodes[t["stub"]].netns
-        vx, br = f"vx{k}", f"br{k}"
+    b.say(f"tunnelling {len(live)} links to other machines")
+    for t in live:
+        ns, ifname = b.plan.nodes[t["stub"]].netns, _stub_iface(b, t)
+        vx, br = f"vx{t['vni']}", f"br{t['vni']}"
         # recorded as devices of the stub's namespace: they go when it goes
         for dev in (vx, br):
             rid = b.store.record(b.row.id, "tap", resources.tap_name(ns, dev),
-                                 node=t["stub"], ifname=dev, netns=ns)
+                                 node=t["stub"], ifname=dev, netns=ns, tunnel=t["link"])
             b.store.update_resource(rid, "created")
-        _ip(ns, "addr", "flush", "dev", t["ifname"])
+        _ip(ns, "addr", "flush", "dev", ifname)
         # made from here (the machine's namespace, the underlay) straight into the stub's
         _ip("", "link", "add", vx, "netns", ns, "mtu", str(TUNNEL_MTU), "type", "vxlan",
             "id", str(t["vni"]), "remote", t["peer"], "local", t["local"],
             "dstport", str(VXLAN_PORT))
         _ip(ns, "link", "add", br, "mtu", str(TUNNEL_MTU), "type", "bridge")
-        _ip(ns, "link", "set", t["ifname"], "mtu", str(TUNNEL_MTU))
-        _ip(ns, "link", "set", t["ifname"], "master", br)
+        _ip(ns, "link", "set", ifname, "mtu", str(TUNNEL_MTU))
+        _ip(ns, "link", "set", ifname, "master", br)
         _ip(ns, "link", "set", vx, "master", br)
-        for dev in (vx, br, t["ifname"]):
+        for dev in (vx, br, ifname):
             _ip(ns, "link", "set", dev, "up")
     for ns in sorted({b.plan.nodes[t["stub"]].netns for t in spec["tunnels"]}):
         if os.path.exists("/proc/sys/net/bridge"):
@@ -107,6 +114,45 @@ def _tunnels(b: stages.Build) -> None:
                                 *_NO_BRIDGE_NF], capture_output=True, text=True, check=False)
             if p.returncode != 0:
                 raise WanlabError(f"tunnels of {ns}: {p.stderr.strip()}")
+
+
+def _stub_iface(b: stages.Build, t: dict[str, Any]) -> str | None:
+    """The stub's interface on the tunnel's link in this part's plan (None: the part has
+    no such stub or link, e.g. a tunnel of the description before a modify)."""
+    np_ = b.plan.nodes.get(t["stub"])
+    if np_ is None or not np_.remote:
+        return None
+    return next((i.ifname for i in np_.interfaces if i.network == t["link"]), None)
+
+
+def _drop_tunnels(b: stages.Build) -> None:
+    """A modify: the tunnel devices of kept stubs whose link went or is rebuilt go (a
+    removed stub's went with its namespace)."""
+    kept = {n for n, np_ in b.plan.nodes.items() if np_.remote}
+    gone = []
+    for r in b.store.resources(b.row.id):
+        link = r.detail.get("tunnel")
+        if r.kind != "tap" or r.state != "created" or not link:
+            continue
+        if r.detail["node"] not in kept:
+            continue
+        on_link = any(i.network == link for i in b.plan.nodes[r.detail["node"]].interfaces)
+        if on_link and link not in b.networks:
+            continue
+        with contextlib.suppress(WanlabError):      # already gone with its bridge
+            _ip(r.detail["netns"], "link", "del", r.detail["ifname"])
+        gone.append(r.id)
+    b.store.mark_removed(gone)
+
+
+def _merge_spec(store: Store, name: str, spec: dict[str, Any]) -> None:
+    """The part's spec with ``spec``'s hosts and tunnels, keeping the tunnels of other
+    (link, stub) pairs: the stage builds only those the part's plan has."""
+    old = _spec(store, name)
+    ours = {(t["link"], t["stub"]) for t in spec["tunnels"]}
+    tunnels = [t for t in old["tunnels"] if (t["link"], t["stub"]) not in ours]
+    with open(spec_path(store, name), "w") as f:
+        json.dump({**old, **spec, "tunnels": tunnels + spec["tunnels"]}, f)
 
 
 def _hosts(b: stages.Build) -> None:
@@ -130,6 +176,12 @@ class PartLab(Lab):
         base = stages.insert_after(base, "addresses", stages.Stage("tunnels", _tunnels))
         return stages.insert_after(base, "routes", stages.Stage("cluster-hosts", _hosts,
                                                                 stages.keep))
+
+    def modify_stages(self) -> tuple[stages.Stage, ...]:
+        """A modify's stages with the cluster's two: tunnels of the cut links it adds,
+        and the whole experiment's hosts file."""
+        return tuple(s for s in self.stages() if s.name in (*modify.MODIFY_STAGES,
+                                                            "tunnels", "cluster-hosts"))
 
 
 def operate(home: str, op: str, name: str, *args: Any) -> Any:
@@ -178,10 +230,13 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
             (spec,) = args
             return _retunnel(lab, name, spec)
         if op == "event":
-            time_spec, ev, wait = args
+            time_spec, ev, wait, origin = (*args, "tevc")[:4]
             lab._need_active(lab.store.get(name))
             with EventClient(lab.store.folder(name)) as c:
-                return c.event(time_spec, Event.from_json(ev), wait)
+                return c.event(time_spec, Event.from_json(ev), wait, origin)
+        if op == "conduct":
+            from wanlab.cluster import conductor
+            return conductor.start(home, name, *args)
         if op == "events":
             return lab.event_log(name)
         if op == "stats":
@@ -203,7 +258,11 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
         if op == "swapin":
             return lab.swapin(name, fresh=bool(args and args[0])).state
         if op == "modify":
-            (ir,) = args
+            # with a spec: a modify that changes the cut links (its tunnels are added to
+            # the spec's, so a failed modify rebuilds the description before it with its own)
+            ir, spec = (*args, None)[:2]
+            if spec is not None:
+                _merge_spec(lab.store, name, spec)
             return lab.modify(name, Experiment.from_json(ir)).state
         if op == "node_argv":
             (node, argv) = args
@@ -294,12 +353,13 @@ def _ready(b: stages.Build) -> None:
 
 def _go(lab: PartLab, name: str, at_wall: float) -> float:
     """Start the part's clock at wall-clock time ``at_wall`` (the same moment on every
-    machine); returns its t0."""
+    machine; one already past is the other parts' t = 0, which a part added by a modify
+    joins); returns its t0."""
     row = lab.store.get(name)
     left = at_wall - time.time()
     if left > 0:
         time.sleep(left)
-    return scheduler.go(lab.store.folder(row.name))
+    return scheduler.go(lab.store.folder(row.name), at_wall if left < 0 else None)
 
 
 def args_node(argv: list[str]) -> str:

@@ -37,10 +37,13 @@ class EventClient(LineSocket):
             raise WanlabError("the event scheduler closed the connection")
         return reply
 
-    def event(self, time_spec: str, event: Event, wait: bool = False) -> dict[str, Any]:
-        """Schedule a typed event at ``time_spec`` (now, +S, S)."""
+    def event(self, time_spec: str, event: Event, wait: bool = False,
+              origin: str = "tevc") -> dict[str, Any]:
+        """Schedule a typed event at ``time_spec`` (now, +S, S); ``origin`` as the log
+        says it (``sequence``: a step of a sequence played from outside)."""
         reply = self.request({"cmd": "event", "time": time_spec, "event": event.to_json(),
-                              "wait": wait})
+                              "wait": wait, **({"origin": origin} if origin != "tevc"
+                                               else {})})
         if "error" in reply and not reply.get("ok"):
             raise WanlabError(reply["error"])
         return reply

@@ -25,6 +25,8 @@ Socket protocol (one JSON object per line):
   EVENT a typed IR event (docs/ir.md; tevc normalises the user's words before
   sending). The reply is ``{"ok": true, "scheduled_s": S}``; with ``wait``, it
   comes after the event ran, with ``outcome``, ``detail`` and ``lateness_s``.
+  ``"origin": "sequence"`` (default ``tevc``) logs it as a step of a sequence played
+  from outside (a cluster's conductor), cancelled once the timeline is halted.
 * ``{"cmd": "subscribe"}``. Every fired event follows, one JSON line each.
 * ``{"cmd": "status"}``. Returns t0, now, the pending events, and whether the
   timeline was halted.
@@ -164,8 +166,11 @@ class Scheduler:
             cancelled = [e for e in self.heap if e[2] in ("timeline", "sequence")]
             self.heap = [e for e in self.heap if e[2] not in ("timeline", "sequence")]
             heapq.heapify(self.heap)
-        for at, _, origin, item, _ in cancelled:
-            for ev in (item if origin == "sequence" else [item]):
+        for at, _, origin, item, waiter in cancelled:
+            if waiter is not None:      # a step sent from outside waits for its outcome
+                self.log_queue.put((at, None, origin, item, "cancelled", "halted", waiter))
+                continue
+            for ev in _steps(item):
                 self._record(at, None, origin, ev, "cancelled", "halted")
 
     def run(self) -> None:
@@ -186,7 +191,7 @@ class Scheduler:
                 ev = heapq.heappop(self.heap)
             fired = self.rt.now()
             try:
-                if ev[2] == "sequence":
+                if isinstance(ev[3], list):        # a sequence's steps
                     threading.Thread(target=self._sequence, args=(ev, fired),
                                      daemon=True).start()
                     continue
@@ -301,7 +306,7 @@ class Scheduler:
             with self.cond:
                 pending = [{"at": e[0], "target": ev.target, "action": ev.action,
                             "args": ev.args()} for e in sorted(self.heap, key=lambda e: e[:2])
-                           for ev in (e[3] if e[2] == "sequence" else [e[3]])]
+                           for ev in _steps(e[3])]
             return {"ok": True, "t0": self.t0_wall, "now_s": self.rt.now(),
                     "halted": self.rt.halted, "pending": pending}
         if cmd != "event":
@@ -315,11 +320,18 @@ class Scheduler:
         except SpecError as e:
             return {"ok": False, "error": e.message}
         at = parse_time(str(req.get("time", "now")), self.rt.now())
+        origin = req.get("origin", "tevc")
+        if origin not in ("tevc", "sequence"):
+            return {"ok": False, "error": f"origin {origin!r}: tevc or sequence"}
+        if origin == "sequence" and self.rt.halted:
+            # a step of a sequence played from elsewhere (a cluster's conductor): halted
+            # here, as this scheduler's own sequences are
+            return {"ok": True, **self._record(at, None, origin, ev, "cancelled", "halted")}
         tl = next((t for t in self.rt.exp.timelines if t.name == ev.target), None)
         if tl is not None:
             return self._start_timeline(tl, at)
         if not req.get("wait"):
-            self._push(at, "tevc", ev, None)
+            self._push(at, origin, ev, None)
             return {"ok": True, "scheduled_s": at}
         done = threading.Event()
         box: dict = {}
@@ -327,7 +339,7 @@ class Scheduler:
         def waiter(msg):
             box.update(msg)
             done.set()
-        self._push(at, "tevc", ev, waiter)
+        self._push(at, origin, ev, waiter)
         done.wait()
         return {"ok": box.get("outcome") == "ok", **box}
 
@@ -353,6 +365,12 @@ class Scheduler:
             self.cond.notify_all()
         self.rt.stop_all()
         os._exit(0)
+
+
+def _steps(item: Event | list[Event]) -> list[Event]:
+    """A heap entry's events: a sequence's steps, or one event (a timeline's, a tevc's, or
+    one step of a sequence played from outside, which is logged as ``sequence`` too)."""
+    return item if isinstance(item, list) else [item]
 
 
 def peer_refused(conn: socket.socket, netns: Collection[int | None] | None = None,

@@ -56,8 +56,12 @@ def param_requests(d: Diff) -> list[Set]:
                 member=p.member) for p in d.params]
 
 
-def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress) -> dict[str, int]:
-    """Change the live experiment ``row`` into ``new``; returns counts of what changed."""
+def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress,
+          build: tuple[stages.Stage, ...] | None = None) -> dict[str, int]:
+    """Change the live experiment ``row`` into ``new``; returns counts of what changed.
+    ``build``: the stages run over what the diff adds (default: emulation's
+    :data:`MODIFY_STAGES`; the life cycle passes its own, a cluster part's with its
+    tunnels)."""
     if egress.edge_key(row.ir) != egress.edge_key(new):
         raise WanlabError("modify cannot change the edge of a running experiment (egress, "
                           "forwards, uplink, WireGuard; its shaping can change): swap it out "
@@ -94,7 +98,8 @@ def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress) -> d
     b = Build(store, row, new, new_plan, say, nodes=d.nodes_added,
               networks=d.networks_added, routes=d.routes, hosts=d.hosts,
               startcmds=d.startcmds, swapin=False)
-    stages.run([s for s in stages.STAGES if s.name in MODIFY_STAGES], b,
+    stages.run(list(build) if build is not None else
+               [s for s in stages.STAGES if s.name in MODIFY_STAGES], b,
                f"modify of {row.name!r}")
 
     # 3. parameters of kept networks
