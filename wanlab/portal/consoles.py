@@ -6,60 +6,25 @@ controlling terminal (job control, Ctrl-C). Frames from the page: binary or text
 a text frame ``{"resize": [cols, rows]}`` sets the window size. Frames to the page: binary
 terminal output. When the page goes away the shell's process group gets SIGHUP, then
 SIGKILL, and is reaped; when the shell exits the socket closes.
+
+A node of a cluster experiment: on the local test cluster its machine's agent gives the
+argv and it runs here as above (the machines' namespaces are this host's); a machine
+elsewhere runs the terminal itself and the portal relays it (:func:`relay`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
-import pty
-import signal
-import struct
-import subprocess
-import termios
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from wanlab.run.terminal import set_size, start, stop
+
 SHELL = os.environ.get("SHELL", "/bin/bash")
 READ_CHUNK = 65536
-
-
-def _set_size(fd: int, cols: int, rows: int) -> None:
-    cols, rows = max(10, min(int(cols), 1000)), max(2, min(int(rows), 500))
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-
-
-def start(argv: list[str]) -> tuple[subprocess.Popen, int]:
-    """Start ``argv`` on a new pseudo-terminal; returns the process and the master fd."""
-    master, slave = pty.openpty()
-    try:
-        _set_size(master, 100, 30)
-        env = {**os.environ, "TERM": "xterm-256color"}
-        proc = subprocess.Popen(["setsid", "-c", *argv], stdin=slave, stdout=slave,
-                                stderr=slave, env=env, close_fds=True)
-    except BaseException:
-        os.close(master)
-        raise
-    finally:
-        os.close(slave)
-    os.set_blocking(master, False)
-    return proc, master
-
-
-def stop(proc: subprocess.Popen, master: int) -> None:
-    """End the shell's session (its process group) and reap it; blocking, at most ~2 s."""
-    with contextlib.suppress(OSError):
-        os.close(master)
-    for sig, wait_s in ((signal.SIGHUP, 1.0), (signal.SIGKILL, 5.0)):
-        if proc.poll() is not None:
-            break
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(wait_s)
 
 
 async def bridge(ws: WebSocket, argv: list[str]) -> None:
@@ -98,7 +63,7 @@ async def bridge(ws: WebSocket, argv: list[str]) -> None:
                 if text.startswith('{"resize"'):
                     with contextlib.suppress(ValueError, TypeError, KeyError, OSError):
                         cols, rows = json.loads(text)["resize"]
-                        _set_size(master, cols, rows)
+                        set_size(master, cols, rows)
                     continue
                 data = text.encode()
             with contextlib.suppress(BlockingIOError):
@@ -116,5 +81,68 @@ async def bridge(ws: WebSocket, argv: list[str]) -> None:
         with contextlib.suppress(Exception):
             loop.remove_reader(master)
         await asyncio.to_thread(stop, proc, master)
+        with contextlib.suppress(Exception):
+            await ws.close()
+
+
+RELAY_WAIT_S = 0.25     # how long one relayed call waits for output when no keys come
+
+
+async def relay(ws: WebSocket, remote) -> None:
+    """Carry a terminal a cluster machine's agent runs (``remote``:
+    :class:`wanlab.cluster.control.Relayed`) to the page: each call sends the keys typed
+    since the last one and brings back the output, waiting a moment for it, until the
+    terminal ends or the page goes."""
+    keys: asyncio.Queue[bytes | None] = asyncio.Queue()
+    resized: list[tuple[int, int]] = []
+
+    async def from_page() -> None:
+        try:
+            while True:
+                msg = await ws.receive()
+                if msg["type"] == "websocket.disconnect":
+                    return
+                data = msg.get("bytes")
+                if data is None:
+                    text = msg.get("text") or ""
+                    if text.startswith('{"resize"'):
+                        with contextlib.suppress(ValueError, TypeError, KeyError):
+                            cols, rows = json.loads(text)["resize"]
+                            resized.append((int(cols), int(rows)))
+                        continue
+                    data = text.encode()
+                keys.put_nowait(data)
+        finally:
+            keys.put_nowait(None)
+
+    async def pump() -> None:
+        alive, page_gone = True, False
+        while alive and not page_gone:
+            typed = b""
+            while not keys.empty():
+                k = keys.get_nowait()
+                if k is None:
+                    page_gone = True
+                    break
+                typed += k
+            if resized:
+                await asyncio.to_thread(remote.resize, *resized.pop())
+                resized.clear()
+            out, alive = await asyncio.to_thread(remote.io, typed,
+                                                 0.0 if typed else RELAY_WAIT_S)
+            if out:
+                await ws.send_bytes(out)
+
+    tasks = [asyncio.create_task(pump()), asyncio.create_task(from_page())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await asyncio.to_thread(remote.close)
         with contextlib.suppress(Exception):
             await ws.close()
