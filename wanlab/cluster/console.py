@@ -8,6 +8,9 @@ controller then carries keys and output with ``io`` calls (one call sends keys a
 moment for output), ``resize`` and ``close``, through the agent as any part operation (its
 socket or Ray). A terminal nobody has asked about for ``IDLE_S`` (its portal gone without
 closing it) is ended at the agent's next console call.
+
+:func:`attach` carries such a terminal to this process's own (``wanlab shell`` on a node
+of a machine elsewhere).
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ def open_terminal(argv: list[str]) -> str:
 
 def io(tid: str, keys: str, wait_s: float) -> dict[str, object]:
     """Send ``keys`` (base64) to terminal ``tid``, then return what it wrote (base64),
-    waiting up to ``wait_s`` for the first output; ``alive`` is false once it ended."""
+    waiting up to ``wait_s`` for the first output; ``alive`` is false once it ended, and
+    ``code`` is then its command's exit status."""
     t = _get(tid)
     with t.lock:
         t.used = time.monotonic()
@@ -81,7 +85,8 @@ def io(tid: str, keys: str, wait_s: float) -> dict[str, object]:
         alive = not t.ended
     if not alive:
         close(tid)
-    return {"out": base64.b64encode(out).decode(), "alive": alive}
+    return {"out": base64.b64encode(out).decode(), "alive": alive,
+            "code": None if alive else t.proc.returncode}
 
 
 def resize(tid: str, cols: int, rows: int) -> None:
@@ -112,3 +117,34 @@ def _end_idle() -> None:
         idle = [k for k, t in _terminals.items() if now - t.used > IDLE_S]
     for k in idle:
         close(k)
+
+
+def attach(term, stdin: int = 0, stdout: int = 1, wait_s: float = 0.25) -> int:
+    """Carry relayed terminal ``term`` (:class:`wanlab.cluster.control.Relayed`) to this
+    process's: keys from ``stdin`` (in raw mode if it is a terminal, its size given to the
+    far one), output to ``stdout``, until the far command ends; an end of ``stdin`` is
+    sent as Ctrl-D. Returns the command's exit status."""
+    import termios
+    import tty
+    saved = termios.tcgetattr(stdin) if os.isatty(stdin) else None
+    try:
+        if saved is not None:
+            tty.setraw(stdin)
+            size = os.get_terminal_size(stdin)
+            term.resize(size.columns, size.lines)
+        alive, eof = True, False
+        while alive:
+            keys = b""
+            if not eof and select.select([stdin], [], [], 0)[0]:
+                keys = os.read(stdin, 4096)
+                if not keys:
+                    keys, eof = b"\x04", True
+            out, alive = term.io(keys, 0.0 if keys else wait_s)
+            if out:
+                os.write(stdout, out)
+    finally:
+        if saved is not None:
+            termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
+        if alive:
+            term.close()
+    return term.code if term.code is not None else 1

@@ -455,6 +455,7 @@ class Relayed:
     def __init__(self, name: str, machine: str, home: str | None, handle: Any = None):
         self.name, self.machine, self.home, self.handle = name, machine, home, handle
         self.tid = ""
+        self.code: int | None = None        # the command's exit status once it ended
 
     def _call(self, op: str, *args: Any) -> Any:
         args = (self.tid, *args) if self.tid else args
@@ -470,6 +471,7 @@ class Relayed:
         """Send ``keys``; what the terminal wrote (waiting up to ``wait_s`` for it) and
         whether it still runs."""
         r = self._call("console_io", base64.b64encode(keys).decode(), wait_s)
+        self.code = r.get("code")
         return base64.b64decode(r["out"]), bool(r["alive"])
 
     def resize(self, cols: int, rows: int) -> None:

@@ -464,14 +464,15 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         if not await _ws_enter(ws, name):
             return
 
-        ray = contextlib.ExitStack()
+        held = []
 
         def open_console() -> list[str] | Relayed:
             lab = Lab(home, create=False)
             try:
                 on = control_of(lab, name)
                 if isinstance(on, OnCluster) and not on.runs_here():
-                    ray.enter_context(on)           # one Ray session for the terminal
+                    consoles.RAY.enter(on)          # Ray, while a relayed console is open
+                    held.append(True)
                     return on.console(name, node, [consoles.SHELL])    # on its machine
                 return on.node_argv(name, node, [consoles.SHELL])      # run from here
             finally:
@@ -484,11 +485,13 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                 await ws.close(code=4400)
                 return
             if isinstance(cmd, Relayed):
-                await consoles.relay(ws, cmd)
+                held.clear()    # the relay leaves Ray once the terminal is closed
+                await consoles.relay(ws, cmd, then=consoles.RAY.leave)
             else:
                 await consoles.bridge(ws, cmd)
         finally:
-            await run_in_threadpool(ray.close)
+            if held:                    # opening the terminal failed
+                await run_in_threadpool(consoles.RAY.leave)
 
     @app.get("/api/{rest:path}", include_in_schema=False)
     def api_unknown(rest: str):

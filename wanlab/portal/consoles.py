@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import os
+import threading
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -88,11 +89,42 @@ async def bridge(ws: WebSocket, argv: list[str]) -> None:
 RELAY_WAIT_S = 0.25     # how long one relayed call waits for output when no keys come
 
 
-async def relay(ws: WebSocket, remote) -> None:
+class SharedSession:
+    """One Ray session for every relayed console open in this process: the first to
+    open enters it, the last to close leaves it (a session per console would end under
+    the others: Ray's driver is the process's)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.stack: contextlib.ExitStack | None = None
+
+    def enter(self, session) -> None:
+        """``session``: a context manager that attaches to Ray (an ``OnCluster``)."""
+        with self.lock:
+            if self.users == 0:
+                stack = contextlib.ExitStack()
+                stack.enter_context(session)
+                self.stack = stack
+            self.users += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.users -= 1
+            if self.users == 0 and self.stack is not None:
+                self.stack.close()
+                self.stack = None
+
+
+RAY = SharedSession()
+
+
+async def relay(ws: WebSocket, remote, then=lambda: None) -> None:
     """Carry a terminal a cluster machine's agent runs (``remote``:
     :class:`wanlab.cluster.control.Relayed`) to the page: each call sends the keys typed
     since the last one and brings back the output, waiting a moment for it, until the
-    terminal ends or the page goes."""
+    terminal ends or the page goes. Then, in a thread of its own (so a cancelled handler
+    still does it), the terminal is closed and ``then`` called."""
     keys: asyncio.Queue[bytes | None] = asyncio.Queue()
     resized: list[tuple[int, int]] = []
 
@@ -141,8 +173,15 @@ async def relay(ws: WebSocket, remote) -> None:
     finally:
         for t in tasks:
             t.cancel()
+        threading.Thread(target=_end, args=(remote, then), daemon=True).start()
         await asyncio.gather(*tasks, return_exceptions=True)
         with contextlib.suppress(Exception):
-            await asyncio.to_thread(remote.close)
-        with contextlib.suppress(Exception):
             await ws.close()
+
+
+def _end(remote, then) -> None:
+    try:
+        with contextlib.suppress(Exception):
+            remote.close()
+    finally:
+        then()
