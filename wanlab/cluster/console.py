@@ -139,7 +139,7 @@ def attach(term, stdin: int = 0, stdout: int = 1, wait_s: float = 0.25) -> int:
                 keys = os.read(stdin, 4096)
                 if not keys:
                     keys, eof = b"\x04", True
-            out, alive = term.io(keys, 0.0 if keys else wait_s)
+            out, alive = term.io(keys, wait_s)      # back at the first output
             if out:
                 os.write(stdout, out)
     finally:

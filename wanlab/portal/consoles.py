@@ -22,6 +22,7 @@ import threading
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from wanlab.errors import WanlabError
 from wanlab.run.terminal import set_size, start, stop
 
 SHELL = os.environ.get("SHELL", "/bin/bash")
@@ -86,7 +87,7 @@ async def bridge(ws: WebSocket, argv: list[str]) -> None:
             await ws.close()
 
 
-RELAY_WAIT_S = 0.25     # how long one relayed call waits for output when no keys come
+RELAY_WAIT_S = 0.25     # the longest one relayed call waits for output
 
 
 class SharedSession:
@@ -160,8 +161,10 @@ async def relay(ws: WebSocket, remote, then=lambda: None) -> None:
             if resized:
                 await asyncio.to_thread(remote.resize, *resized.pop())
                 resized.clear()
-            out, alive = await asyncio.to_thread(remote.io, typed,
-                                                 0.0 if typed else RELAY_WAIT_S)
+            try:    # the call returns at the first output: a key's echo comes with it
+                out, alive = await asyncio.to_thread(remote.io, typed, RELAY_WAIT_S)
+            except WanlabError as e:            # the machine or its agent went away
+                out, alive = f"\r\nwanlab: {e}\r\n".encode(), False
             if out:
                 await ws.send_bytes(out)
 
