@@ -565,6 +565,7 @@ foreach app {cbr0 cbr1 ftp2} {
 PORTAL_ON_CLUSTER = """\
 import json, sys, warnings
 from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
 from wanlab.cluster.control import OnCluster
 from wanlab.lifecycle import Lab
 from wanlab.portal import auth, projects, tables
@@ -583,24 +584,57 @@ with warnings.catch_warnings():
 hdr = {"Authorization": f"Bearer {token}"}
 out = {}
 
-def console(node, line):
+def run(ws, line):
     got = b""
-    with web.websocket_connect(f"/api/experiments/{name}/console/{node}",
-                               headers=hdr) as ws:
-        ws.send_text(json.dumps({"resize": [120, 40]}))
-        ws.send_bytes(line.encode() + b"; echo DO''NE\\n")
-        while b"DONE" not in got:
-            got += ws.receive_bytes()
-        ws.send_bytes(b"exit\\n")
+    ws.send_bytes(line.encode() + b"; echo DO''NE\\n")
+    while b"DONE" not in got:
+        got += ws.receive_bytes()
     return got.decode(errors="replace")
 
-out["hostname"] = [x.strip() for x in console("b", "hostname; stty size").splitlines()]
+
+def console(node):
+    return web.websocket_connect(f"/api/experiments/{name}/console/{node}", headers=hdr)
+
+
+def leave(ws):
+    # exit: the shell ends, then the portal closes the socket
+    ws.send_bytes(b"exit\\n")
+    try:
+        while True:
+            ws.receive_bytes()
+    except WebSocketDisconnect:
+        return True
+
+
+with console("b") as b:
+    b.send_text(json.dumps({"resize": [120, 40]}))
+    out["hostname"] = [x.strip() for x in run(b, "hostname; stty size").splitlines()]
+    # a second console open meanwhile, and closed: the first keeps working
+    with console("a") as a:
+        out["a"] = run(a, "hostname").splitlines()
+        out["closed"] = leave(a)
+    out["b again"] = [x.strip() for x in run(b, "echo $((6 * 7))").splitlines()]
+    leave(b)
+if how == "local":          # the agent's relay by its socket (the API's, any machine)
+    lab = Lab(home)
+    term = OnCluster(lab).console(name, "b", ["/bin/sh"])
+    lab.close()
+    got, alive = term.io(b"echo $((6 * 7))\\n", 0.5)
+    for _ in range(40):
+        if not alive or b"42" in got:
+            break
+        more, alive = term.io(b"", 0.5)
+        got += more
+    term.close()
+    out["socket relay"] = got.decode(errors="replace")
 started = {}
 for link in ("link1", "link2"):
     r = web.post(f"/api/experiments/{name}/captures", headers=hdr, json={"link": link})
     started[link] = r.json()["files"]
 out["started"] = started
-out["ping"] = console("a", "ping -c 3 -i 0.2 b")
+with console("a") as a:
+    out["ping"] = run(a, "ping -c 3 -i 0.2 b")
+    leave(a)
 out["listed"] = sorted(c["file"] for c in
                        web.get(f"/api/experiments/{name}/captures", headers=hdr).json())
 out["sizes"] = {f: len(web.get(f"/api/experiments/{name}/captures/{f}", headers=hdr).content)
@@ -648,9 +682,12 @@ def test_portal_consoles_captures_and_simulated_flows_on_a_cluster(cluster, tmp_
         p = subprocess.run([sys.executable, str(script), str(home), "simflows", how],
                            capture_output=True, text=True, timeout=300,
                            env={**os.environ, "PYTHONPATH": ROOT})
-        assert p.returncode == 0, p.stderr
+        assert p.returncode == 0, (how, p.stderr)
         web = json.loads(p.stdout.strip().splitlines()[-1])
         assert "b" in web["hostname"] and "40 120" in web["hostname"], web["hostname"]
+        assert "a" in [x.strip() for x in web["a"]] and "42" in web["b again"], web
+        assert web["closed"], web
+        assert how == "relayed" or "42\r\n" in web["socket relay"], web
         assert " 0% packet loss" in web["ping"], web["ping"]
         # link1 (r1-r2) inside m1: one file; link2 (r2-b) cut: each direction where it
         # is sent
@@ -664,8 +701,22 @@ def test_portal_consoles_captures_and_simulated_flows_on_a_cluster(cluster, tmp_
         for f, frames in [(l1[0], 6), (l2[0], 3), (l2[1], 3)]:
             assert 24 + frames * 114 <= web["sizes"][f] <= 24 + frames * 114 + 2 * 58, web
         assert web["stop"] == {"ok": True} and web["outside"] == 404, web
+    assert any(home.glob("exps/simflows/fetched/m*/captures/link2-*.pcap"))
+    # ``wanlab shell`` on a node of a machine elsewhere: the agent's terminal, relayed
+    # (bash: dash on a node's terminal exits 2, "Cannot set tty process group", whatever
+    # its exit says, here as on one machine)
+    forced = ("import sys; from wanlab.cluster.control import OnCluster; "
+              "OnCluster.runs_here = lambda self: False; from wanlab.cli import main; "
+              "sys.exit(main(sys.argv[1:]))")
+    shell = subprocess.run([sys.executable, "-c", forced, "shell", "simflows", "b"],
+                           input="hostname\nexit 3\n", capture_output=True, text=True,
+                           timeout=120, env={**os.environ, "WANLAB_HOME": str(home),
+                                             "PYTHONPATH": ROOT, "SHELL": "/bin/bash"})
+    assert shell.returncode == 3, (shell.stdout, shell.stderr)
+    assert "b" in [x.strip() for x in shell.stdout.splitlines()], shell.stdout
     wl(home, "terminate", "simflows")
     assert not any(home.glob("machines/*/exps/simflows"))
+    assert not (home / "exps" / "simflows").exists()        # the fetched copies too
 
 
 def _parts_made(home, name):
