@@ -16,6 +16,7 @@ of a machine elsewhere).
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import secrets
 import select
@@ -37,7 +38,8 @@ class _Terminal:
     proc: subprocess.Popen
     master: int
     used: float = field(default_factory=time.monotonic)
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.Lock = field(default_factory=threading.Lock)          # reading
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
     ended: bool = False
 
 
@@ -58,11 +60,13 @@ def open_terminal(argv: list[str]) -> str:
 def io(tid: str, keys: str, wait_s: float) -> dict[str, object]:
     """Send ``keys`` (base64) to terminal ``tid``, then return what it wrote (base64),
     waiting up to ``wait_s`` for the first output; ``alive`` is false once it ended, and
-    ``code`` is then its command's exit status."""
+    ``code`` is then its command's exit status. A call with ``wait_s`` 0 only writes, so
+    a relay keeps one call waiting for output (it returns at the first byte: a key's echo)
+    and sends each key as it comes by another."""
     t = _get(tid)
-    with t.lock:
-        t.used = time.monotonic()
-        data = base64.b64decode(keys)
+    t.used = time.monotonic()
+    data = base64.b64decode(keys)
+    with t.write_lock:
         while data and not t.ended:
             try:
                 data = data[os.write(t.master, data):]
@@ -70,8 +74,12 @@ def io(tid: str, keys: str, wait_s: float) -> dict[str, object]:
                 select.select([], [t.master], [], 0.1)
             except OSError:
                 t.ended = True
+    if wait_s <= 0:
+        return {"out": "", "alive": not t.ended, "code": None}
+    t.lock.acquire()
+    try:
         out = b""
-        ready, _, _ = select.select([t.master], [], [], min(max(wait_s, 0.0), WAIT_MAX_S))
+        ready, _, _ = select.select([t.master], [], [], min(wait_s, WAIT_MAX_S))
         while ready and not t.ended and len(out) < READ_MAX:
             try:
                 chunk = os.read(t.master, READ_MAX)
@@ -83,6 +91,8 @@ def io(tid: str, keys: str, wait_s: float) -> dict[str, object]:
                 t.ended = True
             out += chunk
         alive = not t.ended
+    finally:
+        t.lock.release()
     if not alive:
         close(tid)
     return {"out": base64.b64encode(out).decode(), "alive": alive,
@@ -122,29 +132,46 @@ def _end_idle() -> None:
 def attach(term, stdin: int = 0, stdout: int = 1, wait_s: float = 0.25) -> int:
     """Carry relayed terminal ``term`` (:class:`wanlab.cluster.control.Relayed`) to this
     process's: keys from ``stdin`` (in raw mode if it is a terminal, its size given to the
-    far one), output to ``stdout``, until the far command ends; an end of ``stdin`` is
-    sent as Ctrl-D. Returns the command's exit status."""
+    far one), output to ``stdout`` by a thread that keeps one call waiting for it, until
+    the far command ends; an end of ``stdin`` is sent as Ctrl-D. Returns the command's
+    exit status."""
     import termios
     import tty
     saved = termios.tcgetattr(stdin) if os.isatty(stdin) else None
+    ended = threading.Event()
+
+    def output() -> None:
+        try:
+            alive = True
+            while alive:
+                out, alive = term.io(b"", wait_s)
+                if out:
+                    os.write(stdout, out)
+        finally:
+            ended.set()
+    reader = threading.Thread(target=output, daemon=True)
     try:
         if saved is not None:
             tty.setraw(stdin)
             size = os.get_terminal_size(stdin)
             term.resize(size.columns, size.lines)
-        alive, eof = True, False
-        while alive:
-            keys = b""
-            if not eof and select.select([stdin], [], [], 0)[0]:
-                keys = os.read(stdin, 4096)
-                if not keys:
-                    keys, eof = b"\x04", True
-            out, alive = term.io(keys, wait_s)      # back at the first output
-            if out:
-                os.write(stdout, out)
+        reader.start()
+        eof = False
+        while not ended.is_set():
+            if eof:
+                ended.wait(0.1)
+                continue
+            if not select.select([stdin], [], [], 0.1)[0]:
+                continue
+            keys = os.read(stdin, 4096)
+            if not keys:
+                keys, eof = b"\x04", True
+            with contextlib.suppress(WanlabError):      # ended meanwhile
+                term.io(keys, 0.0)
     finally:
         if saved is not None:
             termios.tcsetattr(stdin, termios.TCSADRAIN, saved)
-        if alive:
+        if not ended.is_set():
             term.close()
+        reader.join(timeout=5)
     return term.code if term.code is not None else 1

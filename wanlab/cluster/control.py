@@ -471,7 +471,8 @@ class Relayed:
         """Send ``keys``; what the terminal wrote (waiting up to ``wait_s`` for it) and
         whether it still runs."""
         r = self._call("console_io", base64.b64encode(keys).decode(), wait_s)
-        self.code = r.get("code")
+        if r.get("code") is not None:
+            self.code = r["code"]
         return base64.b64decode(r["out"]), bool(r["alive"])
 
     def resize(self, cols: int, rows: int) -> None:

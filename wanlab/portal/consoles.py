@@ -122,53 +122,41 @@ RAY = SharedSession()
 
 async def relay(ws: WebSocket, remote, then=lambda: None) -> None:
     """Carry a terminal a cluster machine's agent runs (``remote``:
-    :class:`wanlab.cluster.control.Relayed`) to the page: each call sends the keys typed
-    since the last one and brings back the output, waiting a moment for it, until the
-    terminal ends or the page goes. Then, in a thread of its own (so a cancelled handler
-    still does it), the terminal is closed and ``then`` called."""
-    keys: asyncio.Queue[bytes | None] = asyncio.Queue()
-    resized: list[tuple[int, int]] = []
+    :class:`wanlab.cluster.control.Relayed`) to the page: one call at a time waits for
+    its output (returning at the first byte), and each key from the page is sent by a call
+    of its own, until the terminal ends or the page goes. Then, in a thread of its own (so
+    a cancelled handler still does it), the terminal is closed and ``then`` called."""
 
-    async def from_page() -> None:
-        try:
-            while True:
-                msg = await ws.receive()
-                if msg["type"] == "websocket.disconnect":
-                    return
-                data = msg.get("bytes")
-                if data is None:
-                    text = msg.get("text") or ""
-                    if text.startswith('{"resize"'):
-                        with contextlib.suppress(ValueError, TypeError, KeyError):
-                            cols, rows = json.loads(text)["resize"]
-                            resized.append((int(cols), int(rows)))
-                        continue
-                    data = text.encode()
-                keys.put_nowait(data)
-        finally:
-            keys.put_nowait(None)
-
-    async def pump() -> None:
-        alive, page_gone = True, False
-        while alive and not page_gone:
-            typed = b""
-            while not keys.empty():
-                k = keys.get_nowait()
-                if k is None:
-                    page_gone = True
-                    break
-                typed += k
-            if resized:
-                await asyncio.to_thread(remote.resize, *resized.pop())
-                resized.clear()
-            try:    # the call returns at the first output: a key's echo comes with it
-                out, alive = await asyncio.to_thread(remote.io, typed, RELAY_WAIT_S)
+    async def to_page() -> None:
+        alive = True
+        while alive:
+            try:
+                out, alive = await asyncio.to_thread(remote.io, b"", RELAY_WAIT_S)
             except WanlabError as e:            # the machine or its agent went away
                 out, alive = f"\r\nwanlab: {e}\r\n".encode(), False
             if out:
                 await ws.send_bytes(out)
 
-    tasks = [asyncio.create_task(pump()), asyncio.create_task(from_page())]
+    async def from_page() -> None:
+        while True:
+            msg = await ws.receive()
+            if msg["type"] == "websocket.disconnect":
+                return
+            data = msg.get("bytes")
+            if data is None:
+                text = msg.get("text") or ""
+                if text.startswith('{"resize"'):
+                    with contextlib.suppress(ValueError, TypeError, KeyError, WanlabError):
+                        cols, rows = json.loads(text)["resize"]
+                        await asyncio.to_thread(remote.resize, int(cols), int(rows))
+                    continue
+                data = text.encode()
+            try:        # only written: the waiting call brings the echo
+                await asyncio.to_thread(remote.io, data, 0.0)
+            except WanlabError:
+                return                          # ended: to_page says why
+
+    tasks = [asyncio.create_task(to_page()), asyncio.create_task(from_page())]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     except (WebSocketDisconnect, RuntimeError):
