@@ -199,3 +199,56 @@ def test_ns_swapout_as_a_step_of_a_sequence_over_machines_is_refused_by_name(tmp
     where = events.Where({"a": "m0", "b": "m1"}, {("m0", "m1"): 0.001, ("m1", "m0"): 0.001})
     with pytest.raises(WanlabError, match="ns swapout as a step of event sequence seq@2"):
         events.split(e, where, e.events)
+
+
+SIM_FLOWS = """\
+name: sf
+nodes: [a, {name: r1, kind: simulated}, {name: r2, kind: simulated},
+        {name: s, kind: simulated}, b]
+links:
+  - {name: l0, nodes: [a, r1], delay: 5ms}
+  - {name: l1, nodes: [r1, r2], delay: 5ms}
+  - {name: l2, nodes: [r2, b], delay: 5ms}
+  - {name: l3, nodes: [r2, s], delay: 1ms}
+agents:
+  - {name: udp0, kind: Agent/UDP, node: a, peer: null0}
+  - {name: null0, kind: Agent/Null, node: b, peer: udp0}
+  - {name: cbr0, kind: Application/Traffic/CBR, attached: udp0}
+  - {name: tcp1, kind: Agent/TCP, node: r1, peer: sink1}
+  - {name: sink1, kind: Agent/TCPSink, node: s, peer: tcp1}
+  - {name: ftp1, kind: Application/FTP, attached: tcp1}
+events:
+  - {at: 1, target: ftp1, action: start}
+"""
+
+
+def test_a_simulated_flow_is_placed_whole_and_played_by_its_machine_only():
+    """Traffic agents between simulated nodes run in one engine: placement keeps their
+    ends together; the part of that machine gets the router's endpoint host from the
+    whole plan (its addresses), the flow's events, and plans it as the engine's agents;
+    the other parts keep the application (the ports of the other flows stay in order)."""
+    from wanlab.cluster.experiment import split
+    from wanlab.model.ir import validate
+    from wanlab.plan.placement import pieces
+    from wanlab.plan.plan import make_plan
+    e = loads(SIM_FLOWS, file="sf.yaml")
+    assert pieces(e) == [["r1", "r2", "s"]]
+    where = {"a": "m0", "r1": "m1", "r2": "m1", "s": "m1", "b": "m2"}
+    one_way = {(x, y): 0.0001 for x in ("m0", "m1", "m2") for y in ("m0", "m1", "m2")}
+    whole = make_plan(e, "0000")
+    parts = split(e, whole, where, one_way, {"l0": 7, "l2": 8},
+                  {"m0": "10.0.0.1", "m1": "10.0.0.2", "m2": "10.0.0.3"})
+    for m in ("m0", "m1", "m2"):
+        validate(parts[m][0])
+        assert [a.name for a in parts[m][0].agents if a.role == "application"] == \
+            ["cbr0", "ftp1"]
+    sim = parts["m1"][0]
+    assert sim.node("r1-ep").kind == "simulated"
+    plan = make_plan(sim, "0001")
+    assert plan.nodes["r1-ep"].interfaces[0].ip == whole.nodes["r1-ep"].interfaces[0].ip
+    got = {a["agent"]: a for a in plan.engine["agents"]}
+    assert sorted(got) == ["ftp1", "ftp1.sink"], got
+    assert got["ftp1"]["host"] == "r1-ep"
+    assert got["ftp1"]["dst"].split(":")[0] == whole.nodes["s"].interfaces[0].ip
+    assert [ev.target for ev in sim.events] == ["ftp1"]
+    assert parts["m0"][0].events == parts["m2"][0].events == ()

@@ -58,6 +58,7 @@ from wanlab.errors import Interrupted, WanlabError
 from wanlab.model.ir import Experiment, check_event, validate
 from wanlab.plan.plan import engine_params, make_plan
 from wanlab.plan.types import Plan
+from wanlab.run import captures
 from wanlab.run import stages as run_stages
 from wanlab.run.client import EventClient
 from wanlab.store.db import ExperimentRow, Store, make_private_dir
@@ -720,6 +721,43 @@ class Lab:
 
     def _socket(self, row: ExperimentRow) -> str:
         return socket_of(self.store.folder(row.name))
+
+    # -- captures of links (the portal's; ``tevc LINK trace`` is the timeline's) -------
+    def captures(self, name: str) -> list[dict[str, Any]]:
+        """The experiment's pcap files: ``{file, bytes}``, ``file`` relative to its folder."""
+        folder = self.store.folder(self.store.get(name).name)
+        return [{"file": rel, "bytes": size}
+                for rel, (_, size) in captures.listing(folder).items()]
+
+    def capture_start(self, name: str, link: str, dir: str = "both",
+                      file: str | None = None) -> list[str]:
+        """Capture ``link``'s direction(s) ``dir`` (ab, ba or both) into a new pcap file
+        (``file``, relative to the folder, or a new name); returns the files."""
+        row = self._need_active(self.store.get(name))
+        if row.ir.kinds().get(link) != "link":
+            raise WanlabError(f"{link!r} is not a link of experiment {name!r}")
+        rel = file or captures.new_file(link)
+        if os.path.isabs(rel) or ".." in rel.split("/"):
+            raise WanlabError(f"capture file {rel!r}: a path inside the experiment's folder")
+        make_private_dir(os.path.dirname(os.path.join(self.store.folder(row.name), rel)))
+        with self.engine(name) as e:
+            e.call("capture_start", target=link, dir=dir, path=rel)
+        return [rel]
+
+    def capture_stop(self, name: str) -> None:
+        """Stop every capture (each file flushed and closed)."""
+        with self.engine(name) as e:
+            e.call("capture_stop")
+
+    def capture_file(self, name: str, file: str) -> str:
+        """The path of capture ``file`` (only one :meth:`captures` lists), flushed up to now
+        if the engine still writes it."""
+        found = captures.listing(self.store.folder(self.store.get(name).name)).get(file)
+        if found is None:
+            raise WanlabError(f"experiment {name!r} has no capture {file!r}")
+        with contextlib.suppress(Exception), self.engine(name) as e:
+            e.call("capture_snapshot")
+        return found[0]
 
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
         """An argv that runs ``argv`` inside ``node`` (for any caller; started with plain

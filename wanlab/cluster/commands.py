@@ -225,12 +225,18 @@ def routes(lab, name: str, node: str | None) -> dict[str, str]:
 
 
 def shell(lab, name: str, node: str, argv: list[str]) -> int:
-    """A shell in a node of a cluster experiment (on the local test cluster, from here)."""
+    """A shell in a node of a cluster experiment: on the local test cluster run from here,
+    on a machine elsewhere run by its agent and relayed to this terminal."""
     import subprocess
 
-    from wanlab.cluster import experiment
-    return subprocess.run(experiment.node_argv(lab.store, name, node, argv),
-                          check=False).returncode
+    from wanlab.cluster import console, experiment
+    from wanlab.cluster.control import OnCluster
+    on = OnCluster(lab)
+    if on.runs_here():
+        return subprocess.run(experiment.node_argv(lab.store, name, node, argv),
+                              check=False).returncode
+    with on:
+        return console.attach(on.console(name, node, argv))
 
 
 def register(add) -> None:

@@ -15,11 +15,18 @@ that shapes it whole; a delay shorter than the machines' path is refused). Every
 through :meth:`OnCluster._on_parts`: by each agent's socket when its machine's folder is
 this host's (the local test cluster), through Ray otherwise; one Ray session is kept for
 the life of the object in a ``with`` (``run``), so its polling attaches to Ray once.
+
+The portal's consoles and captures are here too: a node's argv from its machine's agent
+(the local test cluster's namespaces are this host's) or a terminal relayed by the agent
+(:mod:`wanlab.cluster.console`), and each machine's captures, a cut link's directions
+each captured by the machine that shapes it.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +36,7 @@ from wanlab.cluster import agent as agents
 from wanlab.cluster import connect, events, experiment
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Event, Experiment, Timeline
+from wanlab.run import captures
 from wanlab.store.db import ExperimentRow
 
 FOLLOW_POLL_S = 0.5     # how often ``follow`` reads the machines' logs
@@ -341,6 +349,107 @@ class OnCluster:
             raise WanlabError(f"{name}: nothing to change on any machine")
         self._on_parts(name, [(m, "apply", (evs,)) for m, evs in sorted(shares.items())])
 
+    # -- consoles and captures (the portal's) -----------------------------------------------
+    def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
+        """As :meth:`Lab.node_argv <wanlab.lifecycle.Lab.node_argv>`: an argv that runs
+        ``argv`` in ``node`` from this host, which its machine's agent gives. Only on the
+        local test cluster, whose machines' namespaces are this host's; a machine
+        elsewhere relays a terminal instead (:meth:`console`)."""
+        machine = self._machine_of_node(name, node)
+        if not self.runs_here():
+            raise WanlabError(f"node {node} runs on machine {machine}, not on this host: "
+                              f"its agent relays a terminal (a console), or 'wanlab exec "
+                              f"{name} {node} -- CMD' runs a command there")
+        return list(self._on_parts(name, [(machine, "node_argv", (node, argv))])[0])
+
+    def console(self, name: str, node: str, argv: list[str]) -> Relayed:
+        """A terminal running ``argv`` in ``node``, started on its machine by the agent
+        and relayed through it (:mod:`wanlab.cluster.console`): by the agent's socket on
+        the local test cluster, else through Ray, inside a ``with`` of this object (one
+        Ray session for the terminal's life)."""
+        machine = self._machine_of_node(name, node)
+        if self.runs_here():
+            r = Relayed(name, machine, agents.machine_home(self.store.home, machine))
+        else:
+            with self._ray():
+                r = Relayed(name, machine, None, experiment._handle(
+                    self.store, experiment._cluster(self.store), machine))
+        r.tid = r._call("console_open", node, argv)
+        return r
+
+    def runs_here(self) -> bool:
+        """Whether the machines' namespaces and folders are this host's (the local test
+        cluster): a node's argv then runs from here, a capture is read here."""
+        return self._direct()
+
+    def captures(self, name: str) -> list[dict[str, Any]]:
+        """Every machine's captures of the experiment: ``{file, bytes, machine}``, ``file``
+        being ``MACHINE/PATH`` (PATH in that part's folder)."""
+        machines = experiment._machines(self.store, name)
+        got = self._on_parts(name, [(m, "captures", ()) for m in machines])
+        return [{**c, "file": f"{m}/{c['file']}", "machine": m}
+                for m, caps in zip(machines, got, strict=True) for c in caps]
+
+    def capture_start(self, name: str, link: str, dir: str = "both",
+                      file: str | None = None) -> list[str]:
+        """Capture ``link`` as :meth:`Lab.capture_start
+        <wanlab.lifecycle.Lab.capture_start>` does: a link inside one machine by that
+        machine's engine; a cut link's direction by the machine that sends (shapes) it, so
+        ``both`` is one file on each of its two machines. Returns the files."""
+        row = self.store.get(name)
+        if row.state != "active":
+            raise WanlabError(f"experiment {name!r} is {row.state}, not active")
+        l = next((x for x in row.ir.links if x.name == link), None)
+        if l is None:
+            raise WanlabError(f"{link!r} is not a link of experiment {name!r}")
+        where = experiment.where_of(self.store, name).machine_of
+        ma, mb = where[l.a], where[l.b]
+        if dir not in ("ab", "ba", "both"):
+            raise WanlabError(f"capture of {link}: direction {dir!r} is not ab, ba or both")
+        if ma == mb:
+            calls = [(ma, dir)]
+        else:
+            calls = [(m, d) for m, d in ((ma, "ab"), (mb, "ba")) if dir in (d, "both")]
+        rel = file or captures.new_file(link)
+        self._on_parts(name, [(m, "capture_start", (link, d, rel)) for m, d in calls])
+        return [f"{m}/{rel}" for m, _ in calls]
+
+    def capture_stop(self, name: str) -> None:
+        """Stop every capture on every machine."""
+        self._on_parts(name, [(m, "capture_stop", ())
+                              for m in experiment._machines(self.store, name)])
+
+    def capture_file(self, name: str, file: str) -> str:
+        """A path on this host of capture ``file`` (``MACHINE/PATH``, as :meth:`captures`
+        lists it), flushed up to now: the machine's own file on the local test cluster, else
+        a copy fetched through its agent into the controller's folder of the experiment."""
+        machine, _, rel = file.partition("/")
+        if file not in {c["file"] for c in self.captures(name)}:   # nothing else is read
+            raise WanlabError(f"experiment {name!r} has no capture {file!r}")
+        if self.runs_here():
+            return self._on_parts(name, [(machine, "capture_file", (rel,))])[0]
+        from wanlab.cluster.part import READ_MAX
+        from wanlab.store.db import make_private_dir
+        path = os.path.join(self.store.folder(name), "fetched", machine, rel)
+        parent = self.store.folder(name)
+        make_private_dir(parent)
+        for part in ("fetched", machine, *rel.split("/")[:-1]):     # each one 0700
+            parent = os.path.join(parent, part)
+            make_private_dir(parent)
+        with open(path, "wb") as out:
+            while True:
+                chunk = base64.b64decode(self._on_parts(name, [(machine, "capture_read", (
+                    rel, out.tell(), READ_MAX))])[0])
+                out.write(chunk)
+                if len(chunk) < READ_MAX:
+                    return path
+
+    def _machine_of_node(self, name: str, node: str) -> str:
+        machine = experiment._machine_of(self.store, name).get(node)
+        if machine is None:
+            raise WanlabError(f"experiment {name!r} has no node {node!r}")
+        return machine
+
     # -- reaching the parts --------------------------------------------------------------
     def _direct(self) -> bool:
         """Whether the machines' agents are reached by their sockets (the local test
@@ -395,6 +504,41 @@ class OnCluster:
 
     def _handles(self) -> dict[str, Any]:
         return experiment._handles(self.store, experiment._cluster(self.store))
+
+
+class Relayed:
+    """A node's terminal on its machine, relayed by the machine's agent: by its socket in
+    machine folder ``home``, or through Ray by its ``handle``. It touches no store, so
+    any thread may use it once it is open."""
+
+    def __init__(self, name: str, machine: str, home: str | None, handle: Any = None):
+        self.name, self.machine, self.home, self.handle = name, machine, home, handle
+        self.tid = ""
+        self.code: int | None = None        # the command's exit status once it ended
+
+    def _call(self, op: str, *args: Any) -> Any:
+        args = (self.tid, *args) if self.tid else args
+        if self.handle is None:
+            try:
+                return agents.call(self.home, op, self.name, *args)
+            except agents.NoAgentHere as e:
+                raise WanlabError(f"machine {self.machine}'s agent does not answer on its "
+                                  f"socket ({e})") from None
+        return experiment._get(self.handle.run_part.remote(op, self.name, *args))
+
+    def io(self, keys: bytes, wait_s: float) -> tuple[bytes, bool]:
+        """Send ``keys``; what the terminal wrote (waiting up to ``wait_s`` for it) and
+        whether it still runs."""
+        r = self._call("console_io", base64.b64encode(keys).decode(), wait_s)
+        if r.get("code") is not None:
+            self.code = r["code"]
+        return base64.b64decode(r["out"]), bool(r["alive"])
+
+    def resize(self, cols: int, rows: int) -> None:
+        self._call("console_resize", int(cols), int(rows))
+
+    def close(self) -> None:
+        self._call("console_close")
 
 
 def _when(e: dict[str, Any]) -> tuple[float, float]:

@@ -27,9 +27,8 @@ swapout/terminate) is the conductor's (:mod:`wanlab.cluster.conductor`). ``swapo
 
 Simulated nodes run in their machine's engine as on one machine (their routes are the
 whole plan's static ones); a link from one to a node on another machine is a cut link
-like any other.
-
-Not yet across machines (refused by name): traffic agents on simulated nodes.
+like any other. A traffic agent's flow between simulated nodes runs in that engine too:
+placement keeps its two ends on one machine, whose part plays its events and reports it.
 """
 
 from __future__ import annotations
@@ -101,16 +100,6 @@ def _cluster(store: Store) -> ClusterInfo:
     return info
 
 
-def _refuse_unsupported(exp: Experiment) -> list[str]:
-    simulated = {n.name for n in exp.nodes if n.kind == "simulated"}
-    on_sim = [a.name for a in exp.agents if a.node in simulated]
-    if on_sim:
-        raise WanlabError(f"--cluster: traffic agents on simulated nodes are not run on "
-                          f"clusters yet ({', '.join(on_sim[:5])}); simulated nodes "
-                          f"forward and answer pings, real programs run on emulated ones")
-    return []
-
-
 def _ips(plan: Plan, network: str) -> dict[str, str]:
     return {i.node: i.ip for np_ in plan.nodes.values() for i in np_.interfaces
             if i.network == network}
@@ -123,6 +112,9 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
     ``one_way``: (machine, machine) -> measured one-way delay, ``vnis``: cut link -> VXLAN
     id, ``addresses``: machine -> its underlay address."""
     warnings: list[str] = []
+    # a simulated router's traffic agents live on an endpoint host next to it: made here
+    # from the whole plan (its addresses and routes), not again by a part's own plan
+    exp, where, ep_links = _with_endpoints(exp, where)
     machines = sorted(set(where.values()))
     parts: dict[str, tuple[Experiment, dict[str, Any]]] = {}
     agents_by_name = {a.name: a for a in exp.agents}
@@ -139,7 +131,8 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
             prefix = str(plan.subnets[l.name].prefixlen)
             fixed = dict(ip_a=ips[l.a], ip_b=ips[l.b], netmask=prefix)
             if l.a in mine and l.b in mine:
-                links.append(dataclasses.replace(l, **fixed))
+                links.append(dataclasses.replace(l, name=ep_links.get(l.name, l.name),
+                                                 **fixed))
                 continue
             if l.a not in mine and l.b not in mine:
                 continue
@@ -224,6 +217,28 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
     return parts
 
 
+def _with_endpoints(exp: Experiment, where: dict[str, str]) -> tuple[
+        Experiment, dict[str, str], dict[str, str]]:
+    """``exp`` with the endpoint hosts the plan gives simulated routers that carry traffic
+    agents (:func:`wanlab.plan.sim_nodes.with_endpoints`), each on its router's machine;
+    and a name for each endpoint's link in a part (the plan names it as its endpoint
+    host, which a description may not: a part is one)."""
+    from wanlab.plan.sim_nodes import with_endpoints
+    out = with_endpoints(exp, {n.name for n in exp.nodes if n.kind == "simulated"})
+    if out is exp:
+        return exp, where, {}
+    added = {l.b: l.a for l in out.links[len(exp.links):]}    # endpoint -> its router
+    taken = set(out.kinds())
+    names = {}
+    for ep in added:
+        name = f"{ep}-link"
+        while name in taken:
+            name += "x"
+        taken.add(name)
+        names[ep] = name
+    return out, {**where, **{ep: where[router] for ep, router in added.items()}}, names
+
+
 def _flow_agents(exp: Experiment) -> set[str]:
     """Every realised application, its transport agent and the agent that is its peer."""
     by_name = {a.name: a for a in exp.agents}
@@ -278,7 +293,6 @@ def create(store: Store, exp: Experiment, source_path: str | None,
     import ray
     info = _cluster(store)
     validate(exp)
-    _refuse_unsupported(exp)
     if store.find(exp.name) is not None:
         raise WanlabError(f"an experiment named {exp.name!r} exists already")
     # wide-area nodes first: wanassign pins them to measured machines (cluster/wide.py)
@@ -310,7 +324,8 @@ def create(store: Store, exp: Experiment, source_path: str | None,
         recs = {m: rec.record(store, "part", f"{exp.name}@{m}", experiment=exp.name,
                               token=spec["token"],
                               machine=m, vnis={t["link"]: t["vni"] for t in spec["tunnels"]},
-                              nodes=[n.name for n in part.nodes if n.kind != "remote"],
+                              nodes=[n.name for n in part.nodes if n.kind != "remote"
+                                     and n.name in where],      # not endpoint hosts
                               lans=[lan.name for lan in part.lans], one_way=one_way_rec)
                 for m, (part, spec) in parts.items()}
         say(f"placing {exp.name} on {len(parts)} machines: " + ", ".join(

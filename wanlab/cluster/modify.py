@@ -116,7 +116,6 @@ def modify(store: Store, name: str, new: Experiment, say=print) -> None:
     row = store.get(name)
     new = dataclasses.replace(new, name=name)
     validate(new)
-    experiment._refuse_unsupported(new)
     if row.state not in ("active", "swapped"):
         raise WanlabError(f"experiment {name!r} is {row.state}: modify takes an active or "
                           f"swapped one" + (f" ('wanlab swapin --repair {name}' first)"

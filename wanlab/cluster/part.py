@@ -30,6 +30,7 @@ typed (``event``), already translated for this machine by :mod:`wanlab.cluster.e
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -41,6 +42,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from wanlab.backends.emulate import modify, resources, stages
+from wanlab.cluster import console
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.model.ir import Event, Experiment
@@ -190,6 +192,8 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
     # part's scheduler, and the traffic agents it starts (stopped by SIGINT, which makes
     # them report), must not
     signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    if op in TERMINAL_OPS:              # a relayed console's keys: no store to open
+        return getattr(console, op.removeprefix("console_"))(*args)
     lab = PartLab(home)
     try:
         if op == "create":
@@ -267,6 +271,11 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
         if op == "node_argv":
             (node, argv) = args
             return lab.node_argv(name, node, argv)
+        if op == "console_open":
+            (node, argv) = args
+            return console.open_terminal(lab.node_argv(name, node, argv))
+        if op in CAPTURE_OPS:
+            return _capture(lab, op, name, *args)
         if op == "health":
             return lab.health(name).broken
         if op == "state":
@@ -360,6 +369,31 @@ def _go(lab: PartLab, name: str, at_wall: float) -> float:
     if left > 0:
         time.sleep(left)
     return scheduler.go(lab.store.folder(row.name), at_wall if left < 0 else None)
+
+
+TERMINAL_OPS = ("console_io", "console_resize", "console_close")
+CAPTURE_OPS = ("captures", "capture_start", "capture_stop", "capture_file", "capture_read")
+READ_MAX = 4 << 20      # the most of a capture one ``capture_read`` answers
+
+
+def _capture(lab: Lab, op: str, name: str, *args: Any) -> Any:
+    """The part's captures (the life cycle's), and a capture's bytes for a controller
+    on another host: ``capture_read`` gives ``size`` bytes from ``offset``, base64."""
+    if op == "captures":
+        return lab.captures(name)
+    if op == "capture_start":
+        link, direction, file = args
+        return lab.capture_start(name, link, direction, file)
+    if op == "capture_stop":
+        return lab.capture_stop(name)
+    (file, *more) = args
+    path = lab.capture_file(name, file)
+    if op == "capture_file":
+        return path
+    offset, size = more
+    with open(path, "rb") as f:
+        f.seek(max(0, int(offset)))
+        return base64.b64encode(f.read(max(0, min(int(size), READ_MAX)))).decode()
 
 
 def args_node(argv: list[str]) -> str:

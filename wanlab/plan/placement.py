@@ -171,9 +171,10 @@ def round_robin(exp: Experiment, machines: list[Machine]) -> Placement:
 
 def pieces(exp: Experiment) -> list[list[str]]:
     """What an emulation keeps on one machine (:func:`assign`'s ``together``): each LAN
-    with its members (``lan:NAME``: one switch, in one engine), and each connected piece
-    of simulated nodes (they are routers and hosts inside one engine, which a cut between
-    machines cannot split). Groups that share a node are one."""
+    with its members (``lan:NAME``: one switch, in one engine), each connected piece of
+    simulated nodes (they are routers and hosts inside one engine, which a cut between
+    machines cannot split), and the two simulated ends of a traffic agent's flow (one
+    engine runs its source and its sink). Groups that share a node are one."""
     parent: dict[str, str] = {}
 
     def find(a: str) -> str:
@@ -194,6 +195,11 @@ def pieces(exp: Experiment) -> list[list[str]]:
     for lan in exp.lans:
         for m in lan.members:
             union(f"lan:{lan.name}", m.node)
+    agents = {a.name: a for a in exp.agents}
+    for a in exp.agents:
+        peer = agents.get(a.peer or "")
+        if a.node in simulated and peer is not None and peer.node in simulated:
+            union(a.node, peer.node)
     order = [n.name for n in exp.nodes] + [f"lan:{lan.name}" for lan in exp.lans]
     groups: dict[str, list[str]] = {}
     for n in order:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -28,6 +27,7 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
+from wanlab.cluster.control import OnCluster, Relayed
 from wanlab.cluster.control import of as control_of
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
@@ -387,41 +387,42 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
 
     @app.get("/api/experiments/{name}/captures", tags=["results"])
     def captures(name: str, request: Request):
-        """The experiment's packet captures (pcap files in its folder)."""
+        """The experiment's packet captures (pcap files in its folder; on a cluster each
+        machine's, ``file`` being ``MACHINE/PATH``)."""
         with session(request, name) as c:
-            return [{"file": rel, "bytes": size}
-                    for rel, (_, size) in _captures(c.lab, name).items()]
+            return control_of(c.lab, name).captures(name)
 
     @app.post("/api/experiments/{name}/captures", tags=["results"])
     def capture_start(name: str, body: CaptureStart, request: Request):
-        """Start capturing a link (both directions) into a new pcap file."""
+        """Start capturing a link (both directions) into a new pcap file (on a cluster, a
+        cut link's direction on the machine that sends it: ``files`` has one per
+        machine)."""
         with session(request, name) as c:
             if c.lab.get(name).ir.kinds().get(body.link) != "link":
                 raise NotFound(f"{body.link!r} is not a link of experiment {name!r}")
-            c.audit("capture", name, body.link)
-            folder = c.lab.store.folder(name, "captures")
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-            rel = f"captures/{body.link}-{time.strftime('%Y%m%d-%H%M%S')}.pcap"
-            with c.lab.engine(name) as e:
-                e.call("capture_start", target=body.link, dir="both", path=rel)
-            return {"ok": True, "file": rel}
+            rid = c.audit("capture", name, body.link)
+            try:
+                files = control_of(c.lab, name).capture_start(name, body.link)
+            except BaseException as e:
+                audit.failed(c.db, rid, str(e))
+                raise
+            return {"ok": True, "file": files[0], "files": files}
 
     @app.post("/api/experiments/{name}/captures/stop", tags=["results"])
     def capture_stop(name: str, request: Request):
-        with session(request, name) as c, c.lab.engine(name) as e:
-            e.call("capture_stop")
+        with session(request, name) as c:
+            control_of(c.lab, name).capture_stop(name)
             return {"ok": True}
 
     @app.get("/api/experiments/{name}/captures/{file:path}", tags=["results"])
     def capture_file(name: str, file: str, request: Request):
         """Download one capture (only files the listing shows)."""
         with session(request, name) as c:
-            found = _captures(c.lab, name).get(file)
-            if found is None:
+            on = control_of(c.lab, name)
+            if file not in {x["file"] for x in on.captures(name)}:
                 raise NotFound(f"no capture {file!r}")
-            with contextlib.suppress(Exception), c.lab.engine(name) as e:
-                e.call("capture_snapshot")
-            return FileResponse(found[0], media_type="application/vnd.tcpdump.pcap",
+            return FileResponse(on.capture_file(name, file),
+                                media_type="application/vnd.tcpdump.pcap",
                                 filename=os.path.basename(file))
 
     # -- WebSockets --------------------------------------------------------------------
@@ -463,19 +464,34 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         if not await _ws_enter(ws, name):
             return
 
-        def argv() -> list[str]:
+        held = []
+
+        def open_console() -> list[str] | Relayed:
             lab = Lab(home, create=False)
             try:
-                return lab.node_argv(name, node, [consoles.SHELL])
+                on = control_of(lab, name)
+                if isinstance(on, OnCluster) and not on.runs_here():
+                    consoles.RAY.enter(on)          # Ray, while a relayed console is open
+                    held.append(True)
+                    return on.console(name, node, [consoles.SHELL])    # on its machine
+                return on.node_argv(name, node, [consoles.SHELL])      # run from here
             finally:
                 lab.close()
         try:
-            cmd = await run_in_threadpool(argv)
-        except WanlabError as e:
-            await ws.send_bytes(f"\r\nwanlab: {e}\r\n".encode())
-            await ws.close(code=4400)
-            return
-        await consoles.bridge(ws, cmd)
+            try:
+                cmd = await run_in_threadpool(open_console)
+            except WanlabError as e:
+                await ws.send_bytes(f"\r\nwanlab: {e}\r\n".encode())
+                await ws.close(code=4400)
+                return
+            if isinstance(cmd, Relayed):
+                held.clear()    # the relay leaves Ray once the terminal is closed
+                await consoles.relay(ws, cmd, then=consoles.RAY.leave)
+            else:
+                await consoles.bridge(ws, cmd)
+        finally:
+            if held:                    # opening the terminal failed
+                await run_in_threadpool(consoles.RAY.leave)
 
     @app.get("/api/{rest:path}", include_in_schema=False)
     def api_unknown(rest: str):
@@ -520,17 +536,3 @@ def topology(lab: Lab, name: str) -> dict[str, Any]:
             "lans": [{"name": lan.name, "members": [m.node for m in lan.members],
                       "bandwidth_bps": lan.bandwidth_bps, "delay_s": lan.delay_s,
                       "loss": lan.loss} for lan in row.ir.lans]}
-
-
-def _captures(lab: Lab, name: str) -> dict[str, tuple[str, int]]:
-    """Relative path -> (absolute path, size) of every regular ``*.pcap`` file in the
-    experiment's folder (symbolic links are not followed)."""
-    base = lab.store.folder(name)
-    out: dict[str, tuple[str, int]] = {}
-    for root, dirs, files in os.walk(base, followlinks=False):
-        dirs[:] = [d for d in dirs if d != "nodes"]
-        for f in files:
-            path = os.path.join(root, f)
-            if f.endswith(".pcap") and os.path.isfile(path) and not os.path.islink(path):
-                out[os.path.relpath(path, base)] = (path, os.path.getsize(path))
-    return out

@@ -6,60 +6,27 @@ controlling terminal (job control, Ctrl-C). Frames from the page: binary or text
 a text frame ``{"resize": [cols, rows]}`` sets the window size. Frames to the page: binary
 terminal output. When the page goes away the shell's process group gets SIGHUP, then
 SIGKILL, and is reaped; when the shell exits the socket closes.
+
+A node of a cluster experiment: on the local test cluster its machine's agent gives the
+argv and it runs here as above (the machines' namespaces are this host's); a machine
+elsewhere runs the terminal itself and the portal relays it (:func:`relay`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import os
-import pty
-import signal
-import struct
-import subprocess
-import termios
+import threading
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from wanlab.errors import WanlabError
+from wanlab.run.terminal import set_size, start, stop
+
 SHELL = os.environ.get("SHELL", "/bin/bash")
 READ_CHUNK = 65536
-
-
-def _set_size(fd: int, cols: int, rows: int) -> None:
-    cols, rows = max(10, min(int(cols), 1000)), max(2, min(int(rows), 500))
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-
-
-def start(argv: list[str]) -> tuple[subprocess.Popen, int]:
-    """Start ``argv`` on a new pseudo-terminal; returns the process and the master fd."""
-    master, slave = pty.openpty()
-    try:
-        _set_size(master, 100, 30)
-        env = {**os.environ, "TERM": "xterm-256color"}
-        proc = subprocess.Popen(["setsid", "-c", *argv], stdin=slave, stdout=slave,
-                                stderr=slave, env=env, close_fds=True)
-    except BaseException:
-        os.close(master)
-        raise
-    finally:
-        os.close(slave)
-    os.set_blocking(master, False)
-    return proc, master
-
-
-def stop(proc: subprocess.Popen, master: int) -> None:
-    """End the shell's session (its process group) and reap it; blocking, at most ~2 s."""
-    with contextlib.suppress(OSError):
-        os.close(master)
-    for sig, wait_s in ((signal.SIGHUP, 1.0), (signal.SIGKILL, 5.0)):
-        if proc.poll() is not None:
-            break
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(wait_s)
 
 
 async def bridge(ws: WebSocket, argv: list[str]) -> None:
@@ -98,7 +65,7 @@ async def bridge(ws: WebSocket, argv: list[str]) -> None:
                 if text.startswith('{"resize"'):
                     with contextlib.suppress(ValueError, TypeError, KeyError, OSError):
                         cols, rows = json.loads(text)["resize"]
-                        _set_size(master, cols, rows)
+                        set_size(master, cols, rows)
                     continue
                 data = text.encode()
             with contextlib.suppress(BlockingIOError):
@@ -118,3 +85,94 @@ async def bridge(ws: WebSocket, argv: list[str]) -> None:
         await asyncio.to_thread(stop, proc, master)
         with contextlib.suppress(Exception):
             await ws.close()
+
+
+RELAY_WAIT_S = 0.25     # the longest one relayed call waits for output
+
+
+class SharedSession:
+    """One Ray session for every relayed console open in this process: the first to
+    open enters it, the last to close leaves it (a session per console would end under
+    the others: Ray's driver is the process's)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.users = 0
+        self.stack: contextlib.ExitStack | None = None
+
+    def enter(self, session) -> None:
+        """``session``: a context manager that attaches to Ray (an ``OnCluster``)."""
+        with self.lock:
+            if self.users == 0:
+                stack = contextlib.ExitStack()
+                stack.enter_context(session)
+                self.stack = stack
+            self.users += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.users -= 1
+            if self.users == 0 and self.stack is not None:
+                self.stack.close()
+                self.stack = None
+
+
+RAY = SharedSession()
+
+
+async def relay(ws: WebSocket, remote, then=lambda: None) -> None:
+    """Carry a terminal a cluster machine's agent runs (``remote``:
+    :class:`wanlab.cluster.control.Relayed`) to the page: one call at a time waits for
+    its output (returning at the first byte), and each key from the page is sent by a call
+    of its own, until the terminal ends or the page goes. Then, in a thread of its own (so
+    a cancelled handler still does it), the terminal is closed and ``then`` called."""
+
+    async def to_page() -> None:
+        alive = True
+        while alive:
+            try:
+                out, alive = await asyncio.to_thread(remote.io, b"", RELAY_WAIT_S)
+            except WanlabError as e:            # the machine or its agent went away
+                out, alive = f"\r\nwanlab: {e}\r\n".encode(), False
+            if out:
+                await ws.send_bytes(out)
+
+    async def from_page() -> None:
+        while True:
+            msg = await ws.receive()
+            if msg["type"] == "websocket.disconnect":
+                return
+            data = msg.get("bytes")
+            if data is None:
+                text = msg.get("text") or ""
+                if text.startswith('{"resize"'):
+                    with contextlib.suppress(ValueError, TypeError, KeyError, WanlabError):
+                        cols, rows = json.loads(text)["resize"]
+                        await asyncio.to_thread(remote.resize, int(cols), int(rows))
+                    continue
+                data = text.encode()
+            try:        # only written: the waiting call brings the echo
+                await asyncio.to_thread(remote.io, data, 0.0)
+            except WanlabError:
+                return                          # ended: to_page says why
+
+    tasks = [asyncio.create_task(to_page()), asyncio.create_task(from_page())]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    except (WebSocketDisconnect, RuntimeError):
+        pass
+    finally:
+        for t in tasks:
+            t.cancel()
+        threading.Thread(target=_end, args=(remote, then), daemon=True).start()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await ws.close()
+
+
+def _end(remote, then) -> None:
+    try:
+        with contextlib.suppress(Exception):
+            remote.close()
+    finally:
+        then()

@@ -357,7 +357,7 @@ function linkPanel(exp, topo, sel, series, changes) {
       sel.type === 'link' ? h('button', { id: 'link-capture', onclick: async () => {
         const r = await guard(() => api('POST', `/experiments/${enc(exp)}/captures`,
                                         { link: sel.name }));
-        if (r) { flash(`capturing into ${r.file}`, false); loadResults(exp, topo); }
+        if (r) { flash(`capturing into ${(r.files || [r.file]).join(', ')}`, false); loadResults(exp, topo); }
       } }, 'capture') : '')];
 }
 
