@@ -10,11 +10,12 @@ ask which kind of experiment they hold. ``OnCluster`` is also where :meth:`Lab.r
 create, the timeline to its end on every machine, stats, swap-out, the flows joined.
 
 Every event is split as the timeline's are (:mod:`wanlab.cluster.events`): it goes to the
-machines that hold its object, translated for each (a cut link's direction to the machine
-that shapes it whole; a delay shorter than the machines' path is refused). Every call to the parts goes
-through :meth:`OnCluster._on_parts`: by each agent's socket when its machine's folder is
-this host's (the local test cluster), through Ray otherwise; one Ray session is kept for
-the life of the object in a ``with`` (``run``), so its polling attaches to Ray once.
+machines that hold its object, translated for each (a cut link's direction to the
+machine that shapes it whole; a delay shorter than the machines' path is refused). Every
+call to the parts goes through :meth:`OnCluster._on_parts`: by each agent's socket when
+its machine's folder is this host's (the local test cluster), through Ray otherwise; one
+Ray session is kept for the life of the object in a ``with`` (``run``), so its polling
+attaches to Ray once.
 
 The portal's consoles and captures are here too: a node's argv from its machine's agent
 (the local test cluster's namespaces are this host's) or a terminal relayed by the agent

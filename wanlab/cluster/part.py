@@ -110,7 +110,7 @@ def _tunnels(b: stages.Build) -> None:
         _ip(ns, "link", "set", vx, "master", br)
         for dev in (vx, br, ifname):
             _ip(ns, "link", "set", dev, "up")
-    for ns in sorted({b.plan.nodes[t["stub"]].netns for t in spec["tunnels"]}):
+    for ns in sorted({b.plan.nodes[t["stub"]].netns for t in live}):
         if os.path.exists("/proc/sys/net/bridge"):
             p = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-q", "-w",
                                 *_NO_BRIDGE_NF], capture_output=True, text=True, check=False)
