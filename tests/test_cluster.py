@@ -1253,6 +1253,12 @@ def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(clus
     assert p.returncode == 2 and victim in p.stderr, p.stderr
     assert set(_parts_made(home, "lose")) == {victim}
     assert "lose" in wl(home, "list").stdout
+    # a create while a machine is lost names it (no Ray traceback) and leaves nothing
+    spec2 = tmp_path / "late.yaml"
+    spec2.write_text(CHAIN.format(name="late"))
+    p = wl(home, "create", str(spec2), "--cluster", check=False)
+    assert p.returncode == 2 and f"machine {victim} does not answer" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and "late" not in wl(home, "list").stdout
     short = made[victim][0]
     kept = {n for n in netns_names() if n.startswith(f"wl-{short}-")}
     assert kept, "the lost machine's namespaces outlive its Ray worker"

@@ -76,6 +76,23 @@ def _get(ref: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
                           ) from None
 
 
+def hellos(handles: dict[str, Any], op: str) -> dict[str, dict[str, Any]]:
+    """Each machine's agent's ``hello``; a machine whose agent does not answer is named
+    (Ray's own exception is no message for a user)."""
+    import ray
+    refs = {m: h.hello.remote() for m, h in handles.items()}
+    out, silent = {}, []
+    for m, ref in refs.items():
+        try:
+            out[m] = ray.get(ref, timeout=HELLO_TIMEOUT_S)
+        except Exception:               # noqa: BLE001 - Ray raises many kinds for a lost agent
+            silent.append(m)
+    if silent:
+        raise WanlabError(f"{op}: the agent of machine {', '.join(silent)} does not answer "
+                          f"('wanlab cluster status' says which machines are up)")
+    return out
+
+
 def parts_of(store: Store, name: str) -> list[rec.Record]:
     """The parts of ``name`` that run it (not one moved off a lost machine)."""
     return [r for r in rec.live(store, "part") if r.detail.get("experiment") == name
@@ -290,7 +307,6 @@ def create(store: Store, exp: Experiment, source_path: str | None,
            say=print, fixed: dict[str, str] | None = None) -> dict[str, Any]:
     """Place ``exp`` on the current cluster and build every part; returns the placement.
     ``fixed`` pins nodes to machines (``tb-fix-node``)."""
-    import ray
     info = _cluster(store)
     validate(exp)
     if store.find(exp.name) is not None:
@@ -302,9 +318,8 @@ def create(store: Store, exp: Experiment, source_path: str | None,
     with connect.session(info):
         handles = {m.name: agents.agent(info, m, agents.machine_home(store.home, m.name))
                    for m in info.machines}
-        hellos = dict(zip(handles, ray.get([h.hello.remote() for h in handles.values()],
-                                           timeout=CALL_TIMEOUT_S), strict=True))
-        machines = [Machine(m.name, m.cores, hellos[m.name]["memory_bytes"])
+        hello = hellos(handles, f"create of {exp.name}")
+        machines = [Machine(m.name, m.cores, hello[m.name]["memory_bytes"])
                     for m in info.machines]
         # a LAN (one switch) and a piece of simulated nodes (one engine's) stay whole
         placement = assign(exp, machines, fixed=fixed, together=pieces(exp))

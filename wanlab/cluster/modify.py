@@ -76,11 +76,9 @@ def _kept(name: str, new: Experiment, before: dict[str, str]) -> dict[str, str]:
 def _place(name: str, new: Experiment, handles: dict[str, Any], info,
            before: dict[str, str]) -> dict[str, str]:
     """Where every node (and ``lan:NAME``) of ``new`` goes: kept nodes where they run."""
-    import ray
     kept = _kept(name, new, before)
-    hellos = dict(zip(handles, ray.get([h.hello.remote() for h in handles.values()],
-                                       timeout=experiment.CALL_TIMEOUT_S), strict=True))
-    machines = [Machine(m.name, m.cores, hellos[m.name]["memory_bytes"])
+    hello = experiment.hellos(handles, f"modify of {name}")
+    machines = [Machine(m.name, m.cores, hello[m.name]["memory_bytes"])
                 for m in info.machines]
     try:
         placement = assign(new, machines, fixed=kept, together=pieces(new))

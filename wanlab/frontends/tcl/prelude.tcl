@@ -705,7 +705,6 @@ proc ::wl::m::Simulator::event-sequence {self {body ""}} {
         }
     }
     ::wl::set_attr $h items $items
-    ::wl::warn "event-sequence: its steps run one after another when the sequence is started by \$ns at (tevc cannot start it)"
     return [::wl::N $h]
 }
 
