@@ -163,7 +163,7 @@ def up_local(store: Store, n: int, say: Callable[[str], None] = print,
             _spawn_worker(store, head, m, mdir, os.path.join(folder, f"{m.name}.log"))
         info = current(store)
         assert info is not None
-        _wait_machines(info)
+        _wait_machines(store, info, say)
         if measure:
             from wanlab.cluster import connect, join
             with connect.session(info):
@@ -209,7 +209,7 @@ def join_local(store: Store, say: Callable[[str], None] = print) -> MachineInfo:
         _spawn_worker(store, info.head, m, mdir, os.path.join(folder, f"{m.name}.log"))
         info = current(store)
         assert info is not None
-        _wait_machines(info)
+        _wait_machines(store, info, say)
         from wanlab.cluster import agent, connect, join
         with connect.session(info):
             import ray
@@ -304,8 +304,13 @@ def _wait_port(host: str, port: int) -> None:
                       f"{START_TIMEOUT_S:.0f} s")
 
 
-def _wait_machines(info: ClusterInfo) -> None:
+def _wait_machines(store: Store, info: ClusterInfo,
+                   say: Callable[[str], None] = print) -> None:
+    """Until every machine's Ray worker offers its resource. A worker that exits first
+    (Ray's start can fail on a loaded host) is started once more from its recorded argv;
+    a head, or a worker that exits twice, fails the wait at once, with its log's tail."""
     from wanlab.cluster import connect
+    restarted: set[str] = set()
     with connect.session(info):
         import ray
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -314,6 +319,21 @@ def _wait_machines(info: ClusterInfo) -> None:
             have = set(ray.cluster_resources())
             if want <= have:
                 return
+            for r in rec.live(store, "process"):
+                pid, started = r.detail.get("pid"), r.detail.get("started")
+                if not r.name.startswith("ray-") or not pid or procs.alive(pid, started):
+                    continue
+                m = r.name[len("ray-"):]
+                if r.name == "ray-head" or m in restarted:
+                    raise WanlabError(f"Ray's {'head' if m == 'head' else 'worker of ' + m} "
+                                      f"exited while the cluster started"
+                                      f"{_log_tails(info, [MACHINE_RESOURCE + m])}")
+                if MACHINE_RESOURCE + m in want - have:
+                    say(f"cluster {info.id}: machine {m}'s Ray worker exited at its start; "
+                        f"starting it again")
+                    restarted.add(m)
+                    rec.removed(store, r.id)
+                    _spawn(store, r.name, r.detail["argv"], r.detail["log"])
             time.sleep(0.5)
         missing = sorted(want - set(ray.cluster_resources()))
         raise WanlabError(f"machines did not join Ray within {START_TIMEOUT_S:.0f} s: "
