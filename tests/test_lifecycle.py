@@ -182,11 +182,13 @@ def test_two_experiments_with_identical_addresses_are_isolated(lab):
     a = lab.create(pair(name="one"))
     b = lab.create(pair(name="two"))
     before = lab.show("two")["stats"]["links"]["link0"]["ab"]["in_pkts"]
-    assert len(ping_rtts(lab, "one", "a", "10.1.0.2", count=5, interval=0.02)) == 5
+    assert len(ping_rtts(lab, "one", "a", "10.1.0.2", count=40, interval=0.01)) == 40
     after = lab.show("two")["stats"]["links"]["link0"]["ab"]["in_pkts"]
     one = lab.show("one")["stats"]["links"]["link0"]["ab"]["in_pkts"]
-    assert one >= 5
-    assert after - before <= 2      # only the other experiment's own IPv6 chatter, if any
+    assert one >= 40
+    # a leak would carry all 40; a fresh experiment's own IPv6 chatter (router and neighbour
+    # solicitations, MLD reports) is a few frames (CI once saw 3 in this window)
+    assert after - before < 20
     assert a.short != b.short
 
 

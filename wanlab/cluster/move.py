@@ -103,10 +103,6 @@ def move_lost(store: Store, name: str, lost: list[str],
             one_way[(a, b)] = one_way[(b, a)] = rtt / 2
     vnis = {k: v for r in records for k, v in r.detail.get("vnis", {}).items()}
     parts = ex.split(exp, make_plan(exp, "0000"), where, one_way, vnis, addresses)
-    for part, spec in parts.values():
-        pplan = make_plan(part, "0000")
-        for t in spec["tunnels"]:
-            t["ifname"] = ex._ifname_of_stub(part, pplan, t["stub"], t["link"])
     one_way_rec = {f"{a}|{b}": v for (a, b), v in one_way.items()}
     t0 = next((r.detail["t0"] for r in kept if "t0" in r.detail), None)
     for lost_m, m in sorted(to.items()):

@@ -329,12 +329,16 @@ def _retunnel(lab: PartLab, name: str, spec: dict[str, Any]) -> int:
     with open(spec_path(lab.store, name)) as f:
         old = json.load(f)["tunnels"]
     where = {r.detail.get("ifname"): r.detail.get("netns") for r in
-             lab.store.resources(row.id) if r.kind == "tap"}
+             lab.store.resources(row.id) if r.kind == "tap" and r.state == "created"}
+    before = {(t["link"], t["stub"]): t for t in old}
     changed = 0
-    for k, (was, now) in enumerate(zip(old, spec["tunnels"], strict=True)):
-        if was["peer"] == now["peer"] or row.state != "active":
+    for now in spec["tunnels"]:
+        was = before.get((now["link"], now["stub"]))
+        if was is None or was["peer"] == now["peer"] or row.state != "active":
             continue
-        ns, vx = where[f"vx{k}"], f"vx{k}"
+        # the device is named by its VXLAN id, which a cut link keeps
+        vx = f"vx{now['vni']}"
+        ns = where[vx]
         _ip(ns, "link", "set", vx, "type", "vxlan", "remote", now["peer"])
         shown = subprocess.run(["bridge", "-n", ns, "-j", "fdb", "show", "dev", vx],
                                capture_output=True, text=True, check=False).stdout
