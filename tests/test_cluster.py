@@ -215,6 +215,22 @@ def test_a_cut_links_rtt_is_its_configured_delay(cluster, tmp_path):
     spec.write_text(CUT_RTT)
     wl(home, "create", str(spec), "--cluster")
     try:
+        # each machine's agent measures the other's clock and tells its engine (one host:
+        # one clock, so the offset is within the probe's half round trip of 0)
+        import time
+        deadline = time.monotonic() + 30
+        while True:
+            out = wl(home, "cluster", "status").stdout
+            seen = dict(re.findall(r"^\s+(m[01])\s.*\n\s+clocks ahead of this one's: "
+                                   r"(.*); told to [1-9]", out, re.M))
+            if set(seen) == {"m0", "m1"}:
+                break
+            assert time.monotonic() < deadline, out
+            time.sleep(1)
+        for m, other in (("m0", "m1"), ("m1", "m0")):
+            off = re.search(rf"{other} ([-+][\d.]+) ms \(round trip ([\d.]+) ms", seen[m])
+            assert off, seen
+            assert abs(float(off.group(1))) <= float(off.group(2)) / 2 + 0.2, seen
         for delay_ms in (10, 3):
             if delay_ms != 10:
                 for link in ("cut", "inside"):

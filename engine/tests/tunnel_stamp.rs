@@ -104,3 +104,63 @@ fn a_frame_that_arrives_after_its_due_time_or_without_one_is_delivered_at_once()
         vec![(6 * MS, frame(1)), (7 * MS, frame(2))]
     );
 }
+
+#[test]
+fn a_far_clock_ahead_is_taken_off_its_due_times_and_only_tunnels_take_an_offset() {
+    use wanlab_engine::control::command::{validate, Command};
+    let mut rx = engine("{}", WALL_RECEIVER);
+    // the sender's clock is 4 ms ahead of ours: its "due at U" is U - 4 ms here
+    let Request::TunnelClock(req) =
+        parse_request(r#"{"id":2,"cmd":"tunnel_clock","port":"t","offset_ns":4000000}"#)
+            .1
+            .unwrap()
+    else {
+        panic!("not a tunnel_clock")
+    };
+    let Ok(Command::TunnelClock { port, offset_ns }) = validate(Request::TunnelClock(req)) else {
+        panic!("refused")
+    };
+    rx.net.set_tunnel_clock(&port, offset_ns).unwrap();
+    let mut f = frame(1);
+    stamp::append(&mut f, WALL_RECEIVER + 20 * MS);
+    rx.inject(1, f, Instant(MS));
+    rx.run_to_idle();
+    let got = rx.take();
+    assert_eq!(
+        got.iter().map(|d| d.at.nanos()).collect::<Vec<_>>(),
+        vec![16 * MS]
+    );
+    // behind (negative): held longer
+    rx.net.set_tunnel_clock("t", -2 * MS as i64).unwrap();
+    let mut f = frame(2);
+    stamp::append(&mut f, WALL_RECEIVER + 30 * MS);
+    rx.inject(1, f, Instant(20 * MS));
+    rx.run_to_idle();
+    assert_eq!(
+        rx.take().iter().map(|d| d.at.nanos()).collect::<Vec<_>>(),
+        vec![32 * MS]
+    );
+    // a node's port is no tunnel; an unknown port is named; an absurd offset is refused
+    assert!(rx
+        .net
+        .set_tunnel_clock("n", 1)
+        .unwrap_err()
+        .contains("not a tunnel"));
+    assert!(rx
+        .net
+        .set_tunnel_clock("x", 1)
+        .unwrap_err()
+        .contains("no port"));
+    let Request::TunnelClock(big) =
+        parse_request(r#"{"id":3,"cmd":"tunnel_clock","port":"t","offset_ns":61000000000}"#)
+            .1
+            .unwrap()
+    else {
+        panic!("not a tunnel_clock")
+    };
+    assert!(validate(Request::TunnelClock(big))
+        .unwrap_err()
+        .starts_with("offset_ns:"));
+    let (_, bad) = parse_request(r#"{"id":4,"cmd":"tunnel_clock","port":"t","offset":1}"#);
+    assert!(bad.unwrap_err().contains("offset"));
+}

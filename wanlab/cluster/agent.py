@@ -41,6 +41,15 @@ class HostAgent:
         self.home = home
         self.netns = {os.stat("/proc/self/ns/net").st_ino, controller_netns}
         threading.Thread(target=self._serve, daemon=True).start()
+        # the clocks of the machines its parts tunnel to, told to their engines
+        from wanlab.cluster import clock
+        self.clock_error = ""
+        try:
+            self.responder: clock.Responder | None = clock.Responder()
+        except OSError as e:            # said by ``clocks``; the peers' probes go unanswered
+            self.responder = None
+            self.clock_error = f"clock responder on UDP {clock.CLOCK_PORT}: {e}"
+        self.keeper = clock.Keeper(home)
 
     def _serve(self) -> None:
         """Answer part operations on ``<home>/agent.sock`` (one thread per connection)."""
@@ -96,6 +105,13 @@ class HostAgent:
                             address], capture_output=True, text=True, check=False)
         m = re.search(r"= ([\d.]+)/", p.stdout)
         return float(m.group(1)) / 1e3 if m else None
+
+    def clocks(self) -> dict[str, Any]:
+        """The last measured offset of each machine this one's parts tunnel to (peer
+        address -> ``offset_ns``, ``rtt_ns``, ``at``), and what went wrong, if anything."""
+        errors = ([self.clock_error] if self.clock_error else []) + self.keeper.errors
+        return {"offsets": dict(self.keeper.offsets), "errors": errors,
+                "told": {k: dict(v) for k, v in self.keeper.told.items()}}
 
     def simulate_part(self, run: str, scenario: str, argv: list[str]) -> dict[str, Any]:
         """Run this machine's engine of a simulation over several machines."""

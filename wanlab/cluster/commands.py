@@ -112,6 +112,16 @@ def cmd_cluster(lab, a) -> int:
               + (f"  agent pid {r['agent_pid']}" if r.get("agent_pid") else "")
               + ("  wide-area" if r["machine"] in wide else "")
               + (f"  ({r['error']})" if r.get("error") else ""))
+        by_address = {m.address: m.name for m in info.machines}
+        clocks = r.get("clocks") or {}
+        offsets = sorted((by_address.get(k, k), v) for k, v in clocks.get("offsets", {}).items())
+        if offsets:
+            told = sum(len(v) for v in clocks.get("told", {}).values())
+            print("         clocks ahead of this one's: " + ", ".join(
+                f"{m} {v['offset_ns'] / 1e6:+.3f} ms (round trip {v['rtt_ns'] / 1e6:.3f} ms)"
+                for m, v in offsets) + f"; told to {told} tunnel ports")
+        for e in clocks.get("errors", []):
+            print(f"         clock: {e}")
     if a.matrix:
         _print_matrix(lab.store)
     return 0 if all(r["state"] == "up" for r in rows) else 1

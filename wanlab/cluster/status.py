@@ -12,7 +12,8 @@ HELLO_TIMEOUT_S = 30.0
 
 
 def status(store: Store, info: ClusterInfo) -> list[dict[str, Any]]:
-    """One row per machine: ``up`` with its agent's pid, or ``lost`` with why. On a
+    """One row per machine: ``up`` with its agent's pid and the clock offsets it last
+    measured to the machines its parts tunnel to, or ``lost`` with why. On a
     cluster joined by address a machine that came back as a new Ray node is re-pinned
     first (:func:`wanlab.cluster.join.repin`)."""
     import ray
@@ -29,6 +30,8 @@ def status(store: Store, info: ClusterInfo) -> list[dict[str, Any]]:
                 h = ray.get(agent.agent(info, m, agent.machine_home(store.home, m.name))
                             .hello.remote(), timeout=HELLO_TIMEOUT_S)
                 row.update(state="up", agent_pid=h["pid"], netns_inode=h["netns_inode"])
+                row["clocks"] = ray.get(agent.agent(info, m, agent.machine_home(
+                    store.home, m.name)).clocks.remote(), timeout=HELLO_TIMEOUT_S)
             except Exception as e:     # a lost machine: Ray says why in many ways
                 row.update(state="lost", error=f"{type(e).__name__}: {e}"[:200])
             rows.append(row)

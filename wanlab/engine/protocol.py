@@ -174,5 +174,15 @@ class Trace(Request):
 
 
 @dataclass(frozen=True)
+class TunnelClock(Request):
+    """``tunnel_clock``: how far the clock of the engine across tunnel port ``port`` is
+    ahead of this engine's (ns), so the due times it stamps are read on this clock."""
+
+    cmd: ClassVar[str] = "tunnel_clock"
+    port: str = ""
+    offset_ns: int = 0
+
+
+@dataclass(frozen=True)
 class Shutdown(Request):
     cmd: ClassVar[str] = "shutdown"

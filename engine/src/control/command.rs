@@ -64,8 +64,17 @@ pub enum Command {
         port: String,
         partition: u32,
     },
+    /// The clock offset of the engine across a tunnel port (see `TunnelClockReq`).
+    TunnelClock {
+        port: String,
+        offset_ns: i64,
+    },
     Shutdown,
 }
+
+/// Largest clock offset a tunnel port takes: beyond it the machines' clocks need fixing,
+/// not compensating.
+pub const MAX_CLOCK_OFFSET_NS: u64 = 60_000_000_000;
 
 fn selector_ok(sel: &CaptureSel) -> Result<(), String> {
     if sel.target.is_none() && (sel.member.is_some() || sel.dir.is_some()) {
@@ -144,6 +153,18 @@ pub fn validate(req: Request) -> Result<Command, String> {
             port: m.port,
             partition: m.partition,
         },
+        Request::TunnelClock(t) => {
+            if t.offset_ns.unsigned_abs() > MAX_CLOCK_OFFSET_NS {
+                return Err(format!(
+                    "offset_ns: {} is more than 60 s; synchronise the machines' clocks",
+                    t.offset_ns
+                ));
+            }
+            Command::TunnelClock {
+                port: t.port,
+                offset_ns: t.offset_ns,
+            }
+        }
         Request::Shutdown => Command::Shutdown,
     })
 }

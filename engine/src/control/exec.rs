@@ -391,6 +391,7 @@ impl Engine {
             Command::Trace { agent, clear } => self.trace(&agent, clear).map(|s| {
                 body.insert("samples".into(), s);
             }),
+            Command::TunnelClock { port, offset_ns } => self.net.set_tunnel_clock(&port, offset_ns),
             Command::MovePort { .. } => Err(
                 "move_port: only a real-time engine of several partitions (--threads 2 or more) moves ports"
                     .into(),

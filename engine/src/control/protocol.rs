@@ -481,6 +481,15 @@ pub struct MovePortReq {
     pub partition: u32,
 }
 
+/// `tunnel_clock`: how far the clock of the engine across a tunnel port is ahead of this
+/// one's (ns; negative: behind), so a due time it stamped is read on this clock.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelClockReq {
+    pub port: String,
+    pub offset_ns: i64,
+}
+
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CaptureStartReq {
@@ -529,6 +538,7 @@ pub enum Request {
     Agent(AgentCmdReq),
     Trace(TraceReq),
     MovePort(MovePortReq),
+    TunnelClock(TunnelClockReq),
     Shutdown,
 }
 
@@ -547,6 +557,7 @@ pub const COMMANDS: &[&str] = &[
     "agent",
     "trace",
     "move_port",
+    "tunnel_clock",
     "shutdown",
 ];
 
@@ -608,6 +619,7 @@ pub fn parse_request_value(v: Value) -> (Value, Result<Request, String>) {
         "agent" => args(&cmd, rest).map(Request::Agent),
         "trace" => args(&cmd, rest).map(Request::Trace),
         "move_port" => args(&cmd, rest).map(Request::MovePort),
+        "tunnel_clock" => args(&cmd, rest).map(Request::TunnelClock),
         "shutdown" => args::<Empty>(&cmd, rest).map(|_| Request::Shutdown),
         other => Err(format!(
             "cmd: unknown command \"{other}\"; supported commands are {}",

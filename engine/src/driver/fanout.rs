@@ -158,6 +158,7 @@ fn may_change_pipes(cmd: &Command) -> bool {
             | Command::Stats { .. }
             | Command::Agent { .. }
             | Command::Trace { .. }
+            | Command::TunnelClock { .. }
             | Command::Subscribe { .. }
             | Command::CaptureStop(_)
             | Command::CaptureSnapshot(_)

@@ -202,6 +202,7 @@ fn prepare(sc: &Scenario) -> Result<Vec<Timed>, String> {
             Request::Subscribe(_) => return Err(format!("{ctx}.cmd: \"subscribe\" is not available in simulate mode (use sample_interval_ns)")),
             Request::Shutdown => return Err(format!("{ctx}.cmd: \"shutdown\" is not available in simulate mode (the run ends at until_ns)")),
             Request::MovePort(_) => return Err(format!("{ctx}.cmd: \"move_port\" is not available in simulate mode (ports move only in real time)")),
+            Request::TunnelClock(_) => return Err(format!("{ctx}.cmd: \"tunnel_clock\" is not available in simulate mode (tunnels are real time)")),
             _ => {}
         }
         out.push(Timed {

@@ -120,6 +120,9 @@ struct Port {
     /// The port is a tunnel to another engine (a cluster's cut link, `wire/stamp`): frames
     /// to it carry their due time, frames from it are held until theirs.
     tunnel: bool,
+    /// How far the far engine's clock is ahead of ours (ns), measured by the cluster's
+    /// agents: its due times are read as `due - clock_ahead_ns` here.
+    clock_ahead_ns: i64,
 }
 
 /// An IPv4 destination prefix and the pipeline its frames take instead of the ingress.
@@ -372,6 +375,20 @@ impl Network {
         }
     }
 
+    /// Set the clock offset of the engine across tunnel port `id` (see `Port::clock_ahead_ns`).
+    pub fn set_tunnel_clock(&mut self, id: &str, offset_ns: i64) -> Result<(), String> {
+        let Some(pi) = self.port_index(id) else {
+            return Err(format!("port: no port {id:?}"));
+        };
+        match self.ports.get_mut(pi) {
+            Some(p) if p.tunnel => {
+                p.clock_ahead_ns = offset_ns;
+                Ok(())
+            }
+            _ => Err(format!("port: {id:?} is not a tunnel to another engine")),
+        }
+    }
+
     pub fn port_index(&self, id: &str) -> Option<PortIdx> {
         self.ports.index_of(id)
     }
@@ -419,7 +436,10 @@ impl Network {
             .tunnel
             .then(|| stamp::strip(&mut frame.data))
             .flatten()
-            .map(|unix| Instant(unix.saturating_sub(self.wall_offset_ns)))
+            .map(|unix| {
+                let here = unix.saturating_add_signed(p.clock_ahead_ns.saturating_neg());
+                Instant(here.saturating_sub(self.wall_offset_ns))
+            })
             .map(|due| due.min(now.add_nanos(MAX_HOLD_NS)));
         let pipe = classify(&p.rules, &frame.data).unwrap_or(pipe);
         let Some(slot) = self.pipes.get_mut(pipe) else {

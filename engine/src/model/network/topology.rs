@@ -65,6 +65,7 @@ impl Network {
                 unattached_drops: 0,
                 rules: Vec::new(),
                 tunnel: false,
+                clock_ahead_ns: 0,
             },
         )
     }
