@@ -220,7 +220,7 @@ def test_a_cut_links_rtt_is_its_configured_delay(cluster, tmp_path):
         import time
         deadline = time.monotonic() + 30
         while True:
-            out = wl(home, "cluster", "status").stdout
+            out = wl(home, "cluster", "status", "--clocks").stdout
             seen = dict(re.findall(r"^\s+(m[01])\s.*\n\s+clocks ahead of this one's: "
                                    r"(.*); told to [1-9]", out, re.M))
             if set(seen) == {"m0", "m1"}:

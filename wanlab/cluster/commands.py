@@ -113,7 +113,7 @@ def cmd_cluster(lab, a) -> int:
               + ("  wide-area" if r["machine"] in wide else "")
               + (f"  ({r['error']})" if r.get("error") else ""))
         by_address = {m.address: m.name for m in info.machines}
-        clocks = r.get("clocks") or {}
+        clocks = (r.get("clocks") or {}) if a.clocks else {}
         offsets = sorted((by_address.get(k, k), v) for k, v in clocks.get("offsets", {}).items())
         if offsets:
             told = sum(len(v) for v in clocks.get("told", {}).values())
@@ -262,6 +262,9 @@ def register(add) -> None:
     sp.add_argument("--address", metavar="HOST:PORT", help="with up: join an existing Ray "
                     "cluster (ray start --head / --address): one wanlab agent per machine; "
                     "down removes wanlab's agents and leaves Ray running")
+    sp.add_argument("--clocks", action="store_true", help="with status: under each "
+                    "machine, how far the clocks of the machines its parts tunnel to are "
+                    "ahead of its own (measured every 2 s, corrected in the cut links)")
     sp.add_argument("--matrix", action="store_true", help="with status: also the measured "
                     "one-way delay (and bandwidth) between the machines")
     sp.add_argument("--wide-area", metavar="all|M,M", help="with up --address (or join): the "

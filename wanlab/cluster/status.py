@@ -30,8 +30,11 @@ def status(store: Store, info: ClusterInfo) -> list[dict[str, Any]]:
                 h = ray.get(agent.agent(info, m, agent.machine_home(store.home, m.name))
                             .hello.remote(), timeout=HELLO_TIMEOUT_S)
                 row.update(state="up", agent_pid=h["pid"], netns_inode=h["netns_inode"])
-                row["clocks"] = ray.get(agent.agent(info, m, agent.machine_home(
-                    store.home, m.name)).clocks.remote(), timeout=HELLO_TIMEOUT_S)
+                try:
+                    row["clocks"] = ray.get(agent.agent(info, m, agent.machine_home(
+                        store.home, m.name)).clocks.remote(), timeout=HELLO_TIMEOUT_S)
+                except Exception as e:      # noqa: BLE001 - said, the machine is still up
+                    row["clocks"] = {"errors": [f"{type(e).__name__}: {e}"[:200]]}
             except Exception as e:     # a lost machine: Ray says why in many ways
                 row.update(state="lost", error=f"{type(e).__name__}: {e}"[:200])
             rows.append(row)
