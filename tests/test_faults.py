@@ -21,7 +21,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, needs_root, pair
+from conftest import ROOT, _own_children, needs_root, pair
 
 from wanlab.backends.emulate import cgroups, procs
 from wanlab.errors import WanlabError
@@ -233,6 +233,18 @@ def test_a_held_child_reaped_by_us_says_how_it_ended_and_is_not_polled_again():
     assert procs.exit_reason(child.pid) == "exited with signal 9"
     assert child.returncode == -signal.SIGKILL
     assert child.poll() == -signal.SIGKILL      # subprocess does not wait on the pid again
+
+
+def test_every_child_an_experiment_leaves_running_is_held(lab):
+    """A child whose Popen is dropped is reaped by subprocess when it polls the pid later;
+    if ``procs`` reaped that child first and the pid came round to an engine, that late
+    poll reaped the engine and lost its status (CI read a kill -9 as "process gone")."""
+    before = set(_own_children())
+    lab.create(pair(name="held"))
+    lab.exec("held", "a", ["true"])
+    left = set(_own_children()) - before
+    assert left, "the experiment left no process of ours running"
+    assert left <= set(procs._HELD), sorted(left - set(procs._HELD))
 
 
 # -- a dead engine or scheduler is noticed (defect 4) -----------------------------------------

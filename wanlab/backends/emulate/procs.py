@@ -71,18 +71,29 @@ EXITS: dict[int, int] = {}
 # subprocess from reaping it behind our back, and when we reap it we tell the Popen, so
 # that its finaliser never polls the pid again: with pid_max 32768 the pid soon names
 # another child, which that late poll would reap and whose exit status would be lost.
+# So every child that outlives the call that started it is held (:func:`spawn`): a
+# dropped Popen of a daemon we later reaped here once reaped a newer engine with its pid.
 _HELD: dict[int, subprocess.Popen] = {}
 
 
 def hold(proc: subprocess.Popen) -> None:
     """Reap ``proc`` here (``alive``/``kill``) so :func:`exit_reason` can say how it ended."""
     EXITS.pop(proc.pid, None)       # a status of an earlier process with the same pid
+    for pid in [p for p, held in _HELD.items() if held.returncode is not None]:
+        del _HELD[pid]              # waited for by their own Popen
     old = _HELD.get(proc.pid)
     if old is not None and old.returncode is None:
         # the pid came round, so that process was reaped elsewhere (a test's waitpid(-1)):
         # tell its Popen, or its finaliser would poll the pid and reap this new child
         old.returncode = -1
     _HELD[proc.pid] = proc
+
+
+def spawn(argv: list[str], **kw) -> subprocess.Popen:
+    """``subprocess.Popen`` of a child that outlives the caller's frame, held (above)."""
+    proc = subprocess.Popen(argv, **kw)
+    hold(proc)
+    return proc
 
 
 def _reap(pid: int) -> None:
@@ -94,7 +105,7 @@ def _reap(pid: int) -> None:
     if got == pid:
         EXITS[pid] = status
         held = _HELD.pop(pid, None)
-        if held is not None:
+        if held is not None and held.returncode is None:
             held.returncode = os.waitstatus_to_exitcode(status)
 
 
