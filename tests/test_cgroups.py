@@ -459,3 +459,47 @@ def test_nodes_run_on_the_cores_the_engines_placement_gives_them(lab):
     log = open(os.path.join(info["folder"], "engine.log")).read()
     assert "placement: partition 1" in log
     lab.terminate("cores")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_an_engine_busy_all_the_time_drops_to_normal_priority_and_back(lab):
+    """At real-time priority a partition that never sleeps (here a simulated flood far
+    beyond one core) would leave the other tasks of its core 5 % (RT throttling): it is
+    lowered after a busy second and raised again once the work is gone."""
+    b = ExperimentBuilder("busy")
+    b.engine(threads=1)
+    a, r = b.node("a"), b.node("r", kind="simulated")
+    b.link(a, r, bandwidth="100Mb", delay="1ms")
+    for i in range(100):
+        s, d = b.node(f"s{i}", kind="simulated"), b.node(f"d{i}", kind="simulated")
+        b.link(s, d, bandwidth="100Mb", delay="1ms")
+        u = b.agent("Agent/UDP", node=s, name=f"u{i}")
+        b.connect(u, b.agent("Agent/Null", node=d, name=f"n{i}"))
+        b.agent("Application/Traffic/CBR", attached=u, name=f"c{i}",
+                params={"packetSize_": 100, "rate_": 20_000_000})
+    lab.create(b.build())
+    log = os.path.join(lab.store.folder("busy"), "engine.log")
+
+    def rt(c):
+        return c.call("stats")["realtime"]
+
+    def wait(c, ok, what, timeout=15.0):
+        deadline = time.monotonic() + timeout
+        while not ok(got := rt(c)):
+            assert time.monotonic() < deadline, f"{what}: {got}"
+            time.sleep(0.2)
+        return got
+
+    with lab.engine("busy") as c:
+        prio = rt(c)["rt_priority"]
+        assert prio > 0 and rt(c)["rt_lowerings"] == 0
+        for i in range(100):
+            c.call("agent", agent=f"c{i}", action="start")
+        wait(c, lambda s: s["rt_priority"] == 0 and s["rt_lowerings"] == 1, "not lowered")
+        with open(log) as f:
+            assert "at normal priority until" in f.read()
+        for i in range(100):
+            c.call("agent", agent=f"c{i}", action="stop")
+        wait(c, lambda s: s["rt_priority"] == prio, "not raised again")
+    with open(log) as f:
+        assert f"back at real-time priority {prio}" in f.read()

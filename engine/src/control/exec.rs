@@ -72,8 +72,10 @@ pub struct RealtimeState {
     pub reply_misses: u64,
     /// Time spent polling toward deadlines (bounded by the spin budget).
     pub spin_ns: u64,
-    /// SCHED_RR priority of the packet thread (0: normal scheduling).
+    /// SCHED_RR priority of the packet thread (0: normal scheduling), and how many times it
+    /// was lowered for being busy all the time (`driver/priority.rs`).
     pub rt_priority: i32,
+    pub rt_lowerings: u64,
     /// Turns of the loop that slept (blocked in epoll), and how those sleeps ended: by their
     /// timeout (a deadline) or by a ready descriptor (a frame, a command, mail).
     pub sleeps: u64,
@@ -521,6 +523,7 @@ impl Engine {
                     "linger_unanswered": rt.reply_misses,
                     "spin_ms": rt.spin_ns as f64 / 1e6,
                     "rt_priority": rt.rt_priority,
+                    "rt_lowerings": rt.rt_lowerings,
                     "sleeps": rt.sleeps,
                     "woken_by_timer": rt.woken_by_timer,
                     "woken_by_io": rt.woken_by_io,

@@ -964,6 +964,7 @@ fn merge_realtime(objs: Vec<Option<Value>>, hist: &Histogram) -> Option<Value> {
         "woken_by_timer",
         "woken_by_io",
         "deferred_reads",
+        "rt_lowerings",
     ] {
         out.insert(k.into(), json!(objs.iter().map(|m| u(m, k)).sum::<u64>()));
     }

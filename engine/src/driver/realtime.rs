@@ -459,6 +459,8 @@ pub struct Part {
     events: Vec<libc::epoll_event>,
     idle_ns: u64,
     frames: u64,
+    /// Keeps the thread at real-time priority only while it is not busy all the time.
+    gov: priority::Governor,
 }
 
 impl Part {
@@ -503,6 +505,7 @@ impl Part {
                 woken_by_timer: 0,
                 woken_by_io: 0,
             },
+            gov: priority::Governor::new(0),
             defer: Deferred::new()?,
             opts,
             buf: Vec::new(),
@@ -782,12 +785,53 @@ impl Part {
         }
         self.drain_inbox();
         let wall = clock.now().nanos();
+        let busy = wall.saturating_sub(self.idle_ns);
         self.load.wall_ns.store(wall, Ordering::Relaxed);
-        self.load
-            .busy_ns
-            .store(wall.saturating_sub(self.idle_ns), Ordering::Relaxed);
+        self.load.busy_ns.store(busy, Ordering::Relaxed);
         self.load.frames.store(self.frames, Ordering::Relaxed);
+        self.govern(wall, busy);
         seen
+    }
+
+    /// Lower this thread to normal priority while it is busy nearly all the time, and raise
+    /// it again when it is not (`priority.rs`), saying so in the engine's log.
+    fn govern(&mut self, wall: u64, busy: u64) {
+        let Some(change) = self.gov.check(wall, busy) else {
+            return;
+        };
+        let me = self.me;
+        let got = match change {
+            priority::Change::Lower { busy_pct } => match priority::lower() {
+                Ok(()) => {
+                    eprintln!(
+                        "wanlab-engine: partition {me} busy {busy_pct} % of the last second: \
+                         at normal priority until it is under {:.0} %, so the nodes and the \
+                         control keep a share of its core",
+                        priority::Governor::RAISE_AT * 100.0
+                    );
+                    0
+                }
+                Err(e) => {
+                    eprintln!("wanlab-engine: partition {me}: cannot lower its priority: {e}");
+                    return;
+                }
+            },
+            priority::Change::Raise { busy_pct, prio } => {
+                let (got, why) = priority::raise(prio);
+                match why {
+                    Some(why) => eprintln!("wanlab-engine: partition {me}: {why}"),
+                    None => eprintln!(
+                        "wanlab-engine: partition {me} busy {busy_pct} % of the last second: \
+                         back at real-time priority {got}"
+                    ),
+                }
+                got
+            }
+        };
+        if let Some(rt) = self.engine.realtime.as_mut() {
+            rt.rt_priority = got;
+            rt.rt_lowerings = self.gov.lowerings;
+        }
     }
 
     /// Read `port`'s TAP into the network: one frame, or up to [`BATCH`] when it was read
@@ -924,12 +968,13 @@ fn pin_self(load: &PartLoad, cpu: Option<usize>) {
 
 /// Put the calling partition thread at real-time priority `prio` (not with `--busy-poll`:
 /// a thread that never sleeps must not outrank the nodes) and record it in `stats`.
-fn raise_priority(engine: &mut Engine, prio: i32, busy_poll: bool) {
+fn raise_priority(part: &mut Part, prio: i32, busy_poll: bool) {
     let (got, why) = priority::raise(if busy_poll { 0 } else { prio });
     if let Some(why) = why {
         eprintln!("wanlab-engine: --rt-priority {prio}: {why}");
     }
-    if let Some(rt) = engine.realtime.as_mut() {
+    part.gov = priority::Governor::new(got);
+    if let Some(rt) = part.engine.realtime.as_mut() {
         rt.rt_priority = got;
     }
 }
@@ -997,14 +1042,15 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
             .name(format!("partition-{}", part.me))
             .spawn(move || {
                 pin_self(&part.load, cpu);
-                raise_priority(&mut part.engine, part.opts.rt_priority, part.opts.busy_poll);
+                let (prio, busy_poll) = (part.opts.rt_priority, part.opts.busy_poll);
+                raise_priority(&mut part, prio, busy_poll);
                 f.run_loop(&mut part, &clock);
                 part.engine.flush_captures();
             })?;
         handles.push(h);
     }
     pin_self(&leader_part.load, core_of(0));
-    raise_priority(&mut leader_part.engine, opts.rt_priority, opts.busy_poll);
+    raise_priority(&mut leader_part, opts.rt_priority, opts.busy_poll);
     let mut leader = Leader::new(control, peers, acks, loads, cores, n);
     leader.run_loop(&mut leader_part, &clock);
     leader.stop_peers();
