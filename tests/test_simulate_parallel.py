@@ -82,3 +82,26 @@ def test_same_seed_same_bytes_with_1_2_and_3_threads(tmp_path):
     a = runs[1][0] / "result.json"
     for n in (2, 3):
         assert filecmp.cmp(a, runs[n][0] / "result.json", shallow=False), n
+
+
+def test_without_threads_a_simulation_takes_the_specs_engine_threads(tmp_path):
+    """``wanlab run --simulate`` without ``--threads``: the spec's ``tb-set-engine-threads``
+    (YAML ``engine: {threads: N}``), as the help says, else one thread."""
+    from wanlab.lifecycle import Lab
+    p = tmp_path / "three.tcl"
+    p.write_text(THREE_SITES.replace("$ns run", "tb-set-engine-threads 3\n$ns run"))
+    spec = load(str(p))
+    assert spec.engine_threads == 3
+    lab = Lab(str(tmp_path / "home"))
+    try:
+        ran = lab.simulate(spec, str(tmp_path / "spec"), seed=5)
+        assert ran["engine"]["threads"] == 3
+        one = lab.simulate(dataclasses.replace(spec, engine_threads=0),
+                           str(tmp_path / "plain"), seed=5)
+        assert one["engine"].get("threads", 1) == 1
+        assert lab.simulate(spec, str(tmp_path / "asked"), seed=5,
+                            threads=2)["engine"]["threads"] == 2
+    finally:
+        lab.close()
+    assert filecmp.cmp(tmp_path / "spec" / "result.json", tmp_path / "plain" / "result.json",
+                       shallow=False)

@@ -157,9 +157,9 @@ def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
              home: str | None = None, threads: int | None = None,
              cluster: bool = False) -> dict[str, Any]:
     """Run a spec file, IR or builder as a pure simulation (``wanlab run --simulate``,
-    on up to ``threads`` threads (default 1), or with ``cluster`` one engine per machine of
-    the current cluster: ``--cluster``, each on ``threads`` threads, -1: the machine's
-    cores, default: the spec's engine threads, or 1);
+    on up to ``threads`` threads (default: the spec's engine threads, or 1), or with
+    ``cluster`` one engine per machine of the current cluster: ``--cluster``, each on
+    ``threads`` threads, -1: the machine's cores, default: the spec's engine threads, or 1);
     returns the summary (event log, flows, per-link statistics, engine speed)."""
     if isinstance(description, str):
         from wanlab.frontends import load
@@ -173,6 +173,6 @@ def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
             return on_cluster(lab, description, out=out, seed=seed, duration_s=duration_s,
                               threads=threads)
         return lab.simulate(description, out=out, seed=seed, duration_s=duration_s,
-                            threads=1 if threads is None else threads)
+                            threads=threads)
     finally:
         lab.close()

@@ -101,7 +101,7 @@ def cmd_run(lab, a) -> int:
             raise WanlabError("--threads auto goes with --cluster (each machine's cores); "
                               "give a number")
         return _print_simulation(lab.simulate(exp, out=a.out, seed=a.seed,
-                                              duration_s=a.duration, threads=a.threads or 1))
+                                              duration_s=a.duration, threads=a.threads))
     if a.seed is not None or a.duration is not None or a.out or a.threads is not None:
         raise WanlabError("--seed, --duration, --out and --threads go with --simulate (an "
                           "emulation takes its seed from the spec and runs to its last event)")

@@ -607,13 +607,18 @@ class Lab:
         return summary
 
     def simulate(self, exp: Experiment, out: str | None = None, seed: int | None = None,
-                 duration_s: float | None = None, threads: int = 1,
+                 duration_s: float | None = None, threads: int | None = None,
                  engine: Any = None) -> dict[str, Any]:
         """Run ``exp`` as a pure simulation in virtual time (no namespaces, no engine
-        process left behind); results in ``out`` (default <home>/sims/<name>).
+        process left behind); results in ``out`` (default <home>/sims/<name>), on
+        ``threads`` threads (default: the spec's engine threads, ``auto`` there being this
+        machine's cores, else 1; the result is the same on any number).
         ``engine``: how to run the scenario instead of one local engine (a cluster's)."""
         from wanlab.backends.simulate.runner import simulate
         validate(exp)
+        if threads is None:
+            threads = exp.engine_threads if exp.engine_threads > 0 else \
+                len(os.sched_getaffinity(0)) if exp.engine_threads == -1 else 1
         out = out or self.store.inside("sims", exp.name)
         self.say(f"simulating {exp.name} in virtual time")
         return simulate(exp, out, seed=seed, duration_s=duration_s, threads=threads,
