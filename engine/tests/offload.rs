@@ -116,6 +116,78 @@ fn super_frame_on_shaped_link_leaves_as_wire_frames_at_exact_times() {
 }
 
 #[test]
+fn super_frame_crosses_a_fast_shaped_link_whole_when_its_last_frame_would_arrive() {
+    // 40 × (54 + 1448) B at 10 Gbit/s: 48.064 µs on the wire, under WHOLE_NS.
+    let sf = super_frame(1448, 40);
+    let bytes = 40 * (54 + 1448);
+    let wire_ns = (bytes * 8 * 1_000_000_000u64).div_ceil(10_000_000_000);
+    assert!(wire_ns <= wanlab_engine::model::pipeline::WHOLE_NS);
+    let mut vt = link(r#"{"bandwidth_bps":10000000000,"delay_us":1000}"#);
+    vt.inject_packet(0, sf.clone(), Instant::ZERO);
+    // a second one right behind it waits for the first's wire frames
+    vt.inject_packet(0, sf.clone(), Instant::ZERO);
+    vt.run_to_idle();
+    let got = vt.take();
+    assert_eq!(got.len(), 2);
+    assert_eq!((&got[0].data, got[0].vnet), (&sf.data, sf.vnet));
+    assert_eq!(got[0].at.nanos(), MS + wire_ns);
+    assert_eq!(got[1].at.nanos(), MS + 2 * wire_ns);
+    let l = &vt.net.stats(Some("l"), vt.now).unwrap().links["l"].ab;
+    let c = l.counters;
+    assert_eq!(
+        (c.in_pkts, c.out_pkts, c.out_bytes, c.peak_qlen_pkts),
+        (80, 80, 2 * bytes, 40)
+    );
+    // one queueing sample per wire frame: 40 waited nothing, 40 one super-frame's time
+    assert_eq!(l.sojourn.count, 80);
+
+    // The same at 1 Gbit/s takes 481 µs: cut into its wire frames, each at its own time.
+    let mut vt = link(r#"{"bandwidth_bps":1000000000,"delay_us":1000}"#);
+    vt.inject_packet(0, sf.clone(), Instant::ZERO);
+    vt.run_to_idle();
+    let got = vt.take();
+    assert_eq!(got.len(), 40);
+    assert_eq!(got[0].at.nanos(), MS + 12_016);
+    assert!(got.iter().all(|d| d.vnet == VnetHdr::default()));
+}
+
+#[test]
+fn a_super_frame_that_does_not_fit_the_queue_whole_is_cut_and_tail_dropped_exactly() {
+    // Room for 30 wire frames: the first 30 segments queue, the other 10 are dropped, as
+    // they would be had the sender's NIC cut them.
+    let mut vt = link(r#"{"bandwidth_bps":10000000000,"delay_us":1000,"queue":{"limit":30}}"#);
+    vt.inject_packet(0, super_frame(1448, 40), Instant::ZERO);
+    vt.run_to_idle();
+    let got = vt.take();
+    assert_eq!(got.len(), 31, "the first starts on the wire, 30 wait");
+    assert!(got.iter().all(|d| d.vnet == VnetHdr::default()));
+    let c = vt.net.stats(Some("l"), vt.now).unwrap().links["l"]
+        .ab
+        .counters;
+    assert_eq!((c.in_pkts, c.out_pkts, c.drop_queue), (40, 31, 9));
+
+    // Loss on the link: cut, whatever the rate.
+    let mut vt = link(r#"{"bandwidth_bps":10000000000,"loss":{"kind":"ordinals","drop":[2]}}"#);
+    vt.inject_packet(0, super_frame(1448, 40), Instant::ZERO);
+    vt.run_to_idle();
+    assert_eq!(vt.take().len(), 39);
+
+    // A capture: cut, so each wire frame is captured (and arrives) at its own time.
+    let mut vt = link(r#"{"bandwidth_bps":10000000000}"#);
+    let pipe = vt.net.select("l", None, Dir::Ab).unwrap()[0];
+    vt.net.set_capture(pipe, true);
+    vt.inject_packet(0, super_frame(1448, 40), Instant::ZERO);
+    vt.run_to_idle();
+    let got = vt.take();
+    assert_eq!(got.len(), 40);
+    assert_eq!(
+        got[1].at.nanos() - got[0].at.nanos(),
+        1202,
+        "1502 B at 10 Gbit/s"
+    );
+}
+
+#[test]
 fn super_frame_crosses_unlimited_link_whole() {
     let sf = super_frame(1448, 40);
     let mut vt = link(r#"{"delay_us":1000}"#);

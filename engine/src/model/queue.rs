@@ -14,9 +14,15 @@
 //! * the base probability is spread with the count of packets since the last drop
 //!   (`p / (2 - count·p)`), and scaled by `size/mean_pktsize` in byte mode;
 //! * in byte mode lengths, thresholds and limit are in bytes (`value × mean_pktsize`).
+//!
+//! An entry is a [`Packet`]: almost always one wire frame, but a TCP super-frame let through
+//! whole (`pipeline.rs`) is one entry standing for its wire frames, and counts as them in
+//! the limit, the length and the peak. Only a drop-tail queue takes such an entry, and only
+//! when all its wire frames fit ([`Queue::fits`]).
 
 use std::collections::VecDeque;
 
+use super::packet::Packet;
 use super::params::{QueueKind, QueueParams, RedParams};
 use crate::rng::Rng;
 use crate::time::Instant;
@@ -44,8 +50,10 @@ pub struct Queue {
     params: QueueParams,
     /// Limit in packets, resolved from the params and the link (auto default).
     limit_pkts: u32,
-    /// Waiting frames with their arrival times (for the sojourn time).
-    frames: VecDeque<(Vec<u8>, Instant)>,
+    /// Waiting entries with their arrival times (for the sojourn time).
+    frames: VecDeque<(Packet, Instant)>,
+    /// Wire frames and bytes of the waiting entries.
+    pkts: usize,
     bytes: usize,
     peak_pkts: usize,
     red: RedState,
@@ -58,6 +66,7 @@ impl Queue {
             params,
             limit_pkts,
             frames: VecDeque::new(),
+            pkts: 0,
             bytes: 0,
             peak_pkts: 0,
             red: RedState {
@@ -77,7 +86,7 @@ impl Queue {
     }
 
     pub fn len_pkts(&self) -> usize {
-        self.frames.len()
+        self.pkts
     }
     pub fn len_bytes(&self) -> usize {
         self.bytes
@@ -105,17 +114,22 @@ impl Queue {
         if self.params.in_bytes {
             self.bytes as f64
         } else {
-            self.frames.len() as f64
+            self.pkts as f64
         }
     }
 
-    fn over_limit(&self, size: usize) -> bool {
+    fn over_limit(&self, pkts: usize, size: usize) -> bool {
         if self.params.in_bytes {
             let limit = u64::from(self.limit_pkts) * u64::from(self.params.mean_pktsize);
             (self.bytes + size) as u64 > limit
         } else {
-            self.frames.len() as u64 + 1 > u64::from(self.limit_pkts)
+            (self.pkts + pkts) as u64 > u64::from(self.limit_pkts)
         }
+    }
+
+    /// Whether a drop-tail queue would take `pkts` wire frames of `bytes` in all now.
+    pub fn fits(&self, pkts: u64, bytes: u64) -> bool {
+        self.params.kind == QueueKind::DropTail && !self.over_limit(pkts as usize, bytes as usize)
     }
 
     /// The link finished its last transmission and found the queue empty: RED starts
@@ -131,7 +145,8 @@ impl Queue {
         self.idle_since = None;
     }
 
-    /// Offer a frame. `bandwidth_bps` is used by RED for the idle-time decay (0 = unlimited).
+    /// Offer a wire frame. `bandwidth_bps` is used by RED for the idle-time decay
+    /// (0 = unlimited).
     pub fn enqueue(
         &mut self,
         frame: Vec<u8>,
@@ -139,34 +154,52 @@ impl Queue {
         bandwidth_bps: u64,
         rng: &mut Rng,
     ) -> Result<(), (Vec<u8>, QueueDrop)> {
-        let size = frame.len();
+        self.enqueue_packet(Packet::plain(frame), now, bandwidth_bps, rng)
+            .map_err(|(p, why)| (p.data, why))
+    }
+
+    /// Offer an entry: a wire frame, or a super-frame standing for its wire frames (see the
+    /// module docs).
+    pub fn enqueue_packet(
+        &mut self,
+        pkt: Packet,
+        now: Instant,
+        bandwidth_bps: u64,
+        rng: &mut Rng,
+    ) -> Result<(), (Packet, QueueDrop)> {
+        let (pkts, size) = pkt.wire_size();
+        let (pkts, size) = (pkts as usize, size as usize);
         if let QueueKind::Red(red) = self.params.kind {
             if self.red_drops(&red, size, now, bandwidth_bps, rng) {
-                return Err((frame, QueueDrop::Red));
+                return Err((pkt, QueueDrop::Red));
             }
         }
-        if self.over_limit(size) {
-            return Err((frame, QueueDrop::Full));
+        if self.over_limit(pkts, size) {
+            return Err((pkt, QueueDrop::Full));
         }
+        self.pkts += pkts;
         self.bytes += size;
-        self.frames.push_back((frame, now));
-        self.peak_pkts = self.peak_pkts.max(self.frames.len());
+        self.frames.push_back((pkt, now));
+        self.peak_pkts = self.peak_pkts.max(self.pkts);
         Ok(())
     }
 
-    pub fn dequeue(&mut self) -> Option<Vec<u8>> {
+    pub fn dequeue(&mut self) -> Option<Packet> {
         self.dequeue_timed().map(|(f, _)| f)
     }
 
-    /// The head frame and when it arrived.
-    pub fn dequeue_timed(&mut self) -> Option<(Vec<u8>, Instant)> {
+    /// The head entry and when it arrived.
+    pub fn dequeue_timed(&mut self) -> Option<(Packet, Instant)> {
         let (f, at) = self.frames.pop_front()?;
-        self.bytes -= f.len();
+        let (pkts, size) = f.wire_size();
+        self.pkts -= pkts as usize;
+        self.bytes -= size as usize;
         Some((f, at))
     }
 
-    /// Remove every queued frame (link down); returns them for counting.
-    pub fn drain(&mut self) -> impl Iterator<Item = Vec<u8>> + '_ {
+    /// Remove every queued entry (link down); returns them for counting.
+    pub fn drain(&mut self) -> impl Iterator<Item = Packet> + '_ {
+        self.pkts = 0;
         self.bytes = 0;
         self.frames.drain(..).map(|(f, _)| f)
     }

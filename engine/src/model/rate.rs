@@ -7,6 +7,7 @@
 //! to the next nanosecond so a link can never carry more than its bandwidth.
 //! Bandwidth 0 means unlimited: zero serialization time and no queueing.
 
+use super::packet::Packet;
 use crate::time::Instant;
 
 /// Serialization time of `len` bytes at `bandwidth_bps`, in ns (0 when unlimited).
@@ -19,10 +20,11 @@ pub fn serialization_ns(len: usize, bandwidth_bps: u64) -> u64 {
     u64::try_from(bits.div_ceil(b)).unwrap_or(u64::MAX)
 }
 
-/// The frame on the wire: being serialized until `done`.
+/// The frame on the wire: being serialized until `done` (a super-frame let through whole:
+/// all its wire frames back to back).
 #[derive(Debug)]
 pub struct InService {
-    pub frame: Vec<u8>,
+    pub frame: Packet,
     pub done: Instant,
 }
 
@@ -38,8 +40,11 @@ impl Rate {
         self.current.is_some()
     }
 
-    pub fn start(&mut self, frame: Vec<u8>, now: Instant, bandwidth_bps: u64) {
-        let done = now.add_nanos(serialization_ns(frame.len(), bandwidth_bps));
+    pub fn start(&mut self, frame: Packet, now: Instant, bandwidth_bps: u64) {
+        let done = now.add_nanos(serialization_ns(
+            frame.wire_size().1 as usize,
+            bandwidth_bps,
+        ));
         self.current = Some(InService { frame, done });
     }
 

@@ -135,6 +135,11 @@ pub fn complete_csum(hdr: &VnetHdr, f: &mut [u8]) -> Result<(), GsoError> {
     Ok(())
 }
 
+/// Whether `f` is a TCP super-frame that [`to_wire`] can cut into segments.
+pub fn is_super_frame(hdr: &VnetHdr, f: &[u8]) -> bool {
+    hdr.is_gso() && hdr.gso_size > 0 && tcp_layout(hdr, f).is_ok()
+}
+
 /// Number of wire frames and their total bytes that `frame` stands for (1 and its length
 /// unless it is a well-formed TCP super-frame). Used for counters of super-frames that cross
 /// an unlimited link whole.

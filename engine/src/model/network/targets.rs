@@ -112,6 +112,7 @@ impl Network {
     pub fn set_capture(&mut self, pipe: PipeIdx, on: bool) {
         if let Some(slot) = self.pipes.get_mut(pipe) {
             slot.capture = on;
+            slot.pipe.set_captured(on);
         }
     }
 
