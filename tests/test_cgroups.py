@@ -332,10 +332,15 @@ def test_every_process_of_a_node_is_in_its_cgroup(lab):
     b.link("a", "b")
     lab.create(b.build())
     dirs = _dirs(lab, "all", "a")
-    members = _members(dirs)
     row = lab.store.get("all")
     procs = {r.name: r.detail["pid"] for r in lab.store.resources(row.id)
              if r.kind == "process" and r.detail.get("node") == "a"}
+    # the start command joins the cgroup as its first act, which may be just after create
+    # returns (CI once read the members in between)
+    deadline = time.monotonic() + 5
+    while procs["startcmd-a"] not in (members := _members(dirs)) and \
+            time.monotonic() < deadline:
+        time.sleep(0.01)
     assert procs["node-a"] in members and procs["startcmd-a"] in members, (procs, members)
     out = lab.exec("all", "a", ["cat", "/proc/self/cgroup"], capture_output=True, text=True)
     mine = {line.split(":", 2)[2] for line in out.stdout.splitlines()}
