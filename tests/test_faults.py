@@ -21,7 +21,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, _own_children, needs_root, pair
+from conftest import ROOT, needs_root, pair
 
 from wanlab.backends.emulate import cgroups, procs
 from wanlab.errors import WanlabError
@@ -235,16 +235,24 @@ def test_a_held_child_reaped_by_us_says_how_it_ended_and_is_not_polled_again():
     assert child.poll() == -signal.SIGKILL      # subprocess does not wait on the pid again
 
 
-def test_every_child_an_experiment_leaves_running_is_held(lab):
-    """A child whose Popen is dropped is reaped by subprocess when it polls the pid later;
-    if ``procs`` reaped that child first and the pid came round to an engine, that late
-    poll reaped the engine and lost its status (CI read a kill -9 as "process gone")."""
-    before = set(_own_children())
-    lab.create(pair(name="held"))
-    lab.exec("held", "a", ["true"])
-    left = set(_own_children()) - before
-    assert left, "the experiment left no process of ours running"
-    assert left <= set(procs._HELD), sorted(left - set(procs._HELD))
+def test_a_dropped_popen_of_a_child_we_reaped_never_polls_its_pid_again():
+    """A holder's or an FRR daemon's Popen is dropped while the child runs; subprocess then
+    polls its pid at every later Popen(). If procs reaped the child and the pid came round
+    to a newer engine, that poll reaped the engine and lost its status (CI read a kill -9
+    as "process gone"). procs now tells the dropped Popen what it reaped."""
+    child = subprocess.Popen(["sleep", "30"])
+    pid = child.pid
+    del child                              # dropped while it runs: into subprocess._active
+    import gc
+    gc.collect()
+    dropped = [p for p in subprocess._active if p.pid == pid]
+    assert dropped and dropped[0].returncode is None
+    os.kill(pid, signal.SIGKILL)
+    wait_gone(pid)                         # procs.alive reaps it
+    assert procs.exit_reason(pid) == "exited with signal 9"
+    assert dropped[0].returncode == -signal.SIGKILL
+    subprocess.run(["true"], check=True)   # subprocess's clean-up of dropped Popens runs
+    assert all(p.pid != pid for p in subprocess._active)
 
 
 # -- a dead engine or scheduler is noticed (defect 4) -----------------------------------------

@@ -184,11 +184,11 @@ class Runtime(Context):
             if action == "halt":
                 return "ok", "timeline halted"
             # the swap-out kills this scheduler: run it from a process of its own
-            procs.spawn([*self.control_argv,
-                         "terminate" if action == "terminate" else "swapout",
-                         self.row.name], stdin=subprocess.DEVNULL,
-                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                        start_new_session=True)
+            subprocess.Popen([*self.control_argv,
+                              "terminate" if action == "terminate" else "swapout",
+                              self.row.name], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
             return "ok", f"{action} requested"
         raise ValueError("unknown event; ns takes halt, terminate, swapout, stoprun, msg, log")
 

@@ -441,11 +441,11 @@ def start(store: Store, row, folder: str, control_argv: list[str] | None = None)
     rid = store.record(row.id, "scheduler", f"scheduler-{row.short}")
     log = open(os.path.join(folder, "scheduler.log"), "ab")
     control = ["--control", json.dumps(control_argv)] if control_argv else []
-    p = procs.spawn([sys.executable, "-m", "wanlab.run.scheduler", "--home", store.home,
-                     "--name", row.name, *control], stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=log, start_new_session=True, umask=0o077,
-                    cwd=os.path.dirname(os.path.dirname(
-                        os.path.dirname(os.path.abspath(__file__)))))
+    p = subprocess.Popen([sys.executable, "-m", "wanlab.run.scheduler", "--home", store.home,
+                          "--name", row.name, *control], stdin=subprocess.DEVNULL, stdout=log,
+                         stderr=log, start_new_session=True, umask=0o077,
+                         cwd=os.path.dirname(os.path.dirname(
+                             os.path.dirname(os.path.abspath(__file__)))))
     log.close()
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))
     _started[os.path.abspath(folder)] = p

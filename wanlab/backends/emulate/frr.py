@@ -192,7 +192,7 @@ def _spawn(store, row, np_: NodePlan, name: str, argv: list[str], out: str,
             p = nodes.popen(store, row, np_.netns, np_.name, argv, keep=FRR_CAPS, stdout=f,
                             stderr=f, **kw)
         else:
-            p = procs.spawn(argv, stdout=f, stderr=f, **kw)
+            p = subprocess.Popen(argv, stdout=f, stderr=f, **kw)
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))
 
 

@@ -191,10 +191,10 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
                 continue
             rid = store.record(row.id, "process", f"node-{node}", node=node, role="holder")
             with pidns.children_in_new():     # in the node's cgroup before it runs anything
-                p = procs.spawn(cgroups.join_argv(folder, node, _setup_argv(
-                                    ns, node, ["sh", "-c", HOLDER_INIT], folder)),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+                p = subprocess.Popen(cgroups.join_argv(folder, node, _setup_argv(
+                                         ns, node, ["sh", "-c", HOLDER_INIT], folder)),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
             st = procs.start_time(p.pid)
             store.update_resource(rid, "created", pid=p.pid, started=st)
             started.append((node, path, p, st, rid))
@@ -265,7 +265,7 @@ def popen(store: Store, row: ExperimentRow, ns: str, node: str, argv: list[str],
         pid, started = _holder(store, row, ns, node)
         try:
             with pidns.children_in(pid, started):
-                return procs.spawn(_enter_argv(store, row, node, pid, argv, keep), **kw)
+                return subprocess.Popen(_enter_argv(store, row, node, pid, argv, keep), **kw)
         except OSError as e:
             if attempt == 1 and not (procs.alive(pid, started) and not procs.exiting(pid)):
                 continue         # the holder ended just now: the next try starts a new one

@@ -71,8 +71,11 @@ EXITS: dict[int, int] = {}
 # subprocess from reaping it behind our back, and when we reap it we tell the Popen, so
 # that its finaliser never polls the pid again: with pid_max 32768 the pid soon names
 # another child, which that late poll would reap and whose exit status would be lost.
-# So every child that outlives the call that started it is held (:func:`spawn`): a
-# dropped Popen of a daemon we later reaped here once reaped a newer engine with its pid.
+# A child we do not hold may still have a Popen that was dropped while it ran: subprocess
+# keeps such Popens in its ``_active`` list and polls their pids at every later Popen().
+# When we reap that child here we tell its dropped Popen too (:func:`_tell_dropped`), or
+# that late poll would find the pid come round to a newer child and reap it (CI once read
+# a killed engine as "process gone" so).
 _HELD: dict[int, subprocess.Popen] = {}
 
 
@@ -89,13 +92,6 @@ def hold(proc: subprocess.Popen) -> None:
     _HELD[proc.pid] = proc
 
 
-def spawn(argv: list[str], **kw) -> subprocess.Popen:
-    """``subprocess.Popen`` of a child that outlives the caller's frame, held (above)."""
-    proc = subprocess.Popen(argv, **kw)
-    hold(proc)
-    return proc
-
-
 def _reap(pid: int) -> None:
     """Collect the exit status if ``pid`` is our own child (otherwise init does)."""
     try:
@@ -107,6 +103,15 @@ def _reap(pid: int) -> None:
         held = _HELD.pop(pid, None)
         if held is not None and held.returncode is None:
             held.returncode = os.waitstatus_to_exitcode(status)
+        elif held is None:
+            _tell_dropped(pid, status)
+
+
+def _tell_dropped(pid: int, status: int) -> None:
+    """Give the status of ``pid``, just reaped, to a Popen of it dropped while it ran."""
+    for p in list(getattr(subprocess, "_active", None) or ()):
+        if p.pid == pid and p.returncode is None:
+            p.returncode = os.waitstatus_to_exitcode(status)
 
 
 def exit_reason(pid: int) -> str | None:
