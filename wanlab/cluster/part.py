@@ -79,6 +79,26 @@ def _ip(ns: str, *args: str) -> None:
         raise WanlabError(f"{' '.join(argv)}: {p.stderr.strip()}")
 
 
+# How long a new tunnel waits for the old one with its VNI to go: a repaired or moved part's
+# old stub namespace, and the VXLAN device in it, is freed by the kernel's namespace
+# clean-up after its last process is reaped, asynchronously (CI once saw the repair's
+# `ip link add` refused with "A VXLAN device with the specified VNI already exists").
+VNI_FREE_S = 10.0
+
+
+def _add_vxlan(*args: str) -> None:
+    """``ip link add ... type vxlan`` from the underlay, once the VNI is free."""
+    deadline = time.monotonic() + VNI_FREE_S
+    while True:
+        try:
+            _ip("", "link", "add", *args)
+            return
+        except WanlabError as e:
+            if "VNI already exists" not in str(e) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.05)
+
+
 def _tunnels(b: stages.Build) -> None:
     """Bridge each stub's TAP on a cut link to a VXLAN device towards the machine across:
     every tunnel on a swap-in; on a modify only those of the links it (re)adds, after the
@@ -101,9 +121,9 @@ def _tunnels(b: stages.Build) -> None:
             b.store.update_resource(rid, "created")
         _ip(ns, "addr", "flush", "dev", ifname)
         # made from here (the machine's namespace, the underlay) straight into the stub's
-        _ip("", "link", "add", vx, "netns", ns, "mtu", str(TUNNEL_MTU), "type", "vxlan",
-            "id", str(t["vni"]), "remote", t["peer"], "local", t["local"],
-            "dstport", str(VXLAN_PORT))
+        _add_vxlan(vx, "netns", ns, "mtu", str(TUNNEL_MTU), "type", "vxlan",
+                   "id", str(t["vni"]), "remote", t["peer"], "local", t["local"],
+                   "dstport", str(VXLAN_PORT))
         _ip(ns, "link", "add", br, "mtu", str(TUNNEL_MTU), "type", "bridge")
         _ip(ns, "link", "set", ifname, "mtu", str(TUNNEL_MTU))
         _ip(ns, "link", "set", ifname, "master", br)
