@@ -153,8 +153,8 @@ fn super_frame_crosses_a_fast_shaped_link_whole_when_its_last_frame_would_arrive
 
 #[test]
 fn a_super_frame_that_does_not_fit_the_queue_whole_is_cut_and_tail_dropped_exactly() {
-    // Room for 30 wire frames: the first 30 segments queue, the other 10 are dropped, as
-    // they would be had the sender's NIC cut them.
+    // Room for 30 wire frames: the first segment starts on the wire, the next 30 queue and
+    // the last 9 are dropped, as they would be had the sender's NIC cut them.
     let mut vt = link(r#"{"bandwidth_bps":10000000000,"delay_us":1000,"queue":{"limit":30}}"#);
     vt.inject_packet(0, super_frame(1448, 40), Instant::ZERO);
     vt.run_to_idle();
