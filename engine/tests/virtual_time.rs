@@ -67,6 +67,38 @@ fn rate_and_delay_exact() {
 }
 
 #[test]
+fn one_timer_per_frame_and_the_queue_as_of_now() {
+    // Without jitter a direction needs no event at the end of a serialization: the first
+    // timer is the first frame's exit (18 ms), not its serialization end (8 ms) ...
+    let mut vt = link(r#"{"bandwidth_bps":1000000,"delay_us":10000}"#, "{}");
+    for i in 0..3 {
+        vt.inject(0, frame(1000, 2, 1, i), Instant::ZERO);
+    }
+    assert_eq!(vt.net.poll_at(), Some(Instant::from_millis(18)));
+    // ... yet the queue reads as of now: at 12 ms frame 0 is in flight, frame 1 on the wire
+    // (since 8 ms), frame 2 queued; and every serialization ended counts as an event.
+    vt.run_until(Instant::from_millis(12));
+    assert!(vt.take().is_empty());
+    let s = vt.net.stats(Some("l"), vt.now).unwrap();
+    assert_eq!(
+        (s.links["l"].ab.qlen_pkts, s.links["l"].ab.qlen_bytes),
+        (1, 1000)
+    );
+    assert_eq!(vt.net.events(vt.now), 1);
+    vt.run_to_idle();
+    let got: Vec<u64> = vt.take().iter().map(|d| d.at.nanos()).collect();
+    assert_eq!(got, vec![18 * MS, 26 * MS, 34 * MS]);
+    assert_eq!(vt.net.events(vt.now), 6, "3 serializations, 3 deliveries");
+    // With jitter a frame may leave before `done + delay`: the serialization end is a timer.
+    let mut vt = link(
+        r#"{"bandwidth_bps":1000000,"delay_us":10000,"jitter_us":1000}"#,
+        "{}",
+    );
+    vt.inject(0, frame(1000, 2, 1, 0), Instant::ZERO);
+    assert_eq!(vt.net.poll_at(), Some(Instant::from_millis(8)));
+}
+
+#[test]
 fn unlimited_bandwidth_only_delay() {
     let mut vt = link(r#"{"delay_us":2500.5}"#, "{}");
     vt.inject(0, frame(1500, 2, 1, 0), Instant::from_millis(1));

@@ -511,7 +511,7 @@ impl Engine {
             m.insert(
                 "realtime".into(),
                 json!({
-                    "timer_events": self.net.events(),
+                    "timer_events": self.net.events(now),
                     "late_events": l.late_events,
                     "max_late_us": l.max_late_ns as f64 / 1000.0,
                     "threshold_us": l.threshold_ns as f64 / 1000.0,

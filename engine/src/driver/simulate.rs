@@ -650,7 +650,7 @@ fn run_scenario(
     let events: u64 = pool
         .each(|e| {
             e.flush_captures();
-            e.net.events()
+            e.net.events(end)
         })?
         .into_iter()
         .sum();

@@ -82,6 +82,9 @@ pub struct Pipeline {
     hold: Option<Instant>,
     /// A capture is on (no super-frame crosses a shaped direction whole then).
     captured: bool,
+    /// Serializations finished here: model events whether or not a timer marked them
+    /// ([`Pipeline::one_timer`]).
+    serialized: u64,
 }
 
 impl Pipeline {
@@ -102,6 +105,7 @@ impl Pipeline {
             stamped: false,
             hold: None,
             captured: false,
+            serialized: 0,
             params,
         }
     }
@@ -247,6 +251,7 @@ impl Pipeline {
     /// its exact time, up to `now`.
     fn advance(&mut self, now: Instant) {
         while let Some(done) = self.rate.finish(now) {
+            self.serialized += 1;
             self.send_to_delay(done.frame, done.done);
             match self.queue.dequeue_timed() {
                 Some((next, at)) => {
@@ -291,10 +296,11 @@ impl Pipeline {
         }
     }
 
-    /// Deliver every frame due by `now` through `emit` (both halves).
-    pub fn poll(&mut self, now: Instant, emit: impl FnMut(Packet)) {
+    /// Deliver every frame due by `now` through `emit` (both halves); returns how many left
+    /// the delay stage ([`Pipeline::poll_rx`]).
+    pub fn poll(&mut self, now: Instant, emit: impl FnMut(Packet)) -> usize {
         self.advance(now);
-        self.poll_rx(now, emit);
+        self.poll_rx(now, emit)
     }
 
     /// The sending half at `now`: finish serializations due by then, start the next ones.
@@ -302,9 +308,12 @@ impl Pipeline {
         self.advance(now);
     }
 
-    /// The receiving half at `now`: deliver every frame in flight due by then.
-    pub fn poll_rx(&mut self, now: Instant, mut emit: impl FnMut(Packet)) {
+    /// The receiving half at `now`: deliver every frame in flight due by then; returns how
+    /// many left the delay stage (delivered or lost).
+    pub fn poll_rx(&mut self, now: Instant, mut emit: impl FnMut(Packet)) -> usize {
+        let mut n = 0;
         while let Some(pkt) = self.delay.pop_due(now) {
+            n += 1;
             if pkt.vnet.is_offloaded() && self.per_packet() {
                 // Loss/dup/corrupt were set while this super-frame was in flight: decide them
                 // per wire frame.
@@ -320,6 +329,7 @@ impl Pipeline {
                 self.deliver(pkt, &mut emit);
             }
         }
+        n
     }
 
     /// Loss, duplication and corruption of one frame leaving the delay stage.
@@ -385,6 +395,39 @@ impl Pipeline {
         }
         let done = self.rate.done_at()?;
         Some(done.add_nanos(super::rate::serialization_ns(self.queue.len_bytes(), bw)))
+    }
+
+    /// Whether one timer at [`Pipeline::poll_at`] can run both halves (with [`Pipeline::poll`]):
+    /// without jitter and a tunnel's stamping, a frame's serialization end is computed
+    /// exactly whenever it is looked at ([`Pipeline::advance`]: by the next offer, a change of
+    /// parameters, or the frame's own exit at `done + delay`), so it needs no event of its
+    /// own when both halves run in one place.
+    pub fn one_timer(&self) -> bool {
+        self.params.jitter_ns == 0 && !self.stamped
+    }
+
+    /// As of `now`: the serializations finished, and the frames and bytes still queued. A
+    /// direction run with [`Pipeline::one_timer`] moves frames on only when next looked at;
+    /// this counts what would have been moved by `now`.
+    pub fn settled_at(&self, now: Instant) -> (u64, u64, u64) {
+        let mut done = self.serialized;
+        let (mut pkts, mut bytes) = (self.queue.len_pkts() as u64, self.queue.len_bytes() as u64);
+        let Some(mut t) = self.rate.done_at() else {
+            return (done, pkts, bytes);
+        };
+        let mut queued = self.queue.iter();
+        while t <= now {
+            done += 1;
+            let Some(f) = queued.next() else {
+                break;
+            };
+            // `f` started at `t`
+            let (n, b) = f.wire_size();
+            pkts -= n;
+            bytes -= b;
+            t = t.add_nanos(serialization_ns(b as usize, self.params.bandwidth_bps));
+        }
+        (done, pkts, bytes)
     }
 
     /// When the sending half next needs [`Pipeline::poll_tx`] (end of a serialization).
@@ -480,6 +523,8 @@ impl Pipeline {
     /// Down drops everything queued, being serialized or in flight, and later arrivals.
     pub fn set_up(&mut self, up: bool, now: Instant) {
         if !up && self.up {
+            // what finished serializing by now is in flight (and dropped as such)
+            self.advance(now);
             let mut n = self.queue.drain().map(|p| p.wire_size().0).sum::<u64>()
                 + self.delay.drain().map(|p| p.wire_size().0).sum::<u64>();
             if let Some(s) = self.rate.current.take() {
@@ -501,6 +546,13 @@ impl Pipeline {
         c.qlen_pkts = self.queue.len_pkts() as u64;
         c.qlen_bytes = self.queue.len_bytes() as u64;
         c.peak_qlen_pkts = self.queue.peak_pkts() as u64;
+        c
+    }
+
+    /// [`Pipeline::counters`] with the queue as of `now` ([`Pipeline::settled_at`]).
+    pub fn counters_at(&self, now: Instant) -> Counters {
+        let mut c = self.counters();
+        (_, c.qlen_pkts, c.qlen_bytes) = self.settled_at(now);
         c
     }
 }

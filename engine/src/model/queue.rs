@@ -197,6 +197,11 @@ impl Queue {
         Some((f, at))
     }
 
+    /// The queued entries, head first.
+    pub fn iter(&self) -> impl Iterator<Item = &Packet> + '_ {
+        self.frames.iter().map(|(f, _)| f)
+    }
+
     /// Remove every queued entry (link down); returns them for counting.
     pub fn drain(&mut self) -> impl Iterator<Item = Packet> + '_ {
         self.pkts = 0;

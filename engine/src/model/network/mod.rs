@@ -4,7 +4,8 @@
 //! one link end or LAN membership; its *ingress* pipeline is the direction that carries its
 //! frames away (link `ab` for port `a`, LAN member `to_lan`).
 //!
-//! Scheduling: each pipeline reports `poll_at()`; the network keeps one [`timers`] queue
+//! Scheduling: each pipeline reports when its halves next need a look (one timer for both
+//! where they run in the same partition, see `one_timer`); the network keeps one [`timers`] queue
 //! ordered by the total key (time, kind, source id, sequence), so the order of simultaneous
 //! events never depends on hash order or on the driver, and an idle link costs nothing.
 //! Timers are invalidated lazily: an entry is acted on only if it is still the pipeline's
@@ -72,6 +73,13 @@ const MAX_HOLD_NS: u64 = 100_000_000_000;
 
 fn lazy_tx(p: &Pipeline) -> bool {
     p.min_flight_ns() >= LAZY_MIN_FLIGHT_NS
+}
+
+/// Whether one timer runs both halves of a direction ([`Pipeline::one_timer`]): they run in
+/// the same partition, so the end of a serialization needs no event of its own (a third of
+/// a simulated packet's events on a link that is idle between packets).
+fn one_timer(slot: &PipeSlot) -> bool {
+    slot.tx_part == slot.rx_part && slot.pipe.one_timer()
 }
 
 /// Where a pipeline delivers what leaves it.
@@ -323,8 +331,16 @@ impl Network {
     }
 
     /// Timer events processed so far.
-    pub fn events(&self) -> u64 {
+    /// Model events run so far: timer events, and the end of every serialization whether a
+    /// timer of its own marked it or not (so the count does not depend on [`one_timer`], and
+    /// with it on the partitioning).
+    pub fn events(&self, now: Instant) -> u64 {
         self.events
+            + self
+                .pipes
+                .iter()
+                .map(|s| s.pipe.settled_at(now).0)
+                .sum::<u64>()
     }
 
     /// Measure lateness of timer events against the `now` of each poll (real-time driver).
@@ -362,6 +378,11 @@ impl Network {
 
     fn count_event(&mut self, at: Instant, now: Instant) {
         self.events += 1;
+        self.count_lateness(at, now);
+    }
+
+    /// The real-time lateness of a timer event due `at` and run at `now`.
+    fn count_lateness(&mut self, at: Instant, now: Instant) {
         if let Some(l) = self.lateness.as_mut() {
             let late = now.nanos().saturating_sub(at.nanos());
             if late > l.threshold_ns {
@@ -461,6 +482,14 @@ impl Network {
         let Some(slot) = self.pipes.get_mut(pipe) else {
             return;
         };
+        if one_timer(slot) {
+            let at = slot.pipe.poll_at();
+            if let Some(t) = at.filter(|_| at != slot.scheduled_rx) {
+                slot.scheduled_rx = at;
+                self.timers.push(t, TimerKind::PipeRx, pipe);
+            }
+            return;
+        }
         let at = slot.pipe.tx_at();
         if let Some(t) = at.filter(|_| at != slot.scheduled_tx) {
             slot.scheduled_tx = at;
@@ -575,7 +604,8 @@ impl Network {
         } else {
             at
         };
-        self.count_event(due, now);
+        // (the serialization it ends is counted as an event by the pipeline)
+        self.count_lateness(due, now);
         self.reschedule(pipe);
     }
 
@@ -594,13 +624,18 @@ impl Network {
             return; // stale entry
         }
         slot.scheduled_rx = None;
-        self.count_event(at, now);
-        let Some(slot) = self.pipes.get_mut(pipe) else {
-            return;
-        };
         let mut out = std::mem::take(&mut self.scratch);
-        slot.pipe.poll_rx(at, |f| out.push(f));
+        let left = if one_timer(slot) {
+            slot.pipe.poll(at, |f| out.push(f))
+        } else {
+            slot.pipe.poll_rx(at, |f| out.push(f))
+        };
         let (sink, capture, stamped) = (slot.sink, slot.capture, slot.pipe.is_stamped());
+        // An event only if frames left the delay stage: a timer whose frames a link's going
+        // down dropped counts in neither scheduling (one timer or two, see `one_timer`).
+        if left > 0 {
+            self.count_event(at, now);
+        }
         self.reschedule(pipe);
         for f in out.drain(..) {
             if capture && f.vnet.is_offloaded() {

@@ -86,10 +86,10 @@ impl Network {
         self.hosts.by_id(id).map(|h| h.host.counters)
     }
 
-    fn counters(&self, pipe: PipeIdx) -> DirStats {
+    fn counters(&self, pipe: PipeIdx, now: Instant) -> DirStats {
         match self.pipes.get(pipe) {
             Some(s) => DirStats {
-                counters: s.pipe.counters(),
+                counters: s.pipe.counters_at(now),
                 sojourn: s.pipe.sojourn().summary(),
             },
             None => DirStats {
@@ -140,14 +140,14 @@ impl Network {
             body.links.insert(
                 l.id.clone(),
                 LinkStats {
-                    ab: self.counters(l.ab),
-                    ba: self.counters(l.ba),
+                    ab: self.counters(l.ab, now),
+                    ba: self.counters(l.ba, now),
                     up: l.up,
                     rules: l
                         .rules
                         .iter()
                         .map(|(dst, ab, ba)| {
-                            let (ab, ba) = (self.counters(*ab), self.counters(*ba));
+                            let (ab, ba) = (self.counters(*ab, now), self.counters(*ba, now));
                             (dst.clone(), RuleStats { ab, ba })
                         })
                         .collect(),
@@ -167,13 +167,13 @@ impl Network {
                 let pairs = lan
                     .pairs()
                     .filter(|&(from, _, _)| from == i)
-                    .map(|(_, to, pipe)| (port_of(to), self.counters(pipe)))
+                    .map(|(_, to, pipe)| (port_of(to), self.counters(pipe, now)))
                     .collect();
                 ms.insert(
                     port_of(i),
                     MemberStats {
-                        to_lan: self.counters(m.to_lan),
-                        from_lan: self.counters(m.from_lan),
+                        to_lan: self.counters(m.to_lan, now),
+                        from_lan: self.counters(m.from_lan, now),
                         pairs,
                     },
                 );
