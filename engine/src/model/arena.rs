@@ -106,6 +106,11 @@ impl<T> Arena<T> {
         self.slots.iter().flatten().map(|s| &s.value)
     }
 
+    /// Live values in index order, mutable.
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.slots.iter_mut().flatten().map(|s| &mut s.value)
+    }
+
     /// Live (index, value) pairs in index order.
     pub fn iter_indexed(&self) -> impl Iterator<Item = (usize, &T)> {
         self.slots

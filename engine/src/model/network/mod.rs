@@ -39,6 +39,7 @@ use crate::wire::vnet::VnetHdr;
 mod delivery;
 mod lookup;
 pub mod partition;
+mod quiet;
 pub mod spec;
 mod stats;
 mod targets;
@@ -111,6 +112,9 @@ struct PipeSlot {
     rx_part: u32,
     /// The port that feeds the sending half (its partition is the sending half's).
     from: PortIdx,
+    /// It delivers to a node far from every plain port: its deliveries are lazy timers
+    /// ([`quiet`]).
+    lazy_rx: bool,
 }
 
 #[derive(Debug)]
@@ -185,6 +189,8 @@ struct Agent {
     scheduled: Option<Instant>,
     /// Partition of its host.
     part: u32,
+    /// Its host is far from every plain port: its timers are lazy ([`quiet`]).
+    lazy: bool,
 }
 
 #[derive(Debug)]
@@ -242,6 +248,11 @@ pub struct Network {
     poll_limit: Option<u64>,
     /// This replica's share of a partitioned simulation (None: it owns everything).
     part: Option<partition::Partition>,
+    /// What [`quiet`] derives from the topology (lazy timers, the pipelines plain ports
+    /// feed) needs recomputing: the topology or a delay changed.
+    quiet_stale: bool,
+    /// Pipelines fed by a plain port (for [`Network::port_frames`]).
+    plain_fed: Vec<PipeIdx>,
     /// Unix time of instant 0 in ns: a tunnel's due times are Unix times (`wire/stamp`).
     wall_offset_ns: u64,
 }
@@ -321,6 +332,8 @@ impl Network {
             lateness_hist: None,
             poll_limit: None,
             part: None,
+            quiet_stale: false,
+            plain_fed: Vec::new(),
             wall_offset_ns: 0,
         }
     }
@@ -365,11 +378,16 @@ impl Network {
     /// Claim agent `ai`'s timer set for `at`: false if the agent is gone or the timer is
     /// stale (rescheduled since); otherwise the event is counted and the timer cleared.
     fn claim_agent_timer(&mut self, ai: usize, at: Instant, now: Instant) -> bool {
-        match self.agents.get(ai) {
-            Some(a) if a.scheduled == Some(at) => {}
+        let lazy = match self.agents.get(ai) {
+            Some(a) if a.scheduled == Some(at) => a.lazy,
             _ => return false,
-        }
-        self.count_event(at, now);
+        };
+        let due = if lazy {
+            at.add_nanos(timers::LAZY_GRACE_NS)
+        } else {
+            at
+        };
+        self.count_event(due, now);
         if let Some(a) = self.agents.get_mut(ai) {
             a.scheduled = None;
         }
@@ -479,6 +497,7 @@ impl Network {
     }
 
     fn reschedule(&mut self, pipe: PipeIdx) {
+        self.refresh_quiet();
         let Some(slot) = self.pipes.get_mut(pipe) else {
             return;
         };
@@ -486,7 +505,8 @@ impl Network {
             let at = slot.pipe.poll_at();
             if let Some(t) = at.filter(|_| at != slot.scheduled_rx) {
                 slot.scheduled_rx = at;
-                self.timers.push(t, TimerKind::PipeRx, pipe);
+                self.timers
+                    .push_as(slot.lazy_rx, t, TimerKind::PipeRx, pipe);
             }
             return;
         }
@@ -502,7 +522,8 @@ impl Network {
         let at = slot.pipe.rx_at();
         if let Some(t) = at.filter(|_| at != slot.scheduled_rx) {
             slot.scheduled_rx = at;
-            self.timers.push(t, TimerKind::PipeRx, pipe);
+            self.timers
+                .push_as(slot.lazy_rx, t, TimerKind::PipeRx, pipe);
         }
     }
 
@@ -631,10 +652,16 @@ impl Network {
             slot.pipe.poll_rx(at, |f| out.push(f))
         };
         let (sink, capture, stamped) = (slot.sink, slot.capture, slot.pipe.is_stamped());
+        let lazy = slot.lazy_rx;
         // An event only if frames left the delay stage: a timer whose frames a link's going
         // down dropped counts in neither scheduling (one timer or two, see `one_timer`).
         if left > 0 {
-            self.count_event(at, now);
+            let due = if lazy {
+                at.add_nanos(timers::LAZY_GRACE_NS)
+            } else {
+                at
+            };
+            self.count_event(due, now);
         }
         self.reschedule(pipe);
         for f in out.drain(..) {

@@ -337,10 +337,20 @@ impl Network {
     pub fn port_frames(&self) -> Vec<(String, u64)> {
         let me = self.part.as_ref().map_or(0, |p| p.me);
         let mut by_port: HashMap<PortIdx, u64> = HashMap::new();
-        for (_, s) in self.pipes.iter_indexed() {
+        let mut count = |s: &super::PipeSlot| {
             if s.tx_part == me {
                 *by_port.entry(s.from).or_insert(0) += s.pipe.counters().in_pkts;
             }
+        };
+        // (the few pipelines plain ports feed, unless the topology changed since they were
+        // listed: then all)
+        if self.quiet_stale {
+            self.pipes.iter().for_each(&mut count);
+        } else {
+            self.plain_fed
+                .iter()
+                .filter_map(|&i| self.pipes.get(i))
+                .for_each(&mut count);
         }
         self.ports
             .iter_indexed()

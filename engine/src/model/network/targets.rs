@@ -103,6 +103,7 @@ impl Network {
     }
 
     pub fn set_pipe_params(&mut self, pipe: PipeIdx, params: LinkParams, now: Instant) {
+        self.quiet_stale = true;
         if let Some(slot) = self.pipes.get_mut(pipe) {
             slot.pipe.set_params(params, now);
         }

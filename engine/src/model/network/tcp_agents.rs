@@ -113,6 +113,7 @@ impl Network {
     }
 
     fn reschedule_tcp(&mut self, ai: usize) {
+        self.refresh_quiet();
         let Some(a) = self.agents.get_mut(ai) else {
             return;
         };
@@ -124,7 +125,7 @@ impl Network {
         if at != a.scheduled {
             a.scheduled = at;
             if let Some(at) = at {
-                self.timers.push(at, TimerKind::Tcp, ai);
+                self.timers.push_as(a.lazy, at, TimerKind::Tcp, ai);
             }
         }
     }

@@ -225,6 +225,15 @@ impl TimerQueue {
         }
     }
 
+    /// [`TimerQueue::push_lazy`] if `lazy`, else [`TimerQueue::push`].
+    pub fn push_as(&mut self, lazy: bool, at: Instant, kind: TimerKind, source: usize) {
+        if lazy {
+            self.push_lazy(at, kind, source);
+        } else {
+            self.push(at, kind, source);
+        }
+    }
+
     /// When a real-time driver must run the queue next: the earliest plain entry, or the
     /// earliest lazy one plus its grace.
     pub fn wake_at(&self) -> Option<Instant> {

@@ -46,6 +46,7 @@ impl Network {
             tx_part,
             rx_part,
             from,
+            lazy_rx: false,
         })
     }
 
@@ -73,6 +74,7 @@ impl Network {
     /// Add a checked topology (the control layer checks it first, `control/check.rs`;
     /// unchecked input is still memory-safe but may leave a port attached twice).
     pub fn apply(&mut self, spec: TopologySpec, now: Instant) {
+        self.quiet_stale = true;
         let tunnels: HashSet<String> = spec.tunnels.into_iter().collect();
         for p in spec.ports {
             let tunnel = tunnels.contains(&p);
@@ -148,6 +150,7 @@ impl Network {
                     kind,
                     scheduled: None,
                     part,
+                    lazy: false,
                 },
             );
         }
@@ -299,6 +302,7 @@ impl Network {
         routers: &[String],
         ports: &[String],
     ) -> Result<Vec<PortIdx>, String> {
+        self.quiet_stale = true;
         let mut freed = HashSet::new();
         for l in links {
             let link = self

@@ -41,6 +41,7 @@ impl Network {
     }
 
     fn reschedule_agent(&mut self, ai: usize) {
+        self.refresh_quiet();
         let Some(a) = self.agents.get_mut(ai) else {
             return;
         };
@@ -48,7 +49,7 @@ impl Network {
         let at = c.poll_at();
         if let Some(t) = at.filter(|_| at != a.scheduled) {
             a.scheduled = at;
-            self.timers.push(t, TimerKind::Agent, ai);
+            self.timers.push_as(a.lazy, t, TimerKind::Agent, ai);
         }
     }
 
