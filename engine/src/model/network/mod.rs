@@ -246,6 +246,10 @@ pub struct Network {
     lateness_hist: Option<crate::stats::Histogram>,
     /// At most this many events per `poll` call (None: all that are due).
     poll_limit: Option<u64>,
+    /// Real time: plain timers run before lazy ones, and at most this many lazy ones per
+    /// `poll` call, so a backlog of a large simulated region never holds up a frame for a
+    /// TAP (None: every due event in the total order).
+    lazy_per_poll: Option<u64>,
     /// This replica's share of a partitioned simulation (None: it owns everything).
     part: Option<partition::Partition>,
     /// What [`quiet`] derives from the topology (lazy timers, the pipelines plain ports
@@ -331,6 +335,7 @@ impl Network {
             lateness: None,
             lateness_hist: None,
             poll_limit: None,
+            lazy_per_poll: None,
             part: None,
             quiet_stale: false,
             plain_fed: Vec::new(),
@@ -373,6 +378,11 @@ impl Network {
     /// behind still gets to service its I/O between batches (None: no limit).
     pub fn set_poll_limit(&mut self, max: Option<u64>) {
         self.poll_limit = max;
+    }
+
+    /// Run plain timers first and at most `max` lazy ones per poll (see the field).
+    pub fn set_lazy_per_poll(&mut self, max: Option<u64>) {
+        self.lazy_per_poll = max;
     }
 
     /// Claim agent `ai`'s timer set for `at`: false if the agent is gone or the timer is
@@ -570,6 +580,20 @@ impl Network {
         self.timers.wake_at()
     }
 
+    /// Whether lazy events due by `now` are left after a poll (at most
+    /// [`Network::set_lazy_per_poll`] of them run in one): a real-time driver polls again
+    /// before it sleeps.
+    pub fn lazy_due(&self, now: Instant) -> bool {
+        self.timers.lazy_due(now)
+    }
+
+    /// How long ago the earliest lazy event's grace ran out (0: none is overdue). Plain
+    /// events run first ([`Network::set_lazy_per_poll`]), so a backlog of lazy ones shows
+    /// here rather than in the lateness of the events a poll ran.
+    pub fn lazy_lag_ns(&self, now: Instant) -> u64 {
+        self.timers.lazy_lag_ns(now)
+    }
+
     /// Run every event due by `now`, in total order, handing outputs to `emit`.
     pub fn poll(&mut self, now: Instant, emit: impl FnMut(Output<'_>)) {
         let _ = self.poll_until(now, now, emit);
@@ -589,13 +613,30 @@ impl Network {
             l.last_poll_max_ns = 0;
         }
         let stop_at = self.poll_limit.map(|n| self.events.saturating_add(n));
-        let mut last = None;
-        while let Some(t) = self.timers.peek() {
-            if t.at > until.max(now) || stop_at.is_some_and(|s| self.events >= s) {
+        let mut last: Option<Instant> = None;
+        let mut lazy_run = 0;
+        let due_by = until.max(now);
+        loop {
+            if stop_at.is_some_and(|s| self.events >= s) {
                 break;
             }
-            self.timers.pop();
-            last = Some(t.at);
+            let t = match self.lazy_per_poll {
+                None => match self.timers.peek() {
+                    Some(t) if t.at <= due_by => {
+                        self.timers.pop();
+                        t
+                    }
+                    _ => break,
+                },
+                Some(max) => match self.timers.pop_due_plain_first(due_by, lazy_run < max) {
+                    Some((t, lazy)) => {
+                        lazy_run += u64::from(lazy);
+                        t
+                    }
+                    None => break,
+                },
+            };
+            last = last.max(Some(t.at));
             if !self.runs(&t) {
                 continue;
             }

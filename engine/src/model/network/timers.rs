@@ -234,6 +234,35 @@ impl TimerQueue {
         }
     }
 
+    /// The next entry due by `until` for a real-time driver: plain entries first, then lazy
+    /// ones while `lazy_ok` (the flag says which it is). Running a plain entry before lazy
+    /// ones due earlier is safe only because lazy entries act on nodes whose effects reach
+    /// every plain port, and every plain entry's node, later than their grace (`quiet`).
+    pub fn pop_due_plain_first(&mut self, until: Instant, lazy_ok: bool) -> Option<(Timer, bool)> {
+        if self.heap.peek().is_some_and(|t| t.at <= until) {
+            return self.heap.pop().map(|t| (t, false));
+        }
+        if lazy_ok && self.lazy.peek().is_some_and(|t| t.at <= until) {
+            return self.lazy.pop().map(|t| (t, true));
+        }
+        None
+    }
+
+    /// Whether a lazy entry is due by `now` (a real-time driver that ran its share of them
+    /// goes on without sleeping).
+    pub fn lazy_due(&self, now: Instant) -> bool {
+        self.lazy.peek().is_some_and(|t| t.at <= now)
+    }
+
+    /// How far a real-time driver is behind with lazy entries at `now`: how long ago the
+    /// earliest one's grace ran out (0 if it has not).
+    pub fn lazy_lag_ns(&self, now: Instant) -> u64 {
+        self.lazy.peek().map_or(0, |t| {
+            now.nanos()
+                .saturating_sub(t.at.nanos().saturating_add(LAZY_GRACE_NS))
+        })
+    }
+
     /// When a real-time driver must run the queue next: the earliest plain entry, or the
     /// earliest lazy one plus its grace.
     pub fn wake_at(&self) -> Option<Instant> {
@@ -321,6 +350,26 @@ mod tests {
             }
             assert_eq!(wheel.pop(), None);
         }
+    }
+
+    #[test]
+    fn a_real_time_driver_runs_plain_entries_before_lazy_ones_due_earlier() {
+        let t = Instant::from_nanos;
+        let mut q = TimerQueue::default();
+        q.push_lazy(t(1), TimerKind::Agent, 0);
+        q.push_lazy(t(2), TimerKind::Agent, 1);
+        q.push(t(3), TimerKind::PipeRx, 2);
+        q.push(t(9), TimerKind::PipeRx, 3);
+        let mut pop = |until, lazy_ok| {
+            q.pop_due_plain_first(t(until), lazy_ok)
+                .map(|(x, lazy)| (x.source, lazy))
+        };
+        assert_eq!(pop(5, true), Some((2, false)));
+        assert_eq!(pop(5, false), None, "lazy ones wait when not allowed");
+        assert_eq!(pop(5, true), Some((0, true)));
+        assert_eq!(pop(5, true), Some((1, true)));
+        assert_eq!(pop(5, true), None, "nothing else is due");
+        assert_eq!(pop(9, false), Some((3, false)));
     }
 
     #[test]
