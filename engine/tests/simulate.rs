@@ -330,3 +330,56 @@ fn bigger_scenario_event_rate() {
     eprintln!("big: {sent} packets, {} events", r["events"]);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `n` pairs of simulated hosts, each pair alone on its 1 Mbit/s, 5 ms link, CBR from one to
+/// the other's sink, started 1 ms apart.
+fn isolated_pairs(n: usize) -> Value {
+    let (mut hosts, mut links, mut agents, mut requests) = (vec![], vec![], vec![], vec![]);
+    let l = json!({"bandwidth_bps": 1_000_000, "delay_us": 5000});
+    for i in 0..n {
+        let (s, d) = (format!("s{i}"), format!("d{i}"));
+        hosts.push(json!({"host": s, "port": format!("{s}-0"), "mac": format!("02:00:00:01:00:{i:02x}"), "ip": format!("10.0.{i}.1/30")}));
+        hosts.push(json!({"host": d, "port": format!("{d}-0"), "mac": format!("02:00:00:02:00:{i:02x}"), "ip": format!("10.0.{i}.2/30")}));
+        links.push(json!({"link": format!("l{i}"), "a": format!("{s}-0"), "b": format!("{d}-0"), "ab": l, "ba": l}));
+        agents.push(json!({"agent": format!("c{i}"), "host": s, "kind": "cbr", "dst": format!("10.0.{i}.2:5000"), "size": 500, "rate_bps": 200_000}));
+        agents.push(json!({"agent": format!("k{i}"), "host": d, "kind": "sink", "port": 5000}));
+        requests.push(json!({"at_ns": 1_000_000 * (i as u64 + 1), "cmd": "agent", "agent": format!("c{i}"), "action": "start"}));
+    }
+    requests.insert(
+        0,
+        json!({"at_ns": 0, "cmd": "apply", "hosts": hosts, "links": links, "agents": agents}),
+    );
+    json!({"seed": 5, "until_ns": 3 * S, "sample_interval_ns": S, "requests": requests})
+}
+
+#[test]
+fn independent_parts_run_on_threads_of_their_own_with_the_bytes_of_one() {
+    // No link joins two pairs: nothing is cut, the partitions need no synchronisation
+    // (infinite lookahead) and must still run on the threads asked for.
+    let d = dir("pairs");
+    let sc = d.join("pairs.json");
+    std::fs::write(&sc, isolated_pairs(8).to_string()).unwrap();
+    let mut results = Vec::new();
+    for t in ["1", "2", "3"] {
+        let out = d.join(format!("r{t}.json"));
+        let o = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
+            .args([
+                "simulate",
+                sc.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--threads",
+                t,
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(err.contains(&format!(" {t} thread(s)")), "{err}");
+        results.push(std::fs::read(&out).unwrap());
+    }
+    assert_eq!(results[0], results[1]);
+    assert_eq!(results[0], results[2]);
+    let r: Value = serde_json::from_slice(&results[0]).unwrap();
+    assert!(r["stats"]["agents"]["k7"]["pkts"].as_u64().unwrap() > 100);
+}

@@ -156,7 +156,9 @@ pub fn place(g: &Graph, threads: u32) -> Placement {
             }
         }
     }
-    if lookahead == 0 || lookahead == u64::MAX {
+    // (u64::MAX: no link is cut, the partitions are independent and need no windows; 0: a
+    // cut link gives no lookahead, which `pack`'s candidates never produce)
+    if lookahead == 0 {
         return single;
     }
     Placement {

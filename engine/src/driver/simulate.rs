@@ -596,7 +596,16 @@ fn run_scenario(
                     r.index, r.cmd, r.at_ns
                 )
             })?;
-            changed = true;
+            // only these can change a delay (agents, stats, traces and captures cannot)
+            changed |= matches!(
+                r.req,
+                Request::Apply(_)
+                    | Request::Remove(_)
+                    | Request::Set(_)
+                    | Request::Down(_)
+                    | Request::Up(_)
+                    | Request::MovePort(_)
+            );
             let mut m = Map::new();
             m.insert("at_ns".into(), json!(t));
             m.insert("cmd".into(), json!(r.cmd));

@@ -257,6 +257,9 @@ pub struct Network {
     quiet_stale: bool,
     /// Pipelines fed by a plain port (for [`Network::port_frames`]).
     plain_fed: Vec<PipeIdx>,
+    /// Cut pipelines whose sending half runs here, with the partition that receives them
+    /// (for [`Network::take_cut_flights`]).
+    cut_out: Vec<(PipeIdx, u32)>,
     /// Unix time of instant 0 in ns: a tunnel's due times are Unix times (`wire/stamp`).
     wall_offset_ns: u64,
 }
@@ -339,6 +342,7 @@ impl Network {
             part: None,
             quiet_stale: false,
             plain_fed: Vec::new(),
+            cut_out: Vec::new(),
             wall_offset_ns: 0,
         }
     }

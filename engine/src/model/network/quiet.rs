@@ -19,7 +19,8 @@ use super::{Network, PortIdx, Sink, LAZY_MIN_FLIGHT_NS};
 
 impl Network {
     /// Recompute every simulated node's quiet time, and from it which deliveries and
-    /// agents' timers are lazy; list the pipelines plain ports feed.
+    /// agents' timers are lazy; list the pipelines plain ports feed and the cut ones this
+    /// replica sends on.
     fn compute_quiet(&mut self) {
         self.quiet_stale = false;
         // Nodes: each simulated router and host, by the ports it sends from.
@@ -96,9 +97,17 @@ impl Network {
             })
             .map(|(i, _)| i)
             .collect();
+        let me = self.part.as_ref().map(|p| p.me);
+        self.cut_out = self
+            .pipes
+            .iter_indexed()
+            .filter(|(_, s)| s.tx_part != s.rx_part && Some(s.tx_part) == me)
+            .map(|(i, s)| (i, s.rx_part))
+            .collect();
     }
 
-    /// Recompute what this module derives if the topology or a delay changed since.
+    /// Recompute what this module derives if the topology, a delay or the placement
+    /// changed since.
     pub(super) fn refresh_quiet(&mut self) {
         if self.quiet_stale {
             self.compute_quiet();

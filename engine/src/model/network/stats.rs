@@ -136,7 +136,7 @@ impl Network {
         for r in selected(&self.routers, target).filter(|r| self.reports_node(&r.id)) {
             body.routers.insert(r.id.clone(), r.router.counters);
         }
-        for l in selected(&self.links, target) {
+        for l in selected(&self.links, target).filter(|l| self.reports_link(l)) {
             body.links.insert(
                 l.id.clone(),
                 LinkStats {
