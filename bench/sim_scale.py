@@ -9,8 +9,9 @@ payloads. The live flow is iperf3 a → b for DURATION s (Linux TCP, cubic) and 
 
 Once every source is started, the bench waits until the engine has caught up with real
 time (its `stats` say it is not behind), then measures. For every N the run is compared
-with N = 0 of the same engine thread count in the same invocation: the goal is throughput and RTT within 2 % with N ≥ 100 000 simulated nodes
-(400 000 simulated packets/s at the default rate). The engine's ``realtime`` counters
+with N = 0 of the same engine thread count in the same invocation: the goal is throughput
+and RTT within 2 % with N ≥ 100 000 simulated nodes (400 000 simulated packets/s at the
+default rate). The engine's ``realtime`` counters
 tell whether the simulator fell behind. ``--threads 1,2`` runs every N with the engine on
 one thread, then on two (``engine: {threads: 2}``: the partitioner puts the simulated
 pairs, each its own component, on either thread, beside the live path).
@@ -173,8 +174,9 @@ def report(rows: list[dict], a: argparse.Namespace, load: list, note: str = "") 
              f"each. Baseline: the first row of the same engine thread count. Load average "
              f"(1 min) {load[0][0]:.1f} at the start, {load[1][0]:.1f} at the end "
              f"({os.cpu_count()} cores).", "",
-             "| engine threads | simulated nodes | links | sim packets/s | swap-in | caught up after | TCP Mbit/s "
-             "| ratio | RTT ms | ratio | late timer events while measured | verdict |",
+             "| engine threads | simulated nodes | links | sim packets/s | swap-in "
+             "| caught up after | TCP Mbit/s | ratio | RTT ms | ratio "
+             "| late timer events while measured | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         base = next(x for x in rows if x["threads"] == r["threads"])
