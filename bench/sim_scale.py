@@ -182,7 +182,9 @@ def report(rows: list[dict], a: argparse.Namespace, load: list, note: str = "") 
         base = next(x for x in rows if x["threads"] == r["threads"])
         tr = r["tcp_bps"] / base["tcp_bps"] if base["tcp_bps"] else None
         rr = r["rtt_ms"] / base["rtt_ms"] if base["rtt_ms"] and r["rtt_ms"] else None
-        ok = tr is not None and rr is not None and abs(tr - 1) <= 0.02 and abs(rr - 1) <= 0.02
+        # (the simulation must keep up with real time too, not only spare the live flow)
+        ok = (tr is not None and rr is not None and abs(tr - 1) <= 0.02 and abs(rr - 1) <= 0.02
+              and not (r.get("realtime") or {}).get("behind"))
         f = lambda x, spec: "-" if x is None else format(x, spec)   # noqa: E731
         behind = " (behind real time)" if (r.get("realtime") or {}).get("behind") else ""
         lines.append(f"| {r['threads']} | {r['nodes']} | {r['links']} | {r['sim_pps']} | "
