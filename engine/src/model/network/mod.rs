@@ -19,7 +19,8 @@
 //! The rest is split by what it does: [`spec`] (what `apply` takes), `check` (validation of
 //! a spec against the network), `topology` (apply and remove), `targets` (addressing link
 //! and LAN directions), `delivery` (frames into simulated routers, hosts and LAN switches),
-//! `udp_agents` and `tcp_agents` (traffic agents and their timers), `stats`.
+//! `udp_agents` and `tcp_agents` (traffic agents and their timers), `quiet` (which timers a
+//! real-time driver may run late, and other lists derived from the topology), `stats`.
 use std::collections::HashMap;
 
 use super::arena::Arena;

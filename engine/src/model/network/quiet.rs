@@ -12,6 +12,10 @@
 //! changes nothing anyone can see, because each is computed at its own event time and what
 //! it sends leaves the model later still. A large simulated region far from the emulated
 //! nodes then costs a few wake-ups per millisecond instead of one per packet.
+//!
+//! The same recomputation (whenever the topology, a delay or the placement changed) keeps the
+//! other lists the hot paths take from the topology: the pipelines plain ports feed, and the
+//! cut pipelines this replica sends on.
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
