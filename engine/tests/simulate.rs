@@ -17,6 +17,11 @@ fn dir(name: &str) -> PathBuf {
 }
 
 fn run(dir: &Path, name: &str, scenario: &Value) -> (Output, PathBuf) {
+    run_with(dir, name, scenario, &[])
+}
+
+/// [`run`] with more arguments for `wanlab-engine simulate`.
+fn run_with(dir: &Path, name: &str, scenario: &Value, extra: &[&str]) -> (Output, PathBuf) {
     let sc = dir.join(format!("{name}.json"));
     std::fs::write(&sc, scenario.to_string()).unwrap();
     let out = dir.join(format!("{name}.result.json"));
@@ -27,6 +32,7 @@ fn run(dir: &Path, name: &str, scenario: &Value) -> (Output, PathBuf) {
             "--out",
             out.to_str().unwrap(),
         ])
+        .args(extra)
         .output()
         .unwrap();
     (o, out)
@@ -357,22 +363,9 @@ fn independent_parts_run_on_threads_of_their_own_with_the_bytes_of_one() {
     // No link joins two pairs: nothing is cut, the partitions need no synchronisation
     // (infinite lookahead) and must still run on the threads asked for.
     let d = dir("pairs");
-    let sc = d.join("pairs.json");
-    std::fs::write(&sc, isolated_pairs(8).to_string()).unwrap();
     let mut results = Vec::new();
     for t in ["1", "2", "3"] {
-        let out = d.join(format!("r{t}.json"));
-        let o = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
-            .args([
-                "simulate",
-                sc.to_str().unwrap(),
-                "--out",
-                out.to_str().unwrap(),
-                "--threads",
-                t,
-            ])
-            .output()
-            .unwrap();
+        let (o, out) = run_with(&d, &format!("t{t}"), &isolated_pairs(8), &["--threads", t]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{err}");
         assert!(err.contains(&format!(" {t} thread(s)")), "{err}");
