@@ -14,7 +14,11 @@ each between its own pair of namespaces. Per repeat, for each engine binary comp
   that moving work out of the engine (``--rps``) is not mistaken for removing it, the same
   window also records the host's softirq time (/proc/stat: the receive processing steered
   to other cores runs there) and the CPU of the lab's senders and sinks, and the engine's
-  wake-ups per second (``stats`` "realtime": sleeps, and how many ended by timer / by I/O).
+  wake-ups per second (``stats`` "realtime": sleeps, and how many ended by timer / by I/O);
+* floor: right after the busy window, ``engine/examples/wake_floor.rs`` sleeps and wakes the
+  way the engine does, as often as the engine woke in the busy window, and does nothing else:
+  its CPU is what the wake-ups alone cost on this machine (kernel and hypervisor), which no
+  work inside the engine removes. The engine's CPU minus the floor is its own work.
 
 Results are medians over the repeats. Writes bench/results/engine-cpu-YYYYMMDD-HHMM.{md,json}
 and engine-cpu-latest.{md,json}. Run as root; see bench/README.md.
@@ -26,6 +30,7 @@ and engine-cpu-latest.{md,json}. Run as root; see bench/README.md.
 
 import argparse
 import datetime
+import json
 import os
 import signal
 import statistics
@@ -50,6 +55,7 @@ from netlab import (  # noqa: E402
 )
 
 RESULTS = os.path.join(ROOT, "bench", "results")
+FLOOR = os.path.join(ROOT, "target", "release", "examples", "wake_floor")
 LINKS = 10
 RATE_BPS = 10_000_000
 DELAY_US = 10_000
@@ -200,12 +206,24 @@ def one_repeat(lab, binary, label, dur, args=()):
         row["bw_max_abs_err_pct"] = max(abs(e) for e in bw) if bw else None
         row["failures"] = qfail + bfail + LINKS - len(bw)
         row["realtime"] = eng.request({"cmd": "stats"}).get("realtime", {})
+        row.update(wake_floor(row.get("busy_sleeps_per_s"), dur - 1.5))
         return row
     finally:
         eng.close()
         for p in pairs:
             lab.del_ns(p.ns_a)
             lab.del_ns(p.ns_b)
+
+
+def wake_floor(rate, window):
+    """CPU (% of a core) of ``wake_floor`` waking ``rate`` times a second for ``window`` s."""
+    if not rate or not os.path.exists(FLOOR):
+        return {}
+    r = subprocess.run([FLOOR, f"{rate:.0f}", f"{window}"], stdout=subprocess.PIPE, text=True,
+                       timeout=window + 30)
+    f = json.loads(r.stdout)
+    return {"floor_cpu_pct": f["cpu_seconds"] / f["seconds"] * 100,
+            "floor_wakes_per_s": f["wakes"] / f["seconds"]}
 
 
 def fmt(x, nd=1):
@@ -243,14 +261,22 @@ def markdown(res):
             "are host-wide and lab-wide, other work on the host adds to softirq), and the "
             "engine's wake-ups:", "",
             "| engine | engine CPU % (system part) | host softirq % | lab senders+sinks % | "
-            "sleeps/s | ended by timer/s | ended by I/O/s |", "|---|---|---|---|---|---|---|"]
+            "sleeps/s | ended by timer/s | ended by I/O/s | floor CPU % at that rate | "
+            "engine − floor |", "|---|---|---|---|---|---|---|---|---|"]
     for label, v in res["variants"].items():
         md = v["median"]
+        own = (md["busy_cpu_pct"] - md["floor_cpu_pct"]
+               if md.get("busy_cpu_pct") is not None and md.get("floor_cpu_pct") else None)
         out.append(f"| {label} | {fmt(md.get('busy_cpu_pct'))} ({fmt(md.get('busy_sys_pct'))}) | "
                    f"{fmt(md.get('busy_softirq_pct'))} | {fmt(md.get('busy_lab_pct'))} | "
                    f"{fmt(md.get('busy_sleeps_per_s'), 0)} | "
                    f"{fmt(md.get('busy_woken_by_timer_per_s'), 0)} | "
-                   f"{fmt(md.get('busy_woken_by_io_per_s'), 0)} |")
+                   f"{fmt(md.get('busy_woken_by_io_per_s'), 0)} | "
+                   f"{fmt(md.get('floor_cpu_pct'))} | {fmt(own)} |")
+    out += ["", "Floor: `engine/examples/wake_floor.rs`, run right after each busy window, "
+            "sleeping in epoll_pwait2 (timer slack 1 ns) as often as the engine woke and "
+            "doing nothing else: what the wake-ups alone cost here. The engine's CPU minus "
+            "the floor is its own work (reading, shaping, writing frames, timers).", ""]
     out += ["", "Per repeat (busy CPU %): " + "; ".join(
         f"{k}: " + ", ".join(fmt(r.get("busy_cpu_pct")) for r in v["repeats"])
         for k, v in res["variants"].items()), ""]
@@ -290,6 +316,9 @@ def main():
                     "window_s": args.window, "load_start": os.getloadavg()[0],
                     "binaries": variants, "args": extra},
            "variants": {k: {"repeats": []} for k in variants}, "errors": []}
+    if not os.path.exists(FLOOR):
+        subprocess.run(["cargo", "build", "--release", "-p", "wanlab-engine", "--example",
+                        "wake_floor"], cwd=ROOT)
     lab = Lab()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:

@@ -6,8 +6,11 @@ Runs the capacity part of the fidelity suite (``wanlab validate --only capacity`
 frames with ``wanlab-gen send --max``, iperf3 with 1 and 8 streams, 3 repetitions each)
 ``--runs`` times and reports, per path, the median over the runs of each run's median, with
 every run's figure beside it, so the spread caused by other work on the machine shows.
-Paths: ``veth``, ``router``, ``engine`` (one thread) and ``engine-2t`` (``--threads 2``:
-the link's two ports, i.e. its two directions, on two partitions pinned to two cores).
+Paths: ``veth``, ``router``, ``relay`` (``engine/examples/tap_relay.rs``: the same TAPs as
+the engine's, every frame copied from one to the other by a loop with nothing else in it, the
+ceiling of any forwarder built on TAPs), ``engine`` (one thread) and ``engine-2t``
+(``--threads 2``: the link's two ports, i.e. its two directions, on two partitions pinned to
+two cores).
 
     sudo python3 bench/engine_threads.py [--runs 3] [--full]
 
@@ -27,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import fidelity  # noqa: E402
 
-PATHS = ("veth", "router", "engine", "engine-2t")
+PATHS = ("veth", "router", "relay", "engine", "engine-2t")
 
 
 def _med(xs):
@@ -78,23 +81,23 @@ def markdown(runs: list[dict], s: dict, cmd: str) -> str:
          "these 2 cores, other work shares them: absolute figures fall and spread; the "
          "ratios within one run are the fairer comparison).", "",
          "## 64-byte frames (Mpps received)", "",
-         "| path | Mpps | vs veth | vs router | runs |", "|---|---|---|---|---|"]
-    veth, router = _med(s["pps"]["veth"]), _med(s["pps"]["router"])
+         "| path | Mpps | vs veth | vs router | vs relay | runs |", "|---|---|---|---|---|---|"]
+    base = [_med(s["pps"][b]) for b in ("veth", "router", "relay")]
     for p in PATHS:
         v = _med(s["pps"][p])
-        L.append(f"| {p} | {_fmt(v, 1e6)} | {_fmt(v / veth if v and veth else None, 1, 2)} | "
-                 f"{_fmt(v / router if v and router else None, 1, 2)} | "
-                 f"{', '.join(_fmt(x, 1e6) for x in s['pps'][p])} |")
+        L.append(f"| {p} | {_fmt(v, 1e6)} | "
+                 + "".join(f"{_fmt(v / b if v and b else None, 1, 2)} | " for b in base)
+                 + f"{', '.join(_fmt(x, 1e6) for x in s['pps'][p])} |")
     for par in (1, 8):
         L += ["", f"## TCP, {par} stream{'s' if par > 1 else ''} (Gbit/s, iperf3)", "",
-              "| path | Gbit/s | vs veth | vs router | runs |", "|---|---|---|---|---|"]
-        veth, router = _med(s["tcp"][("veth", par)]), _med(s["tcp"][("router", par)])
+              "| path | Gbit/s | vs veth | vs router | vs relay | runs |",
+              "|---|---|---|---|---|---|"]
+        base = [_med(s["tcp"][(b, par)]) for b in ("veth", "router", "relay")]
         for p in PATHS:
             v = _med(s["tcp"][(p, par)])
             L.append(f"| {p} | {_fmt(v, 1e9)} | "
-                     f"{_fmt(v / veth if v and veth else None, 1, 2)} | "
-                     f"{_fmt(v / router if v and router else None, 1, 2)} | "
-                     f"{', '.join(_fmt(x, 1e9) for x in s['tcp'][(p, par)])} |")
+                     + "".join(f"{_fmt(v / b if v and b else None, 1, 2)} | " for b in base)
+                     + f"{', '.join(_fmt(x, 1e9) for x in s['tcp'][(p, par)])} |")
     errs = [e for r in runs for e in r.get("errors", [])]
     if errs:
         L += ["", "## Errors", ""] + [f"- {e}" for e in errs]
@@ -111,6 +114,7 @@ def main() -> int:
     if os.geteuid() != 0:
         print("engine_threads.py must run as root (network namespaces)", file=sys.stderr)
         return 1
+    fidelity.build_relay()
     runs = [run_once(not a.full) for _ in range(a.runs)]
     s = summarize(runs)
     cmd = "sudo python3 bench/engine_threads.py" + (f" --runs {a.runs}" if a.runs != 3 else "") \

@@ -28,10 +28,12 @@ from netlab import (  # noqa: E402
     ENGINE,
     GEN,
     MTU,
+    RELAY,
     ROOT,
     Engine,
     EngineTopo,
     Lab,
+    RelayTopo,
     RouterTopo,
     VethTopo,
     engine_help,
@@ -68,6 +70,8 @@ class Suite:
             t = VethTopo(self.lab)
         elif kind == "router":
             t = RouterTopo(self.lab)
+        elif kind == "relay":
+            t = RelayTopo(self.lab)
         elif kind == "engine":
             t = EngineTopo(self.lab, suffix="e")
         elif kind == "engine-busypoll":
@@ -272,6 +276,9 @@ class Suite:
     # ---- capacity -----------------------------------------------------
     def paths(self):
         ps = ["veth", "router"]
+        # the ceiling of a forwarder over TAPs: what the engine's own work costs is the rest
+        if os.path.exists(RELAY):
+            ps.append("relay")
         if self.engine_ok:
             ps.append("engine")
             if self.threads:
@@ -319,7 +326,7 @@ class Suite:
                         self.error(f"tcp {kind} P{par} rep {i}", e)
                 self.res["tcp"].append({"path": kind, "parallel": par, "bps": vals,
                                         "bps_median": M.median(vals)})
-            if kind in ("engine-busypoll", "engine-2t"):
+            if kind in ("engine-busypoll", "engine-2t", "relay"):
                 self.drop_topo(kind)
         # engine-vs-baseline ratios
         cap = {r["path"]: r["pps_median"] for r in self.res["capacity"]}
@@ -327,13 +334,16 @@ class Suite:
             pps = r["pps_median"]
             r["ratio_veth"] = pps / cap["veth"] if pps and cap.get("veth") else None
             r["ratio_router"] = pps / cap["router"] if pps and cap.get("router") else None
+            r["ratio_relay"] = pps / cap["relay"] if pps and cap.get("relay") else None
             if r["path"].startswith("engine") and r["pps_median"]:
                 r["goal"] = pps >= 1e6 and (cap.get("router") is None or pps >= cap["router"])
         tcp = {(r["path"], r["parallel"]): r["bps_median"] for r in self.res["tcp"]}
         for r in self.res["tcp"]:
             v, k = tcp.get(("veth", r["parallel"])), tcp.get(("router", r["parallel"]))
+            y = tcp.get(("relay", r["parallel"]))
             r["ratio_veth"] = r["bps_median"] / v if r["bps_median"] and v else None
             r["ratio_router"] = r["bps_median"] / k if r["bps_median"] and k else None
+            r["ratio_relay"] = r["bps_median"] / y if r["bps_median"] and y else None
 
     # ---- scale ------------------------------------------------------------
     def run_scale(self):
@@ -483,6 +493,14 @@ class Suite:
         meta["loadavg_end"] = os.getloadavg()
 
 
+def build_relay():
+    """Build the capacity suite's relay baseline if this checkout has it and it is missing."""
+    if not os.path.exists(RELAY) and os.path.exists(os.path.join(ROOT, "engine", "examples")):
+        log("building the tap_relay baseline ...")
+        subprocess.run(["cargo", "build", "--release", "-p", "wanlab-engine", "--example",
+                        "tap_relay"], cwd=ROOT)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -499,6 +517,7 @@ def main():
         r = subprocess.run(["cargo", "build", "--release", "-p", "wanlab-gen"], cwd=ROOT)
         if r.returncode != 0:
             return 1
+    build_relay()
     suite = Suite(args.quick, set(args.only.split(",")) if args.only else None)
     if not suite.engine_ok:
         log(f"NOTE: {ENGINE} not found; running baselines only")

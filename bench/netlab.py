@@ -28,6 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GEN = os.environ.get("WANLAB_GEN") or os.path.join(ROOT, "target", "release", "wanlab-gen")
 ENGINE = os.environ.get("WANLAB_ENGINE") or os.path.join(ROOT, "target", "release",
                                                          "wanlab-engine")
+# The capacity baseline of a TAP forwarder with nothing in it (engine/examples/tap_relay.rs).
+RELAY = os.path.join(ROOT, "target", "release", "examples", "tap_relay")
 
 
 # Interface MTU used on every measured device: 1504 lets a 1518-byte Ethernet
@@ -302,6 +304,32 @@ class EngineTopo(Topo):
 
     def close(self):
         self.engine.close()
+
+
+class RelayTopo(Topo):
+    """Two namespaces joined by ``tap_relay``: the engine's TAP reads and writes with nothing
+    between them, the ceiling of any forwarder built on TAPs (a capacity baseline)."""
+    name = "relay"
+
+    def __init__(self, lab, suffix="y"):
+        ta, tb = f"wlb{lab.tag[-5:]}{suffix}a", f"wlb{lab.tag[-5:]}{suffix}b"
+        self.proc = lab.popen([RELAY, ta, tb])
+        if self.proc.stdout.readline().strip() != "ready":
+            self.proc.wait(timeout=5)
+            raise RuntimeError(f"tap_relay: {self.proc.stderr.read().strip()}")
+        self.ns_a = lab.add_ns(suffix + "a")
+        self.ns_b = lab.add_ns(suffix + "b")
+        self.ip_a, self.ip_b = "10.77.0.1", "10.77.0.2"
+        for ns, dev, ip in ((self.ns_a, ta, self.ip_a), (self.ns_b, tb, self.ip_b)):
+            sh(["ip", "link", "set", dev, "netns", ns])
+            sh(ns_cmd(ns, ["ip", "addr", "add", ip + "/24", "dev", dev]))
+            sh(ns_cmd(ns, ["ip", "link", "set", dev, "mtu", str(MTU), "up"]))
+        static_neigh(self.ns_a, ta, self.ip_a, self.ns_b, tb, self.ip_b)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
 
 
 def engine_help():

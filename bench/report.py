@@ -84,22 +84,28 @@ def markdown(res):
     if res["capacity"]:
         L += ["## Capacity: 64-byte frames, wanlab-gen send --max (median of 3)", "",
               "Goal (engine): >= 1 Mpps and >= kernel router.", "",
-              "| path | received Mpps | sent Mpps | loss % | vs veth | vs router | goal |",
-              "|---|---|---|---|---|---|---|"]
+              "Relay: the same TAPs copied by a program with nothing else in it "
+              "(`engine/examples/tap_relay.rs`), the ceiling of a TAP forwarder.", "",
+              "| path | received Mpps | sent Mpps | loss % | vs veth | vs router | vs relay "
+              "| goal |",
+              "|---|---|---|---|---|---|---|---|"]
         for r in res["capacity"]:
             L.append(f"| {r['path']} | {fmt(_scaled(r['pps_median'], 1e6), 3)} | "
                      f"{fmt(_scaled(r['tx_pps_median'], 1e6), 3)} | "
                      f"{fmt(r['loss_median']*100 if r['loss_median'] is not None else None, 2)} | "
                      f"{fmt(r.get('ratio_veth'), 2)} | "
-                     f"{fmt(r.get('ratio_router'), 2)} | {pf(r.get('goal'))} |")
+                     f"{fmt(r.get('ratio_router'), 2)} | {fmt(r.get('ratio_relay'), 2)} | "
+                     f"{pf(r.get('goal'))} |")
         L.append("")
     if res["tcp"]:
         L += ["## TCP throughput, iperf3 (median of 3)", "",
-              "| path | streams | Gbit/s | vs veth | vs router |", "|---|---|---|---|---|"]
+              "| path | streams | Gbit/s | vs veth | vs router | vs relay |",
+              "|---|---|---|---|---|---|"]
         for r in res["tcp"]:
             L.append(f"| {r['path']} | {r['parallel']} | "
                      f"{fmt(r['bps_median']/1e9 if r['bps_median'] else None, 3)} | "
-                     f"{fmt(r.get('ratio_veth'), 2)} | {fmt(r.get('ratio_router'), 2)} |")
+                     f"{fmt(r.get('ratio_veth'), 2)} | {fmt(r.get('ratio_router'), 2)} | "
+                     f"{fmt(r.get('ratio_relay'), 2)} |")
         L.append("")
     sc = res.get("scale") or {}
     if sc:
