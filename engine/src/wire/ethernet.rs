@@ -65,7 +65,6 @@ impl<'a> Frame<&'a [u8]> {
     }
 }
 
-/// A frame: header (`dst`, `src`, `ethertype`) followed by `payload` (no padding, no FCS).
 /// Write a frame header into the first [`HEADER_LEN`] bytes of `f` (`f` must hold them).
 pub fn write_header(f: &mut [u8], dst: Address, src: Address, ethertype: u16) {
     f[0..6].copy_from_slice(&dst.0);
@@ -73,6 +72,7 @@ pub fn write_header(f: &mut [u8], dst: Address, src: Address, ethertype: u16) {
     f[12..14].copy_from_slice(&ethertype.to_be_bytes());
 }
 
+/// A frame: header (`dst`, `src`, `ethertype`) followed by `payload` (no padding, no FCS).
 pub fn build(dst: Address, src: Address, ethertype: u16, payload: &[u8]) -> Vec<u8> {
     let mut f = Vec::with_capacity(HEADER_LEN + payload.len());
     f.extend_from_slice(&dst.0);

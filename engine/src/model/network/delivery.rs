@@ -61,6 +61,15 @@ impl Network {
         let Some(sr) = self.routers.get_mut(r) else {
             return;
         };
+        let mut f = f;
+        if !f.vnet.is_offloaded() {
+            if let Some(oif) = sr.router.forward_in_place(iface, &mut f.data) {
+                if let Some(&port) = sr.ports.get(oif) {
+                    self.receive_packet(port, Packet::plain(f.data), at);
+                }
+                return;
+            }
+        }
         let Ok(frames) = f.into_wire() else {
             sr.router.counters.dropped_other += 1;
             return;

@@ -397,12 +397,7 @@ impl Network {
             Some(a) if a.scheduled == Some(at) => a.lazy,
             _ => return false,
         };
-        let due = if lazy {
-            at.add_nanos(timers::LAZY_GRACE_NS)
-        } else {
-            at
-        };
-        self.count_event(due, now);
+        self.count_event(timers::due_at(at, lazy), now);
         if let Some(a) = self.agents.get_mut(ai) {
             a.scheduled = None;
         }
@@ -665,12 +660,7 @@ impl Network {
         }
         slot.scheduled_tx = None;
         slot.pipe.poll_tx(at);
-        // A lazy deadline is due (for the lateness statistics) at the end of its grace.
-        let due = if lazy_tx(&slot.pipe) {
-            at.add_nanos(timers::LAZY_GRACE_NS)
-        } else {
-            at
-        };
+        let due = timers::due_at(at, lazy_tx(&slot.pipe));
         // (the serialization it ends is counted as an event by the pipeline)
         self.count_lateness(due, now);
         self.reschedule(pipe);
@@ -702,12 +692,7 @@ impl Network {
         // An event only if frames left the delay stage: a timer whose frames a link's going
         // down dropped counts in neither scheduling (one timer or two, see `one_timer`).
         if left > 0 {
-            let due = if lazy {
-                at.add_nanos(timers::LAZY_GRACE_NS)
-            } else {
-                at
-            };
-            self.count_event(due, now);
+            self.count_event(timers::due_at(at, lazy), now);
         }
         self.reschedule(pipe);
         for f in out.drain(..) {

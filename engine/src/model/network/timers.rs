@@ -46,6 +46,16 @@ pub struct Timer {
 /// at the latest).
 pub const LAZY_GRACE_NS: u64 = 500_000;
 
+/// When an entry set for `at` is due, for the lateness statistics: a lazy one at the end of
+/// its grace.
+pub fn due_at(at: Instant, lazy: bool) -> Instant {
+    if lazy {
+        at.add_nanos(LAZY_GRACE_NS)
+    } else {
+        at
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct TimerQueue {
     heap: Wheel,

@@ -184,6 +184,39 @@ impl Router {
             .map(|&(i, via)| (i, via.unwrap_or(dst)))
     }
 
+    /// Forward a frame in place where [`Router::receive`] would send exactly it with a new
+    /// Ethernet header and its TTL one less: a valid IPv4 packet addressed to our MAC, not
+    /// to us, routed, TTL > 1, the next hop's MAC known and nothing after the packet. Returns
+    /// the outgoing interface; `None` leaves the frame untouched for `receive` (saves the
+    /// copies and allocations of the general path on every simulated hop).
+    pub fn forward_in_place(&mut self, iface: usize, frame: &mut [u8]) -> Option<usize> {
+        let me = self.ifaces.get(iface)?;
+        let (oif, hop) = {
+            let eth = Frame::new_checked(&*frame).ok()?;
+            if eth.dst() != me.mac || eth.ethertype() != ETH_IPV4 {
+                return None;
+            }
+            let ip = ipv4::Packet::new_checked(eth.payload()).ok()?;
+            let dst = ip.dst();
+            if ip.packet().len() + ethernet::HEADER_LEN != frame.len()
+                || ip.ttl() <= 1
+                || !ip.verify_checksum()
+                || ipv4::is_special(dst)
+                || self.own.contains_key(&dst)
+                || self.broadcasts.contains(&dst)
+            {
+                return None;
+            }
+            self.lookup(dst)?
+        };
+        let src = self.ifaces.get(oif)?.mac;
+        let mac = self.neighbours.get(oif)?.lookup(hop)?;
+        ethernet::write_header(frame, mac, src, ETH_IPV4);
+        ipv4::decrement_ttl(&mut frame[ethernet::HEADER_LEN..]);
+        self.counters.forwarded += 1;
+        Some(oif)
+    }
+
     /// A frame arrived on interface `iface`; returns the frames to send, as (interface, frame).
     pub fn receive(&mut self, iface: usize, frame: &[u8]) -> Vec<(usize, Vec<u8>)> {
         let mut out = Vec::new();
@@ -479,5 +512,61 @@ mod tests {
         assert!(out
             .iter()
             .all(|(i, f)| *i == 1 && f[..6] == [2, 0, 0, 0, 0, 9] && f[14 + 8] == 63));
+    }
+
+    /// The in-place path sends the very bytes the general one does, counts the same, and
+    /// declines whatever the general path must decide (ARP, TTL, padding, local delivery).
+    #[test]
+    fn forwarding_in_place_matches_the_general_path() {
+        let mut general = r();
+        let mut fast = r();
+        // Teach both the next hop's MAC (10.1.2.9 on interface 1).
+        let reply = arp::build(
+            arp::OP_REPLY,
+            Address([2, 0, 0, 0, 0, 9]),
+            [10, 1, 2, 9],
+            Address([2, 0, 0, 0, 1, 2]),
+            [10, 1, 2, 1],
+        );
+        let arp_frame = ethernet::build(
+            Address([2, 0, 0, 0, 1, 2]),
+            Address([2, 0, 0, 0, 0, 9]),
+            arp::ETHERTYPE,
+            &reply,
+        );
+        general.receive(1, &arp_frame);
+        fast.receive(1, &arp_frame);
+        let frame = |dst: Addr, ttl: u8, extra: usize| {
+            let mut p = ipv4::header([10, 1, 1, 5], dst, 17, ttl, 7, 8 + extra).to_vec();
+            p.truncate(20);
+            p.extend(std::iter::repeat_n(0xab, 8 + extra));
+            ethernet::build(
+                Address([2, 0, 0, 0, 1, 1]),
+                Address([2, 0, 0, 0, 0, 5]),
+                ETH_IPV4,
+                &p,
+            )
+        };
+        let ok = frame([10, 1, 2, 9], 64, 30);
+        let want = general.receive(0, &ok);
+        let mut got = ok.clone();
+        assert_eq!(fast.forward_in_place(0, &mut got), Some(1));
+        assert_eq!(want, vec![(1, got)]);
+        assert_eq!(fast.counters.forwarded, general.counters.forwarded);
+        let mut padded = ok.clone();
+        padded.push(0);
+        let unknown_mac = frame([10, 1, 2, 77], 64, 0);
+        for (what, f) in [
+            ("TTL 1", frame([10, 1, 2, 9], 1, 0)),
+            ("trailing bytes", padded),
+            ("next hop unresolved", unknown_mac),
+            ("addressed to the router", frame([10, 1, 2, 1], 64, 0)),
+            ("no route", frame([10, 77, 0, 1], 64, 0)),
+        ] {
+            let mut g = f.clone();
+            assert_eq!(fast.forward_in_place(0, &mut g), None, "{what}");
+            assert_eq!(g, f, "{what}: left untouched");
+        }
+        assert_eq!(fast.counters.forwarded, 1);
     }
 }
