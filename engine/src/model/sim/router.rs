@@ -24,10 +24,11 @@
 //!   incoming interface's address with TTL 64, are not rate-limited, and are not sent about
 //!   ICMP errors, non-first fragments or packets from 0/127/multicast sources (RFC 1812).
 //!   No MTU, no fragmentation, no redirects, no IP options processing.
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::addr_hash::{AddrMap, AddrSet};
 use super::neighbours::{Iface, NeighbourCache, Resolved};
 use crate::wire::ethernet::{self, Address, Frame};
 use crate::wire::ipv4::{self, Addr};
@@ -65,7 +66,7 @@ pub struct RouterCounters {
 
 type Pending = (Vec<u8>, bool);
 /// Networks of one prefix length: network → (interface, gateway; `None` if connected).
-type Networks = HashMap<u32, (usize, Option<Addr>)>;
+type Networks = AddrMap<u32, (usize, Option<Addr>)>;
 
 #[derive(Debug)]
 pub struct Router {
@@ -75,8 +76,8 @@ pub struct Router {
     /// wins, so lookup costs one hash probe per distinct prefix length, not one per route.
     table: Vec<(u8, Networks)>,
     /// Own addresses → interface, and directed-broadcast addresses (prefix < 31).
-    own: HashMap<Addr, usize>,
-    broadcasts: HashSet<Addr>,
+    own: AddrMap<Addr, usize>,
+    broadcasts: AddrSet<Addr>,
     /// One ARP cache per interface; waiting packets carry "is forwarded".
     neighbours: Vec<NeighbourCache<Pending>>,
     ident: u16,
@@ -150,7 +151,7 @@ impl Router {
             }
         }
         let table = by_len.into_iter().rev().collect();
-        let mut own = HashMap::new();
+        let mut own = AddrMap::default();
         for (i, f) in ifaces.iter().enumerate() {
             own.entry(f.ip).or_insert(i);
         }
