@@ -141,7 +141,7 @@ fn parse_args() -> Result<Args, String> {
     let mut busy_poll = false;
     let mut spin_us = 10u64;
     let mut linger_us = 100u64;
-    let mut spin_budget_pct = 2.0f64;
+    let mut spin_budget_pct = 10.0f64;
     let mut anticipate_us = 100u64;
     let mut coalesce_us = 20u64;
     let mut rt_priority = 0i32;

@@ -37,9 +37,11 @@
 //!   spread of burst times (at least 20 µs, at most `anticipate`). A missed prediction cancels
 //!   it until the period is seen twice again, so an idle engine still sleeps (0 % CPU) and
 //!   irregular traffic costs nothing;
-//! * lingering and anticipation poll only while the spin budget (`--spin-budget`, default 2 %
+//! * lingering and anticipation poll only while the spin budget (`--spin-budget`, default 10 %
 //!   of wall time) lasts, so dense traffic, whose reads look like answers, cannot keep the
-//!   loop polling;
+//!   loop polling. (At 2 %, the default for a while, a 1000 pps ping through one link ran out
+//!   of budget and its RTT grew by ~30 µs, over the delay goal at 5 ms; 10 × 10 Mbit/s costs
+//!   the same CPU at 2 and 10 %, `bench/engine_cpu.py`);
 //! * with `--busy-poll`: never sleep (lowest latency, one core at 100 %).
 //!
 //! Each partition thread runs at `SCHED_RR` priority `--rt-priority` (0 = off; see
