@@ -451,6 +451,53 @@ fn a_queue_build_up_shows_in_the_sojourn_distribution() {
     let _ = fx.engine.wait();
 }
 
+/// Ping from a to b over a link whose a→b direction runs at `ab_bps` (100-frame queue at
+/// 1 Mbit/s, 1000 otherwise) and b→a at least 100 Mbit/s (10 ms each way); returns the
+/// engine's stats and ping's output.
+fn ping_behind_a_queue(ab_bps: u64, ping: &[&str]) -> (Value, String) {
+    let pid = std::process::id();
+    let dir = std::env::temp_dir().join(format!("wld-{pid}-{ab_bps}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("engine.sock");
+    let engine = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
+        .args(["--socket", sock.to_str().unwrap()])
+        .args(["--log", dir.join("engine.log").to_str().unwrap()])
+        .spawn()
+        .unwrap();
+    let tag = if ab_bps == 1_000_000 { "d" } else { "e" };
+    let (nsa, nsb) = (format!("wl{tag}-{pid}-a"), format!("wl{tag}-{pid}-b"));
+    let mut fx = Fixture {
+        engine,
+        namespaces: vec![],
+        dir: dir.clone(),
+    };
+    let mut c = Client::connect(&sock);
+    let (ta, tb) = (format!("wl{tag}{pid}a"), format!("wl{tag}{pid}b"));
+    let limit = if ab_bps == 1_000_000 { 100 } else { 1000 };
+    c.req(json!({"cmd": "apply",
+        "ports": [{"port": "a", "tap": ta}, {"port": "b", "tap": tb}],
+        "links": [{"link": "l", "a": "a", "b": "b",
+                   "ab": {"bandwidth_bps": ab_bps, "delay_us": 10_000,
+                          "queue": {"kind": "droptail", "limit": limit}},
+                   "ba": {"bandwidth_bps": ab_bps.max(100_000_000), "delay_us": 10_000}}]}));
+    for (ns, tap, addr) in [(&nsa, &ta, "10.233.0.1/24"), (&nsb, &tb, "10.233.0.2/24")] {
+        sh(&["ip", "netns", "add", ns]);
+        fx.namespaces.push(ns.clone());
+        sh(&["ip", "link", "set", tap, "netns", ns]);
+        sh(&["ip", "-n", ns, "addr", "add", addr, "dev", tap]);
+        sh(&["ip", "-n", ns, "link", "set", tap, "up"]);
+    }
+    let _ = ping_min_ms(&nsa, "10.233.0.2", 1);
+    let mut args = vec!["ip", "netns", "exec", &nsa, "ping"];
+    args.extend_from_slice(ping);
+    args.push("10.233.0.2");
+    let out = sh(&args);
+    let s = c.req(json!({"cmd": "stats"}));
+    c.req(json!({"cmd": "shutdown"}));
+    let _ = fx.engine.wait();
+    (s, out)
+}
+
 /// A port whose link direction holds a long queue is read without wake-ups of its own
 /// (`driver/defer.rs`): its frames are read late and none is lost.
 #[test]
@@ -460,56 +507,10 @@ fn a_port_behind_a_long_queue_is_read_without_wake_ups_of_its_own() {
         eprintln!("skipping: needs root, ip and ping");
         return;
     }
-    let pid = std::process::id();
-    let dir = std::env::temp_dir().join(format!("wld-{pid}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let sock = dir.join("engine.sock");
-    let engine = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
-        .args(["--socket", sock.to_str().unwrap()])
-        .args(["--log", dir.join("engine.log").to_str().unwrap()])
-        .spawn()
-        .unwrap();
-    let (nsa, nsb) = (format!("wld-{pid}-a"), format!("wld-{pid}-b"));
-    let mut fx = Fixture {
-        engine,
-        namespaces: vec![],
-        dir: dir.clone(),
-    };
-    let mut c = Client::connect(&sock);
-    let (ta, tb) = (format!("wld{pid}a"), format!("wld{pid}b"));
-    c.req(json!({"cmd": "apply",
-        "ports": [{"port": "a", "tap": ta}, {"port": "b", "tap": tb}],
-        "links": [{"link": "l", "a": "a", "b": "b",
-                   "ab": {"bandwidth_bps": 1_000_000, "delay_us": 10_000,
-                          "queue": {"kind": "droptail", "limit": 100}},
-                   "ba": {"bandwidth_bps": 100_000_000, "delay_us": 10_000}}]}));
-    for (ns, tap, addr) in [(&nsa, &ta, "10.233.0.1/24"), (&nsb, &tb, "10.233.0.2/24")] {
-        sh(&["ip", "netns", "add", ns]);
-        fx.namespaces.push(ns.clone());
-        sh(&["ip", "link", "set", tap, "netns", ns]);
-        sh(&["ip", "-n", ns, "addr", "add", addr, "dev", tap]);
-        sh(&["ip", "-n", ns, "link", "set", tap, "up"]);
-    }
-    let _ = ping_min_ms(&nsa, "10.233.0.2", 1);
     // 20 echo requests of 1442-byte frames 2 ms apart: each takes 11.5 ms on the wire, so
     // from the second on they queue and port a's direction stays busy for far more than 2 ms.
-    let out = sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &nsa,
-        "ping",
-        "-c",
-        "20",
-        "-i",
-        "0.002",
-        "-s",
-        "1400",
-        "-W",
-        "5",
-        "10.233.0.2",
-    ]);
-    let s = c.req(json!({"cmd": "stats"}));
+    let ping = ["-c", "20", "-i", "0.002", "-s", "1400", "-W", "5"];
+    let (s, out) = ping_behind_a_queue(1_000_000, &ping);
     let rt = &s["realtime"];
     assert!(rt["deferred_reads"].as_u64().unwrap() >= 5, "{rt}\n{out}");
     let ab = &s["links"]["l"]["ab"];
@@ -517,8 +518,28 @@ fn a_port_behind_a_long_queue_is_read_without_wake_ups_of_its_own() {
     let replies = out.lines().filter(|l| l.contains("time=")).count();
     assert_eq!(replies, 20, "{out}");
     assert_eq!(ab["in_pkts"], ab["out_pkts"], "{ab}");
-    c.req(json!({"cmd": "shutdown"}));
-    let _ = fx.engine.wait();
+}
+
+/// A long queue of frames that serialize fast (1 Gbit/s: 11.5 µs per 1442-byte frame) is
+/// not deferred: the loop is awake every few frames anyway, and a deferred TAP's one frame
+/// per turn would let the link idle.
+#[test]
+fn a_long_queue_of_fast_frames_keeps_its_tap_read_as_usual() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !have("ip") || !have("ping") {
+        eprintln!("skipping: needs root, ip and ping");
+        return;
+    }
+    // 300 requests sent at once (preload): about 3.5 ms of queued work at 1 Gbit/s.
+    let ping = ["-c", "300", "-l", "300", "-s", "1400", "-W", "5", "-q"];
+    let (s, out) = ping_behind_a_queue(1_000_000_000, &ping);
+    let rt = &s["realtime"];
+    assert_eq!(rt["deferred_reads"], json!(0), "{rt}\n{out}");
+    let ab = &s["links"]["l"]["ab"];
+    assert!(ab["out_pkts"].as_u64().unwrap() >= 300, "{ab}\n{out}");
+    // The queue did hold more than DEFER_MIN_NS (2 ms, 174 such frames) of work at its peak:
+    // only the frames' size kept the TAP from being deferred.
+    assert!(ab["peak_qlen_pkts"].as_u64().unwrap() > 174, "{ab}\n{out}");
 }
 
 /// `--rps`: the packet thread is pinned, and each TAP's receive queue steers to the other

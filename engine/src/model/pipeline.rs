@@ -397,6 +397,20 @@ impl Pipeline {
         Some(done.add_nanos(super::rate::serialization_ns(self.queue.len_bytes(), bw)))
     }
 
+    /// Mean serialization time of the frames queued now (None: empty, down or unlimited):
+    /// how densely this direction's departures follow each other.
+    pub fn queued_frame_ns(&self) -> Option<u64> {
+        let bw = self.params.bandwidth_bps;
+        let pkts = self.queue.len_pkts();
+        if !self.up || bw == 0 || pkts == 0 {
+            return None;
+        }
+        Some(super::rate::serialization_ns(
+            self.queue.len_bytes() / pkts,
+            bw,
+        ))
+    }
+
     /// Whether one timer at [`Pipeline::poll_at`] can run both halves (with [`Pipeline::poll`]):
     /// without jitter and a tunnel's stamping, a frame's serialization end is computed
     /// exactly whenever it is looked at ([`Pipeline::advance`]: by the next offer, a change of

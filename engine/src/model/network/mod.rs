@@ -567,6 +567,14 @@ impl Network {
         slot.pipe.busy_until()
     }
 
+    /// [`Pipeline::queued_frame_ns`] of the direction that `port`'s frames enter (as for
+    /// [`Network::ingress_busy_until`]).
+    pub fn ingress_frame_ns(&self, port: PortIdx) -> Option<u64> {
+        let p = self.ports.get(port)?;
+        let slot = self.pipes.get(p.ingress?)?;
+        slot.pipe.queued_frame_ns()
+    }
+
     /// Next deadline (possibly a stale one, which only costs an early wake-up).
     pub fn poll_at(&self) -> Option<Instant> {
         self.timers.peek().map(|t| t.at)
