@@ -635,3 +635,36 @@ def test_emulab_commands_that_do_not_apply_get_one_precise_note_each(tcl):
                            (10, "tb-set-hardware pc3000", "namespaces on this host")]:
         assert f"t.tcl:{line}: {cmd}" in j and why in j
     assert e.node("a").hardware == "pc3000"
+
+
+def test_link_change_events_take_emulabs_duplex_word(tcl):
+    e = tcl("""\
+        set a [$ns node]
+        set b [$ns node]
+        set link [$ns duplex-link $a $b 10Mb 10ms DropTail]
+        $ns at 4 "$link bandwidth 3Mb duplex"
+        $ns at 5 "$link delay 20ms duplex"
+        $ns at 6 "$link plr 0.1 duplex"
+        $ns at 7 "$link bandwidth 4Mb"
+        $ns at 8 "[$ns link $b $a] bandwidth 1Mb simplex"
+        $ns run
+    """)
+    assert [(ev.action, ev.value, ev.dir) for ev in e.events] == [
+        ("bandwidth", 3_000_000, None), ("delay", 0.02, None), ("plr", 0.1, None),
+        ("bandwidth", 4_000_000, None), ("bandwidth", 1_000_000, "ba")]
+    with pytest.raises(SpecError, match=r"t.tcl:6: .*'simplex' needs one direction"):
+        tcl("""\
+            set a [$ns node]
+            set b [$ns node]
+            set link [$ns duplex-link $a $b 10Mb 10ms DropTail]
+            $ns at 4 "$link bandwidth 3Mb simplex"
+            $ns run
+        """)
+    with pytest.raises(SpecError, match=r"t.tcl:6: .*needs one bandwidth, got 2 words"):
+        tcl("""\
+            set a [$ns node]
+            set b [$ns node]
+            set link [$ns duplex-link $a $b 10Mb 10ms DropTail]
+            $ns at 4 "$link bandwidth 3Mb 4Mb"
+            $ns run
+        """)
