@@ -668,3 +668,22 @@ def test_link_change_events_take_emulabs_duplex_word(tcl):
             $ns at 4 "$link bandwidth 3Mb 4Mb"
             $ns run
         """)
+
+
+def test_nested_sets_name_the_object_after_the_inner_variable(tcl):
+    e = tcl("""\
+        set r [set routerp [$ns node]]
+        set a [set b [set c [$ns node]]]
+        set h [$ns node]
+        set link [$ns duplex-link $r $h 10Mb 10ms DropTail]
+        tb-set-node-startcmd $routerp "echo hi"
+        tb-set-node-startcmd $a "echo a"
+        $ns node
+        set x node0
+        $ns at 1 "$r reboot"
+        $ns run
+    """)
+    assert [n.name for n in e.nodes] == ["routerp", "c", "h", "x"]
+    assert (e.links[0].a, e.links[0].b) == ("routerp", "h")
+    assert e.node("routerp").startcmd == "echo hi" and e.node("c").startcmd == "echo a"
+    assert e.events[0].target == "routerp"
