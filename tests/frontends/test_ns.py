@@ -687,3 +687,21 @@ def test_nested_sets_name_the_object_after_the_inner_variable(tcl):
     assert (e.links[0].a, e.links[0].b) == ("routerp", "h")
     assert e.node("routerp").startcmd == "echo hi" and e.node("c").startcmd == "echo a"
     assert e.events[0].target == "routerp"
+
+
+def test_a_command_naming_the_ends_of_two_links_names_both(tcl):
+    body = """\
+        set a [$ns node]
+        set b [$ns node]
+        set l1 [$ns duplex-link $a $b 10Mb 10ms DropTail]
+        set l2 [$ns duplex-link $a $b 10Mb 10ms DropTail]
+        {}
+        $ns run
+    """
+    with pytest.raises(SpecError, match=r"t.tcl:7: tb-set-link-loss: a and b are joined by 2 "
+                                        r"links \(l1, l2\)"):
+        tcl(body.replace("{}", "tb-set-link-loss $a $b 0.01"))
+    with pytest.raises(SpecError, match=r"t.tcl:7: \$ns cost: .*\(l1, l2\)"):
+        tcl(body.replace("{}", "$ns cost $a $b 3"))
+    e = tcl(body.replace("{}", "tb-set-link-loss $l2 0.01"))
+    assert (e.links[0].ab.loss, e.links[1].ab.loss) == (0.0, 0.01)

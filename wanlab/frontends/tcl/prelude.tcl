@@ -560,9 +560,12 @@ proc ::wl::link_between {n1 n2 what} {
     if {![info exists ::wl::cache(links,$h1,$h2)]} {
         ::wl::fail "$what: no link between $n1 and $n2"
     }
-    set n1 $h1
-    set n2 $h2
-    return [lindex $::wl::cache(links,$n1,$n2) 0]
+    set hs $::wl::cache(links,$h1,$h2)
+    if {[llength $hs] > 1} {
+        set names [lmap h $hs { ::wl::N $h }]
+        ::wl::fail "$what: $n1 and $n2 are joined by [llength $hs] links ([join $names {, }]): name the link instead of its ends"
+    }
+    return [lindex $hs 0]
 }
 
 # A simplex direction object for link h ("ab" or "ba"), cached.
