@@ -207,3 +207,15 @@ def test_show_summarises_a_large_experiment_and_selects_parts(tmp_path):
     bad = wanlab(tmp_path, "show", "chain", "--node", "ghost")
     assert bad.returncode == 2 and "no node 'ghost'" in bad.stderr
     assert wanlab(tmp_path, "terminate", "chain").returncode == 0
+
+
+def test_parse_warns_of_link_addresses_in_two_subnets(tmp_path):
+    spec = tmp_path / "t.tcl"
+    spec.write_text("set ns [new Simulator]\nsource tb_compat.tcl\nset a [$ns node]\n"
+                    "set b [$ns node]\nset link [$ns duplex-link $a $b 10Mb 10ms DropTail]\n"
+                    "tb-set-ip-link $a $link 10.1.1.2\ntb-set-ip-link $b $link 10.1.2.3\n"
+                    "$ns run\n")
+    p = wanlab(tmp_path, "parse", str(spec))
+    assert p.returncode == 0, p.stderr
+    assert f"{spec}:5: addresses 10.1.1.2 and 10.1.2.3 of 'link' are not in one subnet /24: " \
+        "configured as given" in p.stderr

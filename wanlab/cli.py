@@ -30,8 +30,8 @@ def _load(path: str, a=None):
 def cmd_parse(lab, a) -> int:
     from wanlab.plan.plan import make_plan
     exp = _load(a.file, a)
-    make_plan(exp, "0000")       # addressing and routes: an impossible plan fails here
-    for w in exp.warnings:
+    plan = make_plan(exp, "0000")    # addressing and routes: an impossible plan fails here
+    for w in (*exp.warnings, *plan.warnings):
         print(f"wanlab: warning: {w}", file=sys.stderr)
     if a.json:
         print(exp.dumps())
