@@ -705,3 +705,24 @@ def test_a_command_naming_the_ends_of_two_links_names_both(tcl):
         tcl(body.replace("{}", "$ns cost $a $b 3"))
     e = tcl(body.replace("{}", "tb-set-link-loss $l2 0.01"))
     assert (e.links[0].ab.loss, e.links[1].ab.loss) == (0.0, 0.01)
+
+
+def test_simulated_nodes_run_no_programs(tcl):
+    body = """\
+        set e [$ns node]
+        $ns make-simulated {
+            set h [$ns node]
+        }
+        $ns duplex-link $e $h 10Mb 5ms DropTail
+        {}
+        $ns run
+    """
+    with pytest.raises(SpecError, match=r"t.tcl:5: nodes.h.startcmd: node 'h' is simulated "
+                                        r"in the engine: it "
+                                        r"runs no programs, so no start command"):
+        tcl(body.replace("{}", 'tb-set-node-startcmd $h "echo hi"'))
+    with pytest.raises(SpecError, match=r"t.tcl:8: program 'p' is on node 'h', which is "
+                                        r"simulated"):
+        tcl(body.replace("{}", 'set p [$h program-agent -command "sleep 1"]'))
+    e = tcl(body.replace("{}", 'tb-set-node-startcmd $e "echo hi"'))
+    assert e.node("h").kind == "simulated" and e.node("e").startcmd == "echo hi"

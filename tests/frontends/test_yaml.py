@@ -20,8 +20,8 @@ def test_full_form(tmp_path):
         name: demo
         seed: 7
         routing: ospf
-        nodes: [a, b, {name: c, os: UBUNTU, startcmd: "echo hi", kind: simulated,
-                       routes: [{dst: 10.0.0.0/8, via: b}]}]
+        nodes: [a, {name: b, startcmd: "echo hi"}, {name: c, os: UBUNTU, kind: simulated,
+                                                    routes: [{dst: 10.0.0.0/8, via: b}]}]
         links:
           - {name: l0, nodes: [a, b], bandwidth: 10Mb, delay: 10ms, loss: 0.01,
              queue: {kind: red, limit: 50, thresh: 5, maxthresh: 15, gentle: true},
@@ -43,7 +43,7 @@ def test_full_form(tmp_path):
     """, tmp_path)
     assert (e.name, e.seed, e.rtproto) == ("demo", 7, "ospf")
     c = e.node("c")
-    assert c.kind == "simulated" and c.routes[0].via == "b" and c.startcmd == "echo hi"
+    assert c.kind == "simulated" and c.routes[0].via == "b" and e.node("b").startcmd == "echo hi"
     l = e.links[0]
     assert l.ab.delay_s == 0.01 and l.ba.delay_s == 0.03 and l.ab.queue.gentle
     assert (l.ip_a, l.ip_b, l.netmask, l.cost) == ("10.0.0.1", "10.0.0.2", "24", 3)
