@@ -387,8 +387,10 @@ def _show_summary(info: dict, a) -> bool:
     print(f"nodes (first {min(SHOW_FIRST, len(nodes))}; one in full: wanlab show {name} "
           f"--node NODE):")
     for n, d in list(nodes.items())[:SHOW_FIRST]:
+        ifs = d["interfaces"]
         print(f"  {n}: " + ", ".join(f"{i['ifname']} {i['ip']} on {i['network']}"
-                                     for i in d["interfaces"]))
+                                     for i in ifs[:4])
+              + (f", ... ({len(ifs)} interfaces)" if len(ifs) > 4 else ""))
     nets = [f"{l['name']}: {l['a']} <-> {l['b']}" for l in links] + \
         [f"{l['name']}: {' '.join(l['members'][:8])}" + (" ..." if len(l["members"]) > 8
                                                           else "") for l in lans]
