@@ -148,3 +148,47 @@ def test_random_traffic_plans_in_both_back_ends():
     assert "agents" not in make_plan(exp, "abcd").engine
     plan = make_plan(exp, "abcd", simulate_all=True)
     assert [a["kind"] for a in plan.engine["agents"]] == ["sink", "onoff"]
+
+
+def test_addresses_of_one_network_in_several_subnets_are_configured_as_given():
+    # Emulab configures such addresses; the members of one subnet still reach each other
+    exp = validate(Experiment("x", nodes=tuple(Node(n) for n in "abcd"), links=(
+        Link("l0", "a", "b", ip_a="10.7.1.2", ip_b="10.7.2.3"),
+        Link("l1", "b", "c"), Link("l2", "c", "d", ip_a="10.7.2.9", ip_b="10.7.2.10"))))
+    with pytest.raises(SpecError, match="overlaps"):     # 10.7.2.0/24 is l0's (b's side)
+        make_plan(exp, "abcd")
+    exp = validate(Experiment("x", nodes=tuple(Node(n) for n in "abcd"), links=(
+        Link("l0", "a", "b", ip_a="10.7.1.2", ip_b="10.7.2.3"),
+        Link("l1", "b", "c"), Link("l2", "c", "d"))))
+    p = make_plan(exp, "abcd")
+    assert [w for w in p.warnings if "10.7.1.2 and 10.7.2.3 of 'l0' are not in one subnet /24"
+            in w and "configured as given" in w], p.warnings
+    assert [(i.ip, i.prefixlen) for i in p.nodes["a"].interfaces] == [("10.7.1.2", 24)]
+    assert (p.nodes["b"].interfaces[0].ip, p.nodes["b"].interfaces[0].prefixlen) == \
+        ("10.7.2.3", 24)
+    # every gateway of every route is on one of the node's own subnets
+    for np_ in p.nodes.values():
+        own = [ipaddress.IPv4Interface(f"{i.ip}/{i.prefixlen}").network for i in np_.interfaces]
+        for r in np_.routes:
+            assert any(ipaddress.IPv4Address(r.via) in n for n in own), (np_.name, r)
+    # c reaches b's given address through b
+    b_on_l1 = p.nodes["b"].interfaces[1].ip
+    dst = ipaddress.IPv4Address("10.7.2.3")
+    best = max((r for r in p.nodes["c"].routes
+                if r.dst == "default" or dst in ipaddress.IPv4Network(r.dst)),
+               key=lambda r: -1 if r.dst == "default" else ipaddress.IPv4Network(r.dst).prefixlen)
+    assert best.via == b_on_l1
+    # automatic networks stay clear of both subnets
+    assert not any(p.subnets[n].overlaps(ipaddress.IPv4Network(s))
+                   for n in ("l1", "l2") for s in ("10.7.1.0/24", "10.7.2.0/24"))
+
+
+def test_a_lan_with_addresses_in_two_subnets_routes_within_each():
+    from wanlab.model.ir import Lan, LanMember
+    exp = validate(Experiment("x", nodes=tuple(Node(n) for n in "abc"), lans=(
+        Lan("lan0", members=(LanMember("a", ip="10.8.1.1"), LanMember("b", ip="10.8.1.2"),
+                             LanMember("c", ip="10.8.9.3"))),)))
+    p = make_plan(exp, "abcd")
+    assert any("'lan0' are not in one subnet" in w for w in p.warnings)
+    assert [i.ip for n in "abc" for i in p.nodes[n].interfaces] == \
+        ["10.8.1.1", "10.8.1.2", "10.8.9.3"]

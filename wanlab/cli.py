@@ -30,8 +30,8 @@ def _load(path: str, a=None):
 def cmd_parse(lab, a) -> int:
     from wanlab.plan.plan import make_plan
     exp = _load(a.file, a)
-    make_plan(exp, "0000")       # addressing and routes: an impossible plan fails here
-    for w in exp.warnings:
+    plan = make_plan(exp, "0000")    # addressing and routes: an impossible plan fails here
+    for w in (*exp.warnings, *plan.warnings):
         print(f"wanlab: warning: {w}", file=sys.stderr)
     if a.json:
         print(exp.dumps())
@@ -160,7 +160,7 @@ def _print_simulation(s: dict) -> int:
 
 
 def cmd_compare(lab, a) -> int:
-    exp = _load(a.file)
+    exp = _load(a.file, a)
     r = lab.compare(exp, out=a.out, source_path=os.path.abspath(a.file))
     print(f"{'flow':16} {'kind':6} {'emulated':>16} {'simulated':>16} {'ratio':>7}  details")
     for row in r["flows"]:
@@ -272,7 +272,7 @@ def _usage(u: dict) -> str:
 def cmd_show(lab, a) -> int:
     if cluster_commands.owns(lab, a.name):
         return cluster_commands.show(lab, a.name, a.json)
-    info = lab.show(a.name)
+    info = _show_select(lab.show(a.name), a)
     if a.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -284,7 +284,10 @@ def cmd_show(lab, a) -> int:
         if info["error"]:
             print(f"  last error: {info['error']}")
     print(f"  folder: {info['folder']}")
-    print("nodes:")
+    if _show_summary(info, a):
+        return 0
+    if info["nodes"]:
+        print("nodes:")
     for n, d in info["nodes"].items():
         print(f"  {n} (" + ("simulated in the engine" if d.get("simulated")
                             else f"netns {d['netns']}") +
@@ -348,6 +351,55 @@ def cmd_show(lab, a) -> int:
         print(f"  partition {p['partition']} ({core}): busy {p.get('busy', 0) * 100:.0f} %, "
               f"{p.get('frames_per_s', 0):g} frames/s; ports {ports}{sim}")
     return 0
+
+
+SHOW_DETAIL_MAX = 40     # nodes, or links and LANs, above which `show` prints a summary
+SHOW_FIRST = 10          # rows of each kind in that summary
+
+
+def _show_select(info: dict, a) -> dict:
+    """The part of ``show``'s report that ``--node N`` (that node, its links and LANs) or
+    ``--links`` (links and LANs, no nodes) selects."""
+    if a.node:
+        if a.node not in info["nodes"]:
+            raise WanlabError(f"experiment {info['name']!r} has no node {a.node!r}")
+        return {**info, "nodes": {a.node: info["nodes"][a.node]},
+                "links": [l for l in info["links"] if a.node in (l["a"], l["b"])],
+                "lans": [l for l in info["lans"] if a.node in l["members"]]}
+    if a.links:
+        return {**info, "nodes": {}}
+    return info
+
+
+def _show_summary(info: dict, a) -> bool:
+    """For a large experiment shown without --node/--links/--all: counts and the first
+    rows of each kind (every detail would be tens of thousands of lines). True if printed."""
+    nodes, links, lans = info["nodes"], info["links"], info["lans"]
+    if a.node or a.links or a.all or (len(nodes) <= SHOW_DETAIL_MAX
+                                      and len(links) + len(lans) <= SHOW_DETAIL_MAX):
+        return False
+    sim = sum(1 for d in nodes.values() if d.get("simulated"))
+    print(f"  {len(nodes)} nodes" + (f" ({sim} simulated)" if sim else "") +
+          f", {len(links)} links, {len(lans)} LANs, "
+          f"{sum(len(d['interfaces']) for d in nodes.values())} interfaces, "
+          f"{sum(len(d['routes']) for d in nodes.values())} routes")
+    name = info["name"]
+    print(f"nodes (first {min(SHOW_FIRST, len(nodes))}; one in full: wanlab show {name} "
+          f"--node NODE):")
+    for n, d in list(nodes.items())[:SHOW_FIRST]:
+        ifs = d["interfaces"]
+        print(f"  {n}: " + ", ".join(f"{i['ifname']} {i['ip']} on {i['network']}"
+                                     for i in ifs[:4])
+              + (f", ... ({len(ifs)} interfaces)" if len(ifs) > 4 else ""))
+    nets = [f"{l['name']}: {l['a']} <-> {l['b']}" for l in links] + \
+        [f"{l['name']}: {' '.join(l['members'][:8])}" + (" ..." if len(l["members"]) > 8
+                                                          else "") for l in lans]
+    print(f"links and LANs (first {min(SHOW_FIRST, len(nets))}; all: wanlab show {name} "
+          f"--links):")
+    for line in nets[:SHOW_FIRST]:
+        print(f"  {line}")
+    print(f"(a summary: {name} is large; wanlab show {name} --all prints everything)")
+    return True
 
 
 def _dist(h: dict | None, what: str = "frames") -> str:
@@ -465,9 +517,22 @@ def cmd_validate(lab, a) -> int:
     if not os.path.exists(suite):
         raise WanlabError("the fidelity suite (bench/fidelity.py) is part of the source "
                           "checkout; run wanlab validate from there")
-    argv = [sys.executable, suite] + (["--quick"] if a.quick else []) + (
+    return subprocess.run(validate_argv(suite, a, lab.store.home), cwd=REPO_ROOT).returncode
+
+
+VALIDATE_SUBSETS = ("delay", "bandwidth", "loss", "capacity", "scale")
+
+
+def validate_argv(suite: str, a, home: str) -> list[str]:
+    """The fidelity suite's command line for ``wanlab validate``: results in ``--out``
+    (relative to the caller's folder; default <home>/validate, outside the checkout)."""
+    for x in (a.only or "").split(","):
+        if a.only and x not in VALIDATE_SUBSETS:
+            raise WanlabError(f"validate --only: {x!r} is not a part of the suite (parts: "
+                              f"{', '.join(VALIDATE_SUBSETS)})")
+    out = os.path.abspath(a.out) if a.out else os.path.join(home, "validate")
+    return [sys.executable, suite, "--out", out] + (["--quick"] if a.quick else []) + (
         ["--only", a.only] if a.only else [])
-    return subprocess.run(argv, cwd=REPO_ROOT).returncode
 
 
 def cmd_plot(lab, a) -> int:
@@ -527,8 +592,27 @@ def cmd_image(lab, a) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped command or subcommand (its subparsers
+    are of this class too)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if m:
+            import difflib
+            choices = re.findall(r"'([^']*)'", m.group(2))
+            near = difflib.get_close_matches(m.group(1), choices, n=1, cutoff=0.5)
+            message = f"unknown {self._what()} {m.group(1)!r}" + (
+                f"; did you mean {near[0]!r}?" if near else
+                f" (one of: {', '.join(choices)})")
+        super().error(message)
+
+    def _what(self) -> str:
+        return "command" if self.prog == "wanlab" else f"{self.prog.split()[-1]} action"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="wanlab", description="Network experiments on one Linux "
+    p = _Parser(prog="wanlab", description="Network experiments on one Linux "
                                 "machine: ns-2/YAML/Python in, namespaces and emulated links out.")
     p.add_argument("--home", help="state folder (default $WANLAB_HOME or /var/lib/wanlab)")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
@@ -587,6 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("compare", cmd_compare, "run a spec emulated and simulated; print and plot the "
              "two side by side (throughput, RTT, loss, cwnd)")
     sp.add_argument("file")
+    sp.add_argument("-p", action="append", metavar="NAME=VALUE", help=P_HELP)
     sp.add_argument("--out", help="results folder (default <home>/compare/<name>)")
     sp = add("swapin", cmd_swapin, "swap a stored experiment in")
     sp.add_argument("name")
@@ -612,9 +697,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("dest", help="a folder that does not exist yet")
     sp = add("list", cmd_list, "list experiments")
     sp.add_argument("--json", action="store_true")
-    sp = add("show", cmd_show, "state, nodes, interfaces, addresses, routes and links")
+    sp = add("show", cmd_show, "state, nodes, interfaces, addresses, routes and links (a "
+             f"summary when there are more than {SHOW_DETAIL_MAX} nodes or links)")
     sp.add_argument("name")
     sp.add_argument("--json", action="store_true")
+    how = sp.add_mutually_exclusive_group()
+    how.add_argument("--node", metavar="NODE", help="that node, its links and LANs only")
+    how.add_argument("--links", action="store_true", help="links and LANs only")
+    how.add_argument("--all", action="store_true", help="everything, however large")
     sp = add("exec", cmd_exec, "run a command in a node: wanlab exec NAME NODE -- CMD ARGS...")
     sp.add_argument("name")
     sp.add_argument("node")
@@ -635,9 +725,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("name")
     sp.add_argument("--json", action="store_true")
     sp = add("validate", cmd_validate, "run the fidelity and capacity suite (Netbed's "
-             "validation tables; results in bench/results/)")
+             "validation tables; results in --out, default <home>/validate)")
     sp.add_argument("--quick", action="store_true", help="reduced set, under 3 minutes")
     sp.add_argument("--only", help="subset: delay,bandwidth,loss,capacity,scale")
+    sp.add_argument("--out", metavar="DIR", help="results folder (default <home>/validate)")
     sp = add("routes", cmd_routes, "each node's routing table (changes over time: "
              "<folder>/nodes/<node>/routes.log with dynamic routing)")
     sp.add_argument("name")
@@ -692,6 +783,12 @@ CREATING = ("create", "bridge", "run", "compare", "sweep", "template", "batch", 
             "image", "cluster")
 
 
+def exit_status(rc: int) -> int:
+    """A command's status as a shell gives it: 128 + N for one ended by signal N
+    (subprocess reports -N, which ``sys.exit`` would turn into 256 - N)."""
+    return 128 - rc if rc < 0 else rc
+
+
 def main(argv: list[str] | None = None) -> int:
     os.umask(0o077)     # everything wanlab writes is private to root (docs/security.md)
     args = build_parser().parse_args(argv)
@@ -702,10 +799,19 @@ def main(argv: list[str] | None = None) -> int:
     lab = None
     try:
         if args.cmd == "parse":
-            return args.fn(None, args)
+            rc = args.fn(None, args)
+            sys.stdout.flush()
+            return rc
         from wanlab.lifecycle import Lab
         lab = Lab(args.home, progress=True, create=args.cmd in CREATING)
-        return args.fn(lab, args)
+        rc = exit_status(args.fn(lab, args))
+        sys.stdout.flush()          # a closed pipe shows here, not at interpreter exit
+        return rc
+    except BrokenPipeError:
+        # `wanlab show X | head -1`: the reader has what it wanted; no traceback, and no
+        # second error when Python flushes stdout at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13         # as a shell reports a command ended by SIGPIPE
     except WanlabError as e:
         if os.environ.get("WANLAB_DEBUG"):
             raise

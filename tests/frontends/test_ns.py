@@ -635,3 +635,94 @@ def test_emulab_commands_that_do_not_apply_get_one_precise_note_each(tcl):
                            (10, "tb-set-hardware pc3000", "namespaces on this host")]:
         assert f"t.tcl:{line}: {cmd}" in j and why in j
     assert e.node("a").hardware == "pc3000"
+
+
+def test_link_change_events_take_emulabs_duplex_word(tcl):
+    e = tcl("""\
+        set a [$ns node]
+        set b [$ns node]
+        set link [$ns duplex-link $a $b 10Mb 10ms DropTail]
+        $ns at 4 "$link bandwidth 3Mb duplex"
+        $ns at 5 "$link delay 20ms duplex"
+        $ns at 6 "$link plr 0.1 duplex"
+        $ns at 7 "$link bandwidth 4Mb"
+        $ns at 8 "[$ns link $b $a] bandwidth 1Mb simplex"
+        $ns run
+    """)
+    assert [(ev.action, ev.value, ev.dir) for ev in e.events] == [
+        ("bandwidth", 3_000_000, None), ("delay", 0.02, None), ("plr", 0.1, None),
+        ("bandwidth", 4_000_000, None), ("bandwidth", 1_000_000, "ba")]
+    with pytest.raises(SpecError, match=r"t.tcl:6: .*'simplex' needs one direction"):
+        tcl("""\
+            set a [$ns node]
+            set b [$ns node]
+            set link [$ns duplex-link $a $b 10Mb 10ms DropTail]
+            $ns at 4 "$link bandwidth 3Mb simplex"
+            $ns run
+        """)
+    with pytest.raises(SpecError, match=r"t.tcl:6: .*needs one bandwidth, got 2 words"):
+        tcl("""\
+            set a [$ns node]
+            set b [$ns node]
+            set link [$ns duplex-link $a $b 10Mb 10ms DropTail]
+            $ns at 4 "$link bandwidth 3Mb 4Mb"
+            $ns run
+        """)
+
+
+def test_nested_sets_name_the_object_after_the_inner_variable(tcl):
+    e = tcl("""\
+        set r [set routerp [$ns node]]
+        set a [set b [set c [$ns node]]]
+        set h [$ns node]
+        set link [$ns duplex-link $r $h 10Mb 10ms DropTail]
+        tb-set-node-startcmd $routerp "echo hi"
+        tb-set-node-startcmd $a "echo a"
+        $ns node
+        set x node0
+        $ns at 1 "$r reboot"
+        $ns run
+    """)
+    assert [n.name for n in e.nodes] == ["routerp", "c", "h", "x"]
+    assert (e.links[0].a, e.links[0].b) == ("routerp", "h")
+    assert e.node("routerp").startcmd == "echo hi" and e.node("c").startcmd == "echo a"
+    assert e.events[0].target == "routerp"
+
+
+def test_a_command_naming_the_ends_of_two_links_names_both(tcl):
+    body = """\
+        set a [$ns node]
+        set b [$ns node]
+        set l1 [$ns duplex-link $a $b 10Mb 10ms DropTail]
+        set l2 [$ns duplex-link $a $b 10Mb 10ms DropTail]
+        {}
+        $ns run
+    """
+    with pytest.raises(SpecError, match=r"t.tcl:7: tb-set-link-loss: a and b are joined by 2 "
+                                        r"links \(l1, l2\)"):
+        tcl(body.replace("{}", "tb-set-link-loss $a $b 0.01"))
+    with pytest.raises(SpecError, match=r"t.tcl:7: \$ns cost: .*\(l1, l2\)"):
+        tcl(body.replace("{}", "$ns cost $a $b 3"))
+    e = tcl(body.replace("{}", "tb-set-link-loss $l2 0.01"))
+    assert (e.links[0].ab.loss, e.links[1].ab.loss) == (0.0, 0.01)
+
+
+def test_simulated_nodes_run_no_programs(tcl):
+    body = """\
+        set e [$ns node]
+        $ns make-simulated {
+            set h [$ns node]
+        }
+        $ns duplex-link $e $h 10Mb 5ms DropTail
+        {}
+        $ns run
+    """
+    with pytest.raises(SpecError, match=r"t.tcl:5: nodes.h.startcmd: node 'h' is simulated "
+                                        r"in the engine: it "
+                                        r"runs no programs, so no start command"):
+        tcl(body.replace("{}", 'tb-set-node-startcmd $h "echo hi"'))
+    with pytest.raises(SpecError, match=r"t.tcl:8: program 'p' is on node 'h', which is "
+                                        r"simulated"):
+        tcl(body.replace("{}", 'set p [$h program-agent -command "sleep 1"]'))
+    e = tcl(body.replace("{}", 'tb-set-node-startcmd $e "echo hi"'))
+    assert e.node("h").kind == "simulated" and e.node("e").startcmd == "echo hi"

@@ -79,6 +79,15 @@ def test_delay_without_unit_warns_seconds():
     assert len(notes) == 1
 
 
+def test_small_plain_bandwidth_warns_bits():
+    notes = []
+    assert units.parse_bandwidth("100", warn=notes.append) == 100
+    assert notes == ["bandwidth 100 has no unit: read as 100 bit/s (write 100Mb for Mbit/s)"]
+    for ok in ("100Mb", "1000000", "56kb"):
+        units.parse_bandwidth(ok, warn=notes.append)
+    assert len(notes) == 1
+
+
 def test_ns_script_gets_the_unit_warnings_with_lines(tcl):
     e = tcl("""\
         set a [$ns node]

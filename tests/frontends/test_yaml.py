@@ -20,8 +20,8 @@ def test_full_form(tmp_path):
         name: demo
         seed: 7
         routing: ospf
-        nodes: [a, b, {name: c, os: UBUNTU, startcmd: "echo hi", kind: simulated,
-                       routes: [{dst: 10.0.0.0/8, via: b}]}]
+        nodes: [a, {name: b, startcmd: "echo hi"}, {name: c, os: UBUNTU, kind: simulated,
+                                                    routes: [{dst: 10.0.0.0/8, via: b}]}]
         links:
           - {name: l0, nodes: [a, b], bandwidth: 10Mb, delay: 10ms, loss: 0.01,
              queue: {kind: red, limit: 50, thresh: 5, maxthresh: 15, gentle: true},
@@ -43,7 +43,7 @@ def test_full_form(tmp_path):
     """, tmp_path)
     assert (e.name, e.seed, e.rtproto) == ("demo", 7, "ospf")
     c = e.node("c")
-    assert c.kind == "simulated" and c.routes[0].via == "b" and c.startcmd == "echo hi"
+    assert c.kind == "simulated" and c.routes[0].via == "b" and e.node("b").startcmd == "echo hi"
     l = e.links[0]
     assert l.ab.delay_s == 0.01 and l.ba.delay_s == 0.03 and l.ab.queue.gentle
     assert (l.ip_a, l.ip_b, l.netmask, l.cost) == ("10.0.0.1", "10.0.0.2", "24", 3)
@@ -107,3 +107,26 @@ def test_yaml_syntax_error_cites_line(tmp_path):
 def test_not_a_mapping(tmp_path):
     with pytest.raises(SpecError, match="must be a YAML mapping"):
         load("- a\n- b\n", tmp_path)
+
+
+def test_bare_numbers_for_delay_and_bandwidth_warn_naming_the_field(tmp_path):
+    e = load("""\
+        nodes: [a, b, c]
+        links:
+          - {nodes: [a, b], bandwidth: 100, delay: 10}
+          - {nodes: [b, c], bandwidth: 10Mb, delay: 10ms, ba: {delay: 0.5}}
+        lans:
+          - {nodes: [a, b, {node: c, delay: 2, to_lan: {bandwidth: 5}}], delay: 0,
+             bandwidth: 1000000}
+        """, tmp_path)
+    l0 = e.links[0]
+    assert l0.ab.delay_s == 10 and l0.ab.bandwidth_bps == 100   # accepted as ns-2 reads them
+    w = e.warnings
+    assert any("t.yaml:3: links[0].delay: delay 10 has no unit" in x and "10ms" in x
+               for x in w), w
+    assert any("t.yaml:3: links[0].bandwidth: bandwidth 100 has no unit" in x for x in w), w
+    assert any("t.yaml:4: links[1].ba.delay: delay 0.5 " in x for x in w), w
+    assert any("lans[0].nodes[2].delay: delay 2 " in x for x in w), w
+    assert any("lans[0].nodes[2].to_lan.bandwidth: bandwidth 5 " in x for x in w), w
+    # with units, 0, or a large plain bandwidth: no note
+    assert len(w) == 5, w

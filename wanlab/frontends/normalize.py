@@ -244,6 +244,14 @@ def event(exp: ir.Experiment, time_s: float, target: str, action: str, args: Seq
             raise _err(f"{what}: needs one {name}, got {len(words)} words", src)
         return words[0]
     from dataclasses import replace
+    if kind in ("link", "lan") and action in ("bandwidth", "delay", "plr", "loss") \
+            and len(words) == 2 and words[1] in ("duplex", "simplex"):
+        # Emulab's form, "$link bandwidth 3Mb duplex": the change applies to every
+        # direction the target has (both for a link; one for [$ns link $a $b])
+        if words[1] == "simplex" and dir is None:
+            raise _err(f"{what}: 'simplex' needs one direction as the target "
+                       f"([$ns link $a $b]); {target} has two", src)
+        words = words[:1]
     if kind in ("link", "lan"):
         if action == "bandwidth":
             e = replace(e, value=units.parse_bandwidth(one("bandwidth"), **_at(src),

@@ -14,8 +14,11 @@ Every function raises :class:`~wanlab.errors.SpecError` with a message that
 shows an accepted example (a negative value says so); the caller adds
 file/line or field path.  :func:`parse_bandwidth` and :func:`parse_delay`
 also take ``warn``, a callable given a note for values that are valid but
-easy to misread: bandwidth 0 (unlimited) and a delay without a unit
-(seconds, where ns-2 users often mean milliseconds).
+easy to misread: bandwidth 0 (unlimited), a plain-number bandwidth below
+100 kbit/s (Mbit/s likely meant) and a delay without a unit (seconds, where
+ns-2 users often mean milliseconds); :func:`delay_note` and
+:func:`bandwidth_note` give the same notes to front ends that check values
+themselves (YAML numbers).
 """
 
 from __future__ import annotations
@@ -68,7 +71,43 @@ def parse_bandwidth(value: object, *, file: str | None = None, line: int | None 
         raise _err(f"bandwidth {value!r} must be a non-negative number", file, line, field)
     if bps == 0 and warn:
         warn(f"bandwidth {value}: 0 means unlimited (the link is not shaped)")
+    elif warn and (note := bandwidth_note(value)):
+        warn(note)
     return int(round(bps))
+
+
+def _bare_number(value: object) -> str | None:
+    """``value`` as text when it is a number written without a unit, else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return f"{value:g}"
+    text = str(value).strip()
+    return text if re.fullmatch(_NUM, text) else None
+
+
+# a bandwidth written as a plain number below this many bit/s is most likely meant in Mbit/s
+BARE_BANDWIDTH_NOTE_BELOW = 100_000
+
+
+def bandwidth_note(value: object) -> str | None:
+    """A note for a plain-number bandwidth low enough to be a slip (``100``: 100 bit/s,
+    where Mbit/s was likely meant), else None."""
+    text = _bare_number(value)
+    if text is None or not 0 < float(text) < BARE_BANDWIDTH_NOTE_BELOW:
+        return None
+    return (f"bandwidth {text} has no unit: read as {text} bit/s (write {text}Mb for "
+            f"Mbit/s)")
+
+
+def delay_note(value: object, what: str = "delay") -> str | None:
+    """A note for a delay written as a plain number other than 0: ns-2 reads it as seconds,
+    where Emulab users often mean milliseconds; else None."""
+    text = _bare_number(value)
+    if text is None or float(text) == 0:
+        return None
+    return (f"{what} {text} has no unit: ns-2 reads it as {float(text):g} seconds (write "
+            f"{text}ms for milliseconds)")
 
 
 def parse_delay(value: object, *, file: str | None = None, line: int | None = None,
@@ -86,9 +125,8 @@ def parse_delay(value: object, *, file: str | None = None, line: int | None = No
             raise _err(f"{what} {str(value)!r} not understood; write e.g. 20ms, 1.5s, "
                        f"500us, or a plain number of seconds", file, line, field)
         s = float(m.group(1)) * _TIME_UNITS[m.group(2)]
-        if m.group(2) is None and s != 0 and warn:
-            warn(f"{what} {str(value).strip()} has no unit: ns-2 reads it as "
-                 f"{s:g} seconds (write {str(value).strip()}ms for milliseconds)")
+    if warn and math.isfinite(s) and s > 0 and (note := delay_note(value, what)):
+        warn(note)
     if not math.isfinite(s) or s < 0:
         raise _err(f"{what} {value!r} must be a non-negative number", file, line, field)
     return s

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from typing import Any
 import yaml
 
 from wanlab.errors import SpecError
+from wanlab.frontends import units
 from wanlab.frontends.builder import ExperimentBuilder, unknown_key
 from wanlab.frontends.ns import sanitize_name
 from wanlab.model import ir
@@ -307,6 +309,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
             raise SpecError(e.message, file=file, line=_line_of(doc, path), field=sub) from None
 
     values = values or {}
+    notes = [f"{file}:{_line_of(doc, path)}: {_path_str(path)}: {note}"
+             for path, note in _unitless(doc)]
     b = call(["name"], ExperimentBuilder, doc.get("name", default_name),
              seed=doc.get("seed", 1), routing=doc.get("routing", "static"),
              params={k: v for k, (_d, v, _desc) in values.items()})
@@ -394,4 +398,33 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
     for i, ev in enumerate(doc.get("events", [])):
         call(["events", i], b.at, ev["at"], ev["target"], ev["action"],
              *[str(a) for a in ev.get("args", [])], source=at(["events", i]))
-    return b.build_from(file)
+    exp = b.build_from(file)
+    return replace(exp, warnings=tuple(notes) + exp.warnings) if notes else exp
+
+
+def _unitless(doc: dict[str, Any]) -> list[tuple[list[Any], str]]:
+    """(path, note) of every link-shaping delay or bandwidth written as a bare number that
+    is easy to misread (``delay: 10`` is 10 s, as in ns-2, which warns likewise)."""
+    out: list[tuple[list[Any], str]] = []
+
+    def check(m: Any, path: list[Any]) -> None:
+        if not isinstance(m, dict):
+            return
+        for key, fn in (("delay", units.delay_note), ("bandwidth", units.bandwidth_note)):
+            note = fn(m[key]) if key in m else None
+            if note:
+                out.append((path + [key], note))
+    for i, l in enumerate(doc.get("links") or []):
+        check(l, ["links", i])
+        for d in ("ab", "ba"):
+            check(l.get(d) if isinstance(l, dict) else None, ["links", i, d])
+    for i, l in enumerate(doc.get("lans") or []):
+        check(l, ["lans", i])
+        for j, m in enumerate((l.get("nodes") if isinstance(l, dict) else None) or []):
+            check(m, ["lans", i, "nodes", j])
+            for d in ("to_lan", "from_lan"):
+                check(m.get(d) if isinstance(m, dict) else None, ["lans", i, "nodes", j, d])
+        if isinstance(l, dict) and isinstance(l.get("gateway"), dict):
+            check(l["gateway"], ["lans", i, "gateway"])
+    check(doc.get("edge"), ["edge"])
+    return out

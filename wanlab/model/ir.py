@@ -970,10 +970,18 @@ def validate(exp: Experiment) -> Experiment:
             _check_ip(m.ip, f"lans.{lan.name}.{m.node}.ip", lan.source)
         _check_mask(lan.netmask, f"lans.{lan.name}.netmask", lan.source)
         _check_pairs(lan, set(members))
+    simulated = {n.name for n in exp.nodes if n.kind == "simulated"}
+    for n in exp.nodes:
+        if n.startcmd and n.name in simulated:
+            raise _err(f"node {n.name!r} is simulated in the engine: it runs no programs, so "
+                       f"no start command", n.source, f"nodes.{n.name}.startcmd")
     for p in exp.programs:
         claim(p.name, "program", p.source)
         if p.node not in nodes:
             raise _err(f"program {p.name!r} is on unknown node {p.node!r}", p.source)
+        if p.node in simulated:
+            raise _err(f"program {p.name!r} is on node {p.node!r}, which is simulated in the "
+                       f"engine and runs no programs", p.source)
     for a in exp.agents:
         claim(a.name, "agent", a.source)
         if a.node is not None and a.node not in nodes:

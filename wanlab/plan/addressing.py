@@ -7,12 +7,20 @@ YAML ``ip:``) takes the subnet of those addresses with its netmask
 10.0.0.0/8 starting at 10.1.0.0, a /24 unless the network has more than 253
 members. Hosts take the lowest free host numbers, in member order, after the
 addresses given explicitly. The same IR always yields the same addresses.
+
+Addresses given on one network that do not share a subnet (``10.1.1.2`` and
+``10.1.2.3`` with /24) are configured as given, as Emulab does, with a warning:
+each interface has its address with the network's netmask, the network's subnet
+is that of its first given address (members without an address take theirs from
+it), and every interface's subnet is kept clear of the other networks'.
+:func:`interface_groups` says which interfaces of such a network reach each other.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from wanlab.errors import SpecError
@@ -35,8 +43,22 @@ def _prefix_for(n_hosts: int) -> int:
     return min(24, 32 - math.ceil(math.log2(n_hosts + 2)))
 
 
-def assign(networks: list[NetworkSpec]) -> dict[str, tuple[ipaddress.IPv4Network, list[str]]]:
-    """Map each network name to (subnet, member addresses in member order)."""
+def interface_groups(ips: list[str], prefixlen: int) -> dict[ipaddress.IPv4Network,
+                                                                list[int]]:
+    """The indexes of a network's addresses by the subnet each is in (one group unless
+    the addresses were given in several subnets), in order of first appearance."""
+    out: dict[ipaddress.IPv4Network, list[int]] = {}
+    for k, ip in enumerate(ips):
+        out.setdefault(ipaddress.IPv4Interface(f"{ip}/{prefixlen}").network, []).append(k)
+    return out
+
+
+def assign(networks: list[NetworkSpec], warn: Callable[[str, str], None] | None = None
+           ) -> dict[str, tuple[ipaddress.IPv4Network, list[str]]]:
+    """Map each network name to (subnet, member addresses in member order).
+
+    ``warn(message, network)`` is told of a network whose given addresses are in several
+    subnets (configured as given); without it, such a network is an error."""
     out: dict[str, tuple[ipaddress.IPv4Network, list[str]]] = {}
     taken: list[ipaddress.IPv4Network] = []
     # Fixed networks first: they constrain the automatic ones.
@@ -46,15 +68,22 @@ def assign(networks: list[NetworkSpec]) -> dict[str, tuple[ipaddress.IPv4Network
             continue
         prefix = net.netmask or "24"
         subnet = ipaddress.IPv4Network(f"{fixed[0]}/{prefix}", strict=False)
-        for ip in fixed:
-            if ipaddress.IPv4Address(ip) not in subnet:
-                raise SpecError(f"addresses {fixed[0]} and {ip} of {net.name!r} are not in "
+        own = list(interface_groups(fixed, subnet.prefixlen))
+        if len(own) > 1:
+            stray = next(ip for ip in fixed if ipaddress.IPv4Address(ip) not in subnet)
+            if warn is None:
+                raise SpecError(f"addresses {fixed[0]} and {stray} of {net.name!r} are not in "
                                 f"one subnet /{subnet.prefixlen}", field=net.name)
-        for other in taken:
-            if subnet.overlaps(other):
-                raise SpecError(f"subnet {subnet} of {net.name!r} overlaps {other} of another "
-                                f"link or LAN", field=net.name)
-        taken.append(subnet)
+            warn(f"addresses {fixed[0]} and {stray} of {net.name!r} are not in one subnet "
+                 f"/{subnet.prefixlen}: configured as given (as Emulab does), so its members "
+                 f"in different subnets ({', '.join(map(str, own))}) do not reach each "
+                 f"other over it", net.name)
+        for mine in own:
+            for other in taken:
+                if mine.overlaps(other):
+                    raise SpecError(f"subnet {mine} of {net.name!r} overlaps {other} of "
+                                    f"another link or LAN", field=net.name)
+        taken.extend(own)
         out[net.name] = (subnet, _hosts(net, subnet))
     cursor = POOL_START
     for net in networks:
@@ -86,9 +115,9 @@ def _hosts(net: NetworkSpec, subnet: ipaddress.IPv4Network) -> list[str]:
     if len(used) != len([ip for ip in net.fixed if ip]):
         raise SpecError(f"{net.name!r} gives the same address to two interfaces", field=net.name)
     for ip in used:
-        a = ipaddress.IPv4Address(ip)
-        if a in (subnet.network_address, subnet.broadcast_address):
-            raise SpecError(f"{ip} is not a host address of {subnet}", field=net.name)
+        a = ipaddress.IPv4Interface(f"{ip}/{subnet.prefixlen}")
+        if a.ip in (a.network.network_address, a.network.broadcast_address):
+            raise SpecError(f"{ip} is not a host address of {a.network}", field=net.name)
     free = (str(h) for h in subnet.hosts() if str(h) not in used)
     result = []
     for ip in net.fixed:

@@ -21,7 +21,7 @@ from typing import Any
 from wanlab.errors import SpecError
 from wanlab.model.gc_pause import gc_paused
 from wanlab.model.ir import Experiment, LinkParams
-from wanlab.plan.addressing import NetworkSpec, assign
+from wanlab.plan.addressing import NetworkSpec, assign, interface_groups
 from wanlab.plan.routes import Attachment, RouteEntry, shortest_path_routes
 from wanlab.plan.sim_flows import engine_agents, sim_flows
 from wanlab.plan.sim_nodes import engine_nodes, with_endpoints
@@ -81,11 +81,18 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
                                  tuple(m.ip for m in lan.members), lan.netmask))
         members[lan.name] = [m.node for m in lan.members]
         costs[lan.name] = lan.cost
+    src_of = {x.name: x.source for x in (*exp.links, *exp.lans)}
+
+    def located(msg: str, net: str) -> None:
+        src = src_of.get(net)
+        where = f"{src.file}:{src.line}: " if src and src.file and src.line else \
+            (f"{src.file}: " if src and src.file else "")
+        warnings.append(where + msg)
     try:
-        addrs = assign(specs)
+        addrs = assign(specs, warn=located)
     except SpecError as e:
         # name the line that declared the network (addressing knows only its name)
-        src = {x.name: x.source for x in (*exp.links, *exp.lans)}.get(e.field or "")
+        src = src_of.get(e.field or "")
         if src is None or e.file:
             raise
         raise SpecError(e.message, file=src.file, line=src.line, field=e.field) from None
@@ -117,7 +124,19 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     edge_lan = exp.edge.lan if exp.edge else None
     egress = {n.name for n in exp.nodes if n.egress}
     if proto == "static":
-        nets = {n: (addrs[n][0], atts[n], costs[n]) for n in atts if n != edge_lan}
+        nets = {}
+        for n in atts:
+            if n == edge_lan:
+                continue
+            groups = interface_groups([x.ip for x in atts[n]], addrs[n][0].prefixlen)
+            if len(groups) == 1:
+                nets[n] = (addrs[n][0], atts[n], costs[n])
+                continue
+            # addresses given in several subnets: only the interfaces of one subnet reach
+            # each other (a route via an address off the node's subnets would not install)
+            for k, (sub, idx) in enumerate(groups.items()):
+                key = f"{n}#{k}"
+                nets[key] = (sub, [replace(atts[n][i], network=key) for i in idx], costs[n])
         table = shortest_path_routes(list(nodes), nets)
         if egress:      # their default is the gateway's: every experiment prefix explicit
             full = shortest_path_routes(sorted(egress), nets, compress=False)

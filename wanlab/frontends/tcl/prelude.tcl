@@ -23,6 +23,7 @@ namespace eval ::wl {
     variable seq 0
     variable order {}        ;# object handles in creation order
     variable last ""         ;# the most recently created nameable object
+    variable renamed ""      ;# {generated-name handle} of the object the last `set` named
     variable warnings {}     ;# {msg file line} ...
     variable events {}       ;# {time cmd file line} ...
     variable simulated 0     ;# >0 inside make-simulated
@@ -270,7 +271,18 @@ proc ::wl::get_attr {h key {default ""}} {
 # warning); a name already taken is an error, as in Emulab.
 proc ::wl::on_set {cmd code result op} {
     variable last
-    if {$code != 0 || $last eq "" || [llength $cmd] != 3} { return }
+    variable renamed
+    if {$code != 0 || [llength $cmd] != 3} { return }
+    if {$last eq ""} {
+        # `set r [set routerp [$ns node]]`: the inner set named the node (routerp, as
+        # Emulab does) but returned the generated name, which the outer variable holds
+        if {$renamed ne "" && $result eq [lindex $renamed 0]} {
+            uplevel 1 [list ::wl::set [lindex $cmd 1] $::wl::nm([lindex $renamed 1])]
+        } else {
+            set renamed ""
+        }
+        return
+    }
     if {$result ne $::wl::nm($last)} { return }
     set var [lindex $cmd 1]
     set base [string trimleft [lindex [split $var (] 0] :]
@@ -280,6 +292,7 @@ proc ::wl::on_set {cmd code result op} {
     set last ""
     set name [string trimleft $var :]
     regsub -all {[(),]} [string trimright $name )] - name
+    set renamed [list $result $h]
     ::wl::rename_obj $h $name $var
     uplevel 1 [list ::wl::set $var $::wl::nm($h)]
 }
@@ -547,9 +560,12 @@ proc ::wl::link_between {n1 n2 what} {
     if {![info exists ::wl::cache(links,$h1,$h2)]} {
         ::wl::fail "$what: no link between $n1 and $n2"
     }
-    set n1 $h1
-    set n2 $h2
-    return [lindex $::wl::cache(links,$n1,$n2) 0]
+    set hs $::wl::cache(links,$h1,$h2)
+    if {[llength $hs] > 1} {
+        set names [lmap h $hs { ::wl::N $h }]
+        ::wl::fail "$what: $n1 and $n2 are joined by [llength $hs] links ([join $names {, }]): name the link instead of its ends"
+    }
+    return [lindex $hs 0]
 }
 
 # A simplex direction object for link h ("ab" or "ba"), cached.
