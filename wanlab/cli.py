@@ -302,8 +302,8 @@ def cmd_show(lab, a) -> int:
         line = f"  {l['name']}: {l['a']} <-> {l['b']}"
         for d in ("ab", "ba"):
             p = l[d]
-            line += (f"  [{d}: {_bw(p['bandwidth_bps'])}, {p['delay_us'] / 1000:g} ms, "
-                     f"loss {p['loss'].get('p', 0):g}]")
+            line += (f"  [{d}: {_bw(p['bandwidth_bps'])}, {p['delay_s'] * 1000:g} ms, "
+                     f"loss {p['loss']:g}]")
         st = stats.get(l["name"])
         if st:
             line += (f"  {'up' if st.get('up', True) else 'DOWN'}; frames out "

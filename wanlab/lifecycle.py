@@ -35,7 +35,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from wanlab import interrupts
@@ -55,8 +55,8 @@ from wanlab.backends.emulate import (
 from wanlab.engine.binary import engine_binary
 from wanlab.engine.client import socket_of
 from wanlab.errors import Interrupted, WanlabError
-from wanlab.model.ir import Experiment, check_event, validate
-from wanlab.plan.plan import engine_params, make_plan
+from wanlab.model.ir import Experiment, LinkParams, check_event, validate
+from wanlab.plan.plan import make_plan
 from wanlab.plan.types import Plan
 from wanlab.run import captures
 from wanlab.run import stages as run_stages
@@ -69,6 +69,12 @@ TRANSIENT = ("activating", "swapping-out", "modifying", "terminating")
 
 def _say_stderr(msg: str) -> None:
     print(f"wanlab: {msg}", file=sys.stderr, flush=True)
+
+
+def _params(p: LinkParams) -> dict[str, Any]:
+    """One direction's parameters for ``show``, in the IR's units."""
+    return {"bandwidth_bps": p.bandwidth_bps, "delay_s": p.delay_s, "loss": p.loss,
+            "queue": asdict(p.queue)}
 
 
 def _quote_logs(message: str, folder: str) -> str:
@@ -450,8 +456,8 @@ class Lab:
                                    "routes": [f"{r.dst} via {r.via} dev {r.dev}"
                                               for r in n.routes]}
                           for n in plan.nodes.values()},
-                "links": [{"name": l.name, "a": l.a, "b": l.b, "ab": engine_params(l.ab),
-                           "ba": engine_params(l.ba)} for l in row.ir.links],
+                "links": [{"name": l.name, "a": l.a, "b": l.b, "ab": _params(l.ab),
+                           "ba": _params(l.ba)} for l in row.ir.links],
                 "lans": [{"name": l.name, "members": [m.node for m in l.members],
                           "bandwidth_bps": l.bandwidth_bps, "delay_s": l.delay_s,
                           "loss": l.loss} for l in row.ir.lans],
@@ -518,8 +524,8 @@ class Lab:
         for ev in evs:
             if kinds.get(ev.target) not in ("link", "lan"):
                 raise WanlabError(f"{ev.target!r} is not a link or LAN of experiment {name!r}")
-        plan = make_plan(row.ir, row.short)
-        reqs = [r for ev in evs for r in encode.event_requests(ev, kinds[ev.target], plan, "")]
+        ports = make_plan(row.ir, row.short).port_map()
+        reqs = [r for ev in evs for r in encode.event_requests(ev, kinds[ev.target], ports, "")]
         with self.engine(name) as c:
             c.send_all(reqs)
 

@@ -21,31 +21,12 @@ docs/simulation.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from wanlab.errors import SpecError
 from wanlab.model.ir import TCP_CCS, Agent, Experiment
-from wanlab.plan.types import Plan
+from wanlab.plan.types import Plan, SimFlow
 
 BASE_PORT = 5000
 SINK_SUFFIX = ".sink"
-
-
-@dataclass
-class SimFlow:
-    """One application realised by a source and a sink agent in the engine."""
-
-    app: str
-    kind: str                      # cbr | poisson | onoff | tcp
-    src_node: str
-    dst_node: str
-    source: dict[str, Any]
-    sink: dict[str, Any]
-
-    @property
-    def sink_id(self) -> str:
-        return self.sink["agent"]
 
 
 def is_application(a: Agent) -> bool:
@@ -142,8 +123,3 @@ def _flow(app: Agent, transport: Agent, peer: Agent, index: int, plan: Plan) -> 
     if t.pattern == "pareto":
         src["shape"] = t.shape
     return SimFlow(app.name, "onoff", transport.node, peer.node, src, sink)
-
-
-def engine_agents(flows: list[SimFlow]) -> list[dict[str, Any]]:
-    """Sinks first (so a source never sends to a port that has no sink yet)."""
-    return [f.sink for f in flows] + [f.source for f in flows]

@@ -25,8 +25,7 @@ from wanlab.engine import encode
 from wanlab.engine.protocol import AgentAction, Stats
 from wanlab.model.ir import Event, Experiment
 from wanlab.plan.plan import make_plan
-from wanlab.plan.sim_flows import SimFlow, sim_flows
-from wanlab.plan.types import Plan
+from wanlab.plan.types import Plan, SimFlow
 
 SHORT = "5100"            # fixed, so addresses and MACs are the same in every run
 NS = 1_000_000_000
@@ -80,8 +79,8 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
     """The scenario of ``exp`` (raises SpecError for what cannot be simulated)."""
     plan = make_plan(exp, SHORT, simulate_all=True)
     exp = plan.exp or exp                 # with endpoint hosts for multi-homed nodes
-    everything = set(plan.nodes)
-    flows = {f.app: f for f in sim_flows(exp, plan, everything)}
+    flows = {f.app: f for f in plan.flows}
+    ports = plan.port_map()
     sc = Scenario(exp, plan, flows, [{"at_ns": 0, **encode.apply(plan, with_ports=False)
                                       .to_json()}], 0.0)
 
@@ -113,7 +112,7 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
             continue
         t = e.time_s
         if e.target in links or e.target in lans:
-            reqs = encode.event_requests(e, "lan" if e.target in lans else "link", plan,
+            reqs = encode.event_requests(e, "lan" if e.target in lans else "link", ports,
                                          trace_dir)
             sc.requests.extend({"at_ns": _at(t), **r.to_json()} for r in reqs)
             log("ok", encode.describe(e, trace_dir))
