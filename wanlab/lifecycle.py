@@ -52,10 +52,11 @@ from wanlab.backends.emulate import (
     stages,
     swap,
 )
+from wanlab.engine import encode, in_force
 from wanlab.engine.binary import engine_binary
 from wanlab.engine.client import socket_of
 from wanlab.errors import Interrupted, WanlabError
-from wanlab.model.ir import Experiment, LinkParams, check_event, validate
+from wanlab.model.ir import Experiment, Lan, LinkParams, check_event, validate
 from wanlab.plan.plan import make_plan
 from wanlab.plan.types import Plan
 from wanlab.run import captures
@@ -75,6 +76,53 @@ def _params(p: LinkParams) -> dict[str, Any]:
     """One direction's parameters for ``show``, in the IR's units."""
     return {"bandwidth_bps": p.bandwidth_bps, "delay_s": p.delay_s, "loss": p.loss,
             "queue": asdict(p.queue)}
+
+
+def _direction(now: LinkParams, cfg: LinkParams) -> dict[str, Any]:
+    """A direction's parameters in force, with ``configured``: the configured value of
+    each field that differs (absent when none does)."""
+    out, was = _params(now), _params(cfg)
+    differ = {k: v for k, v in was.items() if k != "queue" and out[k] != v}
+    queue = {k: v for k, v in was["queue"].items() if out["queue"][k] != v}
+    if queue:
+        differ["queue"] = queue
+    if differ:
+        out["configured"] = differ
+    return out
+
+
+def _lan_wide(to_lan: LinkParams, from_lan: LinkParams) -> dict[str, Any]:
+    """A member's halves as member-to-member values (the inverse of ir.lan_half)."""
+    return {"bandwidth_bps": to_lan.bandwidth_bps,
+            "delay_s": round(to_lan.delay_s + from_lan.delay_s, 9),
+            "loss": round(1.0 - (1.0 - to_lan.loss) * (1.0 - from_lan.loss), 9)}
+
+
+def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
+    """A LAN for ``show``: its LAN-wide values in force (and the configured ones where
+    they differ) when every member has the same; else the configured values, and each
+    member changed at run time with its halves in force."""
+    out: dict[str, Any] = {"name": lan.name, "members": [m.node for m in lan.members],
+                           "bandwidth_bps": lan.bandwidth_bps, "delay_s": lan.delay_s,
+                           "loss": lan.loss}
+    halves = {m.node: (now.get((lan.name, m.node, "to_lan"), m.to_lan),
+                       now.get((lan.name, m.node, "from_lan"), m.from_lan))
+              for m in lan.members}
+    moved = [m for m in lan.members if halves[m.node] != (m.to_lan, m.from_lan)]
+    if not moved:
+        return out
+    wide = [_lan_wide(*halves[m.node]) for m in lan.members]
+    if len(moved) == len(lan.members) and all(w == wide[0] for w in wide):
+        was = _lan_wide(lan.members[0].to_lan, lan.members[0].from_lan)
+        differ = {k: out[k] for k, v in wide[0].items() if v != was[k]}
+        out.update(wide[0])
+        if differ:
+            out["configured"] = differ
+        return out
+    out["changed_members"] = {m.node: {"to_lan": _direction(halves[m.node][0], m.to_lan),
+                                       "from_lan": _direction(halves[m.node][1], m.from_lan)}
+                              for m in moved}
+    return out
 
 
 def _quote_logs(message: str, folder: str) -> str:
@@ -442,7 +490,11 @@ class Lab:
         return info
 
     def _describe(self, row: ExperimentRow, plan: Plan, links: dict[str, Any]) -> dict[str, Any]:
+        """The experiment for ``show``; a live one's links and LANs with the values in
+        force (changed at run time by tevc, timeline events or ``set_link``)."""
         name = row.name
+        now = in_force.current(self.store.folder(name), row.ir) if row.state == ACTIVE \
+            else in_force.configured(row.ir)
         images_of = {n.name: n.image for n in row.ir.nodes if n.image}
         return {"name": row.name, "id": row.short, "state": row.state, "error": row.error,
                 "folder": self.store.folder(name),
@@ -456,11 +508,11 @@ class Lab:
                                    "routes": [f"{r.dst} via {r.via} dev {r.dev}"
                                               for r in n.routes]}
                           for n in plan.nodes.values()},
-                "links": [{"name": l.name, "a": l.a, "b": l.b, "ab": _params(l.ab),
-                           "ba": _params(l.ba)} for l in row.ir.links],
-                "lans": [{"name": l.name, "members": [m.node for m in l.members],
-                          "bandwidth_bps": l.bandwidth_bps, "delay_s": l.delay_s,
-                          "loss": l.loss} for l in row.ir.lans],
+                "links": [{"name": l.name, "a": l.a, "b": l.b,
+                           "ab": _direction(now[(l.name, None, "ab")], l.ab),
+                           "ba": _direction(now[(l.name, None, "ba")], l.ba)}
+                          for l in row.ir.links],
+                "lans": [_describe_lan(l, now) for l in row.ir.lans],
                 "stats": {k: v for k, v in links.items()
                           if k in ("links", "lans", "routers", "hosts", "agents", "realtime",
                                    "partitions")},
@@ -518,16 +570,18 @@ class Lab:
     def apply(self, name: str, evs: list[Any]) -> None:
         """Typed events on links and LANs done by the engine at once (not through the
         scheduler, so not logged): ``set_link``'s, ``link_up``'s and ``link_down``'s."""
-        from wanlab.engine import encode
         row = self._need_active(self.store.get(name))
         kinds = row.ir.kinds()
         for ev in evs:
             if kinds.get(ev.target) not in ("link", "lan"):
                 raise WanlabError(f"{ev.target!r} is not a link or LAN of experiment {name!r}")
-        ports = make_plan(row.ir, row.short).port_map()
+        folder = self.store.folder(row.name)
+        # the port map kept at swap-in names a LAN member's port (no new plan)
+        ports = in_force.load_ports(folder) or make_plan(row.ir, row.short).port_map()
         reqs = [r for ev in evs for r in encode.event_requests(ev, kinds[ev.target], ports, "")]
         with self.engine(name) as c:
             c.send_all(reqs)
+        in_force.record(folder, row.ir, evs)
 
     def stats(self, name: str, target: str | None = None) -> dict[str, Any]:
         """The engine's counters (every link, LAN and node, or only ``target``)."""

@@ -21,7 +21,7 @@ import threading
 from typing import Callable
 
 from wanlab.backends.emulate import engine, frr, netns, nodes, procs
-from wanlab.engine import encode
+from wanlab.engine import encode, in_force
 from wanlab.model.ir import Event
 from wanlab.run.context import Context
 from wanlab.run.programs import ProgramRunner
@@ -99,6 +99,9 @@ class Runtime(Context):
             os.makedirs(trace_dir, exist_ok=True)
         with engine.Client(self.sock) as c:
             c.send_all(reqs)
+        # what show reports as in force (the description as it is now: modify may have
+        # changed it since this scheduler started)
+        in_force.record(self.folder, self.store.get(self.row.name).ir, [ev])
         return "ok", encode.describe(ev, trace_dir)
 
     # programs and agents

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from wanlab.backends.emulate import cgroups, egress, engine, resources, stages
 from wanlab.backends.emulate.stages import Build, Progress
-from wanlab.engine import encode
+from wanlab.engine import encode, in_force
 from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import Set
 from wanlab.errors import WanlabError
@@ -95,6 +95,8 @@ def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress,
     if reqs:
         with engine.Client(sock) as c:
             c.send_all(reqs)
+    in_force.rebase(store.folder(row.name), row.ir, new, new_plan.port_map(),
+                    d.networks_removed)
     # 4. limits of kept nodes (their cgroups)
     was = {n.name: cgroups.limits_of(n) for n in row.ir.nodes}
     redo = [n for n in new.nodes if n.name in was and cgroups.limits_of(n) != was[n.name]]

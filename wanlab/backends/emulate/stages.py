@@ -66,7 +66,7 @@ from wanlab.backends.emulate import (
     rootfs,
 )
 from wanlab.backends.emulate.nodes import ensure_holders, start_command
-from wanlab.engine import encode
+from wanlab.engine import encode, in_force
 from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import Apply
 from wanlab.errors import WanlabError
@@ -334,6 +334,8 @@ def _taps(b: Build) -> None:
         reply = c.send(req)
     b.ifindex.update({p: v["ifindex"] for p, v in reply.get("ports", {}).items()
                       if "ifindex" in v})
+    if everything:          # the engine has the description's values, on these ports
+        in_force.reset(b.folder, b.plan.port_map())
     b.store.update_resources("created", {r.id: {} for r in b.store.resources(b.row.id)
                                          if r.kind == "tap" and r.state == "planned"})
 
