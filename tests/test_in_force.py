@@ -62,21 +62,28 @@ def test_run_time_changes_are_recorded_and_a_reset_forgets_them(tmp_path):
     folder, exp = str(tmp_path), build()
     in_force.reset(folder, make_plan(exp, "abcd").port_map())
     assert in_force.current(folder, exp) == in_force.configured(exp)
-    in_force.record(folder, exp, normalize.link_change(exp, "l0", bandwidth="20Mb",
-                                                       delay="50ms"))
-    in_force.record(folder, exp, [normalize.event(exp, 0.0, "l0", "plr", ["0.1"],
-                                                  dir="ba")])
-    in_force.record(folder, exp, normalize.link_change(exp, "lan0", delay="20ms"))
+    record(folder, exp, normalize.link_change(exp, "l0", bandwidth="20Mb", delay="50ms"))
+    record(folder, exp, [normalize.event(exp, 0.0, "l0", "plr", ["0.1"], dir="ba")])
+    record(folder, exp, [normalize.event(exp, 0.0, "lan0", "delay", ["8ms"], member="c",
+                                         dir="to_lan")])
+    record(folder, exp, normalize.link_change(exp, "lan0", delay="20ms"))
     now = in_force.current(folder, exp)
     assert now[("l0", None, "ab")] == replace(exp.links[0].ab, bandwidth_bps=20_000_000,
                                               delay_s=0.05)
     assert now[("l0", None, "ba")].loss == 0.1 and now[("l0", None, "ab")].loss == 0
+    # the whole LAN's later change overrides c's earlier one
     assert {now[("lan0", m, d)].delay_s for m in "bcd" for d in ("to_lan", "from_lan")} \
         == {0.01}
-    # up/down and drops change no parameter; setting a value back drops the record
-    in_force.record(folder, exp, [normalize.event(exp, 0.0, "l0", "down", [])])
-    in_force.record(folder, exp, normalize.link_change(exp, "lan0", delay="4ms"))
-    assert ("lan0", "c", "to_lan") not in in_force._read(folder)
+    record(folder, exp, [normalize.event(exp, 0.0, "lan0", "delay", ["8ms"], member="c",
+                                         dir="to_lan")])
+    now = in_force.current(folder, exp)
+    assert (now[("lan0", "c", "to_lan")].delay_s, now[("lan0", "c", "from_lan")].delay_s,
+            now[("lan0", "b", "to_lan")].delay_s) == (0.004, 0.01, 0.01)
+    # up/down, drops and traces change no parameter
+    held = in_force._read(folder)
+    record(folder, exp, [normalize.event(exp, 0.0, "l0", "down", []),
+                         normalize.event(exp, 0.0, "l0", "drop", ["2"])])
+    assert in_force._read(folder) == held
     in_force.reset(folder, make_plan(exp, "abcd").port_map())
     assert in_force._read(folder) == {}
 
@@ -86,17 +93,24 @@ def test_modify_rebases_what_is_in_force_as_the_engines_patch_does(tmp_path):
     configured bandwidth change, and a configured delay change replaces it."""
     folder, old = str(tmp_path), build()
     in_force.reset(folder, make_plan(old, "abcd").port_map())
-    in_force.record(folder, old, normalize.link_change(old, "l0", delay="50ms"))
+    record(folder, old, normalize.link_change(old, "l0", delay="50ms"))
+    record(folder, old, normalize.link_change(old, "lan0", bandwidth="1Mb"))
     new = build(link_bw="30Mb")
     in_force.rebase(folder, old, new, make_plan(new, "abcd").port_map(), [])
-    ab = in_force.current(folder, new)[("l0", None, "ab")]
+    now = in_force.current(folder, new)
+    ab = now[("l0", None, "ab")]
     assert (ab.bandwidth_bps, ab.delay_s) == (30_000_000, 0.05)
+    assert now[("lan0", "d", "from_lan")].bandwidth_bps == 1_000_000
     newer = build(link_bw="30Mb", link_delay="70ms")
-    in_force.rebase(folder, new, newer, make_plan(newer, "abcd").port_map(), [])
-    assert in_force._read(folder) == {}          # all as configured again
-    in_force.record(folder, newer, normalize.link_change(newer, "l0", delay="5ms"))
+    in_force.rebase(folder, new, newer, make_plan(newer, "abcd").port_map(), ["lan0"])
+    assert in_force.current(folder, newer) == in_force.configured(newer)
+    record(folder, newer, normalize.link_change(newer, "l0", delay="5ms"))
     in_force.rebase(folder, newer, newer, make_plan(newer, "abcd").port_map(), ["l0"])
-    assert in_force._read(folder) == {}          # a rebuilt link has its configured values
+    assert in_force.current(folder, newer) == in_force.configured(newer)  # l0 rebuilt
+
+
+def record(folder, exp, evs):
+    in_force.record(folder, [(ev, exp.kinds()[ev.target]) for ev in evs])
 
 
 def test_diff_reports_directions_in_ir_units():

@@ -581,7 +581,7 @@ class Lab:
         reqs = [r for ev in evs for r in encode.event_requests(ev, kinds[ev.target], ports, "")]
         with self.engine(name) as c:
             c.send_all(reqs)
-        in_force.record(folder, row.ir, evs)
+        in_force.record(folder, [(ev, kinds[ev.target]) for ev in evs])
 
     def stats(self, name: str, target: str | None = None) -> dict[str, Any]:
         """The engine's counters (every link, LAN and node, or only ``target``)."""

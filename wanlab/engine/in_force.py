@@ -5,12 +5,14 @@ Two files, both in the IR's units and names (never the wire format):
 * ``ports.json``: the plan's :class:`~wanlab.plan.types.PortMap`, written at swap-in and
   by modify, so that a run-time change of a LAN member (``set_link``) finds its port
   without planning the experiment again;
-* ``in_force.json``: each link or LAN direction changed at run time (by a timeline or
-  tevc event through the scheduler, or by ``set_link``/``link_up``... through the life
-  cycle), with the parameters it now has. A direction not in it has its configured
-  values. Whoever sends a change to the engine records it here, under an exclusive lock
-  (the scheduler and the life cycle are separate processes); swap-in starts it empty,
-  and modify rebases it onto the new description as the engine's patches do.
+* ``in_force.json``: the fields of link and LAN directions changed at run time (by a
+  timeline or tevc event through the scheduler, or by ``set_link`` through the life
+  cycle), with the values the engine now has; every other field has its configured
+  value. Whoever sends a change to the engine records it here, under an exclusive lock
+  (the scheduler and the life cycle are separate processes), without reading the
+  description (the scheduler's copy may be older than a modify); swap-in starts it
+  empty, and modify drops the fields the description changed (the engine got those as
+  patches).
 
 ``show`` reads it to print what is in force, and the configured value where it differs.
 A raw request sent with the API's ``engine_call`` is not seen here.
@@ -23,17 +25,20 @@ import fcntl
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, fields, replace
+from dataclasses import fields, replace
 from typing import Any
 
 from wanlab.model import ir
-from wanlab.model.ir import Experiment, LinkParams, Queue
+from wanlab.model.ir import Experiment, LinkParams
 from wanlab.plan.types import PortMap
 
 PORTS, IN_FORCE = "ports.json", "in_force.json"
 
 # one direction: (network, LAN member node or None, dir)
 Key = tuple[str, str | None, str]
+ALL = "*"           # a change of every member of a LAN
+# a direction's fields: "bandwidth_bps", "delay_s", "loss" and "queue.<field>"
+Fields = dict[str, Any]
 
 
 def _write(path: str, data: Any) -> None:
@@ -57,33 +62,29 @@ def load_ports(folder: str) -> PortMap | None:
         return None
 
 
+# the record: (network, member node or ALL ("" for a link), dir) -> changed fields
+Held = dict[tuple[str, str, str], Fields]
+
+
 @contextlib.contextmanager
-def _locked(folder: str) -> Iterator[dict[Key, LinkParams]]:
-    """The recorded directions, to change in place; written back on exit."""
+def _locked(folder: str) -> Iterator[Held]:
+    """The record, to change in place; written back on exit."""
     with open(os.path.join(folder, IN_FORCE + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         held = _read(folder)
         yield held
         _write(os.path.join(folder, IN_FORCE),
-               [{"network": n, "member": m, "dir": d, "params": _to_json(p)}
-                for (n, m, d), p in held.items()])
+               [{"network": n, "member": m, "dir": d, "fields": f}
+                for (n, m, d), f in held.items() if f])
 
 
-def _read(folder: str) -> dict[Key, LinkParams]:
+def _read(folder: str) -> Held:
     try:
         with open(os.path.join(folder, IN_FORCE)) as f:
             rows = json.load(f)
     except (OSError, ValueError):
         return {}
-    return {(r["network"], r["member"], r["dir"]): _from_json(r["params"]) for r in rows}
-
-
-def _to_json(p: LinkParams) -> dict[str, Any]:
-    return asdict(p)
-
-
-def _from_json(d: dict[str, Any]) -> LinkParams:
-    return LinkParams(**{**d, "queue": Queue(**d["queue"])})
+    return {(r["network"], r["member"], r["dir"]): r["fields"] for r in rows}
 
 
 def reset(folder: str, ports: PortMap) -> None:
@@ -105,79 +106,92 @@ def configured(exp: Experiment) -> dict[Key, LinkParams]:
     return out
 
 
+def _fields(p: LinkParams) -> Fields:
+    return {"bandwidth_bps": p.bandwidth_bps, "delay_s": p.delay_s, "loss": p.loss,
+            **{f"queue.{f.name}": getattr(p.queue, f.name) for f in fields(p.queue)}}
+
+
+def _overlaid(p: LinkParams, changed: Fields) -> LinkParams:
+    top = {k: v for k, v in changed.items() if not k.startswith("queue.")}
+    queue = {k[6:]: v for k, v in changed.items() if k.startswith("queue.")}
+    return replace(p, **top, queue=replace(p.queue, **queue))
+
+
 def current(folder: str, exp: Experiment) -> dict[Key, LinkParams]:
     """Every direction's parameters in force (the configured ones where nothing changed
     them at run time)."""
     held = _read(folder)
-    return {k: held.get(k, p) for k, p in configured(exp).items()}
+    out = {}
+    for (net, member, d), p in configured(exp).items():
+        if member is None:
+            out[(net, member, d)] = _overlaid(p, held.get((net, "", d), {}))
+        else:       # a change of every member first, then one of this member since
+            p = _overlaid(p, held.get((net, ALL, d), {}))
+            out[(net, member, d)] = _overlaid(p, held.get((net, member, d), {}))
+    return out
 
 
-def changed(ev: ir.Event, kind: str, p: LinkParams) -> LinkParams:
-    """Direction parameters ``p`` after link or LAN event ``ev`` (the engine's merge of
-    the patch :func:`wanlab.engine.encode.event_requests` makes)."""
+def change(ev: ir.Event, kind: str) -> Fields:
+    """The fields link or LAN event ``ev`` sets in each direction it acts on (what the
+    patch :func:`wanlab.engine.encode.event_requests` makes carries)."""
     lan = kind == "lan"
     a, v = ev.action, ev.value
     if a == "bandwidth":
-        return replace(p, bandwidth_bps=int(v))
+        return {"bandwidth_bps": int(v)}
     if a == "delay":
-        return replace(p, delay_s=ir.lan_half(v, 0.0)[0] if lan else float(v))
+        return {"delay_s": ir.lan_half(v, 0.0)[0] if lan else float(v)}
     if a == "plr":
-        return replace(p, loss=ir.lan_half(0.0, v)[1] if lan else float(v))
+        return {"loss": ir.lan_half(0.0, v)[1] if lan else float(v)}
     if a == "set" and ev.param in ir.QUEUE_FIELDS:
-        return replace(p, queue=replace(p.queue, **{ev.param: v}))
-    return p       # up, down, drop (the next packets only), trace: no parameter changes
+        return {f"queue.{ev.param}": v}
+    return {}      # up, down, drop (the next packets only), trace: no parameter changes
 
 
-def _directions(ev: ir.Event, kind: str, exp: Experiment) -> list[Key]:
-    if kind == "link":
-        return [(ev.target, None, d) for d in ((ev.dir,) if ev.dir else ("ab", "ba"))]
-    lan = next(x for x in exp.lans if x.name == ev.target)
-    members = [ev.member] if ev.member else [m.node for m in lan.members]
-    dirs = (ev.dir,) if ev.dir else ("to_lan", "from_lan")
-    return [(ev.target, m, d) for m in members for d in dirs]
-
-
-def record(folder: str, exp: Experiment, evs: Iterable[ir.Event]) -> None:
-    """Note link and LAN events the engine has done (a pair channel's, ``ev.to``, is not
-    a direction of its own and is left out)."""
-    kinds = exp.kinds()
-    todo = [ev for ev in evs if kinds.get(ev.target) in ("link", "lan") and ev.to is None
-            and ev.action in ("bandwidth", "delay", "plr", "set")]
+def record(folder: str, evs: Iterable[tuple[ir.Event, str]]) -> None:
+    """Note link and LAN events the engine has done, each with its kind (``link`` or
+    ``lan``). A pair channel's (``ev.to``) is not a direction of its own: left out."""
+    todo = [(ev, kind, change(ev, kind)) for ev, kind in evs if ev.to is None]
+    todo = [t for t in todo if t[2]]
     if not todo:
         return
-    cfg = configured(exp)
     with _locked(folder) as held:
-        for ev in todo:
-            for k in _directions(ev, kinds[ev.target], exp):
-                held[k] = changed(ev, kinds[ev.target], held.get(k, cfg[k]))
-                if held[k] == cfg[k]:
-                    del held[k]
+        for ev, kind, got in todo:
+            if kind == "link":
+                dirs, member = (ev.dir,) if ev.dir else ("ab", "ba"), ""
+            else:
+                dirs, member = (ev.dir,) if ev.dir else ("to_lan", "from_lan"), \
+                    ev.member or ALL
+            for d in dirs:
+                if member == ALL:   # every member's earlier change of these fields is over
+                    for (n, _, d2), f in held.items():
+                        if n == ev.target and d2 == d:
+                            for k in got:
+                                f.pop(k, None)
+                held.setdefault((ev.target, member, d), {}).update(got)
 
 
 def rebase(folder: str, old: Experiment, new: Experiment, ports: PortMap,
            rebuilt: Iterable[str]) -> None:
-    """After a modify from ``old`` to ``new``: each field the description changed takes
-    its new value (the engine got it as a patch), the others keep what is in force;
-    networks ``rebuilt`` (or gone) have their new configured values."""
+    """After a modify from ``old`` to ``new``: each field the description changed has its
+    new value (the engine got it as a patch), the others keep what is in force; networks
+    ``rebuilt`` (or gone) have their new configured values."""
     save_ports(folder, ports)
     was, now, gone = configured(old), configured(new), set(rebuilt)
     with _locked(folder) as held:
-        for k in list(held):
-            if k[0] in gone or k not in now or k not in was:
-                del held[k]
+        # every member's changes first: one member's since are newer
+        for (net, member, d), f in sorted(held.items(), key=lambda kv: kv[0][1] != ALL):
+            del held[(net, member, d)]
+            if net in gone:
                 continue
-            held[k] = _patched(held[k], was[k], now[k])
-            if held[k] == now[k]:
-                del held[k]
-
-
-def _patched(p: LinkParams, old: LinkParams, new: LinkParams) -> LinkParams:
-    out = {f.name: getattr(new if getattr(old, f.name) != getattr(new, f.name) else p, f.name)
-           for f in fields(LinkParams) if f.name != "queue"}
-    if old.queue.kind != new.queue.kind:
-        queue = new.queue
-    else:
-        queue = replace(p.queue, **{f.name: getattr(new.queue, f.name)
-                                    for f in fields(Queue)
-                                    if getattr(old.queue, f.name) != getattr(new.queue, f.name)})
-    return LinkParams(**out, queue=queue)
+            members = [m for (n, m, d2) in was if n == net and d2 == d] \
+                if member == ALL else [member or None]
+            for m in members:
+                k = (net, m, d)
+                if k not in was or k not in now:
+                    continue
+                o, w = _fields(was[k]), _fields(now[k])
+                if was[k].queue.kind != now[k].queue.kind:
+                    o = {x: v for x, v in o.items() if not x.startswith("queue.")}
+                kept = {x: v for x, v in f.items() if o.get(x) == w.get(x) and x in o}
+                if kept:
+                    held.setdefault((net, m or "", d), {}).update(kept)

@@ -99,9 +99,7 @@ class Runtime(Context):
             os.makedirs(trace_dir, exist_ok=True)
         with engine.Client(self.sock) as c:
             c.send_all(reqs)
-        # what show reports as in force (the description as it is now: modify may have
-        # changed it since this scheduler started)
-        in_force.record(self.folder, self.store.get(self.row.name).ir, [ev])
+        in_force.record(self.folder, [(ev, kind)])      # what show reports as in force
         return "ok", encode.describe(ev, trace_dir)
 
     # programs and agents
