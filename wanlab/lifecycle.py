@@ -55,6 +55,7 @@ from wanlab.backends.emulate import (
 from wanlab.engine import encode, in_force
 from wanlab.engine.binary import engine_binary
 from wanlab.engine.client import socket_of
+from wanlab.engine.protocol import CaptureSnapshot, CaptureStart, CaptureStop, Stats
 from wanlab.errors import Interrupted, WanlabError
 from wanlab.model.ir import Experiment, Lan, LinkParams, check_event, validate
 from wanlab.plan.plan import make_plan
@@ -473,7 +474,7 @@ class Lab:
         if row.state == ACTIVE:
             with contextlib.suppress(Exception):
                 with engine.Client(self._socket(row), timeout=5) as c:
-                    links = c.call("stats")
+                    links = c.send(Stats())
         info = self._describe(row, plan, links)
         own_cpus = {n.name for n in row.ir.nodes if n.cpus is not None}
         if row.state == ACTIVE:     # each node's use of its cgroup (CPU, memory, pids)
@@ -586,7 +587,7 @@ class Lab:
     def stats(self, name: str, target: str | None = None) -> dict[str, Any]:
         """The engine's counters (every link, LAN and node, or only ``target``)."""
         with self.engine(name) as c:
-            return c.call("stats", **({"target": target} if target else {}))
+            return c.send(Stats(target=target))
 
     def follow(self, name: str):
         """Yield events of an active experiment as they fire (until it is swapped out)."""
@@ -806,13 +807,13 @@ class Lab:
             raise WanlabError(f"capture file {rel!r}: a path inside the experiment's folder")
         make_private_dir(os.path.dirname(os.path.join(self.store.folder(row.name), rel)))
         with self.engine(name) as e:
-            e.call("capture_start", target=link, dir=dir, path=rel)
+            e.send(CaptureStart(target=link, dir=dir, path=rel))
         return [rel]
 
     def capture_stop(self, name: str) -> None:
         """Stop every capture (each file flushed and closed)."""
         with self.engine(name) as e:
-            e.call("capture_stop")
+            e.send(CaptureStop())
 
     def capture_file(self, name: str, file: str) -> str:
         """The path of capture ``file`` (only one :meth:`captures` lists), flushed up to now
@@ -821,7 +822,7 @@ class Lab:
         if found is None:
             raise WanlabError(f"experiment {name!r} has no capture {file!r}")
         with contextlib.suppress(Exception), self.engine(name) as e:
-            e.call("capture_snapshot")
+            e.send(CaptureSnapshot())
         return found[0]
 
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:

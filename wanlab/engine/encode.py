@@ -141,6 +141,19 @@ def params_patch(old: LinkParams, new: LinkParams) -> Params:
     return Params(**patch)  # type: ignore[typeddict-item]
 
 
+def batch(timed: list[tuple[float, Request]], *, seed: int, until_s: float,
+          sample_interval_s: float, sample_agents: list[str]) -> dict[str, Any]:
+    """The input of ``wanlab-engine simulate``: requests, each at its time in seconds
+    (docs/engine-protocol.md, virtual time)."""
+    return {"seed": seed, "until_ns": _ns(until_s), "sample_interval_ns": _ns(sample_interval_s),
+            "sample_agents": sample_agents,
+            "requests": [{"at_ns": _ns(t), **r.to_json()} for t, r in timed]}
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * 1_000_000_000)
+
+
 def loss(p: float) -> dict[str, Any]:
     return {"kind": "bernoulli", "p": p} if p > 0 else {"kind": "none"}
 

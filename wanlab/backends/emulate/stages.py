@@ -68,7 +68,7 @@ from wanlab.backends.emulate import (
 from wanlab.backends.emulate.nodes import ensure_holders, start_command
 from wanlab.engine import encode, in_force
 from wanlab.engine.client import socket_of
-from wanlab.engine.protocol import Apply
+from wanlab.engine.protocol import Apply, Stats
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.routes import RouteEntry
@@ -353,7 +353,7 @@ def place_cpus(b: Build) -> None:
     ports = {n: [i.port for i in b.plan.nodes[n].interfaces]
              for n in groups if n not in own and n in b.plan.nodes}
     with engine.Client(b.socket, timeout=30) as c:
-        parts = c.call("stats").get("partitions") or []
+        parts = c.send(Stats()).get("partitions") or []
     d = cpuplace.decide(parts, ports, cpuplace.allowed_of(cgroups.cpus_of(top)),
                         cpuplace.forced())
     b.say(f"nodes on CPUs: {d.policy} ({d.why})")

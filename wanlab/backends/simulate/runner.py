@@ -23,6 +23,7 @@ from typing import Any
 
 from wanlab.backends.simulate.scenario import NS, Scenario, build
 from wanlab.engine.binary import engine_binary
+from wanlab.engine.protocol import CaptureStart
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 
@@ -48,9 +49,9 @@ def simulate(exp: Experiment, out: str, seed: int | None = None,
     scen_path, res_path = os.path.join(out, "scenario.json"), os.path.join(out, "result.json")
     doc = sc.engine_json(seed, SAMPLE_S)
     # The engine never overwrites a capture: remove this run's own earlier ones.
-    for r in doc["requests"]:
-        if r.get("cmd") == "capture_start" and os.path.isfile(r["path"]):
-            os.unlink(r["path"])
+    for _, r in sc.requests:
+        if isinstance(r, CaptureStart) and os.path.isfile(r.path):
+            os.unlink(r.path)
     with open(scen_path, "w") as f:
         json.dump(doc, f, indent=1)
     t0 = time.monotonic()
