@@ -35,7 +35,7 @@ from wanlab.engine.protocol import (
 from wanlab.model import ir
 from wanlab.model.ir import LinkParams
 from wanlab.plan.sim_nodes import is_host
-from wanlab.plan.types import Plan, PortMap
+from wanlab.plan.types import Plan, PortMap, SimFlow
 
 
 def params(p: LinkParams) -> Params:
@@ -89,8 +89,7 @@ def apply(plan: Plan, *, with_ports: bool = True,
         return Apply(ports=ports if with_ports else [], links=links, lans=lans)
     routers, hosts = _simulated_nodes(plan)
     return Apply(ports=ports if with_ports else [], links=links, lans=lans, routers=routers,
-                 hosts=hosts, agents=[f.sink for f in plan.flows] +
-                 [f.source for f in plan.flows])
+                 hosts=hosts, agents=agents(plan.flows))
 
 
 def _simulated_nodes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -114,6 +113,47 @@ def _simulated_nodes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, A
                 "routes": [{"dst": "0.0.0.0/0" if r.dst == "default" else r.dst, "via": r.via}
                            for r in np_.routes]})
     return routers, hosts
+
+
+def agents(flows: list[SimFlow]) -> list[dict[str, Any]]:
+    """The engine's traffic agents of simulated applications: sinks first (so a source
+    never sends to a port that has no sink yet)."""
+    return [_sink(f) for f in flows] + [_source(f) for f in flows]
+
+
+def _sink(f: SimFlow) -> dict[str, Any]:
+    if f.kind == "tcp":
+        return {"agent": f.sink_id, "host": f.dst_node, "kind": "tcp_sink", "port": f.port,
+                "delayed_ack": f.sink.delayed_ack}
+    return {"agent": f.sink_id, "host": f.dst_node, "kind": "sink", "port": f.port}
+
+
+def _source(f: SimFlow) -> dict[str, Any]:
+    t, tp = f.traffic, f.transport
+    src: dict[str, Any] = {"agent": f.app, "host": f.src_node, "dst": f"{f.dst_ip}:{f.port}"}
+    if f.kind == "tcp":
+        src.update(kind="tcp", cc=tp.cc, trace_interval_us=10000)
+        for key, v in (("mss", tp.mss), ("window", tp.window),
+                       ("initial_window", tp.window_init)):
+            if v is not None:
+                src[key] = v
+        if tp.min_rto_s is not None:
+            src["min_rto_us"] = round(tp.min_rto_s * 1e6)
+        if t.max_bytes is not None:
+            src["bytes"] = t.max_bytes
+        return src
+    src["size"] = max(16, t.packet_size or 0)
+    if t.interval_s is not None:
+        src["interval_us"] = max(1, round(t.interval_s * 1e6))
+    else:
+        src["rate_bps"] = t.rate_bps
+    if f.kind != "onoff":
+        return {**src, "kind": f.kind}
+    assert t.burst_s is not None and t.idle_s is not None
+    src.update(kind="onoff", on_us=t.burst_s * 1e6, off_us=t.idle_s * 1e6, dist=t.pattern)
+    if t.pattern == "pareto":
+        src["shape"] = t.shape
+    return src
 
 
 def remove(plan: Plan, networks: Collection[str]) -> Remove:

@@ -15,7 +15,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
-from wanlab.model.ir import Experiment, LinkParams, LinkRule
+from wanlab.model.ir import Experiment, LinkParams, LinkRule, Traffic, Transport
 from wanlab.plan.routes import RouteEntry
 
 
@@ -123,20 +123,25 @@ class PortMap:
                     for n, m in d["networks"].items()})
 
 
-@dataclass
+@dataclass(frozen=True)
 class SimFlow:
-    """One application realised by a source and a sink agent in the engine."""
+    """One application realised by a source and a sink agent in the engine: the source
+    on ``src_node`` sends ``traffic`` over ``transport`` to the sink (``sink``'s kind of
+    transport) on ``dst_node``, at ``dst_ip``:``port``."""
 
     app: str
     kind: str                      # cbr | poisson | onoff | tcp
     src_node: str
     dst_node: str
-    source: dict[str, Any]
-    sink: dict[str, Any]
+    dst_ip: str
+    port: int
+    traffic: Traffic
+    transport: Transport
+    sink: Transport
 
     @property
     def sink_id(self) -> str:
-        return self.sink["agent"]
+        return self.app + ".sink"
 
 
 @dataclass

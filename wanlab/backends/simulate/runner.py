@@ -125,7 +125,8 @@ def summarize(sc: Scenario, result: dict[str, Any], seed: int, wall: float) -> d
         res: dict[str, Any] = {"simulated": True, "bytes": d(s0, s1, "bytes"),
                                "sent_bytes": d(a0, a1, "sent_bytes"), "throughput_bps": series}
         if f.kind == "tcp":
-            res.update(kind="ftp", cc=f.source["cc"], mss=f.source.get("mss", 1000),
+            # (1000: the engine's MSS when the description sets none)
+            res.update(kind="ftp", cc=f.transport.cc, mss=f.transport.mss or 1000,
                        packets=d(s0, s1, "pkts"),
                        sent_packets=d(a0, a1, "sent_pkts"),
                        retransmits=d(a0, a1, "retransmits"), timeouts=d(a0, a1, "timeouts"),
