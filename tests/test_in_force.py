@@ -1,5 +1,6 @@
 """The typed plan, the port map and the record of what is in force (no root needed)."""
 
+import os
 from dataclasses import replace
 
 import pytest
@@ -120,3 +121,22 @@ def test_diff_reports_directions_in_ir_units():
     p = d.params[0]
     assert (p.old.delay_s, p.params.delay_s) == (0.01, 0.025)
     assert encode.params_patch(p.old, p.params) == {"delay_us": 25_000.0}
+
+
+def test_a_long_record_is_folded_and_a_rebase_keeps_whole_lan_and_member_changes(
+        tmp_path, monkeypatch):
+    folder, exp = str(tmp_path), build()
+    in_force.reset(folder, make_plan(exp, "abcd").port_map())
+    monkeypatch.setattr(in_force, "COMPACT_BYTES", 2000)
+    for i in range(200):
+        record(folder, exp, normalize.link_change(exp, "l0", delay=f"{i + 1}ms"))
+    assert os.path.getsize(tmp_path / in_force.IN_FORCE) < 2000
+    assert in_force.current(folder, exp)[("l0", None, "ba")].delay_s == 0.2
+    record(folder, exp, normalize.link_change(exp, "lan0", bandwidth="1Mb"))
+    record(folder, exp, [normalize.event(exp, 0.0, "lan0", "delay", ["8ms"], member="c",
+                                         dir="to_lan")])
+    before = in_force.current(folder, exp)
+    in_force.rebase(folder, exp, exp, make_plan(exp, "abcd").port_map(), [])
+    assert in_force.current(folder, exp) == before
+    c = before[("lan0", "c", "to_lan")]
+    assert (c.bandwidth_bps, c.delay_s) == (1_000_000, 0.004)

@@ -5,14 +5,16 @@ Two files, both in the IR's units and names (never the wire format):
 * ``ports.json``: the plan's :class:`~wanlab.plan.types.PortMap`, written at swap-in and
   by modify, so that a run-time change of a LAN member (``set_link``) finds its port
   without planning the experiment again;
-* ``in_force.json``: the fields of link and LAN directions changed at run time (by a
+* ``in_force.jsonl``: the fields of link and LAN directions changed at run time (by a
   timeline or tevc event through the scheduler, or by ``set_link`` through the life
-  cycle), with the values the engine now has; every other field has its configured
-  value. Whoever sends a change to the engine records it here, under an exclusive lock
-  (the scheduler and the life cycle are separate processes), without reading the
-  description (the scheduler's copy may be older than a modify); swap-in starts it
-  empty, and modify drops the fields the description changed (the engine got those as
-  patches).
+  cycle), one line per change in the order the engine got them; every other field has
+  its configured value. Whoever sends a change to the engine appends it here (under a
+  lock: the scheduler and the life cycle are separate processes), without reading the
+  file or the description (the scheduler's copy may be older than a modify), so the
+  scheduler's inline events stay quick. Reading folds the lines (a LAN-wide change
+  overrides every member's earlier change of those fields, as in the engine); a long
+  file is folded and written again. Swap-in starts it empty, and modify drops the
+  fields the description changed (the engine got those as patches).
 
 ``show`` reads it to print what is in force, and the configured value where it differs.
 A raw request sent with the API's ``engine_call`` is not seen here.
@@ -32,7 +34,8 @@ from wanlab.model import ir
 from wanlab.model.ir import Experiment, LinkParams
 from wanlab.plan.types import PortMap
 
-PORTS, IN_FORCE = "ports.json", "in_force.json"
+PORTS, IN_FORCE = "ports.json", "in_force.jsonl"
+COMPACT_BYTES = 1 << 18      # fold the record when it grows past this
 
 # one direction: (network, LAN member node or None, dir)
 Key = tuple[str, str | None, str]
@@ -67,31 +70,56 @@ Held = dict[tuple[str, str, str], Fields]
 
 
 @contextlib.contextmanager
-def _locked(folder: str) -> Iterator[Held]:
-    """The record, to change in place; written back on exit."""
+def _lock(folder: str) -> Iterator[None]:
     with open(os.path.join(folder, IN_FORCE + ".lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        held = _read(folder)
-        yield held
-        _write(os.path.join(folder, IN_FORCE),
-               [{"network": n, "member": m, "dir": d, "fields": f}
-                for (n, m, d), f in held.items() if f])
+        yield
+
+
+def _lines(held: Held) -> str:
+    return "".join(json.dumps({"network": n, "member": m, "dir": d, "fields": f}) + "\n"
+                   for (n, m, d), f in held.items() if f)
+
+
+def _rewrite(folder: str, held: Held) -> None:
+    path = os.path.join(folder, IN_FORCE)
+    with open(path + ".tmp", "w") as f:
+        f.write(_lines(held))
+    os.replace(path + ".tmp", path)
+
+
+def _fold(held: Held, key: tuple[str, str, str], got: Fields) -> None:
+    """One change into ``held``: a LAN-wide one ends every member's earlier change of
+    the same fields."""
+    net, member, d = key
+    if member == ALL:
+        for (n, _, d2), f in held.items():
+            if n == net and d2 == d:
+                for k in got:
+                    f.pop(k, None)
+    held.setdefault(key, {}).update(got)
 
 
 def _read(folder: str) -> Held:
+    held: Held = {}
     try:
         with open(os.path.join(folder, IN_FORCE)) as f:
-            rows = json.load(f)
-    except (OSError, ValueError):
+            for line in f:
+                try:
+                    r = json.loads(line)
+                except ValueError:
+                    continue        # a line cut short by a crash: the rest still counts
+                _fold(held, (r["network"], r["member"], r["dir"]), r["fields"])
+    except OSError:
         return {}
-    return {(r["network"], r["member"], r["dir"]): r["fields"] for r in rows}
+    return held
 
 
 def reset(folder: str, ports: PortMap) -> None:
     """At swap-in: the engine has the description's values, and these ports."""
     save_ports(folder, ports)
-    with _locked(folder) as held:
-        held.clear()
+    with _lock(folder):
+        _rewrite(folder, {})
 
 
 def configured(exp: Experiment) -> dict[Key, LinkParams]:
@@ -154,20 +182,21 @@ def record(folder: str, evs: Iterable[tuple[ir.Event, str]]) -> None:
     todo = [t for t in todo if t[2]]
     if not todo:
         return
-    with _locked(folder) as held:
-        for ev, kind, got in todo:
-            if kind == "link":
-                dirs, member = (ev.dir,) if ev.dir else ("ab", "ba"), ""
-            else:
-                dirs, member = (ev.dir,) if ev.dir else ("to_lan", "from_lan"), \
-                    ev.member or ALL
-            for d in dirs:
-                if member == ALL:   # every member's earlier change of these fields is over
-                    for (n, _, d2), f in held.items():
-                        if n == ev.target and d2 == d:
-                            for k in got:
-                                f.pop(k, None)
-                held.setdefault((ev.target, member, d), {}).update(got)
+    lines: Held = {}
+    for ev, kind, got in todo:
+        if kind == "link":
+            dirs, member = (ev.dir,) if ev.dir else ("ab", "ba"), ""
+        else:
+            dirs, member = (ev.dir,) if ev.dir else ("to_lan", "from_lan"), ev.member or ALL
+        for d in dirs:
+            _fold(lines, (ev.target, member, d), got)
+    path = os.path.join(folder, IN_FORCE)
+    with _lock(folder):
+        with open(path, "a") as f:
+            f.write(_lines(lines))
+            size = f.tell()
+        if size > COMPACT_BYTES:
+            _rewrite(folder, _read(folder))
 
 
 def rebase(folder: str, old: Experiment, new: Experiment, ports: PortMap,
@@ -177,10 +206,11 @@ def rebase(folder: str, old: Experiment, new: Experiment, ports: PortMap,
     ``rebuilt`` (or gone) have their new configured values."""
     save_ports(folder, ports)
     was, now, gone = configured(old), configured(new), set(rebuilt)
-    with _locked(folder) as held:
+    with _lock(folder):
+        out: Held = {}
         # every member's changes first: one member's since are newer
-        for (net, member, d), f in sorted(held.items(), key=lambda kv: kv[0][1] != ALL):
-            del held[(net, member, d)]
+        for (net, member, d), f in sorted(_read(folder).items(),
+                                          key=lambda kv: kv[0][1] != ALL):
             if net in gone:
                 continue
             members = [m for (n, m, d2) in was if n == net and d2 == d] \
@@ -192,6 +222,7 @@ def rebase(folder: str, old: Experiment, new: Experiment, ports: PortMap,
                 o, w = _fields(was[k]), _fields(now[k])
                 if was[k].queue.kind != now[k].queue.kind:
                     o = {x: v for x, v in o.items() if not x.startswith("queue.")}
-                kept = {x: v for x, v in f.items() if o.get(x) == w.get(x) and x in o}
+                kept = {x: v for x, v in f.items() if x in o and o[x] == w.get(x)}
                 if kept:
-                    held.setdefault((net, m or "", d), {}).update(kept)
+                    out.setdefault((net, m or "", d), {}).update(kept)
+        _rewrite(folder, out)
