@@ -140,3 +140,23 @@ def test_a_long_record_is_folded_and_a_rebase_keeps_whole_lan_and_member_changes
     assert in_force.current(folder, exp) == before
     c = before[("lan0", "c", "to_lan")]
     assert (c.bandwidth_bps, c.delay_s) == (1_000_000, 0.004)
+
+
+def test_show_gives_a_lans_values_in_force_and_the_members_that_differ(tmp_path):
+    from wanlab.lifecycle import _describe_lan
+    folder, exp = str(tmp_path), build()
+    in_force.reset(folder, make_plan(exp, "abcd").port_map())
+    lan = exp.lans[0]
+    assert _describe_lan(lan, in_force.current(folder, exp)) == {
+        "name": "lan0", "members": ["b", "c", "d"], "bandwidth_bps": 100_000_000,
+        "delay_s": 0.004, "loss": 0.0}
+    record(folder, exp, normalize.link_change(exp, "lan0", bandwidth="20Mb", delay="30ms"))
+    record(folder, exp, [normalize.event(exp, 0.0, "lan0", "delay", ["10ms"], member="c",
+                                         dir="to_lan")])
+    got = _describe_lan(lan, in_force.current(folder, exp))
+    assert got["bandwidth_bps"] == 20_000_000
+    assert got["configured"] == {"bandwidth_bps": 100_000_000}
+    assert got["varies"] == ["delay_s"] and list(got["changed_members"]) == ["b", "c", "d"]
+    c = got["changed_members"]["c"]
+    assert (c["to_lan"]["delay_s"], c["from_lan"]["delay_s"]) == (0.005, 0.015)
+    assert c["to_lan"]["configured"] == {"bandwidth_bps": 100_000_000, "delay_s": 0.002}

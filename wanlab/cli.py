@@ -313,7 +313,10 @@ def cmd_show(lab, a) -> int:
     if info["lans"]:
         print("lans:")
     for l in info["lans"]:
-        print(f"  {l['name']}: {' '.join(l['members'])}  [{_shaping(l)}]")
+        varies = ", ".join({"bandwidth_bps": "bandwidth", "delay_s": "delay"}.get(f, f)
+                           for f in l.get("varies") or ())
+        print(f"  {l['name']}: {' '.join(l['members'])}  [{_shaping(l)}]"
+              + (f"  {varies} set per member:" if varies else ""))
         for m, halves in (l.get("changed_members") or {}).items():
             print(f"    {m}: " + "  ".join(f"[{d}: {_shaping(halves[d])}]"
                                            for d in ("to_lan", "from_lan")))

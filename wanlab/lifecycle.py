@@ -100,29 +100,35 @@ def _lan_wide(to_lan: LinkParams, from_lan: LinkParams) -> dict[str, Any]:
 
 
 def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
-    """A LAN for ``show``: its LAN-wide values in force (and the configured ones where
-    they differ) when every member has the same; else the configured values, and each
-    member changed at run time with its halves in force."""
+    """A LAN for ``show``: each LAN-wide value in force where every member has the same
+    (``configured``: the description's where it differs); a value that differs between
+    members is named in ``varies``, and each member whose value it is not the configured
+    one is in ``changed_members`` with its two halves in force."""
     out: dict[str, Any] = {"name": lan.name, "members": [m.node for m in lan.members],
                            "bandwidth_bps": lan.bandwidth_bps, "delay_s": lan.delay_s,
                            "loss": lan.loss}
     halves = {m.node: (now.get((lan.name, m.node, "to_lan"), m.to_lan),
                        now.get((lan.name, m.node, "from_lan"), m.from_lan))
               for m in lan.members}
-    moved = [m for m in lan.members if halves[m.node] != (m.to_lan, m.from_lan)]
-    if not moved:
-        return out
-    wide = [_lan_wide(*halves[m.node]) for m in lan.members]
-    if len(moved) == len(lan.members) and all(w == wide[0] for w in wide):
-        was = _lan_wide(lan.members[0].to_lan, lan.members[0].from_lan)
-        differ = {k: out[k] for k, v in wide[0].items() if v != was[k]}
-        out.update(wide[0])
-        if differ:
-            out["configured"] = differ
-        return out
-    out["changed_members"] = {m.node: {"to_lan": _direction(halves[m.node][0], m.to_lan),
-                                       "from_lan": _direction(halves[m.node][1], m.from_lan)}
-                              for m in moved}
+    wide = {m.node: _lan_wide(*halves[m.node]) for m in lan.members}
+    was = {m.node: _lan_wide(m.to_lan, m.from_lan) for m in lan.members}
+    differ, varies = {}, []
+    for f in ("bandwidth_bps", "delay_s", "loss"):
+        values = {w[f] for w in wide.values()}
+        if len(values) > 1:     # (named only when it was changed at run time)
+            if any(wide[m][f] != was[m][f] for m in wide):
+                varies.append(f)
+        elif values and values != {w[f] for w in was.values()}:
+            differ[f] = out[f]
+            out[f] = values.pop()
+    if differ:
+        out["configured"] = differ
+    if varies:
+        out["varies"] = varies
+        out["changed_members"] = {
+            m.node: {"to_lan": _direction(halves[m.node][0], m.to_lan),
+                     "from_lan": _direction(halves[m.node][1], m.from_lan)}
+            for m in lan.members if any(wide[m.node][f] != was[m.node][f] for f in varies)}
     return out
 
 
