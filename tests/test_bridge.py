@@ -9,6 +9,7 @@ import sys
 import pytest
 from conftest import ROOT, needs_root
 
+from wanlab.engine import encode
 from wanlab.errors import SpecError
 from wanlab.frontends.bridge import bridge_experiment
 
@@ -23,7 +24,7 @@ def test_bridge_rules_parse_and_reach_the_engine_topology():
                             rules=("192.168.77.64/26:delay=50ms,loss=0.1",))
     (r,) = exp.links[0].rules
     assert (r.dst, r.ab.delay_s, r.ba.loss) == ("192.168.77.64/26", 0.05, 0.1)
-    (link,) = make_plan(exp, "abcd").engine["links"]
+    (link,) = encode.apply(make_plan(exp, "abcd")).links
     assert link["rules"][0]["dst"] == "192.168.77.64/26"
     assert link["rules"][0]["ab"]["delay_us"] == 50000
     with pytest.raises(SpecError, match="not an IPv4 prefix"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from wanlab.cluster import events
+from wanlab.engine import encode
 from wanlab.errors import WanlabError
 from wanlab.frontends.yaml_spec import loads
 
@@ -169,8 +170,8 @@ def test_a_flow_between_machines_goes_to_both_parts_with_a_stub_for_the_far_end(
     ab1 = next(l for l in parts["m1"][0].links if l.name == "ab")
     assert (ab0.ab.delay_s, ab0.ba.delay_s) == (0.005, 0.0)
     assert (ab1.ab.delay_s, ab1.ba.delay_s) == (0.0, 0.005)
-    ports = make_plan(parts["m0"][0], "0001").engine["ports"]
-    assert sorted(p.get("tunnel", False) for p in ports) == [False, True]
+    ports = make_plan(parts["m0"][0], "0001").ports
+    assert sorted(p.tunnel for p in ports) == [False, True]
     # the start goes to the sender's and the receiver's machines only
     assert [ev.target for ev in parts["m0"][0].events] == ["cbr0"]
     assert [ev.target for ev in parts["m2"][0].events] == ["cbr0"]
@@ -246,7 +247,7 @@ def test_a_simulated_flow_is_placed_whole_and_played_by_its_machine_only():
     assert sim.node("r1-ep").kind == "simulated"
     plan = make_plan(sim, "0001")
     assert plan.nodes["r1-ep"].interfaces[0].ip == whole.nodes["r1-ep"].interfaces[0].ip
-    got = {a["agent"]: a for a in plan.engine["agents"]}
+    got = {a["agent"]: a for a in encode.apply(plan).agents}
     assert sorted(got) == ["ftp1", "ftp1.sink"], got
     assert got["ftp1"]["host"] == "r1-ep"
     assert got["ftp1"]["dst"].split(":")[0] == whole.nodes["s"].interfaces[0].ip

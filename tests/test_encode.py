@@ -6,7 +6,7 @@ from wanlab.engine import encode
 from wanlab.engine.protocol import CaptureStart, Set
 from wanlab.frontends import normalize
 from wanlab.frontends.builder import ExperimentBuilder
-from wanlab.plan.plan import engine_params, make_plan
+from wanlab.plan.plan import make_plan
 
 
 def lab():
@@ -21,7 +21,8 @@ def lab():
 
 def reqs(exp, plan, target, action, *args, **kw):
     ev = normalize.event(exp, 0.0, target, action, list(args), **kw)
-    return [r.to_json() for r in encode.event_requests(ev, exp.kinds()[target], plan, "/t")]
+    return [r.to_json() for r in encode.event_requests(ev, exp.kinds()[target], plan.port_map(),
+                                                      "/t")]
 
 
 def test_a_link_change_is_a_patch_of_that_field_only():
@@ -59,7 +60,7 @@ def test_api_set_link_on_a_lan_halves_the_delay_as_tevc_does():
     D/2. Both now make the same typed events and the same requests."""
     exp, plan = lab()
     evs = normalize.link_change(exp, "lan0", delay="20ms", loss=0.19)
-    api = [r.to_json() for ev in evs for r in encode.event_requests(ev, "lan", plan, "")]
+    api = [r.to_json() for ev in evs for r in encode.event_requests(ev, "lan", plan.port_map(), "")]
     tevc = reqs(exp, plan, "lan0", "delay", "20ms") + reqs(exp, plan, "lan0", "plr", "0.19")
     assert api == tevc
     assert api[0]["params"]["delay_us"] == 10_000.0
@@ -67,25 +68,24 @@ def test_api_set_link_on_a_lan_halves_the_delay_as_tevc_does():
 
 def test_lan_member_direction_and_traces():
     exp, plan = lab()
-    port = encode.member_port(plan, "lan0", "c")
+    port = plan.port_map().port("lan0", "c")
     assert reqs(exp, plan, "lan0", "bandwidth", "1Mb", dir="to_lan", member="c") == \
         [{"cmd": "set", "target": "lan0", "dir": "to_lan", "member": port,
           "params": {"bandwidth_bps": 1_000_000}}]
     starts = encode.event_requests(normalize.event(exp, 0.0, "lan0", "trace", ["start"]),
-                                   "lan", plan, "/t")
+                                   "lan", plan.port_map(), "/t")
     assert len(starts) == 6 and all(isinstance(r, CaptureStart) for r in starts)
     assert starts[0].path.startswith("/t/lan0-") and starts[0].path.endswith("-to_lan.pcap")
     assert [r.to_json()["dir"] for r in encode.event_requests(
-        normalize.event(exp, 0.0, "l0", "trace", ["start"]), "link", plan, "/t")] == \
+        normalize.event(exp, 0.0, "l0", "trace", ["start"]), "link", plan.port_map(), "/t")] == \
         ["ab", "ba"]
 
 
 def test_modify_sends_only_what_the_description_changed():
     exp, _ = lab()
-    old = engine_params(exp.links[0].ab)
+    old = exp.links[0].ab
     from dataclasses import replace
-    new = engine_params(replace(exp.links[0].ab, delay_s=0.02,
-                                queue=replace(exp.links[0].ab.queue, limit=40)))
+    new = replace(old, delay_s=0.02, queue=replace(old.queue, limit=40))
     assert encode.params_patch(old, new) == {"delay_us": 20_000.0, "queue": {"limit": 40}}
 
 
@@ -103,7 +103,7 @@ def test_a_restarted_trace_gets_the_next_free_file_name(tmp_path):
     ev = normalize.event(exp, 0.0, "l0", "trace", ["start"], dir="ab")
 
     def path():
-        (req,) = encode.event_requests(ev, "link", plan, str(tmp_path))
+        (req,) = encode.event_requests(ev, "link", plan.port_map(), str(tmp_path))
         return req.path
 
     assert path() == str(tmp_path / "l0-ab.pcap")

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 from conftest import needs_root, ping_rtts
 
+from wanlab.engine import encode
 from wanlab.errors import SpecError
 from wanlab.frontends import load, yaml_spec
 from wanlab.frontends.builder import ExperimentBuilder
@@ -31,8 +32,10 @@ def test_yaml_inline_matrix_gives_every_ordered_pair():
     assert delays(exp) == {("a", "b"): 10, ("a", "c"): 20, ("b", "a"): 10,
                            ("b", "c"): 30, ("c", "a"): 20, ("c", "b"): 30}
     # the plan hands the engine one channel per ordered pair, by port
-    eng = make_plan(exp, "abcd").engine["lans"][0]
-    assert len(eng["pairs"]) == 6
+    plan = make_plan(exp, "abcd")
+    (lan,) = plan.lans
+    assert len(lan.pairs) == 6 and lan.pairs[0].params.delay_s == 0.01
+    eng = encode.apply(plan).lans[0]
     assert eng["pairs"][0]["params"]["delay_us"] == 10000
 
 
@@ -233,7 +236,7 @@ def test_a_pair_event_is_one_set_of_that_channel():
     plan = make_plan(exp, "00aa")
     ev = ir.Event(time_s=0, target="wan", action="delay", value=0.05, member="a", to="b")
     ir.check_event(exp, ev)
-    (req,) = event_requests(ev, "lan", plan, "")
+    (req,) = event_requests(ev, "lan", plan.port_map(), "")
     assert req.to_json() == {"cmd": "set", "target": "wan", "params": {"delay_us": 50000.0},
                              "member": "a:eth0", "to": "b:eth0"}
     assert ev.args() == ["a>b", "50ms"]

@@ -36,7 +36,7 @@ def test_link_parameter_change_is_set_in_place_both_directions():
     assert d.networks_removed == [] and d.networks_added == []
     assert sorted(p.dir for p in d.params) == ["ab", "ba"]
     assert all(p.network == "ab" and p.member is None for p in d.params)
-    assert d.params[0].params["delay_us"] == 25000
+    assert d.params[0].params.delay_s == 0.025 and d.params[0].old.delay_s == 0.01
     assert d.routes == {}
 
 
@@ -46,7 +46,7 @@ def test_lan_parameter_change_names_each_members_half():
     assert {(p.network, p.member, p.dir) for p in d.params} == {
         ("lan0", f"{n}:{i}", k) for n, i in (("a", "eth1"), ("b", "eth2"), ("c", "eth1"))
         for k in ("to_lan", "from_lan")}
-    assert all(p.params["delay_us"] == 5000 for p in d.params)     # each half D/2
+    assert all(p.params.delay_s == 0.005 for p in d.params)     # each half D/2
 
 
 def test_added_link_is_added_and_routes_follow():

@@ -5,6 +5,7 @@ import ipaddress
 import pytest
 from conftest import chain, lan
 
+from wanlab.engine import encode
 from wanlab.errors import SpecError
 from wanlab.model.ir import Experiment, Link, Node, Route, validate
 from wanlab.plan.addressing import NetworkSpec, assign
@@ -20,13 +21,15 @@ def test_each_network_gets_its_own_subnet_in_order():
     assert [(i.ifname, i.ip) for i in n1.interfaces] == [("eth0", "10.1.0.2"),
                                                          ("eth1", "10.1.1.1")]
     assert n1.netns == "wl-abcd-n1"
-    assert p.engine["ports"][0] == {"port": "n0:eth0", "tap": "eth0",
-                                    "netns": "/run/netns/wl-abcd-n0"}
+    assert (p.ports[0].id, p.ports[0].ifname, p.ports[0].netns) == \
+        ("n0:eth0", "eth0", "wl-abcd-n0")
+    assert encode.apply(p).ports[0] == {"port": "n0:eth0", "tap": "eth0",
+                                        "netns": "/run/netns/wl-abcd-n0"}
 
 
 def test_plan_is_deterministic():
     a, b = make_plan(chain(6), "abcd"), make_plan(chain(6), "abcd")
-    assert a.engine == b.engine and a.hosts == b.hosts
+    assert (a.ports, a.links, a.lans) == (b.ports, b.links, b.lans) and a.hosts == b.hosts
     assert {k: v.routes for k, v in a.nodes.items()} == {k: v.routes for k, v in b.nodes.items()}
 
 
@@ -120,9 +123,10 @@ def test_manual_route_to_non_neighbour_is_an_error():
 
 def test_lan_engine_topology_and_hosts():
     p = make_plan(lan(3, delay=0.01), "abcd")
-    (l,) = p.engine["lans"]
-    assert [m["port"] for m in l["members"]] == ["h0:eth0", "h1:eth0", "h2:eth0"]
-    assert l["members"][0]["to_lan"]["delay_us"] == 5000
+    (l,) = p.lans
+    assert [m.port for m in l.members] == ["h0:eth0", "h1:eth0", "h2:eth0"]
+    assert l.members[0].to_lan.delay_s == 0.005
+    assert encode.apply(p).lans[0]["members"][0]["to_lan"]["delay_us"] == 5000
     assert "10.1.0.1\th0 h0-lan0" in p.hosts
 
 
@@ -145,9 +149,10 @@ def test_random_traffic_plans_in_both_back_ends():
     b.connect(u, n)
     b.agent("Application/Traffic/Pareto", attached=u, name="par")
     exp = b.build()
-    assert "agents" not in make_plan(exp, "abcd").engine
+    assert make_plan(exp, "abcd").flows == []
+    assert "agents" not in encode.apply(make_plan(exp, "abcd")).to_json()
     plan = make_plan(exp, "abcd", simulate_all=True)
-    assert [a["kind"] for a in plan.engine["agents"]] == ["sink", "onoff"]
+    assert [a["kind"] for a in encode.apply(plan).agents] == ["sink", "onoff"]
 
 
 def test_addresses_of_one_network_in_several_subnets_are_configured_as_given():

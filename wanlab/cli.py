@@ -304,9 +304,7 @@ def cmd_show(lab, a) -> int:
     for l in info["links"]:
         line = f"  {l['name']}: {l['a']} <-> {l['b']}"
         for d in ("ab", "ba"):
-            p = l[d]
-            line += (f"  [{d}: {_bw(p['bandwidth_bps'])}, {p['delay_us'] / 1000:g} ms, "
-                     f"loss {p['loss'].get('p', 0):g}]")
+            line += f"  [{d}: {_shaping(l[d])}]"
         st = stats.get(l["name"])
         if st:
             line += (f"  {'up' if st.get('up', True) else 'DOWN'}; frames out "
@@ -318,8 +316,13 @@ def cmd_show(lab, a) -> int:
     if info["lans"]:
         print("lans:")
     for l in info["lans"]:
-        print(f"  {l['name']}: {' '.join(l['members'])}  [{_bw(l['bandwidth_bps'])}, "
-              f"{l['delay_s'] * 1000:g} ms, loss {l['loss']:g}]")
+        varies = ", ".join({"bandwidth_bps": "bandwidth", "delay_s": "delay"}.get(f, f)
+                           for f in l.get("varies") or ())
+        print(f"  {l['name']}: {' '.join(l['members'])}  [{_shaping(l)}]"
+              + (f"  {varies} set per member:" if varies else ""))
+        for m, halves in (l.get("changed_members") or {}).items():
+            print(f"    {m}: " + "  ".join(f"[{d}: {_shaping(halves[d])}]"
+                                           for d in ("to_lan", "from_lan")))
     edge = info.get("edge")
     if edge:
         print(f"edge: gateway {edge['gateway']} on {edge['lan']}, reached from outside at "
@@ -409,6 +412,20 @@ def _dist(h: dict | None, what: str = "frames") -> str:
     f = lambda us: f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"  # noqa: E731
     return (f"p50 {f(h['p50_us'])}, p99 {f(h['p99_us'])}, max {f(h['max_us'])} "
             f"({h['count']} {what})")
+
+
+def _shaping(p: dict) -> str:
+    """Bandwidth, delay and loss in force, each with its configured value where that
+    differs (``show``'s ``configured``)."""
+    cfg = p.get("configured") or {}
+
+    def was(key: str, text) -> str:
+        return f" (configured {text(cfg[key])})" if key in cfg else ""
+
+    def ms(s: float) -> str:
+        return f"{s * 1000:g} ms"
+    return (f"{_bw(p['bandwidth_bps'])}{was('bandwidth_bps', _bw)}, {ms(p['delay_s'])}"
+            f"{was('delay_s', ms)}, loss {p['loss']:g}{was('loss', lambda v: f'{v:g}')}")
 
 
 def _bw(bps: int) -> str:

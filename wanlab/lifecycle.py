@@ -35,7 +35,7 @@ import stat
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from wanlab import interrupts
@@ -52,11 +52,13 @@ from wanlab.backends.emulate import (
     stages,
     swap,
 )
+from wanlab.engine import encode, in_force
 from wanlab.engine.binary import engine_binary
 from wanlab.engine.client import socket_of
+from wanlab.engine.protocol import CaptureSnapshot, CaptureStart, CaptureStop, Stats
 from wanlab.errors import Interrupted, WanlabError
-from wanlab.model.ir import Experiment, check_event, validate
-from wanlab.plan.plan import engine_params, make_plan
+from wanlab.model.ir import Experiment, Lan, LinkParams, check_event, validate
+from wanlab.plan.plan import make_plan
 from wanlab.plan.types import Plan
 from wanlab.run import captures
 from wanlab.run import stages as run_stages
@@ -69,6 +71,65 @@ TRANSIENT = ("activating", "swapping-out", "modifying", "terminating")
 
 def _say_stderr(msg: str) -> None:
     print(f"wanlab: {msg}", file=sys.stderr, flush=True)
+
+
+def _params(p: LinkParams) -> dict[str, Any]:
+    """One direction's parameters for ``show``, in the IR's units."""
+    return {"bandwidth_bps": p.bandwidth_bps, "delay_s": p.delay_s, "loss": p.loss,
+            "queue": asdict(p.queue)}
+
+
+def _direction(now: LinkParams, cfg: LinkParams) -> dict[str, Any]:
+    """A direction's parameters in force, with ``configured``: the configured value of
+    each field that differs (absent when none does)."""
+    out, was = _params(now), _params(cfg)
+    differ = {k: v for k, v in was.items() if k != "queue" and out[k] != v}
+    queue = {k: v for k, v in was["queue"].items() if out["queue"][k] != v}
+    if queue:
+        differ["queue"] = queue
+    if differ:
+        out["configured"] = differ
+    return out
+
+
+def _lan_wide(to_lan: LinkParams, from_lan: LinkParams) -> dict[str, Any]:
+    """A member's halves as member-to-member values (the inverse of ir.lan_half)."""
+    return {"bandwidth_bps": to_lan.bandwidth_bps,
+            "delay_s": round(to_lan.delay_s + from_lan.delay_s, 9),
+            "loss": round(1.0 - (1.0 - to_lan.loss) * (1.0 - from_lan.loss), 9)}
+
+
+def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
+    """A LAN for ``show``: each LAN-wide value in force where every member has the same
+    (``configured``: the description's where it differs); a value that differs between
+    members is named in ``varies``, and each member whose value it is not the configured
+    one is in ``changed_members`` with its two halves in force."""
+    out: dict[str, Any] = {"name": lan.name, "members": [m.node for m in lan.members],
+                           "bandwidth_bps": lan.bandwidth_bps, "delay_s": lan.delay_s,
+                           "loss": lan.loss}
+    halves = {m.node: (now.get((lan.name, m.node, "to_lan"), m.to_lan),
+                       now.get((lan.name, m.node, "from_lan"), m.from_lan))
+              for m in lan.members}
+    wide = {m.node: _lan_wide(*halves[m.node]) for m in lan.members}
+    was = {m.node: _lan_wide(m.to_lan, m.from_lan) for m in lan.members}
+    differ, varies = {}, []
+    for f in ("bandwidth_bps", "delay_s", "loss"):
+        values = {w[f] for w in wide.values()}
+        if len(values) > 1:     # (named only when it was changed at run time)
+            if any(wide[m][f] != was[m][f] for m in wide):
+                varies.append(f)
+        elif values and values != {w[f] for w in was.values()}:
+            differ[f] = out[f]
+            out[f] = values.pop()
+    if differ:
+        out["configured"] = differ
+    if varies:
+        out["varies"] = varies
+        out["changed_members"] = {
+            m.node: {"to_lan": _direction(halves[m.node][0], m.to_lan),
+                     "from_lan": _direction(halves[m.node][1], m.from_lan)}
+            for m in lan.members if any(wide[m.node][f] != was[m.node][f] for f in varies)}
+    return out
 
 
 def _quote_logs(message: str, folder: str) -> str:
@@ -419,7 +480,7 @@ class Lab:
         if row.state == ACTIVE:
             with contextlib.suppress(Exception):
                 with engine.Client(self._socket(row), timeout=5) as c:
-                    links = c.call("stats")
+                    links = c.send(Stats())
         info = self._describe(row, plan, links)
         own_cpus = {n.name for n in row.ir.nodes if n.cpus is not None}
         if row.state == ACTIVE:     # each node's use of its cgroup (CPU, memory, pids)
@@ -436,7 +497,11 @@ class Lab:
         return info
 
     def _describe(self, row: ExperimentRow, plan: Plan, links: dict[str, Any]) -> dict[str, Any]:
+        """The experiment for ``show``; a live one's links and LANs with the values in
+        force (changed at run time by tevc, timeline events or ``set_link``)."""
         name = row.name
+        now = in_force.current(self.store.folder(name), row.ir) if row.state == ACTIVE \
+            else in_force.configured(row.ir)
         images_of = {n.name: n.image for n in row.ir.nodes if n.image}
         return {"name": row.name, "id": row.short, "state": row.state, "error": row.error,
                 "folder": self.store.folder(name),
@@ -450,11 +515,11 @@ class Lab:
                                    "routes": [f"{r.dst} via {r.via} dev {r.dev}"
                                               for r in n.routes]}
                           for n in plan.nodes.values()},
-                "links": [{"name": l.name, "a": l.a, "b": l.b, "ab": engine_params(l.ab),
-                           "ba": engine_params(l.ba)} for l in row.ir.links],
-                "lans": [{"name": l.name, "members": [m.node for m in l.members],
-                          "bandwidth_bps": l.bandwidth_bps, "delay_s": l.delay_s,
-                          "loss": l.loss} for l in row.ir.lans],
+                "links": [{"name": l.name, "a": l.a, "b": l.b,
+                           "ab": _direction(now[(l.name, None, "ab")], l.ab),
+                           "ba": _direction(now[(l.name, None, "ba")], l.ba)}
+                          for l in row.ir.links],
+                "lans": [_describe_lan(l, now) for l in row.ir.lans],
                 "stats": {k: v for k, v in links.items()
                           if k in ("links", "lans", "routers", "hosts", "agents", "realtime",
                                    "partitions")},
@@ -512,21 +577,23 @@ class Lab:
     def apply(self, name: str, evs: list[Any]) -> None:
         """Typed events on links and LANs done by the engine at once (not through the
         scheduler, so not logged): ``set_link``'s, ``link_up``'s and ``link_down``'s."""
-        from wanlab.engine import encode
         row = self._need_active(self.store.get(name))
         kinds = row.ir.kinds()
         for ev in evs:
             if kinds.get(ev.target) not in ("link", "lan"):
                 raise WanlabError(f"{ev.target!r} is not a link or LAN of experiment {name!r}")
-        plan = make_plan(row.ir, row.short)
-        reqs = [r for ev in evs for r in encode.event_requests(ev, kinds[ev.target], plan, "")]
+        folder = self.store.folder(row.name)
+        # the port map kept at swap-in names a LAN member's port (no new plan)
+        ports = in_force.load_ports(folder) or make_plan(row.ir, row.short).port_map()
+        reqs = [r for ev in evs for r in encode.event_requests(ev, kinds[ev.target], ports, "")]
         with self.engine(name) as c:
             c.send_all(reqs)
+        in_force.record(folder, [(ev, kinds[ev.target]) for ev in evs])
 
     def stats(self, name: str, target: str | None = None) -> dict[str, Any]:
         """The engine's counters (every link, LAN and node, or only ``target``)."""
         with self.engine(name) as c:
-            return c.call("stats", **({"target": target} if target else {}))
+            return c.send(Stats(target=target))
 
     def follow(self, name: str):
         """Yield events of an active experiment as they fire (until it is swapped out)."""
@@ -746,13 +813,13 @@ class Lab:
             raise WanlabError(f"capture file {rel!r}: a path inside the experiment's folder")
         make_private_dir(os.path.dirname(os.path.join(self.store.folder(row.name), rel)))
         with self.engine(name) as e:
-            e.call("capture_start", target=link, dir=dir, path=rel)
+            e.send(CaptureStart(target=link, dir=dir, path=rel))
         return [rel]
 
     def capture_stop(self, name: str) -> None:
         """Stop every capture (each file flushed and closed)."""
         with self.engine(name) as e:
-            e.call("capture_stop")
+            e.send(CaptureStop())
 
     def capture_file(self, name: str, file: str) -> str:
         """The path of capture ``file`` (only one :meth:`captures` lists), flushed up to now
@@ -761,7 +828,7 @@ class Lab:
         if found is None:
             raise WanlabError(f"experiment {name!r} has no capture {file!r}")
         with contextlib.suppress(Exception), self.engine(name) as e:
-            e.call("capture_snapshot")
+            e.send(CaptureSnapshot())
         return found[0]
 
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:

@@ -1,7 +1,12 @@
 """The one encoder: IR, plan and typed events -> engine requests.
 
-Used by swap-in (:func:`apply`), modify (:func:`params_patch`), the event scheduler for
-timeline and tevc events, the simulation scenario and the API (:func:`event_requests`).
+The only place that knows the engine's wire format for what wanlab builds and changes
+(docs/engine-protocol.md): the plan and the events are typed and in the IR's units
+(bit/s, seconds, loss fractions); here they become PARAMS (microseconds, loss models),
+ports, links, LANs, routers, hosts and agents. Used by swap-in (:func:`apply`), modify
+(:func:`remove`, :func:`params_patch`), the event scheduler for timeline and tevc events,
+the simulation scenario and the life cycle's ``set_link`` (:func:`event_requests`, which
+needs only the experiment's :class:`~wanlab.plan.types.PortMap`, not a plan).
 A change is a patch: a ``set`` carries only what the event changes, and the engine
 merges it into the direction's current parameters, so no copy of a link's parameters is
 kept here and a change made one way (the API, modify) is not undone by an event made
@@ -12,6 +17,7 @@ another way. A LAN's delay and loss are member-to-member: each half gets
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from typing import Any
 
 from wanlab.engine.protocol import (
@@ -21,100 +27,224 @@ from wanlab.engine.protocol import (
     CaptureStop,
     Down,
     Params,
+    Remove,
     Request,
     Set,
     Up,
 )
 from wanlab.model import ir
-from wanlab.plan.types import Plan
+from wanlab.model.ir import LinkParams
+from wanlab.plan.sim_nodes import is_host
+from wanlab.plan.types import Plan, PortMap, SimFlow
 
 
-def apply(plan: Plan, *, with_ports: bool = True) -> Apply:
-    """The ``apply`` that builds the plan's whole topology in the engine."""
-    t = plan.engine
-    return Apply(ports=list(t.get("ports", [])) if with_ports else [],
-                 links=list(t.get("links", [])), lans=list(t.get("lans", [])),
-                 routers=list(t.get("routers", [])), hosts=list(t.get("hosts", [])),
-                 agents=list(t.get("agents", [])))
+def params(p: LinkParams) -> Params:
+    """One direction's IR parameters as the engine's PARAMS."""
+    q = p.queue
+    queue: dict[str, Any] = {"kind": "droptail" if q.kind == "droptail" else "red",
+                             "in_bytes": q.in_bytes}
+    if q.limit is not None:
+        queue["limit"] = q.limit
+    if q.kind in ("red", "gred"):
+        queue.update(thresh=q.thresh, maxthresh=q.maxthresh, q_weight=q.q_weight,
+                     linterm=q.linterm, gentle=q.gentle or q.kind == "gred",
+                     mean_pktsize=q.mean_pktsize)
+    return {"bandwidth_bps": p.bandwidth_bps, "delay_us": _us(p.delay_s),
+            "loss": loss(p.loss), "queue": queue}  # type: ignore[typeddict-item]
 
 
-def params_patch(old: dict[str, Any], new: dict[str, Any]) -> Params:
-    """The PARAMS patch that turns ``old`` into ``new`` (only what differs; a queue field
-    by field)."""
-    patch: dict[str, Any] = {}
-    for k, v in new.items():
-        if old.get(k) == v:
+def _us(seconds: float) -> float:
+    return round(seconds * 1e6, 3)
+
+
+def apply(plan: Plan, *, with_ports: bool = True,
+          networks: Collection[str] | None = None) -> Apply:
+    """The ``apply`` that builds the plan's whole topology in the engine (simulated routers,
+    hosts and agents included); with ``networks``, only those links and LANs and their TAPs
+    (what a modify adds)."""
+    nets = set(networks) if networks is not None else None
+    ports = [{"port": p.id, "tap": p.ifname, "netns": f"/run/netns/{p.netns}",
+              **({"tunnel": True} if p.tunnel else {})}
+             for p in plan.ports if p.netns is not None and (nets is None or p.network in nets)]
+    links = []
+    for l in plan.links:
+        if nets is not None and l.name not in nets:
             continue
-        if k == "queue" and isinstance(v, dict) and isinstance(old.get(k), dict) \
-                and old[k].get("kind") == v.get("kind"):
-            patch[k] = {qk: qv for qk, qv in v.items() if old[k].get(qk) != qv}
+        links.append({"link": l.name, "a": l.a, "b": l.b, "ab": params(l.ab),
+                      "ba": params(l.ba)})
+        if l.rules:
+            links[-1]["rules"] = [{"dst": r.dst, "ab": params(r.ab), "ba": params(r.ba)}
+                                  for r in l.rules]
+    lans = []
+    for lan in plan.lans:
+        if nets is not None and lan.name not in nets:
+            continue
+        lans.append({"lan": lan.name, "members": [
+            {"port": m.port, "to_lan": params(m.to_lan), "from_lan": params(m.from_lan)}
+            for m in lan.members]})
+        if lan.pairs:
+            lans[-1]["pairs"] = [{"from": p.src, "to": p.dst, "params": params(p.params)}
+                                 for p in lan.pairs]
+    if nets is not None:
+        return Apply(ports=ports if with_ports else [], links=links, lans=lans)
+    routers, hosts = _simulated_nodes(plan)
+    return Apply(ports=ports if with_ports else [], links=links, lans=lans, routers=routers,
+                 hosts=hosts, agents=agents(plan.flows))
+
+
+def _simulated_nodes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(routers, hosts): simulated nodes with one interface are hosts, with more routers."""
+    routers, hosts = [], []
+    for np_ in plan.nodes.values():
+        if not np_.simulated or not np_.interfaces:
+            continue                   # an isolated node: nothing to simulate
+        if is_host(np_):
+            i = np_.interfaces[0]
+            h: dict[str, Any] = {"host": np_.name, "port": i.port, "mac": i.mac,
+                                 "ip": f"{i.ip}/{i.prefixlen}"}
+            if np_.gateway:
+                h["gateway"] = np_.gateway
+            hosts.append(h)
+        else:
+            routers.append({
+                "router": np_.name,
+                "interfaces": [{"port": i.port, "mac": i.mac, "ip": f"{i.ip}/{i.prefixlen}"}
+                               for i in np_.interfaces],
+                "routes": [{"dst": "0.0.0.0/0" if r.dst == "default" else r.dst, "via": r.via}
+                           for r in np_.routes]})
+    return routers, hosts
+
+
+def agents(flows: list[SimFlow]) -> list[dict[str, Any]]:
+    """The engine's traffic agents of simulated applications: sinks first (so a source
+    never sends to a port that has no sink yet)."""
+    return [_sink(f) for f in flows] + [_source(f) for f in flows]
+
+
+def _sink(f: SimFlow) -> dict[str, Any]:
+    if f.kind == "tcp":
+        return {"agent": f.sink_id, "host": f.dst_node, "kind": "tcp_sink", "port": f.port,
+                "delayed_ack": f.sink.delayed_ack}
+    return {"agent": f.sink_id, "host": f.dst_node, "kind": "sink", "port": f.port}
+
+
+def _source(f: SimFlow) -> dict[str, Any]:
+    t, tp = f.traffic, f.transport
+    src: dict[str, Any] = {"agent": f.app, "host": f.src_node, "dst": f"{f.dst_ip}:{f.port}"}
+    if f.kind == "tcp":
+        src.update(kind="tcp", cc=tp.cc, trace_interval_us=10000)
+        for key, v in (("mss", tp.mss), ("window", tp.window),
+                       ("initial_window", tp.window_init)):
+            if v is not None:
+                src[key] = v
+        if tp.min_rto_s is not None:
+            src["min_rto_us"] = round(tp.min_rto_s * 1e6)
+        if t.max_bytes is not None:
+            src["bytes"] = t.max_bytes
+        return src
+    src["size"] = max(16, t.packet_size or 0)
+    if t.interval_s is not None:
+        src["interval_us"] = max(1, round(t.interval_s * 1e6))
+    else:
+        src["rate_bps"] = t.rate_bps
+    if f.kind != "onoff":
+        return {**src, "kind": f.kind}
+    assert t.burst_s is not None and t.idle_s is not None
+    src.update(kind="onoff", on_us=t.burst_s * 1e6, off_us=t.idle_s * 1e6, dist=t.pattern)
+    if t.pattern == "pareto":
+        src["shape"] = t.shape
+    return src
+
+
+def remove(plan: Plan, networks: Collection[str]) -> Remove:
+    """The ``remove`` of ``networks`` (links and LANs of ``plan``) with their TAPs."""
+    nets = set(networks)
+    return Remove(links=[l.name for l in plan.links if l.name in nets],
+                  lans=[l.name for l in plan.lans if l.name in nets],
+                  ports=[p.id for p in plan.ports if p.netns is not None and p.network in nets])
+
+
+def params_patch(old: LinkParams, new: LinkParams) -> Params:
+    """The PARAMS patch that turns direction parameters ``old`` into ``new`` (only what
+    differs; a queue field by field)."""
+    o, n = params(old), params(new)
+    patch: dict[str, Any] = {}
+    for k, v in n.items():
+        was = o.get(k)
+        if was == v:
+            continue
+        if k == "queue" and isinstance(v, dict) and isinstance(was, dict) \
+                and was.get("kind") == v.get("kind"):
+            patch[k] = {qk: qv for qk, qv in v.items() if was.get(qk) != qv}
         else:
             patch[k] = v
     return Params(**patch)  # type: ignore[typeddict-item]
+
+
+def batch(timed: list[tuple[float, Request]], *, seed: int, until_s: float,
+          sample_interval_s: float, sample_agents: list[str]) -> dict[str, Any]:
+    """The input of ``wanlab-engine simulate``: requests, each at its time in seconds
+    (docs/engine-protocol.md, virtual time)."""
+    return {"seed": seed, "until_ns": _ns(until_s), "sample_interval_ns": _ns(sample_interval_s),
+            "sample_agents": sample_agents,
+            "requests": [{"at_ns": _ns(t), **r.to_json()} for t, r in timed]}
+
+
+def _ns(seconds: float) -> int:
+    return round(seconds * 1_000_000_000)
 
 
 def loss(p: float) -> dict[str, Any]:
     return {"kind": "bernoulli", "p": p} if p > 0 else {"kind": "none"}
 
 
-def member_port(plan: Plan, lan: str, node: str) -> str:
-    """The engine port of ``node``'s attachment to ``lan``."""
-    for i in plan.nodes[node].interfaces:
-        if i.network == lan:
-            return i.port
-    raise ValueError(f"{node} is not a member of {lan}")
-
-
-def _lan_ports(plan: Plan, lan: str) -> list[str]:
-    return [i.port for np_ in plan.nodes.values() for i in np_.interfaces if i.network == lan]
-
-
-def event_requests(ev: ir.Event, kind: str, plan: Plan, trace_dir: str) -> list[Request]:
-    """The requests of a link or LAN event (``kind`` is ``link`` or ``lan``)."""
+def event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str) -> list[Request]:
+    """The requests of a link or LAN event (``kind`` is ``link`` or ``lan``); ``ports``
+    names a LAN member's port."""
     lan = kind == "lan"
-    member = member_port(plan, ev.target, ev.member) if ev.member else None
+    member = ports.port(ev.target, ev.member) if ev.member else None
     a, v = ev.action, ev.value
     if ev.to is not None:       # one pair's channel: its own values, not LAN halves
         if a == "bandwidth":
             pair: Params = {"bandwidth_bps": v}
         elif a == "delay":
-            pair = {"delay_us": round(v * 1e6, 3)}
+            pair = {"delay_us": _us(v)}
         elif a == "plr":
             pair = {"loss": loss(v)}  # type: ignore[typeddict-item]
         else:
             raise ValueError(f"{ev.target}: {a} does not apply to a pair channel")
         return [Set(target=ev.target, params=pair, member=member,
-                    to=member_port(plan, ev.target, ev.to))]
+                    to=ports.port(ev.target, ev.to))]
     if a == "up":
         return [Up(target=ev.target, member=member)]
     if a == "down":
         return [Down(target=ev.target, member=member)]
-    params: Params
+    patch: Params
     if a == "bandwidth":
-        params = {"bandwidth_bps": v}
+        patch = {"bandwidth_bps": v}
     elif a == "delay":
         d = ir.lan_half(v, 0.0)[0] if lan else v
-        params = {"delay_us": round(d * 1e6, 3)}
+        patch = {"delay_us": _us(d)}
     elif a == "plr":
         p = ir.lan_half(0.0, v)[1] if lan else v
-        params = {"loss": loss(p)}  # type: ignore[typeddict-item]
+        patch = {"loss": loss(p)}  # type: ignore[typeddict-item]
     elif a == "set":
-        params = {"queue": {ev.param: v}}  # type: ignore[misc]
+        patch = {"queue": {ev.param: v}}  # type: ignore[misc]
     elif a == "drop":
         # the next N packets of one direction (ns-2's ErrorModel/List, counted from now)
-        params = {"loss": {"kind": "ordinals", "drop": list(range(1, v + 1))}}
+        patch = {"loss": {"kind": "ordinals", "drop": list(range(1, v + 1))}}
     elif a == "trace":
-        return _trace(ev, lan, plan, trace_dir)
+        return _trace(ev, lan, ports, trace_dir)
     else:
         raise ValueError(f"{ev.target}: {a} is not a link or LAN event")
-    return [Set(target=ev.target, params=params, dir=ev.dir or "both", member=member)]
+    return [Set(target=ev.target, params=patch, dir=ev.dir or "both", member=member)]
 
 
-def _trace(ev: ir.Event, lan: bool, plan: Plan, trace_dir: str) -> list[Request]:
+def _trace(ev: ir.Event, lan: bool, ports: PortMap, trace_dir: str) -> list[Request]:
     if lan:
-        ports = [member_port(plan, ev.target, ev.member)] if ev.member else \
-            _lan_ports(plan, ev.target)
-        sels = [(p, d) for p in ports for d in ((ev.dir,) if ev.dir else ("to_lan", "from_lan"))]
+        members = [ports.port(ev.target, ev.member)] if ev.member else ports.ports(ev.target)
+        sels = [(p, d) for p in members
+                for d in ((ev.dir,) if ev.dir else ("to_lan", "from_lan"))]
     else:
         sels = [(None, d) for d in ((ev.dir,) if ev.dir else ("ab", "ba"))]
     out: list[Request] = []

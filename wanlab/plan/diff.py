@@ -4,7 +4,8 @@
 
 * **networks** (links and LANs) removed, and added. A network whose interfaces (node,
   ifname, address, MAC) or kind changed counts as removed and added again; one that only
-  changed its parameters is kept, with a :class:`ParamChange` per changed direction.
+  changed its parameters is kept, with a :class:`ParamChange` per changed direction (in
+  the IR's units: the engine's patch is made by :func:`wanlab.engine.encode.params_patch`).
 * **nodes** removed and added.
 * **routes**: the nodes whose route table is (re)written, with the routes it replaces;
   **hosts**: the nodes whose hosts file is written.
@@ -17,21 +18,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from wanlab.model.ir import LinkParams
 from wanlab.plan.routes import RouteEntry
 from wanlab.plan.types import Interface, Plan
 
 
 @dataclass(frozen=True)
 class ParamChange:
-    """New engine parameters for one direction of a kept link (``dir`` ab/ba) or of one
-    LAN member's half (``member`` = its port, ``dir`` to_lan/from_lan)."""
+    """New parameters for one direction of a kept link (``dir`` ab/ba) or of one LAN
+    member's half (``member`` = its port, ``dir`` to_lan/from_lan)."""
     network: str
     dir: str
-    params: dict[str, Any]
+    params: LinkParams
     member: str | None = None
-    old: dict[str, Any] = field(default_factory=dict)   # what the engine had (for a patch)
+    old: LinkParams = field(default_factory=LinkParams)   # what was configured before
 
 
 @dataclass
@@ -76,11 +77,9 @@ def diff(old: Plan, new: Plan) -> Diff:
     old_nets, new_nets = _net_ifaces(old), _net_ifaces(new)
     old_kinds, new_kinds = _kinds(old), _kinds(new)
     d = Diff()
-    # a LAN whose pair channels changed is rebuilt (channels are not changed in place)
-    old_pairs = {l["lan"]: l.get("pairs") for l in old.engine["lans"]} | \
-        {l["link"]: l.get("rules") for l in old.engine["links"]}
-    new_pairs = {l["lan"]: l.get("pairs") for l in new.engine["lans"]} | \
-        {l["link"]: l.get("rules") for l in new.engine["links"]}
+    # a network whose pair channels or rules changed is rebuilt (not changed in place)
+    old_pairs = {l.name: l.pairs for l in old.lans} | {l.name: l.rules for l in old.links}
+    new_pairs = {l.name: l.pairs for l in new.lans} | {l.name: l.rules for l in new.links}
     d.networks_removed = [n for n in old_kinds if n not in new_kinds
                           or old_nets.get(n) != new_nets.get(n)
                           or old_kinds[n] != new_kinds[n]
@@ -90,21 +89,22 @@ def diff(old: Plan, new: Plan) -> Diff:
     d.nodes_removed = [n for n in old.nodes if n not in new.nodes]
     d.nodes_added = [n for n in new.nodes if n not in old.nodes]
 
-    old_links = {l["link"]: l for l in old.engine["links"]}
-    new_links = {l["link"]: l for l in new.engine["links"]}
-    old_lans = {l["lan"]: l for l in old.engine["lans"]}
-    new_lans = {l["lan"]: l for l in new.engine["lans"]}
+    old_links = {l.name: l for l in old.links}
+    new_links = {l.name: l for l in new.links}
+    old_lans = {l.name: l for l in old.lans}
+    new_lans = {l.name: l for l in new.lans}
     for n in new_kinds:
         if n in gone or n not in old_kinds:
             continue
         if new_kinds[n] == "link":
             o, w = old_links[n], new_links[n]
-            d.params += [ParamChange(n, k, w[k], old=o[k]) for k in ("ab", "ba")
-                         if o[k] != w[k]]
+            d.params += [ParamChange(n, k, getattr(w, k), old=getattr(o, k))
+                         for k in ("ab", "ba") if getattr(o, k) != getattr(w, k)]
         else:
-            for mo, mw in zip(old_lans[n]["members"], new_lans[n]["members"], strict=True):
-                d.params += [ParamChange(n, k, mw[k], member=mw["port"], old=mo[k])
-                             for k in ("to_lan", "from_lan") if mo[k] != mw[k]]
+            for mo, mw in zip(old_lans[n].members, new_lans[n].members, strict=True):
+                d.params += [ParamChange(n, k, getattr(mw, k), member=mw.port,
+                                         old=getattr(mo, k))
+                             for k in ("to_lan", "from_lan") if getattr(mo, k) != getattr(mw, k)]
 
     added = set(d.nodes_added)
     for n, np_ in new.nodes.items():

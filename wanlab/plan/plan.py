@@ -1,4 +1,5 @@
-"""The realization plan: names, interfaces, addresses, routes and the engine topology.
+"""The realization plan: names, interfaces, addresses, routes and the engine topology
+(its ports, links and LANs, typed and in the IR's units: :mod:`wanlab.plan.types`).
 
 Naming (every kernel object carries the experiment's 4-hex-digit short id):
   * node namespace ``wl-<short>-<node>``;
@@ -16,36 +17,28 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import replace
-from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.model.gc_pause import gc_paused
-from wanlab.model.ir import Experiment, LinkParams
+from wanlab.model.ir import Experiment
 from wanlab.plan.addressing import NetworkSpec, assign, interface_groups
 from wanlab.plan.routes import Attachment, RouteEntry, shortest_path_routes
-from wanlab.plan.sim_flows import engine_agents, sim_flows
-from wanlab.plan.sim_nodes import engine_nodes, with_endpoints
-from wanlab.plan.types import Interface, NodePlan, Plan
+from wanlab.plan.sim_flows import sim_flows
+from wanlab.plan.sim_nodes import gateway, is_host, with_endpoints
+from wanlab.plan.types import (
+    Interface,
+    LanMemberPlan,
+    LanPairPlan,
+    LanPlan,
+    LinkPlan,
+    NodePlan,
+    Plan,
+    Port,
+)
 
 
 def netns_name(short: str, node: str) -> str:
     return f"wl-{short}-{node}"
-
-
-def engine_params(p: LinkParams) -> dict[str, Any]:
-    """IR link parameters → the engine protocol's PARAMS object."""
-    q = p.queue
-    queue: dict[str, Any] = {"kind": "droptail" if q.kind == "droptail" else "red",
-                             "in_bytes": q.in_bytes}
-    if q.limit is not None:
-        queue["limit"] = q.limit
-    if q.kind in ("red", "gred"):
-        queue.update(thresh=q.thresh, maxthresh=q.maxthresh, q_weight=q.q_weight,
-                     linterm=q.linterm, gentle=q.gentle or q.kind == "gred",
-                     mean_pktsize=q.mean_pktsize)
-    return {"bandwidth_bps": p.bandwidth_bps, "delay_us": round(p.delay_s * 1e6, 3),
-            "loss": {"kind": "bernoulli", "p": p.loss} if p.loss > 0 else {"kind": "none"},
-            "queue": queue}
 
 
 @gc_paused
@@ -180,41 +173,30 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     # engine topology
     # a remote node's (a cluster part's stub) TAPs are the tunnels to the other machines'
     # engines: frames carry their due time across (engine/src/wire/stamp.rs)
-    ports = [{"port": i.port, "tap": i.ifname, "netns": f"/run/netns/{nodes[i.node].netns}",
-              **({"tunnel": True} if nodes[i.node].remote else {})}
-             for ifs in ports_of.values() for i in ifs if not nodes[i.node].simulated]
-    # simulated nodes are the engine's own hosts and routers (ports without TAPs), and
-    # applications between simulated nodes its traffic agents
-    routers, sim_hosts = engine_nodes([np_ for np_ in nodes.values() if np_.simulated])
+    ports = [Port(i.port, i.node, i.network, i.ifname,
+                  None if nodes[i.node].simulated else nodes[i.node].netns,
+                  tunnel=nodes[i.node].remote)
+             for ifs in ports_of.values() for i in ifs]
     links = []
     for l in exp.links:
         a, b = ports_of[l.name]
-        links.append({"link": l.name, "a": a.port, "b": b.port,
-                      "ab": engine_params(l.ab), "ba": engine_params(l.ba)})
-        if l.rules:
-            links[-1]["rules"] = [{"dst": r.dst, "ab": engine_params(r.ab),
-                                   "ba": engine_params(r.ba)} for r in l.rules]
+        links.append(LinkPlan(l.name, a.port, b.port, l.ab, l.ba, l.rules))
     lans = []
     for lan in exp.lans:
-        lans.append({"lan": lan.name, "members": [
-            {"port": i.port, "to_lan": engine_params(m.to_lan),
-             "from_lan": engine_params(m.from_lan)}
-            for m, i in zip(lan.members, ports_of[lan.name], strict=True)]})
-        if lan.pairs:
-            port = {m.node: i.port for m, i in zip(lan.members, ports_of[lan.name],
-                                                    strict=True)}
-            lans[-1]["pairs"] = [{"from": port[p.src], "to": port[p.dst],
-                                  "params": engine_params(p.params)} for p in lan.pairs]
-    engine = {"ports": ports, "links": links, "lans": lans}
-    if routers:
-        engine["routers"] = routers
+        port = {m.node: i.port for m, i in zip(lan.members, ports_of[lan.name], strict=True)}
+        lans.append(LanPlan(lan.name, tuple(
+            LanMemberPlan(m.node, port[m.node], m.to_lan, m.from_lan) for m in lan.members),
+            tuple(LanPairPlan(port[p.src], port[p.dst], p.params) for p in lan.pairs)))
+    # simulated nodes are the engine's own hosts and routers (ports without TAPs), and
+    # applications between simulated nodes its traffic agents
+    simulated = {n for n, np_ in nodes.items() if np_.simulated}
+    for n in simulated:
+        if is_host(nodes[n]):
+            nodes[n].gateway = gateway(nodes[n])
     plan = Plan(short=short, nodes=nodes, subnets={k: v[0] for k, v in addrs.items()},
-                hosts=hosts, engine=engine, warnings=warnings, exp=exp)
-    if sim_hosts:
-        engine["hosts"] = sim_hosts
-        flows = sim_flows(exp, plan, {n for n, np_ in nodes.items() if np_.simulated})
-        if flows:
-            engine["agents"] = engine_agents(flows)
+                hosts=hosts, warnings=warnings, exp=exp, ports=ports, links=links, lans=lans)
+    if simulated:
+        plan.flows = sim_flows(exp, plan, simulated)
     return plan
 
 

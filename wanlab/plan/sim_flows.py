@@ -13,7 +13,9 @@ Applications and agents arrive typed (:class:`~wanlab.model.ir.Traffic`,
   (``delayed_ack``).
 
 Each application is one engine source named after it; its sink is ``<app>.sink`` on the
-peer's node, on port 5000 + the application's index. Where the IR leaves a TCP field
+peer's node, on port 5000 + the application's index. The plan keeps each as a typed
+:class:`~wanlab.plan.types.SimFlow`; :func:`wanlab.engine.encode.agents` makes the
+engine's agent objects. Where the IR leaves a TCP field
 unset the engine's defaults apply: ``window`` unlimited and ``initial_window`` 10 (ns-2:
 20 and 1), so that a simulated flow is limited by the network as a Linux flow is (see
 docs/simulation.md).
@@ -21,31 +23,11 @@ docs/simulation.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 from wanlab.errors import SpecError
 from wanlab.model.ir import TCP_CCS, Agent, Experiment
-from wanlab.plan.types import Plan
+from wanlab.plan.types import Plan, SimFlow
 
 BASE_PORT = 5000
-SINK_SUFFIX = ".sink"
-
-
-@dataclass
-class SimFlow:
-    """One application realised by a source and a sink agent in the engine."""
-
-    app: str
-    kind: str                      # cbr | poisson | onoff | tcp
-    src_node: str
-    dst_node: str
-    source: dict[str, Any]
-    sink: dict[str, Any]
-
-    @property
-    def sink_id(self) -> str:
-        return self.sink["agent"]
 
 
 def is_application(a: Agent) -> bool:
@@ -92,10 +74,6 @@ def _need(ok: bool, where: Agent, msg: str) -> None:
 
 
 def _flow(app: Agent, transport: Agent, peer: Agent, index: int, plan: Plan) -> SimFlow:
-    port = BASE_PORT + index
-    dst_ip = plan.nodes[peer.node].interfaces[0].ip
-    base = {"agent": app.name, "host": transport.node, "dst": f"{dst_ip}:{port}"}
-    sink_id = app.name + SINK_SUFFIX
     t, tp, pp = app.traffic, transport.transport, peer.transport
     _need(t is not None, app, f"{app.name}: {app.kind} is not simulated (supported: CBR, "
           f"Exponential, Pareto, Poisson, FTP)")
@@ -111,39 +89,14 @@ def _flow(app: Agent, transport: Agent, peer: Agent, index: int, plan: Plan) -> 
                                                        else "")
               + " is not simulated; use Agent/TCP, /Reno, /Newreno or /Linux with "
               "select_ca cubic")
-        src = {**base, "kind": "tcp", "cc": tp.cc, "trace_interval_us": 10000}
-        for key, v in (("mss", tp.mss), ("window", tp.window),
-                       ("initial_window", tp.window_init)):
-            if v is not None:
-                src[key] = v
-        if tp.min_rto_s is not None:
-            src["min_rto_us"] = round(tp.min_rto_s * 1e6)
-        if t.max_bytes is not None:
-            src["bytes"] = t.max_bytes
-        sink = {"agent": sink_id, "host": peer.node, "kind": "tcp_sink", "port": port,
-                "delayed_ack": pp.delayed_ack}
-        return SimFlow(app.name, "tcp", transport.node, peer.node, src, sink)
-    _need(tp is not None and tp.protocol == "udp", app,
-          f"{app.name}: {app.kind} needs an Agent/UDP, not {transport.kind}")
-    _need(pp is not None and pp.protocol == "udp_sink", transport,
-          f"{transport.name} must be connected to an Agent/Null or Agent/LossMonitor, not "
-          f"{peer.kind}")
-    sink = {"agent": sink_id, "host": peer.node, "kind": "sink", "port": port}
-    src = {**base, "size": max(16, t.packet_size or 0)}
-    if t.interval_s is not None:
-        src["interval_us"] = max(1, round(t.interval_s * 1e6))
+        kind = "tcp"
     else:
-        src["rate_bps"] = t.rate_bps
-    if t.pattern in ("cbr", "poisson"):
-        return SimFlow(app.name, t.pattern, transport.node, peer.node,
-                       {**src, "kind": t.pattern}, sink)
-    assert t.burst_s is not None and t.idle_s is not None
-    src.update(kind="onoff", on_us=t.burst_s * 1e6, off_us=t.idle_s * 1e6, dist=t.pattern)
-    if t.pattern == "pareto":
-        src["shape"] = t.shape
-    return SimFlow(app.name, "onoff", transport.node, peer.node, src, sink)
-
-
-def engine_agents(flows: list[SimFlow]) -> list[dict[str, Any]]:
-    """Sinks first (so a source never sends to a port that has no sink yet)."""
-    return [f.sink for f in flows] + [f.source for f in flows]
+        _need(tp is not None and tp.protocol == "udp", app,
+              f"{app.name}: {app.kind} needs an Agent/UDP, not {transport.kind}")
+        _need(pp is not None and pp.protocol == "udp_sink", transport,
+              f"{transport.name} must be connected to an Agent/Null or Agent/LossMonitor, "
+              f"not {peer.kind}")
+        kind = t.pattern if t.pattern in ("cbr", "poisson") else "onoff"
+    assert tp is not None and pp is not None and transport.node and peer.node
+    return SimFlow(app.name, kind, transport.node, peer.node,
+                   plan.nodes[peer.node].interfaces[0].ip, BASE_PORT + index, t, tp, pp)

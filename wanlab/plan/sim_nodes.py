@@ -1,4 +1,4 @@
-"""Simulated nodes of a plan as the engine's hosts and routers.
+"""Simulated nodes of a plan: the engine's hosts and routers.
 
 A simulated node with one interface is a **host** (ARP, ICMP echo, and the endpoint of
 simulated traffic agents); its gateway is the next hop of its default route. A node with
@@ -13,7 +13,6 @@ through it (:func:`with_endpoints`, applied before planning).
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.model.ir import Experiment, Link, Node
@@ -68,27 +67,3 @@ def gateway(np_: "NodePlan") -> str | None:
         raise SpecError(f"simulated host {np_.name!r} has routes through several next hops "
                         f"and no default route; a simulated host has one gateway")
     return None
-
-
-def engine_nodes(nodes: list["NodePlan"]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(routers, hosts) for the engine's ``apply``."""
-    routers, hosts = [], []
-    for np_ in nodes:
-        if not np_.interfaces:
-            continue                   # an isolated node: nothing to simulate
-        if is_host(np_):
-            i = np_.interfaces[0]
-            h: dict[str, Any] = {"host": np_.name, "port": i.port, "mac": i.mac,
-                                 "ip": f"{i.ip}/{i.prefixlen}"}
-            gw = gateway(np_)
-            if gw:
-                h["gateway"] = gw
-            hosts.append(h)
-        else:
-            routers.append({
-                "router": np_.name,
-                "interfaces": [{"port": i.port, "mac": i.mac, "ip": f"{i.ip}/{i.prefixlen}"}
-                               for i in np_.interfaces],
-                "routes": [{"dst": "0.0.0.0/0" if r.dst == "default" else r.dst, "via": r.via}
-                           for r in np_.routes]})
-    return routers, hosts

@@ -1,4 +1,8 @@
-"""The plan's data: a node's interfaces and routes, and the whole plan.
+"""The plan's data: a node's interfaces and routes, the engine's ports, links and LANs
+with each direction's shaping, and the whole plan.
+
+Everything here is typed and in the IR's units (bit/s, seconds, loss fractions): the
+engine's wire format is made from it only by :mod:`wanlab.engine.encode`.
 
 Kept apart from :mod:`wanlab.plan.plan` (which computes them) so the parts of a plan
 that build on it (:mod:`wanlab.plan.sim_nodes`, :mod:`wanlab.plan.sim_flows`) import
@@ -11,7 +15,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
-from wanlab.model.ir import Experiment
+from wanlab.model.ir import Experiment, LinkParams, LinkRule, Traffic, Transport
 from wanlab.plan.routes import RouteEntry
 
 
@@ -35,6 +39,109 @@ class NodePlan:
     loopback: str | None = None      # a /32 on lo, with dynamic routing (the router id)
     simulated: bool = False          # a router inside the engine: no namespace
     remote: bool = False             # a cluster neighbour's stub: a namespace for a tunnel
+    gateway: str | None = None       # a simulated host's next hop for everything off-link
+
+
+@dataclass(frozen=True)
+class Port:
+    """An engine port: one node's attachment to one network, named ``<node>:<ifname>``.
+    An emulated node's port is a TAP the engine opens in the node's namespace (a remote
+    stub's leads to another machine's engine); a simulated node's has no TAP."""
+
+    id: str
+    node: str
+    network: str
+    ifname: str
+    netns: str | None                # None: a simulated node's port
+    tunnel: bool = False
+
+
+@dataclass(frozen=True)
+class LinkPlan:
+    """A point-to-point link in the engine: ``ab`` shapes frames from port ``a`` to port
+    ``b``, ``ba`` the reverse; ``rules`` are per-destination pipelines."""
+
+    name: str
+    a: str
+    b: str
+    ab: LinkParams
+    ba: LinkParams
+    rules: tuple[LinkRule, ...] = ()
+
+
+@dataclass(frozen=True)
+class LanMemberPlan:
+    """A LAN member's port and its two halves (member to switch, switch to member)."""
+
+    node: str
+    port: str
+    to_lan: LinkParams
+    from_lan: LinkParams
+
+
+@dataclass(frozen=True)
+class LanPairPlan:
+    """A LAN's channel from port ``src`` to port ``dst`` (a latency matrix's cell)."""
+
+    src: str
+    dst: str
+    params: LinkParams
+
+
+@dataclass(frozen=True)
+class LanPlan:
+    name: str
+    members: tuple[LanMemberPlan, ...]
+    pairs: tuple[LanPairPlan, ...] = ()
+
+
+@dataclass(frozen=True)
+class PortMap:
+    """Which engine port each node's attachment to each network is: what a run-time
+    change of one LAN member names. Taken from the plan at swap-in and kept with the
+    experiment, so that a change needs no new plan (:mod:`wanlab.engine.portmap`)."""
+
+    networks: dict[str, dict[str, str]]      # network -> node -> port id
+
+    def port(self, network: str, node: str) -> str:
+        """The engine port of ``node``'s attachment to ``network``."""
+        try:
+            return self.networks[network][node]
+        except KeyError:
+            raise ValueError(f"{node} is not a member of {network}") from None
+
+    def ports(self, network: str) -> list[str]:
+        """Every port of ``network``, in the order of its members."""
+        return list(self.networks.get(network, {}).values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"networks": self.networks}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> PortMap:
+        return cls({str(n): {str(k): str(v) for k, v in m.items()}
+                    for n, m in d["networks"].items()})
+
+
+@dataclass(frozen=True)
+class SimFlow:
+    """One application realised by a source and a sink agent in the engine: the source
+    on ``src_node`` sends ``traffic`` over ``transport`` to the sink (``sink``'s kind of
+    transport) on ``dst_node``, at ``dst_ip``:``port``."""
+
+    app: str
+    kind: str                      # cbr | poisson | onoff | tcp
+    src_node: str
+    dst_node: str
+    dst_ip: str
+    port: int
+    traffic: Traffic
+    transport: Transport
+    sink: Transport
+
+    @property
+    def sink_id(self) -> str:
+        return self.app + ".sink"
 
 
 @dataclass
@@ -43,6 +150,15 @@ class Plan:
     nodes: dict[str, NodePlan]
     subnets: dict[str, ipaddress.IPv4Network]
     hosts: str
-    engine: dict[str, Any]
     warnings: list[str]
     exp: Experiment | None = None    # what was planned (with simulated endpoint hosts)
+    ports: list[Port] = field(default_factory=list)        # networks' order, then members'
+    links: list[LinkPlan] = field(default_factory=list)
+    lans: list[LanPlan] = field(default_factory=list)
+    flows: list[SimFlow] = field(default_factory=list)     # applications between simulated nodes
+
+    def port_map(self) -> PortMap:
+        out: dict[str, dict[str, str]] = {}
+        for p in self.ports:
+            out.setdefault(p.network, {}).setdefault(p.node, p.id)
+        return PortMap(out)

@@ -25,6 +25,7 @@ class Context:
     def __init__(self, store: Store, row: ExperimentRow, t0_mono: float, t0_wall: float):
         self.store, self.row, self.exp = store, row, row.ir
         self.plan = make_plan(row.ir, row.short)
+        self.ports = self.plan.port_map()
         self.folder = store.folder(row.name)
         self.sock = socket_of(self.folder)
         self.t0_mono, self.t0_wall = t0_mono, t0_wall

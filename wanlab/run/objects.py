@@ -21,9 +21,8 @@ import threading
 from typing import Callable
 
 from wanlab.backends.emulate import engine, frr, netns, nodes, procs
-from wanlab.engine import encode
+from wanlab.engine import encode, in_force
 from wanlab.model.ir import Event
-from wanlab.plan.sim_flows import sim_flows
 from wanlab.run.context import Context
 from wanlab.run.programs import ProgramRunner
 from wanlab.run.sim_traffic import SimTrafficAgent
@@ -45,8 +44,7 @@ class Runtime(Context):
         self.on_halt: Callable[[], None] = lambda: None
         self.programs = {p.name: ProgramRunner(self, p) for p in row.ir.programs}
         self.agents: dict[str, TrafficAgent | SimTrafficAgent] = {}
-        sim = {n for n, np_ in self.plan.nodes.items() if np_.simulated}
-        for f in sim_flows(self.plan.exp or row.ir, self.plan, sim) if sim else []:
+        for f in self.plan.flows:
             self.agents[f.app] = SimTrafficAgent(self, f)
         apps = [a for a in row.ir.agents if a.role == "application"]
         self.unusable: dict[str, str] = {}
@@ -96,11 +94,12 @@ class Runtime(Context):
 
     def _shaped(self, ev: Event, kind: str) -> Outcome:
         trace_dir = os.path.join(self.folder, "traces")
-        reqs = encode.event_requests(ev, kind, self.plan, trace_dir)
+        reqs = encode.event_requests(ev, kind, self.ports, trace_dir)
         if ev.action == "trace" and ev.value == "start":
             os.makedirs(trace_dir, exist_ok=True)
         with engine.Client(self.sock) as c:
             c.send_all(reqs)
+        in_force.record(self.folder, [(ev, kind)])      # what show reports as in force
         return "ok", encode.describe(ev, trace_dir)
 
     # programs and agents

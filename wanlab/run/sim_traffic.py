@@ -123,8 +123,8 @@ class SimTrafficAgent:
         if self.flow.kind == "tcp":
             # trace times are engine ns; t0_ns is the engine's clock at our start
             t0 = self.t0_ns
-            res.update(kind="ftp", cc=self.flow.source["cc"],
-                       mss=self.flow.source.get("mss", 1000),
+            res.update(kind="ftp", cc=self.flow.transport.cc,
+                       mss=self.flow.transport.mss or 1000,     # the engine's default
                        retransmits=d(a0, src, "retransmits"), timeouts=d(a0, src, "timeouts"),
                        srtt_us=src.get("srtt_us"),
                        cwnd=[[(t - t0) / 1e9, c] for t, c, *_ in trace])

@@ -19,6 +19,7 @@ import time
 from wanlab.backends.emulate import procs
 from wanlab.engine.binary import engine_binary
 from wanlab.engine.client import Client, socket_of
+from wanlab.engine.protocol import Hello
 from wanlab.errors import EngineError
 
 __all__ = ["Client", "engine_binary", "start"]
@@ -103,7 +104,7 @@ def start(folder: str, seed: int, threads: int = 1) -> subprocess.Popen:
         if os.path.exists(sock):
             try:
                 with Client(sock) as c:
-                    c.call("hello")
+                    c.send(Hello())
                 procs.hold(proc)     # so the health check can say how it ended
                 return proc
             except (OSError, EngineError):

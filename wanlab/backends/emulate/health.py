@@ -19,6 +19,7 @@ import socket
 from dataclasses import dataclass, field
 
 from wanlab.backends.emulate import netns, procs
+from wanlab.engine.protocol import Hello
 from wanlab.store.db import Store
 
 ANSWER_TIMEOUT_S = 2.0
@@ -80,7 +81,7 @@ def check(store: Store, exp_id: int, folder: str,
                 continue
             if r.kind == "engine":
                 path = r.detail.get("socket") or os.path.join(folder, "engine.sock")
-                req = b'{"id":1,"cmd":"hello"}\n'
+                req = (json.dumps({"id": 1, **Hello().to_json()}) + "\n").encode()
             else:
                 path, req = os.path.join(folder, "events.sock"), b'{"cmd":"status"}\n'
             got = _answers(path, req, timeout)

@@ -21,31 +21,20 @@ interrupted.
 
 from __future__ import annotations
 
-from typing import Any
-
 from wanlab.backends.emulate import cgroups, egress, engine, resources, stages
 from wanlab.backends.emulate.stages import Build, Progress
-from wanlab.engine import encode
+from wanlab.engine import encode, in_force
 from wanlab.engine.client import socket_of
-from wanlab.engine.protocol import Remove, Set
+from wanlab.engine.protocol import Set
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.diff import Diff, diff
 from wanlab.plan.plan import make_plan
-from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
 
 # the swap-in stages a modify runs (the engine, FRR and the clock run already)
 MODIFY_STAGES = ("folder", "roots", "namespaces", "cgroups", "taps", "cpus", "addresses",
                  "routes", "startcmds")
-
-
-def remove_request(old: Plan, d: Diff) -> dict[str, Any]:
-    """The engine's ``remove`` for the networks the diff removes, with their ports."""
-    kinds = {l["link"]: "link" for l in old.engine["links"]}
-    return {"links": [n for n in d.networks_removed if kinds.get(n) == "link"],
-            "lans": [n for n in d.networks_removed if kinds.get(n) != "link"],
-            "ports": [i.port for i in stages.engine_ports(old, d.networks_removed)]}
 
 
 def param_requests(d: Diff) -> list[Set]:
@@ -75,9 +64,8 @@ def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress,
     live = store.resources(row.id)
     if d.networks_removed:
         say(f"removing {len(d.networks_removed)} links/LANs")
-        req = remove_request(old_plan, d)
         with engine.Client(sock) as c:
-            c.send(Remove(**req))
+            c.send(encode.remove(old_plan, d.networks_removed))
         gone_taps = {resources.tap_name(old_plan.nodes[i.node].netns, i.ifname)
                      for i in stages.engine_ports(old_plan, d.networks_removed)}
         resources.remove(store, row.id, [r.id for r in live
@@ -107,6 +95,8 @@ def apply(store: Store, row: ExperimentRow, new: Experiment, say: Progress,
     if reqs:
         with engine.Client(sock) as c:
             c.send_all(reqs)
+    in_force.rebase(store.folder(row.name), row.ir, new, new_plan.port_map(),
+                    d.networks_removed)
     # 4. limits of kept nodes (their cgroups)
     was = {n.name: cgroups.limits_of(n) for n in row.ir.nodes}
     redo = [n for n in new.nodes if n.name in was and cgroups.limits_of(n) != was[n.name]]

@@ -66,8 +66,9 @@ from wanlab.backends.emulate import (
     rootfs,
 )
 from wanlab.backends.emulate.nodes import ensure_holders, start_command
+from wanlab.engine import encode, in_force
 from wanlab.engine.client import socket_of
-from wanlab.engine.protocol import Apply
+from wanlab.engine.protocol import Apply, Stats
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 from wanlab.plan.routes import RouteEntry
@@ -305,25 +306,14 @@ def engine_ports(plan: Plan, networks: Sequence[str]) -> list[Interface]:
             for i in np_.interfaces if i.network in nets]
 
 
-def apply_request(plan: Plan, networks: Sequence[str], everything: bool) -> dict:
-    """The engine's ``apply`` for ``networks`` (with ``everything``: the whole topology,
-    simulated routers, hosts and agents included)."""
-    if everything:
-        return dict(plan.engine)
-    nets = set(networks)
-    wanted = {i.port for i in engine_ports(plan, networks)}
-    return {"ports": [p for p in plan.engine["ports"] if p["port"] in wanted],
-            "links": [l for l in plan.engine["links"] if l["link"] in nets],
-            "lans": [l for l in plan.engine["lans"] if l["lan"] in nets]}
-
-
-def apply_timeout(taps: int, req: dict) -> float:
+def apply_timeout(taps: int, req: Apply) -> float:
     """Seconds to wait for the engine's reply to ``req``: the engine makes each TAP inside
     its namespace (about a millisecond each) and builds each simulated object (tens of
     microseconds each, after parsing the request): allow twenty times that on a busy
     machine, so that no fixed limit fails a large topology (100 000 simulated nodes take
     seconds)."""
-    objects = sum(len(v) for v in req.values() if isinstance(v, list))
+    objects = sum(len(v) for v in (req.ports, req.links, req.lans, req.routers, req.hosts,
+                                    req.agents))
     return 30 + 0.02 * taps + 0.001 * objects
 
 
@@ -339,11 +329,13 @@ def _taps(b: Build) -> None:
         ("tap", resources.tap_name(b.plan.nodes[i.node].netns, i.ifname),
          {"node": i.node, "ifname": i.ifname, "netns": b.plan.nodes[i.node].netns})
         for i in ports])
-    req = apply_request(b.plan, b.networks, everything)
+    req = encode.apply(b.plan, networks=None if everything else b.networks)
     with engine.Client(b.socket, timeout=apply_timeout(len(ports), req)) as c:
-        reply = c.send(Apply(**req))
+        reply = c.send(req)
     b.ifindex.update({p: v["ifindex"] for p, v in reply.get("ports", {}).items()
                       if "ifindex" in v})
+    if everything:          # the engine has the description's values, on these ports
+        in_force.reset(b.folder, b.plan.port_map())
     b.store.update_resources("created", {r.id: {} for r in b.store.resources(b.row.id)
                                          if r.kind == "tap" and r.state == "planned"})
 
@@ -361,7 +353,7 @@ def place_cpus(b: Build) -> None:
     ports = {n: [i.port for i in b.plan.nodes[n].interfaces]
              for n in groups if n not in own and n in b.plan.nodes}
     with engine.Client(b.socket, timeout=30) as c:
-        parts = c.call("stats").get("partitions") or []
+        parts = c.send(Stats()).get("partitions") or []
     d = cpuplace.decide(parts, ports, cpuplace.allowed_of(cgroups.cpus_of(top)),
                         cpuplace.forced())
     b.say(f"nodes on CPUs: {d.policy} ({d.why})")

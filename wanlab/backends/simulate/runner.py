@@ -23,6 +23,7 @@ from typing import Any
 
 from wanlab.backends.simulate.scenario import NS, Scenario, build
 from wanlab.engine.binary import engine_binary
+from wanlab.engine.protocol import CaptureStart
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment
 
@@ -48,9 +49,9 @@ def simulate(exp: Experiment, out: str, seed: int | None = None,
     scen_path, res_path = os.path.join(out, "scenario.json"), os.path.join(out, "result.json")
     doc = sc.engine_json(seed, SAMPLE_S)
     # The engine never overwrites a capture: remove this run's own earlier ones.
-    for r in doc["requests"]:
-        if r.get("cmd") == "capture_start" and os.path.isfile(r["path"]):
-            os.unlink(r["path"])
+    for _, r in sc.requests:
+        if isinstance(r, CaptureStart) and os.path.isfile(r.path):
+            os.unlink(r.path)
     with open(scen_path, "w") as f:
         json.dump(doc, f, indent=1)
     t0 = time.monotonic()
@@ -124,7 +125,8 @@ def summarize(sc: Scenario, result: dict[str, Any], seed: int, wall: float) -> d
         res: dict[str, Any] = {"simulated": True, "bytes": d(s0, s1, "bytes"),
                                "sent_bytes": d(a0, a1, "sent_bytes"), "throughput_bps": series}
         if f.kind == "tcp":
-            res.update(kind="ftp", cc=f.source["cc"], mss=f.source.get("mss", 1000),
+            # (1000: the engine's MSS when the description sets none)
+            res.update(kind="ftp", cc=f.transport.cc, mss=f.transport.mss or 1000,
                        packets=d(s0, s1, "pkts"),
                        sent_packets=d(a0, a1, "sent_pkts"),
                        retransmits=d(a0, a1, "retransmits"), timeouts=d(a0, a1, "timeouts"),

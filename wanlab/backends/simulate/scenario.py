@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wanlab.engine import encode
-from wanlab.engine.protocol import AgentAction, Stats
+from wanlab.engine.protocol import AgentAction, Request, Stats
 from wanlab.model.ir import Event, Experiment
 from wanlab.plan.plan import make_plan
-from wanlab.plan.sim_flows import SimFlow, sim_flows
-from wanlab.plan.types import Plan
+from wanlab.plan.types import Plan, SimFlow
 
 SHORT = "5100"            # fixed, so addresses and MACs are the same in every run
 NS = 1_000_000_000
@@ -58,7 +57,7 @@ class Scenario:
     exp: Experiment
     plan: Plan
     flows: dict[str, SimFlow]
-    requests: list[dict[str, Any]]
+    requests: list[tuple[float, Request]]           # each at its time (s)
     until_s: float
     events: list[Disposition] = field(default_factory=list)
     windows: list[FlowWindow] = field(default_factory=list)
@@ -66,10 +65,9 @@ class Scenario:
     def engine_json(self, seed: int, sample_interval_s: float) -> dict[str, Any]:
         # samples of the sinks only: throughput over time (full samples cost more than
         # the simulation in big networks)
-        return {"seed": seed, "until_ns": round(self.until_s * NS),
-                "sample_interval_ns": round(sample_interval_s * NS),
-                "sample_agents": sorted(f.sink_id for f in self.flows.values()),
-                "requests": self.requests}
+        return encode.batch(self.requests, seed=seed, until_s=self.until_s,
+                            sample_interval_s=sample_interval_s,
+                            sample_agents=sorted(f.sink_id for f in self.flows.values()))
 
 
 def _at(t: float) -> int:
@@ -80,10 +78,9 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
     """The scenario of ``exp`` (raises SpecError for what cannot be simulated)."""
     plan = make_plan(exp, SHORT, simulate_all=True)
     exp = plan.exp or exp                 # with endpoint hosts for multi-homed nodes
-    everything = set(plan.nodes)
-    flows = {f.app: f for f in sim_flows(exp, plan, everything)}
-    sc = Scenario(exp, plan, flows, [{"at_ns": 0, **encode.apply(plan, with_ports=False)
-                                      .to_json()}], 0.0)
+    flows = {f.app: f for f in plan.flows}
+    ports = plan.port_map()
+    sc = Scenario(exp, plan, flows, [(0.0, encode.apply(plan, with_ports=False))], 0.0)
 
     links, lans = {l.name for l in exp.links}, {l.name for l in exp.lans}
     programs = {p.name for p in exp.programs}
@@ -91,10 +88,9 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
     running: dict[str, FlowWindow] = {}
 
     def agent(app: str, start: bool, t: float) -> None:
-        sc.requests.append({"at_ns": _at(t), **AgentAction(
-            agent=app, action="start" if start else "stop").to_json()})
+        sc.requests.append((t, AgentAction(agent=app, action="start" if start else "stop")))
         for target in (app, flows[app].sink_id):
-            sc.requests.append({"at_ns": _at(t), **Stats(target=target).to_json()})
+            sc.requests.append((t, Stats(target=target)))
         if start and app not in running:
             running[app] = FlowWindow(app, t)
             sc.windows.append(running[app])
@@ -113,9 +109,9 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
             continue
         t = e.time_s
         if e.target in links or e.target in lans:
-            reqs = encode.event_requests(e, "lan" if e.target in lans else "link", plan,
+            reqs = encode.event_requests(e, "lan" if e.target in lans else "link", ports,
                                          trace_dir)
-            sc.requests.extend({"at_ns": _at(t), **r.to_json()} for r in reqs)
+            sc.requests.extend((t, r) for r in reqs)
             log("ok", encode.describe(e, trace_dir))
         elif e.target in flows:
             if e.action in ("start", "stop"):
@@ -144,5 +140,5 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
     sc.until_s = halted_at if halted_at is not None else end
     for app in list(running):                 # still running at the end: stopped there
         agent(app, False, sc.until_s)
-    sc.requests.sort(key=lambda r: r["at_ns"])   # stable: timeline order at equal times
+    sc.requests.sort(key=lambda r: _at(r[0]))   # stable: timeline order at equal times
     return sc
