@@ -37,6 +37,11 @@ class HostAgent:
     def __init__(self, machine: str, home: str, controller_netns: int | None = None):
         """``controller_netns``: the network namespace (inode) of the controller that
         started the agent (the host's), whose processes the socket answers."""
+        # a Ray worker starts in the folder of whoever started the cluster or the agent (a
+        # user's, maybe under /tmp, which nodes see as their own); the agent and every
+        # child it starts (holders, engines, node commands, which re-enter their caller's
+        # folder by path) run from /, which exists for them and for every node
+        os.chdir("/")
         self.machine = machine
         self.home = home
         self.netns = {os.stat("/proc/self/ns/net").st_ino, controller_netns}

@@ -87,7 +87,7 @@ def _spawn(store: Store, name: str, argv: list[str], log: str) -> None:
         "RAY_USAGE_STATS_ENABLED": "0"}
     with open(log, "ab") as out:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                             start_new_session=True, env=env, umask=0o077)
+                             start_new_session=True, env=env, umask=0o077, cwd="/")
     procs.hold(p)
     rec.update(store, rid, "created", pid=p.pid, started=procs.start_time(p.pid), log=log)
 
