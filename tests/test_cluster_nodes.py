@@ -112,3 +112,43 @@ def test_a_command_from_a_folder_nodes_lack_runs_in_the_nodes_folder(tmp_path, m
         finally:
             lab.close()
             shutil.rmtree(home, ignore_errors=True)
+
+
+def _root_mount(home, cwd, node):
+    """The mount at / as node ``node`` of experiment ``img`` sees it (mountinfo's line),
+    then whether the host's files (this checkout's tests) are there."""
+    p = wl(home, cwd, "exec", "img", node, "--", "sh", "-c",
+           "grep ' / / ' /proc/self/mountinfo; "
+           f"if [ -d {ROOT}/tests ]; then echo host-files; else echo own-root; fi")
+    return p.stdout
+
+
+def test_an_image_moves_by_digest_to_each_machine_and_nodes_run_in_its_root(
+        cluster, tmp_path, test_image):
+    from wanlab.backends.emulate import images
+    home, cwd = cluster
+    here = images.Images(os.environ["WANLAB_IMAGES"])        # the controller's (conftest)
+    (digest,) = [images.layer_digest(here, x) for x in here.need(test_image).layers]
+    spec = tmp_path / "img.tcl"
+    spec.write_text(PAIR.format(os=f"tb-set-node-os $a {test_image}\n"
+                                   f"tb-set-node-os $b {test_image}"))
+    p = wl(home, cwd, "create", str(spec), "--cluster", timeout=900)
+    said = p.stdout + p.stderr
+    # sent once to each machine, never built there
+    assert said.count(f"sending an image layer ({digest[:12]})") == 2, said
+    assert "mmdebstrap" not in said, said
+    for m, node in (("m0", "a"), ("m1", "b")):
+        store = os.path.join(home, "machines", m, "images")
+        assert os.listdir(os.path.join(store, "layers")) == [digest]
+        assert images.Images(store).need(test_image).layers == (digest,)
+        # the node's root is an overlay over that layer, the machine's own copy
+        seen = _root_mount(home, cwd, node)
+        assert " - overlay " in seen, seen
+        assert f"lowerdir={store}/layers/{digest}," in seen, seen
+        assert seen.split()[-1] == "own-root", seen
+    # a machine that holds the digest is sent nothing
+    wl(home, cwd, "terminate", "img")
+    p = wl(home, cwd, "create", str(spec), "--cluster", timeout=900)
+    assert "sending an image layer" not in p.stdout + p.stderr, p.stdout + p.stderr
+    assert " - overlay " in _root_mount(home, cwd, "b")
+    wl(home, cwd, "terminate", "img")
