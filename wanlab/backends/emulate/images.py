@@ -430,8 +430,9 @@ def disk_usage(path: str) -> int:
 # give the same digest on any host. A machine keeps a received layer under its digest
 # (``layers/<digest>``) and an image's record names its layers by digest; a layer it holds
 # already is never sent again. The controller caches its own layers' digests in
-# ``digests/<layer id>.json`` (with the layer folder's inode and change time: a layer built
-# again under the same id is hashed again).
+# ``digests/<layer id>.json``, with what changes when anything in the layer changes (its
+# inode, its entries' count and latest change time): a changed or rebuilt layer is hashed
+# again.
 
 TAR_CREATE = ("tar", "--sort=name", "--numeric-owner", "--xattrs", "--format=posix",
               "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",
@@ -475,13 +476,24 @@ def layer_stream(path: str) -> Iterator[Iterator[bytes]]:
         p.stderr.close()
 
 
+def _tree_key(path: str) -> dict:
+    """What changes when anything in the folder ``path`` changes: its inode, how many
+    entries it holds and their latest change time (a stat of each, no reading)."""
+    newest, count = os.lstat(path).st_ctime_ns, 0
+    for d, dirs, files in os.walk(path):
+        for f in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.lstat(os.path.join(d, f)).st_ctime_ns)
+                count += 1
+    return {"ino": os.lstat(path).st_ino, "entries": count, "ctime_ns": newest}
+
+
 def layer_digest(store: Images, layer: str) -> str:
     """The digest of layer ``layer`` of ``store`` (computed once, then cached)."""
     path = store.layer_path(layer)
     if _DIGEST.match(layer):
         return layer                      # received: kept under its digest
-    st = os.stat(path)
-    key = {"ino": st.st_ino, "ctime_ns": st.st_ctime_ns}
+    key = _tree_key(path)
     cache = os.path.join(store.root, "digests", layer + ".json")
     with contextlib.suppress(OSError, ValueError):
         with open(cache) as f:
