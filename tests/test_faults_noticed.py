@@ -63,6 +63,9 @@ def test_a_create_killed_mid_swap_in_is_degraded_and_says_what_to_run(tmp_path, 
     assert state == "degraded", row
     assert "its swap-in stopped half-way" in row and f"pid {p.pid}" in row, row
     assert "'wanlab terminate faulty'" in row and "'wanlab swapin --repair faulty'" in row
+    first = _run(home, "show", "faulty")[1].splitlines()[0]
+    assert "degraded: its swap-in stopped half-way" in first, first
+    assert first.count("'wanlab swapin --repair faulty'") == 1, first      # said once
     code, _, err = _run(home, "swapin", "faulty")
     assert code != 0 and "'wanlab terminate faulty' removes it" in err, err
     code, _, err = _run(home, "swapin", "--repair", "faulty")
