@@ -277,8 +277,9 @@ def cmd_show(lab, a) -> int:
         print(json.dumps(info, indent=2))
         return 0
     if info["state"] == "degraded":
-        print(f"experiment {info['name']} (id {info['id']}): degraded: {info['error']} "
-              f"('wanlab swapin --repair {info['name']}' rebuilds it)")
+        hint = f"'wanlab swapin --repair {info['name']}' rebuilds it"
+        print(f"experiment {info['name']} (id {info['id']}): degraded: {info['error']}"
+              + ("" if hint in info["error"] else f" ({hint})"))
     else:
         print(f"experiment {info['name']} (id {info['id']}): {info['state']}")
         if info["error"]:

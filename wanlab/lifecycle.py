@@ -6,7 +6,8 @@ States (as in Emulab)::
      ^                  │            │  ^                                 │
      └── (failure) ─────┘            └──┘ modify                          │
                                      swapped ──swapin──> activating ───────┘
-    active ──(health check: engine, scheduler or a namespace gone)──> degraded
+    active ──(health check: engine, scheduler, a node's holder or namespace gone)──> degraded
+    activating, modifying, ... ──(its process killed, the lock let go)──> degraded
     degraded ──swapin --repair──> activating ──> active   (or swapout / terminate)
 
 A failed swap-in removes what it built and returns to the state it left,
@@ -48,6 +49,7 @@ from wanlab.backends.emulate import (
     modify,
     netns,
     nodes,
+    oplock,
     rootfs,
     stages,
     swap,
@@ -67,6 +69,12 @@ from wanlab.store.db import ExperimentRow, Store, make_private_dir
 
 ACTIVE, SWAPPED, NEW, DEGRADED = "active", "swapped", "new", "degraded"
 TRANSIENT = ("activating", "swapping-out", "modifying", "terminating")
+
+
+def way_out(name: str) -> str:
+    """What to run for a degraded experiment."""
+    return (f"'wanlab swapin --repair {name}' rebuilds it, 'wanlab terminate {name}' "
+            f"removes it")
 
 
 def _say_stderr(msg: str) -> None:
@@ -188,7 +196,9 @@ class Lab:
 
         The name is checked and the experiment must exist before a lock file is made;
         ``terminate`` removes the lock file, so a waiter that wakes on a removed file
-        takes the lock again on the current one."""
+        takes the lock again on the current one. The file names its holder
+        (:mod:`~wanlab.backends.emulate.oplock`): an experiment left in a transient state
+        by a holder that was killed becomes ``degraded`` here, before the operation."""
         self.store.get(name)
         path = self.store.lock_path(name)
         make_private_dir(os.path.dirname(path))
@@ -206,7 +216,13 @@ class Lab:
                 if row is None:             # terminated while we waited
                     os.unlink(path)
                     raise WanlabError(f"no experiment named {name!r} (see 'wanlab list')")
-                yield row
+                cut = oplock.claim(fd)
+                try:
+                    if cut is not None and row.state in TRANSIENT:
+                        row = self._cut_short(row, cut[0])
+                    yield row
+                finally:
+                    oplock.release(fd)
                 return
             finally:
                 os.close(fd)             # also releases the lock
@@ -263,8 +279,7 @@ class Lab:
                 self.store.set_state(row.id, "activating", "repair")
                 before = SWAPPED        # a failed repair leaves it swapped, everything removed
             elif row.state not in (NEW, SWAPPED):
-                hint = (f"; 'wanlab swapin --repair {name}' rebuilds it"
-                        if row.state == DEGRADED else "")
+                hint = f"; {way_out(name)}" if row.state == DEGRADED else ""
                 raise WanlabError(f"experiment {name!r} is {row.state}; only new or swapped "
                                   f"experiments can be swapped in{hint}")
             else:
@@ -411,8 +426,9 @@ class Lab:
 
     # -- inspection -----------------------------------------------------------
     def list(self) -> list[ExperimentRow]:
-        """Every experiment; active ones are health-checked first (see :meth:`health`)."""
-        return [self._check_health(r) if r.state == ACTIVE else r for r in self.store.list()]
+        """Every experiment; active ones are health-checked first (see :meth:`health`), and
+        those in a transient state whether their operation still runs."""
+        return [self._check_health(r) for r in self.store.list()]
 
     def get(self, name: str) -> ExperimentRow:
         return self.store.get(name)
@@ -427,6 +443,19 @@ class Lab:
         return health.check(self.store, row.id, self.store.folder(name))
 
     def _check_health(self, row: ExperimentRow, locked: bool = False) -> ExperimentRow:
+        """``row``, or its state after the check: an active experiment with a part gone, or
+        one left in a transient state by an operation whose process is gone (killed: it
+        let go of the lock without ending the state), becomes ``degraded``."""
+        if row.state in TRANSIENT and not locked:
+            if oplock.abandoned(self.store.lock_path(row.name)) is None:
+                return row
+            try:
+                with self._locked(row.name) as fresh:     # which marks it (see _locked)
+                    return fresh
+            except WanlabError:         # terminated meanwhile
+                return row
+        if row.state != ACTIVE:
+            return row
         h = health.check(self.store, row.id, self.store.folder(row.name))
         if h.ok:
             return row
@@ -438,16 +467,31 @@ class Lab:
             h = health.check(self.store, row.id, self.store.folder(row.name))
             if h.ok:
                 return row
-            import time as _time
-            noticed = _time.time()
-            at = _time.strftime("%Y-%m-%d %H:%M:%S %Z", _time.localtime(noticed))
-            reason = "; ".join(h.broken) + f" at {at}"
-            self.store.set_state(row.id, DEGRADED, "health check", error=reason)
-            t0 = self._t0(row)
-            with contextlib.suppress(Exception):
-                self.store.log_event(row.id, t0, "health", noticed - t0, noticed - t0,
-                                     "experiment", "degraded", [], "error", reason)
-            return self.store.get(row.name)
+            return self._degrade(row, "; ".join(h.broken), "health check")
+
+    def _cut_short(self, row: ExperimentRow, pid: int) -> ExperimentRow:
+        """``row`` (transient, its lock just taken) was left so by an operation whose
+        process ended without letting go (killed): degraded, with the way out."""
+        what = {"activating": "swap-in", "modifying": "modify", "swapping-out": "swap-out",
+                "terminating": "terminate"}.get(row.state, row.state)
+        return self._degrade(row, f"its {what} stopped half-way (the wanlab process that "
+                                  f"ran it, pid {pid}, is gone)", f"{what} cut short",
+                             f"; {way_out(row.name)}")
+
+    def _degrade(self, row: ExperimentRow, what: str, reason: str,
+                 then: str = "") -> ExperimentRow:
+        """Make ``row`` degraded, its error ``what`` at the time it was noticed, then
+        ``then``, in its state history and its event log; the caller holds its lock."""
+        import time as _time
+        noticed = _time.time()
+        at = _time.strftime("%Y-%m-%d %H:%M:%S %Z", _time.localtime(noticed))
+        error = f"{what} at {at}{then}"
+        self.store.set_state(row.id, DEGRADED, reason, error=error)
+        t0 = self._t0(row)
+        with contextlib.suppress(Exception):
+            self.store.log_event(row.id, t0, "health", noticed - t0, noticed - t0,
+                                 "experiment", "degraded", [], "error", error)
+        return self.store.get(row.name)
 
     def _t0(self, row: ExperimentRow) -> float:
         """Wall-clock t = 0 of the current run (the scheduler writes it at ``go``)."""
@@ -459,8 +503,7 @@ class Lab:
 
     def _need_active(self, row: ExperimentRow) -> ExperimentRow:
         """``row`` if it is active and healthy; else a WanlabError that says what to do."""
-        if row.state == ACTIVE:
-            row = self._check_health(row)
+        row = self._check_health(row)
         self._need_not_degraded(row)
         if row.state != ACTIVE:
             raise WanlabError(f"experiment {row.name!r} is {row.state}, not active")
@@ -468,13 +511,12 @@ class Lab:
 
     def _need_not_degraded(self, row: ExperimentRow) -> None:
         if row.state == DEGRADED:
-            raise WanlabError(f"experiment {row.name!r} is degraded ({row.error}); "
-                              f"'wanlab swapin --repair {row.name}' rebuilds it")
+            raise WanlabError(f"experiment {row.name!r} is degraded ({row.error})"
+                              + ("" if way_out(row.name) in (row.error or "")
+                                 else f"; {way_out(row.name)}"))
 
     def show(self, name: str) -> dict[str, Any]:
-        row = self.store.get(name)
-        if row.state == ACTIVE:
-            row = self._check_health(row)
+        row = self._check_health(self.store.get(name))
         plan = make_plan(row.ir, row.short)
         links = {}
         if row.state == ACTIVE:

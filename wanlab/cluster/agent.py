@@ -37,8 +37,15 @@ class HostAgent:
     def __init__(self, machine: str, home: str, controller_netns: int | None = None):
         """``controller_netns``: the network namespace (inode) of the controller that
         started the agent (the host's), whose processes the socket answers."""
+        # a Ray worker starts in the folder of whoever started the cluster or the agent (a
+        # user's, maybe under /tmp, which nodes see as their own); the agent and every
+        # child it starts (holders, engines, node commands, which re-enter their caller's
+        # folder by path) run from /, which exists for them and for every node
+        os.chdir("/")
         self.machine = machine
         self.home = home
+        self.lock = threading.Lock()
+        self.receiving: dict[str, Any] = {}     # image layers arriving, by transfer
         self.netns = {os.stat("/proc/self/ns/net").st_ino, controller_netns}
         threading.Thread(target=self._serve, daemon=True).start()
         # the clocks of the machines its parts tunnel to, told to their engines
@@ -117,6 +124,45 @@ class HostAgent:
         """Run this machine's engine of a simulation over several machines."""
         from wanlab.cluster import sim_engine
         return sim_engine.run_engine_here(self.home, run, scenario, argv)
+
+    # -- images, received by digest from the controller (wanlab/cluster/layers.py)
+    def _images(self):
+        from wanlab.backends.emulate import images
+        return images.Images(images.images_dir(self.home))
+
+    def image_missing(self, digests: list[str]) -> list[str]:
+        """Those of the layer ``digests`` this machine holds no layer of."""
+        from wanlab.backends.emulate import images
+        return images.missing(self._images(), digests)
+
+    def image_put(self, xfer: str, digest: str, data: bytes | None, last: bool) -> None:
+        """The next piece of transfer ``xfer``: layer ``digest``'s tar stream; ``last``:
+        it is whole (kept if its digest matches); ``data`` None: the sender gave up."""
+        from wanlab.backends.emulate import images
+        with self.lock:
+            r = self.receiving.get(xfer)
+            if r is None and data is not None:
+                r = self.receiving[xfer] = images.Receiver(self._images(), digest)
+        if r is None:
+            return
+        if data is None:
+            self.receiving.pop(xfer, None)
+            r.abort()
+            return
+        try:
+            r.feed(data)
+            if last:
+                self.receiving.pop(xfer, None)
+                r.finish()
+        except BaseException:
+            self.receiving.pop(xfer, None)
+            r.abort()
+            raise
+
+    def image_adopt(self, record: dict[str, Any]) -> None:
+        """Record an image over layers this machine received."""
+        from wanlab.backends.emulate import images
+        images.adopt(self._images(), record)
 
     def run_part(self, op: str, name: str, *args: Any) -> Any:
         """Run one life-cycle operation on this machine's share of an experiment."""

@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wanlab.cluster import agent as agents
-from wanlab.cluster import connect, events, local
+from wanlab.cluster import connect, events, layers, local
 from wanlab.cluster.info import ClusterInfo
 from wanlab.errors import WanlabError
 from wanlab.model.ir import (
@@ -330,6 +330,8 @@ def create(store: Store, exp: Experiment, source_path: str | None,
         one_way = measure(handles, addresses, exp, where)
         vnis = draw_vnis(store, [l.name for l in cut])
         parts = split(exp, plan, where, one_way, vnis, addresses)
+        # each machine gets the images its nodes name first, by digest from here
+        layers.send(store, handles, {m: p for m, (p, _) in parts.items()}, _get, say)
         row = store.add_experiment(exp, source_path)
         one_way_rec = {f"{a}|{b}": v for (a, b), v in one_way.items()}
         # a part's token: a removal that overtakes its create (this controller killed

@@ -85,9 +85,12 @@ def _spawn(store: Store, name: str, argv: list[str], log: str) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (REPO_ROOT, os.environ.get("PYTHONPATH", "")) if p),
         "RAY_USAGE_STATS_ENABLED": "0"}
+    # each machine keeps its images in its own folder, as a host of its own does: they
+    # reach it from the controller by digest (wanlab/cluster/layers.py)
+    env.pop("WANLAB_IMAGES", None)
     with open(log, "ab") as out:
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
-                             start_new_session=True, env=env, umask=0o077)
+                             start_new_session=True, env=env, umask=0o077, cwd="/")
     procs.hold(p)
     rec.update(store, rid, "created", pid=p.pid, started=procs.start_time(p.pid), log=log)
 

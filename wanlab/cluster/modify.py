@@ -30,7 +30,7 @@ import secrets
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from wanlab.cluster import connect, experiment
+from wanlab.cluster import connect, experiment, layers
 from wanlab.cluster.experiment import _get, _handles, parts_of, split
 from wanlab.errors import SpecError, WanlabError
 from wanlab.model.ir import Experiment, LinkParams, validate
@@ -158,6 +158,8 @@ def modify(store: Store, name: str, new: Experiment, say=print) -> None:
             say(f"modifying {name}: " + ", ".join(
                 [f"{m} changes" for m in changed] + [f"{m} joins" for m in added] +
                 [f"{m} leaves" for m in dropped]))
+        # images its nodes now name reach their machines first
+        layers.send(store, handles, {m: parts[m][0] for m in (*changed, *added)}, _get, say)
         calls = [(m, "modify", (parts[m][0].to_json(), parts[m][1])) for m in changed]
         calls += [(m, "create", (parts[m][0].to_json(), parts[m][1])) for m in added]
         done, errors = _run(handles, name, calls)

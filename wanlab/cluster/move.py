@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from wanlab.cluster import experiment as ex
+from wanlab.cluster import layers
 from wanlab.cluster.info import ClusterInfo
 from wanlab.errors import WanlabError
 from wanlab.plan.plan import make_plan
@@ -116,6 +117,7 @@ def move_lost(store: Store, name: str, lost: list[str],
                          nodes=nodes, lans=[lan.name for lan in part.lans],
                          one_way=one_way_rec, **({"t0": t0} if t0 is not None else {}))
         try:
+            layers.send(store, handles, {m: part}, ex._get, say)
             ex._get(handles[m].run_part.remote("create", name, part.to_json(), spec))
             ex._get(handles[m].run_part.remote("go", name, 0.0, t0))
         except BaseException:

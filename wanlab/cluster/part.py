@@ -224,7 +224,9 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
                                       f"controller stopped in between); not building it")
                 with open(spec_path(lab.store, name), "w") as f:
                     json.dump(spec, f)
-                row = lab.create(Experiment.from_json(ir))
+                exp = Experiment.from_json(ir)
+                _need_images(home, exp)
+                row = lab.create(exp)
             return {"short": row.short, "state": lab.get(name).state}
         if op in ("terminate", "cleanup"):
             with _one_at_a_time(lab.store, name) as gone:
@@ -280,6 +282,7 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
         if op == "swapout":
             return lab.swapout(name).state
         if op == "swapin":
+            _need_images(home, lab.get(name).ir)
             return lab.swapin(name, fresh=bool(args and args[0])).state
         if op == "modify":
             # with a spec: a modify that changes the cut links (its tunnels are added to
@@ -287,7 +290,9 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
             ir, spec = (*args, None)[:2]
             if spec is not None:
                 _merge_spec(lab.store, name, spec)
-            return lab.modify(name, Experiment.from_json(ir)).state
+            exp = Experiment.from_json(ir)
+            _need_images(home, exp)
+            return lab.modify(name, exp).state
         if op == "node_argv":
             (node, argv) = args
             return lab.node_argv(name, node, argv)
@@ -308,12 +313,25 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
             # rebuilt by the ordinary repair; its clock keeps the part's t = 0, which is
             # the other parts' (the log's entries since are the same run's)
             (fresh,) = args
+            _need_images(home, lab.get(name).ir)
             t0 = lab._t0(lab.store.get(name))
             lab.swapin(name, repair=True, fresh=fresh)
             return scheduler.go(lab.store.folder(name), t0)
         raise WanlabError(f"no part operation {op!r}")
     finally:
         lab.close()
+
+
+def _need_images(home: str, exp: Experiment) -> None:
+    """A part never builds an image (its machine may reach no mirror): each one its nodes
+    name came from the controller, by digest (:mod:`wanlab.cluster.layers`)."""
+    from wanlab.backends.emulate import images
+    from wanlab.cluster import layers
+    store = images.Images(images.images_dir(home))
+    for name in layers.wanted(exp):
+        if store.get(name) is None:
+            raise WanlabError(f"image {name} is not on this machine: the controller sends "
+                              f"a part's images before it builds the part")
 
 
 @contextlib.contextmanager

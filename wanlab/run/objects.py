@@ -132,6 +132,14 @@ class Runtime(Context):
             raise ValueError("unknown event; nodes take reboot")
         ns = self.plan.nodes[target].netns
         ino = netns.inode(ns)
+        with self.db_lock:
+            # the node's holder ends with its processes, on purpose: its record goes first,
+            # so the health check does not take the reboot for a fault (the node's next
+            # command starts a new one)
+            self.store.mark_removed([
+                r.id for r in self.store.resources(self.row.id)
+                if r.kind == "process" and r.detail.get("node") == target and
+                r.detail.get("role") == "holder" and r.state == "created"])
         killed = 0
         for pid in netns.pids_in(ino) if ino else []:
             if procs.kill(pid, procs.start_time(pid)):

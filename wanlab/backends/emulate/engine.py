@@ -86,7 +86,8 @@ def start(folder: str, seed: int, threads: int = 1) -> subprocess.Popen:
                              "--capture-dir", folder, "--threads", str(threads),
                              "--rt-priority", str(rt_priority()), *rps_args()],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                            start_new_session=True, close_fds=True, umask=0o077)
+                            start_new_session=True, close_fds=True, umask=0o077,
+                            cwd="/")     # never the caller's folder, which may go
     log.close()
     # one descriptor per TAP: a 10 000-node chain holds 20 000, past common limits. Raising
     # the hard limit needs CAP_SYS_RESOURCE; without it, the soft one goes up to the hard.

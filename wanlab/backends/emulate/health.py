@@ -5,7 +5,9 @@ An experiment is *broken* when a part it cannot run without is gone: its engine
 process (recorded by pid and start time) exited or its control socket refuses
 connections; its event scheduler process exited or its socket refuses; a node's
 namespace vanished; a routing daemon wanlab started (FRR, recorded with role "routing")
-exited, so that node no longer routes (a node's ``reboot`` event starts them again).
+exited, so that node no longer routes (a node's ``reboot`` event starts them again); a
+node's holder (the init of its PID namespace, role "holder") exited, and every process of
+the node with it (a ``reboot`` ends it on purpose, its record first).
 A part that is alive but slow to answer (a busy engine applying a large change) is only
 *slow*: reported, never counted as broken, so a loaded machine does not turn healthy
 experiments into degraded ones.
@@ -89,11 +91,15 @@ def check(store: Store, exp_id: int, folder: str,
                 h.broken.append(f"{what} does not accept connections on {path}")
             elif got == "silent":
                 h.slow.append(f"{what} did not answer within {timeout:g} s")
-        elif r.kind == "process" and r.detail.get("role") == "routing" and \
+        elif r.kind == "process" and r.detail.get("role") in ("routing", "holder") and \
                 r.detail.get("pid") and not procs.alive(r.detail["pid"], r.detail.get("started")):
             why = procs.exit_reason(r.detail["pid"]) or "process gone"
-            h.broken.append(f"routing daemon {r.detail.get('daemon', r.name)} of node "
-                            f"{r.detail.get('node')} {why}")
+            if r.detail["role"] == "routing":
+                h.broken.append(f"routing daemon {r.detail.get('daemon', r.name)} of node "
+                                f"{r.detail.get('node')} {why}")
+            else:       # the node's init: every process of the node ended with it
+                h.broken.append(f"node {r.detail.get('node')}'s holder (the init of its "
+                                f"processes) {why}")
         elif r.kind == "netns" and r.detail.get("inode") and \
                 netns.inode(r.name) != r.detail["inode"]:
             h.broken.append(f"namespace {r.name} of node {r.detail.get('node')} is gone")

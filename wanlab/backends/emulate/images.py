@@ -421,3 +421,184 @@ def disk_usage(path: str) -> int:
                     seen.add((st.st_dev, st.st_ino))
                     total += st.st_blocks * 512
     return total
+
+
+# -- moving layers by digest (a cluster's machines receive images from the controller) ----
+#
+# A layer's digest is the SHA-256 of its tar stream (:data:`TAR_CREATE`: members sorted by
+# name, numeric owners, extended attributes, no access or change times), so the same files
+# give the same digest on any host. A machine keeps a received layer under its digest
+# (``layers/<digest>``) and an image's record names its layers by digest; a layer it holds
+# already is never sent again. The controller caches its own layers' digests in
+# ``digests/<layer id>.json``, with what changes when anything in the layer changes (its
+# inode, its entries' count and latest change time): a changed or rebuilt layer is hashed
+# again.
+
+TAR_CREATE = ("tar", "--sort=name", "--numeric-owner", "--xattrs", "--format=posix",
+              "--pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime",
+              "-cf", "-", ".")
+TAR_EXTRACT = ("tar", "--numeric-owner", "--xattrs", "--xattrs-include=*",
+               "--same-owner", "-xpf", "-")
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+CHUNK = 8 << 20             # bytes of a layer's stream per message
+
+
+def check_digest(digest: str) -> str:
+    """A layer digest (64 hex digits), checked: it becomes a layer id, never a path."""
+    if not isinstance(digest, str) or not _DIGEST.match(digest):
+        raise WanlabError(f"image store: bad layer digest {digest!r}")
+    return digest
+
+
+@contextlib.contextmanager
+def layer_stream(path: str) -> Iterator[Iterator[bytes]]:
+    """The tar stream of the layer folder ``path``, in chunks of :data:`CHUNK` bytes."""
+    p = subprocess.Popen(TAR_CREATE, cwd=path, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stderr is not None
+
+    def chunks() -> Iterator[bytes]:
+        while True:
+            data = p.stdout.read(CHUNK)
+            if not data:
+                break
+            yield data
+        err = p.stderr.read().decode(errors="replace").strip()
+        if p.wait() not in (0, 1):        # 1: a file changed while read
+            raise WanlabError(f"reading image layer {path}: {err}")
+    try:
+        yield chunks()
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+        p.stdout.close()
+        p.stderr.close()
+
+
+def _tree_key(path: str) -> dict:
+    """What changes when anything in the folder ``path`` changes: its inode, how many
+    entries it holds and their latest change time (a stat of each, no reading)."""
+    newest, count = os.lstat(path).st_ctime_ns, 0
+    for d, dirs, files in os.walk(path):
+        for f in (*dirs, *files):
+            with contextlib.suppress(OSError):
+                newest = max(newest, os.lstat(os.path.join(d, f)).st_ctime_ns)
+                count += 1
+    return {"ino": os.lstat(path).st_ino, "entries": count, "ctime_ns": newest}
+
+
+def layer_digest(store: Images, layer: str) -> str:
+    """The digest of layer ``layer`` of ``store`` (computed once, then cached)."""
+    path = store.layer_path(layer)
+    if _DIGEST.match(layer):
+        return layer                      # received: kept under its digest
+    key = _tree_key(path)
+    cache = os.path.join(store.root, "digests", layer + ".json")
+    with contextlib.suppress(OSError, ValueError):
+        with open(cache) as f:
+            d = json.load(f)
+        if {k: d.get(k) for k in key} == key and _DIGEST.match(d.get("digest", "")):
+            return d["digest"]
+    h = hashlib.sha256()
+    with layer_stream(path) as chunks:
+        for data in chunks:
+            h.update(data)
+    os.makedirs(os.path.dirname(cache), mode=0o700, exist_ok=True)
+    tmp = f"{cache}.{os.getpid()}.new"
+    with open(tmp, "w") as f:
+        json.dump({**key, "digest": h.hexdigest()}, f)
+    os.replace(tmp, cache)
+    return h.hexdigest()
+
+
+def manifest(store: Images, name: str) -> dict:
+    """What a machine needs to hold image ``name`` of ``store``: its record, with its
+    layers named by digest (top first), and where each digest's layer is (``sources``)."""
+    img = store.need(name)
+    digests = [layer_digest(store, x) for x in img.layers]
+    return {"name": img.name, "layers": digests, "suite": img.suite,
+            "packages": list(img.packages), "created": img.created, "origin": img.origin,
+            "sources": dict(zip(digests, img.layers, strict=True))}
+
+
+def missing(store: Images, digests: list[str]) -> list[str]:
+    """Those of ``digests`` ``store`` holds no layer of."""
+    return [d for d in digests if not os.path.isdir(store.layer_path(check_digest(d)))]
+
+
+def adopt(store: Images, record: dict) -> Image:
+    """Record image ``record["name"]`` in ``store`` over layers it received (every one
+    must be there); an older record of the name is replaced and its unused layers go."""
+    name = check_name(record["name"])
+    layers = tuple(check_digest(d) for d in record["layers"])
+    with store.locked():
+        gone = missing(store, list(layers))
+        if gone:
+            raise WanlabError(f"image {name}: layers {', '.join(x[:12] for x in gone)} "
+                              f"have not arrived")
+        old = store.get(name)
+        img = Image(name=name, layers=layers, suite=str(record["suite"]),
+                    packages=check_packages(tuple(record["packages"])),
+                    created=float(record["created"]), origin=record.get("origin"))
+        if old != img:
+            store._write(img)
+            if old is not None:
+                store._collect(old.layers)
+        return img
+
+
+class Receiver:
+    """One layer arriving in store ``images`` as its tar stream: unpacked into a private
+    folder while its SHA-256 is computed; kept under ``digest`` only if they match."""
+
+    def __init__(self, images: Images, digest: str):
+        self.images = images
+        self.digest = check_digest(digest)
+        images._prepare()
+        self.final = images.layer_path(digest)
+        self.tmp = f"{self.final}.tmp-{uuid.uuid4().hex[:12]}"
+        os.mkdir(self.tmp, 0o700)
+        self.hash = hashlib.sha256()
+        self.proc = subprocess.Popen([*TAR_EXTRACT, "-C", self.tmp],
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+
+    def feed(self, data: bytes) -> None:
+        self.hash.update(data)
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(data)
+        except BrokenPipeError:
+            pass                            # tar failed: said at finish
+
+    def finish(self) -> None:
+        """Keep the layer (or find it kept by another transfer meanwhile)."""
+        assert self.proc.stdin is not None and self.proc.stderr is not None
+        with contextlib.suppress(BrokenPipeError):
+            self.proc.stdin.close()
+        err = self.proc.stderr.read().decode(errors="replace").strip()
+        code = self.proc.wait()
+        self.proc.stderr.close()
+        try:
+            if code != 0:
+                raise WanlabError(f"unpacking image layer {self.digest[:12]}: {err}")
+            if self.hash.hexdigest() != self.digest:
+                raise WanlabError(f"image layer {self.digest[:12]} arrived damaged (its "
+                                  f"digest is {self.hash.hexdigest()[:12]})")
+            os.chmod(self.tmp, 0o755)
+            with self.images.locked():
+                if not os.path.isdir(self.final):
+                    os.rename(self.tmp, self.final)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def abort(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stderr):
+            if f is not None:
+                with contextlib.suppress(OSError):
+                    f.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)

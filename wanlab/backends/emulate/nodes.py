@@ -49,14 +49,14 @@ DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot"
 #  - /dev: null, zero, full, random, urandom, tty, net/tun, a private devpts and shm
 #    (no disks, no memory devices);
 #  - the state folder is hidden under an empty tmpfs (the store, locks, every experiment's
-#    sockets and files), and only the node's own folder is bound back at its path (its logs,
-#    FRR's logs, its start command's output);
+#    sockets and files), so are /var/lib/wanlab and /etc/netns (other nodes' FRR sockets),
+#    and only the node's own folder is bound back at its path (its logs, FRR's logs, its
+#    start command's output), also when it lies under one of those (a cluster machine's);
 #  - wanlab's own binaries (wanlab-gen, beside the engine) stay visible, read-only, when
 #    they live under a folder the node gets privately (a checkout in /tmp);
 #  - /tmp, /var/tmp and /run are the node's own (<node folder>/tmp, /run), kept across its
 #    commands; the
 #    node's /run/frr is /etc/frr/run (FRR's sockets), so vtysh meets the node's own daemons;
-#  - /var/lib/wanlab and /etc/netns (other nodes' FRR sockets) are hidden;
 #  - /sys and /proc/sys are read-only except /proc/sys/net (the node's own network sysctls);
 #  - the working directory is re-entered by path (never a host directory kept open), and
 #    the command runs with the capabilities above removed from its bounding set.
@@ -87,8 +87,13 @@ mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev shm /dev/shm &&
 mount -t tmpfs -o mode=0711,size=1m wanlab-hidden "$home" &&
 (umask 066; mkdir -p "$dir") && mount --bind /run/node "$dir" &&
 mount --bind /run/node/tmp /tmp && mount --bind /run/node/tmp /var/tmp || exit 111
+for h in /var/lib/wanlab /etc/netns; do
+  if [ -d "$h" ] && [ "$h" != "$home" ]; then
+    mount -t tmpfs -o mode=0711,size=1m wanlab-hidden "$h" || exit 111; fi
+done
 if [ "$(stat -c %d:%i "$dir" 2>/dev/null)" != "$(stat -c %d:%i /run/node)" ]; then
-  (umask 066; mkdir -p "$dir") && mount --bind /run/node "$dir" || exit 111  # it was under /tmp
+  # it was under /tmp, or under a hidden folder (a cluster machine's store in /var/lib/wanlab)
+  (umask 066; mkdir -p "$dir") && mount --bind /run/node "$dir" || exit 111
 fi
 case "$tools" in /tmp/*|/var/tmp/*|/run/*)      # wanlab's binaries live under a private folder
   mkdir -p "$tools" && mount --bind /run/tools "$tools" &&
@@ -97,10 +102,6 @@ esac
 mount --bind /run/node/run /run || exit 111
 if [ -d /etc/frr/run ]; then mkdir -p /run/frr && mount --bind /etc/frr/run /run/frr ||
   exit 111; fi
-for h in /var/lib/wanlab /etc/netns; do
-  if [ -d "$h" ] && [ "$h" != "$home" ]; then
-    mount -t tmpfs -o mode=0711,size=1m wanlab-hidden "$h" || exit 111; fi
-done
 mount -o remount,bind,ro /sys &&
 mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys &&
 mount --bind /proc/sys/net /proc/sys/net && mount -o remount,bind,rw /proc/sys/net || exit 111
