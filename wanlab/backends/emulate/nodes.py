@@ -22,21 +22,11 @@ import shlex
 import subprocess
 
 from wanlab.backends.emulate import cgroups, pidns, procs, rootfs
+from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
 from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
-
-# Capabilities a node never has (its bounding set): no mounts or setns (SYS_ADMIN), no ptrace
-# or /proc/PID/{root,ns} of wanlab's own processes (SYS_PTRACE; and a smaller permitted set
-# than theirs), no modules, raw I/O, reboot, clock, file handles that bypass mounts
-# (DAC_READ_SEARCH), device nodes, file capabilities, kernel log, BPF. Kept: NET_ADMIN,
-# NET_RAW, NET_BIND_SERVICE (FRR, ping, iperf3, tcpdump), SETUID/SETGID (FRR and tcpdump drop
-# to their users), DAC_OVERRIDE, CHOWN, FOWNER, KILL, SYS_NICE, SYS_RESOURCE, IPC_*.
-DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot",
-                "dac_read_search", "mknod", "sys_time", "setfcap", "mac_admin", "mac_override",
-                "audit_control", "syslog", "bpf", "perfmon", "checkpoint_restore",
-                "linux_immutable", "sys_pacct", "sys_tty_config", "wake_alarm", "block_suspend")
 
 # Run by ``sh -c`` inside ``ip netns exec`` (a fresh mount namespace, slave to the host's, with
 # /etc/netns/NS/* bound over /etc) and ``unshare --uts``, as pid 1 of a new PID namespace;
@@ -57,10 +47,12 @@ DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot"
 #    commands; the
 #    node's /run/frr is /etc/frr/run (FRR's sockets), so vtysh meets the node's own daemons;
 #  - /var/lib/wanlab and /etc/netns (other nodes' FRR sockets) are hidden;
-#  - /sys and /proc/sys are read-only except /proc/sys/net (the node's own network sysctls);
+#  - /sys is read-only, and so are /proc/sys (except /proc/sys/net, the node's own network
+#    sysctls), /proc/irq, /proc/sysrq-trigger, /proc/bus and /proc/fs; /proc/kcore, keys and
+#    timers are hidden (rootfs.PROC_GUARD);
 #  - the working directory is re-entered by path (never a host directory kept open), and
 #    the command runs with the capabilities above removed from its bounding set.
-NODE_SHELL = r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
+NODE_SHELL = rootfs.PROC_GUARD + r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 cwd=$(pwd); cd / || exit 111
 mount -t proc -o nosuid,nodev,noexec proc /proc || exit 111
 host_mounts=$(awk '$2 !~ "^/(proc|sys|dev|run|tmp|var/tmp|etc)(/|$)" { print $2 }' \
@@ -101,10 +93,8 @@ for h in /var/lib/wanlab /etc/netns; do
   if [ -d "$h" ] && [ "$h" != "$home" ]; then
     mount -t tmpfs -o mode=0711,size=1m wanlab-hidden "$h" || exit 111; fi
 done
-mount -o remount,bind,ro /sys &&
-mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys &&
+mount -o remount,bind,ro /sys && proc_guard /proc &&
 mount --bind /proc/sys/net /proc/sys/net && mount -o remount,bind,rw /proc/sys/net || exit 111
-if [ -e /proc/sysrq-trigger ]; then mount --bind /dev/null /proc/sysrq-trigger || exit 111; fi
 for m in $host_mounts; do
   case "$m" in "$home"|"$home"/*|/var/lib/wanlab|/var/lib/wanlab/*) continue;; esac
   mount -o remount,bind,ro "$(printf '%b' "$m")" || exit 111

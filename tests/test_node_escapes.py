@@ -1,0 +1,106 @@
+"""Work done for a node never runs the node's files as host root.
+
+Image setup (tarfiles, packages) runs the node's own tar, apt and dpkg; a tarball or the
+node itself may have replaced them. Each test plants a program that tries to write a marker
+at a host path (through ``/proc/PID/root`` and ``nsenter -t PID`` of every process it sees,
+the ways out of a chroot with every capability) and checks the marker is *not* on the host,
+while the planted program did run (confined: its own marker lands in the node's root).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import tarfile
+
+from conftest import needs_root
+from test_images import exp_of, sh
+
+from wanlab.backends.emulate import rootfs
+
+pytestmark = needs_root
+
+# $0: the program's name; writes a marker on the host if it can, and one in its own root
+EVIL = """#!/bin/sh
+m={marker}
+for p in /proc/[0-9]*; do
+  [ -d "$p/root${{m%/*}}" ] && echo pwned > "$p/root$m" 2>/dev/null
+  nsenter -t "${{p#/proc/}}" -m -- sh -c "echo pwned > $m" 2>/dev/null
+done
+echo "$(id -u) $$" > /ran-$(basename "$0")
+cat > /dev/null
+exit 0
+"""
+
+
+def tarball(path, files: dict[str, tuple[bytes, int]]):
+    with tarfile.open(path, "w:gz") as t:
+        for name, (data, mode) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            t.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def a_deb(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN" / "control").write_text(
+        "Package: wanlab-empty\nVersion: 1.0\nArchitecture: all\nMaintainer: t <t@t>\n"
+        "Description: test\n")
+    deb = tmp_path / "wanlab-empty.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(pkg), str(deb)],
+                   check=True, capture_output=True)
+    return str(deb)
+
+
+def test_a_tarball_that_replaces_tar_and_apt_get_cannot_reach_the_host(lab, test_image,
+                                                                        tmp_path):
+    marker = tmp_path / "escaped"
+    evil = EVIL.format(marker=marker).encode()
+    first = tarball(tmp_path / "evil.tgz", {"usr/bin/tar": (evil, 0o755),
+                                            "usr/bin/apt-get": (evil, 0o755)})
+    second = tarball(tmp_path / "second.tgz", {"etc/second": (b"x\n", 0o644)})
+    lab.create(exp_of("evil", test_image, n=1, tarfiles=(("/", first), ("/opt", second)),
+                      packages=(a_deb(tmp_path),)))
+    assert not marker.exists()
+    # both replaced programs did run (the second tarball and the install), confined: in a
+    # PID namespace of their own, their root the node's
+    root = rootfs.root_path(lab.store.folder("evil"), "n1")
+    for prog in ("tar", "apt-get"):
+        with open(os.path.join(root, f"ran-{prog}")) as f:
+            uid, pid = f.read().split()
+        assert uid == "0" and int(pid) < 100, (prog, pid)
+    assert sh(lab, "evil", "n1", "cat /ran-tar | cut -d' ' -f1") == "0\n"
+
+
+def test_a_program_planted_in_the_kept_layer_cannot_reach_the_host(lab, test_image, tmp_path):
+    marker = tmp_path / "escaped"
+    first = tarball(tmp_path / "a.tgz", {"etc/a": (b"a\n", 0o644)})
+    second = tarball(tmp_path / "b.tgz", {"etc/b": (b"b\n", 0o644)})
+    lab.create(exp_of("kept", test_image, n=1, tarfiles=(("/", first),)))
+    # the node replaces its own tar; the next setup (a new tarfile) runs it
+    lab.exec("kept", "n1", ["sh", "-c", "cat > /usr/bin/tar && chmod 755 /usr/bin/tar"],
+             input=EVIL.format(marker=marker).encode(), check=True, timeout=60)
+    lab.swapout("kept")
+    lab.modify("kept", exp_of("kept", test_image, n=1, tarfiles=(("/", first), ("/", second))))
+    lab.swapin("kept")
+    assert not marker.exists()
+    assert sh(lab, "kept", "n1", "cut -d' ' -f1 /ran-tar") == "0\n"
+
+
+def test_a_link_in_the_kept_layer_does_not_bind_a_host_folder_into_the_node(lab, test_image,
+                                                                           tmp_path):
+    secret = tmp_path / "host-only"
+    secret.write_text("host\n")
+    lab.create(exp_of("frrlink", test_image, n=1))
+    # the holder binds the node's /etc/frr/run at /run/frr: a link there named the host's /
+    sh(lab, "frrlink", "n1", "rm -rf /etc/frr/run && mkdir -p /etc/frr && "
+                             "ln -s / /etc/frr/run")
+    lab.swapout("frrlink")
+    lab.swapin("frrlink")
+    out = sh(lab, "frrlink", "n1", f"test -e /run/frr{secret} && echo host || echo none; "
+                                   f"touch /run/frr{tmp_path}/planted 2>/dev/null; true")
+    assert out == "none\n"
+    assert not (tmp_path / "planted").exists()
