@@ -104,3 +104,58 @@ def test_a_link_in_the_kept_layer_does_not_bind_a_host_folder_into_the_node(lab,
                                    f"touch /run/frr{tmp_path}/planted 2>/dev/null; true")
     assert out == "none\n"
     assert not (tmp_path / "planted").exists()
+
+
+# The node swaps each of its folders race<i> with a link link<i> to a host folder, again and
+# again (renameat2 RENAME_EXCHANGE), while the host exports the experiment.
+SWAPPER = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+base, n = sys.argv[1], int(sys.argv[2])
+end = time.monotonic() + 60
+print("ready", flush=True)
+while time.monotonic() < end:
+    for i in range(n):
+        libc.renameat2(-100, f"{base}/race{i}".encode(), -100, f"{base}/link{i}".encode(), 2)
+"""
+
+
+def test_export_reads_beneath_the_folder_keeps_modes_and_holes(lab, tmp_path):
+    from conftest import pair
+    lab.create(pair())
+    ndir = lab.store.folder("pair", "nodes", "a")
+    secret_dir = tmp_path / "host-secrets"
+    secret_dir.mkdir()
+    (secret_dir / "data.txt").write_text("HOST SECRET\n")
+    n = 12
+    script = (f"for i in $(seq 0 {n - 1}); do mkdir race$i && echo node > race$i/data.txt "
+              f"&& ln -s {secret_dir} link$i; done; "
+              "echo private > private.txt && chmod 600 private.txt; "
+              "echo shared > shared.txt && chmod 644 shared.txt; "
+              "truncate -s 300M sparse.bin && printf end >> sparse.bin")
+    lab.exec("pair", "a", ["sh", "-c", script], cwd=ndir, check=True, timeout=60)
+    swapper = subprocess.Popen(lab.node_argv("pair", "a", ["python3", "-c", SWAPPER, ndir,
+                                                           str(n)]),
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert swapper.stdout.readline() == b"ready\n"
+        for k in range(6):
+            dest = tmp_path / f"export{k}"
+            lab.export("pair", str(dest))
+            for d, _dirs, files in os.walk(dest):
+                for f in files:
+                    with open(os.path.join(d, f), "rb") as fh:
+                        assert b"HOST SECRET" not in fh.read(1 << 16), os.path.join(d, f)
+    finally:
+        swapper.kill()
+        swapper.wait()
+    out = tmp_path / "export0" / "nodes" / "a"
+    assert os.stat(out / "private.txt").st_mode & 0o777 == 0o600
+    assert os.stat(out / "shared.txt").st_mode & 0o777 == 0o644
+    st = os.stat(out / "sparse.bin")
+    assert st.st_size == 300 * 2**20 + 3 and st.st_blocks * 512 < 2**20
+    with open(out / "sparse.bin", "rb") as f:
+        f.seek(300 * 2**20)
+        assert f.read() == b"end"
+    # wanlab's own files are readable by everyone
+    assert os.stat(tmp_path / "export0").st_mode & 0o777 == 0o755

@@ -100,6 +100,7 @@ for m in $host_mounts; do
   mount -o remount,bind,ro "$(printf '%b' "$m")" || exit 111
 done
 cd "$cwd" 2>/dev/null || cd "$dir" || exit 111
+umask 022
 exec setpriv --bounding-set "$caps" -- "$@"
 """
 
@@ -131,7 +132,8 @@ ENTER_SHELL = (
     'pid=$0 caps=$1; shift; p=-p d=--pdeathsig=KILL; '
     'if [ /proc/self/ns/pid -ef "/proc/$pid/ns/pid" ]; then p= d=; fi; '
     'exec nsenter -t "$pid" $p -m -u -n -- setpriv $d --bounding-set '
-    '"$caps" -- sh -c \'cd "$0" 2>/dev/null || cd "$1" || exit 111; shift; exec "$@"\' '
+    '"$caps" -- sh -c \'umask 022; cd "$0" 2>/dev/null || cd "$1" || exit 111; shift; '
+    'exec "$@"\' '
     '"$(pwd -P)" "$@"')
 
 
@@ -299,6 +301,7 @@ def start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: 
     script = f"sh -c {shlex.quote(cmd)}; echo $? > {shlex.quote(code)}"
     rid = store.record(row.id, "process", f"startcmd-{node}", node=node)
     with open(out, "ab") as log:
+        os.fchmod(log.fileno(), 0o644)      # the node's output, exported as its own
         p = popen(store, row, plan.nodes[node].netns, node, ["sh", "-c", script], cwd=ndir,
                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))

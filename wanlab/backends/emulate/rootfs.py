@@ -214,6 +214,7 @@ mkdir /run/dev/shm && mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev shm /run
 mount --move /run/dev "$r/dev" || exit 111
 mount -t proc -o nosuid,nodev,noexec proc "$r/proc" && proc_guard "$r/proc" || exit 111
 cd "$r" && pivot_root . . && umount -l . && cd / || exit 111
+umask 022
 exec setpriv --bounding-set "$caps" -- "$@"
 """
 
@@ -401,5 +402,6 @@ mount --bind "$root/proc/sys/net" "$root/proc/sys/net" &&
 mount -o remount,bind,rw "$root/proc/sys/net" || exit 111
 cd "$root" && pivot_root . . && umount -l . || exit 111
 cd "$dir" 2>/dev/null || cd / || exit 111
+umask 022
 exec setpriv --bounding-set "$caps" -- "$@"
 """
