@@ -159,3 +159,41 @@ def test_export_reads_beneath_the_folder_keeps_modes_and_holes(lab, tmp_path):
         assert f.read() == b"end"
     # wanlab's own files are readable by everyone
     assert os.stat(tmp_path / "export0").st_mode & 0o777 == 0o755
+
+
+def writable_irq():
+    """An IRQ whose affinity the host's root may write (its own value back), if any."""
+    import glob
+    for f in sorted(glob.glob("/proc/irq/*/smp_affinity")):
+        try:
+            with open(f) as fh:
+                v = fh.read()
+            with open(f, "w") as fh:
+                fh.write(v)
+            return f
+        except OSError:
+            continue
+    return None
+
+
+PROBE = ("for f in {irq} /proc/sysrq-trigger /proc/sys/kernel/core_pattern; do "
+         "v=$(cat $f 2>/dev/null); printf '%s\\n' \"$v\" > $f 2>/dev/null && echo wrote $f; "
+         "done; test -r /proc/kcore && head -c1 /proc/kcore | wc -c; "
+         "echo 1 > /proc/sys/net/ipv4/ip_forward && echo net")
+
+
+def test_a_node_cannot_write_the_hosts_proc_settings(lab, test_image):
+    import pytest
+    from conftest import pair
+    irq = writable_irq()
+    if irq is None:
+        pytest.skip("no IRQ whose affinity root may write here")
+    lab.create(pair())
+    lab.create(exp_of("procimg", test_image, n=1))
+    for name, node in (("pair", "a"), ("procimg", "n1")):
+        r = lab.exec(name, node, ["sh", "-c", PROBE.format(irq=irq)], capture_output=True,
+                     text=True, timeout=60)
+        # nothing written but the node's own network sysctls; /proc/kcore reads nothing
+        assert r.stdout.split("\n")[-2:] == ["net", ""] and "wrote" not in r.stdout, \
+            (name, r.stdout, r.stderr)
+        assert r.stdout.split("\n")[0] in ("0", "net"), r.stdout
