@@ -197,3 +197,21 @@ def test_a_node_cannot_write_the_hosts_proc_settings(lab, test_image):
         assert r.stdout.split("\n")[-2:] == ["net", ""] and "wrote" not in r.stdout, \
             (name, r.stdout, r.stderr)
         assert r.stdout.split("\n")[0] in ("0", "net"), r.stdout
+
+
+def test_a_link_in_the_node_folder_does_not_reach_a_host_folder(lab, tmp_path):
+    from conftest import pair
+    victim = tmp_path / "host-folder"
+    victim.mkdir(mode=0o755)
+    os.chmod(victim, 0o755)
+    lab.create(pair())
+    ndir = lab.store.folder("pair", "nodes", "a")
+    # the node's /tmp is <its folder>/tmp: it puts a link to a host folder there
+    lab.exec("pair", "a", ["sh", "-c", f"mv {ndir}/tmp {ndir}/tmp.old && "
+                                       f"ln -s {victim} {ndir}/tmp"], check=True, timeout=60)
+    lab.swapout("pair")
+    lab.swapin("pair")
+    lab.exec("pair", "a", ["sh", "-c", "touch /tmp/planted"], check=True, timeout=60)
+    assert os.stat(victim).st_mode & 0o7777 == 0o755         # not made 1777
+    assert os.listdir(victim) == []
+    assert not os.path.islink(os.path.join(ndir, "tmp"))

@@ -43,8 +43,9 @@ from wanlab.store.db import ExperimentRow, Store
 #    FRR's logs, its start command's output);
 #  - wanlab's own binaries (wanlab-gen, beside the engine) stay visible, read-only, when
 #    they live under a folder the node gets privately (a checkout in /tmp);
-#  - /tmp, /var/tmp and /run are the node's own (<node folder>/tmp, /run), kept across its
-#    commands; the
+#  - /tmp, /var/tmp and /run are the node's own (<node folder>/tmp, /run; a link the node
+#    left in their place is removed, never followed: no node process runs now), kept across
+#    its commands; the
 #    node's /run/frr is /etc/frr/run (FRR's sockets), so vtysh meets the node's own daemons;
 #  - /var/lib/wanlab and /etc/netns (other nodes' FRR sockets) are hidden;
 #  - /sys is read-only, and so are /proc/sys (except /proc/sys/net, the node's own network
@@ -58,6 +59,9 @@ mount -t proc -o nosuid,nodev,noexec proc /proc || exit 111
 host_mounts=$(awk '$2 !~ "^/(proc|sys|dev|run|tmp|var/tmp|etc)(/|$)" { print $2 }' \
   /proc/self/mounts)
 hostname "$node" || exit 111
+for d in "$dir/tmp" "$dir/run"; do     # the node's: a link it left there is not followed
+  if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d" || exit 111; fi
+done
 mkdir -p "$dir/tmp" "$dir/run" && chmod 1777 "$dir/tmp" && chmod 0755 "$dir/run" &&
 mount -t tmpfs -o mode=0755,size=1m wanlab-stage /run &&
 mkdir /run/node /run/dev /run/tools && mount --bind "$dir" /run/node &&
