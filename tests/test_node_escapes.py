@@ -9,12 +9,14 @@ while the planted program did run (confined: its own marker lands in the node's 
 
 from __future__ import annotations
 
+import glob
 import io
 import os
 import subprocess
 import tarfile
 
-from conftest import needs_root
+import pytest
+from conftest import needs_root, pair
 from test_images import exp_of, sh
 
 from wanlab.backends.emulate import rootfs
@@ -121,7 +123,6 @@ while time.monotonic() < end:
 
 
 def test_export_reads_beneath_the_folder_keeps_modes_and_holes(lab, tmp_path):
-    from conftest import pair
     lab.create(pair())
     ndir = lab.store.folder("pair", "nodes", "a")
     secret_dir = tmp_path / "host-secrets"
@@ -163,7 +164,6 @@ def test_export_reads_beneath_the_folder_keeps_modes_and_holes(lab, tmp_path):
 
 def writable_irq():
     """An IRQ whose affinity the host's root may write (its own value back), if any."""
-    import glob
     for f in sorted(glob.glob("/proc/irq/*/smp_affinity")):
         try:
             with open(f) as fh:
@@ -183,8 +183,6 @@ PROBE = ("for f in {irq} /proc/sysrq-trigger /proc/sys/kernel/core_pattern; do "
 
 
 def test_a_node_cannot_write_the_hosts_proc_settings(lab, test_image):
-    import pytest
-    from conftest import pair
     irq = writable_irq()
     if irq is None:
         pytest.skip("no IRQ whose affinity root may write here")
@@ -200,7 +198,6 @@ def test_a_node_cannot_write_the_hosts_proc_settings(lab, test_image):
 
 
 def test_a_link_in_the_node_folder_does_not_reach_a_host_folder(lab, tmp_path):
-    from conftest import pair
     victim = tmp_path / "host-folder"
     victim.mkdir(mode=0o755)
     os.chmod(victim, 0o755)
