@@ -150,7 +150,7 @@ def test_on_cgroups_v2_the_controllers_are_passed_down_and_the_limits_written(tm
     def mkdir(d, *a):
         real_mkdir(d, *a)
         for f, v in (("cgroup.controllers", "cpu cpuset memory pids"),
-                     ("cgroup.subtree_control", ""), ("cgroup.procs", "")):
+                     ("cgroup.subtree_control", ""), ("cgroup.procs", ""), ("pids.max", "max")):
             (tmp_path / d / f).write_text(v)
     root = tmp_path / "cg"
     root.mkdir()
@@ -167,6 +167,10 @@ def test_on_cgroups_v2_the_controllers_are_passed_down_and_the_limits_written(tm
     # all nodes together weigh half a plain process (the engine ranks above them)
     assert (root / "wanlab" / "cpu.weight").read_text() == str(cgroups.NODES_CPU_WEIGHT)
     assert not (root / "wanlab" / "ab12-exp" / "cpu.weight").exists()
+    # all nodes together, and one experiment, hold at most a share of the host's pids
+    top_pids, exp_pids = cgroups.pids_limits()
+    assert (root / "wanlab" / "pids.max").read_text() == str(top_pids)
+    assert (root / "wanlab" / "ab12-exp" / "pids.max").read_text() == str(exp_pids)
     node = {c: os.path.join(d, "a") for c, d in top.items()}
     cgroups.make_node(h, node, Node("a", cpu_cores=0.5, memory_bytes=64 << 20, cpus="0"),
                       swap=True)
@@ -322,6 +326,18 @@ def test_the_pids_limit_stops_a_fork_bomb_and_teardown_removes_every_cgroup(lab)
     assert recorded and all(os.path.isdir(d) for d in recorded)
     lab.terminate("pids")                   # the bomb's children still sleep in node a
     assert [d for d in recorded if os.path.exists(d)] == []
+
+
+@needs_cgroups
+def test_wanlab_and_each_experiment_have_a_pids_limit_below_the_hosts(lab):
+    lab.create(_exp("pidtop"))
+    exp = _dirs(lab, "pidtop")["pids"]
+    top = os.path.dirname(exp)
+    pid_max = cgroups.pid_max()
+    with open(os.path.join(top, "pids.max")) as f:
+        assert int(f.read()) <= pid_max // 2
+    with open(os.path.join(exp, "pids.max")) as f:
+        assert int(f.read()) <= pid_max // 4
 
 
 @needs_cgroups

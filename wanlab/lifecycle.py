@@ -32,7 +32,6 @@ import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -48,6 +47,7 @@ from wanlab.backends.emulate import (
     images,
     modify,
     netns,
+    nodefiles,
     nodes,
     oplock,
     rootfs,
@@ -760,41 +760,44 @@ class Lab:
         return result
 
     def export(self, name: str, dest: str) -> int:
-        """Copy the experiment's results to ``dest`` (a new folder), readable by everyone.
+        """Copy the experiment's results to ``dest`` (a new folder); returns the number of
+        files copied.
 
         The state folder is private to root; this is the deliberate way to share results.
-        Only regular files with a single link are copied (never sockets, devices, symbolic
-        or hard links a node may have planted in its folder); returns the number copied."""
+        Only folders and regular files with a single link are copied (never sockets,
+        devices, symbolic or hard links a node may have planted in its folder), read
+        beneath the experiment's folder without following a link (a node may swap a
+        folder for a link while this runs: :mod:`wanlab.backends.emulate.nodefiles`),
+        holes kept. wanlab's own files are readable by everyone; a file in a node's folder
+        keeps the node's modes (less write for others and set-id bits), so what the node
+        kept to itself (0600) stays root's alone; a note says how many."""
         src = self.store.folder(self.store.get(name).name)
         if os.path.lexists(dest):
             raise WanlabError(f"export: {dest} already exists (give a new folder)")
         if not os.path.isdir(src):
             raise WanlabError(f"experiment {name!r} has no folder yet (swap it in first)")
-        count = 0
-        for root, dirs, files in os.walk(src):
-            rel = os.path.relpath(root, src)
-            if rel == ".":      # node roots and layers are file systems, not results
-                dirs[:] = [d for d in dirs if d not in ("roots", "layers")]
-            out = os.path.normpath(os.path.join(dest, rel))
-            os.makedirs(out)
-            os.chmod(out, 0o755)
-            for f in files:
-                try:
-                    fd = os.open(os.path.join(root, f), os.O_RDONLY | os.O_NOFOLLOW |
-                                 os.O_NONBLOCK)
-                except OSError:
-                    continue            # a symbolic link or a socket
-                with os.fdopen(fd, "rb") as inp:
-                    st = os.fstat(inp.fileno())
-                    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
-                        continue
-                    target = os.path.join(out, f)
-                    with open(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644),
-                              "wb") as o:
-                        shutil.copyfileobj(inp, o)
-                    os.chmod(target, 0o644)
-                    count += 1
-        return count
+        private: list[str] = []
+
+        def file_mode(rel: str, st: os.stat_result) -> int:
+            if not _in_a_node_folder(rel):
+                return 0o644
+            mode = st.st_mode & 0o755 | 0o600
+            if not mode & 0o004:
+                private.append(rel)
+            return mode
+
+        def dir_mode(rel: str, st: os.stat_result) -> int:
+            return st.st_mode & 0o755 | 0o700 if _in_a_node_folder(rel) else 0o755
+
+        parent = os.path.dirname(os.path.abspath(dest))
+        os.makedirs(parent, exist_ok=True)
+        # node roots and layers are file systems, not results
+        done = nodefiles.copy_tree(src, dest, file_mode=file_mode, dir_mode=dir_mode,
+                                   skip_top=("roots", "layers"))
+        if private:
+            self.say(f"export: {len(private)} files of nodes are readable by root only (their "
+                     f"modes in the node), e.g. {private[0]}")
+        return done.files
 
     def event_log(self, name: str) -> list[dict[str, Any]]:
         """The event log of the experiment's latest run (t = 0 at its last swap-in)."""
@@ -963,3 +966,9 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _in_a_node_folder(rel: str) -> bool:
+    """Whether ``rel`` (relative to an experiment's folder) is inside a node's folder."""
+    parts = rel.split("/")
+    return len(parts) >= 3 and parts[0] == "nodes"

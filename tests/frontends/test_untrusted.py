@@ -140,3 +140,21 @@ def test_yaml_ordinary_aliases_still_work():
     exp = yaml_spec.loads(text, file="al.yaml")
     assert [l.ab.delay_s for l in exp.links] == [0.005, 0.005]
     assert yaml_spec.expansion_bound(10) >= 100_000
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (the child drops to nobody)")
+def test_a_fork_bomb_in_a_spec_stops_at_the_process_limit(tmp_path):
+    p = tmp_path / "forks.py"
+    p.write_text("import os, time\nn = 0\n"
+                 "try:\n"
+                 "    for _ in range(1000):\n"
+                 "        if os.fork() == 0:\n"
+                 "            time.sleep(95.0419)\n"
+                 "            os._exit(0)\n"
+                 "        n += 1\n"
+                 "except OSError as e:\n"
+                 "    raise SystemExit(f'stopped after {n} forks: {e}')\n")
+    with pytest.raises(SpecError, match=r"stopped after \d+ forks") as ei:
+        load(p)
+    assert int(ei.value.message.split("after ")[1].split()[0]) <= pyspec.MAX_PROCS
+    assert gone(str(p))

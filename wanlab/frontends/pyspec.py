@@ -2,8 +2,8 @@
 
 A ``.py`` spec is code. It never runs inside wanlab's own (root) process:
 :func:`load` starts ``python -m wanlab.frontends.pyspec FILE`` in a new
-session with a CPU-time, memory and file-size limit (``setrlimit``) and a
-wall-clock timeout, and reads back the experiment's IR as JSON on a pipe of
+session with a CPU-time, memory, file-size and process-count limit (``setrlimit``)
+and a wall-clock timeout, and reads back the experiment's IR as JSON on a pipe of
 its own (the script's prints go to stderr). Started by root, the child also
 runs in its own PID, network and IPC namespaces (``unshare``: when it ends,
 everything it started ends; it has no network) and, once it has read the
@@ -33,6 +33,7 @@ from wanlab.model import ir
 TIMEOUT_S = 60.0
 MEMORY_BYTES = 2 << 30            # address space of the child
 MAX_FILE_BYTES = 64 << 20         # any file the script writes
+MAX_PROCS = 64                    # processes and threads of user nobody, the child's
 NOBODY = 65534                    # the user a root-started child becomes
 PARAMS_ENV = "WANLAB_TEMPLATE_PARAMS"      # how the child learns the parameter values
 _WANLAB_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -269,6 +270,9 @@ def _limit(cpu: int, memory: int) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # a fork bomb stops here: counted per user (nobody, after the drop), so parses running
+    # side by side share the bound
+    resource.setrlimit(resource.RLIMIT_NPROC, (MAX_PROCS, MAX_PROCS))
 
 
 def _drop_privileges() -> None:

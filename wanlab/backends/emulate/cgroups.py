@@ -20,6 +20,9 @@ What a node's fields become (the v1 file in brackets):
   (``memory.limit_in_bytes``, ``memory.memsw.limit_in_bytes`` = the same)
 * ``pids`` (default :data:`DEFAULT_PIDS`) -> ``pids.max``
 
+``wanlab/`` and each experiment's cgroup have a ``pids.max`` too (:func:`pids_limits`: half
+and a quarter of the host's ``kernel.pid_max``), so many nodes together cannot take every pid.
+
 Priority: ``wanlab/`` (all experiments' nodes together) gets the CPU weight
 :data:`NODES_CPU_WEIGHT` (``cpu.weight``; v1 ``cpu.shares`` :data:`NODES_CPU_SHARES`) when
 wanlab makes it, half a plain process's: where the engine's packet thread does not run at
@@ -49,6 +52,10 @@ from wanlab.errors import WanlabError
 from wanlab.model.ir import Node
 
 DEFAULT_PIDS = 4096
+# All experiments' nodes together (``wanlab/``), and one experiment, may hold at most this
+# share of the host's pids (kernel.pid_max): nodes cannot starve the host of processes.
+TOP_PIDS_SHARE = 2                          # half
+EXPERIMENT_PIDS_SHARE = 4                   # a quarter
 CPU_PERIOD_US = 100_000
 TOP = "wanlab"
 V2_CONTROLLERS = ("cpu", "cpuset", "memory", "pids")
@@ -279,8 +286,28 @@ def _mkdir(d: str, exist_ok: bool) -> bool:
                           f"('wanlab cleanup --all' removes leftovers)") from None
 
 
+def pid_max() -> int:
+    try:
+        return int(_read("/proc/sys/kernel/pid_max"))
+    except (OSError, ValueError):
+        return 32768                        # the kernel's default
+
+
+def pids_limits() -> tuple[int, int]:
+    """``pids.max`` of ``wanlab/`` and of each experiment's cgroup."""
+    n = pid_max()
+    return max(1024, n // TOP_PIDS_SHARE), max(512, n // EXPERIMENT_PIDS_SHARE)
+
+
+def _bound_pids(d: str, limit: int, only_unset: bool) -> None:
+    path = os.path.join(d, "pids.max")
+    if os.path.exists(path) and (not only_unset or _read(path) == "max"):
+        _write(path, str(limit))
+
+
 def _top(h: Hierarchy) -> None:
-    """``wanlab/`` under each base (shared by all experiments, kept), controllers on."""
+    """``wanlab/`` under each base (shared by all experiments, kept), controllers on, and
+    its pids bounded (also when an older wanlab made it without)."""
     for c, base in _unique(h.bases).items():
         top = os.path.join(base, TOP)
         if h.version == 2:
@@ -292,6 +319,8 @@ def _top(h: Hierarchy) -> None:
             _v1_inherit_cpuset(top)
         if made and c == "cpu":
             _weigh_nodes(h.version, top)
+        if c == "pids" or h.version == 2:
+            _bound_pids(top, pids_limits()[0], only_unset=not made)
 
 
 def _weigh_nodes(version: int, top: str) -> None:
@@ -316,6 +345,8 @@ def make_experiment(h: Hierarchy, dirs: dict[str, str]) -> None:
             _enable(d, h.bases)
         elif c == "cpuset":
             _v1_inherit_cpuset(d)
+        if c == "pids" or h.version == 2:
+            _bound_pids(d, pids_limits()[1], only_unset=False)
 
 
 def make_node(h: Hierarchy, dirs: dict[str, str], node: Node, swap: bool) -> None:

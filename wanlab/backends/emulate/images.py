@@ -27,12 +27,14 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from wanlab.backends.emulate import nodefiles
 from wanlab.backends.emulate.rootfs import mounted_overlays
 from wanlab.errors import WanlabError
 from wanlab.model.names import check_image_name
@@ -378,13 +380,17 @@ class Images:
             layer_id = "snap-" + uuid.uuid4().hex[:16]
             layer = self.layer_path(layer_id)
             tmp = layer + ".tmp"
-            r = subprocess.run(["cp", "-a", "--", upper, tmp], capture_output=True, text=True)
-            if r.returncode != 0:
+            # the layer is the node's, and it may change it meanwhile: read beneath it, no
+            # link followed (nodefiles), whiteouts, owners and attributes kept
+            def exact(_rel: str, st: os.stat_result) -> int:
+                return stat.S_IMODE(st.st_mode)
+            try:
+                nodefiles.copy_tree(upper, tmp, file_mode=exact, dir_mode=exact, exact=True)
+            except OSError as e:
                 shutil.rmtree(tmp, ignore_errors=True)
-                raise WanlabError(f"saving image {name}: {r.stderr.strip()}")
+                raise WanlabError(f"saving image {name}: {e}") from None
             for rel in drop:
                 _prune_empty(tmp, rel)
-            os.chmod(tmp, 0o755)
             os.rename(tmp, layer)
             img = Image(name=name, layers=(layer_id, *b.layers), suite=b.suite,
                         packages=b.packages, created=time.time(), origin=origin)

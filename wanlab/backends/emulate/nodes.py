@@ -22,21 +22,11 @@ import shlex
 import subprocess
 
 from wanlab.backends.emulate import cgroups, pidns, procs, rootfs
+from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
 from wanlab.plan.types import Plan
 from wanlab.store.db import ExperimentRow, Store
-
-# Capabilities a node never has (its bounding set): no mounts or setns (SYS_ADMIN), no ptrace
-# or /proc/PID/{root,ns} of wanlab's own processes (SYS_PTRACE; and a smaller permitted set
-# than theirs), no modules, raw I/O, reboot, clock, file handles that bypass mounts
-# (DAC_READ_SEARCH), device nodes, file capabilities, kernel log, BPF. Kept: NET_ADMIN,
-# NET_RAW, NET_BIND_SERVICE (FRR, ping, iperf3, tcpdump), SETUID/SETGID (FRR and tcpdump drop
-# to their users), DAC_OVERRIDE, CHOWN, FOWNER, KILL, SYS_NICE, SYS_RESOURCE, IPC_*.
-DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot",
-                "dac_read_search", "mknod", "sys_time", "setfcap", "mac_admin", "mac_override",
-                "audit_control", "syslog", "bpf", "perfmon", "checkpoint_restore",
-                "linux_immutable", "sys_pacct", "sys_tty_config", "wake_alarm", "block_suspend")
 
 # Run by ``sh -c`` inside ``ip netns exec`` (a fresh mount namespace, slave to the host's, with
 # /etc/netns/NS/* bound over /etc) and ``unshare --uts``, as pid 1 of a new PID namespace;
@@ -54,18 +44,24 @@ DROPPED_CAPS = ("sys_admin", "sys_ptrace", "sys_module", "sys_rawio", "sys_boot"
 #    start command's output), also when it lies under one of those (a cluster machine's);
 #  - wanlab's own binaries (wanlab-gen, beside the engine) stay visible, read-only, when
 #    they live under a folder the node gets privately (a checkout in /tmp);
-#  - /tmp, /var/tmp and /run are the node's own (<node folder>/tmp, /run), kept across its
-#    commands; the
+#  - /tmp, /var/tmp and /run are the node's own (<node folder>/tmp, /run; a link the node
+#    left in their place is removed, never followed: no node process runs now), kept across
+#    its commands; the
 #    node's /run/frr is /etc/frr/run (FRR's sockets), so vtysh meets the node's own daemons;
-#  - /sys and /proc/sys are read-only except /proc/sys/net (the node's own network sysctls);
+#  - /sys is read-only, and so are /proc/sys (except /proc/sys/net, the node's own network
+#    sysctls), /proc/irq, /proc/sysrq-trigger, /proc/bus and /proc/fs; /proc/kcore, keys and
+#    timers are hidden (rootfs.PROC_GUARD);
 #  - the working directory is re-entered by path (never a host directory kept open), and
 #    the command runs with the capabilities above removed from its bounding set.
-NODE_SHELL = r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
+NODE_SHELL = rootfs.PROC_GUARD + r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 cwd=$(pwd); cd / || exit 111
 mount -t proc -o nosuid,nodev,noexec proc /proc || exit 111
 host_mounts=$(awk '$2 !~ "^/(proc|sys|dev|run|tmp|var/tmp|etc)(/|$)" { print $2 }' \
   /proc/self/mounts)
 hostname "$node" || exit 111
+for d in "$dir/tmp" "$dir/run"; do     # the node's: a link it left there is not followed
+  if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d" || exit 111; fi
+done
 mkdir -p "$dir/tmp" "$dir/run" && chmod 1777 "$dir/tmp" && chmod 0755 "$dir/run" &&
 mount -t tmpfs -o mode=0755,size=1m wanlab-stage /run &&
 mkdir /run/node /run/dev /run/tools && mount --bind "$dir" /run/node &&
@@ -102,15 +98,14 @@ esac
 mount --bind /run/node/run /run || exit 111
 if [ -d /etc/frr/run ]; then mkdir -p /run/frr && mount --bind /etc/frr/run /run/frr ||
   exit 111; fi
-mount -o remount,bind,ro /sys &&
-mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys &&
+mount -o remount,bind,ro /sys && proc_guard /proc &&
 mount --bind /proc/sys/net /proc/sys/net && mount -o remount,bind,rw /proc/sys/net || exit 111
-if [ -e /proc/sysrq-trigger ]; then mount --bind /dev/null /proc/sysrq-trigger || exit 111; fi
 for m in $host_mounts; do
   case "$m" in "$home"|"$home"/*|/var/lib/wanlab|/var/lib/wanlab/*) continue;; esac
   mount -o remount,bind,ro "$(printf '%b' "$m")" || exit 111
 done
 cd "$cwd" 2>/dev/null || cd "$dir" || exit 111
+umask 022
 exec setpriv --bounding-set "$caps" -- "$@"
 """
 
@@ -142,7 +137,8 @@ ENTER_SHELL = (
     'pid=$0 caps=$1; shift; p=-p d=--pdeathsig=KILL; '
     'if [ /proc/self/ns/pid -ef "/proc/$pid/ns/pid" ]; then p= d=; fi; '
     'exec nsenter -t "$pid" $p -m -u -n -- setpriv $d --bounding-set '
-    '"$caps" -- sh -c \'cd "$0" 2>/dev/null || cd "$1" || exit 111; shift; exec "$@"\' '
+    '"$caps" -- sh -c \'umask 022; cd "$0" 2>/dev/null || cd "$1" || exit 111; shift; '
+    'exec "$@"\' '
     '"$(pwd -P)" "$@"')
 
 
@@ -310,6 +306,7 @@ def start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: 
     script = f"sh -c {shlex.quote(cmd)}; echo $? > {shlex.quote(code)}"
     rid = store.record(row.id, "process", f"startcmd-{node}", node=node)
     with open(out, "ab") as log:
+        os.fchmod(log.fileno(), 0o644)      # the node's output, exported as its own
         p = popen(store, row, plan.nodes[node].netns, node, ["sh", "-c", script], cwd=ndir,
                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))

@@ -19,10 +19,14 @@ and /run, the node's hosts file and FRR folder from ``/etc/netns/<ns>``, the nod
 wanlab folder and wanlab's binaries at their usual paths, then ``pivot_root`` (the host's
 files are no longer reachable). ``wanlab exec``/``shell`` enter that mount namespace.
 
-Emulab node setup runs here, once per fresh layer (or when it changes), chrooted into the
-node's root inside a private mount namespace (its mounts die with it):
-``tb-set-node-tarfiles`` unpacks each tarball at its folder, ``tb-set-node-rpms``
-installs Debian packages with apt (or ``.deb`` files given by path).
+Emulab node setup runs here, once per fresh layer (or when it changes). What it runs (tar,
+apt, dpkg, maintainer scripts) comes from the node's root, which a tarball or the node
+itself may have changed, so it runs confined as the node is (:data:`SETUP_SHELL`: its own
+PID, mount, UTS, IPC and, unless apt fetches packages, network namespaces, the node's
+cgroup and bounding set, the root entered with ``pivot_root``), never as host root:
+``tb-set-node-tarfiles`` unpacks each tarball at its folder (the host reads the tarball and
+feeds it on a pipe), ``tb-set-node-rpms`` installs Debian packages with apt (or ``.deb``
+files given by path, fed the same way).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ import os
 import subprocess
 from collections.abc import Callable
 
+from wanlab.backends.emulate import cgroups
+from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Node
 from wanlab.store.db import Resource
@@ -166,27 +172,74 @@ def setup_key(node: Node, lowers: list[str]) -> str:
                        "packages": list(node.packages), "image": lowers}, sort_keys=True)
 
 
-# In a private mount namespace: the host's resolv.conf (apt needs names), /proc and /dev,
-# then the command chrooted into the root ($0). Its mounts end with the namespace.
-CHROOT_SHELL = r"""r=$0
-mount --bind /etc/resolv.conf "$r/etc/resolv.conf" &&
-mount -t proc proc "$r/proc" && mount --rbind /dev "$r/dev" || exit 111
-exec chroot "$r" "$@"
+# Every /proc a node (or work done for it) sees: what container runtimes keep read-only
+# (sysctls, IRQ affinity, sysrq, bus and file-system settings) and what they hide (kernel
+# memory, keys, timers). A shell function: $1 is where that /proc is mounted.
+PROC_GUARD = r"""proc_guard() {
+  for p in bus fs irq sys sysrq-trigger; do
+    [ -e "$1/$p" ] || continue
+    mount --bind "$1/$p" "$1/$p" && mount -o remount,bind,ro "$1/$p" || return 1
+  done
+  for p in kcore keys timer_list sched_debug latency_stats; do
+    if [ -f "$1/$p" ]; then mount --bind /dev/null "$1/$p" || return 1; fi
+  done
+  for p in acpi scsi; do
+    if [ -d "$1/$p" ]; then mount -t tmpfs -o ro,size=4k wanlab-masked "$1/$p" || return 1; fi
+  done
+}
 """
 
+# Setup runs the node's own programs (its tar, apt, dpkg, maintainer scripts: files the node
+# or a tarball may have replaced), so it is confined as the node is, never host root: run by
+# ``unshare`` in new PID, mount, UTS and IPC namespaces (and a network namespace of its own
+# unless apt must fetch packages), in the node's cgroup. $0 the root, $1 "host" when it keeps
+# the host's network (apt's mirror; then the host's resolv.conf read-only), then the
+# command. Its /dev is staged on a tmpfs of its own, so nothing is created through a path
+# the node controls (a mount on a path the node linked elsewhere stays in this private mount
+# namespace, and goes with the host's root). Then ``pivot_root``: no host file is reachable;
+# the command runs with the node's bounding set less NET_ADMIN, NET_RAW, NET_BIND_SERVICE.
+SETUP_SHELL = PROC_GUARD + r"""r=$0 net=$1 caps=$2; shift 2
+cd / || exit 111
+if [ "$net" = host ]; then
+  mount --bind -o ro /etc/resolv.conf "$r/etc/resolv.conf" || exit 111
+fi
+mount -t tmpfs -o mode=0755,size=1m wanlab-stage /run && mkdir /run/dev &&
+mount -t tmpfs -o mode=0755,size=1m,nosuid,noexec wanlab-dev /run/dev || exit 111
+for d in null zero full random urandom; do
+  touch "/run/dev/$d" && mount --bind "/dev/$d" "/run/dev/$d" || exit 111
+done
+ln -s /proc/self/fd /run/dev/fd && ln -s /proc/self/fd/0 /run/dev/stdin &&
+ln -s /proc/self/fd/1 /run/dev/stdout && ln -s /proc/self/fd/2 /run/dev/stderr &&
+mkdir /run/dev/shm && mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev shm /run/dev/shm &&
+mount --move /run/dev "$r/dev" || exit 111
+mount -t proc -o nosuid,nodev,noexec proc "$r/proc" && proc_guard "$r/proc" || exit 111
+cd "$r" && pivot_root . . && umount -l . && cd / || exit 111
+umask 022
+exec setpriv --bounding-set "$caps" -- "$@"
+"""
+
+# also dropped while setup runs: it may be in the host's network namespace
+SETUP_DROPPED = ("net_admin", "net_raw", "net_bind_service")
 
 _ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive",
         "LC_ALL": "C"}
 
 
-def _argv(root: str, argv: list[str]) -> list[str]:
-    return ["unshare", "-m", "--propagation", "private", "sh", "-c", CHROOT_SHELL, root, *argv]
+def _argv(folder: str, node: str, root: str, argv: list[str], net: bool = False) -> list[str]:
+    """``argv`` run in the node's root, confined (SETUP_SHELL); ``net``: with the host's
+    network (apt fetching packages), else in a network namespace of its own (no network)."""
+    caps = ",".join("-" + c for c in (*DROPPED_CAPS, *SETUP_DROPPED))
+    spaces = ["--pid", "--fork", "--kill-child", "--mount", "--uts", "--ipc",
+              "--propagation", "private", *([] if net else ["--net"])]
+    return cgroups.join_argv(folder, node, ["unshare", *spaces, "--", "sh", "-c", SETUP_SHELL,
+                                            root, "host" if net else "none", caps, *argv])
 
 
-def in_root(root: str, argv: list[str], stdin=None, timeout: float = 1800) -> \
-        subprocess.CompletedProcess:
-    return subprocess.run(_argv(root, argv), stdin=stdin, capture_output=True, text=True,
-                          env=_ENV, timeout=timeout)
+def in_root(folder: str, node: str, root: str, argv: list[str], stdin=None,
+            timeout: float = 1800, net: bool = False) -> subprocess.CompletedProcess:
+    """Run ``argv`` in the node's root, confined as the node is (:data:`SETUP_SHELL`)."""
+    return subprocess.run(_argv(folder, node, root, argv, net), stdin=stdin,
+                          capture_output=True, text=True, env=_ENV, timeout=timeout)
 
 
 def _open_tarball(path: str):
@@ -203,9 +256,9 @@ def _open_tarball(path: str):
     return open(path, "rb")
 
 
-def _untar(root: str, folder: str, tarball: str) -> tuple[int, str]:
-    p = subprocess.Popen(_argv(root, ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xf -',
-                                      folder]),
+def _untar(folder: str, node: str, root: str, where: str, tarball: str) -> tuple[int, str]:
+    p = subprocess.Popen(_argv(folder, node, root,
+                               ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xf -', where]),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, env=_ENV)
     assert p.stdin is not None and p.stdout is not None
@@ -233,21 +286,23 @@ def _where(node: Node, what: str) -> str:
     return f"{at}node {node.name}: {what}"
 
 
-def setup(node: Node, root: str, say: Callable[[str], None]) -> None:
-    """``tb-set-node-tarfiles`` and ``tb-set-node-rpms`` of ``node`` into its root."""
+def setup(folder: str, node: Node, root: str, say: Callable[[str], None]) -> None:
+    """``tb-set-node-tarfiles`` and ``tb-set-node-rpms`` of ``node`` into its root, each
+    step confined as the node is (:data:`SETUP_SHELL`)."""
     for d, tarball in node.tarfiles:
         if not os.path.isfile(tarball):
             raise WanlabError(_where(node, f"tarfile {tarball} is not a file"))
         say(f"node {node.name}: unpacking {os.path.basename(tarball)} at {d}")
-        # tar runs inside the root: a link in the image or the archive cannot lead out
-        code, out = _untar(root, d, tarball)
+        # the node's tar, confined: a link in the layer or the archive cannot lead out, and
+        # a tar the node replaced runs as the node, never as host root
+        code, out = _untar(folder, node.name, root, d, tarball)
         if code != 0:
             raise WanlabError(_where(node, f"unpacking {tarball} at {d}: {out[-300:]}"))
     if node.packages:
-        _install(node, root, say)
+        _install(folder, node, root, say)
 
 
-# Inside the node's root (chrooted): services stay stopped while packages install
+# Inside the node's root (SETUP_SHELL): services stay stopped while packages install
 # (policy-rc.d), then the packages ($@) with apt; staged .deb files and the policy go after.
 INSTALL_SHELL = r"""trap 'rm -f /usr/sbin/policy-rc.d; rm -rf /tmp/wanlab-debs' EXIT
 printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d &&
@@ -255,7 +310,7 @@ apt-get -q -y --no-install-recommends install -- "$@" && apt-get clean
 """
 
 
-def _install(node: Node, root: str, say: Callable[[str], None]) -> None:
+def _install(folder: str, node: Node, root: str, say: Callable[[str], None]) -> None:
     names = [p for p in node.packages if not p.endswith(".deb")]
     debs = [p for p in node.packages if p.endswith(".deb")]
     args = []
@@ -264,22 +319,27 @@ def _install(node: Node, root: str, say: Callable[[str], None]) -> None:
             raise WanlabError(_where(node, f"package file {p} is not a file"))
         # staged from inside the root: a link the node planted cannot lead to a host path
         with open(p, "rb") as f:
-            r = in_root(root, ["sh", "-c", 'mkdir -p /tmp/wanlab-debs && '
+            r = in_root(folder, node.name, root, ["sh", "-c", 'mkdir -p /tmp/wanlab-debs && '
                                'cat > "/tmp/wanlab-debs/$0"', f"{i}.deb"], stdin=f)
         if r.returncode != 0:
             raise WanlabError(_where(node, f"staging {p}: {r.stderr.strip()[-300:]}"))
         args.append(f"/tmp/wanlab-debs/{i}.deb")
     say(f"node {node.name}: installing {', '.join(node.packages)}")
     # the package lists, for packages by name (a .deb given by path needs none)
-    r = in_root(root, ["apt-get", "-q", "update"]) if names else None
+    # apt fetches from the host's mirror: only then does setup keep the host's network
+    net = bool(names)
+    r = in_root(folder, node.name, root, ["apt-get", "-q", "update"], net=True) \
+        if names else None
     if r is not None and r.returncode != 0:
         raise WanlabError(_where(node, f"apt-get update in its root failed: "
                                  f"{r.stdout.strip()[-300:]}"))
-    missing = [p for p in names if in_root(root, ["apt-cache", "show", "--", p]).returncode != 0]
+    missing = [p for p in names
+               if in_root(folder, node.name, root, ["apt-cache", "show", "--", p]).returncode]
     if missing:
         raise WanlabError(_where(node, f"tb-set-node-rpms: no Debian package "
                                  f"{', '.join(missing)} (and no .deb file given by path)"))
-    r = in_root(root, ["sh", "-c", INSTALL_SHELL, "install", *names, *args])
+    r = in_root(folder, node.name, root, ["sh", "-c", INSTALL_SHELL, "install", *names, *args],
+                net=net)
     if r.returncode != 0:
         raise WanlabError(_where(node, f"installing {', '.join(node.packages)}: "
                                  f"{(r.stdout + r.stderr).strip()[-300:]}"))
@@ -291,9 +351,19 @@ def _install(node: Node, root: str, say: Callable[[str], None]) -> None:
 # the same arguments: $0 node, $1 state folder, $2 the node's folder, $3 setpriv's
 # --bounding-set, $4 wanlab's binaries, then the command. Its root is
 # <experiment folder>/roots/<node> (the node's folder is <experiment folder>/nodes/<node>).
-IMAGE_SHELL = r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
+IMAGE_SHELL = PROC_GUARD + r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 root=${dir%/nodes/*}/roots/$node
+# Paths in the root are the node's: a link it left in its layer would lead a mount's source,
+# a mkdir or a touch to a host path. No process of the node runs while its holder starts
+# (they all ended with the last one), so each such path is checked once, resolved.
+inside() {
+  case "$(realpath -m -- "$1")" in "$root"/*) return 0;; esac
+  return 1
+}
 cd / || exit 111
+for p in proc sys dev run etc "${dir#/}" "${tools#/}"; do
+  inside "$root/$p" || { echo "wanlab: /$p in the node's root leads out of it"; exit 111; }
+done
 hostname "$node" || exit 111
 ns=$(ip netns identify) || exit 111
 mount --make-rslave / && mount --bind "$root" "$root" || exit 111
@@ -317,22 +387,21 @@ if [ -n "$ns" ] && [ -d "/etc/netns/$ns" ]; then
   for e in "/etc/netns/$ns"/*; do
     [ -e "$e" ] || continue
     t="$root/etc/${e##*/}"
+    inside "$t" || { echo "wanlab: /etc/${e##*/} in the node's root leads out of it"; exit 111; }
     if [ -d "$e" ]; then mkdir -p "$t"; else [ -e "$t" ] || touch "$t"; fi &&
     mount --bind "$e" "$t" || exit 111
   done
 fi
-if [ -d "$root/etc/frr/run" ]; then
+if [ -d "$root/etc/frr/run" ] && inside "$root/etc/frr/run"; then
   mkdir -p "$root/run/frr" && mount --bind "$root/etc/frr/run" "$root/run/frr" || exit 111
 fi
 mkdir -p "$root$dir" "$root$tools" && mount --bind "$dir" "$root$dir" &&
 mount --bind "$tools" "$root$tools" && mount -o remount,bind,ro "$root$tools" || exit 111
-mount --bind "$root/proc/sys" "$root/proc/sys" &&
-mount -o remount,bind,ro "$root/proc/sys" &&
+proc_guard "$root/proc" &&
 mount --bind "$root/proc/sys/net" "$root/proc/sys/net" &&
 mount -o remount,bind,rw "$root/proc/sys/net" || exit 111
-if [ -e "$root/proc/sysrq-trigger" ]; then
-  mount --bind /dev/null "$root/proc/sysrq-trigger" || exit 111; fi
 cd "$root" && pivot_root . . && umount -l . || exit 111
 cd "$dir" 2>/dev/null || cd / || exit 111
+umask 022
 exec setpriv --bounding-set "$caps" -- "$@"
 """

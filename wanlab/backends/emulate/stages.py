@@ -221,7 +221,7 @@ def _roots(b: Build) -> None:
             b.say(f"warning: node {n.name}: its kept layer was made over another build of "
                   f"image {n.image}; it now lies over the current one")
         if n.tarfiles or n.packages:
-            rootfs.setup(n, root, b.say)
+            rootfs.setup(folder, n, root, b.say)
         with open(marker, "w") as f:
             f.write(key)
 
@@ -444,10 +444,10 @@ def _startcmds(b: Build) -> None:
 
 STAGES: tuple[Stage, ...] = (
     Stage("folder", _folder, keep),
-    Stage("roots", _roots),
     Stage("engine", _engine),
     Stage("namespaces", _namespaces),
     Stage("cgroups", _cgroups),
+    Stage("roots", _roots),             # after cgroups: setup runs in the node's cgroup
     Stage("taps", _taps),
     Stage("cpus", place_cpus, keep),
     Stage("addresses", _addresses),

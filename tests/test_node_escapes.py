@@ -1,0 +1,214 @@
+"""Work done for a node never runs the node's files as host root.
+
+Image setup (tarfiles, packages) runs the node's own tar, apt and dpkg; a tarball or the
+node itself may have replaced them. Each test plants a program that tries to write a marker
+at a host path (through ``/proc/PID/root`` and ``nsenter -t PID`` of every process it sees,
+the ways out of a chroot with every capability) and checks the marker is *not* on the host,
+while the planted program did run (confined: its own marker lands in the node's root).
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import os
+import subprocess
+import tarfile
+
+import pytest
+from conftest import needs_root, pair
+from test_images import exp_of, sh
+
+from wanlab.backends.emulate import rootfs
+
+pytestmark = needs_root
+
+# $0: the program's name; writes a marker on the host if it can, and one in its own root
+EVIL = """#!/bin/sh
+m={marker}
+for p in /proc/[0-9]*; do
+  [ -d "$p/root${{m%/*}}" ] && echo pwned > "$p/root$m" 2>/dev/null
+  nsenter -t "${{p#/proc/}}" -m -- sh -c "echo pwned > $m" 2>/dev/null
+done
+echo "$(id -u) $$" > /ran-$(basename "$0")
+cat > /dev/null
+exit 0
+"""
+
+
+def tarball(path, files: dict[str, tuple[bytes, int]]):
+    with tarfile.open(path, "w:gz") as t:
+        for name, (data, mode) in files.items():
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(data), mode
+            t.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def a_deb(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN" / "control").write_text(
+        "Package: wanlab-empty\nVersion: 1.0\nArchitecture: all\nMaintainer: t <t@t>\n"
+        "Description: test\n")
+    deb = tmp_path / "wanlab-empty.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(pkg), str(deb)],
+                   check=True, capture_output=True)
+    return str(deb)
+
+
+def test_a_tarball_that_replaces_tar_and_apt_get_cannot_reach_the_host(lab, test_image,
+                                                                        tmp_path):
+    marker = tmp_path / "escaped"
+    evil = EVIL.format(marker=marker).encode()
+    first = tarball(tmp_path / "evil.tgz", {"usr/bin/tar": (evil, 0o755),
+                                            "usr/bin/apt-get": (evil, 0o755)})
+    second = tarball(tmp_path / "second.tgz", {"etc/second": (b"x\n", 0o644)})
+    lab.create(exp_of("evil", test_image, n=1, tarfiles=(("/", first), ("/opt", second)),
+                      packages=(a_deb(tmp_path),)))
+    assert not marker.exists()
+    # both replaced programs did run (the second tarball and the install), confined: in a
+    # PID namespace of their own, their root the node's
+    root = rootfs.root_path(lab.store.folder("evil"), "n1")
+    for prog in ("tar", "apt-get"):
+        with open(os.path.join(root, f"ran-{prog}")) as f:
+            uid, pid = f.read().split()
+        assert uid == "0" and int(pid) < 100, (prog, pid)
+    assert sh(lab, "evil", "n1", "cat /ran-tar | cut -d' ' -f1") == "0\n"
+
+
+def test_a_program_planted_in_the_kept_layer_cannot_reach_the_host(lab, test_image, tmp_path):
+    marker = tmp_path / "escaped"
+    first = tarball(tmp_path / "a.tgz", {"etc/a": (b"a\n", 0o644)})
+    second = tarball(tmp_path / "b.tgz", {"etc/b": (b"b\n", 0o644)})
+    lab.create(exp_of("kept", test_image, n=1, tarfiles=(("/", first),)))
+    # the node replaces its own tar; the next setup (a new tarfile) runs it
+    lab.exec("kept", "n1", ["sh", "-c", "cat > /usr/bin/tar && chmod 755 /usr/bin/tar"],
+             input=EVIL.format(marker=marker).encode(), check=True, timeout=60)
+    lab.swapout("kept")
+    lab.modify("kept", exp_of("kept", test_image, n=1, tarfiles=(("/", first), ("/", second))))
+    lab.swapin("kept")
+    assert not marker.exists()
+    assert sh(lab, "kept", "n1", "cut -d' ' -f1 /ran-tar") == "0\n"
+
+
+def test_a_link_in_the_kept_layer_does_not_bind_a_host_folder_into_the_node(lab, test_image,
+                                                                           tmp_path):
+    secret = tmp_path / "host-only"
+    secret.write_text("host\n")
+    lab.create(exp_of("frrlink", test_image, n=1))
+    # the holder binds the node's /etc/frr/run at /run/frr: a link there named the host's /
+    sh(lab, "frrlink", "n1", "rm -rf /etc/frr/run && mkdir -p /etc/frr && "
+                             "ln -s / /etc/frr/run")
+    lab.swapout("frrlink")
+    lab.swapin("frrlink")
+    out = sh(lab, "frrlink", "n1", f"test -e /run/frr{secret} && echo host || echo none; "
+                                   f"touch /run/frr{tmp_path}/planted 2>/dev/null; true")
+    assert out == "none\n"
+    assert not (tmp_path / "planted").exists()
+
+
+# The node swaps each of its folders race<i> with a link link<i> to a host folder, again and
+# again (renameat2 RENAME_EXCHANGE), while the host exports the experiment.
+SWAPPER = r"""
+import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+base, n = sys.argv[1], int(sys.argv[2])
+end = time.monotonic() + 60
+print("ready", flush=True)
+while time.monotonic() < end:
+    for i in range(n):
+        libc.renameat2(-100, f"{base}/race{i}".encode(), -100, f"{base}/link{i}".encode(), 2)
+"""
+
+
+def test_export_reads_beneath_the_folder_keeps_modes_and_holes(lab, tmp_path):
+    lab.create(pair())
+    ndir = lab.store.folder("pair", "nodes", "a")
+    secret_dir = tmp_path / "host-secrets"
+    secret_dir.mkdir()
+    (secret_dir / "data.txt").write_text("HOST SECRET\n")
+    n = 12
+    script = (f"for i in $(seq 0 {n - 1}); do mkdir race$i && echo node > race$i/data.txt "
+              f"&& ln -s {secret_dir} link$i; done; "
+              "echo private > private.txt && chmod 600 private.txt; "
+              "echo shared > shared.txt && chmod 644 shared.txt; "
+              "truncate -s 300M sparse.bin && printf end >> sparse.bin")
+    lab.exec("pair", "a", ["sh", "-c", script], cwd=ndir, check=True, timeout=60)
+    swapper = subprocess.Popen(lab.node_argv("pair", "a", ["python3", "-c", SWAPPER, ndir,
+                                                           str(n)]),
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert swapper.stdout.readline() == b"ready\n"
+        for k in range(6):
+            dest = tmp_path / f"export{k}"
+            lab.export("pair", str(dest))
+            for d, _dirs, files in os.walk(dest):
+                for f in files:
+                    with open(os.path.join(d, f), "rb") as fh:
+                        assert b"HOST SECRET" not in fh.read(1 << 16), os.path.join(d, f)
+    finally:
+        swapper.kill()
+        swapper.wait()
+    out = tmp_path / "export0" / "nodes" / "a"
+    assert os.stat(out / "private.txt").st_mode & 0o777 == 0o600
+    assert os.stat(out / "shared.txt").st_mode & 0o777 == 0o644
+    st = os.stat(out / "sparse.bin")
+    assert st.st_size == 300 * 2**20 + 3 and st.st_blocks * 512 < 2**20
+    with open(out / "sparse.bin", "rb") as f:
+        f.seek(300 * 2**20)
+        assert f.read() == b"end"
+    # wanlab's own files are readable by everyone
+    assert os.stat(tmp_path / "export0").st_mode & 0o777 == 0o755
+
+
+def writable_irq():
+    """An IRQ whose affinity the host's root may write (its own value back), if any."""
+    for f in sorted(glob.glob("/proc/irq/*/smp_affinity")):
+        try:
+            with open(f) as fh:
+                v = fh.read()
+            with open(f, "w") as fh:
+                fh.write(v)
+            return f
+        except OSError:
+            continue
+    return None
+
+
+PROBE = ("for f in {irq} /proc/sysrq-trigger /proc/sys/kernel/core_pattern; do "
+         "v=$(cat $f 2>/dev/null); printf '%s\\n' \"$v\" > $f 2>/dev/null && echo wrote $f; "
+         "done; test -r /proc/kcore && head -c1 /proc/kcore | wc -c; "
+         "echo 1 > /proc/sys/net/ipv4/ip_forward && echo net")
+
+
+def test_a_node_cannot_write_the_hosts_proc_settings(lab, test_image):
+    irq = writable_irq()
+    if irq is None:
+        pytest.skip("no IRQ whose affinity root may write here")
+    lab.create(pair())
+    lab.create(exp_of("procimg", test_image, n=1))
+    for name, node in (("pair", "a"), ("procimg", "n1")):
+        r = lab.exec(name, node, ["sh", "-c", PROBE.format(irq=irq)], capture_output=True,
+                     text=True, timeout=60)
+        # nothing written but the node's own network sysctls; /proc/kcore reads nothing
+        assert r.stdout.split("\n")[-2:] == ["net", ""] and "wrote" not in r.stdout, \
+            (name, r.stdout, r.stderr)
+        assert r.stdout.split("\n")[0] in ("0", "net"), r.stdout
+
+
+def test_a_link_in_the_node_folder_does_not_reach_a_host_folder(lab, tmp_path):
+    victim = tmp_path / "host-folder"
+    victim.mkdir(mode=0o755)
+    os.chmod(victim, 0o755)
+    lab.create(pair())
+    ndir = lab.store.folder("pair", "nodes", "a")
+    # the node's /tmp is <its folder>/tmp: it puts a link to a host folder there
+    lab.exec("pair", "a", ["sh", "-c", f"mv {ndir}/tmp {ndir}/tmp.old && "
+                                       f"ln -s {victim} {ndir}/tmp"], check=True, timeout=60)
+    lab.swapout("pair")
+    lab.swapin("pair")
+    lab.exec("pair", "a", ["sh", "-c", "touch /tmp/planted"], check=True, timeout=60)
+    assert os.stat(victim).st_mode & 0o7777 == 0o755         # not made 1777
+    assert os.listdir(victim) == []
+    assert not os.path.islink(os.path.join(ndir, "tmp"))

@@ -1,0 +1,68 @@
+"""Copying a node's tree without following its links (wanlab/backends/emulate/nodefiles.py):
+what ``image save`` keeps of a layer, and what an export leaves out."""
+
+import os
+import stat
+
+from conftest import needs_root
+
+from wanlab.backends.emulate import nodefiles
+
+pytestmark = needs_root
+
+
+def exact(_rel, st):
+    return stat.S_IMODE(st.st_mode)
+
+
+def a_layer(top, host):
+    os.makedirs(top / "etc" / "opaque")
+    os.setxattr(top / "etc" / "opaque", "trusted.overlay.opaque", b"y")
+    (top / "etc" / "key").write_text("k\n")
+    os.chmod(top / "etc" / "key", 0o600)
+    os.chown(top / "etc" / "key", 1234, 5678)
+    os.link(top / "etc" / "key", top / "etc" / "key-again")
+    os.symlink(str(host), top / "etc" / "to-host")          # a link to a host folder
+    os.mknod(top / "etc" / "issue", stat.S_IFCHR | 0o600, 0)  # an overlay whiteout
+    os.mkfifo(top / "fifo")
+    with open(top / "sparse", "wb") as f:
+        f.truncate(64 << 20)
+        f.write(b"start")
+    os.chmod(top / "etc", 0o751)
+
+
+def test_a_layer_is_copied_exactly_and_no_link_is_followed(tmp_path):
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "secret").write_text("host\n")
+    a_layer(tmp_path / "upper", host)
+    out = nodefiles.copy_tree(str(tmp_path / "upper"), str(tmp_path / "copy"),
+                              file_mode=exact, dir_mode=exact, exact=True)
+    c = tmp_path / "copy"
+    assert out.skipped == []
+    assert os.readlink(c / "etc" / "to-host") == str(host)
+    assert not os.path.exists(c / "etc" / "secret")
+    st = os.lstat(c / "etc" / "key")
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, st.st_nlink) == \
+        (0o600, 1234, 5678, 2)
+    assert os.lstat(c / "etc" / "key-again").st_ino == st.st_ino
+    w = os.lstat(c / "etc" / "issue")
+    assert stat.S_ISCHR(w.st_mode) and w.st_rdev == 0
+    assert stat.S_ISFIFO(os.lstat(c / "fifo").st_mode)
+    assert os.getxattr(c / "etc" / "opaque", "trusted.overlay.opaque") == b"y"
+    assert stat.S_IMODE(os.stat(c / "etc").st_mode) == 0o751
+    sp = os.stat(c / "sparse")
+    assert sp.st_size == 64 << 20 and sp.st_blocks * 512 < 1 << 20
+
+
+def test_an_export_copies_only_plain_files(tmp_path):
+    host = tmp_path / "host"
+    host.mkdir()
+    a_layer(tmp_path / "upper", host)
+    out = nodefiles.copy_tree(str(tmp_path / "upper"), str(tmp_path / "copy"),
+                              file_mode=lambda r, st: 0o644, dir_mode=lambda r, st: 0o755)
+    left = dict(out.skipped)
+    assert left == {"etc/key": "a hard link", "etc/key-again": "a hard link",
+                    "etc/to-host": "not a regular file", "etc/issue": "not a regular file",
+                    "fifo": "not a regular file"}
+    assert out.files == 1 and sorted(os.listdir(tmp_path / "copy")) == ["etc", "sparse"]
