@@ -14,6 +14,9 @@ administrator)::
     wanlab portal member add PROJECT USER [--role leader|member]
     wanlab portal member remove PROJECT USER
     wanlab portal token USER [--label TEXT] [--days N]   # prints a new API token
+    wanlab portal allow-interface IFNAME         # lend a host interface to portal uploads
+    wanlab portal disallow-interface IFNAME
+    wanlab portal interfaces                     # the interfaces lent
     wanlab portal list                           # users, projects, members
     wanlab portal audit [--experiment NAME] [--limit N]
 """
@@ -28,7 +31,7 @@ import sys
 import time
 
 from wanlab.errors import WanlabError
-from wanlab.portal import audit, auth, projects, tables
+from wanlab.portal import audit, auth, hostres, projects, tables
 from wanlab.store.db import Store
 
 DEFAULT_LISTEN = "127.0.0.1:8480"
@@ -115,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("user")
     sp.add_argument("--label", default="")
     sp.add_argument("--days", type=float)
+    sub.add_parser("allow-interface", help="let portal uploads use this host interface "
+                   "(edge uplink, external)").add_argument("ifname")
+    sub.add_parser("disallow-interface", help="take a host interface off the portal's list"
+                   ).add_argument("ifname")
+    sub.add_parser("interfaces", help="the host interfaces portal uploads may use")
     sub.add_parser("list", help="users, projects and members")
     sp = sub.add_parser("audit", help="who did what through the portal")
     sp.add_argument("--experiment")
@@ -148,6 +156,15 @@ def main(home: str | None, argv: list[str]) -> int:
         elif a.what == "token":
             ttl = None if a.days is None else a.days * 86400
             print(auth.new_token(db, projects.user_id(db, a.user), a.label, ttl))
+        elif a.what == "allow-interface":
+            hostres.allow_interface(db, a.ifname)
+            print(f"portal experiments may use interface {a.ifname}")
+        elif a.what == "disallow-interface":
+            hostres.disallow_interface(db, a.ifname)
+            print(f"interface {a.ifname} taken off the portal's list")
+        elif a.what == "interfaces":
+            for name in hostres.allowed_interfaces(db):
+                print(name)
         elif a.what == "list":
             print(json.dumps({"users": projects.users(db), "projects": projects.projects(db)},
                              indent=1))

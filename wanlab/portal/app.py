@@ -32,7 +32,7 @@ from wanlab.cluster.control import of as control_of
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.plan.plan import make_plan
-from wanlab.portal import audit, auth, consoles, live, projects, specs, tables
+from wanlab.portal import audit, auth, consoles, hostres, live, projects, specs, tables
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
@@ -256,6 +256,7 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         with session(request) as c:
             pid = projects.may_create_in(c.db, c.user, body.project)
             exp, warnings = specs.parse(body.filename, body.text, body.name)
+            exp = confined(c, exp, body.filename)
             make_plan(exp, "0000")
             summary = {"name": exp.name, "nodes": len(exp.nodes), "links": len(exp.links),
                        "lans": len(exp.lans), "events": len(exp.events),
@@ -275,6 +276,14 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                 audit.failed(c.db, rid, str(e))
                 raise
             return {"ok": True, **summary, "state": row.state}
+
+    def confined(c: Ctx, exp, filename: str):
+        """The upload as a portal experiment: only host resources root lends (hostres)."""
+        try:
+            return hostres.confine(c.db, exp)
+        except hostres.HostResourceError as e:
+            raise specs.UploadError(e.message, os.path.basename(filename or "") or "upload",
+                                    e.line) from None
 
     def _op(name: str, request: Request, action: str, fn) -> dict[str, Any]:
         with session(request, name) as c:
