@@ -93,3 +93,66 @@ def test_a_portal_upload_cannot_take_a_host_interface_root_has_not_lent(site, ca
     admin.main(home, ["disallow-interface", "veth-out"])
     r = upload(client, alice, EDGE.format(name="edgy", ifname="veth-out"), check_only=True)
     assert r.status_code == 400
+
+
+# -- finding: same-name creates from two projects at once -----------------------------
+PAIR = "name: {name}\nnodes: [a, b]\nlinks:\n  - {{nodes: [a, b]}}\n"
+
+
+def test_two_projects_creating_one_name_at_once_the_winner_owns_it(site, monkeypatch):
+    """Each create takes a while (as a swap-in does); both requests pass the name check
+    before either stores the experiment. The experiment must belong to the project whose
+    create succeeded, and the loser must leave no claim behind."""
+    import threading
+    import time
+    app, _, tokens, home = site
+    real_create = Lab.create
+
+    def slow_create(self, exp, *a, **kw):
+        time.sleep(0.5)
+        return real_create(self, exp, *a, **kw)
+    monkeypatch.setattr(Lab, "create", slow_create)
+    for round_ in range(3):
+        name = f"race{round_}"
+        answers = {}
+        gate = threading.Barrier(2)
+
+        def create(user, project, gate=gate, answers=answers, name=name):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                client = TestClient(app)
+            gate.wait()
+            answers[project] = client.post(
+                "/api/experiments", headers=bearer(tokens[user]),
+                json={"project": project, "filename": "p.yaml", "swapin": False,
+                      "text": PAIR.format(name=name)})
+        threads = [threading.Thread(target=create, args=ua)
+                   for ua in (("alice", "blue"), ("bob", "red"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        won = [p for p, r in answers.items() if r.status_code == 200]
+        assert len(won) == 1, {p: r.text for p, r in answers.items()}
+        lost = ({"blue", "red"} - set(won)).pop()
+        assert "already exists" in answers[lost].json()["error"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            client = TestClient(app)
+        listed = client.get("/api/experiments", headers=bearer(tokens["admin"])).json()
+        assert [(x["name"], x["project"]) for x in listed] == [(name, won[0])]
+        # the loser's members do not see it; the winner's do
+        user = {"blue": "alice", "red": "bob"}
+        assert client.get(f"/api/experiments/{name}",
+                          headers=bearer(tokens[user[lost]])).status_code == 403
+        assert client.get(f"/api/experiments/{name}",
+                          headers=bearer(tokens[user[won[0]]])).status_code == 200
+        r = client.post(f"/api/experiments/{name}/terminate",
+                        headers=bearer(tokens[user[won[0]]]))
+        assert r.status_code == 200, r.text
+        lab = Lab(home)
+        try:
+            assert lab.store.db.execute("SELECT count(*) FROM portal_experiments"
+                                        ).fetchone()[0] == 0
+        finally:
+            lab.close()

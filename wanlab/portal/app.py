@@ -265,14 +265,14 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                 return {"ok": True, **summary}
             if c.lab.store.find(exp.name) is not None:
                 raise WanlabError(f"an experiment named {exp.name!r} already exists")
-            projects.claim(c.db, exp.name, pid, c.user)
+            stamp = projects.claim(c.db, exp.name, pid, c.user)
             c.owner = {"project": body.project, "owner": c.user.name}
             rid = c.audit("create", exp.name, body.filename)
             try:
                 row = c.lab.create(exp, source_path=None, swapin=body.swapin)
             except BaseException as e:
-                if c.lab.store.find(exp.name) is None:
-                    projects.release(c.db, exp.name)
+                # a failed create leaves nothing: an experiment of this name now is another's
+                projects.release(c.db, exp.name, stamp)
                 audit.failed(c.db, rid, str(e))
                 raise
             return {"ok": True, **summary, "state": row.state}

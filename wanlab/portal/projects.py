@@ -159,16 +159,46 @@ def may_create_in(db: sqlite3.Connection, user: User, project: str) -> int:
     return pid
 
 
-def claim(db: sqlite3.Connection, exp_name: str, project_id_: int, user: User) -> None:
-    """Record that ``exp_name`` will belong to a project, just before it is created (it binds
-    to that experiment when first read); a stale claim of the name is replaced."""
-    db.execute("INSERT OR REPLACE INTO portal_experiments(name, project_id, owner_id, created,"
-               " exp_created) VALUES (?,?,?,?,NULL)", (exp_name, project_id_, user.id,
-                                                     time.time()))
+PENDING_S = 300.0    # a claim whose create has not stored its experiment within this is stale
 
 
-def release(db: sqlite3.Connection, exp_name: str) -> None:
-    db.execute("DELETE FROM portal_experiments WHERE name = ?", (exp_name,))
+def claim(db: sqlite3.Connection, exp_name: str, project_id_: int, user: User) -> float:
+    """Claim ``exp_name`` for a project just before creating it (the claim binds to that
+    experiment when first read); returns the claim's stamp for :func:`release`.
+
+    One transaction checks and writes, so of two creates of one name at once exactly one
+    claims it; the other is refused here, before it creates anything. Refused too: a name
+    the store has, or one a create in flight has claimed (for :data:`PENDING_S`)."""
+    now = time.time()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        _live_claims(db, " WHERE e.name = ?", (exp_name,))       # drops a stale claim
+        held = db.execute("SELECT created, exp_created FROM portal_experiments"
+                          " WHERE name = ?", (exp_name,)).fetchone()
+        stored = db.execute("SELECT 1 FROM experiments WHERE name = ?",
+                            (exp_name,)).fetchone()
+        if stored is not None or (held is not None and held["exp_created"] is None
+                                  and held["created"] > now - PENDING_S):
+            raise WanlabError(f"an experiment named {exp_name!r} already exists or is being "
+                              f"created")
+        db.execute("INSERT OR REPLACE INTO portal_experiments(name, project_id, owner_id,"
+                   " created, exp_created) VALUES (?,?,?,?,NULL)",
+                   (exp_name, project_id_, user.id, now))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return now
+
+
+def release(db: sqlite3.Connection, exp_name: str, stamp: float | None = None) -> None:
+    """Drop the claim of ``exp_name``: any (``stamp`` None: its experiment was terminated),
+    or only the one :func:`claim` returned ``stamp`` for (a create that failed)."""
+    if stamp is None:
+        db.execute("DELETE FROM portal_experiments WHERE name = ?", (exp_name,))
+    else:
+        db.execute("DELETE FROM portal_experiments WHERE name = ? AND created = ?",
+                   (exp_name, stamp))
 
 
 def may_drive(db: sqlite3.Connection, user: User, exp_name: str) -> dict[str, str] | None:
