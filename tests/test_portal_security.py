@@ -3,6 +3,7 @@ could try through the portal and checks it is refused (docs/security.md, "The po
 
 In-process (Starlette's test client) unless a test needs a running experiment."""
 
+import time
 import warnings
 
 import pytest
@@ -16,6 +17,7 @@ with warnings.catch_warnings():
 
 from test_portal_auth import PASSWORD, bearer  # noqa: E402
 
+from wanlab.errors import WanlabError  # noqa: E402
 from wanlab.lifecycle import Lab  # noqa: E402
 from wanlab.portal import admin, auth, projects, tables  # noqa: E402
 from wanlab.portal.app import make_app  # noqa: E402
@@ -156,3 +158,172 @@ def test_two_projects_creating_one_name_at_once_the_winner_owns_it(site, monkeyp
                                         ).fetchone()[0] == 0
         finally:
             lab.close()
+
+
+# -- finding: accounts -------------------------------------------------------------------
+def _login(client, user, password=PASSWORD):
+    return client.post("/api/login", json={"user": user, "password": password})
+
+
+def _age_failures(home, seconds):
+    """As if the last failed login were ``seconds`` older."""
+    lab = Lab(home)
+    try:
+        lab.store.db.execute("UPDATE portal_login_failures SET last = last - ?", (seconds,))
+    finally:
+        lab.close()
+
+
+def test_logins_back_off_per_user_and_per_address(site):
+    _, client, _, home = site
+    for _ in range(auth.FREE_TRIES):
+        assert _login(client, "alice", "wrong").status_code == 401
+    # now even the right password waits (the answer does not say whether it was right)
+    r = _login(client, "alice")
+    assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1, r.text
+    _age_failures(home, 1.5)                        # the first step of the backoff is over
+    assert _login(client, "alice", "wrong").status_code == 401
+    r = _login(client, "alice")
+    assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 2   # it doubled
+    _age_failures(home, 3)
+    assert _login(client, "alice").status_code == 200      # a success clears the name
+    # one address guessing many names (known or not) backs off as well
+    _age_failures(home, auth.FORGET_S + 1)                 # forgotten after an hour
+    for i in range(auth.FREE_TRIES):
+        assert _login(client, f"guess{i}", "wrong").status_code == 401
+    r = _login(client, "bob")
+    assert r.status_code == 429, r.text
+    # one name guessed from many addresses backs off, an unknown name exactly like a known
+    lab = Lab(home)
+    try:
+        for name in ("bob", "nosuch"):
+            for i in range(auth.FREE_TRIES):
+                with pytest.raises(auth.AuthError) as e:
+                    auth.login(lab.store.db, name, "wrong", address=f"192.0.2.{i}")
+                assert e.value.status == 401
+            with pytest.raises(auth.AuthError) as e:
+                auth.login(lab.store.db, name, PASSWORD, address="192.0.2.99")
+            assert e.value.status == 429 and e.value.retry_after == 1, name
+    finally:
+        lab.close()
+
+
+def test_an_unknown_user_costs_one_scrypt_like_a_known_one(site, monkeypatch):
+    _, _, _, home = site
+    import hashlib
+    calls = []
+    real = hashlib.scrypt
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+    lab = Lab(home)
+    try:
+        with pytest.raises(auth.AuthError):
+            auth.login(lab.store.db, "nosuch", "warm-up")   # builds the dummy hash once
+        monkeypatch.setattr(hashlib, "scrypt", counted)
+        cost = {}
+        for name in ("alice", "nosuch"):
+            calls.clear()
+            with pytest.raises(auth.AuthError):
+                auth.login(lab.store.db, name, "wrong password")
+            cost[name] = len(calls)
+    finally:
+        lab.close()
+    assert cost == {"alice": 1, "nosuch": 1}
+
+
+def test_a_new_password_or_removal_ends_sessions_and_tokens(site, capsys, monkeypatch):
+    _, client, tokens, home = site
+    r = _login(client, "alice")
+    assert r.status_code == 200
+    assert client.get("/api/me").status_code == 200
+    assert client.get("/api/me", headers=bearer(tokens["alice"])).status_code == 200
+    monkeypatch.setattr("sys.stdin", __import__("io").StringIO("another password\n"))
+    assert admin.main(home, ["user", "passwd", "alice"]) == 0
+    assert client.get("/api/me").status_code == 401                          # the session
+    assert client.get("/api/me", headers=bearer(tokens["alice"])).status_code == 401
+    # bob: removed while logged in and holding a token
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        other = TestClient(client.app)
+    assert _login(other, "bob").status_code == 200
+    assert admin.main(home, ["user", "rm", "bob"]) == 0
+    assert other.get("/api/me").status_code == 401
+    assert other.get("/api/me", headers=bearer(tokens["bob"])).status_code == 401
+    capsys.readouterr()
+    admin.main(home, ["list"])
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split() == ["USER", "ADMIN", "PROJECTS"]
+    assert "bob" not in out and "alice  " in out and "blue(leader)" in out
+    assert "\nred      -\n" in out                          # a project without members
+
+
+def test_tokens_expire_and_are_revoked(site, capsys):
+    _, client, tokens, home = site
+    lab = Lab(home)
+    try:
+        (expires,) = lab.store.db.execute("SELECT max(expires) FROM portal_tokens").fetchone()
+        assert expires is not None and expires < time.time() + 31 * 86400
+        uid = projects.user_id(lab.store.db, "alice")
+        with pytest.raises(auth.AuthError, match="at most"):
+            auth.new_token(lab.store.db, uid, ttl_s=400 * 86400)
+        old = auth.new_token(lab.store.db, uid, "old")
+        lab.store.db.execute("UPDATE portal_tokens SET expires = ? WHERE label = 'old'",
+                             (time.time() - 1,))
+    finally:
+        lab.close()
+    assert client.get("/api/me", headers=bearer(old)).status_code == 401
+    # root revokes one by its ID
+    admin.main(home, ["token", "list", "alice"])
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[0].split() == ["ID", "USER", "LABEL", "CREATED", "EXPIRES"]
+    first = rows[1].split()[0]
+    assert admin.main(home, ["token", "rm", first]) == 0
+    assert client.get("/api/me", headers=bearer(tokens["alice"])).status_code == 401
+    with pytest.raises(WanlabError, match="no token"):
+        admin.main(home, ["token", "rm", first])
+    # a user revokes their own through the API, never another's
+    mine = client.post("/api/tokens", headers=bearer(tokens["bob"]), json={"label": "ci"})
+    listed = client.get("/api/tokens", headers=bearer(tokens["bob"])).json()
+    assert [t["label"] for t in listed] == ["", "ci"] and "digest" not in listed[0]
+    assert all(t["user"] == "bob" for t in listed)
+    ci = listed[1]["id"]
+    assert client.delete(f"/api/tokens/{ci}", headers=bearer(tokens["admin"])).status_code \
+        == 404
+    assert client.delete(f"/api/tokens/{ci}", headers=bearer(tokens["bob"])).status_code \
+        == 200
+    assert client.get("/api/me", headers=bearer(mine.json()["token"])).status_code == 401
+
+
+def test_projects_and_users_with_experiments_are_not_removed(site):
+    _, client, tokens, home = site
+    r = upload(client, tokens["alice"], PAIR.format(name="kept"))
+    assert r.status_code == 200, r.text
+    with pytest.raises(WanlabError, match="kept.*terminate them first"):
+        admin.main(home, ["project", "rm", "blue"])
+    with pytest.raises(WanlabError, match="owns experiment.*kept"):
+        admin.main(home, ["user", "rm", "alice"])
+    assert admin.main(home, ["project", "rm", "red"]) == 0
+    client.post("/api/experiments/kept/terminate", headers=bearer(tokens["alice"]))
+    assert admin.main(home, ["project", "rm", "blue"]) == 0
+    assert admin.main(home, ["user", "rm", "alice"]) == 0
+
+
+def test_every_answer_carries_the_security_headers(site):
+    _, client, tokens, _ = site
+    answers = [client.get("/api/experiments"),                              # 401
+               client.get("/api/experiments", headers=bearer(tokens["alice"])),
+               client.get("/api/nosuch", headers=bearer(tokens["alice"])),     # 404
+               client.get("/"), _login(client, "alice", "wrong")]
+    for r in answers:
+        h = r.headers
+        assert "frame-ancestors 'none'" in h["content-security-policy"], r.url
+        assert "script-src 'self';" in h["content-security-policy"]
+        assert h["x-content-type-options"] == "nosniff"
+        assert h["x-frame-options"] == "DENY" and h["referrer-policy"] == "no-referrer"
+    # an oversized body is refused before it is read
+    r = client.post("/api/experiments", headers={**bearer(tokens["alice"]),
+                                                 "content-type": "application/json"},
+                    content=b"x" * (8 << 20))
+    assert r.status_code == 413 and "larger than" in r.json()["error"]

@@ -80,8 +80,8 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE portal_experiments ADD COLUMN exp_created REAL
     """,
-    # 3: the host interfaces root lets portal experiments use, and failed logins (per user
-    # name and per address) for the login backoff
+    # 3: the host interfaces root lets portal experiments use, failed logins (per user name
+    # and per address) for the login backoff; tokens made to live for ever get 30 days
     """
     CREATE TABLE portal_interfaces (
         name TEXT PRIMARY KEY,
@@ -91,7 +91,9 @@ MIGRATIONS: list[str] = [
         key TEXT PRIMARY KEY,
         failures INTEGER NOT NULL,
         last REAL NOT NULL
-    )
+    );
+    UPDATE portal_tokens SET expires = CAST(strftime('%s', 'now') AS REAL) + 2592000
+        WHERE expires IS NULL
     """,
 ]
 
