@@ -3,6 +3,7 @@ could try through the portal and checks it is refused (docs/security.md, "The po
 
 In-process (Starlette's test client) unless a test needs a running experiment."""
 
+import contextlib
 import time
 import warnings
 
@@ -14,6 +15,7 @@ pytest.importorskip("httpx")
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
+    from starlette.websockets import WebSocketDisconnect
 
 from test_portal_auth import PASSWORD, bearer  # noqa: E402
 
@@ -327,3 +329,82 @@ def test_every_answer_carries_the_security_headers(site):
                                                  "content-type": "application/json"},
                     content=b"x" * (8 << 20))
     assert r.status_code == 413 and "larger than" in r.json()["error"]
+
+
+# -- finding: host files reached portal users ---------------------------------------------
+TARFILES = """name: tarry
+nodes:
+  - {{name: a, image: default, {what}}}
+  - b
+links:
+  - {{nodes: [a, b]}}
+"""
+TARFILES_NS = """set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+tb-set-node-os $a default
+tb-set-node-tarfiles $a / {path}
+$ns duplex-link $a $b 10Mb 1ms DropTail
+$ns run
+"""
+
+
+def test_an_upload_naming_a_host_file_is_refused_the_same_whether_it_exists(site):
+    _, client, tokens, _ = site
+    answers = set()
+    for path in ("/etc/shadow", "/root/nosuch/evil.tgz"):
+        for what in (f"tarfiles: [{{dir: /, file: {path}}}]",
+                     f"packages: [{path}.deb]"):
+            for check_only in (True, False):
+                r = upload(client, tokens["alice"], TARFILES.format(what=what),
+                           check_only=check_only)
+                assert r.status_code == 400, r.text
+                assert path not in r.json()["error"]
+                answers.add((what.split(":")[0], r.json()["error"], r.json()["line"]))
+        r = upload(client, tokens["alice"], TARFILES_NS.format(path=path), filename="t.tcl")
+        assert r.status_code == 400 and "tarfiles" in r.json()["error"], r.text
+        assert r.json()["line"] == 3                  # the node's
+        answers.add(("ns", r.json()["error"], r.json()["line"]))
+    assert len(answers) == 3, answers            # one answer per kind, whatever the path
+    assert client.get("/api/experiments", headers=bearer(tokens["alice"])).json() == []
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="needs root")
+def test_a_portal_console_reads_no_host_file_and_no_portal_environment(site, test_image,
+                                                                      monkeypatch):
+    """A node the upload gave no image gets the default one: its console sees the image's
+    files, not the host's (a root-only marker file in /etc, /etc/shadow), and a clean
+    environment, not the portal's."""
+    import os
+    import secrets
+    _, client, tokens, _ = site
+    secret = "SECRET-" + secrets.token_hex(8)
+    marker = f"/etc/wanlab-portal-test-{os.getpid()}"
+    fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, secret.encode() + b"\n")
+    os.close(fd)
+    monkeypatch.setenv("WANLAB_PORTAL_TEST_ENV", "ENVMARK-" + secret)
+    alice = bearer(tokens["alice"])
+    try:
+        r = upload(client, tokens["alice"], PAIR.format(name="peek"), swapin=True)
+        assert r.status_code == 200, r.text
+        assert r.json()["state"] == "active"
+        with client.websocket_connect("/api/experiments/peek/console/a", headers=alice) as ws:
+            ws.send_bytes(f"cat {marker}; cat /etc/shadow; env; echo DO''NE\n".encode())
+            got = b""
+            while b"DONE" not in got:
+                got += ws.receive_bytes()
+            ws.send_bytes(b"exit\n")              # the shell ends, the portal closes
+            with contextlib.suppress(WebSocketDisconnect):
+                while True:
+                    ws.receive_bytes()
+        out = got.decode(errors="replace")
+        assert "No such file" in out, out
+        assert secret not in out, out
+        host_shadow = [line for line in open("/etc/shadow").read().splitlines() if "$" in line]
+        assert not any(line in out for line in host_shadow)
+        assert "PATH=" in out and "ENVMARK" not in out and "WANLAB_" not in out, out
+    finally:
+        os.unlink(marker)
+        client.post("/api/experiments/peek/terminate", headers=alice)
