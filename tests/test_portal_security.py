@@ -21,7 +21,7 @@ from test_portal_auth import PASSWORD, bearer  # noqa: E402
 
 from wanlab.errors import WanlabError  # noqa: E402
 from wanlab.lifecycle import Lab  # noqa: E402
-from wanlab.portal import admin, auth, projects, tables  # noqa: E402
+from wanlab.portal import admin, auth, projects, specs, tables  # noqa: E402
 from wanlab.portal.app import make_app  # noqa: E402
 
 
@@ -408,3 +408,72 @@ def test_a_portal_console_reads_no_host_file_and_no_portal_environment(site, tes
     finally:
         os.unlink(marker)
         client.post("/api/experiments/peek/terminate", headers=alice)
+
+
+# -- finding: no size bounds; parses held the server ----------------------------------
+def test_uploads_are_bounded_in_size_before_they_are_read(site):
+    _, client, tokens, _ = site
+    big = "# " + "x" * specs.MAX_BYTES + "\nnodes: [a]\n"
+    r = upload(client, tokens["alice"], big)
+    assert r.status_code == 400 and "larger than" in r.json()["error"], r.text[:200]
+    # 96 000 nodes in under 1 MB: refused by counting, before the IR is built
+    many = "nodes: [" + ", ".join(f"n{i}" for i in range(96000)) + "]\n"
+    assert len(many) < specs.MAX_BYTES
+    r = upload(client, tokens["alice"], many, check_only=True)
+    assert r.status_code == 400 and "96000 nodes: more than the 2000" in r.json()["error"]
+    loop = ("set ns [new Simulator]\nsource tb_compat.tcl\n"
+            "for {set i 0} {$i < 2500} {incr i} {set n($i) [$ns node]}\n$ns run\n")
+    r = upload(client, tokens["alice"], loop, filename="many.tcl", check_only=True)
+    assert r.status_code == 400 and "2500 nodes: more than" in r.json()["error"], r.text
+    events = "nodes: [a, b]\nlinks: [{nodes: [a, b]}]\nevents: [" + "{}, " * 50001 + "]\n"
+    r = upload(client, tokens["alice"], events, check_only=True)
+    assert r.status_code == 400 and "50001 events" in r.json()["error"], r.text[:300]
+
+
+def test_a_parse_runs_in_a_bounded_child_never_in_the_server(site, monkeypatch):
+    """The server's own front ends are broken here: uploads still parse (in the child).
+    An endless ns loop ends at the child's time limit while the server answers others."""
+    import threading
+
+    import wanlab.frontends
+    import wanlab.frontends.ns
+    import wanlab.frontends.yaml_spec
+
+    def not_here(*a, **kw):
+        raise AssertionError("an upload was parsed in the server process")
+    for mod, fn in ((wanlab.frontends, "load"), (wanlab.frontends.ns, "parse"),
+                    (wanlab.frontends.yaml_spec, "loads")):
+        monkeypatch.setattr(mod, fn, not_here)
+    _, client, tokens, _ = site
+    for filename in ("figure2.tcl", "figure2.yaml"):
+        text = open(__file__.rsplit("/", 2)[0] + "/examples/" + filename).read()
+        r = upload(client, tokens["alice"], text, filename=filename, check_only=True)
+        assert r.status_code == 200 and r.json()["nodes"] == 3, r.text
+    monkeypatch.setattr(specs, "TIMEOUT_S", 15.0)
+    answer = {}
+
+    def endless():
+        answer["r"] = upload(client, tokens["alice"], "set ns [new Simulator]\nwhile 1 {}\n",
+                             filename="loop.tcl", check_only=True)
+    t = threading.Thread(target=endless)
+    t.start()
+    try:
+        # the server answers meanwhile (the loop is another process's)
+        while not specs._slots._value < specs.PARSES and t.is_alive():
+            time.sleep(0.05)
+        r = client.get("/api/experiments", headers=bearer(tokens["alice"]))
+        assert r.status_code == 200 and t.is_alive()
+    finally:
+        t.join(120)
+    r = answer["r"]
+    assert r.status_code == 400 and "longer than 15 s" in r.json()["error"], r.text
+    # every parse slot taken: busy (503) at once, not a worker held
+    monkeypatch.setattr(specs, "QUEUE_S", 0.1)
+    for _ in range(specs.PARSES):
+        specs._slots.acquire()
+    try:
+        r = upload(client, tokens["alice"], "nodes: [a]\n", check_only=True)
+        assert r.status_code == 503 and "busy" in r.json()["error"]
+    finally:
+        for _ in range(specs.PARSES):
+            specs._slots.release()

@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from wanlab.errors import SpecError
+from wanlab.frontends import bounds, normalize, units
 from wanlab.frontends import edge as edge_spec
 from wanlab.frontends import matrix as lan_matrix
-from wanlab.frontends import normalize, units
 from wanlab.model import ir
 
 TCL_DIR = Path(__file__).resolve().parent / "tcl"
@@ -80,8 +80,11 @@ def sanitize_name(raw: str, fallback: str = "exp") -> str:
 
 
 def _limit_child() -> None:
-    """In the tclsh child: bounded memory, no core file (runs before exec)."""
-    resource.setrlimit(resource.RLIMIT_AS, (MAX_MEMORY_BYTES, MAX_MEMORY_BYTES))
+    """In the tclsh child: bounded memory (never more than its parent was allowed), no
+    core file (runs before exec)."""
+    had = resource.getrlimit(resource.RLIMIT_AS)[1]
+    most = MAX_MEMORY_BYTES if had == resource.RLIM_INFINITY else min(had, MAX_MEMORY_BYTES)
+    resource.setrlimit(resource.RLIMIT_AS, (most, most))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
@@ -149,6 +152,11 @@ def parse(path: str | os.PathLike[str], *, params: dict[str, str] | None = None,
     except ValueError as e:
         raise SpecError(f"internal error reading the ns front end's records: {e}",
                         file=display) from None
+    if isinstance(records, dict) and isinstance(records.get("objects"), list):
+        kinds = [o.get("class") for o in records["objects"] if isinstance(o, dict)]
+        bounds.check({"nodes": kinds.count("Node"), "links": kinds.count("Link"),
+                      "lans": kinds.count("Lan"),
+                      "events": len(records.get("events") or ())}, display)
     conv = _Records(records, display, p.resolve(), params or {})
     try:
         return conv.experiment(name)

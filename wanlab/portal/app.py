@@ -183,6 +183,10 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         return JSONResponse({"error": e.message, "file": e.file, "line": e.line},
                             status_code=400)
 
+    @app.exception_handler(specs.Busy)
+    async def _busy(request: Request, e: specs.Busy):
+        return JSONResponse({"error": str(e)}, status_code=503, headers={"Retry-After": "5"})
+
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, e: NotFound):
         return JSONResponse({"error": str(e)}, status_code=404)
