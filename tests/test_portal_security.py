@@ -477,3 +477,27 @@ def test_a_parse_runs_in_a_bounded_child_never_in_the_server(site, monkeypatch):
     finally:
         for _ in range(specs.PARSES):
             specs._slots.release()
+
+
+def test_no_portal_console_on_a_projects_node_without_an_image(site):
+    """A project's experiment stored before every portal node got an image: its image-less
+    node's console (the host's files) is root's alone; one with an image opens."""
+    import dataclasses
+
+    from conftest import pair
+    _, client, tokens, home = site
+    lab = Lab(home)
+    try:
+        alice = auth.User(projects.user_id(lab.store.db, "alice"), "alice", False)
+        projects.claim(lab.store.db, "old", projects.project_id(lab.store.db, "blue"), alice)
+        exp = pair("old")
+        exp = dataclasses.replace(exp, nodes=(exp.nodes[0],
+                                              dataclasses.replace(exp.nodes[1],
+                                                                  image="default")))
+        lab.create(exp, swapin=False)
+    finally:
+        lab.close()
+    for node, expect in (("a", b"console is root's"), ("b", b"not active")):
+        with client.websocket_connect(f"/api/experiments/old/console/{node}",
+                                      headers=bearer(tokens["alice"])) as ws:
+            assert expect in ws.receive_bytes(), node

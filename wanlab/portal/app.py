@@ -534,6 +534,8 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         def open_console() -> list[str] | Relayed:
             lab = Lab(home, create=False)
             try:
+                if projects.owner(lab.store.db, name) is not None:     # a project's
+                    hostres.console_node(lab.get(name).ir, node)
                 on = control_of(lab, name)
                 if isinstance(on, OnCluster) and not on.runs_here():
                     consoles.RAY.enter(on)          # Ray, while a relayed console is open

@@ -13,7 +13,9 @@ the portal comes from a project member, so before anything is created (and befor
   exists;
 * **the host's root file system**: a node without an image runs on the host's files (read
   only, but readable: ``/etc/shadow``). Those are root's alone, so every emulated node of a
-  portal experiment without an image gets the default one.
+  portal experiment without an image gets the default one, and a console on a project's
+  node without one (an experiment stored before this rule) is refused
+  (:func:`console_node`).
 """
 
 from __future__ import annotations
@@ -85,3 +87,14 @@ def confine(db: sqlite3.Connection, exp: Experiment) -> Experiment:
             n = dataclasses.replace(n, image=DEFAULT_IMAGE)
         nodes.append(n)
     return dataclasses.replace(exp, nodes=tuple(nodes))
+
+
+def console_node(exp: Experiment, node: str) -> None:
+    """Refuse a portal console on a project's node that runs on the host's files."""
+    try:
+        n = exp.node(node)
+    except KeyError:
+        raise WanlabError(f"no node {node!r} in experiment {exp.name!r}") from None
+    if n.kind == "emulated" and n.image is None:
+        raise WanlabError(f"node {node} runs on the host's own files (it has no image): its "
+                          f"console is root's ('wanlab shell'), not the portal's")
