@@ -210,6 +210,32 @@ def test_logins_back_off_per_user_and_per_address(site):
         lab.close()
 
 
+def test_guesses_sent_at_once_do_not_slip_past_the_backoff(site):
+    """Twenty wrong passwords at the same moment (each a scrypt long): the count is taken
+    before the password is checked, so only the free tries (and any a second of backoff
+    lets through meanwhile) are checked at all."""
+    import threading
+    _, _, _, home = site
+    gate, answers = threading.Barrier(20), []
+
+    def guess(i):
+        lab = Lab(home)
+        try:
+            gate.wait()
+            auth.login(lab.store.db, "alice", f"wrong {i}", address=f"198.51.100.{i}")
+        except auth.AuthError as e:
+            answers.append(e.status)
+        finally:
+            lab.close()
+    threads = [threading.Thread(target=guess, args=(i,)) for i in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(answers) == 20 and set(answers) <= {401, 429}
+    assert answers.count(401) <= auth.FREE_TRIES + 2, answers
+
+
 def test_an_unknown_user_costs_one_scrypt_like_a_known_one(site, monkeypatch):
     _, _, _, home = site
     import hashlib

@@ -91,12 +91,13 @@ def _dummy_hash() -> str:
 
 
 def _backoff(failures: int) -> float:
+    """The wait after ``failures`` failed attempts: none for the first FREE_TRIES."""
     return 0.0 if failures < FREE_TRIES else min(2.0 ** (failures - FREE_TRIES),
                                                  MAX_BACKOFF_S)
 
 
 def _login_keys(name: str, address: str | None) -> list[str]:
-    return [f"user:{name}"] + ([f"addr:{address}"] if address else [])
+    return [f"user:{name[:64]}"] + ([f"addr:{address}"] if address else [])
 
 
 def login_wait(db: sqlite3.Connection, name: str, address: str | None = None,
@@ -112,29 +113,45 @@ def login_wait(db: sqlite3.Connection, name: str, address: str | None = None,
     return wait
 
 
-def _failed(db: sqlite3.Connection, name: str, address: str | None, now: float) -> None:
-    for key in _login_keys(name, address):
-        db.execute("INSERT INTO portal_login_failures(key, failures, last) VALUES (?,1,?) "
-                   "ON CONFLICT(key) DO UPDATE SET failures = CASE WHEN last < ? THEN 1 "
-                   "ELSE failures + 1 END, last = excluded.last", (key, now, now - FORGET_S))
+def _attempt(db: sqlite3.Connection, name: str, address: str | None) -> None:
+    """Count a login attempt as failed before its password is checked (one transaction
+    with the check of the backoff, so attempts at once cannot slip past it together);
+    AuthError 429 while the backoff lasts."""
+    now = time.time()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        wait = login_wait(db, name, address, now)
+        if wait > 0:
+            raise AuthError(429, f"too many failed logins; try again in {wait:.0f} s",
+                            retry_after=int(wait + 0.999))
+        db.execute("DELETE FROM portal_login_failures WHERE last < ?", (now - FORGET_S,))
+        for key in _login_keys(name, address):
+            db.execute("INSERT INTO portal_login_failures(key, failures, last) VALUES (?,1,?) "
+                       "ON CONFLICT(key) DO UPDATE SET failures = failures + 1, "
+                       "last = excluded.last", (key, now))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
 
 
 def login(db: sqlite3.Connection, name: str, password: str, ttl_s: float = SESSION_TTL_S,
           address: str | None = None) -> tuple[User, str, str]:
     """Check a password; returns (user, session secret, CSRF token). ``address``: the
     client's, for the backoff per address (AuthError 429 while it lasts)."""
-    wait = login_wait(db, name, address)
-    if wait > 0:
-        raise AuthError(429, f"too many failed logins; try again in {wait:.0f} s",
-                        retry_after=int(wait + 0.999))
+    _attempt(db, name, address)
     row = db.execute("SELECT * FROM portal_users WHERE name = ?", (name,)).fetchone()
     # the same work for an unknown name, so timing does not tell which names exist
     ok = check_password(password, row["pw_hash"] if row else _dummy_hash())
-    now = time.time()
     if row is None or not ok:
-        _failed(db, name, address, now)
         raise AuthError(401, "wrong user name or password")
-    db.execute("DELETE FROM portal_login_failures WHERE key = ?", (f"user:{name}",))
+    # it was not a failure after all: the name's count goes, the address's goes back
+    user_key, *addr_key = _login_keys(name, address)
+    db.execute("DELETE FROM portal_login_failures WHERE key = ?", (user_key,))
+    for key in addr_key:
+        db.execute("UPDATE portal_login_failures SET failures = failures - 1 WHERE key = ?",
+                   (key,))
+    now = time.time()
     secret, csrf = "ws_" + secrets.token_urlsafe(32), secrets.token_urlsafe(24)
     db.execute("DELETE FROM portal_sessions WHERE expires < ?", (now,))
     db.execute("INSERT INTO portal_sessions(digest, user_id, csrf, created, expires)"
