@@ -108,8 +108,10 @@ def login_wait(db: sqlite3.Connection, name: str, address: str | None = None,
     for key in _login_keys(name, address):
         row = db.execute("SELECT failures, last FROM portal_login_failures WHERE key = ?",
                          (key,)).fetchone()
-        if row is not None and row["last"] > now - FORGET_S:
-            wait = max(wait, row["last"] + _backoff(row["failures"]) - now)
+        step = 0.0 if row is None or row["last"] <= now - FORGET_S else \
+            _backoff(row["failures"])
+        if step > 0:
+            wait = max(wait, row["last"] + step - now)
     return wait
 
 
@@ -117,9 +119,9 @@ def _attempt(db: sqlite3.Connection, name: str, address: str | None) -> None:
     """Count a login attempt as failed before its password is checked (one transaction
     with the check of the backoff, so attempts at once cannot slip past it together);
     AuthError 429 while the backoff lasts."""
-    now = time.time()
     db.execute("BEGIN IMMEDIATE")
     try:
+        now = time.time()           # once the lock is ours: no other attempt is later
         wait = login_wait(db, name, address, now)
         if wait > 0:
             raise AuthError(429, f"too many failed logins; try again in {wait:.0f} s",
