@@ -102,9 +102,10 @@ class Ctx:
 
 
 # the pages' scripts and styles are bundled in static/ (no inline script); styles allow
-# inline for the terminal's and the graph's element styles; WebSockets to this origin
+# inline for the terminal's and the graph's element styles; connections (WebSockets too) only
+# to this origin
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
-       "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self' ws: wss:; "
+       "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
        "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 # the API's browsable docs (Swagger UI) load their script and style from a CDN
 DOCS_CSP = CSP.replace("script-src 'self'", "script-src 'self' 'unsafe-inline' "
