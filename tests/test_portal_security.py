@@ -94,6 +94,11 @@ def test_a_portal_upload_cannot_take_a_host_interface_root_has_not_lent(site, ca
     assert r.status_code == 200, r.text
     r = upload(client, alice, EDGE.format(name="edgy", ifname="lo"), check_only=True)
     assert r.status_code == 400
+    # an edge without an uplink interface would be a veth into the host's own network
+    r = upload(client, alice, EDGE.format(name="edgy", ifname="veth-out").replace(
+        "  uplink: {interface: veth-out, address: 198.51.100.2/24, via: 198.51.100.1}\n",
+        "  delay: 1ms\n"), check_only=True)
+    assert r.status_code == 400 and "host's own network" in r.json()["error"], r.text
     admin.main(home, ["disallow-interface", "veth-out"])
     r = upload(client, alice, EDGE.format(name="edgy", ifname="veth-out"), check_only=True)
     assert r.status_code == 400

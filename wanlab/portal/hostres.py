@@ -7,7 +7,9 @@ the portal comes from a project member, so before anything is created (and befor
 * **host interfaces** (an edge's ``uplink: {interface: IF}``, a node's ``external``
   interface bridged in): only those root keeps in ``portal_interfaces``
   (``wanlab portal allow-interface IF``). Any other name is refused with the same words
-  whether the host has such an interface or not, so the answer reveals no interface names;
+  whether the host has such an interface or not, so the answer reveals no interface names.
+  An edge without an uplink interface (a veth into the host's own network, masqueraded
+  out of the machine) is refused too: that way out is root's;
 * **host files** (``tarfiles``' tarballs, ``.deb`` paths among ``packages``): refused, with
   words that do not depend on the path, so an answer never tells whether a host file
   exists;
@@ -68,7 +70,13 @@ def _interface(db: sqlite3.Connection, name: str, what: str, source: Source) -> 
 def confine(db: sqlite3.Connection, exp: Experiment) -> Experiment:
     """``exp`` as a portal experiment: refused if it names a host interface root has not
     allowed or any host file; every emulated node without an image gets the default one."""
-    if exp.edge is not None and exp.edge.interface is not None:
+    if exp.edge is not None and exp.edge.interface is None:
+        raise HostResourceError(
+            "edge: without an uplink interface the edge's way out is a veth into the host's "
+            "own network; a portal experiment's edge needs an uplink interface the "
+            "administrator lends (edge: {uplink: {interface: IF, address: A/LEN, via: HOP}})",
+            exp.edge.source)
+    if exp.edge is not None:
         _interface(db, exp.edge.interface, "edge.uplink.interface", exp.edge.source)
     nodes = []
     for n in exp.nodes:
