@@ -1,5 +1,6 @@
 """The portal hands out nothing of the host: each test plays an attack a project member
-could try through the portal and checks it is refused (docs/security.md, "The portal").
+could try through the portal and checks it is refused (docs/security.md, "Who reaches
+wanlab through the portal").
 
 In-process (Starlette's test client) unless a test needs a running experiment."""
 
@@ -44,6 +45,7 @@ def site(tmp_path):
         warnings.simplefilter("ignore")
         client = TestClient(app)
     yield app, client, tokens, home
+
 
 EDGE = """name: {name}
 nodes:
@@ -113,7 +115,6 @@ def test_two_projects_creating_one_name_at_once_the_winner_owns_it(site, monkeyp
     before either stores the experiment. The experiment must belong to the project whose
     create succeeded, and the loser must leave no claim behind."""
     import threading
-    import time
     app, _, tokens, home = site
     real_create = Lab.create
 
