@@ -469,18 +469,20 @@ def test_uploads_are_bounded_in_size_before_they_are_read(site):
 
 
 def test_a_parse_runs_in_a_bounded_child_never_in_the_server(site, monkeypatch):
-    """The server's own front ends are broken here: uploads still parse (in the child).
+    """The server's own front ends and planner are broken here: uploads are still read and
+    checked (in the child).
     An endless ns loop ends at the child's time limit while the server answers others."""
     import threading
 
     import wanlab.frontends
     import wanlab.frontends.ns
     import wanlab.frontends.yaml_spec
+    import wanlab.portal.app as app_module
 
     def not_here(*a, **kw):
         raise AssertionError("an upload was parsed in the server process")
     for mod, fn in ((wanlab.frontends, "load"), (wanlab.frontends.ns, "parse"),
-                    (wanlab.frontends.yaml_spec, "loads")):
+                    (wanlab.frontends.yaml_spec, "loads"), (app_module, "make_plan")):
         monkeypatch.setattr(mod, fn, not_here)
     _, client, tokens, _ = site
     for filename in ("figure2.tcl", "figure2.yaml"):

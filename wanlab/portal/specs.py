@@ -11,7 +11,8 @@ YAML against its schema. The child
   else its process group);
 * refuses a description of more than :data:`MOST` nodes, links, LANs or events as soon as a
   front end has counted them, before the IR is built and validated
-  (:mod:`wanlab.frontends.bounds`);
+  (:mod:`wanlab.frontends.bounds`), then makes its plan (addresses, routes), so a
+  ``check_only`` costs the server nothing but the IR's JSON;
 * writes the IR back as JSON on its stdout.
 
 At most :data:`PARSES` children run at once; a request that cannot get one within
@@ -145,6 +146,7 @@ def child(request: dict) -> dict:
     """Parse one upload (in the bounded child): ``{"ir", "warnings"}`` or
     ``{"error", "line"}``."""
     from wanlab.frontends import bounds, load
+    from wanlab.plan.plan import make_plan
 
     with tempfile.TemporaryDirectory(prefix="wanlab-upload-") as d:
         path = os.path.join(d, os.path.basename(request["file"]))
@@ -154,6 +156,7 @@ def child(request: dict) -> dict:
         try:
             with bounds.limited(**MOST):
                 exp = load(path)
+            make_plan(exp, "0000")        # addresses and routes: the plan can be made
         except SpecError as e:
             return {"error": e.message if e.field is None else f"{e.field}: {e.message}",
                     "line": e.line}
