@@ -507,6 +507,12 @@ def test_a_parse_runs_in_a_bounded_child_never_in_the_server(site, monkeypatch):
         t.join(120)
     r = answer["r"]
     assert r.status_code == 400 and "longer than 15 s" in r.json()["error"], r.text
+    # memory: the child's bound (1 GiB) holds for its tclsh as well
+    r = upload(client, tokens["alice"], "set ns [new Simulator]\n"
+               "set s [string repeat x 600000000]\nappend s $s\n", filename="mem.tcl",
+               check_only=True)
+    assert r.status_code == 400 and f"{specs.MEMORY_BYTES >> 20} MB" in r.json()["error"], \
+        r.text
     # every parse slot taken: busy (503) at once, not a worker held
     monkeypatch.setattr(specs, "QUEUE_S", 0.1)
     for _ in range(specs.PARSES):

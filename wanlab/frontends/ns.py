@@ -79,11 +79,16 @@ def sanitize_name(raw: str, fallback: str = "exp") -> str:
     return s or fallback
 
 
+def _memory_limit() -> int:
+    """tclsh's address space: MAX_MEMORY_BYTES, or less if this process has less."""
+    had = resource.getrlimit(resource.RLIMIT_AS)[1]
+    return MAX_MEMORY_BYTES if had == resource.RLIM_INFINITY else min(had, MAX_MEMORY_BYTES)
+
+
 def _limit_child() -> None:
     """In the tclsh child: bounded memory (never more than its parent was allowed), no
     core file (runs before exec)."""
-    had = resource.getrlimit(resource.RLIMIT_AS)[1]
-    most = MAX_MEMORY_BYTES if had == resource.RLIM_INFINITY else min(had, MAX_MEMORY_BYTES)
+    most = _memory_limit()
     resource.setrlimit(resource.RLIMIT_AS, (most, most))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
@@ -107,7 +112,7 @@ def _run_tclsh(argv: list[str], cwd: str, timeout: float, display: str) -> str:
     text = err[-4000:].decode("utf-8", "replace")
     if proc.returncode and proc.returncode < 0 and "alloc" in text:
         raise SpecError(f"the script used more than the parse memory limit of "
-                        f"{MAX_MEMORY_BYTES >> 20} MB", file=display)
+                        f"{_memory_limit() >> 20} MB", file=display)
     return text
 
 
@@ -386,7 +391,7 @@ class _Records:
             f, line = locate_error(e.get("errorinfo", ""), e.get("procs", {}))
         if "out of memory" in msg or "unable to alloc" in msg:
             msg = f"the script used more than the parse memory limit of " \
-                  f"{MAX_MEMORY_BYTES >> 20} MB ({msg})"
+                  f"{_memory_limit() >> 20} MB ({msg})"
         if msg.startswith("wrong # args: should be \"set ") and line:
             msg += " (a '#' comment after a command needs ';#')"
         raise self.err(msg, f, line)
