@@ -91,6 +91,7 @@ def browser():
     for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
               "--window-size=1400,1000"):
         opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})   # to see CSP reports
     driver = webdriver.Chrome(options=opts, service=webdriver.ChromeService(DRIVER))
     driver.set_script_timeout(30)
     yield driver
@@ -232,3 +233,7 @@ def test_log_in_create_see_topology_set_a_link_down_and_up_under_a_console_ping(
     wait(d, lambda d: "figure2: terminate done" in d.find_element(By.ID, "flash").text,
          timeout=120, message="terminate did not finish")
     wait(d, lambda d: "No experiments" in d.find_element(By.ID, "main").text)
+    # every page above ran under the portal's Content-Security-Policy, nothing blocked
+    blocked = [e["message"] for e in d.get_log("browser")
+               if "Content Security Policy" in e["message"]]
+    assert not blocked, blocked

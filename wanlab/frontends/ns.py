@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from wanlab.errors import SpecError
+from wanlab.frontends import bounds, normalize, units
 from wanlab.frontends import edge as edge_spec
 from wanlab.frontends import matrix as lan_matrix
-from wanlab.frontends import normalize, units
 from wanlab.model import ir
 
 TCL_DIR = Path(__file__).resolve().parent / "tcl"
@@ -79,9 +79,17 @@ def sanitize_name(raw: str, fallback: str = "exp") -> str:
     return s or fallback
 
 
+def _memory_limit() -> int:
+    """tclsh's address space: MAX_MEMORY_BYTES, or less if this process has less."""
+    had = resource.getrlimit(resource.RLIMIT_AS)[1]
+    return MAX_MEMORY_BYTES if had == resource.RLIM_INFINITY else min(had, MAX_MEMORY_BYTES)
+
+
 def _limit_child() -> None:
-    """In the tclsh child: bounded memory, no core file (runs before exec)."""
-    resource.setrlimit(resource.RLIMIT_AS, (MAX_MEMORY_BYTES, MAX_MEMORY_BYTES))
+    """In the tclsh child: bounded memory (never more than its parent was allowed), no
+    core file (runs before exec)."""
+    most = _memory_limit()
+    resource.setrlimit(resource.RLIMIT_AS, (most, most))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
@@ -104,7 +112,7 @@ def _run_tclsh(argv: list[str], cwd: str, timeout: float, display: str) -> str:
     text = err[-4000:].decode("utf-8", "replace")
     if proc.returncode and proc.returncode < 0 and "alloc" in text:
         raise SpecError(f"the script used more than the parse memory limit of "
-                        f"{MAX_MEMORY_BYTES >> 20} MB", file=display)
+                        f"{_memory_limit() >> 20} MB", file=display)
     return text
 
 
@@ -149,6 +157,11 @@ def parse(path: str | os.PathLike[str], *, params: dict[str, str] | None = None,
     except ValueError as e:
         raise SpecError(f"internal error reading the ns front end's records: {e}",
                         file=display) from None
+    if isinstance(records, dict) and isinstance(records.get("objects"), list):
+        kinds = [o.get("class") for o in records["objects"] if isinstance(o, dict)]
+        bounds.check({"nodes": kinds.count("Node"), "links": kinds.count("Link"),
+                      "lans": kinds.count("Lan"),
+                      "events": len(records.get("events") or ())}, display)
     conv = _Records(records, display, p.resolve(), params or {})
     try:
         return conv.experiment(name)
@@ -378,7 +391,7 @@ class _Records:
             f, line = locate_error(e.get("errorinfo", ""), e.get("procs", {}))
         if "out of memory" in msg or "unable to alloc" in msg:
             msg = f"the script used more than the parse memory limit of " \
-                  f"{MAX_MEMORY_BYTES >> 20} MB ({msg})"
+                  f"{_memory_limit() >> 20} MB ({msg})"
         if msg.startswith("wrong # args: should be \"set ") and line:
             msg += " (a '#' comment after a command needs ';#')"
         raise self.err(msg, f, line)

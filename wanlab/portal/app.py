@@ -32,7 +32,7 @@ from wanlab.cluster.control import of as control_of
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.plan.plan import make_plan
-from wanlab.portal import audit, auth, consoles, live, projects, specs, tables
+from wanlab.portal import audit, auth, consoles, hostres, live, projects, specs, tables
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
@@ -49,7 +49,8 @@ class Login(BaseModel):
 
 class NewToken(BaseModel):
     label: str = ""
-    days: float | None = Field(None, gt=0, description="expiry; none = never")
+    days: float | None = Field(None, gt=0, description="expiry in days (default 30, at "
+                                                         "most 366)")
 
 
 class NewMember(BaseModel):
@@ -100,6 +101,26 @@ class Ctx:
         return audit.record(self.db, self.user.name, action, experiment, project, detail)
 
 
+# the pages' scripts and styles are bundled in static/ (no inline script); styles allow
+# inline for the terminal's and the graph's element styles; connections (WebSockets too) only
+# to this origin
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+       "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
+       "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+# the API's browsable docs (Swagger UI) load their script and style from a CDN
+DOCS_CSP = CSP.replace("script-src 'self'", "script-src 'self' 'unsafe-inline' "
+                       "https://cdn.jsdelivr.net").replace(
+    "style-src 'self'", "style-src 'self' https://cdn.jsdelivr.net").replace(
+    "img-src 'self'", "img-src 'self' https://fastapi.tiangolo.com")
+MAX_BODY_BYTES = 2 * specs.MAX_BYTES + 65536      # an upload as JSON, escaped
+
+
+def security_headers(path: str) -> dict[str, str]:
+    return {"Content-Security-Policy": DOCS_CSP if path == "/api/docs" else CSP,
+            "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
+            "Referrer-Policy": "no-referrer", "Cross-Origin-Opener-Policy": "same-origin"}
+
+
 def _origin_ok(headers) -> bool:
     """A browser's WebSocket carries cookies cross-site; accept only our own pages' origin."""
     origin = headers.get("origin")
@@ -137,15 +158,35 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         finally:
             lab.close()
 
+    @app.middleware("http")
+    async def _headers(request: Request, call_next):
+        """Security headers on every answer, and no request body over the bound."""
+        size = request.headers.get("content-length")
+        if size is not None and (not size.isdigit() or int(size) > MAX_BODY_BYTES):
+            resp = JSONResponse({"error": f"request body larger than {MAX_BODY_BYTES} "
+                                          f"bytes"}, status_code=413)
+        elif size is None and "transfer-encoding" in request.headers:
+            resp = JSONResponse({"error": "a request body needs a Content-Length"},
+                                status_code=411)
+        else:
+            resp = await call_next(request)
+        resp.headers.update(security_headers(request.url.path))
+        return resp
+
     # -- errors ----------------------------------------------------------------
     @app.exception_handler(auth.AuthError)
     async def _auth_error(request: Request, e: auth.AuthError):
-        return JSONResponse({"error": e.message}, status_code=e.status)
+        headers = {"Retry-After": str(e.retry_after)} if e.retry_after else None
+        return JSONResponse({"error": e.message}, status_code=e.status, headers=headers)
 
     @app.exception_handler(specs.UploadError)
     async def _upload_error(request: Request, e: specs.UploadError):
         return JSONResponse({"error": e.message, "file": e.file, "line": e.line},
                             status_code=400)
+
+    @app.exception_handler(specs.Busy)
+    async def _busy(request: Request, e: specs.Busy):
+        return JSONResponse({"error": str(e)}, status_code=503, headers={"Retry-After": "5"})
 
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, e: NotFound):
@@ -161,7 +202,9 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         """Start a session: sets the session cookie; returns the CSRF token for changes."""
         lab = Lab(home, create=False)
         try:
-            user, secret, csrf = auth.login(lab.store.db, body.user, body.password)
+            user, secret, csrf = auth.login(lab.store.db, body.user, body.password,
+                                            address=request.client.host if request.client
+                                            else None)
             audit.record(lab.store.db, user.name, "login")
         finally:
             lab.close()
@@ -196,6 +239,20 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             c.audit("token", detail=body.label)
             ttl = None if body.days is None else body.days * 86400
             return {"token": auth.new_token(c.db, c.user.id, body.label, ttl)}
+
+    @app.get("/api/tokens", tags=["auth"])
+    def list_tokens(request: Request):
+        """Your API tokens (id, label, created, expires; never the secrets)."""
+        with session(request) as c:
+            return auth.tokens(c.db, c.user.id)
+
+    @app.delete("/api/tokens/{token_id}", tags=["auth"])
+    def revoke_token(token_id: int, request: Request):
+        """Revoke one of your API tokens."""
+        with session(request) as c:
+            auth.revoke_token(c.db, token_id, c.user.id)
+            c.audit("token rm", detail=str(token_id))
+            return {"ok": True}
 
     @app.get("/api/projects", tags=["projects"])
     def list_projects(request: Request):
@@ -256,7 +313,7 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         with session(request) as c:
             pid = projects.may_create_in(c.db, c.user, body.project)
             exp, warnings = specs.parse(body.filename, body.text, body.name)
-            make_plan(exp, "0000")
+            exp = confined(c, exp, body.filename)      # (the child made its plan)
             summary = {"name": exp.name, "nodes": len(exp.nodes), "links": len(exp.links),
                        "lans": len(exp.lans), "events": len(exp.events),
                        "warnings": warnings}
@@ -264,17 +321,25 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                 return {"ok": True, **summary}
             if c.lab.store.find(exp.name) is not None:
                 raise WanlabError(f"an experiment named {exp.name!r} already exists")
-            projects.claim(c.db, exp.name, pid, c.user)
+            stamp = projects.claim(c.db, exp.name, pid, c.user)
             c.owner = {"project": body.project, "owner": c.user.name}
             rid = c.audit("create", exp.name, body.filename)
             try:
                 row = c.lab.create(exp, source_path=None, swapin=body.swapin)
             except BaseException as e:
-                if c.lab.store.find(exp.name) is None:
-                    projects.release(c.db, exp.name)
+                # a failed create leaves nothing: an experiment of this name now is another's
+                projects.release(c.db, exp.name, stamp)
                 audit.failed(c.db, rid, str(e))
                 raise
             return {"ok": True, **summary, "state": row.state}
+
+    def confined(c: Ctx, exp, filename: str):
+        """The upload as a portal experiment: only host resources root lends (hostres)."""
+        try:
+            return hostres.confine(c.db, exp)
+        except hostres.HostResourceError as e:
+            raise specs.UploadError(e.message, os.path.basename(filename or "") or "upload",
+                                    e.line) from None
 
     def _op(name: str, request: Request, action: str, fn) -> dict[str, Any]:
         with session(request, name) as c:
@@ -469,6 +534,8 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         def open_console() -> list[str] | Relayed:
             lab = Lab(home, create=False)
             try:
+                if projects.owner(lab.store.db, name) is not None:     # a project's
+                    hostres.console_node(lab.get(name).ir, node)
                 on = control_of(lab, name)
                 if isinstance(on, OnCluster) and not on.runs_here():
                     consoles.RAY.enter(on)          # Ray, while a relayed console is open

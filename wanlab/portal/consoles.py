@@ -1,6 +1,6 @@
 """A node's shell in the browser: a pseudo-terminal bridged to a WebSocket.
 
-The command is the one ``wanlab shell`` runs (``Lab.node_argv(name, node, [$SHELL])``: the
+The command is the one ``wanlab shell`` runs (``Lab.node_argv(name, node, [SHELL])``: the
 node's namespaces and confinement), started by ``setsid -c`` so the terminal is the shell's
 controlling terminal (job control, Ctrl-C). Frames from the page: binary or text = keys;
 a text frame ``{"resize": [cols, rows]}`` sets the window size. Frames to the page: binary
@@ -25,7 +25,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from wanlab.errors import WanlabError
 from wanlab.run.terminal import set_size, start, stop
 
-SHELL = os.environ.get("SHELL", "/bin/bash")
+SHELL = "/bin/bash"         # not the portal's $SHELL: what a node (its image) has
 READ_CHUNK = 65536
 
 

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from wanlab.errors import WanlabError
-from wanlab.portal.auth import AuthError, User, hash_password
+from wanlab.portal.auth import AuthError, User, hash_password, revoke_all
 from wanlab.portal.tables import ROLES
 
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
@@ -44,9 +44,22 @@ def add_user(db: sqlite3.Connection, name: str, password: str, admin: bool = Fal
 def set_password(db: sqlite3.Connection, name: str, password: str) -> None:
     if len(password) < 8:
         raise WanlabError("a password has at least 8 characters")
-    user_id(db, name)
-    db.execute("UPDATE portal_users SET pw_hash = ? WHERE name = ?",
-               (hash_password(password), name))
+    uid = user_id(db, name)
+    db.execute("UPDATE portal_users SET pw_hash = ? WHERE id = ?", (hash_password(password), uid))
+    revoke_all(db, uid)           # whoever knew the old one is out: sessions and tokens
+
+
+def remove_user(db: sqlite3.Connection, name: str) -> None:
+    """Remove a user: their sessions, tokens and memberships go with them. Refused while
+    they own a live experiment (terminate it, or its project's members keep using it)."""
+    uid = user_id(db, name)
+    owned = sorted(n for n, o in owners(db).items() if o["owner"] == name)
+    if owned:
+        raise WanlabError(f"user {name!r} owns experiment(s) {', '.join(owned)}: terminate "
+                          f"them first (their projects' members can still drive them)")
+    revoke_all(db, uid)
+    db.execute("DELETE FROM portal_experiments WHERE owner_id = ?", (uid,))   # stale claims
+    db.execute("DELETE FROM portal_users WHERE id = ?", (uid,))
 
 
 def user_id(db: sqlite3.Connection, name: str) -> int:
@@ -63,6 +76,17 @@ def add_project(db: sqlite3.Connection, name: str, description: str = "") -> int
                           " VALUES (?,?,?)", (name, description, time.time())).lastrowid
     except sqlite3.IntegrityError:
         raise WanlabError(f"a project named {name!r} exists") from None
+
+
+def remove_project(db: sqlite3.Connection, name: str) -> None:
+    """Remove a project and its memberships; refused while it has a live experiment."""
+    pid = project_id(db, name)
+    owned = sorted(n for n, o in owners(db).items() if o["project"] == name)
+    if owned:
+        raise WanlabError(f"project {name!r} has experiment(s) {', '.join(owned)}: "
+                          f"terminate them first")
+    db.execute("DELETE FROM portal_experiments WHERE project_id = ?", (pid,))  # stale claims
+    db.execute("DELETE FROM portal_projects WHERE id = ?", (pid,))
 
 
 def project_id(db: sqlite3.Connection, name: str) -> int:
@@ -103,8 +127,10 @@ def projects(db: sqlite3.Connection) -> list[dict[str, Any]]:
 
 
 def users(db: sqlite3.Connection) -> list[dict[str, Any]]:
-    return [{"name": r["name"], "admin": bool(r["admin"])}
-            for r in db.execute("SELECT * FROM portal_users ORDER BY name")]
+    """Every user: name, administrator flag, ``{project: role}``."""
+    return [{"name": r["name"], "admin": bool(r["admin"]),
+             "projects": memberships(db, User(r["id"], r["name"], bool(r["admin"])))}
+            for r in db.execute("SELECT * FROM portal_users ORDER BY name").fetchall()]
 
 
 def may_add_members(db: sqlite3.Connection, user: User, project: str) -> None:
@@ -159,16 +185,46 @@ def may_create_in(db: sqlite3.Connection, user: User, project: str) -> int:
     return pid
 
 
-def claim(db: sqlite3.Connection, exp_name: str, project_id_: int, user: User) -> None:
-    """Record that ``exp_name`` will belong to a project, just before it is created (it binds
-    to that experiment when first read); a stale claim of the name is replaced."""
-    db.execute("INSERT OR REPLACE INTO portal_experiments(name, project_id, owner_id, created,"
-               " exp_created) VALUES (?,?,?,?,NULL)", (exp_name, project_id_, user.id,
-                                                     time.time()))
+PENDING_S = 300.0    # a claim whose create has not stored its experiment within this is stale
 
 
-def release(db: sqlite3.Connection, exp_name: str) -> None:
-    db.execute("DELETE FROM portal_experiments WHERE name = ?", (exp_name,))
+def claim(db: sqlite3.Connection, exp_name: str, project_id_: int, user: User) -> float:
+    """Claim ``exp_name`` for a project just before creating it (the claim binds to that
+    experiment when first read); returns the claim's stamp for :func:`release`.
+
+    One transaction checks and writes, so of two creates of one name at once exactly one
+    claims it; the other is refused here, before it creates anything. Refused too: a name
+    the store has, or one a create in flight has claimed (for :data:`PENDING_S`)."""
+    now = time.time()
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        _live_claims(db, " WHERE e.name = ?", (exp_name,))       # drops a stale claim
+        held = db.execute("SELECT created, exp_created FROM portal_experiments"
+                          " WHERE name = ?", (exp_name,)).fetchone()
+        stored = db.execute("SELECT 1 FROM experiments WHERE name = ?",
+                            (exp_name,)).fetchone()
+        if stored is not None or (held is not None and held["exp_created"] is None
+                                  and held["created"] > now - PENDING_S):
+            raise WanlabError(f"an experiment named {exp_name!r} already exists or is being "
+                              f"created")
+        db.execute("INSERT OR REPLACE INTO portal_experiments(name, project_id, owner_id,"
+                   " created, exp_created) VALUES (?,?,?,?,NULL)",
+                   (exp_name, project_id_, user.id, now))
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    return now
+
+
+def release(db: sqlite3.Connection, exp_name: str, stamp: float | None = None) -> None:
+    """Drop the claim of ``exp_name``: any (``stamp`` None: its experiment was terminated),
+    or only the one :func:`claim` returned ``stamp`` for (a create that failed)."""
+    if stamp is None:
+        db.execute("DELETE FROM portal_experiments WHERE name = ?", (exp_name,))
+    else:
+        db.execute("DELETE FROM portal_experiments WHERE name = ? AND created = ?",
+                   (exp_name, stamp))
 
 
 def may_drive(db: sqlite3.Connection, user: User, exp_name: str) -> dict[str, str] | None:

@@ -5,7 +5,8 @@ Tables: ``portal_users`` (name, scrypt hash, administrator flag), ``portal_proje
 tokens, stored as SHA-256 of the secret), ``portal_sessions`` (cookie sessions with their
 CSRF secret and expiry, stored hashed too), ``portal_experiments`` (which project and user
 own an experiment, by name, bound to the store's record of it by its creation time) and
-``portal_audit`` (who did what, when).
+``portal_audit`` (who did what, when), ``portal_interfaces`` (the host interfaces root lets
+portal experiments use) and ``portal_login_failures`` (failed logins, for the backoff).
 
 They are the portal's own: the store's numbered migrations (``PRAGMA user_version``) do not
 know them, so an existing store works as it was, and a store the portal never opened has no
@@ -78,6 +79,21 @@ MIGRATIONS: list[str] = [
     # taken for the project's
     """
     ALTER TABLE portal_experiments ADD COLUMN exp_created REAL
+    """,
+    # 3: the host interfaces root lets portal experiments use, failed logins (per user name
+    # and per address) for the login backoff; tokens made to live for ever get 30 days
+    """
+    CREATE TABLE portal_interfaces (
+        name TEXT PRIMARY KEY,
+        added REAL NOT NULL
+    );
+    CREATE TABLE portal_login_failures (
+        key TEXT PRIMARY KEY,
+        failures INTEGER NOT NULL,
+        last REAL NOT NULL
+    );
+    UPDATE portal_tokens SET expires = CAST(strftime('%s', 'now') AS REAL) + 2592000
+        WHERE expires IS NULL
     """,
 ]
 

@@ -3,6 +3,8 @@ relayed by a cluster machine's agent).
 
 The command is started by ``setsid -c`` so the terminal is its controlling terminal (job
 control, Ctrl-C). Ending it gives its process group SIGHUP, then SIGKILL, and reaps it.
+It gets a clean environment (:data:`CLEAN_ENV`), never its starter's: the portal's or an
+agent's variables are not the console user's to read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ import signal
 import struct
 import subprocess
 import termios
+
+# all a console's shell gets of its starter's environment
+CLEAN_ENV = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+             "HOME": "/root", "LANG": "C.UTF-8", "TERM": "xterm-256color"}
 
 
 def set_size(fd: int, cols: int, rows: int) -> None:
@@ -29,7 +35,7 @@ def start(argv: list[str]) -> tuple[subprocess.Popen, int]:
     master, slave = pty.openpty()
     try:
         set_size(master, 100, 30)
-        env = {**os.environ, "TERM": "xterm-256color"}
+        env = dict(CLEAN_ENV)
         proc = subprocess.Popen(["setsid", "-c", *argv], stdin=slave, stdout=slave,
                                 stderr=slave, env=env, close_fds=True)
     except BaseException:
