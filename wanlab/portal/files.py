@@ -211,24 +211,24 @@ def store_get(home: str, project: str, name: str) -> bytes:
     check_name(name)
     with _store(home, project) as pfd:
         try:
-            if pfd is None:
-                raise FileNotFoundError
-            return _read(pfd, name, STORE_FILE_BYTES)
-        except (FileNotFoundError, OSError) as e:
-            if isinstance(e, OSError) and e.errno not in (errno.ENOENT, errno.ELOOP):
+            if pfd is not None:
+                return _read(pfd, name, STORE_FILE_BYTES)
+        except OSError as e:
+            if e.errno not in (errno.ENOENT, errno.ELOOP):    # a link: none of ours
                 raise
-            raise FileNotFound(f"no file {name!r} in project {project}'s store") from None
+    raise FileNotFound(f"no file {name!r} in project {project}'s store")
 
 
 def store_delete(home: str, project: str, name: str) -> None:
     check_name(name)
     with _store(home, project) as pfd:
         try:
-            if pfd is None:
-                raise FileNotFoundError
-            os.unlink(name, dir_fd=pfd)
+            if pfd is not None:
+                os.unlink(name, dir_fd=pfd)
+                return
         except FileNotFoundError:
-            raise FileNotFound(f"no file {name!r} in project {project}'s store") from None
+            pass
+    raise FileNotFound(f"no file {name!r} in project {project}'s store")
 
 
 def store_remove_project(home: str, project: str) -> None:
