@@ -89,11 +89,23 @@ def test_file_names_are_plain_and_only_uploaded_or_stored_files_are_named(site):
     r = upload(client, alice, ONE.format(name="n", what=tar.format(f="app.tgz")),
                files={"app.tgz": ok}, check_only=True)
     assert r.status_code == 200, r.text
+    # an ns script names them the same way (tb-set-node-tarfiles, tb-set-node-rpms)
+    assert put(client, alice, "blue", "tool.deb", b"!<arch>\n").status_code == 200
+    ns = ("set ns [new Simulator]\nsource tb_compat.tcl\nset a [$ns node]\n"
+          "tb-set-node-os $a default\ntb-set-node-tarfiles $a /opt {f}\n"
+          "tb-set-node-rpms $a project:tool.deb\n$ns run\n")
+    r = upload(client, alice, ns.format(f="app.tgz"), filename="t.tcl", files={"app.tgz": ok},
+               check_only=True)
+    assert r.status_code == 200, r.text
+    r = upload(client, alice, ns.format(f="../app.tgz"), filename="t.tcl",
+               files={"app.tgz": ok}, check_only=True)
+    assert r.status_code == 400 and r.json()["line"] == 3, r.text
     # the store's names are checked the same way
     for bad in ("a..b", ".hidden", "a%2Fb", "a%20b"):
         r = put(client, alice, "blue", bad, b"data")
         assert r.status_code in (400, 404, 405), (bad, r.text)
-    assert client.get("/api/projects/blue/files", headers=bearer(alice)).json() == []
+    assert [f["name"] for f in client.get("/api/projects/blue/files",
+                                          headers=bearer(alice)).json()] == ["tool.deb"]
     assert not os.path.exists(os.path.join(files.store_root(home), "blue", "a"))
 
 

@@ -313,42 +313,47 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             store_access(c, project)
             return files.store_list(home, project)
 
-    @app.put("/api/projects/{project}/files/{name}", tags=["projects"],
+    @app.put("/api/projects/{project}/files/{filename}", tags=["projects"],
              openapi_extra={"requestBody": {"required": True, "content": {
                  "application/octet-stream": {"schema": {"type": "string",
                                                          "format": "binary"}}}}})
-    async def put_file(project: str, name: str, request: Request):
+    async def put_file(project: str, filename: str, request: Request):
         """Store a file (the request body, at most 32 MiB; a project keeps at most 64 files
         and 256 MiB) under a plain name; replaces one of that name. A description names
         it as project:NAME."""
         from starlette.concurrency import run_in_threadpool
+
+        def allowed() -> None:           # who asks, before the body is read
+            with session(request) as c:
+                store_access(c, project)
+        await run_in_threadpool(allowed)
         data = await request.body()
 
         def put() -> dict[str, Any]:
-            with session(request, method="PUT") as c:
+            with session(request) as c:
                 store_access(c, project)
-                out = files.store_put(home, project, name, data)
+                out = files.store_put(home, project, filename, data)
                 audit.record(c.db, c.user.name, "file put", None, project,
-                             f"{name} ({len(data)} bytes)")
+                             f"{filename} ({len(data)} bytes)")
                 return out
         return await run_in_threadpool(put)
 
-    @app.get("/api/projects/{project}/files/{name}", tags=["projects"])
-    def get_file(project: str, name: str, request: Request):
+    @app.get("/api/projects/{project}/files/{filename}", tags=["projects"])
+    def get_file(project: str, filename: str, request: Request):
         """Download a stored file."""
         with session(request) as c:
             store_access(c, project)
-            data = files.store_get(home, project, name)
+            data = files.store_get(home, project, filename)
         return Response(data, media_type="application/octet-stream",
-                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+                        headers={"Content-Disposition": f'attachment; filename="{filename}"'})
 
-    @app.delete("/api/projects/{project}/files/{name}", tags=["projects"])
-    def delete_file(project: str, name: str, request: Request):
+    @app.delete("/api/projects/{project}/files/{filename}", tags=["projects"])
+    def delete_file(project: str, filename: str, request: Request):
         """Remove a stored file (a leader of the project, or an administrator)."""
         with session(request) as c:
             store_access(c, project, remove=True)
-            files.store_delete(home, project, name)
-            audit.record(c.db, c.user.name, "file rm", None, project, name)
+            files.store_delete(home, project, filename)
+            audit.record(c.db, c.user.name, "file rm", None, project, filename)
             return {"ok": True}
 
     @app.get("/api/audit", tags=["projects"])
