@@ -424,6 +424,8 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                     attached.discard()
                 projects.release(c.db, exp.name, stamp)
                 audit.failed(c.db, rid, str(e))
+                if type(e) is WanlabError:      # setup's words name the copies' host paths
+                    raise WanlabError(attached.shown(str(e))) from None
                 raise
             return {"ok": True, **summary, "state": row.state}
 

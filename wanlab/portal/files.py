@@ -277,6 +277,11 @@ class Attached:
         self.used[("given", name)] = self.given[name]
         return os.path.join(self.folder, SUBFOLDER, "given", name)
 
+    def shown(self, text: str) -> str:
+        """``text`` (an error) naming the experiment's copies as the description does."""
+        up = os.path.join(self.folder, SUBFOLDER)
+        return text.replace(up + "/given/", "").replace(up + "/project/", PROJECT_PREFIX)
+
     def unused(self) -> list[str]:
         return sorted(set(self.given) - {n for k, n in self.used if k == "given"})
 
