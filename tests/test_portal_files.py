@@ -21,7 +21,7 @@ from test_portal_auth import PASSWORD, bearer  # noqa: E402
 from test_portal_security import site, upload  # noqa: E402, F401
 
 from wanlab.lifecycle import Lab  # noqa: E402
-from wanlab.portal import files, projects  # noqa: E402
+from wanlab.portal import admin, files, projects  # noqa: E402
 
 
 def tgz(members: list[tuple[str, bytes | None, str | None]]) -> bytes:
@@ -148,6 +148,12 @@ def test_a_projects_files_are_its_members_alone(site):  # noqa: F811
         == {"ok": True}
     assert client.get("/api/projects/blue/files/c.tgz", headers=bearer(alice)).status_code \
         == 404
+    # a removed project's files go with it: a new project of that name starts empty
+    assert admin.main(home, ["project", "rm", "red"]) == 0
+    assert not os.path.exists(os.path.dirname(path))
+    assert admin.main(home, ["project", "add", "red"]) == 0
+    assert admin.main(home, ["member", "add", "red", "alice"]) == 0
+    assert client.get("/api/projects/red/files", headers=bearer(alice)).json() == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
