@@ -9,6 +9,7 @@ import base64
 import io
 import os
 import secrets
+import subprocess
 import tarfile
 import warnings
 
@@ -157,10 +158,11 @@ def test_a_projects_files_are_its_members_alone(site):  # noqa: F811
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
-def test_uploaded_and_stored_tarballs_are_unpacked_in_the_node_alone(site, test_image):  # noqa: F811,E501
-    """A tarball sent with the description and one of the project's store land in the node;
-    one with an absolute member, a link out of the root and a '..' member writes nothing on
-    the host (setup runs confined in the node's root)."""
+def test_uploaded_and_stored_tarballs_are_unpacked_in_the_node_alone(site, test_image,  # noqa: F811,E501
+                                                                      tmp_path):
+    """A tarball sent with the description and one of the project's store land in the node,
+    and so does an uploaded .deb; a tarball with an absolute member, a link out of the root
+    and a '..' member writes nothing on the host (setup runs confined in the node's root)."""
     _, client, tokens, home = site
     alice = tokens["alice"]
     tag = f"{os.getpid()}-{secrets.token_hex(4)}"
@@ -176,10 +178,21 @@ def test_uploaded_and_stored_tarballs_are_unpacked_in_the_node_alone(site, test_
         "through.tgz": tgz([(os.path.basename(markers["link"]), b"link\n", None)]),
         "dotdot.tgz": tgz([("../" * 12 + markers["dotdot"].lstrip("/"), b"dd\n", None)]),
     }
+    pkg = tmp_path / "pkg"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN" / "control").write_text(
+        "Package: wanlab-upload-test\nVersion: 1.0\nArchitecture: all\n"
+        "Maintainer: wanlab <root@localhost>\nDescription: an uploaded package\n")
+    (pkg / "usr/share/wanlab-upload").mkdir(parents=True)
+    (pkg / "usr/share/wanlab-upload/hello").write_text(f"from the .deb {tag}\n")
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(pkg), str(tmp_path / "t.deb")],
+                   check=True, capture_output=True)
+    given["tool.deb"] = (tmp_path / "t.deb").read_bytes()
     spec = ONE.format(name="tarry", what="tarfiles: [{dir: /opt, file: app.tgz}, "
                                          "{dir: /srv, file: 'project:lib.tgz'}, "
                                          "{dir: /, file: evil.tgz}, "
-                                         "{dir: /out, file: through.tgz}]")
+                                         "{dir: /out, file: through.tgz}], "
+                                         "packages: [tool.deb]")
     sent = {k: b64(v) for k, v in given.items() if k != "dotdot.tgz"}
     try:
         r = upload(client, alice, spec, files=sent, swapin=True)
@@ -187,13 +200,14 @@ def test_uploaded_and_stored_tarballs_are_unpacked_in_the_node_alone(site, test_
         lab = Lab(home)
         try:
             got = lab.exec("tarry", "a", ["cat", "/opt/app/hello", "/srv/lib/hello",
+                                          "/usr/share/wanlab-upload/hello",
                                           markers["abs"], markers["link"]],
                            capture_output=True, text=True)
             folder = lab.store.folder("tarry", files.SUBFOLDER)
         finally:
             lab.close()
-        assert got.stdout == (f"from the upload {tag}\nfrom the store {tag}\nabs\nlink\n"), \
-            got.stdout + got.stderr
+        assert got.stdout == (f"from the upload {tag}\nfrom the store {tag}\n"
+                              f"from the .deb {tag}\nabs\nlink\n"), got.stdout + got.stderr
         # the experiment's copies: root-only
         for kind, name in (("given", "app.tgz"), ("project", "lib.tgz")):
             assert os.stat(os.path.join(folder, kind, name)).st_mode & 0o777 == 0o600
