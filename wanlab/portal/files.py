@@ -63,6 +63,10 @@ class FileError(WanlabError):
     """A file name or a file of an upload or a store that is not acceptable."""
 
 
+class FileNotFound(FileError):
+    """No such file in a project's store (404)."""
+
+
 def check_name(name: Any, what: str = "file name") -> str:
     """A plain file name: letters, digits, ``.``, ``_``, ``+``, ``-``; no ``/``, no ``..``."""
     if not isinstance(name, str) or not name or len(name) > NAME_MAX \
@@ -232,17 +236,19 @@ def store_delete(home: str, project: str, name: str) -> None:
 
 
 def store_remove_project(home: str, project: str) -> None:
-    """Remove a removed project's store (its folder; never through a link)."""
-    with _store(home, project) as pfd:
-        if pfd is None:
-            return
-    path = os.path.join(store_root(home), project)
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-
-
-class FileNotFound(FileError):
-    """No such file in a project's store (404)."""
+    """Remove a removed project's store (beneath the store's folder, never through a link)."""
+    from wanlab.portal.projects import check_name as check_project
+    check_project("project", project)
+    try:
+        rfd = _open_dir(store_root(home))
+    except FileNotFoundError:
+        return
+    try:
+        shutil.rmtree(project, dir_fd=rfd)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(rfd)
 
 
 # -- the files of one upload -----------------------------------------------------------
