@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wanlab.errors import WanlabError
+from wanlab.portal.projects import check_name as check_project
 from wanlab.store.db import make_private_dir
 
 NAME_MAX = 100
@@ -141,7 +142,6 @@ def store_root(home: str) -> str:
 @contextlib.contextmanager
 def _store(home: str, project: str, create: bool = False) -> Iterator[int | None]:
     """The project's store folder as a descriptor (None when it has none yet), locked."""
-    from wanlab.portal.projects import check_name as check_project
     check_project("project", project)
     root = store_root(home)
     if create:
@@ -237,7 +237,6 @@ def store_delete(home: str, project: str, name: str) -> None:
 
 def store_remove_project(home: str, project: str) -> None:
     """Remove a removed project's store (beneath the store's folder, never through a link)."""
-    from wanlab.portal.projects import check_name as check_project
     check_project("project", project)
     try:
         rfd = _open_dir(store_root(home))
