@@ -362,11 +362,16 @@ def test_every_answer_carries_the_security_headers(site):
         assert "script-src 'self';" in h["content-security-policy"]
         assert h["x-content-type-options"] == "nosniff"
         assert h["x-frame-options"] == "DENY" and h["referrer-policy"] == "no-referrer"
-    # an oversized body is refused before it is read
-    r = client.post("/api/experiments", headers={**bearer(tokens["alice"]),
-                                                 "content-type": "application/json"},
-                    content=b"x" * (8 << 20))
-    assert r.status_code == 413 and "larger than" in r.json()["error"]
+    # an oversized body is refused before it is read: each route has its bound (a create
+    # may carry files, a project's file is its bytes)
+    from wanlab.portal import app as portal_app
+    json_type = {**bearer(tokens["alice"]), "content-type": "application/json"}
+    for method, path, bound in (("POST", "/api/tokens", portal_app.MAX_BODY_BYTES),
+                                ("POST", "/api/experiments", portal_app.CREATE_BODY_BYTES),
+                                ("PUT", "/api/projects/blue/files/a.tgz",
+                                 portal_app.STORE_BODY_BYTES)):
+        r = client.request(method, path, headers=json_type, content=b"x" * (bound + 1))
+        assert r.status_code == 413 and "larger than" in r.json()["error"], (path, r.text)
 
 
 # -- finding: host files reached portal users ---------------------------------------------

@@ -14,6 +14,9 @@ Modules, top to bottom:
 * ``live``: the WebSocket that streams an experiment's engine statistics and event log;
 * ``consoles``: a node's shell on a pseudo-terminal, bridged to a WebSocket;
 * ``specs``: an uploaded ns or YAML text to the IR, with the parser's line;
+* ``hostres``: what an upload may name of the host (interfaces root lends, no host files);
+* ``files``: the files an upload brings (sent with it, or its project's store), copied into
+  the experiment's folder;
 * ``auth``: passwords (scrypt), sessions, API tokens, CSRF;
 * ``projects``: users, projects, members and who may touch which experiment;
 * ``audit``: who did what, in the store;

@@ -34,7 +34,7 @@ import sys
 import time
 
 from wanlab.errors import WanlabError
-from wanlab.portal import audit, auth, hostres, projects, tables
+from wanlab.portal import audit, auth, files, hostres, projects, tables
 from wanlab.store.db import Store
 
 DEFAULT_LISTEN = "127.0.0.1:8480"
@@ -192,6 +192,7 @@ def main(home: str | None, argv: list[str]) -> int:
             print(f"user {a.name} removed (sessions and tokens ended)")
         elif key == ("project", "rm"):
             projects.remove_project(db, a.name)
+            files.store_remove_project(store.home, a.name)       # its stored files too
             audit.record(db, "root", "project rm", None, a.name)
             print(f"project {a.name} removed")
         elif key == ("project", "add"):

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request, WebSocket
-from fastapi.responses import FileResponse, HTMLResponse, JSONResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
@@ -32,7 +32,7 @@ from wanlab.cluster.control import of as control_of
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.plan.plan import make_plan
-from wanlab.portal import audit, auth, consoles, hostres, live, projects, specs, tables
+from wanlab.portal import audit, auth, consoles, files, hostres, live, projects, specs, tables
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
@@ -65,6 +65,11 @@ class NewExperiment(BaseModel):
     name: str | None = Field(None, description="experiment name (default: the spec's)")
     swapin: bool = True
     check_only: bool = Field(False, description="parse only: report errors, create nothing")
+    files: dict[str, str] = Field(
+        {}, description="files the description names by NAME (tarfiles, .deb packages): "
+                        "{NAME: base64 of the file}; at most 16 files, 16 MiB each, 32 MiB "
+                        "together. A description names a file of the project's store as "
+                        "project:NAME")
 
 
 class LinkChange(BaseModel):
@@ -113,6 +118,19 @@ DOCS_CSP = CSP.replace("script-src 'self'", "script-src 'self' 'unsafe-inline' "
     "style-src 'self'", "style-src 'self' https://cdn.jsdelivr.net").replace(
     "img-src 'self'", "img-src 'self' https://fastapi.tiangolo.com")
 MAX_BODY_BYTES = 2 * specs.MAX_BYTES + 65536      # an upload as JSON, escaped
+# a create may carry files (base64), a project's file is its bytes
+CREATE_BODY_BYTES = MAX_BODY_BYTES + (files.UPLOAD_BYTES // 3 + 1) * 4 \
+    + files.FILES_MAX * (files.NAME_MAX + 16)
+STORE_BODY_BYTES = files.STORE_FILE_BYTES
+
+
+def body_bound(method: str, path: str) -> int:
+    """The largest request body a route takes."""
+    if method == "POST" and path.rstrip("/") == "/api/experiments":
+        return CREATE_BODY_BYTES
+    if method == "PUT" and path.startswith("/api/projects/") and "/files/" in path:
+        return STORE_BODY_BYTES
+    return MAX_BODY_BYTES
 
 
 def security_headers(path: str) -> dict[str, str]:
@@ -162,9 +180,10 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
     async def _headers(request: Request, call_next):
         """Security headers on every answer, and no request body over the bound."""
         size = request.headers.get("content-length")
-        if size is not None and (not size.isdigit() or int(size) > MAX_BODY_BYTES):
-            resp = JSONResponse({"error": f"request body larger than {MAX_BODY_BYTES} "
-                                          f"bytes"}, status_code=413)
+        bound = body_bound(request.method, request.url.path)
+        if size is not None and (not size.isdigit() or int(size) > bound):
+            resp = JSONResponse({"error": f"request body larger than {bound} bytes"},
+                                status_code=413)
         elif size is None and "transfer-encoding" in request.headers:
             resp = JSONResponse({"error": "a request body needs a Content-Length"},
                                 status_code=411)
@@ -187,6 +206,10 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
     @app.exception_handler(specs.Busy)
     async def _busy(request: Request, e: specs.Busy):
         return JSONResponse({"error": str(e)}, status_code=503, headers={"Retry-After": "5"})
+
+    @app.exception_handler(files.FileNotFound)
+    async def _no_file(request: Request, e: files.FileNotFound):
+        return JSONResponse({"error": str(e)}, status_code=404)
 
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, e: NotFound):
@@ -270,6 +293,69 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                          f"{body.user} as {body.role}")
             return {"ok": True}
 
+    # -- a project's own files (what its descriptions name as project:NAME) ------------
+    def store_access(c: Ctx, project: str, remove: bool = False) -> None:
+        """Members read and put a project's files; leaders (and administrators) remove
+        them. Anyone else is refused alike whether the project exists or not."""
+        role = projects.memberships(c.db, c.user).get(project)
+        if c.user.admin:
+            projects.project_id(c.db, project)
+        elif role is None:
+            raise auth.AuthError(403, f"you are not a member of project {project!r}")
+        elif remove and role != "leader":
+            raise auth.AuthError(403, f"only a leader of {project!r} or an administrator "
+                                      f"removes its files")
+
+    @app.get("/api/projects/{project}/files", tags=["projects"])
+    def list_files(project: str, request: Request):
+        """The project's stored files (name, size, modified)."""
+        with session(request) as c:
+            store_access(c, project)
+            return files.store_list(home, project)
+
+    @app.put("/api/projects/{project}/files/{filename}", tags=["projects"],
+             openapi_extra={"requestBody": {"required": True, "content": {
+                 "application/octet-stream": {"schema": {"type": "string",
+                                                         "format": "binary"}}}}})
+    async def put_file(project: str, filename: str, request: Request):
+        """Store a file (the request body, at most 32 MiB; a project keeps at most 64 files
+        and 256 MiB) under a plain name; replaces one of that name. A description names
+        it as project:NAME."""
+        from starlette.concurrency import run_in_threadpool
+
+        def allowed() -> None:           # who asks, before the body is read
+            with session(request) as c:
+                store_access(c, project)
+        await run_in_threadpool(allowed)
+        data = await request.body()
+
+        def put() -> dict[str, Any]:
+            with session(request) as c:
+                store_access(c, project)
+                out = files.store_put(home, project, filename, data)
+                audit.record(c.db, c.user.name, "file put", None, project,
+                             f"{filename} ({len(data)} bytes)")
+                return out
+        return await run_in_threadpool(put)
+
+    @app.get("/api/projects/{project}/files/{filename}", tags=["projects"])
+    def get_file(project: str, filename: str, request: Request):
+        """Download a stored file."""
+        with session(request) as c:
+            store_access(c, project)
+            data = files.store_get(home, project, filename)
+        return Response(data, media_type="application/octet-stream",
+                        headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+
+    @app.delete("/api/projects/{project}/files/{filename}", tags=["projects"])
+    def delete_file(project: str, filename: str, request: Request):
+        """Remove a stored file (a leader of the project, or an administrator)."""
+        with session(request) as c:
+            store_access(c, project, remove=True)
+            files.store_delete(home, project, filename)
+            audit.record(c.db, c.user.name, "file rm", None, project, filename)
+            return {"ok": True}
+
     @app.get("/api/audit", tags=["projects"])
     def audit_log(request: Request, limit: int = 200):
         """Who did what: everything for an administrator, else your projects' rows."""
@@ -312,8 +398,13 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         a parse error is 400 with the parser's ``line``."""
         with session(request) as c:
             pid = projects.may_create_in(c.db, c.user, body.project)
-            exp, warnings = specs.parse(body.filename, body.text, body.name)
-            exp = confined(c, exp, body.filename)      # (the child made its plan)
+            given = files.decode(body.files)
+            exp, warnings, base = specs.parse(body.filename, body.text, body.name)
+            attached = files.Attached(home, body.project, base, c.lab.store.folder(exp.name),
+                                      given)
+            exp = confined(c, exp, body.filename, attached)   # (the child made its plan)
+            warnings += [f"file {n} was uploaded but the description does not name it"
+                         for n in attached.unused()]
             summary = {"name": exp.name, "nodes": len(exp.nodes), "links": len(exp.links),
                        "lans": len(exp.lans), "events": len(exp.events),
                        "warnings": warnings}
@@ -325,18 +416,24 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             c.owner = {"project": body.project, "owner": c.user.name}
             rid = c.audit("create", exp.name, body.filename)
             try:
+                attached.save()         # the experiment's own copies, before it is stored
                 row = c.lab.create(exp, source_path=None, swapin=body.swapin)
             except BaseException as e:
                 # a failed create leaves nothing: an experiment of this name now is another's
+                if c.lab.store.find(exp.name) is None:
+                    attached.discard()
                 projects.release(c.db, exp.name, stamp)
                 audit.failed(c.db, rid, str(e))
+                if type(e) is WanlabError:      # setup's words name the copies' host paths
+                    raise WanlabError(attached.shown(str(e))) from None
                 raise
             return {"ok": True, **summary, "state": row.state}
 
-    def confined(c: Ctx, exp, filename: str):
-        """The upload as a portal experiment: only host resources root lends (hostres)."""
+    def confined(c: Ctx, exp, filename: str, attached: files.Attached):
+        """The upload as a portal experiment: only host resources root lends (hostres),
+        only files sent with it or of its project's store (files)."""
         try:
-            return hostres.confine(c.db, exp)
+            return hostres.confine(c.db, exp, attached)
         except hostres.HostResourceError as e:
             raise specs.UploadError(e.message, os.path.basename(filename or "") or "upload",
                                     e.line) from None

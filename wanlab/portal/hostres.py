@@ -10,9 +10,11 @@ the portal comes from a project member, so before anything is created (and befor
   whether the host has such an interface or not, so the answer reveals no interface names.
   An edge without an uplink interface (a veth into the host's own network, masqueraded
   out of the machine) is refused too: that way out is root's;
-* **host files** (``tarfiles``' tarballs, ``.deb`` paths among ``packages``): refused, with
-  words that do not depend on the path, so an answer never tells whether a host file
-  exists;
+* **host files** (``tarfiles``' tarballs, ``.deb`` paths among ``packages``): an upload
+  names only files sent with it (``NAME``) or of its project's store (``project:NAME``),
+  which become the experiment's own copies (:mod:`wanlab.portal.files`); any other path is
+  refused, with words that do not depend on the path, so an answer never tells whether a
+  host file exists;
 * **the host's root file system**: a node without an image runs on the host's files (read
   only, but readable: ``/etc/shadow``). Those are root's alone, so every emulated node of a
   portal experiment without an image gets the default one, and a console on a project's
@@ -28,7 +30,8 @@ import time
 
 from wanlab.backends.emulate.images import DEFAULT_IMAGE
 from wanlab.errors import WanlabError
-from wanlab.model.ir import IFNAME_RE, Experiment, Source
+from wanlab.model.ir import IFNAME_RE, Experiment, Node, Source
+from wanlab.portal.files import Attached, FileError
 
 
 class HostResourceError(WanlabError):
@@ -67,9 +70,12 @@ def _interface(db: sqlite3.Connection, name: str, what: str, source: Source) -> 
 
 
 # -- the check of an upload ------------------------------------------------------------
-def confine(db: sqlite3.Connection, exp: Experiment) -> Experiment:
+def confine(db: sqlite3.Connection, exp: Experiment,
+            attached: Attached | None = None) -> Experiment:
     """``exp`` as a portal experiment: refused if it names a host interface root has not
-    allowed or any host file; every emulated node without an image gets the default one."""
+    allowed or any host file; its tarballs and ``.deb`` files become the experiment's
+    copies of the files uploaded with it or of its project's store (``attached``); every
+    emulated node without an image gets the default one."""
     if exp.edge is not None and exp.edge.interface is None:
         raise HostResourceError(
             "edge: without an uplink interface the edge's way out is a veth into the host's "
@@ -82,19 +88,33 @@ def confine(db: sqlite3.Connection, exp: Experiment) -> Experiment:
     for n in exp.nodes:
         if n.external is not None:
             _interface(db, n.external, f"node {n.name}: external", n.source)
-        if n.tarfiles:
-            raise HostResourceError(
-                f"node {n.name}: tarfiles name files on the host; a portal upload cannot "
-                f"(install packages by name, or set the node up with its start command)",
-                n.source)
-        if any(p.startswith("/") for p in n.packages):
-            raise HostResourceError(
-                f"node {n.name}: packages name .deb files on the host; a portal upload "
-                f"installs packages by name only", n.source)
+        if n.tarfiles or any(p.startswith("/") for p in n.packages):
+            n = _attach(n, attached)
         if n.kind == "emulated" and n.image is None:
             n = dataclasses.replace(n, image=DEFAULT_IMAGE)
         nodes.append(n)
     return dataclasses.replace(exp, nodes=tuple(nodes))
+
+
+_HOST_FILE = ("{what} name files on the host; a portal upload names only files sent with it "
+              "(NAME) or of its project's store (project:NAME)")
+
+
+def _attach(n: Node, attached: Attached | None) -> Node:
+    """``n`` with its tarballs and .deb files mapped to the upload's files; refused, in
+    words that do not depend on the path, when one names anything else."""
+    def mapped(ref: str, what: str) -> str:
+        try:
+            got = attached.path(ref) if attached is not None else None
+        except FileError as e:
+            raise HostResourceError(f"node {n.name}: {what}: {e}", n.source) from None
+        if got is None:
+            raise HostResourceError(f"node {n.name}: " + _HOST_FILE.format(what=what),
+                                    n.source)
+        return got
+    tarfiles = tuple((d, mapped(t, "tarfiles")) for d, t in n.tarfiles)
+    packages = tuple(mapped(p, "packages") if p.startswith("/") else p for p in n.packages)
+    return dataclasses.replace(n, tarfiles=tarfiles, packages=packages)
 
 
 def console_node(exp: Experiment, node: str) -> None:

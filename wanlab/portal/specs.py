@@ -62,8 +62,11 @@ class Busy(WanlabError):
     """Every parse child is taken: try again shortly (503)."""
 
 
-def parse(filename: str, text: str, name: str | None = None) -> tuple[Experiment, list[str]]:
-    """The IR of an uploaded description, and its warnings (citing the uploaded name)."""
+def parse(filename: str, text: str, name: str | None = None
+          ) -> tuple[Experiment, list[str], str]:
+    """The IR of an uploaded description, its warnings (citing the uploaded name), and the
+    child's folder the description was read in: a file named by a plain name (a file sent
+    with the upload, :mod:`wanlab.portal.files`) resolved to a path in it."""
     shown = os.path.basename(filename or "") or "upload"
     ext = os.path.splitext(shown)[1].lower()
     if ext not in FORMATS:
@@ -86,7 +89,7 @@ def parse(filename: str, text: str, name: str | None = None) -> tuple[Experiment
     if "error" in out:
         raise UploadError(out["error"], shown, out.get("line"))
     exp = Experiment.from_json(out["ir"])
-    return (exp.with_name(name) if name else exp), out["warnings"]
+    return (exp.with_name(name) if name else exp), out["warnings"], out["base"]
 
 
 def _limits() -> None:
@@ -165,7 +168,7 @@ def child(request: dict) -> dict:
         except MemoryError:
             return {"error": f"reading it needed more than {MEMORY_BYTES >> 20} MB",
                     "line": None}
-        return {"ir": exp.to_json(),
+        return {"ir": exp.to_json(), "base": os.path.dirname(os.path.abspath(path)),
                 "warnings": [str(w).replace(path, shown) for w in exp.warnings]}
 
 

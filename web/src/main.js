@@ -116,12 +116,16 @@ function createForm() {
       filename.value = f.name;
       text.value = await f.text();
     } });
+  // tarballs and .deb files the description names by file name (a project's stored
+  // files it names as project:NAME): sent along, each as base64
+  const attach = h('input', { type: 'file', id: 'spec-attach', multiple: true });
   const form = h('form', { id: 'create', class: 'card' },
     h('h3', {}, 'Create an experiment'),
     h('label', {}, 'Project ', h('select', { id: 'spec-project' },
       ...projects.map((p) => h('option', { value: p }, p)))),
     h('label', {}, 'File ', file), h('label', {}, 'File name ', filename),
     h('label', {}, 'Name (optional) ', h('input', { id: 'spec-name' })),
+    h('label', {}, 'Files it names ', attach),
     text, errors,
     h('div', {},
       h('button', { type: 'button', id: 'spec-check', onclick: () => submit(true) }, 'Check'),
@@ -131,7 +135,7 @@ function createForm() {
     text.classList.remove('bad');
     const body = { project: $('#spec-project').value, filename: filename.value,
                    text: text.value, name: $('#spec-name').value || null,
-                   check_only: checkOnly };
+                   check_only: checkOnly, files: await attached(attach.files) };
     flash(checkOnly ? 'checking ...' : 'creating (swap-in takes a few seconds) ...', false);
     try {
       const r = await api('POST', '/experiments', body);
@@ -145,6 +149,20 @@ function createForm() {
   }
   form.addEventListener('submit', (ev) => { ev.preventDefault(); submit(false); });
   return form;
+}
+
+// Files chosen in an <input type=file> as {name: base64 of its bytes}.
+async function attached(list) {
+  const out = {};
+  for (const f of list) {
+    const bytes = new Uint8Array(await f.arrayBuffer());
+    let bin = '';
+    for (let i = 0; i < bytes.length; i += 0x8000) {
+      bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+    }
+    out[f.name] = btoa(bin);
+  }
+  return out;
 }
 
 // Show the parser's error at its line: the listing around it, and the line selected.

@@ -1,0 +1,234 @@
+"""Files a portal upload brings: sent with the description, or from its project's store.
+
+A description names them by plain name (``NAME``, ``project:NAME``), never by host path; the
+portal keeps the experiment's own copies and setup unpacks them confined in the node's root
+(docs/portal.md, "Files an upload brings"). In-process (Starlette's test client); one real
+experiment with an image node for what lands in a node."""
+
+import base64
+import io
+import os
+import secrets
+import subprocess
+import tarfile
+import warnings
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+from test_portal_auth import PASSWORD, bearer  # noqa: E402
+from test_portal_security import site, upload  # noqa: E402, F401
+
+from wanlab.lifecycle import Lab  # noqa: E402
+from wanlab.portal import admin, files, projects  # noqa: E402
+
+
+def tgz(members: list[tuple[str, bytes | None, str | None]]) -> bytes:
+    """A gzip tarball of (name, data, symlink target) members, names kept as given."""
+    buf = io.BytesIO()
+    with warnings.catch_warnings(), tarfile.open(fileobj=buf, mode="w:gz") as t:
+        warnings.simplefilter("ignore")
+        for name, data, link in members:
+            ti = tarfile.TarInfo(name)
+            if link is not None:
+                ti.type, ti.linkname = tarfile.SYMTYPE, link
+                t.addfile(ti)
+            else:
+                ti.size, ti.mode = len(data or b""), 0o644
+                t.addfile(ti, io.BytesIO(data or b""))
+    return buf.getvalue()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+ONE = """name: {name}
+nodes:
+  - {{name: a, image: default, {what}}}
+"""
+
+
+def put(client, token, project, name, data):
+    return client.put(f"/api/projects/{project}/files/{name}", headers=bearer(token),
+                      content=data)
+
+
+def test_file_names_are_plain_and_only_uploaded_or_stored_files_are_named(site):  # noqa: F811
+    _, client, tokens, home = site
+    alice = tokens["alice"]
+    ok = b64(tgz([("hello", b"hi\n", None)]))
+    tar = "tarfiles: [{{dir: /opt, file: {f}}}]"
+    # names sent with the upload: no '/', no '..', a safe charset
+    for bad in ("../app.tgz", "a/app.tgz", "..", ".hidden", "app tgz", "x" * 101, "a..b"):
+        r = upload(client, alice, ONE.format(name="n", what=tar.format(f="app.tgz")),
+                   files={bad: ok}, check_only=True)
+        assert r.status_code == 400 and "plain file name" in r.json()["error"], (bad, r.text)
+    # references in the description: leading out of the upload, or into a folder
+    for ref in ("../app.tgz", "sub/app.tgz", "/tmp/app.tgz", "project:../app.tgz"):
+        r = upload(client, alice, ONE.format(name="n", what=tar.format(f=ref)),
+                   files={"app.tgz": ok}, check_only=True)
+        assert r.status_code == 400, (ref, r.text)
+        assert "name files on the host" in r.json()["error"] and r.json()["line"] == 3
+    # a name that was not uploaded; a .deb the same way
+    r = upload(client, alice, ONE.format(name="n", what=tar.format(f="other.tgz")),
+               files={"app.tgz": ok}, check_only=True)
+    assert r.status_code == 400 and "other.tgz was not uploaded" in r.json()["error"]
+    r = upload(client, alice, ONE.format(name="n", what="packages: [../x.deb]"),
+               check_only=True)
+    assert r.status_code == 400 and "packages name files on the host" in r.json()["error"]
+    # bounds: count, encoding
+    r = upload(client, alice, ONE.format(name="n", what=tar.format(f="f0.tgz")),
+               files={f"f{i}.tgz": ok for i in range(files.FILES_MAX + 1)}, check_only=True)
+    assert r.status_code == 400 and "at most 16" in r.json()["error"], r.text
+    r = upload(client, alice, ONE.format(name="n", what=tar.format(f="app.tgz")),
+               files={"app.tgz": "not base64!"}, check_only=True)
+    assert r.status_code == 400 and "not base64" in r.json()["error"]
+    # an uploaded name that is fine
+    r = upload(client, alice, ONE.format(name="n", what=tar.format(f="app.tgz")),
+               files={"app.tgz": ok}, check_only=True)
+    assert r.status_code == 200, r.text
+    # an ns script names them the same way (tb-set-node-tarfiles, tb-set-node-rpms)
+    assert put(client, alice, "blue", "tool.deb", b"!<arch>\n").status_code == 200
+    ns = ("set ns [new Simulator]\nsource tb_compat.tcl\nset a [$ns node]\n"
+          "tb-set-node-os $a default\ntb-set-node-tarfiles $a /opt {f}\n"
+          "tb-set-node-rpms $a project:tool.deb\n$ns run\n")
+    r = upload(client, alice, ns.format(f="app.tgz"), filename="t.tcl", files={"app.tgz": ok},
+               check_only=True)
+    assert r.status_code == 200, r.text
+    r = upload(client, alice, ns.format(f="../app.tgz"), filename="t.tcl",
+               files={"app.tgz": ok}, check_only=True)
+    assert r.status_code == 400 and r.json()["line"] == 3, r.text
+    # the store's names are checked the same way
+    for bad in ("a..b", ".hidden", "a%2Fb", "a%20b"):
+        r = put(client, alice, "blue", bad, b"data")
+        assert r.status_code in (400, 404, 405), (bad, r.text)
+    assert [f["name"] for f in client.get("/api/projects/blue/files",
+                                          headers=bearer(alice)).json()] == ["tool.deb"]
+    assert not os.path.exists(os.path.join(files.store_root(home), "blue", "a"))
+
+
+def test_a_projects_files_are_its_members_alone(site):  # noqa: F811
+    _, client, tokens, home = site
+    alice, bob = tokens["alice"], tokens["bob"]
+    lab = Lab(home)
+    projects.add_user(lab.store.db, "carol", PASSWORD)
+    projects.add_member(lab.store.db, "blue", "carol", "member")
+    from wanlab.portal import auth
+    carol = auth.new_token(lab.store.db, projects.user_id(lab.store.db, "carol"))
+    lab.close()
+    secret = b"red's secret " + secrets.token_hex(8).encode()
+    assert put(client, bob, "red", "secret.tgz", secret).json() == {"name": "secret.tgz",
+                                                                   "size": len(secret)}
+    # stored root-only, beneath the portal's state
+    path = os.path.join(files.store_root(home), "red", "secret.tgz")
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert os.stat(os.path.dirname(path)).st_mode & 0o777 == 0o700
+    # another project's member: 403 for everything, alike for a missing project
+    for project in ("red", "nosuch"):
+        for method in ("GET", "PUT", "DELETE"):
+            r = client.request(method, f"/api/projects/{project}/files/secret.tgz",
+                               headers=bearer(alice), content=b"x" if method == "PUT" else None)
+            assert r.status_code == 403, (project, method, r.text)
+        assert client.get(f"/api/projects/{project}/files",
+                          headers=bearer(alice)).status_code == 403
+    # nor through a description: project:NAME is the uploader's project's store
+    r = upload(client, alice, ONE.format(name="n", what="tarfiles: [{dir: /opt, "
+                                                         "file: project:secret.tgz}]"),
+               check_only=True)
+    assert r.status_code == 400 and "no file 'secret.tgz' in project blue" in r.json()["error"]
+    assert client.get("/api/projects/red/files/secret.tgz",
+                      headers=bearer(bob)).content == secret
+    # members put, only leaders (and administrators) remove
+    assert put(client, carol, "blue", "c.tgz", b"c").status_code == 200
+    r = client.delete("/api/projects/blue/files/c.tgz", headers=bearer(carol))
+    assert r.status_code == 403
+    assert client.delete("/api/projects/blue/files/c.tgz", headers=bearer(alice)).json() \
+        == {"ok": True}
+    assert client.get("/api/projects/blue/files/c.tgz", headers=bearer(alice)).status_code \
+        == 404
+    # a removed project's files go with it: a new project of that name starts empty
+    assert admin.main(home, ["project", "rm", "red"]) == 0
+    assert not os.path.exists(os.path.dirname(path))
+    assert admin.main(home, ["project", "add", "red"]) == 0
+    assert admin.main(home, ["member", "add", "red", "alice"]) == 0
+    assert client.get("/api/projects/red/files", headers=bearer(alice)).json() == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_uploaded_and_stored_tarballs_are_unpacked_in_the_node_alone(site, test_image,  # noqa: F811,E501
+                                                                      tmp_path):
+    """A tarball sent with the description and one of the project's store land in the node,
+    and so does an uploaded .deb; a tarball with an absolute member, a link out of the root
+    and a '..' member writes nothing on the host (setup runs confined in the node's root)."""
+    _, client, tokens, home = site
+    alice = tokens["alice"]
+    tag = f"{os.getpid()}-{secrets.token_hex(4)}"
+    markers = {k: f"/tmp/wanlab-upload-escape-{k}-{tag}" for k in ("abs", "link", "dotdot")}
+    assert put(client, alice, "blue", "lib.tgz",
+               tgz([("lib/hello", f"from the store {tag}\n".encode(), None)])).status_code \
+        == 200
+    given = {
+        "app.tgz": tgz([("app/hello", f"from the upload {tag}\n".encode(), None)]),
+        # an absolute member, and a link to the host's /tmp ...
+        "evil.tgz": tgz([(markers["abs"], b"abs\n", None), ("out", None, "/tmp")]),
+        # ... which the next tarball unpacks through
+        "through.tgz": tgz([(os.path.basename(markers["link"]), b"link\n", None)]),
+        "dotdot.tgz": tgz([("../" * 12 + markers["dotdot"].lstrip("/"), b"dd\n", None)]),
+    }
+    pkg = tmp_path / "pkg"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN" / "control").write_text(
+        "Package: wanlab-upload-test\nVersion: 1.0\nArchitecture: all\n"
+        "Maintainer: wanlab <root@localhost>\nDescription: an uploaded package\n")
+    (pkg / "usr/share/wanlab-upload").mkdir(parents=True)
+    (pkg / "usr/share/wanlab-upload/hello").write_text(f"from the .deb {tag}\n")
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(pkg), str(tmp_path / "t.deb")],
+                   check=True, capture_output=True)
+    given["tool.deb"] = (tmp_path / "t.deb").read_bytes()
+    spec = ONE.format(name="tarry", what="tarfiles: [{dir: /opt, file: app.tgz}, "
+                                         "{dir: /srv, file: 'project:lib.tgz'}, "
+                                         "{dir: /, file: evil.tgz}, "
+                                         "{dir: /out, file: through.tgz}], "
+                                         "packages: [tool.deb]")
+    sent = {k: b64(v) for k, v in given.items() if k != "dotdot.tgz"}
+    try:
+        r = upload(client, alice, spec, files=sent, swapin=True)
+        assert r.status_code == 200 and r.json()["state"] == "active", r.text
+        lab = Lab(home)
+        try:
+            got = lab.exec("tarry", "a", ["cat", "/opt/app/hello", "/srv/lib/hello",
+                                          "/usr/share/wanlab-upload/hello",
+                                          markers["abs"], markers["link"]],
+                           capture_output=True, text=True)
+            folder = lab.store.folder("tarry", files.SUBFOLDER)
+        finally:
+            lab.close()
+        assert got.stdout == (f"from the upload {tag}\nfrom the store {tag}\n"
+                              f"from the .deb {tag}\nabs\nlink\n"), got.stdout + got.stderr
+        # the experiment's copies: root-only
+        for kind, name in (("given", "app.tgz"), ("project", "lib.tgz")):
+            assert os.stat(os.path.join(folder, kind, name)).st_mode & 0o777 == 0o600
+        assert os.stat(folder).st_mode & 0o777 == 0o700
+        # a '..' member: the node's tar refuses it, the create is undone
+        r = upload(client, alice, ONE.format(name="dotty", what="tarfiles: [{dir: /opt, "
+                                                                "file: dotdot.tgz}]"),
+                   files={"dotdot.tgz": b64(given["dotdot.tgz"])}, swapin=True)
+        assert r.status_code == 400 and "unpacking dotdot.tgz at /opt" in r.json()["error"]
+        assert home not in r.json()["error"], r.text         # nor the state folder's path
+        names = [e["name"] for e in client.get("/api/experiments",
+                                               headers=bearer(alice)).json()]
+        assert names == ["tarry"]
+        lab = Lab(home, create=False)
+        try:
+            assert not os.path.exists(lab.store.folder("dotty"))
+        finally:
+            lab.close()
+    finally:
+        client.post("/api/experiments/tarry/terminate", headers=bearer(alice))
+        present = {k: p for k, p in markers.items() if os.path.lexists(p)}
+        for p in present.values():
+            os.unlink(p)
+    assert present == {}, f"written on the host: {present}"
