@@ -37,6 +37,7 @@ from wanlab.cluster import agent as agents
 from wanlab.cluster import connect, events, experiment
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Event, Experiment, Timeline
+from wanlab.model.states import ACTIVATING, ACTIVE, DEGRADED
 from wanlab.run import captures
 from wanlab.store.db import ExperimentRow
 
@@ -102,7 +103,7 @@ class OnCluster:
         ``fresh``: the rebuilt parts' nodes drop their writable layers. Returns the
         machines repaired."""
         row = self.store.get(name)
-        if row.state not in ("active", "degraded"):
+        if row.state not in (ACTIVE, DEGRADED):
             raise WanlabError(f"experiment {name!r} is {row.state}, not degraded: nothing "
                               f"to repair")
         machines = experiment._machines(self.store, name)
@@ -112,24 +113,24 @@ class OnCluster:
                                              name, machines)
             lost = sorted(m for m, s in states.items() if s is None)
             broken = sorted(m for m, s in states.items() if s is not None and
-                            (s["state"] != "active" or s["broken"]))
+                            (s["state"] != ACTIVE or s["broken"]))
             if lost:
                 return self._move(name, broken, lost, fresh)
             if not broken:
-                if row.state == "degraded":
-                    self.store.set_state(row.id, "active", "every part found well")
+                if row.state == DEGRADED:
+                    self.store.set_state(row.id, ACTIVE, "every part found well")
                 raise WanlabError(f"experiment {name!r}: every part is active on its "
                                   f"machine, nothing to repair")
             for m in broken:
                 why = "; ".join(states[m]["broken"]) or states[m]["error"] or states[m]["state"]
                 self.say(f"{name}: repairing the part on {m} ({why})")
-            self.store.set_state(row.id, "activating", "repair of " + ", ".join(broken))
+            self.store.set_state(row.id, ACTIVATING, "repair of " + ", ".join(broken))
             try:
                 self._on_parts(name, [(m, "repair", (fresh,)) for m in broken])
             except BaseException as e:
-                self.store.set_state(row.id, "degraded", "repair failed", error=str(e))
+                self.store.set_state(row.id, DEGRADED, "repair failed", error=str(e))
                 raise
-        self.store.set_state(row.id, "active", "repaired " + ", ".join(broken))
+        self.store.set_state(row.id, ACTIVE, "repaired " + ", ".join(broken))
         self.say(f"{name}: repaired on {', '.join(broken)}; active on {len(machines)} "
                  f"machines")
         return broken
@@ -140,7 +141,7 @@ class OnCluster:
         (:mod:`wanlab.cluster.move`), printing where every node now runs."""
         from wanlab.cluster import move
         row = self.store.get(name)
-        self.store.set_state(row.id, "activating", "repair: moving the parts of "
+        self.store.set_state(row.id, ACTIVATING, "repair: moving the parts of "
                              + ", ".join(lost))
         try:
             if broken:
@@ -148,9 +149,9 @@ class OnCluster:
             with self._ray():
                 to = move.move_lost(self.store, name, lost, say=self.say)
         except BaseException as e:
-            self.store.set_state(row.id, "degraded", "repair failed", error=str(e))
+            self.store.set_state(row.id, DEGRADED, "repair failed", error=str(e))
             raise
-        self.store.set_state(row.id, "active", "repaired: " + ", ".join(
+        self.store.set_state(row.id, ACTIVE, "repaired: " + ", ".join(
             f"{a} moved to {b}" for a, b in sorted(to.items())))
         for line in move.placement_lines(self.store, name):
             self.say(f"  {line}")
@@ -215,18 +216,18 @@ class OnCluster:
         time before it is yielded, so one logged a little later by another machine still
         comes in its place."""
         row = self.store.get(name)
-        if row.state != "active":
+        if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
         seen: set[tuple[str, int]] = set()
         held: list[dict[str, Any]] = []
         with self._ray() if not self._direct() else contextlib.nullcontext():
             while True:
                 row = self.store.get(name)
-                active = row.state == "active"
+                active = row.state == ACTIVE
                 try:
                     log = self.event_log(name) if active else []
                 except WanlabError:
-                    if self.store.get(name).state == "active":
+                    if self.store.get(name).state == ACTIVE:
                         raise
                     log, active = [], False     # swapped out meanwhile
                 for e in log:
@@ -252,7 +253,7 @@ class OnCluster:
         :meth:`wanlab.lifecycle.Lab.tevc` returns them, with ``machines``."""
         from wanlab.frontends.normalize import event
         row = self.store.get(name)
-        if row.state != "active":
+        if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
         exp = row.ir
         kinds = exp.kinds()
@@ -337,7 +338,7 @@ class OnCluster:
         """Link and LAN events done at once by the engines of the machines that hold them
         (a cut link's ``up``/``down`` on both)."""
         row = self.store.get(name)
-        if row.state != "active":
+        if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
         at = experiment.where_of(self.store, name)
         shares: dict[str, list[dict[str, Any]]] = {}
@@ -398,7 +399,7 @@ class OnCluster:
         machine's engine; a cut link's direction by the machine that sends (shapes) it, so
         ``both`` is one file on each of its two machines. Returns the files."""
         row = self.store.get(name)
-        if row.state != "active":
+        if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
         l = next((x for x in row.ir.links if x.name == link), None)
         if l is None:
