@@ -17,7 +17,7 @@ from wanlab.lifecycle import Lab
 from wanlab.site.base import Site
 from wanlab.site.cluster import ClusterSite
 from wanlab.site.local import LocalSite
-from wanlab.store.db import ExperimentRow
+from wanlab.store.db import ExperimentRow, Store
 
 __all__ = ["Site", "LocalSite", "ClusterSite", "of", "for_new", "listing"]
 
@@ -25,8 +25,13 @@ __all__ = ["Site", "LocalSite", "ClusterSite", "of", "for_new", "listing"]
 def is_cluster(lab: Lab, name: str) -> bool:
     """Whether experiment ``name`` is placed on the cluster (a look at the store: its
     parts are recorded before they are made; no Ray)."""
+    return placed(lab.store, name)
+
+
+def placed(store: Store, name: str) -> bool:
+    """:func:`is_cluster` for a bare store (the portal's live view keeps one open)."""
     from wanlab.cluster.experiment import is_cluster_experiment
-    return is_cluster_experiment(lab.store, name)
+    return is_cluster_experiment(store, name)
 
 
 def of(lab: Lab, name: str, say: Callable[[str], None] | None = None) -> Site:

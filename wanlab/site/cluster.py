@@ -183,6 +183,16 @@ class ClusterSite:
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
         return self.control.node_argv(name, node, argv)
 
+    def relay_session(self) -> OnCluster | None:
+        """The Ray session a relayed terminal needs while it is open (a machine elsewhere),
+        or None when the nodes' argv runs from here (the local test cluster)."""
+        return None if self.control.runs_here() else self.control
+
+    def console(self, name: str, node: str, argv: list[str]) -> Any:
+        """A terminal running ``argv`` in ``node``, started by its machine's agent and
+        relayed (:class:`wanlab.cluster.control.Relayed`)."""
+        return self.control.console(name, node, argv)
+
     def popen(self, name: str, node: str, argv: list[str], **kw: Any) -> subprocess.Popen:
         return subprocess.Popen(self.node_argv(name, node, argv), **kw)
 

@@ -88,6 +88,13 @@ class LocalSite:
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
         return self.lab.node_argv(name, node, argv)
 
+    def relay_session(self) -> None:
+        """Nothing: this host's nodes run from here (:meth:`node_argv`)."""
+        return None
+
+    def console(self, name: str, node: str, argv: list[str]) -> Any:
+        raise WanlabError(f"{name}'s nodes run on this host: run node_argv from here")
+
     def popen(self, name: str, node: str, argv: list[str], **kw: Any) -> subprocess.Popen:
         return self.lab.popen(name, node, argv, **kw)
 
