@@ -1,13 +1,12 @@
 """Driving a cluster experiment at run time, with the life cycle's own method names.
 
-:func:`of` gives, for an experiment's name, what drives it: the :class:`~wanlab.lifecycle.Lab`
-itself for an experiment of this host, an :class:`OnCluster` for one placed on the
-cluster. Both answer ``tevc``, ``set_link``, ``apply`` (link and LAN events done by the
-engines at once), ``stats``, ``event_log``, ``follow`` and ``flows`` with the same
-arguments, so the CLI, the Python API and the portal call one implementation and never
-ask which kind of experiment they hold. ``OnCluster`` is also where :meth:`Lab.run
-<wanlab.lifecycle.Lab.run>` plays a cluster experiment (``wanlab run FILE --cluster``):
-create, the timeline to its end on every machine, stats, swap-out, the flows joined.
+:class:`OnCluster` answers ``tevc``, ``set_link``, ``apply`` (link and LAN events done by
+the engines at once), ``stats``, ``event_log``, ``follow`` and ``flows`` with the
+arguments :class:`~wanlab.lifecycle.Lab` takes; the cluster's site
+(:mod:`wanlab.site.cluster`) gives them to every front door. ``OnCluster`` is also where
+:meth:`Lab.run <wanlab.lifecycle.Lab.run>` plays a cluster experiment (``wanlab run FILE
+--cluster``): create, the timeline to its end on every machine, stats, swap-out, the
+flows joined.
 
 Every event is split as the timeline's are (:mod:`wanlab.cluster.events`): it goes to the
 machines that hold its object, translated for each (a cut link's direction to the
@@ -43,12 +42,6 @@ from wanlab.store.db import ExperimentRow
 
 FOLLOW_POLL_S = 0.5     # how often ``follow`` reads the machines' logs
 FOLLOW_HOLD_S = 1.0     # an entry is yielded once every machine had this long to log its peers
-
-
-def of(lab: Any, name: str) -> Any:
-    """What drives experiment ``name``: an :class:`OnCluster` if it is placed on the
-    cluster, else ``lab`` (a look at the store; no Ray)."""
-    return OnCluster(lab) if experiment.is_cluster_experiment(lab.store, name) else lab
 
 
 class OnCluster:
