@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -344,8 +345,12 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             if not body.node or not body.argv:
                 raise WanlabError("exec needs a node and a command (argv)")
             c.audit("exec", name, f"{body.node}: " + " ".join(body.argv))
-            r = sites.of(c.lab, name).exec(name, body.node, body.argv, capture=True,
-                                           timeout=body.timeout)
+            try:
+                r = sites.of(c.lab, name).exec(name, body.node, body.argv, capture=True,
+                                               timeout=body.timeout)
+            except subprocess.TimeoutExpired:
+                raise WanlabError(f"{body.argv[0]} did not exit within {body.timeout:g} s "
+                                  f"(killed)") from None
             return {"code": r.returncode, "stdout": r.stdout, "stderr": r.stderr}
 
     @app.get("/api/experiments/{name}/routes", tags=["experiments"])
