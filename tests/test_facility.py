@@ -411,3 +411,34 @@ def test_queue_cancel_requeue_fairness_and_recovery(tmp_path, lab):
     assert batch.requeue(lab, ids[2]) == "posted"
     assert [x["to_state"] for x in records.batch_log(lab.store, ids[2])] == \
         ["posted", "cancelled", "posted"]
+
+
+@needs_root
+def test_the_daemon_counts_only_its_batches_and_says_why_one_waits(tmp_path, lab):
+    """Someone's experiment running by hand holds no batch back (--max-concurrent is the
+    queue's); a batch that waits says why, in ``wanlab batch list``."""
+    from conftest import pair
+
+    from wanlab.facility import batch
+    from wanlab.facility.daemon import Daemon
+    from wanlab.store import facility as records
+    lab.create(pair("by-hand"))                 # active, and not a batch
+    path = _write(tmp_path, "job.tcl", NS_TEMPLATE)
+    ids = [batch.submit(lab, path, {}, user=u) for u in ("alice", "bob")]
+    d = Daemon(lab, max_concurrent=1)
+    assert d.active_load() == 0
+    assert "no batch daemon runs" in batch.listing(lab)[0]["waiting"]
+    d.say_waiting()                             # the daemon's view: this process, limit 1
+    assert batch.listing(lab)[0]["waiting"] == "starting at the daemon's next tick"
+    records.set_batch_state(lab.store, ids[0], "running", "test",
+                            worker={"pid": os.getpid(), "started": 1})
+    assert d.active_load() == 1
+    why = {b["id"]: b.get("waiting") for b in batch.listing(lab)}
+    assert why[ids[1]] == (f"the daemon's limit: 1 of 1 batches run ({ids[0]}; "
+                           f"--max-concurrent)"), why
+    p = subprocess.run([sys.executable, "-m", "wanlab.cli", "--home", lab.store.home, "batch",
+                        "list"], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": ROOT})
+    line = next(x for x in p.stdout.splitlines() if x.split()[0] == str(ids[1]))
+    assert "waits: the daemon's limit: 1 of 1" in line, p.stdout
+    records.set_batch_state(lab.store, ids[0], "done", "test")

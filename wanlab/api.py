@@ -8,6 +8,11 @@ A short script::
         exp.set_link("link0", delay="50ms")
     # terminated: nothing left behind
 
+An experiment that exists already (this host's or the cluster's) is reached with
+``Experiment.attach(name)``; ``Experiment.from_file(path, cluster=True)`` creates one on
+the current cluster (``wanlab cluster up``). Every method means the same on both
+(:mod:`wanlab.site`).
+
 or built in code with :class:`wanlab.frontends.builder.ExperimentBuilder` and
 passed to ``Experiment(ir)``. The same description as a pure simulation in virtual
 time (no namespaces; see docs/simulation.md)::
@@ -22,57 +27,90 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+from wanlab import site as sites
 from wanlab.lifecycle import Lab
 from wanlab.model import ir
 
 
 class Experiment:
-    """A running (or stored) experiment; a context manager that terminates it on exit."""
+    """A running (or stored) experiment; a context manager that terminates it on exit.
+
+    ``cluster``: create it on the current cluster (``wanlab cluster up``) instead of this
+    host. Every method works the same on both (:mod:`wanlab.site`)."""
 
     def __init__(self, description: "ir.Experiment | Any", name: str | None = None,
-                 home: str | None = None, keep: bool = False, progress: bool = False):
+                 home: str | None = None, keep: bool = False, progress: bool = False,
+                 cluster: bool = False):
         if hasattr(description, "build") and not isinstance(description, ir.Experiment):
             description = description.build()
         self.ir: ir.Experiment = description.with_name(name) if name else description
         self.name = self.ir.name
         self.lab = Lab(home, progress=progress)
         self.keep = keep
+        self.cluster = cluster
         self._created = False
 
     @classmethod
     def from_file(cls, path: str, params: dict[str, str] | None = None,
                   **kw: Any) -> "Experiment":
-        """``params``: template parameter values (``-p NAME=VALUE``; docs/facility.md)."""
+        """``params``: template parameter values (``-p NAME=VALUE``; docs/facility.md);
+        ``cluster=True``: create it on the current cluster."""
         from wanlab.frontends import load
         return cls(load(path, params=params), **kw)
 
+    @classmethod
+    def attach(cls, name: str, home: str | None = None, progress: bool = False
+               ) -> "Experiment":
+        """An existing experiment (of this host or placed on the cluster), to drive from a
+        script; leaving a ``with`` of it keeps it (``terminate()`` forgets it)."""
+        lab = Lab(home, progress=progress, create=False)
+        try:
+            row, cluster = lab.get(name), sites.is_cluster(lab, name)
+        finally:
+            lab.close()
+        exp = cls(row.ir, home=home, keep=True, progress=progress, cluster=cluster)
+        exp._created = True
+        return exp
+
+    def _site(self) -> sites.Site:
+        """Where this experiment lives (once created), else where it will be created."""
+        if self.lab.store.find(self.name) is not None:
+            return sites.of(self.lab, self.name, say=self.lab.say)
+        return sites.for_new(self.lab, self.cluster, say=self.lab.say)
+
     # life cycle
     def create(self) -> "Experiment":
-        self.lab.create(self.ir)
+        sites.for_new(self.lab, self.cluster, say=self.lab.say).create(self.ir)
         self._created = True
         return self
 
     def swapout(self) -> None:
-        self.lab.swapout(self.name)
+        self._site().swapout(self.name)
 
-    def swapin(self, fresh: bool = False) -> None:
-        """``fresh``: drop the nodes' writable layers (files written since their image)."""
-        self.lab.swapin(self.name, fresh=fresh)
+    def swapin(self, fresh: bool = False, repair: bool = False) -> None:
+        """``fresh``: drop the nodes' writable layers (files written since their image);
+        ``repair``: rebuild a degraded experiment."""
+        self._site().swapin(self.name, repair=repair, fresh=fresh)
 
     def modify(self, new: ir.Experiment) -> None:
-        self.lab.modify(self.name, new)
+        self._site().modify(self.name, new)
         self.ir = self.lab.get(self.name).ir
 
     def terminate(self) -> None:
-        self.lab.terminate(self.name)
+        self._site().terminate(self.name)
         self._created = False
+
+    def cleanup(self) -> None:
+        """Remove everything recorded for it (after a crash); this host's experiment stays,
+        swapped out; a cluster experiment is forgotten."""
+        self._site().cleanup(self.name)
 
     @property
     def state(self) -> str:
         return self.lab.get(self.name).state
 
     def show(self) -> dict[str, Any]:
-        return self.lab.show(self.name)
+        return self._site().show(self.name)
 
     def __enter__(self) -> "Experiment":
         return self.create()
@@ -88,18 +126,15 @@ class Experiment:
     def exec(self, node: str, argv: list[str], check: bool = False,
              timeout: float | None = None) -> subprocess.CompletedProcess:
         """Run ``argv`` in ``node``; returns the completed process with text stdout/stderr."""
-        return self.lab.exec(self.name, node, argv, capture_output=True, text=True,
-                             check=check, timeout=timeout)
+        r = self._site().exec(self.name, node, argv, capture=True, timeout=timeout)
+        if check:
+            r.check_returncode()
+        return r
 
     def popen(self, node: str, argv: list[str], **kw: Any) -> subprocess.Popen:
-        """``subprocess.Popen`` of ``argv`` in ``node`` (its pid is the node's process)."""
-        return self.lab.popen(self.name, node, argv, **kw)
-
-    def _on(self) -> Any:
-        """What drives this experiment: the life cycle, or, placed on a cluster, the
-        cluster's machines (:mod:`wanlab.cluster.control`), with the same methods."""
-        from wanlab.cluster.control import of
-        return of(self.lab, self.name)
+        """``subprocess.Popen`` of ``argv`` in ``node`` (on this host its pid is the node's
+        process)."""
+        return self._site().popen(self.name, node, argv, **kw)
 
     # links
     def set_link(self, link: str, dir: str = "both", *, bandwidth: str | int | None = None,
@@ -108,19 +143,19 @@ class Experiment:
         same meaning as ``tevc`` (``dir`` ``ab``/``ba`` for one direction of a link; a
         LAN's delay and loss are member-to-member, so each half gets D/2). Only what is
         given changes."""
-        self._on().set_link(self.name, link, dir, bandwidth=bandwidth, delay=delay,
-                            loss=loss)
+        self._site().set_link(self.name, link, dir, bandwidth=bandwidth, delay=delay,
+                              loss=loss)
 
     def link_down(self, link: str) -> None:
-        self._on().apply(self.name, [ir.Event(0.0, link, "down")])
+        self._site().apply(self.name, [ir.Event(0.0, link, "down")])
 
     def link_up(self, link: str) -> None:
-        self._on().apply(self.name, [ir.Event(0.0, link, "up")])
+        self._site().apply(self.name, [ir.Event(0.0, link, "up")])
 
     def stats(self, target: str | None = None) -> dict[str, Any]:
         """The engine's counters (on a cluster: every machine's, a cut link's directions
         from the machines that shape them)."""
-        return self._on().stats(self.name, target)
+        return self._site().stats(self.name, target)
 
     # events, results, routing
     def tevc(self, target: str, action: str, *args: str, at: str = "now",
@@ -128,28 +163,44 @@ class Experiment:
         """Send an event, as ``wanlab tevc``: ``exp.tevc("link0", "delay", "50ms")``;
         ``at`` is ``now``, ``+SECONDS`` or ``SECONDS`` since t = 0; ``wait`` returns the
         outcome."""
-        return self._on().tevc(self.name, at, target, action, list(args), wait=wait)
+        return self._site().tevc(self.name, at, target, action, list(args), wait=wait)
 
     def events(self) -> list[dict[str, Any]]:
         """The event log of this run (scheduled and fired times, lateness, outcome)."""
-        return self._on().event_log(self.name)
+        return self._site().events(self.name)
 
     def follow(self):
         """Iterate over events as they fire (on a cluster: every machine's, in time
         order)."""
-        return self._on().follow(self.name)
+        return self._site().follow(self.name)
 
     def flows(self) -> list[dict[str, Any]]:
         """Results of the traffic agents' flows."""
-        return self._on().flows(self.name)
+        return self._site().flows(self.name)
 
     def routes(self, node: str | None = None) -> dict[str, str]:
-        return self.lab.routes(self.name, node)
+        return self._site().routes(self.name, node)
+
+    # captures
+    def captures(self) -> list[dict[str, Any]]:
+        """The experiment's packet captures: ``{file, bytes}`` (on a cluster each
+        machine's, ``file`` being ``MACHINE/PATH``)."""
+        return self._site().captures(self.name)
+
+    def capture_start(self, link: str, dir: str = "both") -> list[str]:
+        """Capture ``link`` into a new pcap file; returns the files."""
+        return self._site().capture_start(self.name, link, dir)
+
+    def capture_stop(self) -> None:
+        self._site().capture_stop(self.name)
+
+    def capture_file(self, file: str) -> str:
+        """A path on this host of capture ``file`` (as :meth:`captures` lists it)."""
+        return self._site().capture_file(self.name, file)
 
     def engine_call(self, cmd: str, **args: Any) -> dict[str, Any]:
-        """Any engine protocol request (docs/engine-protocol.md)."""
-        with self.lab.engine(self.name) as c:
-            return c.call(cmd, **args)
+        """Any engine protocol request (docs/engine-protocol.md; this host's engine)."""
+        return self._site().engine_call(self.name, cmd, **args)
 
 
 def simulate(description: "str | ir.Experiment | Any", out: str | None = None,

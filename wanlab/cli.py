@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 
+from wanlab import site as sites
 from wanlab.cluster import commands as cluster_commands
 from wanlab.errors import Interrupted, WanlabError
 from wanlab.facility import commands as facility_commands
@@ -47,9 +48,8 @@ def cmd_create(lab, a) -> int:
     if a.name:
         exp = exp.with_name(a.name)
     t0 = time.monotonic()
-    if a.cluster:
-        return cluster_commands.create(lab, exp, os.path.abspath(a.file), t0)
-    row = lab.create(exp, source_path=os.path.abspath(a.file), swapin=not a.no_swapin)
+    row = sites.for_new(lab, a.cluster).create(exp, source_path=os.path.abspath(a.file),
+                                               swapin=not a.no_swapin)
     print(f"{row.name}: {row.state} (id {row.short}, {len(row.ir.nodes)} nodes, "
           f"{time.monotonic() - t0:.2f} s)")
     return 0
@@ -61,7 +61,7 @@ def cmd_bridge(lab, a) -> int:
     exp = bridge_experiment(a.name or default,
                             a.if_a, a.if_b, delay=a.delay, bandwidth=a.bandwidth, loss=a.loss,
                             rules=tuple(a.rule or ()))
-    row = lab.create(exp)
+    row = sites.for_new(lab).create(exp)
     print(f"{row.name}: {a.if_a} <-> {a.if_b} through link 'wire' (id {row.short}); "
           f"change it with `wanlab tevc {row.name} now wire delay 50ms`, give the "
           f"interfaces back with `wanlab terminate {row.name}`")
@@ -105,12 +105,8 @@ def cmd_run(lab, a) -> int:
     if a.seed is not None or a.duration is not None or a.out or a.threads is not None:
         raise WanlabError("--seed, --duration, --out and --threads go with --simulate (an "
                           "emulation takes its seed from the spec and runs to its last event)")
-    if a.cluster:               # the same run, its steps on the cluster's machines
-        with cluster_commands.on_cluster(lab) as on:
-            s = lab.run(exp, source_path=os.path.abspath(a.file), terminate=a.terminate,
-                        on=on)
-    else:
-        s = lab.run(exp, source_path=os.path.abspath(a.file), terminate=a.terminate)
+    s = sites.for_new(lab, a.cluster).run(exp, source_path=os.path.abspath(a.file),
+                                          terminate=a.terminate)
     for e in s["events"]:
         print(_event_line(e))
     for f in s["flows"]:
@@ -190,33 +186,25 @@ def cmd_compare(lab, a) -> int:
 
 
 def cmd_swapin(lab, a) -> int:
-    if cluster_commands.owns(lab, a.name):
-        return cluster_commands.swapin(lab, a.name, a.repair, a.fresh)
-    row = lab.swapin(a.name, repair=a.repair, fresh=a.fresh)
+    row = sites.of(lab, a.name).swapin(a.name, repair=a.repair, fresh=a.fresh)
     print(f"{row.name}: {row.state}")
     return 0
 
 
 def cmd_swapout(lab, a) -> int:
-    if cluster_commands.owns(lab, a.name):
-        return cluster_commands.swapout(lab, a.name)
-    row = lab.swapout(a.name)
+    row = sites.of(lab, a.name).swapout(a.name)
     print(f"{row.name}: {row.state}")
     return 0
 
 
 def cmd_modify(lab, a) -> int:
-    if cluster_commands.owns(lab, a.name):
-        return cluster_commands.modify(lab, a.name, _load(a.file))
-    row = lab.modify(a.name, _load(a.file))
+    row = sites.of(lab, a.name).modify(a.name, _load(a.file))
     print(f"{row.name}: {row.state} (modified)")
     return 0
 
 
 def cmd_terminate(lab, a) -> int:
-    if cluster_commands.owns(lab, a.name):
-        return cluster_commands.terminate(lab, a.name)
-    lab.terminate(a.name)
+    sites.of(lab, a.name).terminate(a.name)
     print(f"{a.name}: terminated")
     return 0
 
@@ -224,11 +212,22 @@ def cmd_terminate(lab, a) -> int:
 def cmd_cleanup(lab, a) -> int:
     if a.name and a.all:
         raise WanlabError("cleanup takes a name or --all, not both")
-    if a.name and cluster_commands.owns(lab, a.name):
-        return cluster_commands.terminate(lab, a.name, op="cleanup")
-    done = lab.cleanup(a.name, all=a.all)
+    if not a.name and not a.all:
+        raise WanlabError("cleanup of every experiment on this host needs --all (or name "
+                          "one experiment)")
+    done, failed = [], []
+    for name in [a.name] if a.name else [r.name for r in lab.store.list()]:
+        try:
+            sites.of(lab, name).cleanup(name)       # a cluster's on its machines
+        except WanlabError as e:
+            if a.name:
+                raise
+            failed.append(name)
+            print(f"wanlab: {name}: {e}", file=sys.stderr)
+            continue
+        done.append(name)
     print(f"cleaned up: {', '.join(done) if done else 'nothing recorded'}")
-    return 0
+    return 1 if failed else 0
 
 
 def cmd_export(lab, a) -> int:
@@ -238,7 +237,7 @@ def cmd_export(lab, a) -> int:
 
 
 def cmd_list(lab, a) -> int:
-    rows = cluster_commands.checked(lab, lab.list())
+    rows = sites.listing(lab)
     if a.json:
         print(json.dumps([{"name": r.name, "id": r.short, "state": r.state,
                            "nodes": len(r.ir.nodes), "error": r.error} for r in rows],
@@ -270,11 +269,14 @@ def _usage(u: dict) -> str:
 
 
 def cmd_show(lab, a) -> int:
-    if cluster_commands.owns(lab, a.name):
-        return cluster_commands.show(lab, a.name, a.json)
-    info = _show_select(lab.show(a.name), a)
+    info = sites.of(lab, a.name).show(a.name)
+    if "machine_of" not in info:
+        info = _show_select(info, a)
     if a.json:
-        print(json.dumps(info, indent=2))
+        print(json.dumps(info, indent=2, default=str))
+        return 0
+    if "machine_of" in info:            # placed on the cluster: where each node runs
+        cluster_commands.print_placed(info)
         return 0
     if info["state"] == "degraded":
         hint = f"'wanlab swapin --repair {info['name']}' rebuilds it"
@@ -442,9 +444,7 @@ def cmd_exec(lab, a) -> int:
     argv = a.argv[1:] if a.argv and a.argv[0] == "--" else a.argv
     if not argv:
         raise WanlabError("exec needs a command after '--'")
-    if cluster_commands.owns(lab, a.name):
-        return cluster_commands.exec_(lab, a.name, a.node, argv)
-    return lab.exec(a.name, a.node, argv).returncode
+    return sites.of(lab, a.name).exec(a.name, a.node, argv).returncode
 
 
 def cmd_shell(lab, a) -> int:
@@ -452,14 +452,11 @@ def cmd_shell(lab, a) -> int:
     # a node with an image may lack the user's shell: then bash, then sh
     argv = ["sh", "-c", '[ -x "$0" ] && exec "$0"; [ -x /bin/bash ] && exec /bin/bash; '
             'exec /bin/sh', shell]
-    if cluster_commands.owns(lab, a.name):
-        return cluster_commands.shell(lab, a.name, a.node, argv)
-    return lab.exec(a.name, a.node, argv).returncode
+    return sites.of(lab, a.name).shell(a.name, a.node, argv)
 
 
 def cmd_tevc(lab, a) -> int:
-    r = cluster_commands.control(lab, a.name).tevc(a.name, a.time, a.object, a.event, a.args,
-                                                   wait=a.w)
+    r = sites.of(lab, a.name).tevc(a.name, a.time, a.object, a.event, a.args, wait=a.w)
     if a.w:
         late = r.get("lateness_s")
         print(f"{a.object} {a.event}: {r.get('outcome')} ({r.get('detail')}); "
@@ -482,12 +479,12 @@ def _event_line(e: dict) -> str:
 
 
 def cmd_events(lab, a) -> int:
-    on = cluster_commands.control(lab, a.name)
+    on = sites.of(lab, a.name)
     if a.follow:
         for e in on.follow(a.name):
             print(json.dumps(e) if a.json else _event_line(e), flush=True)
         return 0
-    log = on.event_log(a.name)
+    log = on.events(a.name)
     if a.json:
         print(json.dumps(log, indent=2))
         return 0
@@ -497,7 +494,7 @@ def cmd_events(lab, a) -> int:
 
 
 def cmd_flows(lab, a) -> int:
-    flows = cluster_commands.control(lab, a.name).flows(a.name)
+    flows = sites.of(lab, a.name).flows(a.name)
     if a.json:
         print(json.dumps(flows, indent=2))
         return 0
@@ -520,8 +517,7 @@ def _flow_line(f: dict) -> str:
 
 
 def cmd_routes(lab, a) -> int:
-    tables = (cluster_commands.routes(lab, a.name, a.node)
-              if cluster_commands.owns(lab, a.name) else lab.routes(a.name, a.node))
+    tables = sites.of(lab, a.name).routes(a.name, a.node)
     for node, table in tables.items():
         print(f"{node}:")
         for line in table.splitlines():
@@ -554,7 +550,7 @@ def validate_argv(suite: str, a, home: str) -> list[str]:
 
 
 def cmd_plot(lab, a) -> int:
-    path = lab.plot(a.name, a.output)
+    path = sites.of(lab, a.name).plot(a.name, a.output)
     print(path)
     return 0
 

@@ -27,7 +27,6 @@ cleanup finish first (wanlab/interrupts.py); either way the user is told which.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -60,15 +59,24 @@ from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import CaptureSnapshot, CaptureStart, CaptureStop, Stats
 from wanlab.errors import Interrupted, WanlabError
 from wanlab.model.ir import Experiment, Lan, LinkParams, check_event, validate
+from wanlab.model.states import (  # noqa: F401 - the names callers import from here
+    ACTIVATING,
+    ACTIVE,
+    DEGRADED,
+    MODIFYING,
+    NEW,
+    SWAPPED,
+    SWAPPING_OUT,
+    TERMINATING,
+    TRANSIENT,
+)
 from wanlab.plan.plan import make_plan
 from wanlab.plan.types import Plan
 from wanlab.run import captures
 from wanlab.run import stages as run_stages
 from wanlab.run.client import EventClient
+from wanlab.store import lock
 from wanlab.store.db import ExperimentRow, Store, make_private_dir
-
-ACTIVE, SWAPPED, NEW, DEGRADED = "active", "swapped", "new", "degraded"
-TRANSIENT = ("activating", "swapping-out", "modifying", "terminating")
 
 
 def way_out(name: str) -> str:
@@ -192,40 +200,18 @@ class Lab:
 
     @contextlib.contextmanager
     def _locked(self, name: str) -> Iterator[ExperimentRow]:
-        """Hold experiment ``name``'s lock; yields its row (fresh, read under the lock).
-
-        The name is checked and the experiment must exist before a lock file is made;
-        ``terminate`` removes the lock file, so a waiter that wakes on a removed file
-        takes the lock again on the current one. The file names its holder
-        (:mod:`~wanlab.backends.emulate.oplock`): an experiment left in a transient state
-        by a holder that was killed becomes ``degraded`` here, before the operation."""
-        self.store.get(name)
-        path = self.store.lock_path(name)
-        make_private_dir(os.path.dirname(path))
-        while True:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        """Hold experiment ``name``'s lock (:mod:`wanlab.store.lock`, shared with the
+        cluster's controller); yields its row, read under the lock. The lock file names its
+        holder (:mod:`~wanlab.backends.emulate.oplock`): an experiment left in a transient
+        state by a holder that was killed becomes ``degraded`` here, before the operation."""
+        with lock.holding(self.store, name) as (row, fd):
+            cut = oplock.claim(fd)
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                try:
-                    same = os.fstat(fd).st_ino == os.stat(path).st_ino
-                except FileNotFoundError:
-                    same = False
-                if not same:
-                    continue
-                row = self.store.find(name)
-                if row is None:             # terminated while we waited
-                    os.unlink(path)
-                    raise WanlabError(f"no experiment named {name!r} (see 'wanlab list')")
-                cut = oplock.claim(fd)
-                try:
-                    if cut is not None and row.state in TRANSIENT:
-                        row = self._cut_short(row, cut[0])
-                    yield row
-                finally:
-                    oplock.release(fd)
-                return
+                if cut is not None and row.state in TRANSIENT:
+                    row = self._cut_short(row, cut[0])
+                yield row
             finally:
-                os.close(fd)             # also releases the lock
+                oplock.release(fd)
 
     # -- create / swap ------------------------------------------------------
     def create(self, exp: Experiment, source_path: str | None = None,
@@ -276,7 +262,7 @@ class Lab:
                     raise WanlabError(f"experiment {name!r} is {row.state}, not degraded: "
                                       f"nothing to repair")
                 self.say(f"repairing {name} ({row.error}): removing what is recorded")
-                self.store.set_state(row.id, "activating", "repair")
+                self.store.set_state(row.id, ACTIVATING, "repair")
                 before = SWAPPED        # a failed repair leaves it swapped, everything removed
             elif row.state not in (NEW, SWAPPED):
                 hint = f"; {way_out(name)}" if row.state == DEGRADED else ""
@@ -284,7 +270,7 @@ class Lab:
                                   f"experiments can be swapped in{hint}")
             else:
                 before = row.state
-                self.store.set_state(row.id, "activating", "swap-in")
+                self.store.set_state(row.id, ACTIVATING, "swap-in")
             built = repair          # a repair starts from what is recorded: undo it on failure
             try:
                 if repair:
@@ -349,7 +335,7 @@ class Lab:
             row = self.store.get(name)
             if row.state not in (ACTIVE, DEGRADED):
                 raise WanlabError(f"experiment {name!r} is {row.state}, not active")
-            self.store.set_state(row.id, "swapping-out", reason)
+            self.store.set_state(row.id, SWAPPING_OUT, reason)
             swap.teardown(self.store, row.id, self.say)
             self.store.set_state(row.id, SWAPPED, "swapped out")
             return self.store.get(name)
@@ -357,7 +343,7 @@ class Lab:
     def terminate(self, name: str) -> None:
         with self._locked(name) as row, \
                 interrupts.finish_first(f"terminating {name}", self.say):
-            self.store.set_state(row.id, "terminating", "terminate")
+            self.store.set_state(row.id, TERMINATING, "terminate")
             swap.teardown(self.store, row.id, self.say)
             shutil.rmtree(self.store.folder(name), ignore_errors=True)
             self.store.delete_experiment(row.id)
@@ -397,7 +383,7 @@ class Lab:
             if any(n.kind == "simulated" for n in (*row.ir.nodes, *new.nodes)):
                 raise WanlabError("modify of a running experiment with simulated nodes is not "
                                   "supported yet: swap it out, modify, swap it in")
-            self.store.set_state(row.id, "modifying", "modify")
+            self.store.set_state(row.id, MODIFYING, "modify")
             try:
                 counts = modify.apply(self.store, row, new, self.say, self.modify_stages())
             except BaseException as e:

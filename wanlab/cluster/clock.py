@@ -121,6 +121,7 @@ class Keeper:
     def round(self) -> None:
         """One measurement of every peer of the active parts, told to their engines."""
         from wanlab.cluster.part import PartLab, spec_path
+        from wanlab.model.states import ACTIVE
         from wanlab.plan.plan import make_plan
         if not os.path.exists(os.path.join(self.home, "wanlab.db")):
             return
@@ -128,7 +129,7 @@ class Keeper:
         try:
             todo: list[tuple[str, str, str]] = []      # (part, engine port, peer)
             for row in lab.store.list():
-                if row.state != "active":
+                if row.state != ACTIVE:
                     continue
                 try:
                     with open(spec_path(lab.store, row.name)) as f:

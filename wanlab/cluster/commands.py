@@ -1,4 +1,6 @@
-"""``wanlab cluster up|status|down`` (the CLI keeps only the registration)."""
+"""``wanlab cluster up|join|measure|status|down`` (the CLI keeps only the registration), and
+how ``wanlab show`` prints a cluster experiment. Every verb on a cluster experiment goes
+through its site (:mod:`wanlab.site`)."""
 
 from __future__ import annotations
 
@@ -127,126 +129,19 @@ def cmd_cluster(lab, a) -> int:
     return 0 if all(r["state"] == "up" for r in rows) else 1
 
 
-def checked(lab, rows: list) -> list:
-    """``rows`` with each active cluster experiment's machines checked first: one whose
-    machine is lost becomes ``degraded``, naming the machine and its nodes."""
-    from wanlab.cluster import experiment
-    if not experiment.rec.live(lab.store, "part"):
-        return rows
-    return [experiment.check(lab.store, r.name) if r.state == "active" and
-            experiment.is_cluster_experiment(lab.store, r.name) else r for r in rows]
-
-
-def owns(lab, name: str) -> bool:
-    """Whether ``name`` is a cluster experiment (a look at the store; no Ray)."""
-    from wanlab.cluster.experiment import is_cluster_experiment
-    return is_cluster_experiment(lab.store, name)
-
-
-def create(lab, exp, source_path: str, t0: float) -> int:
-    import time
-
-    from wanlab.cluster import experiment
-    placed = experiment.create(lab.store, exp, source_path)
-    machines = sorted(set(placed["machine_of"].values()))
-    print(f"{exp.name}: active on {len(machines)} machines ({len(exp.nodes)} nodes, "
-          f"{len(placed['cut_links'])} links cut, {time.monotonic() - t0:.2f} s)")
-    return 0
-
-
-def terminate(lab, name: str, op: str = "terminate") -> int:
-    from wanlab.cluster import experiment, wide
-    experiment.terminate(lab.store, name, op)
-    wide.forget(lab.store, name)
-    return 0
-
-
-def show(lab, name: str, as_json: bool) -> int:
-    import json
-
-    from wanlab.cluster import experiment, wide
-    info = experiment.show(lab.store, name)
-    mapped = wide.stored(lab.store, name)
-    if mapped:
-        info["wide_area"] = mapped
-    if as_json:
-        print(json.dumps(info, indent=2, default=str))
-        return 0
-    print(f"experiment {name}: {info['state']} on the cluster")
+def print_placed(info: dict) -> None:
+    """``wanlab show`` of a cluster experiment (its site's ``show``): where each node runs,
+    each machine's part's fault, the wide-area mapping."""
+    from wanlab.cluster import wide
+    print(f"experiment {info['name']}: {info['state']} on the cluster")
     by_machine: dict[str, list[str]] = {}
     for node, m in sorted(info["machine_of"].items()):
         by_machine.setdefault(m, []).append(node)
     for m, nodes in sorted(by_machine.items()):
         err = info["parts"].get(m, {}).get("error")
         print(f"  machine {m}: {', '.join(nodes)}" + (f"  ({err})" if err else ""))
-    for line in wide.lines(mapped) if mapped else []:
+    for line in wide.lines(info["wide_area"]) if info.get("wide_area") else []:
         print("  " + line)
-    return 0
-
-
-def exec_(lab, name: str, node: str, argv: list[str]) -> int:
-    import sys
-
-    from wanlab.cluster import experiment
-    rc, out, err = experiment.exec_(lab.store, name, node, argv)
-    sys.stdout.write(out)
-    sys.stderr.write(err)
-    return rc
-
-
-def control(lab, name: str):
-    """What drives ``name`` at run time: the life cycle, or the cluster's
-    (:mod:`wanlab.cluster.control`), with the same methods."""
-    from wanlab.cluster.control import of
-    return of(lab, name)
-
-
-def on_cluster(lab):
-    """Where ``wanlab run FILE --cluster`` plays: the current cluster, one Ray session
-    for the whole run."""
-    from wanlab.cluster.control import OnCluster
-    return OnCluster(lab)
-
-
-def swapout(lab, name: str) -> int:
-    from wanlab.cluster import experiment
-    experiment.swapout(lab.store, name)
-    return 0
-
-
-def swapin(lab, name: str, repair: bool = False, fresh: bool = False) -> int:
-    from wanlab.cluster import experiment
-    if repair:
-        on_cluster(lab).repair(name, fresh=fresh)
-        return 0
-    experiment.swapin(lab.store, name, fresh=fresh)
-    return 0
-
-
-def modify(lab, name: str, new) -> int:
-    from wanlab.cluster import modify
-    modify.modify(lab.store, name, new)
-    return 0
-
-
-def routes(lab, name: str, node: str | None) -> dict[str, str]:
-    from wanlab.cluster import experiment
-    return experiment.routes(lab.store, name, node)
-
-
-def shell(lab, name: str, node: str, argv: list[str]) -> int:
-    """A shell in a node of a cluster experiment: on the local test cluster run from here,
-    on a machine elsewhere run by its agent and relayed to this terminal."""
-    import subprocess
-
-    from wanlab.cluster import console, experiment
-    from wanlab.cluster.control import OnCluster
-    on = OnCluster(lab)
-    if on.runs_here():
-        return subprocess.run(experiment.node_argv(lab.store, name, node, argv),
-                              check=False).returncode
-    with on:
-        return console.attach(on.console(name, node, argv))
 
 
 def register(add) -> None:

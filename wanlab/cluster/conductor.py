@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from wanlab.errors import WanlabError
+from wanlab.model.states import ACTIVE
 from wanlab.store.db import Store
 
 STEP_TIMEOUT_S = 24 * 3600.0    # a step (a Program's run) may take this long
@@ -61,7 +62,7 @@ def _same_clock(home: str, name: str, t0: float) -> bool:
     store = Store(home, shared=True, create=False)
     try:
         row = store.find(name)
-        if row is None or row.state != "active":
+        if row is None or row.state != ACTIVE:
             return False
         with open(os.path.join(store.folder(name), "t0")) as f:
             # (a new clock is a swap-in later: seconds, not the milliseconds by which

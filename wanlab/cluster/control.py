@@ -1,13 +1,12 @@
 """Driving a cluster experiment at run time, with the life cycle's own method names.
 
-:func:`of` gives, for an experiment's name, what drives it: the :class:`~wanlab.lifecycle.Lab`
-itself for an experiment of this host, an :class:`OnCluster` for one placed on the
-cluster. Both answer ``tevc``, ``set_link``, ``apply`` (link and LAN events done by the
-engines at once), ``stats``, ``event_log``, ``follow`` and ``flows`` with the same
-arguments, so the CLI, the Python API and the portal call one implementation and never
-ask which kind of experiment they hold. ``OnCluster`` is also where :meth:`Lab.run
-<wanlab.lifecycle.Lab.run>` plays a cluster experiment (``wanlab run FILE --cluster``):
-create, the timeline to its end on every machine, stats, swap-out, the flows joined.
+:class:`OnCluster` answers ``tevc``, ``set_link``, ``apply`` (link and LAN events done by
+the engines at once), ``stats``, ``event_log``, ``follow`` and ``flows`` with the
+arguments :class:`~wanlab.lifecycle.Lab` takes; the cluster's site
+(:mod:`wanlab.site.cluster`) gives them to every front door. ``OnCluster`` is also where
+:meth:`Lab.run <wanlab.lifecycle.Lab.run>` plays a cluster experiment (``wanlab run FILE
+--cluster``): create, the timeline to its end on every machine, stats, swap-out, the
+flows joined.
 
 Every event is split as the timeline's are (:mod:`wanlab.cluster.events`): it goes to the
 machines that hold its object, translated for each (a cut link's direction to the
@@ -37,17 +36,12 @@ from wanlab.cluster import agent as agents
 from wanlab.cluster import connect, events, experiment
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Event, Experiment, Timeline
+from wanlab.model.states import ACTIVATING, ACTIVE, DEGRADED
 from wanlab.run import captures
 from wanlab.store.db import ExperimentRow
 
 FOLLOW_POLL_S = 0.5     # how often ``follow`` reads the machines' logs
 FOLLOW_HOLD_S = 1.0     # an entry is yielded once every machine had this long to log its peers
-
-
-def of(lab: Any, name: str) -> Any:
-    """What drives experiment ``name``: an :class:`OnCluster` if it is placed on the
-    cluster, else ``lab`` (a look at the store; no Ray)."""
-    return OnCluster(lab) if experiment.is_cluster_experiment(lab.store, name) else lab
 
 
 class OnCluster:
@@ -102,7 +96,7 @@ class OnCluster:
         ``fresh``: the rebuilt parts' nodes drop their writable layers. Returns the
         machines repaired."""
         row = self.store.get(name)
-        if row.state not in ("active", "degraded"):
+        if row.state not in (ACTIVE, DEGRADED):
             raise WanlabError(f"experiment {name!r} is {row.state}, not degraded: nothing "
                               f"to repair")
         machines = experiment._machines(self.store, name)
@@ -112,24 +106,24 @@ class OnCluster:
                                              name, machines)
             lost = sorted(m for m, s in states.items() if s is None)
             broken = sorted(m for m, s in states.items() if s is not None and
-                            (s["state"] != "active" or s["broken"]))
+                            (s["state"] != ACTIVE or s["broken"]))
             if lost:
                 return self._move(name, broken, lost, fresh)
             if not broken:
-                if row.state == "degraded":
-                    self.store.set_state(row.id, "active", "every part found well")
+                if row.state == DEGRADED:
+                    self.store.set_state(row.id, ACTIVE, "every part found well")
                 raise WanlabError(f"experiment {name!r}: every part is active on its "
                                   f"machine, nothing to repair")
             for m in broken:
                 why = "; ".join(states[m]["broken"]) or states[m]["error"] or states[m]["state"]
                 self.say(f"{name}: repairing the part on {m} ({why})")
-            self.store.set_state(row.id, "activating", "repair of " + ", ".join(broken))
+            self.store.set_state(row.id, ACTIVATING, "repair of " + ", ".join(broken))
             try:
                 self._on_parts(name, [(m, "repair", (fresh,)) for m in broken])
             except BaseException as e:
-                self.store.set_state(row.id, "degraded", "repair failed", error=str(e))
+                self.store.set_state(row.id, DEGRADED, "repair failed", error=str(e))
                 raise
-        self.store.set_state(row.id, "active", "repaired " + ", ".join(broken))
+        self.store.set_state(row.id, ACTIVE, "repaired " + ", ".join(broken))
         self.say(f"{name}: repaired on {', '.join(broken)}; active on {len(machines)} "
                  f"machines")
         return broken
@@ -140,7 +134,7 @@ class OnCluster:
         (:mod:`wanlab.cluster.move`), printing where every node now runs."""
         from wanlab.cluster import move
         row = self.store.get(name)
-        self.store.set_state(row.id, "activating", "repair: moving the parts of "
+        self.store.set_state(row.id, ACTIVATING, "repair: moving the parts of "
                              + ", ".join(lost))
         try:
             if broken:
@@ -148,9 +142,9 @@ class OnCluster:
             with self._ray():
                 to = move.move_lost(self.store, name, lost, say=self.say)
         except BaseException as e:
-            self.store.set_state(row.id, "degraded", "repair failed", error=str(e))
+            self.store.set_state(row.id, DEGRADED, "repair failed", error=str(e))
             raise
-        self.store.set_state(row.id, "active", "repaired: " + ", ".join(
+        self.store.set_state(row.id, ACTIVE, "repaired: " + ", ".join(
             f"{a} moved to {b}" for a, b in sorted(to.items())))
         for line in move.placement_lines(self.store, name):
             self.say(f"  {line}")
@@ -215,18 +209,18 @@ class OnCluster:
         time before it is yielded, so one logged a little later by another machine still
         comes in its place."""
         row = self.store.get(name)
-        if row.state != "active":
+        if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
         seen: set[tuple[str, int]] = set()
         held: list[dict[str, Any]] = []
         with self._ray() if not self._direct() else contextlib.nullcontext():
             while True:
                 row = self.store.get(name)
-                active = row.state == "active"
+                active = row.state == ACTIVE
                 try:
                     log = self.event_log(name) if active else []
                 except WanlabError:
-                    if self.store.get(name).state == "active":
+                    if self.store.get(name).state == ACTIVE:
                         raise
                     log, active = [], False     # swapped out meanwhile
                 for e in log:
@@ -252,7 +246,7 @@ class OnCluster:
         :meth:`wanlab.lifecycle.Lab.tevc` returns them, with ``machines``."""
         from wanlab.frontends.normalize import event
         row = self.store.get(name)
-        if row.state != "active":
+        if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
         exp = row.ir
         kinds = exp.kinds()
@@ -337,7 +331,7 @@ class OnCluster:
         """Link and LAN events done at once by the engines of the machines that hold them
         (a cut link's ``up``/``down`` on both)."""
         row = self.store.get(name)
-        if row.state != "active":
+        if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
         at = experiment.where_of(self.store, name)
         shares: dict[str, list[dict[str, Any]]] = {}
@@ -398,7 +392,7 @@ class OnCluster:
         machine's engine; a cut link's direction by the machine that sends (shapes) it, so
         ``both`` is one file on each of its two machines. Returns the files."""
         row = self.store.get(name)
-        if row.state != "active":
+        if row.state != ACTIVE:
             raise WanlabError(f"experiment {name!r} is {row.state}, not active")
         l = next((x for x in row.ir.links if x.name == link), None)
         if l is None:

@@ -50,6 +50,7 @@ from wanlab.model.ir import (
     Route,
     validate,
 )
+from wanlab.model.states import ACTIVATING, ACTIVE, DEGRADED, SWAPPED, SWAPPING_OUT
 from wanlab.plan.placement import Machine, assign, pieces
 from wanlab.plan.plan import make_plan
 from wanlab.plan.types import Plan
@@ -363,10 +364,10 @@ def create(store: Store, exp: Experiment, source_path: str | None,
             say("creating the parts failed; removing them")
             _remove_parts(store, info, exp.name, handles, "cleanup")
             store.delete_experiment(row.id)
-            if isinstance(e, WanlabError):
+            if isinstance(e, (WanlabError, KeyboardInterrupt)):     # Ctrl-C: rolled back
                 raise
             raise WanlabError(f"--cluster: creating {exp.name} failed: {e}") from e
-        store.set_state(row.id, "active", "swapped in on the cluster")
+        store.set_state(row.id, ACTIVE, "swapped in on the cluster")
         return {"machine_of": where, "cut_links": [l.name for l in cut],
                 "one_way_s": {f"{a}-{b}": v for (a, b), v in one_way.items()}}
 
@@ -426,12 +427,12 @@ def check(store: Store, name: str):
         nodes = ", ".join(sorted(n for n, mm in where.items() if mm == m))
         if state is None:
             faults.append(f"machine {m} lost (nodes {nodes})")
-        elif state["state"] != "active" or state["broken"]:
+        elif state["state"] != ACTIVE or state["broken"]:
             why = "; ".join(state["broken"]) or state["error"] or state["state"]
             faults.append(f"part on {m} broken: {why} (nodes {nodes})")
     if not faults:
         return row
-    store.set_state(row.id, "degraded", "health check", error="; ".join(faults))
+    store.set_state(row.id, DEGRADED, "health check", error="; ".join(faults))
     return store.get(name)
 
 
@@ -631,21 +632,22 @@ def routes(store: Store, name: str, node: str | None = None) -> dict[str, str]:
             if where.get(n) == m}
 
 
-def swapout(store: Store, name: str, say=print) -> None:
+def swapout(store: Store, name: str, say=print, reason: str = "swap-out") -> None:
     """Swap every part out on its machine (each keeps its own state: its nodes' writable
-    layers, its event log, its flows); the experiment becomes ``swapped``."""
+    layers, its event log, its flows); the experiment becomes ``swapped``. ``reason``:
+    recorded in its state history (the facility's ``idle swap``)."""
     row = store.get(name)
-    if row.state not in ("active", "degraded"):
+    if row.state not in (ACTIVE, DEGRADED):
         raise WanlabError(f"experiment {name!r} is {row.state}, not active")
     info = _cluster(store)
-    store.set_state(row.id, "swapping-out", "swap-out")
+    store.set_state(row.id, SWAPPING_OUT, reason)
     try:
         with connect.session(info):
             _each(_handles(store, info), _machines(store, name), "swapout", name)
     except WanlabError as e:
-        store.set_state(row.id, "degraded", "swap-out failed", error=str(e))
+        store.set_state(row.id, DEGRADED, "swap-out failed", error=str(e))
         raise
-    store.set_state(row.id, "swapped", "swapped out on the cluster")
+    store.set_state(row.id, SWAPPED, "swapped out on the cluster")
     say(f"{name}: swapped out on {len(_machines(store, name))} machines")
 
 
@@ -654,27 +656,28 @@ def swapin(store: Store, name: str, say=print, fresh: bool = False) -> None:
     together. If one machine fails, the parts built are swapped out again. ``fresh``:
     each machine drops its nodes' writable layers first."""
     row = store.get(name)
-    if row.state != "swapped":
+    if row.state != SWAPPED:
         raise WanlabError(f"experiment {name!r} is {row.state}; only swapped cluster "
                           f"experiments can be swapped in")
     info = _cluster(store)
     machines = _machines(store, name)
-    store.set_state(row.id, "activating", "swap-in")
+    store.set_state(row.id, ACTIVATING, "swap-in")
     with connect.session(info):
         handles = _handles(store, info)
         try:
             _each(handles, machines, "swapin", name, fresh)
             _start_clocks(handles, name, machines, store)
-        except WanlabError as e:
-            say(f"swap-in failed ({e}); swapping the parts out again")
+        except BaseException as e:      # Ctrl-C too: no part is left running
+            say(f"swap-in failed ({e or type(e).__name__}); swapping the parts out again")
             for m in machines:
                 try:
                     _get(handles[m].run_part.remote("swapout", name))
                 except WanlabError:
                     pass        # a part that never came in
-            store.set_state(row.id, "swapped", "swap-in failed", error=str(e))
+            store.set_state(row.id, SWAPPED, "swap-in failed",
+                            error=str(e) or type(e).__name__)
             raise
-    store.set_state(row.id, "active", "swapped in on the cluster")
+    store.set_state(row.id, ACTIVE, "swapped in on the cluster")
     say(f"{name}: active on {len(machines)} machines")
 
 

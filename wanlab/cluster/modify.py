@@ -34,6 +34,7 @@ from wanlab.cluster import connect, experiment, layers
 from wanlab.cluster.experiment import _get, _handles, parts_of, split
 from wanlab.errors import SpecError, WanlabError
 from wanlab.model.ir import Experiment, LinkParams, validate
+from wanlab.model.states import ACTIVE, DEGRADED, SWAPPED
 from wanlab.plan.placement import Machine, assign, pieces
 from wanlab.plan.plan import make_plan
 from wanlab.store import cluster as rec
@@ -114,10 +115,10 @@ def modify(store: Store, name: str, new: Experiment, say=print) -> None:
     row = store.get(name)
     new = dataclasses.replace(new, name=name)
     validate(new)
-    if row.state not in ("active", "swapped"):
+    if row.state not in (ACTIVE, SWAPPED):
         raise WanlabError(f"experiment {name!r} is {row.state}: modify takes an active or "
                           f"swapped one" + (f" ('wanlab swapin --repair {name}' first)"
-                                            if row.state == "degraded" else ""))
+                                            if row.state == DEGRADED else ""))
     new = _wide_area(row.ir, new)
     info = experiment._cluster(store)
     at = experiment.where_of(store, name)
@@ -163,7 +164,7 @@ def modify(store: Store, name: str, new: Experiment, say=print) -> None:
         calls = [(m, "modify", (parts[m][0].to_json(), parts[m][1])) for m in changed]
         calls += [(m, "create", (parts[m][0].to_json(), parts[m][1])) for m in added]
         done, errors = _run(handles, name, calls)
-        if not errors and row.state == "swapped" and added:
+        if not errors and row.state == SWAPPED and added:
             # a create swaps in: a new part of a swapped experiment is swapped out again
             _, errors = _run(handles, name, [(m, "swapout", ()) for m in added])
         if errors:
@@ -172,7 +173,7 @@ def modify(store: Store, name: str, new: Experiment, say=print) -> None:
                               "put back to the previous description)")
         for m in added:
             rec.update(store, new_ids[m], "created")
-        if row.state == "active" and added:
+        if row.state == ACTIVE and added:
             t0 = next((r.detail["t0"] for r in records.values() if "t0" in r.detail), None)
             if t0 is not None:
                 _run(handles, name, [(m, "go", (t0,)) for m in added])

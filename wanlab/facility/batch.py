@@ -19,9 +19,14 @@ results`` and the experiment stays, swapped out.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import time
 from typing import Any
 
+from wanlab import site as sites
+from wanlab.backends.emulate import procs
 from wanlab.errors import WanlabError
 from wanlab.facility import templates
 from wanlab.frontends import load
@@ -57,9 +62,52 @@ def submit(lab: Lab, path: str, params: dict[str, str], user: str = "root") -> i
 
 
 def listing(lab: Lab) -> list[dict[str, Any]]:
-    return [{k: b[k] for k in ("id", "user", "name", "state", "attempts", "folder", "error",
-                               "submitted", "started", "ended")}
+    """Every batch; a posted one with ``waiting``: why it has not started yet."""
+    return [{**{k: b[k] for k in ("id", "user", "name", "state", "attempts", "folder",
+                                  "error", "submitted", "started", "ended")},
+             **({"waiting": waiting(lab, b)} if b["state"] == POSTED else {})}
             for b in records.batches(lab.store)]
+
+
+# -- why a posted batch waits ------------------------------------------------------------
+def _status_path(lab: Lab) -> str:
+    return lab.store.inside("batches", "daemon.json")
+
+
+def write_status(lab: Lab, max_concurrent: int, pid: int) -> None:
+    """The daemon's view, for :func:`waiting`: its limit, its pid (and start time)."""
+    path = _status_path(lab)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    tmp = f"{path}.{pid}"
+    with open(tmp, "w") as f:
+        json.dump({"pid": pid, "started": procs.start_time(pid), "max": max_concurrent,
+                   "at": time.time()}, f)
+    os.replace(tmp, path)
+
+
+def clear_status(lab: Lab) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_status_path(lab))
+
+
+def waiting(lab: Lab, b: dict[str, Any]) -> str:
+    """Why posted batch ``b`` has not started: no daemon runs, the daemon's own batches
+    fill its limit, or its user's other batch runs while another user's goes first."""
+    try:
+        with open(_status_path(lab)) as f:
+            st = json.load(f)
+        alive = procs.alive(int(st["pid"]), st["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        st, alive = None, False
+    if not alive:
+        return "no batch daemon runs ('wanlab batch daemon' starts one)"
+    live = records.batches(lab.store, LIVE)
+    if len(live) >= st["max"]:
+        return (f"the daemon's limit: {len(live)} of {st['max']} batches run "
+                f"({', '.join(str(x['id']) for x in live)}; --max-concurrent)")
+    if any(x["user"] == b["user"] for x in live):
+        return f"{b['user']} has a batch running; other users' posted batches go first"
+    return "starting at the daemon's next tick"
 
 
 def show(lab: Lab, bid: int) -> dict[str, Any]:
@@ -94,7 +142,7 @@ def requeue(lab: Lab, bid: int) -> str:
     name = experiment_name(b["name"], bid)
     row = lab.store.find(name)
     if row is not None:
-        lab.terminate(name)          # its results are archived in the batch's folder
+        sites.of(lab, name).terminate(name)   # its results are archived in the batch's folder
     records.set_batch_state(lab.store, bid, POSTED, "requeued by the user",
                             expect=(DONE, FAILED, CANCELLED), attempts=0, error=None,
                             worker=None, started=None, ended=None)

@@ -104,10 +104,12 @@ def cmd_batch(lab, a) -> int:
         if a.json:
             print(json.dumps(rows, indent=2))
             return 0
-        print(f"{'ID':>4} {'USER':10} {'NAME':24} {'STATE':12} {'TRIES':>5}  RESULTS / ERROR")
+        print(f"{'ID':>4} {'USER':10} {'NAME':24} {'STATE':12} {'TRIES':>5}  "
+              "RESULTS / ERROR / WHY IT WAITS")
         for r in rows:
+            why = f"waits: {r['waiting']}" if r.get("waiting") else ""
             print(f"{r['id']:>4} {r['user']:10} {r['name']:24} {r['state']:12} "
-                  f"{r['attempts']:>5}  {r['error'] or r['folder'] or ''}")
+                  f"{r['attempts']:>5}  {r['error'] or r['folder'] or why}")
         return 0
     if a.op in ("cancel", "requeue", "show"):
         if not a.target or not a.target.isdigit():

@@ -7,12 +7,15 @@ Every tick it:
    up and is posted again, or failed after :data:`~wanlab.facility.batch.MAX_ATTEMPTS`;
    a worker still alive from an earlier daemon is adopted (it is watched by pid and start
    time, the way every process is recorded);
-2. starts posted batches while fewer than ``max_concurrent`` experiments are active (the
-   batches' and any others': they share the cores): oldest first, but a user who already
-   has a running batch waits while another user's batch is posted (one running batch per
-   user unless capacity is otherwise idle). Before a worker starts, the batch is moved to
-   ``activating`` in one transaction, so two daemons never start one batch twice; the
-   daemon also holds a lock so that only one runs per state folder;
+2. starts posted batches while fewer than ``max_concurrent`` batches are live (its own
+   work only: experiments that people run by hand are theirs, not the queue's, and never
+   hold a batch back): oldest first, but a user who already has a running batch waits
+   while another user's batch is posted (one running batch per user unless capacity is
+   otherwise idle). Before a worker starts, the batch is moved to ``activating`` in one
+   transaction, so two daemons never start one batch twice; the daemon also holds a lock
+   so that only one runs per state folder. What it sees (its limit, the batches it runs)
+   is written to ``batches/daemon.json`` each tick, so ``wanlab batch list`` says why a
+   posted batch waits, and its log says so when the reason changes;
 3. samples active experiments for idle and max-duration swap (:mod:`wanlab.facility.idle`).
 
 All of its state is in the store, so stopping it (SIGTERM) loses nothing: running workers
@@ -30,9 +33,10 @@ import subprocess
 import sys
 import time
 
+from wanlab import site as sites
 from wanlab.backends.emulate import procs
 from wanlab.errors import WanlabError
-from wanlab.facility import idle
+from wanlab.facility import batch, idle
 from wanlab.facility.batch import MAX_ATTEMPTS, experiment_name, folder
 from wanlab.lifecycle import Lab
 from wanlab.store import facility as records
@@ -57,6 +61,7 @@ class Daemon:
             raise WanlabError("--max-concurrent must be at least 1")
         self.children: dict[int, subprocess.Popen] = {}       # batch id -> our worker
         self.watcher = idle.Watcher(lab, say=_log, default_idle_s=default_idle_s)
+        self._waiting: dict[int, str] = {}      # posted batch -> why it waits (logged)
 
     # -- workers --------------------------------------------------------------------------
     def _alive(self, b: dict) -> bool:
@@ -79,7 +84,7 @@ class Daemon:
             name = experiment_name(b["name"], b["id"])
             with contextlib.suppress(WanlabError):
                 if self.lab.store.find(name) is not None:
-                    self.lab.cleanup(name)
+                    sites.of(self.lab, name, say=_log).cleanup(name)
             attempts = b["attempts"] + 1
             again = attempts < MAX_ATTEMPTS
             records.set_batch_state(
@@ -91,13 +96,8 @@ class Daemon:
                  f"{'posted again' if again else 'failed'}")
 
     def active_load(self) -> int:
-        """Experiments using the machine: live batches and other active experiments."""
-        live = records.batches(self.lab.store, LIVE)
-        names = {experiment_name(b["name"], b["id"]) for b in live}
-        others = [r for r in self.lab.store.list()
-                  if r.state in ("active", "activating", "modifying", "degraded")
-                  and r.name not in names]
-        return len(live) + len(others)
+        """The daemon's own work: its live batches (activating, running, terminating)."""
+        return len(records.batches(self.lab.store, LIVE))
 
     def pick(self) -> dict | None:
         posted = records.batches(self.lab.store, (POSTED,))
@@ -139,7 +139,19 @@ class Daemon:
                 break
             self.start(b)
             free -= 1
+        self.say_waiting()
         self.watcher.tick()
+
+    def say_waiting(self) -> None:
+        """Record what the daemon sees (``wanlab batch list`` reads it) and log why the
+        posted batches wait, once each time the reason changes."""
+        batch.write_status(self.lab, self.max, os.getpid())
+        why = {b["id"]: batch.waiting(self.lab, b)
+               for b in records.batches(self.lab.store, (POSTED,))}
+        for bid, reason in sorted(why.items()):
+            if reason and self._waiting.get(bid) != reason:
+                _log(f"batch {bid} waits: {reason}")
+        self._waiting = why
 
     def stop_children(self) -> None:
         """Reap finished workers; running ones go on (the next daemon adopts them)."""
@@ -185,6 +197,7 @@ def main(home: str, max_concurrent: int | None = None, foreground: bool = False,
                 time.sleep(0.1)
     finally:
         _log("stopping (running batches go on; the next daemon adopts them)")
+        batch.clear_status(lab)
         lab.close()
         lock.close()
     return 0

@@ -4,9 +4,11 @@ An active experiment is *active* in a sample when any of these moved since the l
 (the signals Emulab's slothd reported):
 
 * the engine's counters: frames its links and LANs delivered (more than
-  :data:`MIN_FRAMES_PER_S`: routing hellos alone do not keep an experiment busy);
+  :data:`MIN_FRAMES_PER_S`: routing hellos alone do not keep an experiment busy); a
+  cluster experiment's from every machine's engine (its site's ``activity``);
 * process CPU: CPU time of the processes in its nodes' network namespaces (found by the
-  recorded namespaces' inodes), more than :data:`MIN_CPU_SHARE` of a core;
+  recorded namespaces' inodes), more than :data:`MIN_CPU_SHARE` of a core (this host's
+  experiments);
 * open shells: a process in a node with a controlling terminal (``wanlab shell``).
 
 Its policy is the IR's :class:`~wanlab.model.ir.SwapPolicy` (ns ``tb-set-idleswap``, YAML
@@ -14,7 +16,8 @@ Its policy is the IR's :class:`~wanlab.model.ir.SwapPolicy` (ns ``tb-set-idleswa
 default. When it has been idle for ``idle_s - warn_s`` (``warn_s``: a fifth of the
 threshold, 1 s to 5 min), a warning goes into its event log (origin ``idle``, outcome
 ``warning``); at ``idle_s``, and not before the warning is ``warn_s / 2`` old, it is
-swapped out (reason ``idle swap`` in its history): soft state goes, the store, its folder
+swapped out through its site (reason ``idle swap`` in its history; a cluster
+experiment's parts on every machine): soft state goes, the store, its folder
 and each node's own files stay, so ``wanlab swapin`` brings it back. ``max_duration_s``
 after its swap-in it is warned and swapped out the same way, busy or not.
 
@@ -28,10 +31,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from wanlab import site as sites
 from wanlab.errors import WanlabError
-from wanlab.lifecycle import ACTIVE, Lab
+from wanlab.lifecycle import Lab
+from wanlab.model.states import ACTIVE
+from wanlab.site.activity import frames_of  # noqa: F401 - the signal's name here
 from wanlab.store.db import ExperimentRow
 
 MIN_FRAMES_PER_S = 5.0
@@ -54,22 +59,6 @@ class _Seen:
     cpu_s: float | None = None
     at: float = 0.0
     warned: dict[str, float] = field(default_factory=dict)     # kind -> when
-
-
-def frames_of(stats: dict[str, Any]) -> int:
-    """Frames delivered by every link and LAN direction in an engine ``stats`` reply."""
-    total = 0
-
-    def walk(x: Any) -> None:
-        nonlocal total
-        if isinstance(x, dict):
-            for k, v in x.items():
-                if k == "out_pkts" and isinstance(v, int):
-                    total += v
-                else:
-                    walk(v)
-    walk({k: stats.get(k) for k in ("links", "lans")})
-    return total
 
 
 def process_table() -> dict[int, tuple[float, bool]]:
@@ -174,18 +163,15 @@ class Watcher:
             if elapsed >= limit and kind in s.warned and now - s.warned[kind] >= w / 2:
                 self._log(row, now, "ok", f"{kind} swap after {elapsed:.0f} s")
                 self.say(f"{row.name}: {kind} swap after {elapsed:.0f} s")
-                self.lab.swapout(row.name, reason=f"{kind} swap")
+                # through its site: a cluster experiment's parts stop on their machines
+                sites.of(self.lab, row.name, say=self.say).swapout(row.name,
+                                                                   reason=f"{kind} swap")
                 del self.seen[row.id]
                 return True
         return False
 
     def _sample(self, row: ExperimentRow) -> tuple[int, float, bool]:
-        try:
-            with self.lab.engine(row.name) as c:
-                frames = frames_of(c.call("stats"))
-        except WanlabError:
-            frames = 0
-        namespaces = [r.name for r in self.lab.store.resources(row.id) if r.kind == "netns"]
+        frames, namespaces = sites.of(self.lab, row.name, say=self.say).activity(row.name)
         if self._table is None:
             self._table = process_table()
         cpu, shell = node_processes(namespaces, self._table)

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from wanlab import site as sites
 from wanlab.errors import Interrupted, SpecError, WanlabError
 from wanlab.facility import templates
 from wanlab.frontends import load
@@ -274,14 +275,14 @@ def execute(lab: Lab, exp: Experiment, mode: str, run_id: int, folder: str,
     if lab.store.find(name) is not None:
         raise WanlabError(f"an experiment named {name!r} exists; terminate it first")
     try:
-        summary = lab.run(exp.with_name(name), source_path=source_path)
+        summary = sites.for_new(lab).run(exp.with_name(name), source_path=source_path)
     finally:
         if lab.store.find(name) is not None:
             with contextlib.suppress(WanlabError):
                 if os.path.isdir(lab.store.folder(name)):
                     lab.export(name, folder)
             with contextlib.suppress(WanlabError):
-                lab.terminate(name)
+                sites.of(lab, name).terminate(name)
     return summary
 
 

@@ -21,6 +21,7 @@ import sys
 import time
 from typing import Any
 
+from wanlab import site as sites
 from wanlab.errors import WanlabError
 from wanlab.facility.batch import MAX_ATTEMPTS, experiment_name, folder
 from wanlab.lifecycle import ACTIVE, Lab
@@ -58,8 +59,8 @@ def run(lab: Lab, bid: int) -> str:
     _say(f"batch {bid}: creating {name}")
     try:
         if lab.store.find(name) is not None:   # left by an earlier attempt
-            lab.terminate(name)
-        lab.create(exp.with_name(name), source_path=b["path"])
+            sites.of(lab, name).terminate(name)
+        sites.for_new(lab).create(exp.with_name(name), source_path=b["path"])
     except WanlabError as e:
         attempts = b["attempts"] + 1
         again = attempts < MAX_ATTEMPTS
@@ -83,7 +84,7 @@ def run(lab: Lab, bid: int) -> str:
         results = archive(lab, name, out)
     except WanlabError as e:
         with contextlib.suppress(WanlabError):
-            lab.cleanup(name)
+            sites.of(lab, name).cleanup(name)
         records.set_batch_state(lab.store, bid, FAILED, f"archiving failed ({e})", error=str(e),
                                 ended=time.time())
         return FAILED
@@ -96,11 +97,11 @@ def archive(lab: Lab, name: str, out: str) -> str:
     """Stop the experiment (swap-out) and copy its results to ``out/results``."""
     row = lab.store.get(name)
     summary: dict[str, Any] = {"name": name}
+    site = sites.of(lab, name)
     if row.state == ACTIVE:
         with contextlib.suppress(WanlabError):
-            with lab.engine(name) as c:
-                summary["links"] = c.call("stats").get("links", {})
-        lab.swapout(name, reason="batch ended")
+            summary["links"] = site.stats(name).get("links", {})
+        site.swapout(name, reason="batch ended")
     summary["events"] = lab.store.event_log(row.id)
     summary["flows"] = lab.store.flows(row.id)
     summary["startcmds"] = {}
@@ -134,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
             b = records.get_batch(lab.store, a.id)
             name = experiment_name(b["name"], a.id)
             if lab.store.find(name) is not None:
-                lab.cleanup(name)
+                sites.of(lab, name).cleanup(name)
             records.set_batch_state(lab.store, a.id, FAILED, f"worker failed: {e!r}",
                                     error=repr(e), ended=time.time())
         if not isinstance(e, Exception):

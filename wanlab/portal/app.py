@@ -4,9 +4,10 @@ Every API route but ``/api/login`` needs a user (a session cookie or an API toke
 401). Every route of one experiment first checks that the user may drive it (a member of
 its project, or an administrator; else 403), before it looks at the experiment at all, so a
 foreign experiment and a missing one look the same. State-changing requests with a session
-cookie need the CSRF header (auth.py). Operations go through :class:`wanlab.lifecycle.Lab`,
-the same code the CLI runs; changes of a running experiment (link parameters, up/down, any
-event) go through the experiment's event scheduler exactly as ``wanlab tevc`` does.
+cookie need the CSRF header (auth.py). Operations go through the experiment's site
+(:mod:`wanlab.site`: this host's life cycle or the cluster's controller), the same code the
+CLI runs; changes of a running experiment (link parameters, up/down, any event) go through
+the experiment's event scheduler exactly as ``wanlab tevc`` does.
 
 Errors are JSON ``{"error": ...}``: 400 for a user's mistake (with ``file`` and ``line`` for
 a description that does not parse), 401/403 for authentication and authorisation, 404 for
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,12 +29,12 @@ from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
-from wanlab.cluster.control import OnCluster, Relayed
-from wanlab.cluster.control import of as control_of
+from wanlab import site as sites
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.plan.plan import make_plan
 from wanlab.portal import audit, auth, consoles, files, hostres, live, projects, specs, tables
+from wanlab.run import terminal
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
@@ -70,6 +72,20 @@ class NewExperiment(BaseModel):
                         "{NAME: base64 of the file}; at most 16 files, 16 MiB each, 32 MiB "
                         "together. A description names a file of the project's store as "
                         "project:NAME")
+    cluster: bool = Field(False, description="place it on the current cluster (wanlab "
+                          "cluster up) instead of this host")
+
+
+class Modify(BaseModel):
+    filename: str = Field("", description="the new description's file name: .tcl/.ns or "
+                          ".yaml/.yml")
+    text: str = ""
+
+
+class Exec(BaseModel):
+    node: str = ""
+    argv: list[str] = Field([], description="the command and its arguments (no shell)")
+    timeout: float = Field(60.0, gt=0, le=3600)
 
 
 class LinkChange(BaseModel):
@@ -382,7 +398,7 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             owners = projects.owners(c.db)
             mine = projects.memberships(c.db, c.user)
             out = []
-            for row in c.lab.list():
+            for row in sites.listing(c.lab):
                 own = owners.get(row.name)
                 if c.user.admin or (own and own["project"] in mine):
                     out.append({"name": row.name, "state": row.state, "error": row.error,
@@ -417,7 +433,8 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             rid = c.audit("create", exp.name, body.filename)
             try:
                 attached.save()         # the experiment's own copies, before it is stored
-                row = c.lab.create(exp, source_path=None, swapin=body.swapin)
+                row = sites.for_new(c.lab, body.cluster).create(exp, source_path=None,
+                                                                swapin=body.swapin)
             except BaseException as e:
                 # a failed create leaves nothing: an experiment of this name now is another's
                 if c.lab.store.find(exp.name) is None:
@@ -451,25 +468,72 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
 
     @app.post("/api/experiments/{name}/swapin", tags=["experiments"])
     def swapin(name: str, request: Request, repair: bool = False):
-        return _op(name, request, "swapin", lambda c: c.lab.swapin(name, repair=repair))
+        return _op(name, request, "swapin",
+                   lambda c: sites.of(c.lab, name).swapin(name, repair=repair))
 
     @app.post("/api/experiments/{name}/swapout", tags=["experiments"])
     def swapout(name: str, request: Request):
-        return _op(name, request, "swapout", lambda c: c.lab.swapout(name))
+        return _op(name, request, "swapout", lambda c: sites.of(c.lab, name).swapout(name))
+
+    @app.post("/api/experiments/{name}/modify", tags=["experiments"])
+    def modify(name: str, body: Modify, request: Request):
+        """Apply a changed description (an uploaded ns or YAML text), as ``wanlab modify``:
+        a running experiment changes only what differs."""
+        def go(c: Ctx) -> None:
+            exp, _ = specs.parse(body.filename, body.text, name)
+            sites.of(c.lab, name).modify(name, exp)
+        return _op(name, request, "modify", go)
+
+    @app.post("/api/experiments/{name}/cleanup", tags=["experiments"])
+    def cleanup(name: str, request: Request):
+        """Remove everything recorded for it (after a crash), as ``wanlab cleanup``."""
+        def go(c: Ctx) -> None:
+            sites.of(c.lab, name).cleanup(name)
+            if c.lab.store.find(name) is None:      # a cluster experiment is forgotten
+                projects.release(c.db, name)
+        return _op(name, request, "cleanup", go)
 
     @app.post("/api/experiments/{name}/terminate", tags=["experiments"])
     def terminate(name: str, request: Request):
         def go(c: Ctx) -> None:
-            c.lab.terminate(name)
+            sites.of(c.lab, name).terminate(name)
             projects.release(c.db, name)
         return _op(name, request, "terminate", go)
+
+    @app.post("/api/experiments/{name}/exec", tags=["experiments"])
+    def exec_(name: str, body: Exec, request: Request):
+        """Run a command in a node, as ``wanlab exec`` (no shell; its output comes back
+        whole once it exits, or is killed at ``timeout``)."""
+        with session(request, name) as c:
+            if not body.node or not body.argv:
+                raise WanlabError("exec needs a node and a command (argv)")
+            if projects.owner(c.db, name) is not None:   # a project's node on the host's
+                # files is root's
+                hostres.console_node(c.lab.get(name).ir, body.node)
+            c.audit("exec", name, f"{body.node}: " + " ".join(body.argv))
+            # the command gets the consoles' clean environment, never the portal's own
+            argv = ["env", "-i", *(f"{k}={v}" for k, v in terminal.CLEAN_ENV.items()),
+                    *body.argv]
+            try:
+                r = sites.of(c.lab, name).exec(name, body.node, argv, capture=True,
+                                               timeout=body.timeout)
+            except subprocess.TimeoutExpired:
+                raise WanlabError(f"{body.argv[0]} did not exit within {body.timeout:g} s "
+                                  f"(killed)") from None
+            return {"code": r.returncode, "stdout": r.stdout, "stderr": r.stderr}
+
+    @app.get("/api/experiments/{name}/routes", tags=["experiments"])
+    def routes(name: str, request: Request, node: str | None = None):
+        """Each node's routing table (``ip route``), as ``wanlab routes``."""
+        with session(request, name) as c:
+            return sites.of(c.lab, name).routes(name, node)
 
     @app.get("/api/experiments/{name}", tags=["experiments"])
     def show(name: str, request: Request):
         """State, nodes, addresses, routes, links and counters (as ``wanlab show``), with
         the topology the live view draws."""
         with session(request, name) as c:
-            out = c.lab.show(name)
+            out = sites.of(c.lab, name).show(name)
             out.pop("folder", None)       # the state folder is root's business
             out["topology"] = topology(c.lab, name)
             out["owner"] = c.owner
@@ -479,7 +543,7 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
     def stats(name: str, request: Request):
         """The engine's counters now (cumulative; docs/engine-protocol.md)."""
         with session(request, name) as c:
-            return control_of(c.lab, name).stats(name)     # a cluster's: every machine's
+            return sites.of(c.lab, name).stats(name)     # a cluster's: every machine's
 
     @app.post("/api/experiments/{name}/links/{link}", tags=["live"])
     def change_link(name: str, link: str, body: LinkChange, request: Request):
@@ -498,7 +562,7 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             rid = c.audit("link", name, f"{link} " + " ".join(" ".join(w) for w in words))
             replies = []
             try:
-                on = control_of(c.lab, name)      # this host's, or the cluster's machines
+                on = sites.of(c.lab, name)      # this host's, or the cluster's machines
                 for action, *args in words:
                     replies.append(on.tevc(name, "now", link, action, args, wait=True))
             except BaseException as e:
@@ -517,8 +581,8 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                                                   *body.args]))
             try:
                 wait = body.time == "now"
-                return control_of(c.lab, name).tevc(name, body.time, body.object,
-                                                    body.event, body.args, wait=wait)
+                return sites.of(c.lab, name).tevc(name, body.time, body.object, body.event,
+                                                  body.args, wait=wait)
             except BaseException as e:
                 audit.failed(c.db, rid, str(e))
                 raise
@@ -527,20 +591,21 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
     def events(name: str, request: Request):
         """The event log of the current run."""
         with session(request, name) as c:
-            return control_of(c.lab, name).event_log(name)     # a cluster's: merged
+            return sites.of(c.lab, name).events(name)     # a cluster's: merged
 
     @app.get("/api/experiments/{name}/flows", tags=["results"])
     def flows(name: str, request: Request):
         with session(request, name) as c:
-            return control_of(c.lab, name).flows(name)     # a cluster's: halves joined
+            return sites.of(c.lab, name).flows(name)     # a cluster's: halves joined
 
     @app.get("/api/experiments/{name}/plot", tags=["results"])
     def plot(name: str, request: Request):
         """A PNG of every flow's throughput over time in the latest run."""
         with session(request, name) as c:
-            if not c.lab.flows(name):
+            site = sites.of(c.lab, name)
+            if not site.flows(name):
                 raise NotFound(f"experiment {name!r} has no flows to plot yet")
-            return FileResponse(c.lab.plot(name), media_type="image/png")
+            return FileResponse(site.plot(name), media_type="image/png")
 
     @app.get("/api/experiments/{name}/audit", tags=["results"])
     def exp_audit(name: str, request: Request):
@@ -552,7 +617,7 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         """The experiment's packet captures (pcap files in its folder; on a cluster each
         machine's, ``file`` being ``MACHINE/PATH``)."""
         with session(request, name) as c:
-            return control_of(c.lab, name).captures(name)
+            return sites.of(c.lab, name).captures(name)
 
     @app.post("/api/experiments/{name}/captures", tags=["results"])
     def capture_start(name: str, body: CaptureStart, request: Request):
@@ -564,7 +629,7 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                 raise NotFound(f"{body.link!r} is not a link of experiment {name!r}")
             rid = c.audit("capture", name, body.link)
             try:
-                files = control_of(c.lab, name).capture_start(name, body.link)
+                files = sites.of(c.lab, name).capture_start(name, body.link)
             except BaseException as e:
                 audit.failed(c.db, rid, str(e))
                 raise
@@ -573,14 +638,14 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
     @app.post("/api/experiments/{name}/captures/stop", tags=["results"])
     def capture_stop(name: str, request: Request):
         with session(request, name) as c:
-            control_of(c.lab, name).capture_stop(name)
+            sites.of(c.lab, name).capture_stop(name)
             return {"ok": True}
 
     @app.get("/api/experiments/{name}/captures/{file:path}", tags=["results"])
     def capture_file(name: str, file: str, request: Request):
         """Download one capture (only files the listing shows)."""
         with session(request, name) as c:
-            on = control_of(c.lab, name)
+            on = sites.of(c.lab, name)
             if file not in {x["file"] for x in on.captures(name)}:
                 raise NotFound(f"no capture {file!r}")
             return FileResponse(on.capture_file(name, file),
@@ -628,17 +693,18 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
 
         held = []
 
-        def open_console() -> list[str] | Relayed:
+        def open_console() -> list[str] | Any:
             lab = Lab(home, create=False)
             try:
                 if projects.owner(lab.store.db, name) is not None:     # a project's
                     hostres.console_node(lab.get(name).ir, node)
-                on = control_of(lab, name)
-                if isinstance(on, OnCluster) and not on.runs_here():
-                    consoles.RAY.enter(on)          # Ray, while a relayed console is open
+                site = sites.of(lab, name)
+                relay = site.relay_session()
+                if relay is not None:
+                    consoles.RAY.enter(relay)       # Ray, while a relayed console is open
                     held.append(True)
-                    return on.console(name, node, [consoles.SHELL])    # on its machine
-                return on.node_argv(name, node, [consoles.SHELL])      # run from here
+                    return site.console(name, node, [consoles.SHELL])  # on its machine
+                return site.node_argv(name, node, [consoles.SHELL])    # run from here
             finally:
                 lab.close()
         try:
@@ -648,7 +714,7 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                 await ws.send_bytes(f"\r\nwanlab: {e}\r\n".encode())
                 await ws.close(code=4400)
                 return
-            if isinstance(cmd, Relayed):
+            if not isinstance(cmd, list):     # a terminal relayed by its machine's agent
                 held.clear()    # the relay leaves Ray once the terminal is closed
                 await consoles.relay(ws, cmd, then=consoles.RAY.leave)
             else:

@@ -8,7 +8,7 @@ the server's event loop never waits on them. The stream ends when the page goes 
 the experiment is not active it still reports the state (and no statistics), so a page
 sees a swap-in or swap-out happen.
 
-A cluster experiment's sample is every machine's (:mod:`wanlab.cluster.control`): its
+A cluster experiment's sample is every machine's (its site, :mod:`wanlab.site`): its
 engines' counters merged (a cut link's direction from the machine that shapes it) and the
 new rows of every machine's log, each naming its machine.
 """
@@ -24,6 +24,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from wanlab import site as sites
 from wanlab.engine.client import Client, socket_of
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import ACTIVE
@@ -53,8 +54,7 @@ class Sampler:
         if row is None:
             return {"state": "terminated", "at": time.time()}
         msg: dict[str, Any] = {"state": row.state, "error": row.error, "at": time.time()}
-        from wanlab.cluster.experiment import is_cluster_experiment
-        if self.cluster is not None or is_cluster_experiment(store, row.name):
+        if self.cluster is not None or sites.placed(store, row.name):
             return self._sample_cluster(row, msg)
         if row.state == ACTIVE:
             try:
@@ -77,17 +77,16 @@ class Sampler:
         return msg
 
     def _sample_cluster(self, row: Any, msg: dict[str, Any]) -> dict[str, Any]:
-        from wanlab.cluster import control
         from wanlab.lifecycle import Lab
         if self.cluster is None:
-            self.cluster = control.OnCluster(Lab(self.home, create=False))
+            self.cluster = sites.of(Lab(self.home, create=False), row.name)
         msg["events"] = []
         if row.state != ACTIVE:
             return msg
         try:
             stats = self.cluster.stats(row.name)
             msg.update({k: stats.get(k, {}) for k in STAT_KEYS})
-            log = self.cluster.event_log(row.name)
+            log = self.cluster.events(row.name)
         except WanlabError as e:
             msg["stats_error"] = str(e)
             return msg
