@@ -11,7 +11,6 @@ from typing import Any
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.model.ir import Event, Experiment
-from wanlab.model.states import ACTIVE
 from wanlab.store.db import ExperimentRow
 
 
@@ -50,8 +49,9 @@ class LocalSite:
         return self.store.get(name)
 
     def checked(self, row: ExperimentRow) -> ExperimentRow:
-        """``row``, health-checked if it is active (a broken one becomes degraded)."""
-        return self.lab._check_health(row) if row.state == ACTIVE else row
+        """``row``, health-checked: an active one with a part gone, or one left in a
+        transient state by a killed operation, becomes degraded."""
+        return self.lab._check_health(row)
 
     def show(self, name: str) -> dict[str, Any]:
         return self.lab.show(name)
