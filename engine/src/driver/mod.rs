@@ -7,6 +7,7 @@ pub mod partitioner;
 pub mod priority;
 pub mod realtime;
 pub mod remote;
+pub mod replicas;
 pub mod simulate;
 pub mod spsc;
 pub mod virtual_time;

@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::parallel::Pool;
-use super::simulate::Replicas;
+use super::replicas::Replicas;
 use crate::control::exec::Engine;
 use crate::model::network::partition::Flights;
 use crate::model::network::PipeIdx;

@@ -14,13 +14,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::parallel::{with_pool, Pool};
+use super::parallel::with_pool;
 use super::partitioner::{place, Placement};
 use super::remote::{self, Remote, Role};
+use super::replicas::Replicas;
 use crate::control::exec::{Effect, Engine};
 use crate::control::merge::merge_body;
 use crate::control::protocol::{parse_request_value, Request};
@@ -80,66 +80,6 @@ pub struct Outcome {
     pub windows: u64,
     /// Wall time spent waiting for the other engine processes to connect (not running).
     pub connect_s: f64,
-}
-
-/// The replicas of a run as the scenario loop sees them: on threads of this process
-/// ([`Pool`]) or one per engine process ([`Remote`]). With processes, every process runs
-/// the same loop and calls these at the same points; values gathered by [`Replicas::each`]
-/// reach the coordinator only (the others get their own), and only its result counts.
-pub trait Replicas {
-    /// Number of replicas (partitions) of the whole run.
-    fn count(&self) -> usize;
-    /// `f` on every replica, in partition order.
-    fn each<R, F>(&mut self, f: F) -> Result<Vec<R>, String>
-    where
-        R: Serialize + DeserializeOwned,
-        F: FnMut(&mut Engine) -> R;
-    /// `f` on this process's first replica (for what every replica knows alike).
-    fn local<R>(&mut self, f: impl FnOnce(&mut Engine) -> R) -> R;
-    /// Run every network event with time ≤ `t` in every replica.
-    fn advance_to(&mut self, t: Instant) -> Result<(), String>;
-    /// Requests ran (with more than one replica): a delay of a cut link may have changed,
-    /// and the lookahead follows; an error if a cut link lost its minimum delay.
-    fn topology_changed(&mut self) -> Result<(), String>;
-    fn windows(&self) -> u64;
-}
-
-impl Replicas for Pool<'_> {
-    fn count(&self) -> usize {
-        Pool::len(self)
-    }
-
-    fn each<R, F>(&mut self, mut f: F) -> Result<Vec<R>, String>
-    where
-        R: Serialize + DeserializeOwned,
-        F: FnMut(&mut Engine) -> R,
-    {
-        Ok((0..Pool::len(self))
-            .map(|i| self.with_engine(i, &mut f))
-            .collect())
-    }
-
-    fn local<R>(&mut self, f: impl FnOnce(&mut Engine) -> R) -> R {
-        self.with_engine(0, f)
-    }
-
-    fn advance_to(&mut self, t: Instant) -> Result<(), String> {
-        Pool::advance_to(self, t);
-        Ok(())
-    }
-
-    fn topology_changed(&mut self) -> Result<(), String> {
-        self.lookahead_ns = match self.with_engine(0, |e| e.net.lookahead_ns()) {
-            Some(0) => return Err("a link between partitions now has no minimum delay (no lookahead); run with --threads 1".into()),
-            Some(l) => l,
-            None => u64::MAX,
-        };
-        Ok(())
-    }
-
-    fn windows(&self) -> u64 {
-        self.windows
-    }
 }
 
 struct Timed {
