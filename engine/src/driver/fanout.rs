@@ -30,7 +30,8 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::allocator::{self, PartLoad, Window};
-use super::realtime::{Clock, EventFd, Part, SLICE_NS};
+use super::os::{Clock, EventFd};
+use super::realtime::{Part, SLICE_NS};
 use crate::control::command::Command;
 use crate::control::exec::{ApplyJob, Effect, Outcome, SharedPcap, Started};
 use crate::control::merge::merge_body;
