@@ -31,7 +31,7 @@ use serde_json::{json, Map, Value};
 
 use super::allocator::{self, PartLoad, Window};
 use super::os::{Clock, EventFd};
-use super::realtime::{Part, SLICE_NS};
+use super::partition_loop::{Part, SLICE_NS};
 use crate::control::command::Command;
 use crate::control::exec::{ApplyJob, Effect, Outcome, SharedPcap, Started};
 use crate::control::merge::merge_body;

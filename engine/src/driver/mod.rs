@@ -4,6 +4,7 @@ pub mod defer;
 pub mod fanout;
 pub mod os;
 pub mod parallel;
+pub mod partition_loop;
 pub mod partitioner;
 pub mod priority;
 pub mod realtime;
