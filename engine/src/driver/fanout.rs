@@ -30,70 +30,19 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::allocator::{self, PartLoad, Window};
+use super::messages::{Ack, ToPart};
 use super::os::{Clock, EventFd};
 use super::partition_loop::{Part, SLICE_NS};
 use crate::control::command::Command;
-use crate::control::exec::{ApplyJob, Effect, Outcome, SharedPcap, Started};
+use crate::control::exec::{ApplyJob, Effect, Outcome, Started};
 use crate::control::merge::merge_body;
 use crate::control::server::{Control, Subscriptions, ToEngine};
 use crate::control::topology::ApplyCmd;
 use crate::io::tap::Tap;
 use crate::model::network::partition::{Partition, PortState};
-use crate::model::network::{Network, PipeIdx};
+use crate::model::network::Network;
 use crate::stats::Histogram;
 use crate::time::Instant;
-
-/// What the leader sends a follower.
-pub enum ToPart {
-    Apply {
-        seq: u64,
-        cmd: Box<ApplyCmd>,
-        taps: Vec<Tap>,
-        part: Partition,
-    },
-    Run {
-        seq: u64,
-        cmd: Command,
-    },
-    Capture {
-        seq: u64,
-        caps: Vec<(PipeIdx, SharedPcap)>,
-    },
-    /// Stop reading TAP port `port` and hand over its pipelines' state (placement `part`,
-    /// where the port is elsewhere): the first step of moving a port.
-    MoveOut {
-        seq: u64,
-        port: usize,
-        part: Partition,
-    },
-    /// Take over port `port` with the state its old partition handed over, and read it.
-    MoveIn {
-        seq: u64,
-        port: usize,
-        state: PortState,
-        part: Partition,
-    },
-    /// Take placement `part` (a port moved between two other partitions).
-    Replace {
-        seq: u64,
-        part: Partition,
-    },
-    Exit,
-}
-
-/// A follower's answer to command `seq`.
-pub struct Ack {
-    seq: u64,
-    /// The follower's partition.
-    from: u32,
-    outcome: Outcome,
-    /// For `trace`: whether this replica runs the agent.
-    owns_agent: bool,
-    /// For `stats`: this replica's lateness distribution.
-    hist: Option<Histogram>,
-    /// For `MoveOut`: the moving port's state.
-    state: Option<PortState>,
-}
 
 /// A port on its way between partitions (see [`Leader::start_move`]).
 struct Moving {

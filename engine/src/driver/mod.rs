@@ -2,6 +2,7 @@
 pub mod allocator;
 pub mod defer;
 pub mod fanout;
+pub mod messages;
 pub mod os;
 pub mod parallel;
 pub mod partition_loop;
