@@ -7,6 +7,7 @@ pub mod os;
 pub mod parallel;
 pub mod partition_loop;
 pub mod partitioner;
+pub mod port_move;
 pub mod priority;
 pub mod realtime;
 pub mod remote;
