@@ -8,8 +8,8 @@ use crate::control::exec::Engine;
 use crate::time::Instant;
 
 /// The replicas of a run as the scenario loop sees them: on threads of this process
-/// ([`Pool`](super::parallel::Pool)) or one per engine process ([`Remote`](super::remote::Remote)). With processes, every process runs
-/// the same loop and calls these at the same points; values gathered by [`Replicas::each`]
+/// (`Pool`, `parallel`) or one per engine process (`Remote`, `remote`). With processes,
+/// every process runs the same loop and calls these at the same points; values gathered by [`Replicas::each`]
 /// reach the coordinator only (the others get their own), and only its result counts.
 pub trait Replicas {
     /// Number of replicas (partitions) of the whole run.
