@@ -2,6 +2,7 @@
 
 import dataclasses
 import filecmp
+import json
 
 from wanlab.backends.simulate.runner import simulate
 from wanlab.frontends import load
@@ -40,9 +41,9 @@ $ns run
 """
 TCP_FLOW = """set t{i} [new Agent/TCP/Newreno]
 $t{i} set packetSize_ 1000
-$ns attach-agent $h({src}) $t{i}
+$ns attach-agent {src} $t{i}
 set k{i} [new Agent/TCPSink]
-$ns attach-agent $h({dst}) $k{i}
+$ns attach-agent {dst} $k{i}
 $ns connect $t{i} $k{i}
 set ftp{i} [new Application/FTP]
 $ftp{i} attach-agent $t{i}
@@ -50,7 +51,7 @@ $ns at {at} "$ftp{i} start"
 $ns at {stop} "$ftp{i} stop"
 """
 THREE_SITES = THREE_SITES_T.replace("{tcp}", "".join(
-    TCP_FLOW.format(i=i, src=src, dst=dst, at=at, stop=stop)
+    TCP_FLOW.format(i=i, src=f"$h({src})", dst=f"$h({dst})", at=at, stop=stop)
     for i, (src, dst, at, stop) in enumerate([("0,0", "2,0", 0.1, 3.5),
                                               ("2,1", "0,1", 0.2, 3.5),
                                               ("1,0", "2,1", 0.3, 3.0)])))
@@ -105,3 +106,50 @@ def test_without_threads_a_simulation_takes_the_specs_engine_threads(tmp_path):
         lab.close()
     assert filecmp.cmp(tmp_path / "spec" / "result.json", tmp_path / "plain" / "result.json",
                        shallow=False)
+
+
+# A chain of two long links (s — a —20 ms— b —15 ms— c — r), both ways overrun by CBR flows
+# (1000-byte packets, whose arrivals do not keep step with the links' departures) that still
+# run when the simulation ends: the final statistics are taken while the long links' queues
+# are full. A direction whose two halves run on one thread records a frame's queueing delay
+# when the direction is next looked at; one cut between threads, when the frame starts: the
+# statistics must count the same frames either way, whenever the run ends.
+BUSY_CHAIN = """set ns [new Simulator]
+source tb_compat.tcl
+foreach n {s a b c r} { set $n [$ns node] }
+$ns duplex-link $s $a 100Mb 1ms DropTail
+set ab [$ns duplex-link $a $b 4Mb 20ms DropTail]
+set bc [$ns duplex-link $b $c 3Mb 15ms DropTail]
+$ns duplex-link $c $r 100Mb 1ms DropTail
+foreach {x y rate} {s r 5Mb r s 4.5Mb} {
+    set u($x) [new Agent/UDP]
+    $ns attach-agent [set $x] $u($x)
+    set k($x) [new Agent/Null]
+    $ns attach-agent [set $y] $k($x)
+    $ns connect $u($x) $k($x)
+    set cbr($x) [new Application/Traffic/CBR]
+    $cbr($x) set packetSize_ 1000
+    $cbr($x) set rate_ $rate
+    $cbr($x) attach-agent $u($x)
+    $ns at 0.1 "$cbr($x) start"
+}
+$ns at {end} "$ns halt"
+$ns run
+"""
+
+
+def test_statistics_of_busy_cut_links_are_the_same_with_1_2_and_3_threads(tmp_path):
+    for end in ("0.8", "0.9", "1.0"):
+        p = tmp_path / f"chain{end}.tcl"
+        p.write_text(BUSY_CHAIN.replace("{end}", end))
+        spec = load(str(p))
+        runs = {n: simulate(spec, str(tmp_path / f"{end}-t{n}"), seed=3, threads=n, plot=False)
+                for n in (1, 2, 3)}
+        assert [runs[n]["engine"].get("threads", 1) for n in (1, 2, 3)] == [1, 2, 3]
+        # the long links are busy at the end: the final statistics see frames waiting there
+        a = (tmp_path / f"{end}-t1" / "result.json").read_bytes()
+        links = json.loads(a)["stats"]["links"]
+        busy = {(lk, d): links[lk][d]["qlen_pkts"] for lk in ("ab", "bc") for d in ("ab", "ba")}
+        assert busy[("ab", "ab")] > 0 and busy[("bc", "ba")] > 0, busy
+        for n in (2, 3):
+            assert (tmp_path / f"{end}-t{n}" / "result.json").read_bytes() == a, (end, n)

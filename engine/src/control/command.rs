@@ -59,7 +59,7 @@ pub enum Command {
         clear: bool,
     },
     /// Move a TAP port to another partition (run by the real-time engine's leader,
-    /// `driver/fanout.rs`).
+    /// `driver/port_move.rs`).
     MovePort {
         port: String,
         partition: u32,

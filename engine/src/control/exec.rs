@@ -58,7 +58,7 @@ pub struct Engine {
     pub rps_mask: Option<String>,
 }
 
-/// Whether the real-time driver is behind its timers (see `driver/realtime.rs`).
+/// Whether the real-time driver is behind its timers (see `driver/partition_loop.rs`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct RealtimeState {
     /// Since when the last polls ran events later than the threshold (None: keeping up).

@@ -26,7 +26,7 @@
 //!   than [`OVERLOADED`], on another core than a partition at least [`MOVE_GAP`] less busy,
 //!   gives that one the port (a TAP in no LAN, and not its last) whose share of its frames
 //!   evens the two out best, at most once per [`MOVE_QUIET_CHECKS`] checks. A port moves
-//!   without losing or reordering a frame (`driver/fanout.rs`): its old partition stops
+//!   without losing or reordering a frame (`driver/port_move.rs`): its old partition stops
 //!   reading the TAP (frames wait in the kernel's queue) and hands over, through the command
 //!   path, the state of the pipelines the port feeds — queue, the frame being serialized,
 //!   random streams, and the frames in flight when the receiving half moves along — then

@@ -15,10 +15,8 @@
 //! merged field by field and `"partitions"` tells the placement and each partition's load.
 //!
 //! The leader also moves ports between partitions (`move_port`, or the allocator's own
-//! decision in `check_loads`): `MoveOut` to the port's partition (stop reading its TAP, hand
-//! over its pipelines' state, `Network::hand_over_port`), then `MoveIn` with that state to
-//! the new one (`Network::adopt_port`, read the TAP) and the new placement to the others;
-//! commands wait meanwhile, so none sees the port half moved.
+//! decision in `check_loads`; the steps are `port_move`'s); commands wait meanwhile, so none
+//! sees the port half moved.
 //!
 //! Nothing here is on the frame path: commands and acknowledgements travel over channels
 //! and wake the other thread through its eventfd; frames never wait for them.
@@ -30,86 +28,20 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::allocator::{self, PartLoad, Window};
-use super::realtime::{Clock, EventFd, Part, SLICE_NS};
+use super::messages::{Ack, ToPart};
+use super::os::{Clock, EventFd};
+use super::partition_loop::{Part, SLICE_NS};
+use super::port_move::{hand_over, take_over, PortMoves};
 use crate::control::command::Command;
-use crate::control::exec::{ApplyJob, Effect, Outcome, SharedPcap, Started};
+use crate::control::exec::{ApplyJob, Effect, Outcome, Started};
 use crate::control::merge::merge_body;
 use crate::control::server::{Control, Subscriptions, ToEngine};
 use crate::control::topology::ApplyCmd;
 use crate::io::tap::Tap;
 use crate::model::network::partition::{Partition, PortState};
-use crate::model::network::{Network, PipeIdx};
+use crate::model::network::Network;
 use crate::stats::Histogram;
 use crate::time::Instant;
-
-/// What the leader sends a follower.
-pub enum ToPart {
-    Apply {
-        seq: u64,
-        cmd: Box<ApplyCmd>,
-        taps: Vec<Tap>,
-        part: Partition,
-    },
-    Run {
-        seq: u64,
-        cmd: Command,
-    },
-    Capture {
-        seq: u64,
-        caps: Vec<(PipeIdx, SharedPcap)>,
-    },
-    /// Stop reading TAP port `port` and hand over its pipelines' state (placement `part`,
-    /// where the port is elsewhere): the first step of moving a port.
-    MoveOut {
-        seq: u64,
-        port: usize,
-        part: Partition,
-    },
-    /// Take over port `port` with the state its old partition handed over, and read it.
-    MoveIn {
-        seq: u64,
-        port: usize,
-        state: PortState,
-        part: Partition,
-    },
-    /// Take placement `part` (a port moved between two other partitions).
-    Replace {
-        seq: u64,
-        part: Partition,
-    },
-    Exit,
-}
-
-/// A follower's answer to command `seq`.
-pub struct Ack {
-    seq: u64,
-    /// The follower's partition.
-    from: u32,
-    outcome: Outcome,
-    /// For `trace`: whether this replica runs the agent.
-    owns_agent: bool,
-    /// For `stats`: this replica's lateness distribution.
-    hist: Option<Histogram>,
-    /// For `MoveOut`: the moving port's state.
-    state: Option<PortState>,
-}
-
-/// A port on its way between partitions (see [`Leader::start_move`]).
-struct Moving {
-    mv: allocator::PortMove,
-    port: usize,
-    seq: u64,
-    /// Waiting for the old partition's state (true), or for the others to take the new
-    /// placement.
-    out: bool,
-    waiting: usize,
-    pipelines: usize,
-    /// Why (for the log line).
-    why: String,
-    started: Instant,
-    /// A `move_port` request waiting for its reply (its pending entry has `seq`).
-    reply: bool,
-}
 
 enum Dest {
     Reply(u64, Value),
@@ -183,10 +115,7 @@ pub struct Leader {
     cores: Vec<usize>,
     threads: u32,
     shutdown: bool,
-    moving: Option<Moving>,
-    move_acks: Vec<Ack>,
-    /// Load checks since the last port move (moves wait [`allocator::MOVE_QUIET_CHECKS`]).
-    checks_since_move: u32,
+    moves: PortMoves,
     /// Each port's frame count at the last check, and the time of that check.
     port_counts: HashMap<String, u64>,
     last_check: Instant,
@@ -222,9 +151,7 @@ impl Leader {
             cores,
             threads,
             shutdown: false,
-            moving: None,
-            move_acks: Vec::new(),
-            checks_since_move: allocator::MOVE_QUIET_CHECKS,
+            moves: PortMoves::default(),
             port_counts: HashMap::new(),
             last_check: Instant::ZERO,
             next_publish: Instant::ZERO,
@@ -293,8 +220,7 @@ impl Leader {
                 }
             }
             // A port on its way holds the commands back (they might place it again).
-            if self.shutdown || self.moving.is_some() || clock.now().nanos_since(start) >= SLICE_NS
-            {
+            if self.shutdown || self.moves.busy() || clock.now().nanos_since(start) >= SLICE_NS {
                 break;
             }
             let Some(msg) = self.control().next() else {
@@ -355,9 +281,7 @@ impl Leader {
                         last.seq = seq;
                         last.waiting = 1;
                     }
-                    if let Some(m) = self.moving.as_mut() {
-                        m.reply = true;
-                    }
+                    self.moves.reply_when_done();
                 }
                 Err(e) => self.push(dest, Kind::First, Err(e), None),
             }
@@ -502,10 +426,9 @@ impl Leader {
 
     fn take_acks(&mut self) {
         while let Ok(a) = self.acks.try_recv() {
-            if self.moving.as_ref().is_some_and(|m| m.seq == a.seq) {
-                self.move_acks.push(a);
+            let Some(a) = self.moves.take_ack(a) else {
                 continue;
-            }
+            };
             if let Some(pd) = self.pending.iter_mut().find(|pd| pd.seq == a.seq) {
                 pd.waiting = pd.waiting.saturating_sub(1);
                 pd.acks.push(a);
@@ -678,11 +601,7 @@ impl Leader {
             }
             return;
         }
-        self.checks_since_move = self.checks_since_move.saturating_add(1);
-        if self.moving.is_some()
-            || self.job.is_some()
-            || self.checks_since_move < allocator::MOVE_QUIET_CHECKS
-        {
+        if !self.moves.count_check() || self.job.is_some() {
             return;
         }
         let ports: Vec<(String, u32, f64)> = p
@@ -715,11 +634,7 @@ impl Leader {
         }
     }
 
-    /// Start moving a TAP port to another partition (see the allocator's module docs): the
-    /// old partition stops reading its TAP and hands the state of the pipelines it feeds
-    /// over (its own, or through a `MoveOut` to its thread); [`Leader::advance_move`] then
-    /// gives it to the new one, which reads the TAP from then on. Returns the move's
-    /// sequence number.
+    /// Start moving a TAP port ([`PortMoves::start`]).
     fn start_move(
         &mut self,
         p: &mut Part,
@@ -727,180 +642,27 @@ impl Leader {
         why: String,
         now: Instant,
     ) -> Result<u64, String> {
-        if self.peers.is_empty() {
-            return Err("move_port: only a real-time engine of several partitions (--threads 2 or more) moves ports".into());
-        }
-        if self.moving.is_some() {
-            return Err("move_port: another port is being moved".into());
-        }
-        let Some(idx) = p.engine.net.port_index(&mv.port) else {
-            return Err(format!("port: no such port {:?}", mv.port));
-        };
-        match p
-            .engine
-            .net
-            .plain_ports()
-            .into_iter()
-            .find(|x| x.id == mv.port)
-        {
-            None => {
-                return Err(format!(
-                    "port: {:?} is a simulated node's port (it runs with its node)",
-                    mv.port
-                ))
-            }
-            Some(x) => {
-                if let Some(lan) = x.lan {
-                    return Err(format!("port: {:?} is on LAN {lan:?}, whose ports and switch stay on one partition", mv.port));
-                }
-            }
-        }
-        if mv.to >= self.threads {
-            return Err(format!(
-                "partition: must be below {} (the engine's partitions), got {}",
-                self.threads, mv.to
-            ));
-        }
-        if mv.to == mv.from {
-            return Err(format!(
-                "port: {:?} is on partition {} already",
-                mv.port, mv.to
-            ));
-        }
-        self.placement.ports.insert(mv.port.clone(), mv.to);
-        self.seq += 1;
-        let seq = self.seq;
-        let from = mv.from;
-        self.moving = Some(Moving {
+        self.moves.start(
+            p,
+            &self.peers,
+            &mut self.placement,
+            &mut self.seq,
+            self.threads,
             mv,
-            port: idx,
-            seq,
-            out: true,
-            waiting: 1,
-            pipelines: 0,
             why,
-            started: now,
-            reply: false,
-        });
-        if from == 0 {
-            p.unwatch_tap(idx);
-            let part = Partition {
-                me: 0,
-                ..self.placement.clone()
-            };
-            let st = p.engine.net.hand_over_port(idx, part, now);
-            p.recut();
-            self.deliver_move(p, st);
-        } else if let Some((tx, w)) = self.peers.get(from as usize - 1) {
-            let _ = tx.send(ToPart::MoveOut {
-                seq,
-                port: idx,
-                part: Partition {
-                    me: from,
-                    ..self.placement.clone()
-                },
-            });
-            w.wake();
-        }
-        Ok(seq)
+            now,
+        )
     }
 
-    /// The old partition handed the port's state over: give it to the new one, the new
-    /// placement to the others.
-    fn deliver_move(&mut self, p: &mut Part, state: PortState) {
-        let Some(m) = self.moving.as_mut() else {
-            return;
-        };
-        m.out = false;
-        m.pipelines = state.len();
-        let (from, to, port, seq) = (m.mv.from, m.mv.to, m.port, m.seq);
-        let mut state = Some(state);
-        let mut waiting = 0;
-        for (i, (tx, w)) in self.peers.iter().enumerate() {
-            let me = i as u32 + 1;
-            if me == from {
-                continue; // it took the placement as it handed over
-            }
-            let part = Partition {
-                me,
-                ..self.placement.clone()
-            };
-            let msg = if me == to {
-                ToPart::MoveIn {
-                    seq,
-                    port,
-                    state: state.take().unwrap_or_default(),
-                    part,
-                }
-            } else {
-                ToPart::Replace { seq, part }
-            };
-            let _ = tx.send(msg);
-            w.wake();
-            waiting += 1;
-        }
-        let part = Partition {
-            me: 0,
-            ..self.placement.clone()
-        };
-        if to == 0 {
-            p.engine
-                .net
-                .adopt_port(state.take().unwrap_or_default(), part);
-            p.recut();
-            p.watch_tap(port);
-        } else if from != 0 {
-            p.engine.net.repartition(part);
-            p.recut();
-        }
-        m.waiting = waiting;
-    }
-
-    /// Acknowledgements of the port on its way; the move ends when every partition has the
-    /// new placement.
+    /// Move the port on its way on ([`PortMoves::advance`]); a `move_port` request it
+    /// answers gets its reply.
     fn advance_move(&mut self, p: &mut Part, now: Instant) {
-        for a in std::mem::take(&mut self.move_acks) {
-            let Some(m) = self.moving.as_mut() else {
-                break;
-            };
-            if m.out {
-                self.deliver_move(p, a.state.unwrap_or_default());
-            } else {
-                m.waiting = m.waiting.saturating_sub(1);
-            }
-        }
-        let done = self
-            .moving
-            .as_ref()
-            .is_some_and(|m| !m.out && m.waiting == 0);
-        if !done {
-            return;
-        }
-        let Some(m) = self.moving.take() else {
-            return;
-        };
-        self.checks_since_move = 0;
-        let core = |k: u32| self.loads[k as usize].core.load(Ordering::Relaxed);
-        let took_us = now.nanos_since(m.started) as f64 / 1e3;
-        eprintln!(
-            "wanlab-engine: allocator: port {} moved from partition {} (core {}) to partition {} (core {}): {}; {} pipelines handed over, its TAP unread for {took_us:.0} us",
-            m.mv.port,
-            m.mv.from,
-            core(m.mv.from),
-            m.mv.to,
-            core(m.mv.to),
-            m.why,
-            m.pipelines,
-        );
-        if m.reply {
+        let moved = self
+            .moves
+            .advance(p, &self.peers, &self.placement, &self.loads, now);
+        if let Some(m) = moved {
             if let Some(pd) = self.pending.iter_mut().find(|pd| pd.seq == m.seq) {
-                let mut body = Map::new();
-                body.insert("port".into(), json!(m.mv.port));
-                body.insert("from".into(), json!(m.mv.from));
-                body.insert("to".into(), json!(m.mv.to));
-                body.insert("pipelines".into(), json!(m.pipelines));
-                body.insert("unread_us".into(), json!(took_us.round()));
-                pd.leader = Ok((body, Effect::None));
+                pd.leader = Ok((m.body, Effect::None));
                 pd.waiting = 0;
             }
         }
@@ -1107,9 +869,7 @@ impl Follower {
                     self.ack(seq, Ok((Map::new(), Effect::None)), false, None);
                 }
                 Ok(ToPart::MoveOut { seq, port, part }) => {
-                    p.unwatch_tap(port);
-                    let st = p.engine.net.hand_over_port(port, part, clock.now());
-                    p.recut();
+                    let st = hand_over(p, port, part, clock.now());
                     self.ack_state(seq, st);
                 }
                 Ok(ToPart::MoveIn {
@@ -1118,9 +878,7 @@ impl Follower {
                     state,
                     part,
                 }) => {
-                    p.engine.net.adopt_port(state, part);
-                    p.recut();
-                    p.watch_tap(port);
+                    take_over(p, port, state, part);
                     self.ack(seq, Ok((Map::new(), Effect::None)), false, None);
                 }
                 Ok(ToPart::Replace { seq, part }) => {

@@ -20,6 +20,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Barrier, Mutex, MutexGuard};
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::replicas::Replicas;
 use crate::control::exec::Engine;
 use crate::model::network::partition::Flights;
 use crate::model::network::{Network, PipeIdx};
@@ -208,6 +212,44 @@ impl Pool<'_> {
             self.last_window_ns = start.elapsed().as_nanos();
             self.windows += 1;
         }
+    }
+}
+
+impl Replicas for Pool<'_> {
+    fn count(&self) -> usize {
+        Pool::len(self)
+    }
+
+    fn each<R, F>(&mut self, mut f: F) -> Result<Vec<R>, String>
+    where
+        R: Serialize + DeserializeOwned,
+        F: FnMut(&mut Engine) -> R,
+    {
+        Ok((0..Pool::len(self))
+            .map(|i| self.with_engine(i, &mut f))
+            .collect())
+    }
+
+    fn local<R>(&mut self, f: impl FnOnce(&mut Engine) -> R) -> R {
+        self.with_engine(0, f)
+    }
+
+    fn advance_to(&mut self, t: Instant) -> Result<(), String> {
+        Pool::advance_to(self, t);
+        Ok(())
+    }
+
+    fn topology_changed(&mut self) -> Result<(), String> {
+        self.lookahead_ns = match self.with_engine(0, |e| e.net.lookahead_ns()) {
+            Some(0) => return Err("a link between partitions now has no minimum delay (no lookahead); run with --threads 1".into()),
+            Some(l) => l,
+            None => u64::MAX,
+        };
+        Ok(())
+    }
+
+    fn windows(&self) -> u64 {
+        self.windows
     }
 }
 

@@ -23,7 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use super::parallel::Pool;
-use super::simulate::Replicas;
+use super::replicas::Replicas;
 use crate::control::exec::Engine;
 use crate::model::network::partition::Flights;
 use crate::model::network::PipeIdx;
@@ -507,13 +507,6 @@ impl Replicas for Remote<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::simulate::{simulate, simulate_remote, Scenario};
-
-    const THREE_SITES: &str = include_str!("testdata/three_sites.json");
-
-    fn scenario() -> Scenario {
-        serde_json::from_str(THREE_SITES).unwrap()
-    }
 
     #[test]
     fn flights_survive_the_wire() {
@@ -548,133 +541,5 @@ mod tests {
         let mut long = b.clone();
         long.push(0);
         assert!(decode_flights(&long).is_err());
-    }
-
-    /// Run the scenario as `ranks` engines (threads of this test, each with its own engine
-    /// and real TCP connections on loopback, as separate processes would), engine r on
-    /// `threads[r]` threads, and return the coordinator's result.
-    fn run_remote(threads: &[u32]) -> String {
-        let ranks = threads.len() as u32;
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        drop(l);
-        let d = digest(THREE_SITES.as_bytes());
-        let handles: Vec<_> = (0..ranks)
-            .map(|rank| {
-                let role = Role {
-                    rank,
-                    ranks,
-                    addr: addr.clone(),
-                    connect_timeout: Duration::from_secs(60),
-                };
-                let mut sc = scenario();
-                sc.rank_threads = Some(threads.to_vec());
-                std::thread::spawn(move || simulate_remote(&sc, &role, d))
-            })
-            .collect();
-        let outs: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let mut first = None;
-        for (rank, o) in outs.into_iter().enumerate() {
-            let o = o.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
-            assert_eq!(o.engines, ranks);
-            assert_eq!(o.threads_here, threads[rank], "rank {rank}");
-            assert_eq!(o.threads, threads.iter().sum::<u32>());
-            assert!(o.windows > 1);
-            // Threads of one engine synchronise among themselves, more often than the
-            // engines do over TCP (their cut links are shorter).
-            if threads[rank] > 1 {
-                assert!(o.local_windows > o.windows, "rank {rank}");
-            }
-            if rank == 0 {
-                first = Some(o.result.to_string());
-            }
-        }
-        first.unwrap()
-    }
-
-    #[test]
-    fn two_and_three_engines_on_loopback_give_the_bytes_of_one() {
-        let one = simulate(&scenario(), None, 1).unwrap();
-        assert_eq!(one.threads, 1);
-        let one = one.result.to_string();
-        assert!(one.contains("\"drop_queue\""));
-        assert_eq!(run_remote(&[1, 1]), one);
-        assert_eq!(run_remote(&[1, 1, 1]), one);
-    }
-
-    #[test]
-    fn engines_on_several_threads_give_the_bytes_of_one() {
-        let one = simulate(&scenario(), None, 1).unwrap().result.to_string();
-        assert_eq!(run_remote(&[2, 2]), one);
-        assert_eq!(run_remote(&[2, 1]), one);
-        assert_eq!(run_remote(&[1, 3]), one);
-        assert_eq!(run_remote(&[2, 2, 2]), one);
-    }
-
-    #[test]
-    fn a_zero_delay_cut_is_refused_by_name() {
-        let mut sc = scenario();
-        // h(0,0) is node n1 on link n1-n0 (1 ms): put its two ends apart and remove the
-        // delay from the apply request.
-        let mut text = serde_json::to_string(&sc.requests).unwrap();
-        text = text.replace("\"delay_us\":1000.0", "\"delay_us\":0.0");
-        sc.requests = serde_json::from_str(&text).unwrap();
-        let g = crate::driver::simulate::probe_graph(&sc).unwrap();
-        let zero = g.links.iter().find(|l| l.min_flight_ns == 0).unwrap();
-        let mut part = std::collections::BTreeMap::new();
-        for (n, _) in &g.nodes {
-            part.insert(n.clone(), 0);
-        }
-        part.insert(zero.b.clone(), 1);
-        sc.partition = Some(part);
-        let role = Role {
-            rank: 1,
-            ranks: 2,
-            addr: "127.0.0.1:1".into(),
-            connect_timeout: Duration::from_secs(1),
-        };
-        let e = simulate_remote(&sc, &role, 0).err().unwrap();
-        assert!(e.contains("no lookahead"), "{e}");
-        assert!(e.contains(&zero.id), "{e}");
-    }
-
-    #[test]
-    fn a_peer_that_goes_away_ends_the_run_with_an_error() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap().to_string();
-        drop(l);
-        let d = digest(THREE_SITES.as_bytes());
-        let hub = Role {
-            rank: 0,
-            ranks: 2,
-            addr: addr.clone(),
-            connect_timeout: Duration::from_secs(60),
-        };
-        let h = std::thread::spawn(move || simulate_remote(&scenario(), &hub, d));
-        // A worker that says hello and then exits.
-        let worker = Role {
-            rank: 1,
-            ranks: 2,
-            addr,
-            connect_timeout: Duration::from_secs(60),
-        };
-        match connect(&worker, d).unwrap() {
-            Peers::Worker(s) => drop(s),
-            Peers::Hub(_) => unreachable!(),
-        }
-        let e = h.join().unwrap().err().unwrap();
-        assert!(e.contains("receiving from a peer engine"), "{e}");
-    }
-
-    #[test]
-    fn a_missing_coordinator_is_named() {
-        let role = Role {
-            rank: 1,
-            ranks: 2,
-            addr: "127.0.0.1:1".into(),
-            connect_timeout: Duration::from_millis(300),
-        };
-        let e = simulate_remote(&scenario(), &role, 0).err().unwrap();
-        assert!(e.contains("did not answer"), "{e}");
     }
 }

@@ -14,13 +14,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::parallel::{with_pool, Pool};
+use super::parallel::with_pool;
 use super::partitioner::{place, Placement};
 use super::remote::{self, Remote, Role};
+use super::replicas::Replicas;
 use crate::control::exec::{Effect, Engine};
 use crate::control::merge::merge_body;
 use crate::control::protocol::{parse_request_value, Request};
@@ -80,66 +80,6 @@ pub struct Outcome {
     pub windows: u64,
     /// Wall time spent waiting for the other engine processes to connect (not running).
     pub connect_s: f64,
-}
-
-/// The replicas of a run as the scenario loop sees them: on threads of this process
-/// ([`Pool`]) or one per engine process ([`Remote`]). With processes, every process runs
-/// the same loop and calls these at the same points; values gathered by [`Replicas::each`]
-/// reach the coordinator only (the others get their own), and only its result counts.
-pub trait Replicas {
-    /// Number of replicas (partitions) of the whole run.
-    fn count(&self) -> usize;
-    /// `f` on every replica, in partition order.
-    fn each<R, F>(&mut self, f: F) -> Result<Vec<R>, String>
-    where
-        R: Serialize + DeserializeOwned,
-        F: FnMut(&mut Engine) -> R;
-    /// `f` on this process's first replica (for what every replica knows alike).
-    fn local<R>(&mut self, f: impl FnOnce(&mut Engine) -> R) -> R;
-    /// Run every network event with time ≤ `t` in every replica.
-    fn advance_to(&mut self, t: Instant) -> Result<(), String>;
-    /// Requests ran (with more than one replica): a delay of a cut link may have changed,
-    /// and the lookahead follows; an error if a cut link lost its minimum delay.
-    fn topology_changed(&mut self) -> Result<(), String>;
-    fn windows(&self) -> u64;
-}
-
-impl Replicas for Pool<'_> {
-    fn count(&self) -> usize {
-        Pool::len(self)
-    }
-
-    fn each<R, F>(&mut self, mut f: F) -> Result<Vec<R>, String>
-    where
-        R: Serialize + DeserializeOwned,
-        F: FnMut(&mut Engine) -> R,
-    {
-        Ok((0..Pool::len(self))
-            .map(|i| self.with_engine(i, &mut f))
-            .collect())
-    }
-
-    fn local<R>(&mut self, f: impl FnOnce(&mut Engine) -> R) -> R {
-        self.with_engine(0, f)
-    }
-
-    fn advance_to(&mut self, t: Instant) -> Result<(), String> {
-        Pool::advance_to(self, t);
-        Ok(())
-    }
-
-    fn topology_changed(&mut self) -> Result<(), String> {
-        self.lookahead_ns = match self.with_engine(0, |e| e.net.lookahead_ns()) {
-            Some(0) => return Err("a link between partitions now has no minimum delay (no lookahead); run with --threads 1".into()),
-            Some(l) => l,
-            None => u64::MAX,
-        };
-        Ok(())
-    }
-
-    fn windows(&self) -> u64 {
-        self.windows
-    }
 }
 
 struct Timed {
@@ -780,4 +720,148 @@ pub fn main(
 
 fn secs_of(wall: std::time::Instant) -> f64 {
     wall.elapsed().as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    //! Runs over several engine processes (`remote`), as threads of this test.
+    use std::net::TcpListener;
+    use std::time::Duration;
+
+    use super::remote::{connect, digest, Peers};
+    use super::*;
+
+    const THREE_SITES: &str = include_str!("testdata/three_sites.json");
+
+    fn scenario() -> Scenario {
+        serde_json::from_str(THREE_SITES).unwrap()
+    }
+
+    /// Run the scenario as `ranks` engines (threads of this test, each with its own engine
+    /// and real TCP connections on loopback, as separate processes would), engine r on
+    /// `threads[r]` threads, and return the coordinator's result.
+    fn run_remote(threads: &[u32]) -> String {
+        let ranks = threads.len() as u32;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        drop(l);
+        let d = digest(THREE_SITES.as_bytes());
+        let handles: Vec<_> = (0..ranks)
+            .map(|rank| {
+                let role = Role {
+                    rank,
+                    ranks,
+                    addr: addr.clone(),
+                    connect_timeout: Duration::from_secs(60),
+                };
+                let mut sc = scenario();
+                sc.rank_threads = Some(threads.to_vec());
+                std::thread::spawn(move || simulate_remote(&sc, &role, d))
+            })
+            .collect();
+        let outs: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let mut first = None;
+        for (rank, o) in outs.into_iter().enumerate() {
+            let o = o.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+            assert_eq!(o.engines, ranks);
+            assert_eq!(o.threads_here, threads[rank], "rank {rank}");
+            assert_eq!(o.threads, threads.iter().sum::<u32>());
+            assert!(o.windows > 1);
+            // Threads of one engine synchronise among themselves, more often than the
+            // engines do over TCP (their cut links are shorter).
+            if threads[rank] > 1 {
+                assert!(o.local_windows > o.windows, "rank {rank}");
+            }
+            if rank == 0 {
+                first = Some(o.result.to_string());
+            }
+        }
+        first.unwrap()
+    }
+
+    #[test]
+    fn two_and_three_engines_on_loopback_give_the_bytes_of_one() {
+        let one = simulate(&scenario(), None, 1).unwrap();
+        assert_eq!(one.threads, 1);
+        let one = one.result.to_string();
+        assert!(one.contains("\"drop_queue\""));
+        assert_eq!(run_remote(&[1, 1]), one);
+        assert_eq!(run_remote(&[1, 1, 1]), one);
+    }
+
+    #[test]
+    fn engines_on_several_threads_give_the_bytes_of_one() {
+        let one = simulate(&scenario(), None, 1).unwrap().result.to_string();
+        assert_eq!(run_remote(&[2, 2]), one);
+        assert_eq!(run_remote(&[2, 1]), one);
+        assert_eq!(run_remote(&[1, 3]), one);
+        assert_eq!(run_remote(&[2, 2, 2]), one);
+    }
+
+    #[test]
+    fn a_zero_delay_cut_is_refused_by_name() {
+        let mut sc = scenario();
+        // h(0,0) is node n1 on link n1-n0 (1 ms): put its two ends apart and remove the
+        // delay from the apply request.
+        let mut text = serde_json::to_string(&sc.requests).unwrap();
+        text = text.replace("\"delay_us\":1000.0", "\"delay_us\":0.0");
+        sc.requests = serde_json::from_str(&text).unwrap();
+        let g = probe_graph(&sc).unwrap();
+        let zero = g.links.iter().find(|l| l.min_flight_ns == 0).unwrap();
+        let mut part = std::collections::BTreeMap::new();
+        for (n, _) in &g.nodes {
+            part.insert(n.clone(), 0);
+        }
+        part.insert(zero.b.clone(), 1);
+        sc.partition = Some(part);
+        let role = Role {
+            rank: 1,
+            ranks: 2,
+            addr: "127.0.0.1:1".into(),
+            connect_timeout: Duration::from_secs(1),
+        };
+        let e = simulate_remote(&sc, &role, 0).err().unwrap();
+        assert!(e.contains("no lookahead"), "{e}");
+        assert!(e.contains(&zero.id), "{e}");
+    }
+
+    #[test]
+    fn a_peer_that_goes_away_ends_the_run_with_an_error() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        drop(l);
+        let d = digest(THREE_SITES.as_bytes());
+        let hub = Role {
+            rank: 0,
+            ranks: 2,
+            addr: addr.clone(),
+            connect_timeout: Duration::from_secs(60),
+        };
+        let h = std::thread::spawn(move || simulate_remote(&scenario(), &hub, d));
+        // A worker that says hello and then exits.
+        let worker = Role {
+            rank: 1,
+            ranks: 2,
+            addr,
+            connect_timeout: Duration::from_secs(60),
+        };
+        match connect(&worker, d).unwrap() {
+            Peers::Worker(s) => drop(s),
+            Peers::Hub(_) => unreachable!(),
+        }
+        let e = h.join().unwrap().err().unwrap();
+        assert!(e.contains("receiving from a peer engine"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_coordinator_is_named() {
+        let role = Role {
+            rank: 1,
+            ranks: 2,
+            addr: "127.0.0.1:1".into(),
+            connect_timeout: Duration::from_millis(300),
+        };
+        let e = simulate_remote(&scenario(), &role, 0).err().unwrap();
+        assert!(e.contains("did not answer"), "{e}");
+    }
 }

@@ -28,6 +28,8 @@
 //! kernel takes them in one write instead of one per frame. Without it a fast shaped link
 //! carried TCP at the engine's per-frame ceiling (1.9 Gbit/s on a 100 Gbit/s link here).
 
+use std::borrow::Cow;
+
 use super::delay::Delay;
 use super::loss::Loss;
 use super::packet::Packet;
@@ -266,13 +268,16 @@ impl Pipeline {
 
     /// One sojourn sample per wire frame (a super-frame's all wait as long).
     fn record_sojourn(&mut self, pkt: &Packet, ns: u64) {
-        let n = if pkt.vnet.is_gso() {
+        for _ in 0..Self::sojourn_samples(pkt) {
+            self.sojourn.record(ns);
+        }
+    }
+
+    fn sojourn_samples(pkt: &Packet) -> u64 {
+        if pkt.vnet.is_gso() {
             pkt.wire_size().0
         } else {
             1
-        };
-        for _ in 0..n {
-            self.sojourn.record(ns);
         }
     }
 
@@ -424,24 +429,55 @@ impl Pipeline {
     /// direction run with [`Pipeline::one_timer`] moves frames on only when next looked at;
     /// this counts what would have been moved by `now`.
     pub fn settled_at(&self, now: Instant) -> (u64, u64, u64) {
-        let mut done = self.serialized;
         let (mut pkts, mut bytes) = (self.queue.len_pkts() as u64, self.queue.len_bytes() as u64);
-        let Some(mut t) = self.rate.done_at() else {
-            return (done, pkts, bytes);
-        };
-        let mut queued = self.queue.iter();
-        while t <= now {
-            done += 1;
-            let Some(f) = queued.next() else {
-                break;
-            };
-            // `f` started at `t`
+        let done = self.settle(now, |f, _, _| {
             let (n, b) = f.wire_size();
             pkts -= n;
             bytes -= b;
+        });
+        (done, pkts, bytes)
+    }
+
+    /// The queueing-delay distribution as of `now`: [`Pipeline::sojourn`] and the wait of
+    /// every queued frame that would have started by `now` ([`Pipeline::settled_at`]), so
+    /// that it does not depend on when the direction was last looked at (one timer or a
+    /// timer per half: on the partitioning).
+    pub fn sojourn_at(&self, now: Instant) -> Cow<'_, Histogram> {
+        let mut late = Vec::new();
+        self.settle(now, |f, arrived, start| {
+            late.push((Self::sojourn_samples(f), start.nanos_since(arrived)));
+        });
+        if late.is_empty() {
+            return Cow::Borrowed(&self.sojourn);
+        }
+        let mut h = self.sojourn.clone();
+        for (n, ns) in late {
+            for _ in 0..n {
+                h.record(ns);
+            }
+        }
+        Cow::Owned(h)
+    }
+
+    /// Walk the serializations that [`Pipeline::advance`] would run up to `now` without
+    /// running them: `started` gets each queued frame that would start, with its arrival and
+    /// start times. Returns the serializations finished by `now`.
+    fn settle(&self, now: Instant, mut started: impl FnMut(&Packet, Instant, Instant)) -> u64 {
+        let mut done = self.serialized;
+        let Some(mut t) = self.rate.done_at() else {
+            return done;
+        };
+        let mut queued = self.queue.iter_timed();
+        while t <= now {
+            done += 1;
+            let Some((f, arrived)) = queued.next() else {
+                break;
+            };
+            started(f, arrived, t);
+            let b = f.wire_size().1;
             t = t.add_nanos(serialization_ns(b as usize, self.params.bandwidth_bps));
         }
-        (done, pkts, bytes)
+        done
     }
 
     /// When the sending half next needs [`Pipeline::poll_tx`] (end of a serialization).
@@ -610,6 +646,39 @@ mod tests {
         let mut u = Pipeline::new(params(0, 0), 1, Instant::ZERO);
         u.enqueue(vec![0u8; 100], Instant::ZERO);
         assert_eq!(u.sojourn().summary().p99_us, 0.0);
+    }
+
+    #[test]
+    fn sojourn_at_does_not_depend_on_when_the_direction_was_looked_at() {
+        // 1000-byte frames at 8 Mbit/s (1 ms each), five at once, then one every 0.7 ms: one
+        // copy is looked at only when a frame arrives (one timer), the other also at every
+        // end of a serialization (a timer per half); as of any instant both count the same
+        // waits.
+        let arrivals: Vec<u64> = [0u64; 5]
+            .into_iter()
+            .chain((1..10).map(|k| k * 700_000))
+            .collect();
+        let mut lazy = Pipeline::new(params(8_000_000, 5_000_000), 1, Instant::ZERO);
+        let mut eager = Pipeline::new(params(8_000_000, 5_000_000), 1, Instant::ZERO);
+        let mut next = arrivals.iter().peekable();
+        for t in (0..15_000u64).map(|us| Instant::from_nanos(us * 1000)) {
+            while let Some(&&a) = next.peek() {
+                if a > t.nanos() {
+                    break;
+                }
+                lazy.enqueue(vec![0u8; 1000], Instant::from_nanos(a));
+                eager.enqueue(vec![0u8; 1000], Instant::from_nanos(a));
+                next.next();
+            }
+            if eager.tx_at().is_some_and(|d| d <= t) {
+                eager.poll_tx(t);
+            }
+            assert_eq!(lazy.sojourn_at(t), eager.sojourn_at(t), "at {t:?}");
+            assert_eq!(eager.sojourn_at(t).as_ref(), eager.sojourn(), "at {t:?}");
+        }
+        // the lazy one had frames waiting that it had not yet started
+        assert_eq!(lazy.sojourn_at(Instant::from_millis(15)).count(), 14);
+        assert!(lazy.sojourn().count() < 14);
     }
 
     #[test]

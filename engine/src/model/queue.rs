@@ -202,6 +202,11 @@ impl Queue {
         self.frames.iter().map(|(f, _)| f)
     }
 
+    /// The queued entries with their arrival times, head first.
+    pub fn iter_timed(&self) -> impl Iterator<Item = (&Packet, Instant)> + '_ {
+        self.frames.iter().map(|(f, at)| (f, *at))
+    }
+
     /// Remove every queued entry (link down); returns them for counting.
     pub fn drain(&mut self) -> impl Iterator<Item = Packet> + '_ {
         self.pkts = 0;

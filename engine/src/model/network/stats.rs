@@ -90,7 +90,7 @@ impl Network {
         match self.pipes.get(pipe) {
             Some(s) => DirStats {
                 counters: s.pipe.counters_at(now),
-                sojourn: s.pipe.sojourn().summary(),
+                sojourn: s.pipe.sojourn_at(now).summary(),
             },
             None => DirStats {
                 counters: Counters::default(),
