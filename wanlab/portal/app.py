@@ -80,6 +80,8 @@ class Modify(BaseModel):
     filename: str = Field("", description="the new description's file name: .tcl/.ns or "
                           ".yaml/.yml")
     text: str = ""
+    files: dict[str, str] = Field(
+        {}, description="files the new description names by NAME, as for a create")
 
 
 class Exec(BaseModel):
@@ -480,7 +482,13 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         """Apply a changed description (an uploaded ns or YAML text), as ``wanlab modify``:
         a running experiment changes only what differs."""
         def go(c: Ctx) -> None:
-            exp, _ = specs.parse(body.filename, body.text, name)
+            exp, _, base = specs.parse(body.filename, body.text, name)
+            own = projects.owner(c.db, name)
+            if own is not None:         # a project's: the same bounds as its create
+                attached = files.Attached(home, own["project"], base,
+                                          c.lab.store.folder(name), files.decode(body.files))
+                exp = confined(c, exp, body.filename, attached)
+                attached.save()
             sites.of(c.lab, name).modify(name, exp)
         return _op(name, request, "modify", go)
 
