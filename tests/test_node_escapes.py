@@ -212,3 +212,41 @@ def test_a_link_in_the_node_folder_does_not_reach_a_host_folder(lab, tmp_path):
     assert os.stat(victim).st_mode & 0o7777 == 0o755         # not made 1777
     assert os.listdir(victim) == []
     assert not os.path.islink(os.path.join(ndir, "tmp"))
+
+
+# FRR's daemons keep SYS_ADMIN; in a node with an image they would run the node's own files
+# (its writable layer), so a zebra the node planted there would run with it: it mounted a
+# devtmpfs (the host's disks) and remounted /proc/sys read-write.
+ZEBRA = """#!/bin/sh
+{{ grep CapEff /proc/self/status; mkdir -p /tmp/dd
+  mount -t devtmpfs dev /tmp/dd && echo MOUNTED && umount /tmp/dd
+  mount -o remount,rw /proc/sys && echo REMOUNTED && mount -o remount,ro /proc/sys
+}} > /ran-zebra 2>&1
+echo pwned > {marker} 2>/dev/null
+exec /usr/lib/frr/zebra.real "$@"
+"""
+
+
+def test_routing_never_runs_a_node_layers_files_with_sys_admin(lab, test_image, tmp_path):
+    import dataclasses
+
+    from wanlab.errors import WanlabError
+    marker = tmp_path / "escaped"
+    exp = exp_of("frrplant", test_image, n=2)
+    lab.create(exp)
+    lab.exec("frrplant", "n1", ["sh", "-c", "mv /usr/lib/frr/zebra /usr/lib/frr/zebra.real && "
+                                            "cat > /usr/lib/frr/zebra && "
+                                            "chmod 755 /usr/lib/frr/zebra"],
+             input=ZEBRA.format(marker=marker).encode(), check=True, timeout=60)
+    lab.swapout("frrplant")
+    # dynamic routing with image nodes is refused where the description is checked ...
+    with pytest.raises(WanlabError, match="n1: dynamic routing.*image"):
+        lab.modify("frrplant", dataclasses.replace(exp, rtproto="ospf"))
+    # ... and where the daemons start (an experiment stored before the rule)
+    row = lab.store.get("frrplant")
+    lab.store.set_ir(row.id, dataclasses.replace(row.ir, rtproto="ospf"))
+    with pytest.raises(WanlabError, match="n1: dynamic routing.*image"):
+        lab.swapin("frrplant")
+    upper = os.path.join(lab.store.folder("frrplant"), "layers", "n1", "upper")
+    assert not os.path.exists(os.path.join(upper, "ran-zebra"))
+    assert not marker.exists()
