@@ -452,6 +452,18 @@ def test_a_portal_console_reads_no_host_file_and_no_portal_environment(site, tes
         client.post("/api/experiments/peek/terminate", headers=alice)
 
 
+def test_an_ns_upload_sourcing_files_learns_no_host_path(site):
+    """``source`` in an upload: refused, and the answer names no folder of the host (the
+    upload is read in a temporary one)."""
+    _, client, tokens, _ = site
+    head = "set ns [new Simulator]\nsource tb_compat.tcl\n"
+    for word in ("/etc/shadow", "../../etc/passwd", "nosuch.tcl", "."):
+        r = upload(client, tokens["alice"], head + f"source {word}\n$ns run\n",
+                   filename="s.tcl", check_only=True)
+        assert r.status_code == 400 and r.json()["line"] == 3, r.text
+        assert "/tmp" not in r.text and "wanlab-upload" not in r.text, r.text
+
+
 # -- finding: no size bounds; parses held the server ----------------------------------
 def test_uploads_are_bounded_in_size_before_they_are_read(site):
     _, client, tokens, _ = site
