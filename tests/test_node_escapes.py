@@ -250,3 +250,44 @@ def test_routing_never_runs_a_node_layers_files_with_sys_admin(lab, test_image, 
     upper = os.path.join(lab.store.folder("frrplant"), "layers", "n1", "upper")
     assert not os.path.exists(os.path.join(upper, "ran-zebra"))
     assert not marker.exists()
+
+
+# Planted in an image node's layer in place of the programs wanlab used to run after entering
+# the node's mount namespace or root (setpriv after nsenter or pivot_root, umount): with every
+# capability it could mount a devtmpfs (the host's disks) and write a marker on the host.
+PLANTED = """#!/bin/sh
+m={marker}
+mkdir -p /tmp/dd && mount -t devtmpfs dev /tmp/dd 2>/dev/null && echo "MOUNTED $0" >> /ran
+for p in /proc/[0-9]*; do
+  [ -d "$p/root${{m%/*}}" ] && echo pwned > "$p/root$m" 2>/dev/null
+done
+echo "ran $0" >> /ran
+exec /usr/bin/$(basename "$0").real "$@"
+"""
+
+
+def test_programs_planted_in_the_layer_never_run_with_more_than_the_nodes_capabilities(
+        lab, test_image, tmp_path):
+    marker = tmp_path / "escaped"
+    a = tarball(tmp_path / "a.tgz", {"etc/a": (b"a\n", 0o644)})
+    exp = exp_of("planted", test_image, n=1, tarfiles=(("/", a),))
+    lab.create(exp)
+    plant = ("cat > /tmp/w && chmod 755 /tmp/w && mkdir -p /usr/local/sbin /usr/local/bin && "
+             "for p in setpriv umount nsenter unshare; do cp /usr/bin/$p /usr/bin/$p.real && "
+             "cp /tmp/w /usr/bin/$p && cp /tmp/w /usr/local/sbin/$p && "
+             "cp /tmp/w /usr/local/bin/$p; done")
+    lab.exec("planted", "n1", ["sh", "-c", plant], input=PLANTED.format(marker=marker).encode(),
+             check=True, timeout=60)
+    ran = "cat /ran 2>/dev/null; true"
+    # 1. commands entering the node; 2. its holder rebuilt (it ended); 3. setup again
+    assert sh(lab, "planted", "n1", "echo in") == "in\n"
+    sh(lab, "planted", "n1", "kill -TERM 1", check=False)
+    lab.swapin("planted", repair=True)
+    assert sh(lab, "planted", "n1", "echo again") == "again\n"
+    b = tarball(tmp_path / "b.tgz", {"etc/b": (b"b\n", 0o644)})
+    lab.swapout("planted")
+    lab.modify("planted", exp_of("planted", test_image, n=1, tarfiles=(("/", a), ("/", b))))
+    lab.swapin("planted")
+    assert sh(lab, "planted", "n1", "cat /etc/b") == "b\n"
+    assert "MOUNTED" not in sh(lab, "planted", "n1", ran)
+    assert not marker.exists()

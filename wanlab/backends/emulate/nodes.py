@@ -21,7 +21,7 @@ import os
 import shlex
 import subprocess
 
-from wanlab.backends.emulate import cgroups, pidns, procs, rootfs
+from wanlab.backends.emulate import cgroups, enter, pidns, procs, rootfs
 from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
@@ -118,7 +118,12 @@ def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
     caps = ",".join("-" + c for c in DROPPED_CAPS)
     tools = os.path.dirname(os.path.realpath(engine_binary()))
     # a node with an image switches into its own root instead (same arguments)
-    shell = rootfs.IMAGE_SHELL if rootfs.has_root(folder, node) else NODE_SHELL
+    shell = NODE_SHELL
+    if rootfs.has_root(folder, node):
+        # the node's own root: entered, and its capabilities dropped, by one host process
+        shell = rootfs.IMAGE_SHELL
+        argv = [*enter.argv_prefix(), "pivot", rootfs.root_path(folder, node), ndir, caps,
+                "--", *argv]
     return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c", shell, node,
             home, ndir, caps, tools, *argv]
 
@@ -129,17 +134,12 @@ def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
 HOLDER_INIT = ("trap 'exit 0' TERM INT HUP; echo ready; exec </dev/null >/dev/null 2>&1; "
                "while :; do sleep infinity & wait; done")
 
-# Enter a node's holder (its network, mount, UTS and PID namespaces), drop capabilities, and
-# go to the caller's working directory *by path* in the node's view (else the node's
-# folder). A caller already in the node's PID namespace (:func:`popen`) is entered in place;
-# any other goes through ``nsenter -p``, which forks: its child then dies with it.
-ENTER_SHELL = (
-    'pid=$0 caps=$1; shift; p=-p d=--pdeathsig=KILL; '
-    'if [ /proc/self/ns/pid -ef "/proc/$pid/ns/pid" ]; then p= d=; fi; '
-    'exec nsenter -t "$pid" $p -m -u -n -- setpriv $d --bounding-set '
-    '"$caps" -- sh -c \'umask 022; cd "$0" 2>/dev/null || cd "$1" || exit 111; shift; '
-    'exec "$@"\' '
-    '"$(pwd -P)" "$@"')
+# Entering a node's holder (its network, mount, UTS and PID namespaces), dropping
+# capabilities and going to the caller's working directory *by path* in the node's view
+# (else the node's folder) is one process (enter.py enter): a program found in the node's
+# mount namespace (an image node's own setpriv) never runs with more than the node's
+# capabilities. A caller already in the node's PID namespace (:func:`popen`) is entered in
+# place; any other forks, and its child dies with it.
 
 
 def _holder_file(store: Store, row: ExperimentRow, node: str) -> str:
@@ -227,8 +227,8 @@ def _enter_argv(store: Store, row: ExperimentRow, node: str, holder: int, argv: 
     caps = ",".join("-" + c for c in DROPPED_CAPS if c not in keep)
     ndir = store.folder(row.name, "nodes", node)
     return cgroups.join_argv(store.folder(row.name), node,
-                             ["sh", "-c", ENTER_SHELL, str(holder), caps, ndir,
-                              *_with_parameters(row, argv)])
+                             [*enter.argv_prefix(), "enter", str(holder), caps, ".", ndir,
+                              "--", *_with_parameters(row, argv)])
 
 
 def _with_parameters(row: ExperimentRow, argv: list[str]) -> list[str]:
