@@ -11,7 +11,8 @@ wanlab starts its own processes in a node (start commands, Programs, traffic age
 ``wanlab exec``/``shell``) with :func:`popen` or :func:`run`: the process is born in the
 node's PID namespace, so the pid the caller holds and records is the node's process
 itself (signals, ``/proc/<pid>``, teardown). ``node_argv`` alone also works for any
-caller (``nsenter -p`` then forks, and the node's process dies with nsenter).
+caller (the entering process, :mod:`~wanlab.backends.emulate.enter`, then forks, and the
+node's process dies with it).
 """
 
 from __future__ import annotations
@@ -166,10 +167,10 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
 
     A holder is the init of the node's PID namespace: it built the node's confinement once
     (NODE_SHELL) and then waits (HOLDER_INIT); every later command enters its namespaces
-    with ``nsenter`` (milliseconds instead of a few dozen mounts). It is a recorded
-    process (teardown kills it, and with it whatever still runs in the node). Start it
-    after /etc/netns/<ns>/* is complete (FRR's files): ``ip netns exec`` binds what exists
-    then."""
+    with :mod:`~wanlab.backends.emulate.enter` (milliseconds instead of a few dozen
+    mounts). It is a recorded process (teardown kills it, and with it whatever still runs
+    in the node). Start it after /etc/netns/<ns>/* is complete (FRR's files): ``ip netns
+    exec`` binds what exists then."""
     import fcntl
     if len(targets) > 64:                # bound the open pipes and lock files
         for i in range(0, len(targets), 64):
@@ -248,7 +249,7 @@ def node_argv(store: Store, row: ExperimentRow, ns: str, node: str, argv: list[s
 
     ``keep`` names dropped capabilities a trusted daemon wanlab starts still needs (FRR:
     ``sys_admin``). The node's holder is started first if it has none. Started with plain
-    ``Popen``, the pid is ``nsenter``'s (see :func:`popen` for the node's own)."""
+    ``Popen``, the pid is the entering process's (see :func:`popen` for the node's own)."""
     pid, _ = _holder(store, row, ns, node)
     return _enter_argv(store, row, node, pid, argv, keep)
 
