@@ -291,3 +291,21 @@ def test_programs_planted_in_the_layer_never_run_with_more_than_the_nodes_capabi
     assert sh(lab, "planted", "n1", "cat /etc/b") == "b\n"
     assert "MOUNTED" not in sh(lab, "planted", "n1", ran)
     assert not marker.exists()
+
+
+# Each line prints its name only if the node managed it.
+TRIES = ("mknod /tmp/mem c 1 1 2>/dev/null && echo mknod; "
+         "unshare -Ur true 2>/dev/null && echo userns; "
+         "unshare -m true 2>/dev/null && echo mountns; "
+         "ln /etc/passwd {dir}/pw 2>/dev/null && echo hardlink; "
+         "mkdir -p /tmp/d && mount -t tmpfs t /tmp/d 2>/dev/null && echo mount; "
+         "echo 1 > /proc/sys/vm/drop_caches 2>/dev/null && echo sysctl; "
+         "echo done")
+
+
+def test_a_node_cannot_make_devices_namespaces_or_links_to_host_files(lab, test_image):
+    lab.create(pair())
+    lab.create(exp_of("tries", test_image, n=1))
+    for name, node in (("pair", "a"), ("tries", "n1")):
+        ndir = lab.store.folder(name, "nodes", node)
+        assert sh(lab, name, node, TRIES.format(dir=ndir)) == "done\n", name
