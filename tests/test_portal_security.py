@@ -433,6 +433,8 @@ def test_a_portal_console_reads_no_host_file_and_no_portal_environment(site, tes
         assert r.status_code == 200, r.text
         assert r.json()["state"] == "active"
         with client.websocket_connect("/api/experiments/peek/console/a", headers=alice) as ws:
+            for bad in ('{"resize": [1e999, 1]}', '{"resize": [null, "x"]}', '{"resize": 7}'):
+                ws.send_text(bad)             # ignored: the console stays open
             ws.send_bytes(f"cat {marker}; cat /etc/shadow; env; echo DO''NE\n".encode())
             got = b""
             while b"DONE" not in got:
