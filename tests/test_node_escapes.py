@@ -14,6 +14,7 @@ import io
 import os
 import subprocess
 import tarfile
+import time
 
 import pytest
 from conftest import needs_root, pair
@@ -282,6 +283,10 @@ def test_programs_planted_in_the_layer_never_run_with_more_than_the_nodes_capabi
     # 1. commands entering the node; 2. its holder rebuilt (it ended); 3. setup again
     assert sh(lab, "planted", "n1", "echo in") == "in\n"
     sh(lab, "planted", "n1", "kill -TERM 1", check=False)
+    deadline = time.monotonic() + 60           # its holder ends: the experiment is degraded
+    while lab.get("planted").state != "degraded" and time.monotonic() < deadline:
+        lab.list()                             # (which checks its health)
+        time.sleep(0.2)
     lab.swapin("planted", repair=True)
     assert sh(lab, "planted", "n1", "echo again") == "again\n"
     b = tarball(tmp_path / "b.tgz", {"etc/b": (b"b\n", 0o644)})
