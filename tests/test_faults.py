@@ -319,6 +319,35 @@ def test_healthy_experiment_stays_active_after_a_node_process_dies(lab, tmp_path
     assert lab.list()[0].state == "active"
 
 
+def test_events_sent_to_wait_are_bounded(lab):
+    """A stream of future events (as the portal's tevc API can send) stops at a bound with
+    an error; the scheduler lives and takes events again once they are spent."""
+    import json
+    import socket
+
+    from wanlab.run import scheduler
+    from wanlab.run.client import events_socket
+    most = getattr(scheduler, "MAX_SENT_PENDING", 10_000)
+    lab.create(pair(name="flood"))
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(events_socket(lab.store.folder("flood")))
+    f = s.makefile("rb")
+    line = (json.dumps({"cmd": "event", "time": "+3000", "event": {
+        "time_s": 0, "target": "link0", "action": "down"}}) + "\n").encode()
+    replies = []
+    for _ in range(most // 1000 + 1):
+        s.sendall(line * 1000)
+        replies += [json.loads(f.readline()) for _ in range(1000)]
+    s.close()
+    assert all(r["ok"] for r in replies[:most]), replies[0]
+    assert not any(r["ok"] for r in replies[most:])
+    assert "at most" in replies[-1]["error"], replies[-1]
+    with pytest.raises(WanlabError, match="at most"):
+        lab.tevc("flood", "+3000", "link0", "down")
+    assert lab.tevc("flood", "now", "link0", "up", wait=True)["outcome"] == "ok"   # not held
+    assert lab.list()[0].state == "active"
+
+
 # -- the scheduler survives absurd times (defect 5) ---------------------------------------
 def test_tevc_beyond_the_horizon_is_an_error_and_the_scheduler_lives(lab):
     lab.create(pair(name="far"))

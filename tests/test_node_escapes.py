@@ -14,6 +14,7 @@ import io
 import os
 import subprocess
 import tarfile
+import time
 
 import pytest
 from conftest import needs_root, pair
@@ -212,3 +213,104 @@ def test_a_link_in_the_node_folder_does_not_reach_a_host_folder(lab, tmp_path):
     assert os.stat(victim).st_mode & 0o7777 == 0o755         # not made 1777
     assert os.listdir(victim) == []
     assert not os.path.islink(os.path.join(ndir, "tmp"))
+
+
+# FRR's daemons keep SYS_ADMIN; in a node with an image they would run the node's own files
+# (its writable layer), so a zebra the node planted there would run with it: it mounted a
+# devtmpfs (the host's disks) and remounted /proc/sys read-write.
+ZEBRA = """#!/bin/sh
+{{ grep CapEff /proc/self/status; mkdir -p /tmp/dd
+  mount -t devtmpfs dev /tmp/dd && echo MOUNTED && umount /tmp/dd
+  mount -o remount,rw /proc/sys && echo REMOUNTED && mount -o remount,ro /proc/sys
+}} > /ran-zebra 2>&1
+echo pwned > {marker} 2>/dev/null
+exec /usr/lib/frr/zebra.real "$@"
+"""
+
+
+def test_routing_never_runs_a_node_layers_files_with_sys_admin(lab, test_image, tmp_path):
+    import dataclasses
+
+    from wanlab.errors import WanlabError
+    marker = tmp_path / "escaped"
+    exp = exp_of("frrplant", test_image, n=2)
+    lab.create(exp)
+    lab.exec("frrplant", "n1", ["sh", "-c", "mv /usr/lib/frr/zebra /usr/lib/frr/zebra.real && "
+                                            "cat > /usr/lib/frr/zebra && "
+                                            "chmod 755 /usr/lib/frr/zebra"],
+             input=ZEBRA.format(marker=marker).encode(), check=True, timeout=60)
+    lab.swapout("frrplant")
+    # dynamic routing with image nodes is refused where the description is checked ...
+    with pytest.raises(WanlabError, match="n1: dynamic routing.*image"):
+        lab.modify("frrplant", dataclasses.replace(exp, rtproto="ospf"))
+    # ... and where the daemons start (an experiment stored before the rule)
+    row = lab.store.get("frrplant")
+    lab.store.set_ir(row.id, dataclasses.replace(row.ir, rtproto="ospf"))
+    with pytest.raises(WanlabError, match="n1: dynamic routing.*image"):
+        lab.swapin("frrplant")
+    upper = os.path.join(lab.store.folder("frrplant"), "layers", "n1", "upper")
+    assert not os.path.exists(os.path.join(upper, "ran-zebra"))
+    assert not marker.exists()
+
+
+# Planted in an image node's layer in place of the programs wanlab used to run after entering
+# the node's mount namespace or root (setpriv after nsenter or pivot_root, umount): with every
+# capability it could mount a devtmpfs (the host's disks) and write a marker on the host.
+PLANTED = """#!/bin/sh
+m={marker}
+mkdir -p /tmp/dd && mount -t devtmpfs dev /tmp/dd 2>/dev/null && echo "MOUNTED $0" >> /ran
+for p in /proc/[0-9]*; do
+  [ -d "$p/root${{m%/*}}" ] && echo pwned > "$p/root$m" 2>/dev/null
+done
+echo "ran $0" >> /ran
+exec /usr/bin/$(basename "$0").real "$@"
+"""
+
+
+def test_programs_planted_in_the_layer_never_run_with_more_than_the_nodes_capabilities(
+        lab, test_image, tmp_path):
+    marker = tmp_path / "escaped"
+    a = tarball(tmp_path / "a.tgz", {"etc/a": (b"a\n", 0o644)})
+    exp = exp_of("planted", test_image, n=1, tarfiles=(("/", a),))
+    lab.create(exp)
+    plant = ("cat > /tmp/w && chmod 755 /tmp/w && mkdir -p /usr/local/sbin /usr/local/bin && "
+             "for p in setpriv umount nsenter unshare; do cp /usr/bin/$p /usr/bin/$p.real && "
+             "cp /tmp/w /usr/bin/$p && cp /tmp/w /usr/local/sbin/$p && "
+             "cp /tmp/w /usr/local/bin/$p; done")
+    lab.exec("planted", "n1", ["sh", "-c", plant], input=PLANTED.format(marker=marker).encode(),
+             check=True, timeout=60)
+    ran = "cat /ran 2>/dev/null; true"
+    # 1. commands entering the node; 2. its holder rebuilt (it ended); 3. setup again
+    assert sh(lab, "planted", "n1", "echo in") == "in\n"
+    sh(lab, "planted", "n1", "kill -TERM 1", check=False)
+    deadline = time.monotonic() + 60           # its holder ends: the experiment is degraded
+    while lab.get("planted").state != "degraded" and time.monotonic() < deadline:
+        lab.list()                             # (which checks its health)
+        time.sleep(0.2)
+    lab.swapin("planted", repair=True)
+    assert sh(lab, "planted", "n1", "echo again") == "again\n"
+    b = tarball(tmp_path / "b.tgz", {"etc/b": (b"b\n", 0o644)})
+    lab.swapout("planted")
+    lab.modify("planted", exp_of("planted", test_image, n=1, tarfiles=(("/", a), ("/", b))))
+    lab.swapin("planted")
+    assert sh(lab, "planted", "n1", "cat /etc/b") == "b\n"
+    assert "MOUNTED" not in sh(lab, "planted", "n1", ran)
+    assert not marker.exists()
+
+
+# Each line prints its name only if the node managed it.
+TRIES = ("mknod /tmp/mem c 1 1 2>/dev/null && echo mknod; "
+         "unshare -Ur true 2>/dev/null && echo userns; "
+         "unshare -m true 2>/dev/null && echo mountns; "
+         "ln /etc/passwd {dir}/pw 2>/dev/null && echo hardlink; "
+         "mkdir -p /tmp/d && mount -t tmpfs t /tmp/d 2>/dev/null && echo mount; "
+         "echo 1 > /proc/sys/vm/drop_caches 2>/dev/null && echo sysctl; "
+         "echo done")
+
+
+def test_a_node_cannot_make_devices_namespaces_or_links_to_host_files(lab, test_image):
+    lab.create(pair())
+    lab.create(exp_of("tries", test_image, n=1))
+    for name, node in (("pair", "a"), ("tries", "n1")):
+        ndir = lab.store.folder(name, "nodes", node)
+        assert sh(lab, name, node, TRIES.format(dir=ndir)) == "done\n", name

@@ -410,6 +410,10 @@ def test_an_upload_naming_a_host_file_is_refused_the_same_whether_it_exists(site
         assert r.json()["line"] == 3                  # the node's
         answers.add(("ns", r.json()["error"], r.json()["line"]))
     assert len(answers) == 3, answers            # one answer per kind, whatever the path
+    # dynamic routing would run FRR (SYS_ADMIN) from the node's own image files
+    r = upload(client, tokens["alice"], "routing: ospf\n" + PAIR.format(name="ospf"),
+               check_only=True)
+    assert r.status_code == 400 and "dynamic routing" in r.json()["error"], r.text
     assert client.get("/api/experiments", headers=bearer(tokens["alice"])).json() == []
 
 
@@ -434,6 +438,8 @@ def test_a_portal_console_reads_no_host_file_and_no_portal_environment(site, tes
         assert r.status_code == 200, r.text
         assert r.json()["state"] == "active"
         with client.websocket_connect("/api/experiments/peek/console/a", headers=alice) as ws:
+            for bad in ('{"resize": [1e999, 1]}', '{"resize": [null, "x"]}', '{"resize": 7}'):
+                ws.send_text(bad)             # ignored: the console stays open
             ws.send_bytes(f"cat {marker}; cat /etc/shadow; env; echo DO''NE\n".encode())
             got = b""
             while b"DONE" not in got:
@@ -451,6 +457,18 @@ def test_a_portal_console_reads_no_host_file_and_no_portal_environment(site, tes
     finally:
         os.unlink(marker)
         client.post("/api/experiments/peek/terminate", headers=alice)
+
+
+def test_an_ns_upload_sourcing_files_learns_no_host_path(site):
+    """``source`` in an upload: refused, and the answer names no folder of the host (the
+    upload is read in a temporary one)."""
+    _, client, tokens, _ = site
+    head = "set ns [new Simulator]\nsource tb_compat.tcl\n"
+    for word in ("/etc/shadow", "../../etc/passwd", "nosuch.tcl", "."):
+        r = upload(client, tokens["alice"], head + f"source {word}\n$ns run\n",
+                   filename="s.tcl", check_only=True)
+        assert r.status_code == 400 and r.json()["line"] == 3, r.text
+        assert "/tmp" not in r.text and "wanlab-upload" not in r.text, r.text
 
 
 # -- finding: no size bounds; parses held the server ----------------------------------

@@ -864,7 +864,7 @@ class Lab:
 
     def node_argv(self, name: str, node: str, argv: list[str]) -> list[str]:
         """An argv that runs ``argv`` inside ``node`` (for any caller; started with plain
-        ``Popen``, its pid is ``nsenter``'s: :meth:`popen` gives the node's process)."""
+        ``Popen``, its pid is the entering process's: :meth:`popen` gives the node's process)."""
         row, ns = self._node_target(name, node)
         return nodes.node_argv(self.store, row, ns, node, argv)
 

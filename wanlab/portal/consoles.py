@@ -63,7 +63,9 @@ async def bridge(ws: WebSocket, argv: list[str]) -> None:
             if data is None:
                 text = msg.get("text") or ""
                 if text.startswith('{"resize"'):
-                    with contextlib.suppress(ValueError, TypeError, KeyError, OSError):
+                    # a bad frame (1e999 columns: int() overflows) leaves the terminal as is
+                    with contextlib.suppress(ValueError, TypeError, KeyError, OverflowError,
+                                             OSError):
                         cols, rows = json.loads(text)["resize"]
                         set_size(master, cols, rows)
                     continue
@@ -146,7 +148,8 @@ async def relay(ws: WebSocket, remote, then=lambda: None) -> None:
             if data is None:
                 text = msg.get("text") or ""
                 if text.startswith('{"resize"'):
-                    with contextlib.suppress(ValueError, TypeError, KeyError, WanlabError):
+                    with contextlib.suppress(ValueError, TypeError, KeyError, OverflowError,
+                                             WanlabError):
                         cols, rows = json.loads(text)["resize"]
                         await asyncio.to_thread(remote.resize, int(cols), int(rows))
                     continue

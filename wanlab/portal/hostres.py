@@ -19,7 +19,8 @@ the portal comes from a project member, so before anything is created (and befor
   only, but readable: ``/etc/shadow``). Those are root's alone, so every emulated node of a
   portal experiment without an image gets the default one, and a console on a project's
   node without one (an experiment stored before this rule) is refused
-  (:func:`console_node`).
+  (:func:`console_node`). So a portal experiment has static routing: FRR's daemons keep
+  SYS_ADMIN and would run an image node's own files.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import time
 
 from wanlab.backends.emulate.images import DEFAULT_IMAGE
 from wanlab.errors import WanlabError
+from wanlab.model import ir
 from wanlab.model.ir import IFNAME_RE, Experiment, Node, Source
 from wanlab.portal.files import Attached, FileError
 
@@ -92,6 +94,9 @@ def confine(db: sqlite3.Connection, exp: Experiment,
             n = _attach(n, attached)
         if n.kind == "emulated" and n.image is None:
             n = dataclasses.replace(n, image=DEFAULT_IMAGE)
+        if n.image is not None and exp.rtproto in ir.DYNAMIC_RTPROTOS:
+            raise HostResourceError(ir.image_routing_refused(n.name) + " (a portal node always "
+                                    "has an image)", n.source)
         nodes.append(n)
     return dataclasses.replace(exp, nodes=tuple(nodes))
 

@@ -156,20 +156,23 @@ def child(request: dict) -> dict:
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write(request["text"])
         shown = request["file"]
+
+        def hide(text: str) -> str:          # the upload's temporary folder is the host's
+            return text.replace(path, shown).replace(d, ".")
         try:
             with bounds.limited(**MOST):
                 exp = load(path)
             make_plan(exp, "0000")        # addresses and routes: the plan can be made
         except SpecError as e:
-            return {"error": e.message if e.field is None else f"{e.field}: {e.message}",
+            return {"error": hide(e.message if e.field is None else f"{e.field}: {e.message}"),
                     "line": e.line}
         except WanlabError as e:
-            return {"error": str(e).replace(path, shown), "line": None}
+            return {"error": hide(str(e)), "line": None}
         except MemoryError:
             return {"error": f"reading it needed more than {MEMORY_BYTES >> 20} MB",
                     "line": None}
         return {"ir": exp.to_json(), "base": os.path.dirname(os.path.abspath(path)),
-                "warnings": [str(w).replace(path, shown) for w in exp.warnings]}
+                "warnings": [hide(str(w)) for w in exp.warnings]}
 
 
 def main() -> int:

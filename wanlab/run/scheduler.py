@@ -66,6 +66,9 @@ SPIN_S = 0.001
 OOM_POLL_S = 1.0        # how often the nodes' OOM kill counts are read
 RT_PRIORITY = 10
 INLINE_KINDS = ("link", "lan")
+# events sent from outside (tevc, the portal's API) that may wait at once: each is kept in
+# this process until its time, so an endless stream of future ones would fill its memory
+MAX_SENT_PENDING = 10_000
 
 
 def _realtime() -> None:
@@ -90,6 +93,7 @@ class Scheduler:
         self.cond = threading.Condition()
         # (time, order, origin, event or the steps of a sequence, waiter)
         self.heap: list[tuple[float, int, str, Any, Any]] = []
+        self.sent_pending = 0           # of them sent with tevc (MAX_SENT_PENDING)
         self.seq = itertools.count()
         self.subscribers: list[socket.socket] = []
         self.stopping = False
@@ -159,6 +163,7 @@ class Scheduler:
     def _push(self, at: float, origin: str, ev: Event, waiter: Any) -> None:
         with self.cond:
             heapq.heappush(self.heap, (at, next(self.seq), origin, ev, waiter))
+            self.sent_pending += origin == "tevc"
             self.cond.notify()
 
     def _halt(self) -> None:
@@ -189,6 +194,7 @@ class Scheduler:
                 while self.rt.now() < at:       # the last millisecond: spin
                     pass
                 ev = heapq.heappop(self.heap)
+                self.sent_pending -= ev[2] == "tevc"
             fired = self.rt.now()
             try:
                 if isinstance(ev[3], list):        # a sequence's steps
@@ -327,6 +333,10 @@ class Scheduler:
             # a step of a sequence played from elsewhere (a cluster's conductor): halted
             # here, as this scheduler's own sequences are
             return {"ok": True, **self._record(at, None, origin, ev, "cancelled", "halted")}
+        if self.sent_pending >= MAX_SENT_PENDING and at > self.rt.now() + 1.0:
+            return {"ok": False, "error": f"{self.sent_pending} events sent with tevc are "
+                                          f"still waiting for their time: at most "
+                                          f"{MAX_SENT_PENDING} may (send later ones later)"}
         tl = next((t for t in self.rt.exp.timelines if t.name == ev.target), None)
         if tl is not None:
             return self._start_timeline(tl, at)

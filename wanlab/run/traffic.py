@@ -306,7 +306,7 @@ class TrafficAgent:
 
     @staticmethod
     def _wait_signal_ready(p: subprocess.Popen) -> None:
-        """Wait until the sender (after the exec chain of sh / nsenter / setpriv / sh) has
+        """Wait until the sender (after the exec chain into the node) has
         installed its SIGUSR1 handler: signalling earlier would kill it."""
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:

@@ -43,7 +43,7 @@ import time
 
 from wanlab.backends.emulate import netns, nodes, procs
 from wanlab.errors import WanlabError
-from wanlab.model.ir import Experiment
+from wanlab.model.ir import Experiment, image_routing_refused
 from wanlab.plan.types import NodePlan, Plan
 
 FRR_BIN = "/usr/lib/frr"
@@ -137,6 +137,8 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
     what = "zebra + " + ("bgpd" if exp.rtproto == "bgp" else
                          "ospfd" + (" + bgpd" if exp.asns else ""))
     routers = _routers(plan)
+    for np_ in routers:
+        _refuse_image(exp, np_.name)
     say(f"starting FRR ({what}) in {len(routers)} nodes")
     for np_ in routers:
         etc = etc_dir(np_.netns)
@@ -162,6 +164,7 @@ def start_daemons(store, row, exp: Experiment, np_: NodePlan, folder: str) -> No
     """Start one node's daemons (its files written by :func:`start`), each recorded first
     with ``role`` "routing" (the health check's), and its route monitor. Also used when a
     node reboots."""
+    _refuse_image(exp, np_.name)
     logdir = os.path.join(folder, "nodes", np_.name)
     run = os.path.join(etc_dir(np_.netns), "run")
     daemons = ["zebra"] + (["ospfd"] if exp.rtproto != "bgp" else []) + (
@@ -179,6 +182,13 @@ def start_daemons(store, row, exp: Experiment, np_: NodePlan, folder: str) -> No
     _spawn(store, row, np_, f"route-monitor-{np_.name}",
            ["ip", "-n", np_.netns, "-ts", "monitor", "route"],
            os.path.join(logdir, "routes.log"))
+
+
+def _refuse_image(exp: Experiment, node: str) -> None:
+    """The daemons keep FRR_CAPS: never from files a node could have written (its layer)."""
+    n = next((n for n in exp.nodes if n.name == node), None)
+    if n is not None and n.image is not None:
+        raise WanlabError(image_routing_refused(node))
 
 
 def _spawn(store, row, np_: NodePlan, name: str, argv: list[str], out: str,

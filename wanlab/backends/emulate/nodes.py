@@ -11,7 +11,8 @@ wanlab starts its own processes in a node (start commands, Programs, traffic age
 ``wanlab exec``/``shell``) with :func:`popen` or :func:`run`: the process is born in the
 node's PID namespace, so the pid the caller holds and records is the node's process
 itself (signals, ``/proc/<pid>``, teardown). ``node_argv`` alone also works for any
-caller (``nsenter -p`` then forks, and the node's process dies with nsenter).
+caller (the entering process, :mod:`~wanlab.backends.emulate.enter`, then forks, and the
+node's process dies with it).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 import shlex
 import subprocess
 
-from wanlab.backends.emulate import cgroups, pidns, procs, rootfs
+from wanlab.backends.emulate import cgroups, enter, pidns, procs, rootfs
 from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
@@ -118,7 +119,12 @@ def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
     caps = ",".join("-" + c for c in DROPPED_CAPS)
     tools = os.path.dirname(os.path.realpath(engine_binary()))
     # a node with an image switches into its own root instead (same arguments)
-    shell = rootfs.IMAGE_SHELL if rootfs.has_root(folder, node) else NODE_SHELL
+    shell = NODE_SHELL
+    if rootfs.has_root(folder, node):
+        # the node's own root: entered, and its capabilities dropped, by one host process
+        shell = rootfs.IMAGE_SHELL
+        argv = [*enter.argv_prefix(), "pivot", rootfs.root_path(folder, node), ndir, caps,
+                "--", *argv]
     return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c", shell, node,
             home, ndir, caps, tools, *argv]
 
@@ -129,17 +135,12 @@ def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
 HOLDER_INIT = ("trap 'exit 0' TERM INT HUP; echo ready; exec </dev/null >/dev/null 2>&1; "
                "while :; do sleep infinity & wait; done")
 
-# Enter a node's holder (its network, mount, UTS and PID namespaces), drop capabilities, and
-# go to the caller's working directory *by path* in the node's view (else the node's
-# folder). A caller already in the node's PID namespace (:func:`popen`) is entered in place;
-# any other goes through ``nsenter -p``, which forks: its child then dies with it.
-ENTER_SHELL = (
-    'pid=$0 caps=$1; shift; p=-p d=--pdeathsig=KILL; '
-    'if [ /proc/self/ns/pid -ef "/proc/$pid/ns/pid" ]; then p= d=; fi; '
-    'exec nsenter -t "$pid" $p -m -u -n -- setpriv $d --bounding-set '
-    '"$caps" -- sh -c \'umask 022; cd "$0" 2>/dev/null || cd "$1" || exit 111; shift; '
-    'exec "$@"\' '
-    '"$(pwd -P)" "$@"')
+# Entering a node's holder (its network, mount, UTS and PID namespaces), dropping
+# capabilities and going to the caller's working directory *by path* in the node's view
+# (else the node's folder) is one process (enter.py enter): a program found in the node's
+# mount namespace (an image node's own setpriv) never runs with more than the node's
+# capabilities. A caller already in the node's PID namespace (:func:`popen`) is entered in
+# place; any other forks, and its child dies with it.
 
 
 def _holder_file(store: Store, row: ExperimentRow, node: str) -> str:
@@ -166,10 +167,10 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
 
     A holder is the init of the node's PID namespace: it built the node's confinement once
     (NODE_SHELL) and then waits (HOLDER_INIT); every later command enters its namespaces
-    with ``nsenter`` (milliseconds instead of a few dozen mounts). It is a recorded
-    process (teardown kills it, and with it whatever still runs in the node). Start it
-    after /etc/netns/<ns>/* is complete (FRR's files): ``ip netns exec`` binds what exists
-    then."""
+    with :mod:`~wanlab.backends.emulate.enter` (milliseconds instead of a few dozen
+    mounts). It is a recorded process (teardown kills it, and with it whatever still runs
+    in the node). Start it after /etc/netns/<ns>/* is complete (FRR's files): ``ip netns
+    exec`` binds what exists then."""
     import fcntl
     if len(targets) > 64:                # bound the open pipes and lock files
         for i in range(0, len(targets), 64):
@@ -227,8 +228,8 @@ def _enter_argv(store: Store, row: ExperimentRow, node: str, holder: int, argv: 
     caps = ",".join("-" + c for c in DROPPED_CAPS if c not in keep)
     ndir = store.folder(row.name, "nodes", node)
     return cgroups.join_argv(store.folder(row.name), node,
-                             ["sh", "-c", ENTER_SHELL, str(holder), caps, ndir,
-                              *_with_parameters(row, argv)])
+                             [*enter.argv_prefix(), "enter", str(holder), caps, ".", ndir,
+                              "--", *_with_parameters(row, argv)])
 
 
 def _with_parameters(row: ExperimentRow, argv: list[str]) -> list[str]:
@@ -248,7 +249,7 @@ def node_argv(store: Store, row: ExperimentRow, ns: str, node: str, argv: list[s
 
     ``keep`` names dropped capabilities a trusted daemon wanlab starts still needs (FRR:
     ``sys_admin``). The node's holder is started first if it has none. Started with plain
-    ``Popen``, the pid is ``nsenter``'s (see :func:`popen` for the node's own)."""
+    ``Popen``, the pid is the entering process's (see :func:`popen` for the node's own)."""
     pid, _ = _holder(store, row, ns, node)
     return _enter_argv(store, row, node, pid, argv, keep)
 

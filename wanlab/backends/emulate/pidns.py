@@ -1,9 +1,9 @@
 """Starting a process directly inside a node's PID namespace.
 
 A process cannot move itself into a PID namespace; only its children can be born there.
-``nsenter -p`` therefore forks, and the pid a caller's ``Popen`` holds is then nsenter's,
-not the node's process: signals (an agent's SIGUSR1), ``/proc/<pid>/status`` and the
-recorded (pid, start time) would all name the wrong process.
+Entering one from outside therefore forks, and the pid a caller's ``Popen`` holds is then
+the entering process's, not the node's process: signals (an agent's SIGUSR1),
+``/proc/<pid>/status`` and the recorded (pid, start time) would all name the wrong process.
 
 Instead, the calling *thread* sets the PID namespace its next children are born in
 (``setns`` with CLONE_NEWPID, or ``unshare`` for a new one), forks with ``Popen``, and

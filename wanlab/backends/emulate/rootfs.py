@@ -17,7 +17,9 @@ The node's holder (:mod:`wanlab.backends.emulate.nodes`) then switches into the 
 :data:`IMAGE_SHELL` instead of confining the host's file system: a fresh /proc, /sys, /dev
 and /run, the node's hosts file and FRR folder from ``/etc/netns/<ns>``, the node's
 wanlab folder and wanlab's binaries at their usual paths, then ``pivot_root`` (the host's
-files are no longer reachable). ``wanlab exec``/``shell`` enter that mount namespace.
+files are no longer reachable; :mod:`wanlab.backends.emulate.enter` does it and drops the
+node's capabilities in one process, so no program of the node's root runs with more).
+``wanlab exec``/``shell`` enter that mount namespace the same way.
 
 Emulab node setup runs here, once per fresh layer (or when it changes). What it runs (tar,
 apt, dpkg, maintainer scripts) comes from the node's root, which a tarball or the node
@@ -41,7 +43,7 @@ import os
 import subprocess
 from collections.abc import Callable
 
-from wanlab.backends.emulate import cgroups
+from wanlab.backends.emulate import cgroups, enter
 from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Node
@@ -213,9 +215,7 @@ ln -s /proc/self/fd/1 /run/dev/stdout && ln -s /proc/self/fd/2 /run/dev/stderr &
 mkdir /run/dev/shm && mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev shm /run/dev/shm &&
 mount --move /run/dev "$r/dev" || exit 111
 mount -t proc -o nosuid,nodev,noexec proc "$r/proc" && proc_guard "$r/proc" || exit 111
-cd "$r" && pivot_root . . && umount -l . && cd / || exit 111
-umask 022
-exec setpriv --bounding-set "$caps" -- "$@"
+cd / && exec "$@"      # enter.py pivot: into the root, then the node's bounding set
 """
 
 # also dropped while setup runs: it may be in the host's network namespace
@@ -231,8 +231,9 @@ def _argv(folder: str, node: str, root: str, argv: list[str], net: bool = False)
     caps = ",".join("-" + c for c in (*DROPPED_CAPS, *SETUP_DROPPED))
     spaces = ["--pid", "--fork", "--kill-child", "--mount", "--uts", "--ipc",
               "--propagation", "private", *([] if net else ["--net"])]
+    into = [*enter.argv_prefix(), "pivot", root, "/", caps, "--", *argv]
     return cgroups.join_argv(folder, node, ["unshare", *spaces, "--", "sh", "-c", SETUP_SHELL,
-                                            root, "host" if net else "none", caps, *argv])
+                                            root, "host" if net else "none", caps, *into])
 
 
 def in_root(folder: str, node: str, root: str, argv: list[str], stdin=None,
@@ -349,8 +350,9 @@ def _install(folder: str, node: Node, root: str, say: Callable[[str], None]) -> 
 
 # Run by ``sh -c`` in place of the host-file-system confinement (nodes.NODE_SHELL), with
 # the same arguments: $0 node, $1 state folder, $2 the node's folder, $3 setpriv's
-# --bounding-set, $4 wanlab's binaries, then the command. Its root is
-# <experiment folder>/roots/<node> (the node's folder is <experiment folder>/nodes/<node>).
+# --bounding-set, $4 wanlab's binaries, then the command: ``enter.py pivot`` (nodes), which
+# switches into the root and drops the capabilities before any file of the node runs. Its
+# root is <experiment folder>/roots/<node> (the node's folder is <experiment folder>/nodes/<node>).
 IMAGE_SHELL = PROC_GUARD + r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 root=${dir%/nodes/*}/roots/$node
 # Paths in the root are the node's: a link it left in its layer would lead a mount's source,
@@ -400,8 +402,5 @@ mount --bind "$tools" "$root$tools" && mount -o remount,bind,ro "$root$tools" ||
 proc_guard "$root/proc" &&
 mount --bind "$root/proc/sys/net" "$root/proc/sys/net" &&
 mount -o remount,bind,rw "$root/proc/sys/net" || exit 111
-cd "$root" && pivot_root . . && umount -l . || exit 111
-cd "$dir" 2>/dev/null || cd / || exit 111
-umask 022
-exec setpriv --bounding-set "$caps" -- "$@"
+cd / && exec "$@"      # enter.py pivot: into the root, then the node's bounding set
 """
