@@ -32,10 +32,19 @@ def _on_host(item) -> bool:
     return any("root" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "host: a test on the host (root, namespaces, engines); "
+                            "set by tests/conftest.py, so `-m 'not host'` runs the pure ones")
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
     """Pure tests first (a minute or two), then the host's: a broken build fails fast. The
     sort is stable, so each phase keeps the files' order and a module's tests stay together
     (its module fixtures are built once)."""
+    for i in items:
+        if _on_host(i):
+            i.add_marker("host")
     items.sort(key=_on_host)
     pure = [i for i in items if not _on_host(i)]
     config._wl_last_pure = pure[-1] if pure and len(pure) < len(items) else None
@@ -45,7 +54,7 @@ def pytest_collection_modifyitems(session, config, items):
 def pytest_runtest_protocol(item, nextitem):
     """When a pure test failed, stop before the host's tests (minutes of namespaces)."""
     yield
-    if item is item.config._wl_last_pure and item.session.testsfailed:
+    if item is getattr(item.config, "_wl_last_pure", None) and item.session.testsfailed:
         item.session.shouldstop = (f"{item.session.testsfailed} pure test(s) failed: the "
                                    "tests on the host were not run")
 
