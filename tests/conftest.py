@@ -58,6 +58,7 @@ def pytest_runtest_protocol(item, nextitem):
         item.session.shouldstop = (f"{item.session.testsfailed} pure test(s) failed: the "
                                    "tests on the host were not run")
 
+
 # Node images are shared by every test of a session, and across sessions: built once, cached
 # by the hash of their suite and packages (wanlab/backends/emulate/images.py). One image
 # serves every test: the default one (what Figure 2's Emulab OS maps to); its build time is
