@@ -59,8 +59,9 @@ lint:
 test-engine:
 	cargo test --release --workspace
 
+# pure tests first, then those on the host (tests/conftest.py); the slowest are listed
 test-python:
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests --durations=20
 
 validate: install
 	$(PY) bench/fidelity.py

@@ -19,6 +19,46 @@ ENGINE = os.path.join(ROOT, "target", "release", "wanlab-engine")
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
+# Fixtures that build experiments on the host (namespaces, engines, images)
+HOST_FIXTURES = frozenset({"lab", "test_image", "default_image"})
+
+
+def _on_host(item) -> bool:
+    """Whether a test needs the host (root, namespaces, engines): marked ``needs_root`` (a
+    ``skipif`` whose reason names root, by itself or on its module) or asking for a fixture
+    that builds on the host. The rest are pure: parsing, planning, simulation, stores."""
+    if HOST_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    return any("root" in str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "host: a test on the host (root, namespaces, engines); "
+                            "set by tests/conftest.py, so `-m 'not host'` runs the pure ones")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(session, config, items):
+    """Pure tests first (a minute or two), then the host's: a broken build fails fast. The
+    sort is stable, so each phase keeps the files' order and a module's tests stay together
+    (its module fixtures are built once)."""
+    for i in items:
+        if _on_host(i):
+            i.add_marker("host")
+    items.sort(key=_on_host)
+    pure = [i for i in items if not _on_host(i)]
+    config._wl_last_pure = pure[-1] if pure and len(pure) < len(items) else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """When a pure test failed, stop before the host's tests (minutes of namespaces)."""
+    yield
+    if item is getattr(item.config, "_wl_last_pure", None) and item.session.testsfailed:
+        item.session.shouldstop = (f"{item.session.testsfailed} pure test(s) failed: the "
+                                   "tests on the host were not run")
+
+
 # Node images are shared by every test of a session, and across sessions: built once, cached
 # by the hash of their suite and packages (wanlab/backends/emulate/images.py). One image
 # serves every test: the default one (what Figure 2's Emulab OS maps to); its build time is

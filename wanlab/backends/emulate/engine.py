@@ -28,6 +28,10 @@ FD_LIMIT = 1 << 20      # the kernel's default fs.nr_open
 RT_PRIORITY = 10        # SCHED_RR priority of the engine's packet thread (docs/resources.md)
 RT_ENV = "WANLAB_ENGINE_RT"
 RPS_ENV = "WANLAB_ENGINE_RPS"
+# How long a live engine may take to answer its first ``hello``: milliseconds on an idle
+# host, but a loaded one (every core busy, memory reclaimed after a large experiment) can
+# stall a new process for seconds; one that has exited is reported at once
+START_WAIT_S = 60.0
 
 
 def rt_priority(env: dict | None = None) -> int:
@@ -97,14 +101,15 @@ def start(folder: str, seed: int, threads: int = 1) -> subprocess.Popen:
         with contextlib.suppress(OSError, ValueError):
             hard = resource.prlimit(proc.pid, resource.RLIMIT_NOFILE)[1]
             resource.prlimit(proc.pid, resource.RLIMIT_NOFILE, (hard, hard))
-    deadline = time.monotonic() + 10
+    t0 = time.monotonic()
+    deadline = t0 + START_WAIT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise EngineError(f"the engine exited at start (code {proc.returncode}); see "
                               f"{os.path.join(folder, 'engine.log')}")
         if os.path.exists(sock):
             try:
-                with Client(sock) as c:
+                with Client(sock, timeout=max(0.1, deadline - time.monotonic())) as c:
                     c.send(Hello())
                 procs.hold(proc)     # so the health check can say how it ended
                 return proc
@@ -112,4 +117,6 @@ def start(folder: str, seed: int, threads: int = 1) -> subprocess.Popen:
                 pass
         time.sleep(0.005)
     proc.kill()
-    raise EngineError("the engine did not answer within 10 s")
+    proc.wait()
+    raise EngineError(f"the engine did not answer within {time.monotonic() - t0:.0f} s of "
+                      f"its start; see {os.path.join(folder, 'engine.log')}")
