@@ -214,3 +214,16 @@ def leftovers(short):
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     devs = re.findall(rf"\d+: (wl{short}-\d+)", links)
     return ns + devs
+
+
+def wanlab_cli(home, *args, check=True, timeout=600, cwd=None):
+    """``wanlab ARGS`` as a child with its own WANLAB_HOME (this checkout's code); no
+    traceback ever, and exit 0 unless ``check`` is off."""
+    import sys
+    env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
+    p = subprocess.run([sys.executable, "-m", "wanlab.cli", *args], capture_output=True,
+                       text=True, env=env, timeout=timeout, check=False, cwd=cwd)
+    assert "Traceback" not in p.stderr, p.stderr
+    if check:
+        assert p.returncode == 0, (args, p.stdout, p.stderr)
+    return p

@@ -9,12 +9,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 import tempfile
 
 import pytest
-from conftest import ROOT, needs_root
+from conftest import ROOT, needs_root, wanlab_cli
 
 pytestmark = [needs_root,
               pytest.mark.skipif(not __import__("importlib").util.find_spec("ray"),
@@ -36,13 +34,7 @@ $ns run
 
 
 def wl(home, cwd, *args, check=True, timeout=600):
-    env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
-    p = subprocess.run([sys.executable, "-m", "wanlab.cli", *args], capture_output=True,
-                       text=True, env=env, timeout=timeout, check=False, cwd=cwd)
-    assert "Traceback" not in p.stderr, p.stderr
-    if check:
-        assert p.returncode == 0, (args, p.stdout, p.stderr)
-    return p
+    return wanlab_cli(home, *args, check=check, timeout=timeout, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
