@@ -92,12 +92,18 @@ def create(name: str) -> int:
     return os.stat(target).st_ino
 
 
-def create_many(names: list[str], setup: Callable[[], None] | None = None) -> list[int]:
+def create_many(names: list[str], setup: Callable[[], None] | None = None,
+                uid_base: int | None = None) -> list[int]:
     """Create namespaces ``names`` in order, running ``setup`` inside each as soon as it
     exists; return their inodes. One thread makes them all (it unshares again for each:
     a thread per namespace costs about as much as the namespace). On an error the
     namespace being made is removed and the error raised; those made before it stay
-    (the caller has recorded them)."""
+    (the caller has recorded them).
+
+    With ``uid_base``, the namespaces are owned by a new user namespace mapping uids and
+    gids 0..65535 to ``uid_base``.. on the host (:func:`_create_owned`)."""
+    if uid_base is not None:
+        return _create_owned(names, setup, uid_base)
     _ensure_run_dir()
     made: list[int] = []
     failure: list[BaseException] = []
@@ -129,6 +135,70 @@ def create_many(names: list[str], setup: Callable[[], None] | None = None) -> li
     t.join()
     if failure:
         raise failure[0]
+    return made
+
+
+# The helper that makes namespaces owned by a user namespace: a process can create a network
+# namespace owned by a user namespace only from inside it, and a thread of a threaded process
+# cannot join one. It makes the user namespace, waits for its maps (written by root outside),
+# then for each line read makes a new network namespace and says so; root binds each one at
+# /run/netns/NAME from /proc/<helper>/ns/net before asking for the next.
+_OWNED_HELPER = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x10000000) != 0:
+    sys.exit("unshare a user namespace: error %d" % ctypes.get_errno())
+print("user", flush=True)
+for line in sys.stdin:
+    if libc.unshare(0x40000000) != 0:
+        sys.exit("unshare a network namespace: error %d" % ctypes.get_errno())
+    print("net", flush=True)
+"""
+
+
+def _create_owned(names: list[str], setup: Callable[[], None] | None,
+                  uid_base: int) -> list[int]:
+    import subprocess
+    import sys
+    _ensure_run_dir()
+    made: list[int] = []
+    p = subprocess.Popen([sys.executable, "-I", "-c", _OWNED_HELPER], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, bufsize=1, close_fds=True)
+    assert p.stdin is not None and p.stdout is not None
+
+    def said(word: str) -> None:
+        if p.stdout.readline() != word + "\n":     # type: ignore[union-attr]
+            p.kill()
+            p.wait()
+            raise OSError(errno.EPERM, f"cannot make a namespace owned by a user namespace "
+                                       f"(helper exit {p.returncode})")
+    try:
+        said("user")
+        for f in ("uid_map", "gid_map"):
+            with open(f"/proc/{p.pid}/{f}", "w") as fh:
+                fh.write(f"0 {uid_base} 65536\n")
+        for name in names:
+            target = path(name)
+            fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            os.close(fd)
+            try:
+                p.stdin.write("next\n")
+                p.stdin.flush()
+                said("net")
+                _check(_libc.mount(f"/proc/{p.pid}/ns/net".encode(), target.encode(), b"none",
+                                   MS_BIND, None), "bind netns")
+                ino = os.stat(target).st_ino
+                if setup is not None:
+                    with entered(name):
+                        setup()
+            except BaseException:
+                delete(name)                # ours: its file was made above (O_EXCL)
+                raise
+            made.append(ino)
+    finally:
+        with contextlib.suppress(OSError):
+            p.stdin.close()
+        p.wait(timeout=30)
     return made
 
 
