@@ -140,20 +140,28 @@ def create_many(names: list[str], setup: Callable[[], None] | None = None,
 
 # The helper that makes namespaces owned by a user namespace: a process can create a network
 # namespace owned by a user namespace only from inside it, and a thread of a threaded process
-# cannot join one. It makes the user namespace, waits for its maps (written by root outside),
-# then for each line read makes a new network namespace and says so; root binds each one at
-# /run/netns/NAME from /proc/<helper>/ns/net before asking for the next.
+# cannot join one. It makes the user namespace and waits for its maps (written by root
+# outside); then, for each count read, makes that many network namespaces, keeping a
+# descriptor of each, says their numbers and, once root has bound each at /run/netns/NAME
+# from /proc/<helper>/fd/<n>, closes them (one round trip per batch, not per namespace).
 _OWNED_HELPER = r"""
-import ctypes, sys
+import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.unshare(0x10000000) != 0:
     sys.exit("unshare a user namespace: error %d" % ctypes.get_errno())
 print("user", flush=True)
-for line in sys.stdin:
-    if libc.unshare(0x40000000) != 0:
-        sys.exit("unshare a network namespace: error %d" % ctypes.get_errno())
-    print("net", flush=True)
+while line := sys.stdin.readline():
+    fds = []
+    for _ in range(int(line)):
+        if libc.unshare(0x40000000) != 0:
+            sys.exit("unshare a network namespace: error %d" % ctypes.get_errno())
+        fds.append(os.open("/proc/self/ns/net", os.O_RDONLY))
+    print(" ".join(map(str, fds)), flush=True)
+    sys.stdin.readline()
+    for fd in fds:
+        os.close(fd)
 """
+_OWNED_BATCH = 256         # descriptors the helper holds at once (below its open-file limit)
 
 
 def _create_owned(names: list[str], setup: Callable[[], None] | None,
@@ -166,35 +174,45 @@ def _create_owned(names: list[str], setup: Callable[[], None] | None,
                          stdout=subprocess.PIPE, text=True, bufsize=1, close_fds=True)
     assert p.stdin is not None and p.stdout is not None
 
-    def said(word: str) -> None:
-        if p.stdout.readline() != word + "\n":     # type: ignore[union-attr]
+    def ask(line: str) -> str:
+        p.stdin.write(line)                         # type: ignore[union-attr]
+        p.stdin.flush()                             # type: ignore[union-attr]
+        return heard()
+
+    def heard() -> str:
+        got = p.stdout.readline()                   # type: ignore[union-attr]
+        if not got.endswith("\n"):
             p.kill()
             p.wait()
             raise OSError(errno.EPERM, f"cannot make a namespace owned by a user namespace "
                                        f"(helper exit {p.returncode})")
+        return got
     try:
-        said("user")
+        if heard() != "user\n":
+            raise OSError(errno.EPERM, "the namespace helper did not start")
         for f in ("uid_map", "gid_map"):
             with open(f"/proc/{p.pid}/{f}", "w") as fh:
                 fh.write(f"0 {uid_base} 65536\n")
-        for name in names:
-            target = path(name)
-            fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            os.close(fd)
-            try:
-                p.stdin.write("next\n")
-                p.stdin.flush()
-                said("net")
-                _check(_libc.mount(f"/proc/{p.pid}/ns/net".encode(), target.encode(), b"none",
-                                   MS_BIND, None), "bind netns")
-                ino = os.stat(target).st_ino
-                if setup is not None:
-                    with entered(name):
-                        setup()
-            except BaseException:
-                delete(name)                # ours: its file was made above (O_EXCL)
-                raise
-            made.append(ino)
+        for k in range(0, len(names), _OWNED_BATCH):
+            batch = names[k:k + _OWNED_BATCH]
+            fds = ask(f"{len(batch)}\n").split()
+            for name, nfd in zip(batch, fds, strict=True):
+                target = path(name)
+                fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
+                os.close(fd)
+                try:
+                    _check(_libc.mount(f"/proc/{p.pid}/fd/{int(nfd)}".encode(),
+                                       target.encode(), b"none", MS_BIND, None), "bind netns")
+                    ino = os.stat(target).st_ino
+                    if setup is not None:
+                        with entered(name):
+                            setup()
+                except BaseException:
+                    delete(name)            # ours: its file was made above (O_EXCL)
+                    raise
+                made.append(ino)
+            p.stdin.write("bound\n")
+            p.stdin.flush()
     finally:
         with contextlib.suppress(OSError):
             p.stdin.close()
