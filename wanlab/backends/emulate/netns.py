@@ -2,7 +2,9 @@
 
 A namespace is created the way ``ip netns add`` does it, so ``ip netns``
 tools see ours: a thread unshares its network namespace and that namespace
-is bind-mounted on ``/run/netns/NAME``. :func:`netlink` opens a pyroute2
+is bind-mounted on ``/run/netns/NAME``. Namespaces owned by an experiment's user
+namespace are unshared by a helper process inside it instead (:func:`create_many`
+with ``uid_base``), and bound the same way. :func:`netlink` opens a pyroute2
 netlink socket *inside* a namespace (a socket stays bound to the namespace
 it was created in), so configuring a node costs one setns and no fork.
 Per-namespace files under ``/etc/netns/NAME/`` (``hosts``) are bind-mounted
