@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import textwrap
 import time
 
@@ -271,7 +270,7 @@ def test_a_node_over_its_memory_limit_is_oom_killed_and_the_event_names_it(lab):
     lab.create(_exp("mem", memory="64MB"))
     other = subprocess.Popen(lab.node_argv("mem", "b", ["sleep", "120"]))
     try:
-        hog = lab.exec("mem", "a", [sys.executable, "-c", "b = bytearray(256 << 20)"],
+        hog = lab.exec("mem", "a", ["python3", "-c", "b = bytearray(256 << 20)"],
                        capture_output=True, timeout=60)
         assert hog.returncode != 0               # SIGKILL by the kernel (status 137 / -9)
         deadline = time.monotonic() + 30
@@ -315,7 +314,7 @@ print(n, flush=True)
 def test_the_pids_limit_stops_a_fork_bomb_and_teardown_removes_every_cgroup(lab):
     lab.create(_exp("pids", pids=32))
     dirs = _dirs(lab, "pids", "a")
-    bomb = lab.exec("pids", "a", [sys.executable, "-c", FORK_BOMB], capture_output=True,
+    bomb = lab.exec("pids", "a", ["python3", "-c", FORK_BOMB], capture_output=True,
                     text=True, timeout=60)
     forked = int(bomb.stdout.split()[0])
     assert 0 < forked < 32, bomb

@@ -7,6 +7,7 @@ files read-only, and a capability bounding set without SYS_ADMIN, SYS_PTRACE, ..
 tests try to escape from inside a node.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def test_a_node_cannot_reach_the_engine_or_the_store(lab):
     home = lab.store.home
     r = in_node(lab, "a", f"cat {home}/wanlab.db; ls -A {home}; ls -A {folder}")
     assert "No such file" in r.stderr
-    assert r.stdout.split() == ["exps", "nodes"], r.stdout    # only the path to its folder
+    # only the path to its folder, which the node's root (not the host's) cannot even list
+    assert r.stdout.split() == [] and "Permission denied" in r.stderr, r.stdout + r.stderr
     r = in_node(lab, "a", f"nsenter -t {pid} -n ip -o link; echo rc=$?; "
                           f"nsenter -t 1 -n -m true; echo rc=$?; ls /proc/{pid}/root/")
     assert "rc=0" not in r.stdout and "rc=1" in r.stdout, r.stdout + r.stderr
@@ -71,6 +73,92 @@ def test_a_node_cannot_change_the_host(lab):
     assert bounding & (1 << 12)              # CAP_NET_ADMIN kept
     assert not os.path.exists("/usr/wanlab-escape")
     assert "sys_admin" in DROPPED_CAPS
+
+
+def test_root_in_a_node_is_nobody_on_the_host(lab):
+    """Nodes run in their experiment's user namespace: uid 0 inside is a uid of the
+    experiment's range outside, so a host root's file the node can reach stays out of its
+    hands (before, node root read and rewrote it), and the node's network namespace is owned
+    by that user namespace (so it keeps NET_ADMIN there)."""
+    import fcntl
+    lab.create(pair())
+    folder = lab.show("pair")["folder"]
+    planted = os.path.join(folder, "nodes", "a", "host-secret")
+    with open(planted, "w") as f:
+        f.write("root's\n")
+    os.chmod(planted, 0o600)
+    r = in_node(lab, "a", f"id -u; cat {planted}; echo rc=$?; echo x >> {planted}; "
+                          f"echo rc=$?; cat /etc/shadow; echo rc=$?; "
+                          f"ip link set lo mtu 1500 && echo net-admin")
+    assert r.stdout.split() == ["0", "rc=1", "rc=2", "rc=1", "net-admin"], r.stdout + r.stderr
+    with open(planted) as f:
+        assert f.read() == "root's\n"
+    p = lab.popen("pair", "a", ["sh", "-c", "id -u; exec sleep 60"], stdout=subprocess.PIPE,
+                  text=True)
+    try:
+        assert p.stdout.readline() == "0\n"
+        with open(f"/proc/{p.pid}/status") as f:
+            uids = next(line for line in f if line.startswith("Uid:")).split()[1:]
+        row = lab.get("pair")
+        base = next(r.detail["base"] for r in lab.store.resources(row.id)
+                    if r.kind == "userns")
+        assert base >= 65536 and uids == [str(base)] * 4, uids
+    finally:
+        p.kill()
+        p.wait()
+    # the node's network namespace belongs to a user namespace that is not the host's
+    ns = next(r.name for r in lab.store.resources(lab.get("pair").id)
+              if r.kind == "netns" and r.detail.get("node") == "a")
+    fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+    try:
+        owner = fcntl.ioctl(fd, 0xB701)             # NS_GET_USERNS
+    finally:
+        os.close(fd)
+    try:
+        assert os.fstat(owner).st_ino != os.stat("/proc/self/ns/user").st_ino
+    finally:
+        os.close(owner)
+
+
+def _uid_ranges(lab, name):
+    """The uid bases of every userns record of experiment ``name`` (removed ones too)."""
+    rows = lab.store.db.execute(
+        "SELECT r.detail FROM resources r JOIN experiments e ON r.exp_id = e.id "
+        "WHERE e.name = ? AND r.kind = 'userns'", (name,))
+    return [json.loads(d)["base"] for (d,) in rows]
+
+
+def _uids_on_host(base):
+    out = []
+    for d in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{d}/status") as f:
+                uid = next(line for line in f if line.startswith("Uid:")).split()[1]
+        except (OSError, StopIteration):
+            continue
+        if base <= int(uid) < base + 65536:
+            out.append(d)
+    return out
+
+
+def test_each_experiment_keeps_a_uid_range_of_its_own_until_terminate(lab):
+    lab.create(pair())
+    lab.create(pair("other"))
+    for name in ("pair", "other"):      # a process in a node: the range is in use
+        assert in_node(lab, "a", "id -u", name).stdout == "0\n"
+    (mine,), (theirs,) = _uid_ranges(lab, "pair"), _uid_ranges(lab, "other")
+    assert abs(mine - theirs) >= 65536
+    folder = lab.show("pair")["folder"]
+    assert os.stat(os.path.join(folder, "nodes", "a", "tmp")).st_uid == mine
+    lab.swapout("pair")
+    assert not _uids_on_host(mine) and _uids_on_host(theirs)
+    lab.swapin("pair")
+    assert set(_uid_ranges(lab, "pair")) == {mine}      # the same range: its files stay its
+    assert in_node(lab, "a", "echo again > /tmp/note && cat /tmp/note").stdout == "again\n"
+    lab.terminate("pair")
+    assert _uid_ranges(lab, "pair") == [] and not _uids_on_host(mine)
+    lab.create(pair("third"))
+    assert _uid_ranges(lab, "third") == [mine]        # freed by terminate, taken again
 
 
 def test_a_node_keeps_its_tools_and_its_own_tmp(lab):

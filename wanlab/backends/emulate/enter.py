@@ -90,14 +90,27 @@ def enter(holder: str, caps: str, cwd: str, fallback: str, argv: list[str]) -> N
         except OSError:
             cwd = fallback
     fds = {}
-    for ns in ("uts", "net", "pid", "mnt"):
+    for ns in ("uts", "ipc", "net", "pid", "mnt", "user"):
         fds[ns] = os.open(f"/proc/{int(holder)}/ns/{ns}", os.O_RDONLY | os.O_CLOEXEC)
     fork = os.stat("/proc/self/ns/pid").st_ino != os.fstat(fds["pid"]).st_ino
+    # a node in its experiment's user namespace: joined last (its mount and PID namespaces
+    # belong to the host's, which only host root may enter), with its IPC namespace
+    user = os.stat("/proc/self/ns/user").st_ino != os.fstat(fds["user"]).st_ino
     _no_more_imports()
-    for ns in ("uts", "net", "pid", "mnt") if fork else ("uts", "net", "mnt"):
+    order = ("uts", "ipc", "net", "pid", "mnt", "user") if user else ("uts", "net", "pid", "mnt")
+    for ns in order:
+        if ns == "pid" and not fork:
+            continue
         _check(_libc.setns(fds[ns], 0), f"entering the node's {ns} namespace")
     for fd in fds.values():
         os.close(fd)
+    if user:                          # root of the node's user namespace (nsenter -U does so)
+        try:
+            os.setgroups([])
+        except PermissionError:       # setgroups denied in this namespace: groups stay
+            pass
+        os.setgid(0)
+        os.setuid(0)
     if fork:
         alive_r, alive_w = os.pipe()            # at EOF once this (the parent) is gone
         child = os.fork()

@@ -121,8 +121,10 @@ def bgp_config(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str, rid: str
     return "\n".join(lines) + "\n"
 
 
-def _chown_frr(path: str) -> None:
-    os.chown(path, pwd.getpwnam("frr").pw_uid, grp.getgrnam("frr").gr_gid)
+def _chown_frr(path: str, base: int = 0) -> None:
+    """FRR's user and group own ``path``; ``base``: the node's uid range (its FRR's users
+    are those of the host's files, shifted into it)."""
+    os.chown(path, base + pwd.getpwnam("frr").pw_uid, base + grp.getgrnam("frr").gr_gid)
 
 
 def check_installed() -> None:
@@ -140,19 +142,21 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
     for np_ in routers:
         _refuse_image(exp, np_.name)
     say(f"starting FRR ({what}) in {len(routers)} nodes")
+    bases = nodes.uid_bases(store, row, [np_.name for np_ in routers])
     for np_ in routers:
         etc = etc_dir(np_.netns)
         run = os.path.join(etc, "run")
         os.makedirs(run, exist_ok=True)
         logdir = os.path.join(folder, "nodes", np_.name)
         os.makedirs(logdir, exist_ok=True)
+        base = bases[np_.name]
         for d in (etc, run, logdir):
-            _chown_frr(d)
+            _chown_frr(d, base)
         for name, text in configs(exp, plan, np_, logdir).items():
             path = os.path.join(etc, name)
             with open(path, "w") as f:
                 f.write(text)
-            _chown_frr(path)
+            _chown_frr(path, base)
             os.chmod(path, 0o640)
     # every node's files are in place: build the nodes' confinement (in parallel) now
     nodes.ensure_holders(store, row, [(np_.netns, np_.name) for np_ in routers])

@@ -2,7 +2,9 @@
 
 A namespace is created the way ``ip netns add`` does it, so ``ip netns``
 tools see ours: a thread unshares its network namespace and that namespace
-is bind-mounted on ``/run/netns/NAME``. :func:`netlink` opens a pyroute2
+is bind-mounted on ``/run/netns/NAME``. Namespaces owned by an experiment's user
+namespace are unshared by a helper process inside it instead (:func:`create_many`
+with ``uid_base``), and bound the same way. :func:`netlink` opens a pyroute2
 netlink socket *inside* a namespace (a socket stays bound to the namespace
 it was created in), so configuring a node costs one setns and no fork.
 Per-namespace files under ``/etc/netns/NAME/`` (``hosts``) are bind-mounted
@@ -92,12 +94,18 @@ def create(name: str) -> int:
     return os.stat(target).st_ino
 
 
-def create_many(names: list[str], setup: Callable[[], None] | None = None) -> list[int]:
+def create_many(names: list[str], setup: Callable[[], None] | None = None,
+                uid_base: int | None = None) -> list[int]:
     """Create namespaces ``names`` in order, running ``setup`` inside each as soon as it
     exists; return their inodes. One thread makes them all (it unshares again for each:
     a thread per namespace costs about as much as the namespace). On an error the
     namespace being made is removed and the error raised; those made before it stay
-    (the caller has recorded them)."""
+    (the caller has recorded them).
+
+    With ``uid_base``, the namespaces are owned by a new user namespace mapping uids and
+    gids 0..65535 to ``uid_base``.. on the host (:func:`_create_owned`)."""
+    if uid_base is not None:
+        return _create_owned(names, setup, uid_base)
     _ensure_run_dir()
     made: list[int] = []
     failure: list[BaseException] = []
@@ -129,6 +137,88 @@ def create_many(names: list[str], setup: Callable[[], None] | None = None) -> li
     t.join()
     if failure:
         raise failure[0]
+    return made
+
+
+# The helper that makes namespaces owned by a user namespace: a process can create a network
+# namespace owned by a user namespace only from inside it, and a thread of a threaded process
+# cannot join one. It makes the user namespace and waits for its maps (written by root
+# outside); then, for each count read, makes that many network namespaces, keeping a
+# descriptor of each, says their numbers and, once root has bound each at /run/netns/NAME
+# from /proc/<helper>/fd/<n>, closes them (one round trip per batch, not per namespace).
+_OWNED_HELPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x10000000) != 0:
+    sys.exit("unshare a user namespace: error %d" % ctypes.get_errno())
+print("user", flush=True)
+while line := sys.stdin.readline():
+    fds = []
+    for _ in range(int(line)):
+        if libc.unshare(0x40000000) != 0:
+            sys.exit("unshare a network namespace: error %d" % ctypes.get_errno())
+        fds.append(os.open("/proc/self/ns/net", os.O_RDONLY))
+    print(" ".join(map(str, fds)), flush=True)
+    sys.stdin.readline()
+    for fd in fds:
+        os.close(fd)
+"""
+_OWNED_BATCH = 256         # descriptors the helper holds at once (below its open-file limit)
+
+
+def _create_owned(names: list[str], setup: Callable[[], None] | None,
+                  uid_base: int) -> list[int]:
+    import subprocess
+    import sys
+    _ensure_run_dir()
+    made: list[int] = []
+    p = subprocess.Popen([sys.executable, "-I", "-c", _OWNED_HELPER], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True, bufsize=1, close_fds=True)
+    assert p.stdin is not None and p.stdout is not None
+
+    def ask(line: str) -> str:
+        p.stdin.write(line)                         # type: ignore[union-attr]
+        p.stdin.flush()                             # type: ignore[union-attr]
+        return heard()
+
+    def heard() -> str:
+        got = p.stdout.readline()                   # type: ignore[union-attr]
+        if not got.endswith("\n"):
+            p.kill()
+            p.wait()
+            raise OSError(errno.EPERM, f"cannot make a namespace owned by a user namespace "
+                                       f"(helper exit {p.returncode})")
+        return got
+    try:
+        if heard() != "user\n":
+            raise OSError(errno.EPERM, "the namespace helper did not start")
+        for f in ("uid_map", "gid_map"):
+            with open(f"/proc/{p.pid}/{f}", "w") as fh:
+                fh.write(f"0 {uid_base} 65536\n")
+        for k in range(0, len(names), _OWNED_BATCH):
+            batch = names[k:k + _OWNED_BATCH]
+            fds = ask(f"{len(batch)}\n").split()
+            for name, nfd in zip(batch, fds, strict=True):
+                target = path(name)
+                fd = os.open(target, os.O_RDONLY | os.O_CREAT | os.O_EXCL, 0o444)
+                os.close(fd)
+                try:
+                    _check(_libc.mount(f"/proc/{p.pid}/fd/{int(nfd)}".encode(),
+                                       target.encode(), b"none", MS_BIND, None), "bind netns")
+                    ino = os.stat(target).st_ino
+                    if setup is not None:
+                        with entered(name):
+                            setup()
+                except BaseException:
+                    delete(name)            # ours: its file was made above (O_EXCL)
+                    raise
+                made.append(ino)
+            p.stdin.write("bound\n")
+            p.stdin.flush()
+    finally:
+        with contextlib.suppress(OSError):
+            p.stdin.close()
+        p.wait(timeout=30)
     return made
 
 

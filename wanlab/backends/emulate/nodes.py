@@ -1,11 +1,12 @@
 """A node's process context: how a command runs inside a node.
 
 ``node_argv`` is the one place that says what "inside a node" means (network, mount, UTS
-and PID namespaces, hosts file, hostname, FRR sockets, and the confinement of
-docs/security.md: wanlab's state hidden, private /tmp, /run, /dev and /proc, the host's
-files read-only, a reduced capability bounding set). The confinement is built once per
-node by a holder process (:func:`ensure_holders`), the init (pid 1) of the node's PID
-namespace, whose namespaces later commands enter.
+and PID namespaces, the experiment's user namespace for a node without an image, hosts
+file, hostname, FRR sockets, and the confinement of docs/security.md: wanlab's state
+hidden, private /tmp, /run, /dev and /proc, the host's files read-only, a reduced
+capability bounding set). The confinement is built once per node by a holder process
+(:func:`ensure_holders`), the init (pid 1) of the node's PID namespace, whose namespaces
+later commands enter.
 
 wanlab starts its own processes in a node (start commands, Programs, traffic agents, FRR,
 ``wanlab exec``/``shell``) with :func:`popen` or :func:`run`: the process is born in the
@@ -22,7 +23,7 @@ import os
 import shlex
 import subprocess
 
-from wanlab.backends.emulate import cgroups, enter, pidns, procs, rootfs
+from wanlab.backends.emulate import cgroups, enter, netns, pidns, procs, rootfs, userns
 from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
@@ -53,7 +54,11 @@ from wanlab.store.db import ExperimentRow, Store
 #    sysctls), /proc/irq, /proc/sysrq-trigger, /proc/bus and /proc/fs; /proc/kcore, keys and
 #    timers are hidden (rootfs.PROC_GUARD);
 #  - the working directory is re-entered by path (never a host directory kept open), and
-#    the command runs with the capabilities above removed from its bounding set.
+#    the command runs with the capabilities above removed from its bounding set;
+#  - with $WANLAB_USERNS_FD (a node without an image, :mod:`userns`), the node's folder, /tmp
+#    and /run are first given to the range's root (unless its range owns them already: FRR's
+#    log folder), and the command joins the experiment's user namespace last, in a UTS and
+#    an IPC namespace of its own there: root in the node is the range's uid on the host.
 NODE_SHELL = rootfs.PROC_GUARD + r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 cwd=$(pwd); cd / || exit 111
 mount -t proc -o nosuid,nodev,noexec proc /proc || exit 111
@@ -63,7 +68,15 @@ hostname "$node" || exit 111
 for d in "$dir/tmp" "$dir/run"; do     # the node's: a link it left there is not followed
   if [ -L "$d" ] || { [ -e "$d" ] && [ ! -d "$d" ]; }; then rm -f -- "$d" || exit 111; fi
 done
-mkdir -p "$dir/tmp" "$dir/run" && chmod 1777 "$dir/tmp" && chmod 0755 "$dir/run" &&
+mkdir -p "$dir/tmp" "$dir/run" && chmod 1777 "$dir/tmp" && chmod 0755 "$dir/run" || exit 111
+uns=${WANLAB_USERNS_FD-} base=${WANLAB_UID_BASE-}; unset WANLAB_USERNS_FD WANLAB_UID_BASE
+if [ -n "$uns" ]; then        # the node's folders are its root's (or FRR's) in its range
+  for d in "$dir" "$dir/tmp" "$dir/run"; do
+    u=$(stat -c %u "$d") || exit 111
+    if [ "$u" -lt "$base" ] || [ "$u" -ge $((base + 65536)) ]; then
+      chown "$base:$base" "$d" || exit 111; fi
+  done
+fi
 mount -t tmpfs -o mode=0755,size=1m wanlab-stage /run &&
 mkdir /run/node /run/dev /run/tools && mount --bind "$dir" /run/node &&
 mount --bind "$tools" /run/tools &&
@@ -107,6 +120,10 @@ for m in $host_mounts; do
 done
 cd "$cwd" 2>/dev/null || cd "$dir" || exit 111
 umask 022
+if [ -n "$uns" ]; then        # last: into the experiment's user namespace, with a UTS and
+  exec nsenter --user="/proc/self/fd/$uns" -- unshare --uts --ipc -- \
+    setpriv --bounding-set "$caps" -- "$@"       # an IPC namespace it owns
+fi
 exec setpriv --bounding-set "$caps" -- "$@"
 """
 
@@ -135,7 +152,8 @@ def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
 HOLDER_INIT = ("trap 'exit 0' TERM INT HUP; echo ready; exec </dev/null >/dev/null 2>&1; "
                "while :; do sleep infinity & wait; done")
 
-# Entering a node's holder (its network, mount, UTS and PID namespaces), dropping
+# Entering a node's holder (its network, mount, UTS and PID namespaces, and its user and
+# IPC namespaces when it runs in its experiment's user namespace), dropping
 # capabilities and going to the caller's working directory *by path* in the node's view
 # (else the node's folder) is one process (enter.py enter): a program found in the node's
 # mount namespace (an image node's own setpriv) never runs with more than the node's
@@ -180,6 +198,7 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
     hdir = store.folder(row.name, "holders")
     os.makedirs(hdir, mode=0o700, exist_ok=True)
     started: list[tuple[str, str, subprocess.Popen, int | None, int]] = []
+    base = userns.base_of(store, row.id)
     with contextlib.ExitStack() as locks:
         for ns, node in targets:
             path = _holder_file(store, row, node)
@@ -188,11 +207,17 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
             if _live_holder(path):
                 continue
             rid = store.record(row.id, "process", f"node-{node}", node=node, role="holder")
-            with pidns.children_in_new():     # in the node's cgroup before it runs anything
-                p = subprocess.Popen(cgroups.join_argv(folder, node, _setup_argv(
-                                         ns, node, ["sh", "-c", HOLDER_INIT], folder)),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+            ufd, env = _userns_of(base, ns, node, folder)
+            try:
+                with pidns.children_in_new():     # in the node's cgroup before it runs anything
+                    p = subprocess.Popen(cgroups.join_argv(folder, node, _setup_argv(
+                                             ns, node, ["sh", "-c", HOLDER_INIT], folder)),
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, start_new_session=True,
+                                         env=env, pass_fds=() if ufd is None else (ufd,))
+            finally:
+                if ufd is not None:
+                    os.close(ufd)
             st = procs.start_time(p.pid)
             store.update_resource(rid, "created", pid=p.pid, started=st)
             started.append((node, path, p, st, rid))
@@ -209,6 +234,33 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
             with open(tmp, "w") as f:
                 f.write(f"{p.pid} {st}\n")
             os.replace(tmp, path)
+
+
+def joins_userns(folder: str, node: str) -> bool:
+    """Whether the node's processes run in the experiment's user namespace (a node with an
+    image stays in the host's for now: docs/security.md)."""
+    return not rootfs.has_root(folder, node)
+
+
+def _userns_of(base: int | None, ns: str, node: str,
+               folder: str) -> tuple[int | None, dict[str, str]]:
+    """The user namespace the node's holder joins last (a descriptor, passed on), and the
+    environment telling NODE_SHELL so; no descriptor if it stays in the host's."""
+    env = {k: v for k, v in os.environ.items()      # never a caller's own value of these
+           if k not in ("WANLAB_USERNS_FD", "WANLAB_UID_BASE")}
+    ufd = userns.owner_fd(netns.path(ns)) if base is not None and \
+        joins_userns(folder, node) else None
+    if ufd is None:
+        return None, env
+    return ufd, {**env, "WANLAB_USERNS_FD": str(ufd), "WANLAB_UID_BASE": str(base)}
+
+
+def uid_bases(store: Store, row: ExperimentRow, nodes: list[str]) -> dict[str, int]:
+    """What each node's uid 0 is on the host: the experiment's range if the node joins its
+    user namespace, else 0."""
+    base = userns.base_of(store, row.id)
+    folder = store.folder(row.name)
+    return {n: base if base is not None and joins_userns(folder, n) else 0 for n in nodes}
 
 
 def _holder(store: Store, row: ExperimentRow, ns: str, node: str) -> tuple[int, int]:

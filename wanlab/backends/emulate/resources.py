@@ -22,6 +22,10 @@ Removal goes through those records only, never through a name pattern:
   Before ``netns``, whose deletion would destroy a veth still inside.
 * ``netns``: a node's network namespace (inode). Every process still inside it (matched
   by inode), then unmount and unlink.
+* ``userns``: the experiment's user namespace, which owns its nodes' network namespaces
+  (:mod:`wanlab.backends.emulate.userns`): its uid range in the detail. Nothing to do: it
+  ends with the last namespace and process in it (the kinds before it); the range stays the
+  experiment's (a later swap-in takes it again) until terminate deletes its records.
 * ``overlay``: a node's root, an overlayfs at ``roots/<node>`` in the experiment's folder
   (:mod:`wanlab.backends.emulate.rootfs`). Unmounted if the mount there is still the
   recorded one (its upper layer); the layer itself stays (hard state, kept on swap-out).
@@ -99,6 +103,10 @@ def _remove_netns(r: Resource) -> None:
     netns.delete(r.name)    # with no namespace left, this clears a stale /etc/netns folder
 
 
+def _remove_userns(r: Resource) -> None:
+    """It ends with its namespaces and processes, removed before it."""
+
+
 def _remove_cgroup(r: Resource) -> None:
     cgroups.remove(r.detail.get("dirs") or {}, top=r.detail.get("node") is None)
     if r.detail.get("note"):
@@ -110,7 +118,8 @@ KINDS = (Kind("scheduler", _remove_scheduler), Kind("process", _remove_process),
          Kind("engine", _remove_engine), Kind("tap", _remove_tap),
          Kind("nft", egress.remove_table), Kind("veth", egress.remove_veth),
          Kind("iface", external.restore), Kind("netns", _remove_netns),
-         Kind("overlay", rootfs.unmount), Kind("cgroup", _remove_cgroup))
+         Kind("userns", _remove_userns), Kind("overlay", rootfs.unmount),
+         Kind("cgroup", _remove_cgroup))
 _BY_NAME = {k.name: k for k in KINDS}
 
 

@@ -64,6 +64,7 @@ from wanlab.backends.emulate import (
     procs,
     resources,
     rootfs,
+    userns,
 )
 from wanlab.backends.emulate.nodes import ensure_holders, start_command
 from wanlab.engine import encode, in_force
@@ -246,9 +247,15 @@ def _namespaces(b: Build) -> None:
     ns_res = {r.name: r.id for r in b.store.resources(b.row.id)
               if r.kind == "netns" and r.name in wanted and r.state == "planned"}
     neighbours.make_room(b.plan, b.say)
-    made = netns.create_many([np_.netns for np_ in nps], setup=netconf.apply_sysctls)
-    b.store.update_resources("created", {ns_res[np_.netns]: {"inode": ino}
-                                         for np_, ino in zip(nps, made, strict=True)})
+    base = None
+    if userns.available():          # owned by the experiment's user namespace (recorded)
+        uid, base = userns.claim(b.store, b.row.id)
+    made = netns.create_many([np_.netns for np_ in nps], setup=netconf.apply_sysctls,
+                             uid_base=base)
+    done = {ns_res[np_.netns]: {"inode": ino} for np_, ino in zip(nps, made, strict=True)}
+    if base is not None:
+        done[uid] = {}
+    b.store.update_resources("created", done)
 
 
 def _cgroups(b: Build) -> None:
