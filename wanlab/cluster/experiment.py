@@ -415,8 +415,18 @@ def check(store: Store, name: str):
     """Ask every machine running a part of ``name`` how its part is (its own health
     check: engine, scheduler, namespaces). If a machine is lost, or a part is broken,
     the experiment becomes ``degraded`` (once), naming the machines, the parts' faults
-    and their nodes; the other parts keep running. Returns the experiment's row."""
+    and their nodes; the other parts keep running. Returns the experiment's row. The
+    caller holds the experiment's lock (a swap-out under way is not a fault)."""
     row = store.get(name)
+    faults = faults_of(store, name)
+    if not faults:
+        return row
+    store.set_state(row.id, DEGRADED, "health check", error="; ".join(faults))
+    return store.get(name)
+
+
+def faults_of(store: Store, name: str) -> list[str]:
+    """What :func:`check` finds broken in ``name``'s parts (nothing is changed)."""
     info = local.current(store)
     machines = sorted({r.detail["machine"] for r in parts_of(store, name)})
     found = ({m: None for m in machines} if info is None
@@ -430,10 +440,7 @@ def check(store: Store, name: str):
         elif state["state"] != ACTIVE or state["broken"]:
             why = "; ".join(state["broken"]) or state["error"] or state["state"]
             faults.append(f"part on {m} broken: {why} (nodes {nodes})")
-    if not faults:
-        return row
-    store.set_state(row.id, DEGRADED, "health check", error="; ".join(faults))
-    return store.get(name)
+    return faults
 
 
 def _part_states(store: Store, info: ClusterInfo, name: str, machines: list[str]

@@ -118,7 +118,15 @@ class ClusterSite:
     def checked(self, row: ExperimentRow) -> ExperimentRow:
         """``row``, with its machines asked how their parts are if it is active: a lost
         machine or a broken part makes it degraded, naming them and their nodes."""
-        return experiment.check(self.store, row.name) if row.state == ACTIVE else row
+        if row.state != ACTIVE or not experiment.faults_of(self.store, row.name):
+            return row
+        try:        # looked at again under the lock: a swap-out or terminate may be under way
+            with lock.held(self.store, row.name) as fresh:
+                if fresh.state != ACTIVE:
+                    return fresh
+                return experiment.check(self.store, row.name)
+        except WanlabError:                 # terminated meanwhile
+            return row
 
     def show(self, name: str) -> dict[str, Any]:
         """Where each node runs and each part's own ``show`` (from its machine); the
