@@ -35,8 +35,11 @@ def test_super_frames_cross_a_fast_shaped_link_whole_and_a_slow_one_cut(lab, bw,
                  capture_output=True, text=True)
     assert p.returncode == 0, p.stdout + p.stderr
     got = rx_packets(lab, name, "b") - before
-    wire = lab.stats(name)["links"]["l"]["ab"]["out_pkts"]
-    assert wire > 30e6 / 1514, wire            # the link counts wire frames either way
+    ab = lab.stats(name)["links"]["l"]["ab"]
+    wire = ab["out_pkts"]
+    # the link counts wire frames either way (at most 1514 bytes each). Not every byte asked
+    # for need have crossed: iperf3 may end the test with its last data still queued
+    assert wire > 10e6 / 1514 and ab["out_bytes"] <= wire * 1514, ab
     if whole:
         assert got < wire / 3, (got, wire)
     else:
