@@ -22,20 +22,18 @@ import socket
 import struct
 from dataclasses import dataclass
 
-from pyroute2.netlink import (
-    NLM_F_ACK,
-    NLM_F_CREATE,
-    NLM_F_EXCL,
-    NLM_F_REPLACE,
-    NLM_F_REQUEST,
-    NLMSG_ERROR,
-)
-from pyroute2.netlink.rtnl import RTM_DELROUTE, RTM_NEWADDR, RTM_NEWLINK, RTM_NEWROUTE
-
 from wanlab.backends.emulate import netns
 from wanlab.errors import WanlabError
 from wanlab.plan.routes import RouteEntry
 from wanlab.plan.types import Interface, NodePlan
+
+# rtnetlink's numbers (linux/netlink.h, linux/rtnetlink.h: kernel ABI), written here rather
+# than imported from pyroute2, whose import costs every CLI command ~0.2 s; tests/test_netconf.py
+# compares the messages with pyroute2's own
+NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
+NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x100, 0x200, 0x400
+NLMSG_ERROR = 0x2
+RTM_NEWLINK, RTM_NEWADDR, RTM_NEWROUTE, RTM_DELROUTE = 16, 20, 24, 25
 
 LOOPBACK = 1          # the kernel gives every namespace's lo index 1
 IFF_UP = 1
