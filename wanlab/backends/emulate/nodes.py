@@ -106,7 +106,7 @@ if [ "$(stat -c %d:%i "$dir" 2>/dev/null)" != "$(stat -c %d:%i /run/node)" ]; th
   (umask 066; mkdir -p "$dir") && mount --bind /run/node "$dir" || exit 111
 fi
 case "$tools" in /tmp/*|/var/tmp/*|/run/*)      # wanlab's binaries live under a private folder
-  mkdir -p "$tools" && mount --bind /run/tools "$tools" &&
+  (umask 022; mkdir -p "$tools") && mount --bind /run/tools "$tools" &&
   mount -o remount,bind,ro "$tools" || exit 111;;
 esac
 mount --bind /run/node/run /run || exit 111
