@@ -261,6 +261,13 @@ out["stats"] = sorted(ok(web.get(base + "/stats", headers=hdr))["links"])
 out["link"] = ok(web.post(base + "/links/l0", headers=hdr, json={"delay": "7ms"}))["ok"]
 out["tevc"] = ok(web.post(base + "/tevc", headers=hdr,
                           json={"object": "l1", "event": "delay", "args": ["9ms"]}))["outcome"]
+# the live view: the engines' counters and the values in force (configured where differs)
+with web.websocket_connect(base + "/live", headers=hdr) as ws:
+    live = ws.receive_json()
+out["live"] = {"links": sorted(live.get("links", {})), "clock": bool(live.get("now_ns")),
+               "in_force": {l["name"]: [[round(l[d]["delay_s"], 6), l[d].get("configured", {})]
+                                        for d in ("ab", "ba")]
+                            for l in live.get("in_force", {}).get("links", [])}}
 out["events"] = len(ok(web.get(base + "/events", headers=hdr)))
 out["flows"] = [f["agent"] for f in ok(web.get(base + "/flows", headers=hdr))]
 out["routes"] = sorted(ok(web.get(base + "/routes", headers=hdr)))
@@ -310,6 +317,10 @@ def test_the_portal_drives_every_verb_and_its_swapout_stops_the_parts(world, tmp
     r = script(tmp_path, PORTAL, home, name, site, spec, changed)
     assert r["list"][name] == "active" and r["show"] == "active", r
     assert r["stats"] == ["l0", "l1"] and r["link"] is True and r["tevc"] == "ok", r
+    # the same live view on both sites: counters, a clock for rates, the values in force
+    # (the description: l0 10 ms since the CLI's modify, l1 5 ms)
+    assert r["live"] == {"links": ["l0", "l1"], "clock": True, "in_force": {
+        "l0": [[0.007, {"delay_s": 0.01}]] * 2, "l1": [[0.009, {"delay_s": 0.005}]] * 2}}, r
     assert r["events"] > 0 and set(r["flows"]) == {"cbr0"} and r["routes"] == ["a", "b", "c"], r
     assert r["exec"] == 0 and r["captures"], r
     assert isinstance(r["capture_bytes"], int) and r["capture_bytes"] > 24, r
@@ -392,6 +403,9 @@ def test_the_cluster_site_takes_the_lock_and_finishes_a_swapout_on_sigterm(world
         while time.monotonic() < end and child.poll() is None:
             seen.append(parts_states(home, name))
             if "swapping-out" in seen[-1].values():
+                # the operation names itself in the lock file, as this host's do
+                with open(store.lock_path(name)) as f:
+                    named = f.read().split()[:1]
                 child.send_signal(signal.SIGTERM)
                 break
             time.sleep(0.02)
@@ -401,6 +415,7 @@ def test_the_cluster_site_takes_the_lock_and_finishes_a_swapout_on_sigterm(world
             child.kill()
         store.close()
     assert any("swapping-out" in x.values() for x in seen), seen
+    assert named == [str(child.pid)], named
     assert child.returncode == 130, (out, err)
     assert f"finished the swap-out of {name} first" in err, err
     assert parts_states(home, name) == {"m0": "swapped", "m1": "swapped"}
@@ -409,6 +424,26 @@ def test_the_cluster_site_takes_the_lock_and_finishes_a_swapout_on_sigterm(world
         assert lab_state.get(name).state == "swapped"
     finally:
         lab_state.close()
+
+
+def test_cluster_down_refuses_while_an_operation_holds_one_of_its_experiments(world):
+    """``cluster down`` takes the lock of every experiment placed on the cluster before
+    it removes anything: while an operation holds one (here this process, named in the
+    lock file as every operation names itself), it refuses, naming that operation, and
+    leaves the cluster and its experiments as they were."""
+    from wanlab.lifecycle import Lab
+    home, *_ = world
+    lab = Lab(str(home), create=False)
+    try:
+        with lab.locked("api-cluster"):
+            p = wl(home, "cluster", "down", check=False, timeout=120)
+    finally:
+        lab.close()
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert f"api-cluster is busy: pid {os.getpid()} (" in p.stderr, p.stderr
+    assert "nothing removed" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert "2 machines" in wl(home, "cluster", "status").stdout
+    assert "api-cluster" in wl(home, "list").stdout
 
 
 @pytest.mark.parametrize("site", SITES)

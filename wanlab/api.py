@@ -219,11 +219,7 @@ def simulate(description: "str | ir.Experiment | Any", out: str | None = None,
         description = description.build()
     lab = Lab(home)
     try:
-        if cluster:
-            from wanlab.cluster.simulate import simulate as on_cluster
-            return on_cluster(lab, description, out=out, seed=seed, duration_s=duration_s,
-                              threads=threads)
-        return lab.simulate(description, out=out, seed=seed, duration_s=duration_s,
-                            threads=threads)
+        return sites.for_new(lab, cluster, say=lab.say).simulate(
+            description, out=out, seed=seed, duration_s=duration_s, threads=threads)
     finally:
         lab.close()

@@ -85,23 +85,17 @@ def cmd_run(lab, a) -> int:
     exp = _load(a.file, a)
     if a.name:
         exp = exp.with_name(a.name)
-    if a.simulate and a.cluster:
-        # --threads: each machine's engine's (else the spec's engine threads, else 1)
-        from wanlab.cluster.simulate import simulate as simulate_on_cluster
-        s = simulate_on_cluster(lab, exp, out=a.out, seed=a.seed, duration_s=a.duration,
-                                threads=a.threads)
-        c = s["cluster"]
-        threads = {m: f", {t} threads" if t and t > 1 else "" for m, t in c["threads"].items()}
-        print(f"{len(c['machines'])} machines: " + ", ".join(
-            f"{m} ({sum(1 for x in c['machine_of'].values() if x == m)} nodes{threads[m]})"
-            for m in c["machines"]))
-        return _print_simulation(s)
     if a.simulate:
-        if a.threads == -1:
-            raise WanlabError("--threads auto goes with --cluster (each machine's cores); "
-                              "give a number")
-        return _print_simulation(lab.simulate(exp, out=a.out, seed=a.seed,
-                                              duration_s=a.duration, threads=a.threads))
+        s = sites.for_new(lab, a.cluster).simulate(exp, out=a.out, seed=a.seed,
+                                                   duration_s=a.duration, threads=a.threads)
+        c = s.get("cluster")            # where each node ran, when it ran on the cluster
+        if c:
+            threads = {m: f", {t} threads" if t and t > 1 else ""
+                       for m, t in c["threads"].items()}
+            print(f"{len(c['machines'])} machines: " + ", ".join(
+                f"{m} ({sum(1 for x in c['machine_of'].values() if x == m)} nodes"
+                f"{threads[m]})" for m in c["machines"]))
+        return _print_simulation(s)
     if a.seed is not None or a.duration is not None or a.out or a.threads is not None:
         raise WanlabError("--seed, --duration, --out and --threads go with --simulate (an "
                           "emulation takes its seed from the spec and runs to its last event)")

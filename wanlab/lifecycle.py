@@ -165,10 +165,13 @@ def _quote_logs(message: str, folder: str) -> str:
 class Lab:
     """All operations on experiments; the CLI and the Python API are thin layers over it."""
 
-    def __init__(self, home: str | None = None, progress: bool = False, create: bool = True):
+    def __init__(self, home: str | None = None, progress: bool = False, create: bool = True,
+                 shared: bool = False):
         """``create``: make the state folder if missing (commands that only read or act on
-        existing experiments pass False, so a mistyped home is an error, not a new store)."""
-        self.store = Store(home, create=create)
+        existing experiments pass False, so a mistyped home is an error, not a new store);
+        ``shared``: its store may be used from several threads, one at a time (the
+        portal's live view)."""
+        self.store = Store(home, create=create, shared=shared)
         say = _say_stderr if progress else (lambda msg: None)
         # Test hook for the fault suite (tests/test_faults.py): with WANLAB_TEST_PAUSE_AT set
         # to progress-message prefixes separated by '|', the process stops itself (SIGSTOP)
@@ -198,13 +201,20 @@ class Lab:
         FRR and the clock run already)."""
         return tuple(s for s in self.stages() if s.name in modify.MODIFY_STAGES)
 
+    def locked(self, name: str, wait: bool = True
+               ) -> contextlib.AbstractContextManager[ExperimentRow]:
+        """Hold experiment ``name``'s lock as this host's operations do (the cluster's site
+        holds a cluster experiment's so): see :meth:`_locked`. ``wait``: else raise
+        :class:`wanlab.store.lock.Busy`, naming the operation that holds it."""
+        return self._locked(name, wait)
+
     @contextlib.contextmanager
-    def _locked(self, name: str) -> Iterator[ExperimentRow]:
+    def _locked(self, name: str, wait: bool = True) -> Iterator[ExperimentRow]:
         """Hold experiment ``name``'s lock (:mod:`wanlab.store.lock`, shared with the
         cluster's controller); yields its row, read under the lock. The lock file names its
         holder (:mod:`~wanlab.backends.emulate.oplock`): an experiment left in a transient
         state by a holder that was killed becomes ``degraded`` here, before the operation."""
-        with lock.holding(self.store, name) as (row, fd):
+        with lock.holding(self.store, name, wait) as (row, fd):
             cut = oplock.claim(fd)
             try:
                 if cut is not None and row.state in TRANSIENT:
@@ -524,12 +534,25 @@ class Lab:
                     info["nodes"][n]["usage"] = u
         return info
 
+    def in_force(self, name: str) -> dict[str, Any]:
+        """The links' and LANs' values in force (as ``show`` gives them: a direction's
+        ``configured`` entry names the description's value of each field that differs)."""
+        return self._in_force(self.store.get(name))
+
+    def _in_force(self, row: ExperimentRow) -> dict[str, Any]:
+        now = in_force.current(self.store.folder(row.name), row.ir) if row.state == ACTIVE \
+            else in_force.configured(row.ir)
+        return {"links": [{"name": l.name, "a": l.a, "b": l.b,
+                           "ab": _direction(now[(l.name, None, "ab")], l.ab),
+                           "ba": _direction(now[(l.name, None, "ba")], l.ba)}
+                          for l in row.ir.links],
+                "lans": [_describe_lan(l, now) for l in row.ir.lans]}
+
     def _describe(self, row: ExperimentRow, plan: Plan, links: dict[str, Any]) -> dict[str, Any]:
         """The experiment for ``show``; a live one's links and LANs with the values in
         force (changed at run time by tevc, timeline events or ``set_link``)."""
         name = row.name
-        now = in_force.current(self.store.folder(name), row.ir) if row.state == ACTIVE \
-            else in_force.configured(row.ir)
+        values = self._in_force(row)
         images_of = {n.name: n.image for n in row.ir.nodes if n.image}
         return {"name": row.name, "id": row.short, "state": row.state, "error": row.error,
                 "folder": self.store.folder(name),
@@ -543,11 +566,7 @@ class Lab:
                                    "routes": [f"{r.dst} via {r.via} dev {r.dev}"
                                               for r in n.routes]}
                           for n in plan.nodes.values()},
-                "links": [{"name": l.name, "a": l.a, "b": l.b,
-                           "ab": _direction(now[(l.name, None, "ab")], l.ab),
-                           "ba": _direction(now[(l.name, None, "ba")], l.ba)}
-                          for l in row.ir.links],
-                "lans": [_describe_lan(l, now) for l in row.ir.lans],
+                "links": values["links"], "lans": values["lans"],
                 "stats": {k: v for k, v in links.items()
                           if k in ("links", "lans", "routers", "hosts", "agents", "realtime",
                                    "partitions")},

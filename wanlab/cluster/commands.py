@@ -4,6 +4,8 @@ through its site (:mod:`wanlab.site`)."""
 
 from __future__ import annotations
 
+import contextlib
+
 from wanlab.errors import WanlabError
 
 
@@ -32,6 +34,37 @@ def _up(lab, a) -> int:
     except BaseException:
         local.down(lab.store, quiet=True)
         raise
+    return 0
+
+
+def _down(lab) -> int:
+    """Remove the experiments placed on the cluster, then the cluster. Each experiment's
+    lock is taken first, all of them before anything is removed: while an operation runs
+    on one of them (a swap-in, a modify ...), nothing is removed and the error names it."""
+    from wanlab.cluster import experiment, local, wide
+    from wanlab.store import lock
+    names = sorted({r.detail["experiment"] for r in experiment.rec.live(lab.store, "part")})
+    with contextlib.ExitStack() as held:
+        for name in names:
+            try:
+                held.enter_context(lab.locked(name, wait=False))
+            except lock.Busy as e:
+                raise WanlabError(f"cluster down: {e}; nothing removed (let it finish or "
+                                  f"stop it, then run 'wanlab cluster down' again)") from None
+            except WanlabError:         # terminated meanwhile: nothing of it is left
+                continue
+        for name in names:
+            if lab.store.find(name) is None:
+                continue
+            print(f"{name}: removing it from the cluster first")
+            try:
+                experiment.terminate(lab.store, name, "cleanup")
+                wide.forget(lab.store, name)
+                lock.forget(lab.store, name)
+            except WanlabError as e:        # the machines go anyway; say what is left
+                print(f"warning: {e}")
+        if local.down(lab.store) == 0:
+            print("no cluster is up")
     return 0
 
 
@@ -88,18 +121,7 @@ def cmd_cluster(lab, a) -> int:
     if a.action == "measure":
         return _measure(lab)
     if a.action == "down":
-        # the experiments placed on it first, through their machines' agents
-        from wanlab.cluster import experiment
-        for name in sorted({r.detail["experiment"] for r in
-                            experiment.rec.live(lab.store, "part")}):
-            print(f"{name}: removing it from the cluster first")
-            try:
-                experiment.terminate(lab.store, name, "cleanup")
-            except WanlabError as e:        # the machines go anyway; say what is left
-                print(f"warning: {e}")
-        if local.down(lab.store) == 0:
-            print("no cluster is up")
-        return 0
+        return _down(lab)
     info = local.current(lab.store)
     if info is None:
         print("no cluster is up")

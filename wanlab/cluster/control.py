@@ -203,6 +203,26 @@ class OnCluster:
         merged["machines"] = sorted(got)
         return merged
 
+    def in_force(self, name: str) -> dict[str, Any]:
+        """The values in force as one experiment's (:meth:`wanlab.lifecycle.Lab.in_force`):
+        each link direction from the machine that shapes it (a cut link's from the machine
+        that sends it), each LAN from its machine."""
+        at = experiment.where_of(self.store, name)
+        exp = self.store.get(name).ir
+        machines = experiment._machines(self.store, name)
+        got = dict(zip(machines, self._on_parts(name, [(m, "in_force", ())
+                                                       for m in machines]), strict=True))
+        links = {m: {x["name"]: x for x in got[m]["links"]} for m in got}
+        lans = {x["name"]: x for m in got for x in got[m]["lans"]}
+        out: dict[str, Any] = {"links": [], "lans": []}
+        for link in exp.links:
+            ma, mb = at.machine_of.get(link.a), at.machine_of.get(link.b)
+            a, b = links.get(ma, {}).get(link.name), links.get(mb, {}).get(link.name)
+            if a is not None and b is not None:
+                out["links"].append({**a, "ba": b["ba"]})
+        out["lans"] = [lans[lan.name] for lan in exp.lans if lan.name in lans]
+        return out
+
     def follow(self, name: str) -> Iterator[dict[str, Any]]:
         """Every machine's events as they fire, merged in time order, until the
         experiment is no longer active. An entry waits ``FOLLOW_HOLD_S`` of experiment

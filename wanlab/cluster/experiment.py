@@ -33,12 +33,15 @@ placement keeps its two ends on one machine, whose part plays its events and rep
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import secrets
 import shutil
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from wanlab.backends.emulate import oplock
 from wanlab.cluster import agent as agents
 from wanlab.cluster import connect, events, layers, local
 from wanlab.cluster.info import ClusterInfo
@@ -55,6 +58,7 @@ from wanlab.plan.placement import Machine, assign, pieces
 from wanlab.plan.plan import make_plan
 from wanlab.plan.types import Plan
 from wanlab.store import cluster as rec
+from wanlab.store import lock
 from wanlab.store.db import Store
 
 CALL_TIMEOUT_S = 600.0
@@ -334,42 +338,58 @@ def create(store: Store, exp: Experiment, source_path: str | None,
         # each machine gets the images its nodes name first, by digest from here
         layers.send(store, handles, {m: p for m, (p, _) in parts.items()}, _get, say)
         row = store.add_experiment(exp, source_path)
-        one_way_rec = {f"{a}|{b}": v for (a, b), v in one_way.items()}
-        # a part's token: a removal that overtakes its create (this controller killed
-        # between the two) leaves it on the machine, which then refuses that create
-        for _, spec in parts.values():
-            spec["token"] = secrets.token_hex(8)
-        recs = {m: rec.record(store, "part", f"{exp.name}@{m}", experiment=exp.name,
-                              token=spec["token"],
-                              machine=m, vnis={t["link"]: t["vni"] for t in spec["tunnels"]},
-                              nodes=[n.name for n in part.nodes if n.kind != "remote"
-                                     and n.name in where],      # not endpoint hosts
-                              lans=[lan.name for lan in part.lans], one_way=one_way_rec)
-                for m, (part, spec) in parts.items()}
-        say(f"placing {exp.name} on {len(parts)} machines: " + ", ".join(
-            f"{m} {sum(1 for n in exp.nodes if where[n.name] == m)} nodes" for m in sorted(parts))
-            + f"; {len(cut)} links cut")
-        for w in next(iter(parts.values()))[1]["warnings"] if parts else []:
-            say(f"warning: {w}")
-        try:
-            with ThreadPoolExecutor(len(parts)) as pool:
-                futs = {m: pool.submit(_get, handles[m].run_part.remote(
-                    "create", exp.name, part.to_json(), spec))
+        # held until every part is built, as a swap-in holds it: an operation that must
+        # not wait (cluster down) sees the create and names it
+        with _held(store, exp.name):
+            one_way_rec = {f"{a}|{b}": v for (a, b), v in one_way.items()}
+            # a part's token: a removal that overtakes its create (this controller killed
+            # between the two) leaves it on the machine, which then refuses that create
+            for _, spec in parts.values():
+                spec["token"] = secrets.token_hex(8)
+            recs = {m: rec.record(store, "part", f"{exp.name}@{m}", experiment=exp.name,
+                                  token=spec["token"],
+                                  machine=m, vnis={t["link"]: t["vni"] for t in spec["tunnels"]},
+                                  nodes=[n.name for n in part.nodes if n.kind != "remote"
+                                         and n.name in where],      # not endpoint hosts
+                                  lans=[lan.name for lan in part.lans], one_way=one_way_rec)
                     for m, (part, spec) in parts.items()}
-                for m, f in futs.items():
-                    f.result()
-                    rec.update(store, recs[m], "created")
-            _start_clocks(handles, exp.name, sorted(parts), store)
-        except BaseException as e:
-            say("creating the parts failed; removing them")
-            _remove_parts(store, info, exp.name, handles, "cleanup")
-            store.delete_experiment(row.id)
-            if isinstance(e, (WanlabError, KeyboardInterrupt)):     # Ctrl-C: rolled back
-                raise
-            raise WanlabError(f"--cluster: creating {exp.name} failed: {e}") from e
-        store.set_state(row.id, ACTIVE, "swapped in on the cluster")
+            say(f"placing {exp.name} on {len(parts)} machines: " + ", ".join(
+                f"{m} {sum(1 for n in exp.nodes if where[n.name] == m)} nodes"
+                for m in sorted(parts)) + f"; {len(cut)} links cut")
+            for w in next(iter(parts.values()))[1]["warnings"] if parts else []:
+                say(f"warning: {w}")
+            try:
+                with ThreadPoolExecutor(len(parts)) as pool:
+                    futs = {m: pool.submit(_get, handles[m].run_part.remote(
+                        "create", exp.name, part.to_json(), spec))
+                        for m, (part, spec) in parts.items()}
+                    for m, f in futs.items():
+                        f.result()
+                        rec.update(store, recs[m], "created")
+                _start_clocks(handles, exp.name, sorted(parts), store)
+            except BaseException as e:
+                say("creating the parts failed; removing them")
+                _remove_parts(store, info, exp.name, handles, "cleanup")
+                store.delete_experiment(row.id)
+                lock.forget(store, exp.name)
+                if isinstance(e, (WanlabError, KeyboardInterrupt)):     # Ctrl-C: rolled back
+                    raise
+                raise WanlabError(f"--cluster: creating {exp.name} failed: {e}") from e
+            store.set_state(row.id, ACTIVE, "swapped in on the cluster")
         return {"machine_of": where, "cut_links": [l.name for l in cut],
                 "one_way_s": {f"{a}-{b}": v for (a, b), v in one_way.items()}}
+
+
+@contextlib.contextmanager
+def _held(store: Store, name: str) -> Iterator[None]:
+    """Hold ``name``'s lock, named as this process's (as the life cycle's operations do,
+    :mod:`wanlab.backends.emulate.oplock`)."""
+    with lock.holding(store, name) as (_row, fd):
+        oplock.claim(fd)
+        try:
+            yield
+        finally:
+            oplock.release(fd)
 
 
 def _remove_parts(store: Store, info: ClusterInfo, name: str, handles: dict[str, Any],

@@ -267,9 +267,9 @@ def operate(home: str, op: str, name: str, *args: Any) -> Any:
             return lab.event_log(name)
         if op == "stats":
             (target,) = args or (None,)
-            lab._need_active(lab.store.get(name))
-            with lab.engine(name) as c:
-                return c.call("stats", **({"target": target} if target else {}))
+            return lab.stats(name, target)
+        if op == "in_force":
+            return lab.in_force(name)
         if op == "apply":
             (evs,) = args
             lab.apply(name, [Event.from_json(e) for e in evs])

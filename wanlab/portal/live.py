@@ -2,8 +2,10 @@
 the event-log rows written since the last message, as one JSON message on a WebSocket.
 
 The engine's counters are cumulative (docs/engine-protocol.md, *Statistics*); the page turns
-two samples into rates (utilisation, drops per second). One engine connection serves a
-stream for its whole life; blocking calls (engine socket, store) run in a worker thread so
+two samples into rates (utilisation, drops per second). With them come the links' and LANs'
+values in force (changed at run time by tevc, the timeline or a link change; the configured
+value where it differs), as ``wanlab show`` prints them. Both come from the experiment's
+site (:mod:`wanlab.site`); blocking calls (engine sockets, store) run in a worker thread so
 the server's event loop never waits on them. The stream ends when the page goes away; while
 the experiment is not active it still reports the state (and no statistics), so a page
 sees a swap-in or swap-out happen.
@@ -25,49 +27,52 @@ from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from wanlab import site as sites
-from wanlab.engine.client import Client, socket_of
 from wanlab.errors import WanlabError
-from wanlab.lifecycle import ACTIVE
-from wanlab.store.db import Store
+from wanlab.lifecycle import ACTIVE, Lab
 
 INTERVAL_S = 1.0
 STAT_KEYS = ("links", "lans", "routers", "hosts", "agents")
 
 
 class Sampler:
-    """Reads one experiment's state, statistics and new events; lives in worker threads
-    (its store connection may be used from any one thread at a time)."""
+    """Reads one experiment's state, statistics, values in force and new events; lives in
+    worker threads (its store connection may be used from any one thread at a time).
+    Statistics and values in force come from the experiment's site, so this host's and a
+    cluster's experiments answer alike."""
 
     def __init__(self, home: str, name: str):
         self.home, self.name = home, name
-        self.store: Store | None = None
-        self.client: Client | None = None
+        self.lab: Lab | None = None
+        self.site: Any = None
         self.last_event = 0
-        self.cluster: Any = None            # the cluster's control, for a cluster experiment
         self.seen: set[tuple[str, int]] = set()
 
     def sample(self) -> dict[str, Any]:
-        if self.store is None:
-            self.store = Store(self.home, shared=True, create=False)
-        store = self.store
+        if self.lab is None:
+            self.lab = Lab(self.home, create=False, shared=True)
+        store = self.lab.store
         row = store.find(self.name)
         if row is None:
             return {"state": "terminated", "at": time.time()}
-        msg: dict[str, Any] = {"state": row.state, "error": row.error, "at": time.time()}
-        if self.cluster is not None or sites.placed(store, row.name):
-            return self._sample_cluster(row, msg)
+        if self.site is None:
+            self.site = sites.of(self.lab, row.name)
+        msg: dict[str, Any] = {"state": row.state, "error": row.error, "at": time.time(),
+                               "events": []}
         if row.state == ACTIVE:
             try:
-                if self.client is None:
-                    self.client = Client(socket_of(store.folder(row.name)), timeout=5)
-                stats = self.client.call("stats")
+                stats = self.site.stats(row.name)
                 msg.update({k: stats.get(k, {}) for k in STAT_KEYS})
-                msg["now_ns"] = stats.get("now_ns")
+                # the engine's clock for rates; a cluster's engines have one each: this
+                # sampler's then (every machine is asked at once)
+                msg["now_ns"] = stats.get("now_ns") or time.monotonic_ns()
+                msg["in_force"] = self.site.in_force(row.name)
             except (WanlabError, OSError) as e:
-                self._drop_client()
                 msg["stats_error"] = str(e)
-        else:
-            self._drop_client()
+        if self.site.kind == "cluster":
+            if row.state == ACTIVE:
+                with contextlib.suppress(WanlabError):
+                    msg["events"] = self._cluster_events(row.name)
+            return msg
         rows = store.db.execute(
             "SELECT * FROM event_log WHERE exp_id = ? AND id > ? ORDER BY id DESC LIMIT 200",
             (row.id, self.last_event)).fetchall()
@@ -76,37 +81,16 @@ class Sampler:
         msg["events"] = [{**dict(r), "args": json.loads(r["args"])} for r in reversed(rows)]
         return msg
 
-    def _sample_cluster(self, row: Any, msg: dict[str, Any]) -> dict[str, Any]:
-        from wanlab.lifecycle import Lab
-        if self.cluster is None:
-            self.cluster = sites.of(Lab(self.home, create=False), row.name)
-        msg["events"] = []
-        if row.state != ACTIVE:
-            return msg
-        try:
-            stats = self.cluster.stats(row.name)
-            msg.update({k: stats.get(k, {}) for k in STAT_KEYS})
-            log = self.cluster.events(row.name)
-        except WanlabError as e:
-            msg["stats_error"] = str(e)
-            return msg
+    def _cluster_events(self, name: str) -> list[dict[str, Any]]:
+        """The rows of every machine's log not sent yet, each naming its machine."""
+        log = self.site.events(name)
         new = [e for e in log if (e["machine"], e["id"]) not in self.seen]
         self.seen.update((e["machine"], e["id"]) for e in new)
-        msg["events"] = new[-200:]
-        return msg
-
-    def _drop_client(self) -> None:
-        if self.client is not None:
-            with contextlib.suppress(Exception):
-                self.client.close()
-            self.client = None
+        return new[-200:]
 
     def close(self) -> None:
-        self._drop_client()
-        if self.cluster is not None:
-            self.cluster.lab.close()
-        if self.store is not None:
-            self.store.close()
+        if self.lab is not None:
+            self.lab.close()
 
 
 async def stream(ws: WebSocket, home: str, name: str,

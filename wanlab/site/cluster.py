@@ -2,7 +2,8 @@
 per machine, each part a life cycle of its own on its machine (:mod:`wanlab.cluster`).
 
 The controller's side of every verb is here: the experiment's lock (the same lock file
-as this host's experiments, :mod:`wanlab.store.lock`) around every change, Ctrl-C and
+as this host's experiments, :mod:`wanlab.store.lock`, naming its holder as this host's
+operations do: :meth:`wanlab.lifecycle.Lab.locked`) around every change, Ctrl-C and
 SIGTERM through :mod:`wanlab.interrupts` (a create, swap-in or modify is rolled back on
 every machine; a swap-out, terminate or cleanup finishes on every machine first), and
 the run-time calls through :class:`~wanlab.cluster.control.OnCluster`.
@@ -24,7 +25,7 @@ from wanlab.cluster.control import OnCluster
 from wanlab.errors import Interrupted, WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.model.ir import Event, Experiment, validate
-from wanlab.model.states import ACTIVE
+from wanlab.model.states import ACTIVE, TRANSIENT
 from wanlab.store import lock
 from wanlab.store.db import ExperimentRow
 
@@ -59,7 +60,7 @@ class ClusterSite:
         return self.store.get(exp.name)
 
     def swapin(self, name: str, repair: bool = False, fresh: bool = False) -> ExperimentRow:
-        with lock.held(self.store, name), \
+        with self.lab.locked(name), \
                 interrupts.undoable(f"rolling back the swap-in of {name}", self.say):
             try:
                 if repair:
@@ -75,14 +76,14 @@ class ClusterSite:
         return self.store.get(name)
 
     def swapout(self, name: str, reason: str = "swap-out") -> ExperimentRow:
-        with lock.held(self.store, name), \
+        with self.lab.locked(name), \
                 interrupts.finish_first(f"the swap-out of {name}", self.say):
             experiment.swapout(self.store, name, say=self.say, reason=reason)
         return self.store.get(name)
 
     def modify(self, name: str, new: Experiment) -> ExperimentRow:
         from wanlab.cluster import modify
-        with lock.held(self.store, name), \
+        with self.lab.locked(name), \
                 interrupts.undoable(f"rolling back the modify of {name}", self.say):
             try:
                 modify.modify(self.store, name, new, say=self.say)
@@ -94,7 +95,7 @@ class ClusterSite:
         return self.store.get(name)
 
     def terminate(self, name: str, op: str = "terminate") -> None:
-        with lock.held(self.store, name), \
+        with self.lab.locked(name), \
                 interrupts.finish_first(f"{'cleaning up' if op == 'cleanup' else 'terminating'}"
                                         f" {name}", self.say):
             experiment.terminate(self.store, name, op, say=self.say)
@@ -111,6 +112,15 @@ class ClusterSite:
         with OnCluster(self.lab, say=self.say) as on:
             return self.lab.run(exp, source_path=source_path, terminate=terminate, on=on)
 
+    def simulate(self, exp: Experiment, out: str | None = None, seed: int | None = None,
+                 duration_s: float | None = None, threads: int | None = None
+                 ) -> dict[str, Any]:
+        """A pure simulation with one engine per machine, each on ``threads`` threads (-1:
+        the machine's cores); the summary's ``cluster`` says where each node ran."""
+        from wanlab.cluster.simulate import simulate
+        return simulate(self.lab, exp, out=out, seed=seed, duration_s=duration_s,
+                        threads=threads)
+
     # -- inspection ---------------------------------------------------------------------
     def get(self, name: str) -> ExperimentRow:
         return self.store.get(name)
@@ -118,10 +128,12 @@ class ClusterSite:
     def checked(self, row: ExperimentRow) -> ExperimentRow:
         """``row``, with its machines asked how their parts are if it is active: a lost
         machine or a broken part makes it degraded, naming them and their nodes."""
+        if row.state in TRANSIENT:     # an operation killed half-way: as this host's
+            return self.lab._check_health(row)
         if row.state != ACTIVE or not experiment.faults_of(self.store, row.name):
             return row
         try:        # looked at again under the lock: a swap-out or terminate may be under way
-            with lock.held(self.store, row.name) as fresh:
+            with self.lab.locked(row.name) as fresh:
                 if fresh.state != ACTIVE:
                     return fresh
                 return experiment.check(self.store, row.name)
@@ -144,6 +156,9 @@ class ClusterSite:
 
     def stats(self, name: str, target: str | None = None) -> dict[str, Any]:
         return self.control.stats(name, target)
+
+    def in_force(self, name: str) -> dict[str, Any]:
+        return self.control.in_force(name)
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return self.control.event_log(name)

@@ -44,6 +44,17 @@ class LocalSite:
             terminate: bool = False) -> dict[str, Any]:
         return self.lab.run(exp, source_path=source_path, terminate=terminate)
 
+    def simulate(self, exp: Experiment, out: str | None = None, seed: int | None = None,
+                 duration_s: float | None = None, threads: int | None = None
+                 ) -> dict[str, Any]:
+        """A pure simulation in this host's engine (``threads``: a number; the cluster's
+        site takes -1, each machine's cores)."""
+        if threads == -1:
+            raise WanlabError("--threads auto goes with --cluster (each machine's cores); "
+                              "give a number")
+        return self.lab.simulate(exp, out=out, seed=seed, duration_s=duration_s,
+                                 threads=threads)
+
     # -- inspection ---------------------------------------------------------------------
     def get(self, name: str) -> ExperimentRow:
         return self.store.get(name)
@@ -61,6 +72,9 @@ class LocalSite:
 
     def stats(self, name: str, target: str | None = None) -> dict[str, Any]:
         return self.lab.stats(name, target)
+
+    def in_force(self, name: str) -> dict[str, Any]:
+        return self.lab.in_force(name)
 
     def events(self, name: str) -> list[dict[str, Any]]:
         return self.lab.event_log(name)

@@ -13,6 +13,10 @@ from wanlab.errors import WanlabError
 from wanlab.store.db import ExperimentRow, Store, make_private_dir
 
 
+class Busy(WanlabError):
+    """The experiment's lock is held by another operation (and the caller would not wait)."""
+
+
 @contextlib.contextmanager
 def held(store: Store, name: str) -> Iterator[ExperimentRow]:
     """Hold experiment ``name``'s lock; yields its row (fresh, read under the lock)."""
@@ -20,10 +24,30 @@ def held(store: Store, name: str) -> Iterator[ExperimentRow]:
         yield row
 
 
+def holder(fd: int) -> str:
+    """Who holds the lock file ``fd``, as its holder named itself there (its pid, then the
+    start time; both sites' operations do): ``pid N (its command line)``."""
+    try:
+        pid = int(os.pread(fd, 64, 0).decode().split()[0])
+    except (OSError, ValueError, IndexError):
+        return "another wanlab process"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+    except OSError:
+        argv = []
+    if argv[1:3] == ["-m", "wanlab.cli"]:         # as the user typed it
+        argv = ["wanlab", *argv[3:]]
+    cmd = " ".join(argv)
+    return f"pid {pid}" + (f" ({cmd[:120]})" if cmd else "")
+
+
 @contextlib.contextmanager
-def holding(store: Store, name: str) -> Iterator[tuple[ExperimentRow, int]]:
+def holding(store: Store, name: str, wait: bool = True
+            ) -> Iterator[tuple[ExperimentRow, int]]:
     """Hold experiment ``name``'s lock; yields its row (fresh, read under the lock) and the
-    lock file's descriptor (the life cycle names the holder in it).
+    lock file's descriptor (the sites' operations name their process in it). ``wait``:
+    wait while another operation holds it, else raise :class:`Busy` naming that operation.
 
     The name is checked and the experiment must exist before a lock file is made;
     ``terminate`` removes the lock file (:func:`forget`), so a waiter that wakes on a
@@ -34,7 +58,10 @@ def holding(store: Store, name: str) -> Iterator[tuple[ExperimentRow, int]]:
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                raise Busy(f"{name} is busy: {holder(fd)} runs an operation on it") from None
             try:
                 same = os.fstat(fd).st_ino == os.stat(path).st_ino
             except FileNotFoundError:
