@@ -149,7 +149,9 @@ def test_log_in_create_see_topology_set_a_link_down_and_up_under_a_console_ping(
     assert shown.startswith(f"figure2.tcl:{line}: ") and "nosuch" in shown
     assert f">{line:4d} | $ns duplex-link $router $nosuch" in shown
 
-    # create Figure 2 from the form (a file's text, as the file chooser would load it)
+    # create Figure 2 from the form (a file's text, as the file chooser would load it), on
+    # this host (the form's "on the cluster" box left unticked)
+    assert not d.find_element(By.ID, "spec-cluster").is_selected()
     d.execute_script("document.getElementById('spec-text').value = arguments[0];"
                      "document.getElementById('spec-filename').value = 'figure2.tcl';", spec)
     d.find_element(By.ID, "spec-create").click()
@@ -213,6 +215,22 @@ def test_log_in_create_see_topology_set_a_link_down_and_up_under_a_console_ping(
     d.save_screenshot(os.path.join(shots, "console.png"))
     keys.send_keys(Keys.CONTROL + "c")
 
+    # a delay change: the link panel shows the value in force and the configured one
+    d.find_element(By.ID, "link-delay").send_keys("30ms")
+    d.find_element(By.ID, "link-apply").click()
+    wait(d, lambda d: d.find_element(By.ID, "link-params").text.count(
+        "30.00 ms (configured 20.00 ms)") == 2, timeout=30,
+        message="the link panel does not show the delay in force")
+
+    # a command in a node, and the routing tables
+    d.execute_script("document.getElementById('exec-node').value = 'dest'")
+    d.find_element(By.ID, "exec-argv").send_keys("hostname")
+    d.find_element(By.ID, "exec-run").click()
+    wait(d, lambda d: "dest\n(exit 0)" in d.find_element(By.ID, "exec-output").text,
+         timeout=30, message="no output of the command")
+    d.find_element(By.ID, "routes-show").click()
+    wait(d, lambda d: "source:" in d.find_element(By.ID, "exec-output").text, timeout=30)
+
     # the event log on the page shows the two changes, fired through the scheduler
     wait(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#events tr")) >= 2, timeout=15)
     log = d.find_element(By.ID, "events").text
@@ -225,7 +243,24 @@ def test_log_in_create_see_topology_set_a_link_down_and_up_under_a_console_ping(
     actions = [(r["action"], r["experiment"]) for r in
                reversed(json.load(urllib.request.urlopen(req, timeout=30)))]
     assert ("create", "figure2") in actions and ("console", "figure2") in actions
-    assert [a for a, e in actions if a == "link"] == ["link", "link"]
+    assert [a for a, e in actions if a == "link"] == ["link"] * 3
+    assert ("exec", "figure2") in actions
+
+    # clean up from the page (it ends swapped), then modify the stored description
+    d.find_element(By.CSS_SELECTOR, "button.op-cleanup").click()
+    d.switch_to.alert.accept()
+    wait(d, lambda d: d.find_element(By.ID, "exp-state").text == "swapped", timeout=120,
+         message="cleanup did not leave it swapped")
+    d.execute_script("document.getElementById('modify-text').value = arguments[0];"
+                     "document.getElementById('modify-filename').value = 'figure2.tcl';",
+                     spec.replace("1.5Mb 20ms", "1.5Mb 40ms"))
+    d.find_element(By.ID, "modify-apply").click()
+    wait(d, lambda d: "figure2: modify done" in d.find_element(By.ID, "flash").text,
+         timeout=60, message="modify did not finish")
+    req = urllib.request.Request(f"{url}/api/experiments/figure2",
+                                 headers={"Authorization": f"Bearer {token}"})
+    shown = json.load(urllib.request.urlopen(req, timeout=30))
+    assert [l["ab"]["delay_s"] for l in shown["links"]] == [0.0, 0.04], shown["links"]
 
     # terminate from the page
     d.find_element(By.CSS_SELECTOR, "button.op-terminate").click()

@@ -1,7 +1,8 @@
 // The portal's pages: log in, the experiment list (create from an uploaded ns / YAML file,
-// swap in / out, terminate), and an experiment's page: live topology, link panel (time
-// series, change delay / bandwidth / loss / up-down), event log with a tevc form, consoles,
-// flows and plot, captures, audit. Routing is by the URL's hash: #/ and #/exp/NAME.
+// on this host or the cluster; swap in / out, clean up, terminate), and an experiment's
+// page: live topology, link panel (values in force, time series, change delay / bandwidth
+// / loss / up-down), commands in a node and routing tables, modify, event log with a tevc
+// form, consoles, flows and plot, captures, audit. Routing is by the URL's hash: #/ and #/exp/NAME.
 
 import '@xterm/xterm/css/xterm.css';
 import './style.css';
@@ -90,15 +91,19 @@ function opButtons(name, st, after) {
     onclick: async () => {
       if (confirmText && !confirm(confirmText)) return;
       flash(`${label} ${name} ...`, false);
-      if (await guard(() => api('POST', `/experiments/${enc(name)}/${what}`))) {
+      const r = await guard(() => api('POST', `/experiments/${enc(name)}/${what}`));
+      if (r) {
         flash(`${name}: ${label} done`, false);
-        if (what === 'terminate' && location.hash !== '#/') location.hash = '#/';
+        // terminated, or a cluster's cleaned up (forgotten): back to the list
+        if (r.state === 'terminated' && location.hash !== '#/') location.hash = '#/';
         else after();
       }
     } }, label);
   const out = [];
   if (st === 'new' || st === 'swapped' || st === 'degraded') out.push(op('swapin', 'swap in'));
   if (st === 'active' || st === 'degraded') out.push(op('swapout', 'swap out'));
+  out.push(op('cleanup', 'clean up', `Clean up ${name}? Everything recorded for it is `
+    + 'removed (an experiment of this host is left swapped, one on the cluster is forgotten).'));
   out.push(op('terminate', 'terminate', `Terminate ${name}? Its record and folder go.`));
   return out;
 }
@@ -126,6 +131,8 @@ function createForm() {
     h('label', {}, 'File ', file), h('label', {}, 'File name ', filename),
     h('label', {}, 'Name (optional) ', h('input', { id: 'spec-name' })),
     h('label', {}, 'Files it names ', attach),
+    h('label', { title: 'its nodes spread over the machines of the cluster (wanlab cluster up)' },
+      h('input', { type: 'checkbox', id: 'spec-cluster' }), ' on the cluster'),
     text, errors,
     h('div', {},
       h('button', { type: 'button', id: 'spec-check', onclick: () => submit(true) }, 'Check'),
@@ -135,7 +142,8 @@ function createForm() {
     text.classList.remove('bad');
     const body = { project: $('#spec-project').value, filename: filename.value,
                    text: text.value, name: $('#spec-name').value || null,
-                   check_only: checkOnly, files: await attached(attach.files) };
+                   check_only: checkOnly, files: await attached(attach.files),
+                   cluster: $('#spec-cluster').checked };
     flash(checkOnly ? 'checking ...' : 'creating (swap-in takes a few seconds) ...', false);
     try {
       const r = await api('POST', '/experiments', body);
@@ -208,6 +216,8 @@ async function experimentPage(name) {
         h('button', { id: 'console-open', onclick: () => startConsole($('#console-node').value) },
           'Open console')),
       consoleBox),
+    nodeTools(name, topo),
+    modifyForm(name),
     h('section', { class: 'card' }, h('h3', {}, 'Event log'), tevcForm(name, topo),
       h('table', { class: 'events' }, h('thead', {}, h('tr', {},
         ...['t (s)', 'origin', 'object', 'event', 'args', 'outcome', 'late (ms)', 'detail']
@@ -217,7 +227,7 @@ async function experimentPage(name) {
 
   const prev = new Map();
   const series = new Map();   // link -> [{t, ab, ba, drops, up}]
-  const changed = new Map();  // link -> {delay: '30ms', ...}: run-time changes (event log)
+  const inForce = new Map();  // link or LAN -> its values in force (the live stream's)
   let selected = null;
   const cy = buildGraph(graph, topo, (sel) => {
     selected = sel;
@@ -237,7 +247,7 @@ async function experimentPage(name) {
       return;
     }
     side.replaceChildren(...linkPanel(name, topo, selected, series.get(selected.name) || [],
-                                      changed.get(selected.name)));
+                                      inForce.get(selected.name)));
   }
 
   let term = null;
@@ -266,13 +276,17 @@ async function experimentPage(name) {
       if (s.length > 300) s.shift();
       series.set(l, s);
     }
-    for (const e of msg.events || []) {
-      events.prepend(eventRow(e));
-      if (e.outcome === 'ok' && ['delay', 'bandwidth', 'plr'].includes(e.action)) {
-        changed.set(e.target, { ...(changed.get(e.target) || {}),
-                                [e.action]: (e.args || []).join(' ') });
-        if (selected && selected.name === e.target) renderSide();
+    for (const e of msg.events || []) events.prepend(eventRow(e));
+    if (msg.in_force) {
+      let redraw = false;
+      for (const l of [...(msg.in_force.links || []), ...(msg.in_force.lans || [])]) {
+        const text = JSON.stringify(l);
+        if (selected && selected.name === l.name && JSON.stringify(inForce.get(l.name)) !== text) {
+          redraw = true;
+        }
+        inForce.set(l.name, l);
       }
+      if (redraw) renderSide();
     }
     if (selected && selected.type !== 'node') {
       const canvas = $('#series');
@@ -289,6 +303,61 @@ async function experimentPage(name) {
   };
   teardown.push(() => ws.close(), () => term && term.close(), () => cy.destroy());
   loadResults(name, topo);
+}
+
+// Run a command in a node (as `wanlab exec`) and each node's routing table (`wanlab routes`).
+function nodeTools(name, topo) {
+  const nodes = topo.nodes.filter((n) => n.kind === 'emulated').map((n) => n.name);
+  const out = h('pre', { id: 'exec-output', class: 'output' });
+  const form = h('form', { id: 'exec', class: 'inline' },
+    'Node ', h('select', { id: 'exec-node' }, ...nodes.map((n) => h('option', { value: n }, n))),
+    h('input', { id: 'exec-argv', placeholder: 'command and arguments (no shell)', size: 36 }),
+    h('button', { type: 'submit', id: 'exec-run' }, 'run'),
+    h('button', { type: 'button', id: 'routes-show', onclick: async () => {
+      const r = await guard(() => api('GET', `/experiments/${enc(name)}/routes`));
+      if (r) out.textContent = Object.entries(r).map(([n, t]) => `${n}:\n${t}`).join('\n');
+    } }, 'routing tables'));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const argv = $('#exec-argv').value.trim().split(/\s+/).filter(Boolean);
+    if (!argv.length) return;
+    out.textContent = `${$('#exec-node').value}$ ${argv.join(' ')} ...`;
+    const r = await guard(() => api('POST', `/experiments/${enc(name)}/exec`,
+                                    { node: $('#exec-node').value, argv }));
+    if (r) out.textContent = r.stdout + r.stderr + `(exit ${r.code})`;
+  });
+  return h('section', { class: 'card', id: 'node-tools' }, h('h3', {}, 'Commands and routes'),
+    form, out);
+}
+
+// Apply a changed description (as `wanlab modify`): only what differs changes.
+function modifyForm(name) {
+  const text = h('textarea', { id: 'modify-text', rows: 8, spellcheck: 'false',
+                               placeholder: 'the changed ns-2 script or YAML, or choose a file' });
+  const filename = h('input', { id: 'modify-filename', value: 'experiment.tcl' });
+  const file = h('input', { type: 'file', id: 'modify-file', accept: '.tcl,.ns,.yaml,.yml',
+    onchange: async () => {
+      const f = file.files[0];
+      if (!f) return;
+      filename.value = f.name;
+      text.value = await f.text();
+    } });
+  const attach = h('input', { type: 'file', id: 'modify-attach', multiple: true });
+  const form = h('form', { id: 'modify', class: 'card' }, h('h3', {}, 'Modify'),
+    h('label', {}, 'File ', file), h('label', {}, 'File name ', filename),
+    h('label', {}, 'Files it names ', attach), text,
+    h('div', {}, h('button', { type: 'submit', id: 'modify-apply' }, 'Apply the changes')));
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    flash(`modifying ${name} ...`, false);
+    const r = await guard(async () => api('POST', `/experiments/${enc(name)}/modify`, {
+      filename: filename.value, text: text.value, files: await attached(attach.files) }));
+    if (r) {
+      flash(`${name}: modify done`, false);
+      experimentPage(name);
+    }
+  });
+  return form;
 }
 
 function eventRow(e) {
@@ -328,16 +397,30 @@ function fmtParams(p) {
     + (p.limit ? ` (${p.limit})` : '');
 }
 
-function linkPanel(exp, topo, sel, series, changes) {
+// Values in force (as `wanlab show` prints them): each with the configured value where
+// that differs.
+function fmtInForce(p) {
+  const cfg = p.configured || {};
+  const bw = (v) => (v ? fmtRate(v) + 'b/s' : 'unlimited');
+  const ms = (v) => `${(v * 1000).toFixed(2)} ms`;
+  const was = (k, f) => (k in cfg ? ` (configured ${f(cfg[k])})` : '');
+  return `${bw(p.bandwidth_bps)}${was('bandwidth_bps', bw)}, ${ms(p.delay_s)}`
+    + `${was('delay_s', ms)}, loss ${p.loss}${was('loss', String)}`;
+}
+
+function linkPanel(exp, topo, sel, series, now) {
   const l = sel.type === 'link' ? topo.links.find((k) => k.name === sel.name)
                                 : topo.lans.find((k) => k.name === sel.name);
   const last = series[series.length - 1];
+  // the values in force once the live stream gave them, else the description's
   const params = sel.type === 'link'
-    ? [h('p', {}, `${l.a} → ${l.b}: ${fmtParams(l.ab)}`),
-       h('p', {}, `${l.b} → ${l.a}: ${fmtParams(l.ba)}`)]
+    ? [h('p', { class: 'link-ab' }, `${l.a} → ${l.b}: ${now ? fmtInForce(now.ab) : fmtParams(l.ab)}`),
+       h('p', { class: 'link-ba' }, `${l.b} → ${l.a}: ${now ? fmtInForce(now.ba) : fmtParams(l.ba)}`)]
     : [h('p', {}, `members ${l.members.join(', ')}`),
-       h('p', {}, `${l.bandwidth_bps ? fmtRate(l.bandwidth_bps) + 'b/s' : 'unlimited'}, `
-                  + `${(l.delay_s * 1000).toFixed(2)} ms, loss ${l.loss}`)];
+       h('p', { class: 'link-ab' }, now ? fmtInForce(now)
+         : `${l.bandwidth_bps ? fmtRate(l.bandwidth_bps) + 'b/s' : 'unlimited'}, `
+           + `${(l.delay_s * 1000).toFixed(2)} ms, loss ${l.loss}`),
+       now && now.varies ? h('p', {}, `differs between members: ${now.varies.join(', ')}`) : ''];
   const change = async (body) => {
     const r = await guard(() => api('POST', `/experiments/${enc(exp)}/links/${enc(sel.name)}`,
                                     body));
@@ -363,9 +446,7 @@ function linkPanel(exp, topo, sel, series, changes) {
   setTimeout(() => drawSeries(canvas, series), 0);
   return [h('h3', {}, `${sel.type} ${sel.name}`),
     h('p', {}, 'state: ', h('b', { id: 'link-state' }, last ? (last.up ? 'up' : 'down') : '?')),
-    ...params,
-    changes ? h('p', { id: 'link-changed' }, 'changed at run time: ',
-                Object.entries(changes).map(([k, v]) => `${k} ${v}`).join(', ')) : '',
+    h('div', { id: 'link-params' }, ...params),
     canvas,
     h('p', { class: 'hint' }, 'throughput a→b (blue), b→a (green), drops/s (red)'),
     form,
