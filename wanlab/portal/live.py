@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from typing import Any
 
@@ -32,6 +31,7 @@ from wanlab.lifecycle import ACTIVE, Lab
 
 INTERVAL_S = 1.0
 STAT_KEYS = ("links", "lans", "routers", "hosts", "agents")
+MAX_EVENTS = 200        # rows in one message (a page opened late gets the latest)
 
 
 class Sampler:
@@ -44,8 +44,8 @@ class Sampler:
         self.home, self.name = home, name
         self.lab: Lab | None = None
         self.site: Any = None
-        self.last_event = 0
-        self.seen: set[tuple[str, int]] = set()
+        self.last_state: str | None = None
+        self.seen: set[tuple[str | None, int]] = set()      # (machine, id) of rows sent
 
     def sample(self) -> dict[str, Any]:
         if self.lab is None:
@@ -68,25 +68,20 @@ class Sampler:
                 msg["in_force"] = self.site.in_force(row.name)
             except (WanlabError, OSError) as e:
                 msg["stats_error"] = str(e)
-        if self.site.kind == "cluster":
-            if row.state == ACTIVE:
-                with contextlib.suppress(WanlabError):
-                    msg["events"] = self._cluster_events(row.name)
-            return msg
-        rows = store.db.execute(
-            "SELECT * FROM event_log WHERE exp_id = ? AND id > ? ORDER BY id DESC LIMIT 200",
-            (row.id, self.last_event)).fetchall()
-        if rows:
-            self.last_event = rows[0]["id"]
-        msg["events"] = [{**dict(r), "args": json.loads(r["args"])} for r in reversed(rows)]
+        # the log's new rows (a cluster's: every machine's, each naming its machine), while
+        # it runs and once more when its state changes (the rows a swap-out wrote)
+        if row.state == ACTIVE or row.state != self.last_state:
+            with contextlib.suppress(WanlabError):
+                msg["events"] = self._new_events(row.name)
+        self.last_state = row.state
         return msg
 
-    def _cluster_events(self, name: str) -> list[dict[str, Any]]:
-        """The rows of every machine's log not sent yet, each naming its machine."""
-        log = self.site.events(name)
-        new = [e for e in log if (e["machine"], e["id"]) not in self.seen]
-        self.seen.update((e["machine"], e["id"]) for e in new)
-        return new[-200:]
+    def _new_events(self, name: str) -> list[dict[str, Any]]:
+        """The rows of the experiment's log (its latest run's) not sent yet."""
+        new = [e for e in self.site.events(name)
+               if (e.get("machine"), e["id"]) not in self.seen]
+        self.seen.update((e.get("machine"), e["id"]) for e in new)
+        return new[-MAX_EVENTS:]
 
     def close(self) -> None:
         if self.lab is not None:
