@@ -1,9 +1,12 @@
 """IPv6 on real namespaces: dual-stack static routes, OSPFv3 rerouting on an IPv6-only
-ring, and BGP carrying IPv6 unicast. One experiment per test; each pings and moves TCP
-over IPv6 by the nodes' names (the hosts file's AAAA entries)."""
+ring, BGP carrying IPv6 unicast (each pinging and moving TCP over IPv6 by the nodes' names,
+the hosts file's AAAA entries), and IPv6 frames through a latency-matrix LAN and a link's
+capture. One experiment per test."""
 
 import json
+import os
 import re
+import struct
 import subprocess
 import time
 
@@ -134,3 +137,42 @@ def test_bgp_carries_ipv6_unicast(lab):
     assert len(rtts) == 3 and min(rtts) >= 7.9, rtts
     sent, _ = iperf6(lab, "bgp6", "c", "a", "c")
     assert sent > 0
+
+
+MATRIX6 = """\
+name: mx6
+ipv6: only
+nodes: [a, b, c, d]
+lans:
+  - name: wan
+    nodes: [a, b, c]
+    matrix:
+      delay: [[0, 3ms, 12ms], [3ms, 0, 6ms], [12ms, 6ms, 0]]
+links:
+  - {name: cd, nodes: [c, d], delay: 1ms}
+"""
+
+
+def test_ipv6_frames_cross_matrix_channels_and_captures(lab):
+    from wanlab.frontends import yaml_spec
+    lab.create(yaml_spec.loads(MATRIX6))
+    # neighbour discovery (multicast) and the pings cross each pair's own channel
+    for x, y, one_way in (("a", "b", 3), ("a", "c", 12), ("b", "c", 6)):
+        rtts = ping6(lab, "mx6", x, f"{y}-wan")
+        assert len(rtts) == 3 and 2 * one_way - 0.1 <= min(rtts) <= 2 * one_way * 1.05 + 4, \
+            (x, y, rtts)
+    # a link's capture holds the IPv6 frames that crossed it (routed a -> c -> d)
+    lab.tevc("mx6", "now", "cd", "trace", ["start"], wait=True)
+    assert len(ping6(lab, "mx6", "a", "d-cd")) == 3
+    lab.tevc("mx6", "now", "cd", "trace", ["stop"], wait=True)
+    folder = lab.show("mx6")["folder"]
+    frames = []
+    for name in os.listdir(os.path.join(folder, "traces")):
+        data = open(os.path.join(folder, "traces", name), "rb").read()
+        off = 24                                   # pcap file header, then records
+        while off + 16 <= len(data):
+            incl = struct.unpack_from("<I", data, off + 8)[0]
+            frames.append(data[off + 16:off + 16 + incl])
+            off += 16 + incl
+    six = [f for f in frames if f[12:14] == b"\x86\xdd"]
+    assert len(six) >= 6 and not [f for f in frames if f[12:14] == b"\x08\x00"], len(frames)

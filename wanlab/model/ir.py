@@ -179,9 +179,9 @@ class Node:
 
 @dataclass(frozen=True)
 class LinkRule:
-    """A per-destination rule of a link (hitbox's point-to-point mode by address): IPv4
-    frames to ``dst`` (a prefix) cross their own pipelines, ``ab`` and ``ba``, instead of the
-    link's directions; the longest matching prefix wins."""
+    """A per-destination rule of a link (hitbox's point-to-point mode by address): IPv4 or
+    IPv6 frames to ``dst`` (a prefix of that family) cross their own pipelines, ``ab`` and
+    ``ba``, instead of the link's directions; the longest matching prefix wins."""
 
     dst: str
     ab: LinkParams = field(default_factory=LinkParams)
@@ -1024,14 +1024,14 @@ def validate(exp: Experiment) -> Experiment:
         pairs.add(frozenset((l.a, l.b)))
         for d in ("ab", "ba"):
             _check_params(getattr(l, d), f"links.{l.name}.{d}", l.source)
-        seen_rules: set[ipaddress.IPv4Network] = set()
+        seen_rules: set[ipaddress.IPv4Network | ipaddress.IPv6Network] = set()
         for r in l.rules:
             where = f"links.{l.name}.rules.{r.dst}"
             try:
-                net = ipaddress.IPv4Network(r.dst)
+                net = ipaddress.ip_network(r.dst)
             except ValueError:
-                raise _err(f"{r.dst!r} is not an IPv4 prefix (e.g. 10.0.2.0/24)", l.source,
-                           where) from None
+                raise _err(f"{r.dst!r} is not an IPv4 or IPv6 prefix (e.g. 10.0.2.0/24, "
+                           f"fd00:9::/32)", l.source, where) from None
             if net in seen_rules:
                 raise _err(f"prefix {r.dst} has two rules", l.source, where)
             seen_rules.add(net)
