@@ -91,6 +91,19 @@ def test_ipv6_only_ospf3_ring_reroutes_after_link_down(lab):
     for x, y in ("ab", "bc", "cd"):
         b.link(x, y, delay="5ms", name=x + y)
     b.link("d", "a", delay="20ms", name="da", cost=10)
+    # traffic agents over IPv6 (wanlab-gen's UDP, iperf3's TCP), at the timeline's start
+    udp = b.agent("Agent/UDP", node="a", name="udp0")
+    null = b.agent("Agent/Null", node="c", name="null0")
+    b.connect(udp, null)
+    b.agent("Application/Traffic/CBR", attached=udp, name="cbr0",
+            params={"packetSize_": 500, "rate_": "400kb"})
+    tcp = b.agent("Agent/TCP", node="a", name="tcp0")
+    sink = b.agent("Agent/TCPSink", node="c", name="sink0")
+    b.connect(tcp, sink)
+    b.agent("Application/FTP", attached=tcp, name="ftp0")
+    for app in ("cbr0", "ftp0"):
+        b.at(0.2, app, "start")
+        b.at(3.2, app, "stop")
     lab.create(b.build())
     show = lab.show("ring6")["nodes"]
     assert all(":" in i["ip"] for n in show.values() for i in n["interfaces"])
@@ -112,6 +125,14 @@ def test_ipv6_only_ospf3_ring_reroutes_after_link_down(lab):
             break
         time.sleep(0.2)
     assert rtts and rtts[0] >= 39.9, rtts          # over the 20 ms link, each way
+    deadline = time.monotonic() + 20
+    while len(lab.flows("ring6")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    flows = {f["agent"]: f["result"] for f in lab.flows("ring6")}
+    # every datagram sent arrived (how many were sent depends on the machine's load)
+    cbr = flows["cbr0"]
+    assert cbr["packets"] > 0 and cbr["packets"] == cbr["sent_packets"], cbr
+    assert flows["ftp0"]["bytes"] > 0, flows["ftp0"]
 
 
 def test_bgp_carries_ipv6_unicast(lab):
