@@ -1,7 +1,7 @@
 """IPv6 on real namespaces: dual-stack static routes, OSPFv3 rerouting on an IPv6-only
 ring, BGP carrying IPv6 unicast (each pinging and moving TCP over IPv6 by the nodes' names,
-the hosts file's AAAA entries), and IPv6 frames through a latency-matrix LAN and a link's
-capture. One experiment per test."""
+the hosts file's AAAA entries), and IPv6 frames through a latency-matrix LAN, a link's
+capture and the traffic agents of an IPv6-only experiment. One experiment per test."""
 
 import json
 import os
@@ -55,6 +55,9 @@ def test_dual_stack_static_routes_ping6_tcp_show_and_routes(lab):
     show = lab.show("dual")["nodes"]
     a0 = show["a"]["interfaces"][0]
     assert a0["ip6"] == "fd00:aa::10/64" and a0["ip"].startswith("10.")
+    from wanlab.portal.app import topology      # the portal's view lists both families
+    view = {n["name"]: n["addresses"] for n in topology(lab, "dual")["nodes"]}
+    assert view["a"][:2] == [a0["ip"], "fd00:aa::10/64"], view
     c_ip6 = show["c"]["interfaces"][0]["ip6"].split("/")[0]
     # the names resolve to both families (A and AAAA); c is two hops away
     hosts = lab.exec("dual", "a", ["getent", "ahostsv6", "c-lan"], capture_output=True,
@@ -91,19 +94,6 @@ def test_ipv6_only_ospf3_ring_reroutes_after_link_down(lab):
     for x, y in ("ab", "bc", "cd"):
         b.link(x, y, delay="5ms", name=x + y)
     b.link("d", "a", delay="20ms", name="da", cost=10)
-    # traffic agents over IPv6 (wanlab-gen's UDP, iperf3's TCP), at the timeline's start
-    udp = b.agent("Agent/UDP", node="a", name="udp0")
-    null = b.agent("Agent/Null", node="c", name="null0")
-    b.connect(udp, null)
-    b.agent("Application/Traffic/CBR", attached=udp, name="cbr0",
-            params={"packetSize_": 500, "rate_": "400kb"})
-    tcp = b.agent("Agent/TCP", node="a", name="tcp0")
-    sink = b.agent("Agent/TCPSink", node="c", name="sink0")
-    b.connect(tcp, sink)
-    b.agent("Application/FTP", attached=tcp, name="ftp0")
-    for app in ("cbr0", "ftp0"):
-        b.at(0.2, app, "start")
-        b.at(3.2, app, "stop")
     lab.create(b.build())
     show = lab.show("ring6")["nodes"]
     assert all(":" in i["ip"] for n in show.values() for i in n["interfaces"])
@@ -125,14 +115,6 @@ def test_ipv6_only_ospf3_ring_reroutes_after_link_down(lab):
             break
         time.sleep(0.2)
     assert rtts and rtts[0] >= 39.9, rtts          # over the 20 ms link, each way
-    deadline = time.monotonic() + 20
-    while len(lab.flows("ring6")) < 2 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    flows = {f["agent"]: f["result"] for f in lab.flows("ring6")}
-    # every datagram sent arrived (how many were sent depends on the machine's load)
-    cbr = flows["cbr0"]
-    assert cbr["packets"] > 0 and cbr["packets"] == cbr["sent_packets"], cbr
-    assert flows["ftp0"]["bytes"] > 0, flows["ftp0"]
 
 
 def test_bgp_carries_ipv6_unicast(lab):
@@ -171,6 +153,19 @@ lans:
       delay: [[0, 3ms, 12ms], [3ms, 0, 6ms], [12ms, 6ms, 0]]
 links:
   - {name: cd, nodes: [c, d], delay: 1ms}
+agents:                   # wanlab-gen's UDP and iperf3's TCP over IPv6, d to a
+  - {name: udp0, kind: Agent/UDP, node: d, peer: null0}
+  - {name: null0, kind: Agent/Null, node: a, peer: udp0}
+  - {name: cbr0, kind: Application/Traffic/CBR, attached: udp0,
+     params: {packetSize_: 500, rate_: 400kb}}
+  - {name: tcp0, kind: Agent/TCP, node: d, peer: sink0}
+  - {name: sink0, kind: Agent/TCPSink, node: a, peer: tcp0}
+  - {name: ftp0, kind: Application/FTP, attached: tcp0}
+events:
+  - {at: 0.2, target: cbr0, action: start}
+  - {at: 0.2, target: ftp0, action: start}
+  - {at: 4, target: cbr0, action: stop}
+  - {at: 4, target: ftp0, action: stop}
 """
 
 
@@ -197,3 +192,11 @@ def test_ipv6_frames_cross_matrix_channels_and_captures(lab):
             off += 16 + incl
     six = [f for f in frames if f[12:14] == b"\x86\xdd"]
     assert len(six) >= 6 and not [f for f in frames if f[12:14] == b"\x08\x00"], len(frames)
+    deadline = time.monotonic() + 30
+    while len(lab.flows("mx6")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    flows = {f["agent"]: f["result"] for f in lab.flows("mx6")}
+    # every datagram sent arrived (how many were sent depends on the machine's load)
+    cbr = flows["cbr0"]
+    assert cbr["packets"] > 0 and cbr["packets"] == cbr["sent_packets"], cbr
+    assert flows["ftp0"]["bytes"] > 0, flows["ftp0"]

@@ -213,3 +213,32 @@ def test_frr_runs_ospf6d_and_bgp_carries_ipv6_unicast(tmp_path):
            f"activate" in bgp
     assert "ipv4 unicast" not in bgp
     assert frr._daemons(exp, "a") == ["zebra", "ospf6d", "bgpd"]
+
+
+@pytest.mark.parametrize("mode, routing", [("dual", "static"), ("only", "ospf")])
+def test_cluster_parts_keep_the_whole_plans_ipv6_addresses_and_routes(mode, routing):
+    from wanlab.cluster.experiment import split
+    b = ExperimentBuilder("cut6", routing=routing)
+    b.ipv6(True if mode == "dual" else "only")
+    for n in "abcd":
+        b.node(n)
+    b.link("a", "b", name="ab")
+    b.link("b", "c", name="bc")              # cut: b and c on two machines
+    b.lan(["c", "d"], name="cd")
+    exp = b.build()
+    whole = make_plan(exp, "0000")
+    where = {"a": "m0", "b": "m0", "c": "m1", "d": "m1", "lan:cd": "m1"}
+    one_way = {(x, y): 0.0001 for x in ("m0", "m1") for y in ("m0", "m1")}
+    parts = split(exp, whole, where, one_way, {"bc": 7}, {"m0": "10.0.0.1", "m1": "10.0.0.2"})
+    for m, (part, _) in parts.items():
+        plan = make_plan(part, "0001")
+        for name, np_ in plan.nodes.items():
+            assert [i.addresses() for i in np_.interfaces] == \
+                [i.addresses() for i in whole.nodes[name].interfaces if
+                 i.network in {x.network for x in np_.interfaces}], (m, name)
+            if np_.remote:
+                continue
+            assert np_.loopback6 == whole.nodes[name].loopback6
+            if routing == "static":       # the whole plan's routes, both families
+                assert sorted(np_.routes, key=str) == sorted(whole.nodes[name].routes, key=str)
+                assert any(r.v6 for r in np_.routes)
