@@ -55,7 +55,8 @@ def test_dual_stack_static_routes_ping6_tcp_show_and_routes(lab):
     show = lab.show("dual")["nodes"]
     a0 = show["a"]["interfaces"][0]
     assert a0["ip6"] == "fd00:aa::10/64" and a0["ip"].startswith("10.")
-    from wanlab.portal.app import topology      # the portal's view lists both families
+    # the portal's view lists both families
+    from wanlab.portal.app import topology
     view = {n["name"]: n["addresses"] for n in topology(lab, "dual")["nodes"]}
     assert view["a"][:2] == [a0["ip"], "fd00:aa::10/64"], view
     c_ip6 = show["c"]["interfaces"][0]["ip6"].split("/")[0]
