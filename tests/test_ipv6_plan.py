@@ -115,6 +115,18 @@ def test_ipv6_only_refuses_ipv4_addresses_and_simulated_nodes():
         b.build()
     with pytest.raises(SpecError, match="ipv6 'sometimes' unknown"):
         b.ipv6("sometimes")
+    # nor simulated as a whole; dual stack is, with a warning (IPv4 only crosses them)
+    b = ExperimentBuilder("x")
+    b.ipv6("only")
+    for n in "ab":
+        b.node(n)
+    b.link("a", "b")
+    exp = b.build()
+    with pytest.raises(SpecError, match="IPv6-only experiment cannot be simulated"):
+        make_plan(exp, "abcd", simulate_all=True)
+    from dataclasses import replace
+    plan = make_plan(replace(exp, ipv6="dual"), "abcd", simulate_all=True)
+    assert any("simulated nodes forward IPv4 only" in w for w in plan.warnings)
 
 
 def _random_dual(seed: int):
