@@ -51,9 +51,10 @@ def log(*a):
 
 
 class Suite:
-    def __init__(self, quick, only):
+    def __init__(self, quick, only, ipv6=False):
         self.quick = quick
         self.only = only
+        self.ipv6 = ipv6
         self.lab = Lab()
         self.res = {"meta": {}, "delay": [], "bandwidth": [], "loss": [], "capacity": [], "tcp": [],
                     "scale": {}, "errors": []}
@@ -76,6 +77,9 @@ class Suite:
             t = EngineTopo(self.lab, suffix="e")
         elif kind == "engine-busypoll":
             t = EngineTopo(self.lab, engine_args=["--busy-poll"], suffix="p")
+        elif kind == "engine-ipv6":
+            # the same link, its ends addressed over IPv6 only
+            t = EngineTopo(self.lab, suffix="6", ipv6=True)
         elif kind == "engine-2t":
             # two partitions: each end's port (each direction of the link) on its own core
             t = EngineTopo(self.lab, engine_args=["--threads", "2"], suffix="t")
@@ -120,7 +124,8 @@ class Suite:
                     self.error(f"delay {kind} {fr}", e)
         if not self.engine_ok:
             return
-        variants = ["engine"] + (["engine-busypoll"] if self.busy_poll else [])
+        variants = ["engine"] + (["engine-busypoll"] if self.busy_poll else []) + (
+            ["engine-ipv6"] if self.ipv6 else [])
         for kind in variants:
             try:
                 t = self.topo(kind)
@@ -128,15 +133,16 @@ class Suite:
                 self.error(f"delay {kind} setup", e)
                 continue
             base = {}
-            for d in (delays if kind == "engine" else [0]):
-                for fr in frames:
+            for d in (delays if kind in ("engine", "engine-ipv6") else [0]):
+                for fr in frames_of(kind, frames):
                     try:
                         t.set(delay_us=d * 1000, queue=10000)
                         time.sleep(0.05)
                         r = M.rtt(self.lab, t, fr, rate, dur, wait=1.0 + 2 * d / 1000)
                         obs = r["rtt_avg_us"]
                         exp = 2 * d * 1000.0
-                        row = {"path": kind, "delay_ms": d, "frame": fr, "rtt_us": obs,
+                        row = {"path": kind, "family": 6 if t.ip_b and ":" in t.ip_b else 4,
+                               "delay_ms": d, "frame": fr, "rtt_us": obs,
                                "stdev_us": r["rtt_stdev_us"],
                                "p50_us": r["rtt_p50_us"], "min_us": r["rtt_min_us"],
                                "max_us": r["rtt_max_us"],
@@ -176,11 +182,16 @@ class Suite:
             rates = [384e3, 10e6, 100e6, 1000e6]
         frames = [64, 1518]
         log("== bandwidth")
+        for kind in ["engine"] + (["engine-ipv6"] if self.ipv6 else []):
+            self.bandwidth_rows(kind, rates, frames_of(kind, frames))
+
+    def bandwidth_rows(self, kind, rates, frames):
         try:
-            t = self.topo("engine")
+            t = self.topo(kind)
         except Exception as e:
-            self.error("bandwidth setup", e)
+            self.error(f"bandwidth {kind} setup", e)
             return
+        family = 6 if ":" in t.ip_b else 4
         for rate in rates:
             for fr in frames:
                 # enough packets for a meaningful window even at 56 kbit/s
@@ -206,7 +217,7 @@ class Suite:
                     s, k, eng_bps = M.stream(self.lab, t, fr, dur, bitrate=rate * 1.03,
                                              during=sample)
                     meas = k["bps_frame"]
-                    row = {"rate_bps": rate, "frame": fr, "queue_limit": qlim,
+                    row = {"family": family, "rate_bps": rate, "frame": fr, "queue_limit": qlim,
                            "offered_bps": s["bps_frame"], "measured_bps": meas,
                            "error_pct": (meas - rate) / rate * 100 if meas else None,
                            "engine_bps": eng_bps, "engine_error_pct": (eng_bps - rate) / rate * 100,
@@ -215,11 +226,11 @@ class Suite:
                     row["goal"] = row["error_pct"] is not None and abs(row["error_pct"]) <= 0.5
                     row["offered_short"] = s["bps_frame"] < rate
                     self.res["bandwidth"].append(row)
-                    log(f"  {rate/1e6:g} Mbit/s {fr}B: sink {meas/1e6:.4f} engine "
+                    log(f"  IPv{family} {rate/1e6:g} Mbit/s {fr}B: sink {meas/1e6:.4f} engine "
                         f"{eng_bps/1e6:.4f} "
                         f"offered {s['bps_frame']/1e6:.3f}")
                 except Exception as e:
-                    self.error(f"bandwidth {rate} {fr}", e)
+                    self.error(f"bandwidth IPv{family} {rate} {fr}", e)
         try:
             t.set()
         except Exception as e:
@@ -493,6 +504,14 @@ class Suite:
         meta["loadavg_end"] = os.getloadavg()
 
 
+def frames_of(kind, frames):
+    """The frame sizes a path is measured with: over IPv6 the smallest is 82 bytes (its
+    40-byte header leaves a 64-byte frame no room for wanlab-gen's 20-byte header)."""
+    if kind != "engine-ipv6":
+        return frames
+    return [max(fr, 62 + 20) for fr in frames]
+
+
 def build_relay():
     """Build the capacity suite's relay baseline if this checkout has it and it is missing."""
     if not os.path.exists(RELAY) and os.path.exists(os.path.join(ROOT, "engine", "examples")):
@@ -508,6 +527,8 @@ def main():
     ap.add_argument("--only", help="comma-separated subset: delay,bandwidth,loss,capacity,scale")
     ap.add_argument("--out", default=RESULTS, help="results directory")
     ap.add_argument("--no-save", action="store_true", help="print only")
+    ap.add_argument("--ipv6", action="store_true",
+                    help="also measure the delay and bandwidth rows over IPv6 (engine-ipv6)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         log("fidelity.py must run as root (network namespaces)")
@@ -518,7 +539,7 @@ def main():
         if r.returncode != 0:
             return 1
     build_relay()
-    suite = Suite(args.quick, set(args.only.split(",")) if args.only else None)
+    suite = Suite(args.quick, set(args.only.split(",")) if args.only else None, args.ipv6)
     if not suite.engine_ok:
         log(f"NOTE: {ENGINE} not found; running baselines only")
     atexit.register(suite.lab.close)

@@ -14,23 +14,34 @@ import time
 from netlab import GEN, LabError, ns_cmd, sh, wait_json
 
 FRAME_OVERHEAD = 42  # Ethernet 14 + IPv4 20 + UDP 8
+IPV6_EXTRA = 20      # an IPv6 header is 40 bytes
 _ports = itertools.count(20000)
 
 
-def payload_for_frame(frame):
-    """UDP payload size that yields an Ethernet frame of ``frame`` bytes."""
-    return frame - FRAME_OVERHEAD
+def payload_for_frame(frame, ipv6=False):
+    """UDP payload size that yields an Ethernet frame of ``frame`` bytes (over IPv6:
+    ``ipv6``)."""
+    return frame - FRAME_OVERHEAD - (IPV6_EXTRA if ipv6 else 0)
+
+
+def hostport(ip, port):
+    """``IP:PORT``, an IPv6 address in brackets."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def _v6(topo):
+    return ":" in (topo.ip_b or "")
 
 
 def rtt(lab, topo, frame, rate, duration, wait=None):
     """Round trip a->b->a with wanlab-gen ping/echo; returns the ping report."""
     port = next(_ports)
     idle = 2.0 + duration + (wait or 1.0)
-    echo = lab.popen([GEN, "echo", "--bind", f"{topo.ip_b}:{port}", "--idle-exit", str(idle)],
+    echo = lab.popen([GEN, "echo", "--bind", hostport(topo.ip_b, port), "--idle-exit", str(idle)],
                      ns=topo.ns_b)
     time.sleep(0.15)
-    ping = lab.popen([GEN, "ping", "--dst", f"{topo.ip_b}:{port}", "--size",
-                      str(payload_for_frame(frame)),
+    ping = lab.popen([GEN, "ping", "--dst", hostport(topo.ip_b, port), "--size",
+                      str(payload_for_frame(frame, _v6(topo))),
                       "--rate", str(rate), "--duration", str(duration), "--wait", str(wait or 1.0),
                       "--json"],
                      ns=topo.ns_a)
@@ -53,14 +64,15 @@ def stream(lab, topo, frame, duration, rate=None, bitrate=None, max_rate=False, 
     """
     port = next(_ports)
     idle = 2.0 + extra_wait
-    sink_cmd = [GEN, "sink", "--bind", f"{topo.ip_b}:{port}", "--idle-exit", str(idle),
+    sink_cmd = [GEN, "sink", "--bind", hostport(topo.ip_b, port), "--idle-exit", str(idle),
                 "--fin-exit", str(0.2 + extra_wait), "--duration",
                 str(duration + 10 + 2 * extra_wait), "--json"]
     if interval:
         sink_cmd += ["--interval", str(interval)]
     sink = lab.popen(sink_cmd, ns=topo.ns_b)
     time.sleep(0.15)
-    cmd = [GEN, "send", "--dst", f"{topo.ip_b}:{port}", "--size", str(payload_for_frame(frame)),
+    cmd = [GEN, "send", "--dst", hostport(topo.ip_b, port), "--size",
+           str(payload_for_frame(frame, _v6(topo))),
            "--duration", str(duration), "--json"]
     if max_rate:
         cmd.append("--max")

@@ -281,8 +281,11 @@ class EngineTopo(Topo):
     """Two namespaces joined by link ``l`` of a wanlab-engine."""
     name = "engine"
 
-    def __init__(self, lab, engine_args=(), suffix="e", params=None):
+    def __init__(self, lab, engine_args=(), suffix="e", params=None, ipv6=False):
+        """``ipv6``: the two ends are addressed fd77::1/64 and fd77::2/64 (and nothing else),
+        so the measurements cross the link as IPv6 frames."""
         self.lab = lab
+        self.v6 = ipv6
         self.engine = Engine(lab, engine_args)
         self.link = "l"
         ta, tb = f"wlb{lab.tag[-5:]}{suffix}a", f"wlb{lab.tag[-5:]}{suffix}b"
@@ -292,10 +295,16 @@ class EngineTopo(Topo):
                              "links": [{"link": self.link, "a": "a", "b": "b", "ab": p, "ba": p}]})
         self.ns_a = lab.add_ns(suffix + "a")
         self.ns_b = lab.add_ns(suffix + "b")
-        self.ip_a, self.ip_b = "10.77.0.1", "10.77.0.2"
+        self.ip_a, self.ip_b = ("fd77::1", "fd77::2") if ipv6 else ("10.77.0.1", "10.77.0.2")
         for ns, dev, ip in ((self.ns_a, ta, self.ip_a), (self.ns_b, tb, self.ip_b)):
             sh(["ip", "link", "set", dev, "netns", ns])
-            sh(ns_cmd(ns, ["ip", "addr", "add", ip + "/24", "dev", dev]))
+            if ipv6:        # no router solicitations or DAD: nothing but the test crosses
+                # (the lab's namespaces have IPv6 off: on for this interface only)
+                for key in ("disable_ipv6", "router_solicitations", "dad_transmits"):
+                    sh(ns_cmd(ns, ["sysctl", "-qw", f"net.ipv6.conf.{dev}.{key}=0"]))
+                sh(ns_cmd(ns, ["ip", "addr", "add", ip + "/64", "dev", dev, "nodad"]))
+            else:
+                sh(ns_cmd(ns, ["ip", "addr", "add", ip + "/24", "dev", dev]))
             sh(ns_cmd(ns, ["ip", "link", "set", dev, "mtu", str(MTU), "up"]))
         static_neigh(self.ns_a, ta, self.ip_a, self.ns_b, tb, self.ip_b)
 

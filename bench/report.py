@@ -58,12 +58,12 @@ def markdown(res):
     if res["bandwidth"]:
         L += ["## Bandwidth (Ethernet frame bytes; offered 3 % above the rate)", "",
               "Goal: |error| <= 0.5 % (sink-measured).", "",
-              "| configured | frame (B) | offered | measured at sink | error % | engine out_bytes "
-              "rate | engine error % | goal |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| family | configured | frame (B) | offered | measured at sink | error % | engine "
+              "out_bytes rate | engine error % | goal |",
+              "|---|---|---|---|---|---|---|---|---|"]
         for r in res["bandwidth"]:
             note = " (offered < rate)" if r.get("offered_short") else ""
-            L.append(f"| {rate_name(r['rate_bps'])} | {r['frame']} | "
+            L.append(f"| IPv{r.get('family', 4)} | {rate_name(r['rate_bps'])} | {r['frame']} | "
                      f"{fmt(r['offered_bps']/1e6, 4)} Mbit/s | "
                      f"{fmt(r['measured_bps']/1e6, 5)} Mbit/s | {fmt(r['error_pct'], 3)} | "
                      f"{fmt(r['engine_bps']/1e6, 5)} Mbit/s | "

@@ -59,3 +59,10 @@ def test_markdown_renders_all_sections():
         assert h in md
     assert "| engine | 5 | 64 | 10.0300 |" in md
     assert "56 kbit/s" in md
+
+
+def test_payload_for_frame_over_ipv6_and_hostport():
+    assert M.payload_for_frame(82, ipv6=True) == 20
+    assert M.payload_for_frame(1518, ipv6=True) == 1456
+    assert M.hostport("fd77::2", 5) == "[fd77::2]:5"
+    assert M.hostport("10.77.0.2", 5) == "10.77.0.2:5"

@@ -27,8 +27,13 @@ def test_bridge_rules_parse_and_reach_the_engine_topology():
     (link,) = encode.apply(make_plan(exp, "abcd")).links
     assert link["rules"][0]["dst"] == "192.168.77.64/26"
     assert link["rules"][0]["ab"]["delay_us"] == 50000
-    with pytest.raises(SpecError, match="not an IPv4 prefix"):
+    with pytest.raises(SpecError, match="not an IPv4 or IPv6 prefix"):
         bridge_experiment("br", "x0", "x1", rules=("10.0.0.0/40:delay=1ms",))
+    # an IPv6 prefix: its settings follow the first colon after the /
+    exp6 = bridge_experiment("br", "x0", "x1", rules=("fd00:9::/32:delay=7ms",
+                                                      "fd00:9:8::/48"))
+    assert [(r.dst, r.ab.delay_s) for r in exp6.links[0].rules] == [("fd00:9::/32", 0.007),
+                                                                   ("fd00:9:8::/48", 0.0)]
     with pytest.raises(SpecError, match="key=value"):
         bridge_experiment("br", "x0", "x1", rules=("10.0.0.0/8:dealy=1ms",))
 

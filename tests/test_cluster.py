@@ -127,7 +127,9 @@ def test_a_chain_and_a_lan_spread_over_three_machines(cluster, tmp_path):
 def test_ospf_meets_across_machines(cluster, tmp_path):
     home, _ = cluster
     spec = tmp_path / "ospf.yaml"
-    spec.write_text(CHAIN.format(name="dyn").replace("routing: static", "routing: ospf"))
+    # dual stack: ospfd and ospf6d both meet across the tunnels
+    spec.write_text(CHAIN.format(name="dyn").replace("routing: static",
+                                                      "routing: ospf\nipv6: true"))
     wl(home, "create", str(spec), "--cluster")
     where = json.loads(wl(home, "show", "dyn", "--json").stdout)["machine_of"]
     # a node whose neighbour runs on another machine learned its routes from OSPF
@@ -137,6 +139,10 @@ def test_ospf_meets_across_machines(cluster, tmp_path):
     assert routes.startswith(f"{cut}:") and "proto ospf" in routes, routes
     ping = wl(home, "exec", "dyn", "n0", "--", "ping", "-c", "3", "-i", "0.2", "h1")
     assert " 0% packet loss" in ping.stdout, ping.stdout
+    routes6 = wl(home, "routes", "dyn", cut).stdout
+    assert re.search(r"^  fd\S+ .*proto ospf", routes6, re.M), routes6
+    ping6 = wl(home, "exec", "dyn", "n0", "--", "ping", "-6", "-c", "3", "-i", "0.2", "h1")
+    assert " 0% packet loss" in ping6.stdout, ping6.stdout
     wl(home, "terminate", "dyn")
 
 

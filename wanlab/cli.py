@@ -293,6 +293,8 @@ def cmd_show(lab, a) -> int:
             print(f"    {_usage(d['usage'])}")
         for i in d["interfaces"]:
             print(f"    {i['ifname']:6} {i['ip']:18} {i['mac']}  on {i['network']}")
+            if i.get("ip6") and i["ip6"] != i["ip"]:
+                print(f"    {'':6} {i['ip6']}")
         for r in d["routes"]:
             print(f"    route {r}")
     stats = info.get("stats", {}).get("links", {})

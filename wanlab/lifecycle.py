@@ -559,8 +559,10 @@ class Lab:
                 "nodes": {n.name: {"netns": None if n.simulated else n.netns,
                                    "simulated": n.simulated,
                                    "image": images_of.get(n.name),
-                                   "interfaces": [{"ifname": i.ifname, "ip": f"{i.ip}/"
-                                                   f"{i.prefixlen}", "mac": i.mac,
+                                   "interfaces": [{"ifname": i.ifname,
+                                                   "ip": (i.addresses() or [""])[0],
+                                                   "ip6": f"{i.ip6}/{i.prefixlen6}"
+                                                   if i.ip6 else None, "mac": i.mac,
                                                    "network": i.network}
                                                   for i in n.interfaces],
                                    "routes": [f"{r.dst} via {r.via} dev {r.dev}"
@@ -819,7 +821,8 @@ class Lab:
         return plot_throughput(name, self.flows(name), self.event_log(name), output)
 
     def routes(self, name: str, node: str | None = None) -> dict[str, str]:
-        """Each node's kernel routing table (``ip route``), as text."""
+        """Each node's kernel routing tables (``ip route``, ``ip -6 route`` with IPv6), as
+        text."""
         row = self.store.get(name)
         row = self._need_active(row)
         plan = make_plan(row.ir, row.short)
@@ -831,8 +834,11 @@ class Lab:
                 out[n] = "".join(f"{r.dst} via {r.via} dev {r.dev} (simulated router)\n"
                                  for r in np_.routes)
             elif node is None or n == node:
-                out[n] = subprocess.run(["ip", "-n", np_.netns, "route", "show"],
-                                        capture_output=True, text=True).stdout
+                # each family the experiment has: IPv4's table, then IPv6's
+                families = (["-4"] if np_.ipv4 else []) + (["-6"] if plan.subnets6 else [])
+                out[n] = "".join(subprocess.run(["ip", "-n", np_.netns, f, "route", "show"],
+                                                capture_output=True, text=True).stdout
+                                 for f in families)
         return out
 
     def engine(self, name: str) -> engine.Client:

@@ -1,5 +1,6 @@
 //! Per-destination rules on a link (hitbox's point-to-point mode by address), in virtual
-//! time: IPv4 frames to a rule's prefix take its pipelines, everything else the link's.
+//! time: IPv4 and IPv6 frames to a rule's prefix take its pipelines, everything else the
+//! link's.
 
 use wanlab_engine::control::check::check_topology;
 use wanlab_engine::control::protocol::{parse_request, Request};
@@ -41,6 +42,18 @@ fn frame(dst: Option<[u8; 4]>) -> Vec<u8> {
     f
 }
 
+/// An IPv6 frame (ethertype 0x86dd, 40-byte header) to `dst`.
+fn frame6(dst: &str) -> Vec<u8> {
+    let d: std::net::Ipv6Addr = dst.parse().unwrap();
+    let mut f = vec![0u8; 64];
+    f[..6].copy_from_slice(&[0x33, 0x33, 0, 0, 0, 1]);
+    f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+    f[12..14].copy_from_slice(&[0x86, 0xdd]);
+    f[14] = 0x60;
+    f[38..54].copy_from_slice(&d.octets());
+    f
+}
+
 fn arrivals(vt: &mut VirtualTime) -> Vec<(u64, usize)> {
     let mut d: Vec<(u64, usize)> = vt.take().iter().map(|d| (d.at.nanos(), d.port)).collect();
     d.sort();
@@ -79,6 +92,30 @@ fn longest_prefix_rule_wins_and_other_frames_take_the_link() {
     vt.inject(0, frame(Some([10, 9, 1, 1])), Instant::from_millis(100));
     vt.run_to_idle();
     assert!(arrivals(&mut vt).is_empty());
+}
+
+#[test]
+fn ipv6_rules_match_ipv6_frames_only() {
+    let mut vt = apply(
+        r#"{"dst":"fd00:9::/32","ab":{"delay_us":50000}},
+           {"dst":"fd00:9:8::/48","ab":{"delay_us":30000}},
+           {"dst":"0.0.0.0/0","ab":{"delay_us":90000}}"#,
+    )
+    .unwrap();
+    vt.inject(0, frame6("fd00:9:1::1"), Instant::ZERO); // /32: 50 ms
+    vt.inject(0, frame6("fd00:9:8::7"), Instant::ZERO); // /48: 30 ms
+    vt.inject(0, frame6("fd00:8::1"), Instant::ZERO); // no IPv6 rule: the link's 10 ms
+    vt.inject(0, frame(Some([10, 8, 0, 1])), Instant::ZERO); // IPv4's 0/0: 90 ms
+    vt.run_to_idle();
+    assert_eq!(
+        arrivals(&mut vt),
+        vec![(10 * MS, 1), (30 * MS, 1), (50 * MS, 1), (90 * MS, 1)]
+    );
+    let s = vt.net.stats(Some("l"), vt.now).unwrap();
+    assert_eq!(s.links["l"].rules["fd00:9::/32"].ab.out_pkts, 1);
+    assert_eq!(s.links["l"].rules["fd00:9:8::/48"].ab.out_pkts, 1);
+    let e = apply(r#"{"dst":"fd00::/129"}"#).err().unwrap();
+    assert!(e.contains("rules[0].dst"), "{e}");
 }
 
 #[test]

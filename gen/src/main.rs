@@ -25,7 +25,8 @@ wanlab-gen: sendmmsg/recvmmsg UDP generator and sink
   wanlab-gen ping --dst IP:PORT --size BYTES (--rate PPS | --bitrate BPS) (--duration SECS | --count N)
                   [--wait SECS] [--batch 64] [--tos N] [--json]
 
---size is the UDP payload (>= 20); the Ethernet frame is size + 42 bytes.
+--size is the UDP payload (>= 20); the Ethernet frame is size + 42 bytes (+ 62 over IPv6:
+IP:PORT may be [IPv6]:PORT).
 --bitrate counts Ethernet frame bytes by default (--bitrate-counts).
 --wait-signal: set everything up, then start sending on SIGUSR1.
 --pattern: random departures (ns-2's sources): poisson = exponential gaps at the mean
@@ -95,7 +96,8 @@ const SEND_OPTS: &[&str] = &[
 
 /// Build the send configuration and the connected socket shared by send/ping.
 fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg), String> {
-    let dst = net::parse_v4(a.require("dst")?, "--dst")?;
+    let dst = net::parse_addr(a.require("dst")?, "--dst")?;
+    let extra = net::extra_header(dst);
     let size = a.u64("size")?.ok_or("missing required option --size")? as usize;
     if !(packet::HEADER_LEN..=65507).contains(&size) {
         return Err(format!(
@@ -122,8 +124,8 @@ fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg
             return Err("--bitrate must be in [1, 1e12) bit/s".into());
         }
         let per = match a.str("bitrate-counts").unwrap_or("frame") {
-            "frame" => size + packet::FRAME_OVERHEAD,
-            "ip" => size + packet::IP_OVERHEAD,
+            "frame" => size + packet::FRAME_OVERHEAD + extra,
+            "ip" => size + packet::IP_OVERHEAD + extra,
             "payload" => size,
             o => {
                 return Err(format!(
@@ -143,7 +145,7 @@ fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg
     let batch = a.u64("batch")?.unwrap_or(64).clamp(1, 1024) as usize;
     let bind = a
         .str("bind")
-        .map(|s| net::parse_v4(s, "--bind"))
+        .map(|s| net::parse_addr(s, "--bind"))
         .transpose()?;
     let sock =
         net::sender_socket(dst, bind).map_err(|e| format!("cannot open socket to {dst}: {e}"))?;
@@ -159,6 +161,7 @@ fn send_setup(a: &Args, allow_max: bool) -> Result<(std::net::UdpSocket, SendCfg
         sock,
         SendCfg {
             size,
+            extra,
             pps_num: num,
             pps_den: den,
             duration_ns,
@@ -263,13 +266,14 @@ fn cmd_sink(rest: &[String]) -> Result<(), String> {
         ],
         &["json"],
     )?;
-    let bind = net::parse_v4(a.require("bind")?, "--bind")?;
+    let bind = net::parse_addr(a.require("bind")?, "--bind")?;
     let rule = stop_rule(&a)?;
     let interval = secs_ns(&a, "interval")?.unwrap_or(0);
     let batch = a.u64("batch")?.unwrap_or(256).clamp(1, 1024) as usize;
     let sock = net::bound_socket(bind, Duration::from_millis(50))
         .map_err(|e| format!("cannot bind {bind}: {e}"))?;
-    let r = sink::run(&sock, rule, batch, interval)?;
+    let mut r = sink::run(&sock, rule, batch, interval)?;
+    r.extra = net::extra_header(bind);
     if a.has("json") {
         println!("{}", r.to_json("sink", "owd"));
     } else {
@@ -280,7 +284,7 @@ fn cmd_sink(rest: &[String]) -> Result<(), String> {
 
 fn cmd_echo(rest: &[String]) -> Result<(), String> {
     let a = Args::parse(rest, &["bind", "duration", "idle-exit", "batch"], &["json"])?;
-    let bind = net::parse_v4(a.require("bind")?, "--bind")?;
+    let bind = net::parse_addr(a.require("bind")?, "--bind")?;
     let rule = stop_rule(&a)?;
     let batch = a.u64("batch")?.unwrap_or(64).clamp(1, 1024) as usize;
     let sock = net::bound_socket(bind, Duration::from_millis(50))

@@ -6,7 +6,7 @@
 //! do not move when the struct moves, so the raw pointers stay valid.
 
 use std::io;
-use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
@@ -40,14 +40,28 @@ pub fn set_buffers(sock: &UdpSocket, bytes: i32) {
     }
 }
 
-/// Set the IPv4 TOS byte of outgoing datagrams.
+/// Set the TOS byte (IPv4) or traffic class (IPv6) of outgoing datagrams.
 pub fn set_tos(sock: &UdpSocket, tos: u8) -> io::Result<()> {
-    setsockopt_int(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, tos as i32)
+    if sock.local_addr()?.is_ipv6() {
+        setsockopt_int(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::IPV6_TCLASS,
+            tos as i32,
+        )
+    } else {
+        setsockopt_int(sock.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, tos as i32)
+    }
 }
 
 /// Socket for sending to `dst` (connected, so sendmmsg needs no addresses).
-pub fn sender_socket(dst: SocketAddrV4, bind: Option<SocketAddrV4>) -> io::Result<UdpSocket> {
-    let local = bind.unwrap_or_else(|| SocketAddrV4::new(std::net::Ipv4Addr::UNSPECIFIED, 0));
+pub fn sender_socket(dst: SocketAddr, bind: Option<SocketAddr>) -> io::Result<UdpSocket> {
+    let any = if dst.is_ipv6() {
+        IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+    };
+    let local = bind.unwrap_or(SocketAddr::new(any, 0));
     let s = UdpSocket::bind(local)?;
     s.connect(dst)?;
     set_buffers(&s, 4 << 20);
@@ -56,7 +70,7 @@ pub fn sender_socket(dst: SocketAddrV4, bind: Option<SocketAddrV4>) -> io::Resul
 
 /// Socket bound to `addr` for receiving, with a read timeout so loops can
 /// check their deadlines.
-pub fn bound_socket(addr: SocketAddrV4, timeout: Duration) -> io::Result<UdpSocket> {
+pub fn bound_socket(addr: SocketAddr, timeout: Duration) -> io::Result<UdpSocket> {
     let s = UdpSocket::bind(addr)?;
     set_buffers(&s, 32 << 20);
     s.set_read_timeout(Some(timeout))?;
@@ -67,7 +81,8 @@ pub struct Batch {
     pub slot: usize,
     buf: Vec<u8>,
     iov: Vec<libc::iovec>,
-    names: Vec<libc::sockaddr_in>,
+    /// Peers' addresses (IPv4 or IPv6) as `recvmmsg` left them, for `reflect`.
+    names: Vec<libc::sockaddr_storage>,
     hdrs: Vec<libc::mmsghdr>,
 }
 
@@ -86,7 +101,7 @@ impl Batch {
             slot,
             buf: vec![0u8; n * slot],
             iov: Vec::with_capacity(n),
-            // SAFETY: sockaddr_in and mmsghdr are plain C structs; all-zero is valid.
+            // SAFETY: sockaddr_storage and mmsghdr are plain C structs; all-zero is valid.
             names: vec![unsafe { std::mem::zeroed() }; n],
             hdrs: vec![unsafe { std::mem::zeroed() }; n],
         };
@@ -158,10 +173,9 @@ impl Batch {
         let n = n.min(self.len());
         for i in 0..n {
             self.iov[i].iov_len = self.hdrs[i].msg_len as usize;
-            let name = &mut self.names[i] as *mut libc::sockaddr_in as *mut libc::c_void;
-            let h = &mut self.hdrs[i].msg_hdr;
-            h.msg_name = name;
-            h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as u32;
+            let name = &mut self.names[i] as *mut libc::sockaddr_storage as *mut libc::c_void;
+            // msg_namelen stays what recvmmsg wrote: the peer's address length
+            self.hdrs[i].msg_hdr.msg_name = name;
         }
         let mut done = 0;
         let mut spins = 0;
@@ -212,10 +226,10 @@ impl Batch {
         let n = self.len();
         for i in 0..n {
             self.iov[i].iov_len = self.slot;
-            let name = &mut self.names[i] as *mut libc::sockaddr_in as *mut libc::c_void;
+            let name = &mut self.names[i] as *mut libc::sockaddr_storage as *mut libc::c_void;
             let h = &mut self.hdrs[i].msg_hdr;
             h.msg_name = name;
-            h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as u32;
+            h.msg_namelen = std::mem::size_of::<libc::sockaddr_storage>() as u32;
             self.hdrs[i].msg_len = 0;
         }
         // SAFETY: all headers point at live buffers of the stated sizes.
@@ -239,12 +253,18 @@ impl Batch {
     }
 }
 
-/// Parse `IP:PORT` (IPv4 only), with a readable error.
-pub fn parse_v4(s: &str, what: &str) -> Result<SocketAddrV4, String> {
-    match s.parse::<SocketAddr>() {
-        Ok(SocketAddr::V4(a)) => Ok(a),
-        Ok(SocketAddr::V6(_)) => Err(format!("{what}: only IPv4 is supported, got '{s}'")),
-        Err(_) => Err(format!("{what}: expected IPv4 IP:PORT, got '{s}'")),
+/// Parse `IP:PORT` (IPv4) or `[IPv6]:PORT`, with a readable error.
+pub fn parse_addr(s: &str, what: &str) -> Result<SocketAddr, String> {
+    s.parse::<SocketAddr>()
+        .map_err(|_| format!("{what}: expected IP:PORT or [IPv6]:PORT, got '{s}'"))
+}
+
+/// The bytes an IPv6 header adds per datagram over IPv4's (0 for an IPv4 address).
+pub fn extra_header(a: SocketAddr) -> usize {
+    if a.is_ipv6() {
+        crate::packet::IPV6_EXTRA
+    } else {
+        0
     }
 }
 
@@ -254,10 +274,7 @@ mod tests {
     #[test]
     fn loopback_batch_roundtrip() {
         let rx = bound_socket("127.0.0.1:0".parse().unwrap(), Duration::from_millis(200)).unwrap();
-        let dst = match rx.local_addr().unwrap() {
-            SocketAddr::V4(a) => a,
-            _ => unreachable!(),
-        };
+        let dst = rx.local_addr().unwrap();
         let tx = sender_socket(dst, None).unwrap();
         let mut b = Batch::new(8, 100);
         for i in 0..8 {
@@ -278,8 +295,28 @@ mod tests {
             }
             got += n;
         }
-        assert_eq!(parse_v4("1.2.3.4:5", "x").unwrap().port(), 5);
-        assert!(parse_v4("[::1]:5", "x").is_err());
-        assert!(parse_v4("nope", "x").is_err());
+        assert_eq!(parse_addr("1.2.3.4:5", "x").unwrap().port(), 5);
+        assert!(parse_addr("[::1]:5", "x").unwrap().is_ipv6());
+        assert_eq!(extra_header(parse_addr("[::1]:5", "x").unwrap()), 20);
+        assert!(parse_addr("nope", "x").is_err());
+    }
+
+    #[test]
+    fn ipv6_datagrams_are_reflected_to_their_sender() {
+        let Ok(rx) = bound_socket("[::1]:0".parse().unwrap(), Duration::from_millis(200)) else {
+            return; // no IPv6 on this machine's loopback
+        };
+        let tx = sender_socket(rx.local_addr().unwrap(), None).unwrap();
+        tx.set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut b = Batch::new(4, 100);
+        b.slot_mut(0)[..3].copy_from_slice(b"abc");
+        assert!(matches!(b.send(&tx, 1, 3).unwrap(), SendResult::Sent(1)));
+        let mut r = Batch::new(4, 100);
+        assert_eq!(r.recv(&rx).unwrap(), 1);
+        assert_eq!(r.reflect(&rx, 1).unwrap(), 1);
+        let mut back = [0u8; 16];
+        assert_eq!(tx.recv(&mut back).unwrap(), 3);
+        assert_eq!(&back[..3], b"abc");
     }
 }

@@ -15,6 +15,8 @@ pub const HEADER_LEN: usize = 20;
 pub const FRAME_OVERHEAD: usize = 42;
 /// IPv4 + UDP header bytes.
 pub const IP_OVERHEAD: usize = 28;
+/// What an IPv6 header adds to both (40 bytes instead of 20).
+pub const IPV6_EXTRA: usize = 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

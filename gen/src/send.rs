@@ -18,6 +18,8 @@ use std::net::UdpSocket;
 #[derive(Clone, Debug)]
 pub struct SendCfg {
     pub size: usize,
+    /// Header bytes beyond IPv4's (20 over IPv6): counted in the frame and IP rates.
+    pub extra: usize,
     /// Pace as pps_num/pps_den packets per second; pps_num == 0: unpaced (--max).
     pub pps_num: u128,
     pub pps_den: u128,
@@ -68,6 +70,7 @@ pub struct SendReport {
     pub sum_late_ns: u128,
     pub batches: u64,
     pub size: usize,
+    pub extra: usize,
     pub target_pps: f64,
 }
 
@@ -90,8 +93,14 @@ impl SendReport {
             .num("pps", pps)
             .num("target_pps", self.target_pps)
             .num("bps_payload", pps * self.size as f64 * 8.0)
-            .num("bps_ip", pps * (self.size + IP_OVERHEAD) as f64 * 8.0)
-            .num("bps_frame", pps * (self.size + FRAME_OVERHEAD) as f64 * 8.0)
+            .num(
+                "bps_ip",
+                pps * (self.size + IP_OVERHEAD + self.extra) as f64 * 8.0,
+            )
+            .num(
+                "bps_frame",
+                pps * (self.size + FRAME_OVERHEAD + self.extra) as f64 * 8.0,
+            )
             .int("busy_retries", self.busy)
             .int("batches", self.batches)
             .num("late_max_us", self.max_late_ns as f64 / 1e3)
@@ -145,6 +154,7 @@ pub fn run(sock: &UdpSocket, cfg: &SendCfg) -> Result<SendReport, String> {
     }
     let mut rep = SendReport {
         size: cfg.size,
+        extra: cfg.extra,
         target_pps: cfg.pps_num as f64 / cfg.pps_den.max(1) as f64,
         ..Default::default()
     };

@@ -23,6 +23,8 @@ pub struct Receiver {
     pub last_ns: u64,
     pub fin_ns: Option<u64>,
     pub started_ns: u64,
+    /// Header bytes beyond IPv4's (20 over IPv6): counted in the frame and IP rates.
+    pub extra: usize,
 }
 
 impl Receiver {
@@ -39,6 +41,7 @@ impl Receiver {
             last_ns: 0,
             fin_ns: None,
             started_ns: now_ns(),
+            extra: 0,
         }
     }
 
@@ -108,8 +111,14 @@ impl Receiver {
             .num("span_s", span as f64 / 1e9)
             .num("pps", pps)
             .num("bps_payload", bps)
-            .num("bps_ip", pps * (avg_size + IP_OVERHEAD as f64) * 8.0)
-            .num("bps_frame", pps * (avg_size + FRAME_OVERHEAD as f64) * 8.0)
+            .num(
+                "bps_ip",
+                pps * (avg_size + (IP_OVERHEAD + self.extra) as f64) * 8.0,
+            )
+            .num(
+                "bps_frame",
+                pps * (avg_size + (FRAME_OVERHEAD + self.extra) as f64) * 8.0,
+            )
             .int(&format!("{delay_name}_n"), d.n)
             .opt_num(
                 &format!("{delay_name}_min_us"),
@@ -139,7 +148,7 @@ impl Receiver {
             .num("interval_s", self.intervals.width_ns as f64 / 1e9)
             .raw(
                 "interval_bps_frame",
-                &num_array(&self.intervals.bps(FRAME_OVERHEAD as u64)),
+                &num_array(&self.intervals.bps((FRAME_OVERHEAD + self.extra) as u64)),
             )
             .raw(
                 "interval_pkts",

@@ -122,9 +122,19 @@ def _cluster(store: Store) -> ClusterInfo:
     return info
 
 
-def _ips(plan: Plan, network: str) -> dict[str, str]:
-    return {i.node: i.ip for np_ in plan.nodes.values() for i in np_.interfaces
-            if i.network == network}
+def _ips(plan: Plan, network: str, v6: bool = False) -> dict[str, str | None]:
+    return {i.node: i.ip6 if v6 else i.ip for np_ in plan.nodes.values()
+            for i in np_.interfaces if i.network == network}
+
+
+def _fixed(plan: Plan, network: str, ends: tuple[str, str]) -> dict[str, Any]:
+    """A link's addresses in the whole plan (each family it has), to keep in a part."""
+    ips, ips6 = _ips(plan, network), _ips(plan, network, v6=True)
+    out: dict[str, Any] = dict(ip6_a=ips6[ends[0]], ip6_b=ips6[ends[1]])
+    if network in plan.subnets:
+        out.update(ip_a=ips[ends[0]], ip_b=ips[ends[1]],
+                   netmask=str(plan.subnets[network].prefixlen))
+    return out
 
 
 def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tuple[str, str],
@@ -149,9 +159,7 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
         stubs: dict[str, Node] = {}
         links, tunnels = [], []
         for l in exp.links:
-            ips = _ips(plan, l.name)
-            prefix = str(plan.subnets[l.name].prefixlen)
-            fixed = dict(ip_a=ips[l.a], ip_b=ips[l.b], netmask=prefix)
+            fixed = _fixed(plan, l.name, (l.a, l.b))
             if l.a in mine and l.b in mine:
                 links.append(dataclasses.replace(l, name=ep_links.get(l.name, l.name),
                                                  **fixed))
@@ -179,10 +187,11 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
         for lan in exp.lans:
             if where[f"lan:{lan.name}"] != m:
                 continue
-            ips = _ips(plan, lan.name)
+            ips, ips6 = _ips(plan, lan.name), _ips(plan, lan.name, v6=True)
             lans.append(dataclasses.replace(
-                lan, netmask=str(plan.subnets[lan.name].prefixlen),
-                members=tuple(dataclasses.replace(mm, ip=ips[mm.node])
+                lan, netmask=str(plan.subnets[lan.name].prefixlen) if lan.name in
+                plan.subnets else None,
+                members=tuple(dataclasses.replace(mm, ip=ips[mm.node], ip6=ips6[mm.node])
                               for mm in lan.members)))
         dynamic = exp.rtproto not in ("static", "manual")
         nodes = []
@@ -190,7 +199,8 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
             # static: the whole plan's routes, as manual routes; dynamic: FRR finds them,
             # with every node's loopback (its router id and name) as in the whole plan
             if dynamic:
-                nodes.append(dataclasses.replace(n, loopback=plan.nodes[n.name].loopback))
+                nodes.append(dataclasses.replace(n, loopback=plan.nodes[n.name].loopback,
+                                                 loopback6=plan.nodes[n.name].loopback6))
             else:
                 nodes.append(dataclasses.replace(n, routes=tuple(
                     Route(r.dst, r.via) for r in plan.nodes[n.name].routes)))
@@ -205,7 +215,9 @@ def split(exp: Experiment, plan: Plan, where: dict[str, str], one_way: dict[tupl
             if a.node and a.node not in mine:
                 stubs.setdefault(a.node, Node(a.node, kind="remote"))
         nodes += [dataclasses.replace(stubs[k], loopback=plan.nodes[k].loopback if dynamic
-                                      else None) for k in sorted(stubs)
+                                      else None,
+                                      loopback6=plan.nodes[k].loopback6 if dynamic else None)
+                  for k in sorted(stubs)
                   if k not in {n.name for n in nodes}]
         # BGP: the part's own nodes' sessions (a session is between neighbours, so its
         # other end is here or a stub across a cut link: bgpd runs only in its own nodes,

@@ -111,7 +111,7 @@ def _simulated_nodes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, A
                 "interfaces": [{"port": i.port, "mac": i.mac, "ip": f"{i.ip}/{i.prefixlen}"}
                                for i in np_.interfaces],
                 "routes": [{"dst": "0.0.0.0/0" if r.dst == "default" else r.dst, "via": r.via}
-                           for r in np_.routes]})
+                           for r in np_.routes if not r.v6]})
     return routers, hosts
 
 

@@ -24,8 +24,12 @@ RULE_KEYS = ("delay", "bandwidth", "loss")
 
 def parse_rule(text: str) -> ir.LinkRule:
     """``PREFIX:delay=100ms,bandwidth=1Mb,loss=0.01`` (keys optional, each way alike):
-    frames to PREFIX get these instead of the wire's (hitbox's point-to-point mode)."""
-    prefix, _, rest = text.partition(":")
+    frames to PREFIX (IPv4 or IPv6: ``fd00:9::/32:delay=5ms``; the settings begin at the
+    first colon after its ``/``) get these instead of the wire's (hitbox's point-to-point
+    mode)."""
+    slash = text.find("/")
+    cut = text.find(":", slash) if slash >= 0 else text.find(":")
+    prefix, rest = (text, "") if cut < 0 else (text[:cut], text[cut + 1:])
     kw: dict[str, Any] = {}
     for item in filter(None, rest.split(",")):
         k, eq, v = item.partition("=")

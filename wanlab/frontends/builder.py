@@ -27,6 +27,7 @@ module-level ``experiment`` (an ``Experiment`` or an ``ExperimentBuilder``).
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os as _os
 import sys
 from dataclasses import replace
@@ -217,6 +218,32 @@ class ExperimentBuilder:
                             f"session, ospf, bgp", field="routing")
         self.rtproto = r
 
+    def ipv6(self, mode: Any = True, prefix: str | None = None) -> None:
+        """Address families: ``True`` (dual stack: every interface also gets an IPv6 address),
+        ``"only"`` (IPv6 only) or ``False`` (IPv4 only, the default); ``prefix``: the IPv6
+        prefix (/64 or shorter) the networks' /64s are taken from (default: a unique-local
+        /48 derived from the experiment's name)."""
+        words = {True: "dual", False: "off", "true": "dual", "false": "off", "dual": "dual",
+                 "on": "dual", "off": "off", "only": "only", "1": "dual", "0": "off"}
+        key = mode.lower() if isinstance(mode, str) else mode
+        if not isinstance(key, (str, bool)) or key not in words:
+            raise SpecError(f"ipv6 {mode!r} unknown; write true (dual stack), only or false")
+        self._ipv6 = words[key]
+        if prefix is not None:
+            self.ipv6_prefix(prefix)
+
+    def ipv6_prefix(self, prefix: str) -> None:
+        """The IPv6 prefix the networks' /64s are taken from (/64 or shorter)."""
+        try:
+            net = ipaddress.IPv6Network(str(prefix))
+        except ValueError:
+            raise SpecError(f"{prefix!r} is not an IPv6 prefix (e.g. fd12:3456:789a::/48)"
+                            ) from None
+        if net.prefixlen > 64:
+            raise SpecError(f"IPv6 prefix {net} does not fit: every link and LAN gets a /64 "
+                            f"of it, so it must be /64 or shorter")
+        self._ipv6_prefix = str(net)
+
     def bgp_as(self, node: str, asn: int) -> None:
         """Give ``node`` a BGP AS number (it then runs bgpd)."""
         self._asns = {**getattr(self, "_asns", {}), node: int(asn)}
@@ -329,14 +356,17 @@ class ExperimentBuilder:
     def link(self, a: str, b: str, *, bandwidth: Any = 0, delay: Any = 0, loss: Any = 0,
              queue: Any = None, name: str | None = None, cost: int = 1,
              ip_a: str | None = None, ip_b: str | None = None, netmask: str | None = None,
+             ip6_a: str | None = None, ip6_b: str | None = None,
              source: ir.Source | None = None) -> str:
-        """A duplex link with the same shaping both ways; returns its name."""
+        """A duplex link with the same shaping both ways; returns its name. ``ip_a``/``ip_b``
+        (``ip6_a``/``ip6_b``): the ends' IPv4 (IPv6) addresses, else the planner's."""
         src = source or _caller_source()
         a, b = self._node_ref(a, "a"), self._node_ref(b, "b")
         name = self._name(name, "link")
         p = self._params(bandwidth, delay, loss, queue)
         self._links[name] = dict(name=name, a=a, b=b, ab=p, ba=p, ip_a=_opt_str(ip_a),
                                  ip_b=_opt_str(ip_b), netmask=_opt_str(netmask),
+                                 ip6_a=_opt_str(ip6_a), ip6_b=_opt_str(ip6_b),
                                  cost=units.parse_int(cost, "cost", field="cost"),
                                  source=src)
         return name
@@ -366,7 +396,8 @@ class ExperimentBuilder:
         members = [self._node_ref(n, f"nodes[{i}]") for i, n in enumerate(nodes)]
         name = self._name(name, "lan")
         self._lans[name] = dict(
-            name=name, members={m: {"to_lan": {}, "from_lan": {}, "ip": None} for m in members},
+            name=name, members={m: {"to_lan": {}, "from_lan": {}, "ip": None, "ip6": None}
+                                for m in members},
             order=members,
             bandwidth=units.parse_bandwidth(bandwidth, field="bandwidth"),
             delay=units.parse_delay(delay, field="delay"),
@@ -439,13 +470,14 @@ class ExperimentBuilder:
         l["gateway"] = str(node)
 
     def lan_member(self, lan: str, node: str, *, bandwidth: Any = None, delay: Any = None,
-                   loss: Any = None, ip: str | None = None,
+                   loss: Any = None, ip: str | None = None, ip6: str | None = None,
                    to_lan: Mapping[str, Any] | None = None,
                    from_lan: Mapping[str, Any] | None = None) -> None:
         """Per-member settings: ``bandwidth``/``delay``/``loss`` set the member's own
         attachment both ways (``tb-set-node-lan-params``); ``to_lan``/``from_lan``
         mappings (keys bandwidth, delay, loss, queue) set one direction
-        (``tb-set-lan-simplex-params``); ``ip`` its address (``tb-set-ip-lan``)."""
+        (``tb-set-lan-simplex-params``); ``ip`` its address (``tb-set-ip-lan``), ``ip6`` its
+        IPv6 address (``tb-set-ip6-lan``)."""
         if lan not in self._lans:
             raise SpecError(f"{lan!r} is not a LAN of this experiment", field="lan")
         m = self._lans[lan]["members"].get(node)
@@ -462,6 +494,8 @@ class ExperimentBuilder:
                 m[d][k] = v
         if ip is not None:
             m["ip"] = str(ip)
+        if ip6 is not None:
+            m["ip6"] = str(ip6)
         # check the values now, so errors point at this call
         for d in ("to_lan", "from_lan"):
             self._params(m[d].get("bandwidth"), m[d].get("delay"), m[d].get("loss"),
@@ -520,11 +554,13 @@ class ExperimentBuilder:
         """:meth:`build` for a front end reading ``file``: an error that names no file of
         its own is reported against that file."""
         try:
-            return self.build()
+            exp = self.build()
         except SpecError as e:
             if e.file:
                 raise
             raise SpecError(e.message, file=file, line=e.line, field=e.field) from None
+        # what the planner finds wrong with the whole (addressing) names the file too
+        return exp if exp.source.file else replace(exp, source=ir.Source(file))
 
     def build(self) -> ir.Experiment:
         """The validated experiment."""
@@ -546,7 +582,8 @@ class ExperimentBuilder:
                 to, fr = (self._params(m[d].get("bandwidth"), m[d].get("delay"),
                                        m[d].get("loss"), m[d].get("queue"), base=half)
                           for d in ("to_lan", "from_lan"))
-                members.append(ir.LanMember(node=node, to_lan=to, from_lan=fr, ip=m["ip"]))
+                members.append(ir.LanMember(node=node, to_lan=to, from_lan=fr, ip=m["ip"],
+                                            ip6=m["ip6"]))
             lans.append(ir.Lan(name=l["name"], members=tuple(members),
                                bandwidth_bps=l["bandwidth"], delay_s=l["delay"],
                                loss=l["loss"], netmask=l["netmask"], cost=l["cost"],
@@ -573,6 +610,8 @@ class ExperimentBuilder:
                             seed=units.parse_int(self.seed, "seed", field="seed"),
                             parameters=tuple(self._parameters.values()), swap=self._swap,
                             engine_threads=self._engine_threads,
+                            ipv6=getattr(self, "_ipv6", "off"),
+                            ipv6_prefix=getattr(self, "_ipv6_prefix", None),
                             warnings=tuple(self._warnings))
         exp = edge_spec.expand(exp, self._edge)
         kinds = exp.kinds()

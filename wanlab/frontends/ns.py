@@ -31,6 +31,7 @@ script's file and line.  The full command reference is docs/ns-reference.md.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -325,7 +326,8 @@ class _Records:
             timelines=tuple(timelines), groups=tuple(groups),
             rtproto=rtproto, ospf_hello_s=int(timers[0]), ospf_dead_s=int(timers[1]),
             warnings=tuple(_coalesce(self.warnings)),
-            source=ir.Source(self.display, None), edge=edge)
+            source=ir.Source(self.display, None), edge=edge,
+            **self.ipv6(rec.get("ipv6") or {}))
         return ir.validate(exp)
 
     def edge(self, ed: dict[str, Any], node_objs: list[dict[str, Any]]) -> edge_spec.EdgeSpec:
@@ -358,6 +360,42 @@ class _Records:
                 except SpecError as e:
                     raise self.err(f"tb-set-node-forward: {e.message}", a[1], a[2]) from None
         return spec
+
+    def ip6(self, o: dict[str, Any], key: str) -> str | None:
+        """An address of ``tb-set-ip6-*``, checked at the command's line."""
+        a = o["attrs"].get(key)
+        if a is None:
+            return None
+        try:
+            return str(ipaddress.IPv6Address(a[0]))
+        except ValueError:
+            raise self.err(f"{a[0]!r} is not an IPv6 address", a[1], a[2]) from None
+
+    def ipv6(self, v6: dict[str, Any]) -> dict[str, Any]:
+        """``tb-set-ipv6 true|only|false`` and ``tb-set-ip6-prefix`` -> the IR's fields."""
+        out: dict[str, Any] = {}
+        if "mode" in v6:
+            v, f, line = v6["mode"]
+            words = {"true": "dual", "1": "dual", "dual": "dual", "on": "dual",
+                     "only": "only", "false": "off", "0": "off", "off": "off"}
+            if str(v).lower() not in words:
+                raise self.err(f"tb-set-ipv6 {v!r}: write true (dual stack), only or false",
+                               f, line)
+            out["ipv6"] = words[str(v).lower()]
+        if "prefix" in v6:
+            v, f, line = v6["prefix"]
+            if out.get("ipv6", "off") == "off":
+                raise self.err("tb-set-ip6-prefix needs tb-set-ipv6 true or only", f, line)
+            try:
+                net = ipaddress.IPv6Network(v)
+            except ValueError:
+                raise self.err(f"tb-set-ip6-prefix {v!r} is not an IPv6 prefix (e.g. "
+                               f"fd12:3456:789a::/48)", f, line) from None
+            if net.prefixlen > 64:
+                raise self.err(f"tb-set-ip6-prefix {net} does not fit: every link and LAN "
+                               f"gets a /64 of it, so it must be /64 or shorter", f, line)
+            out["ipv6_prefix"] = str(net)
+        return out
 
     def engine_threads(self, eng: dict[str, Any]) -> int:
         """tb-set-engine-threads N|auto -> the engine's thread count (0: not set)."""
@@ -529,6 +567,7 @@ class _Records:
                        b=self.names[self.val(o, "b")], ab=dirs["ab"], ba=dirs["ba"],
                        ip_a=self.val(o, "ip_a"), ip_b=self.val(o, "ip_b"),
                        netmask=self.val(o, "netmask"), cost=cost,
+                       ip6_a=self.ip6(o, "ip6_a"), ip6_b=self.ip6(o, "ip6_b"),
                        source=self.src(o["file"], o["line"]))
 
     def lan(self, o: dict[str, Any]) -> ir.Lan:
@@ -545,7 +584,7 @@ class _Records:
                 node=self.names[h],
                 to_lan=self.params(o, f"m,{h},to,", what=f"LAN {name}", **half),
                 from_lan=self.params(o, f"m,{h},from,", what=f"LAN {name}", **half),
-                ip=self.val(o, f"m,{h},ip")))
+                ip=self.val(o, f"m,{h},ip"), ip6=self.ip6(o, f"m,{h},ip6")))
         pairs, gateway = self.lan_pairs(o, [m.node for m in members])
         return ir.Lan(name=name, members=tuple(members), bandwidth_bps=bw, delay_s=delay,
                       loss=loss, netmask=self.val(o, "netmask"),

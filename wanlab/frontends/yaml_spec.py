@@ -344,6 +344,10 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
              max_duration=doc.get("max_duration"), no_idle_reason=doc.get("no_idle_swap"))
     if "engine" in doc:
         call(["engine", "threads"], b.engine, threads=(doc["engine"] or {}).get("threads"))
+    if "ipv6" in doc:
+        call(["ipv6"], b.ipv6, doc["ipv6"])
+    if "ipv6_prefix" in doc:
+        call(["ipv6_prefix"], b.ipv6_prefix, doc["ipv6_prefix"])
     if "ospf" in doc:
         call(["ospf"], b.ospf_timers, doc["ospf"].get("hello", 1), doc["ospf"].get("dead", 4))
     for node, asn in (doc.get("bgp", {}).get("as") or {}).items():
@@ -370,7 +374,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
                     loss=l.get("loss", 0), queue=l.get("queue"), name=l.get("name"),
                     cost=l.get("cost", 1), ip_a=(l.get("ips") or [None, None])[0],
                     ip_b=(l.get("ips") or [None, None])[1], netmask=l.get("netmask"),
-                    source=at(p))
+                    ip6_a=(l.get("ips6") or [None, None])[0],
+                    ip6_b=(l.get("ips6") or [None, None])[1], source=at(p))
         for d, src in (("ab", a), ("ba", bb)):
             if d in l:
                 x = l[d]
@@ -401,7 +406,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
             if isinstance(m, dict):
                 call(p + ["nodes", j], b.lan_member, name, m["node"],
                      bandwidth=m.get("bandwidth"), delay=m.get("delay"), loss=m.get("loss"),
-                     ip=m.get("ip"), to_lan=m.get("to_lan"), from_lan=m.get("from_lan"))
+                     ip=m.get("ip"), ip6=m.get("ip6"), to_lan=m.get("to_lan"),
+                     from_lan=m.get("from_lan"))
     if "edge" in doc:
         e = doc["edge"] or {}
         call(["edge"], b.edge, gateway=e.get("gateway"), uplink=e.get("uplink"),

@@ -45,6 +45,8 @@ QUEUE_KINDS = ("droptail", "red", "gred")
 NODE_KINDS = ("emulated", "simulated", "remote")
 RTPROTOS = ("static", "manual", "session", "ospf", "bgp")
 DYNAMIC_RTPROTOS = ("session", "ospf", "bgp")     # run FRR's daemons in every node
+# address families: IPv4 only, dual stack, IPv6 only (YAML ipv6: false | true | only)
+IPV6_MODES = ("off", "dual", "only")
 
 
 def image_routing_refused(node: str) -> str:
@@ -156,6 +158,7 @@ class Node:
     wide_area: bool = False
     loopback: str | None = None      # with dynamic routing: this /32, not the next of
                                      # 10.255/16 (a cluster's parts keep the whole plan's)
+    loopback6: str | None = None     # likewise its IPv6 /128 (with ipv6 dual or only)
     source: Source = field(default_factory=Source)
     image: str | None = None         # its root file system (wanlab image); None: the host's
     tarfiles: tuple[tuple[str, str], ...] = ()   # (folder in its root, tarball on the host)
@@ -176,9 +179,9 @@ class Node:
 
 @dataclass(frozen=True)
 class LinkRule:
-    """A per-destination rule of a link (hitbox's point-to-point mode by address): IPv4
-    frames to ``dst`` (a prefix) cross their own pipelines, ``ab`` and ``ba``, instead of the
-    link's directions; the longest matching prefix wins."""
+    """A per-destination rule of a link (hitbox's point-to-point mode by address): IPv4 or
+    IPv6 frames to ``dst`` (a prefix of that family) cross their own pipelines, ``ab`` and
+    ``ba``, instead of the link's directions; the longest matching prefix wins."""
 
     dst: str
     ab: LinkParams = field(default_factory=LinkParams)
@@ -198,6 +201,8 @@ class Link:
     ip_b: str | None = None
     netmask: str | None = None       # dotted mask or prefix length (tb-set-netmask)
     cost: int = 1                    # routing cost ($ns cost), both directions
+    ip6_a: str | None = None         # IPv6 address of a's interface (tb-set-ip6-link), a /64
+    ip6_b: str | None = None
     source: Source = field(default_factory=Source)
     rules: tuple[LinkRule, ...] = ()     # per-destination rules (wanlab bridge --rule)
 
@@ -210,6 +215,7 @@ class LanMember:
     to_lan: LinkParams = field(default_factory=LinkParams)
     from_lan: LinkParams = field(default_factory=LinkParams)
     ip: str | None = None
+    ip6: str | None = None           # its IPv6 address (tb-set-ip6-lan), in the LAN's /64
 
 
 @dataclass(frozen=True)
@@ -511,6 +517,9 @@ class Experiment:
     warnings: tuple[str, ...] = ()
     source: Source = field(default_factory=Source)
     edge: Edge | None = None            # egress, port forwards, WireGuard (docs/edge.md)
+    ipv6: str = "off"                   # IPV6_MODES: IPv4 only, dual stack or IPv6 only
+    # the prefix every network's /64 is taken from (None: a ULA /48 derived from the name)
+    ipv6_prefix: str | None = None
 
     # -- lookups -----------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -758,6 +767,73 @@ def _check_unique_addresses(exp: Experiment) -> None:
         used[ip] = (who, src)
 
 
+def _check_ipv6(exp: Experiment) -> None:
+    """The address families: IPv6 addresses only with ``ipv6`` on, each a unicast address
+    given once; the experiment's prefix holds /64s; an IPv6-only experiment gives no IPv4
+    addresses and has only emulated nodes (the engine's simulated nodes speak IPv4)."""
+    if exp.ipv6 not in IPV6_MODES:
+        raise _err(f"ipv6 {exp.ipv6!r} unknown; write true (dual stack), only or false",
+                   exp.source, "ipv6")
+    given = [(ip, f"{node} on link {l.name}", f"links.{l.name}.ip6_{end}", l.source)
+             for l in exp.links for ip, node, end in ((l.ip6_a, l.a, "a"), (l.ip6_b, l.b, "b"))]
+    given += [(m.ip6, f"{m.node} on LAN {lan.name}", f"lans.{lan.name}.{m.node}.ip6",
+               lan.source) for lan in exp.lans for m in lan.members]
+    given += [(n.loopback6, f"the loopback of {n.name}", f"nodes.{n.name}.loopback6",
+               n.source) for n in exp.nodes]
+    given = [g for g in given if g[0] is not None]
+    if exp.ipv6 == "off":
+        if exp.ipv6_prefix is not None:
+            raise _err("an IPv6 prefix is given but the experiment has no IPv6 (ipv6: true "
+                       "or only)", exp.source, "ipv6_prefix")
+        if given:
+            ip, _, where, src = given[0]
+            raise _err(f"IPv6 address {ip} is given but the experiment has no IPv6 (ipv6: "
+                       f"true or only)", src, where)
+        return
+    if exp.ipv6_prefix is not None:
+        try:
+            net = ipaddress.IPv6Network(exp.ipv6_prefix)
+        except ValueError:
+            raise _err(f"{exp.ipv6_prefix!r} is not an IPv6 prefix (e.g. fd12:3456:789a::/48)",
+                       exp.source, "ipv6_prefix") from None
+        if net.prefixlen > 64:
+            raise _err(f"IPv6 prefix {net} does not fit: every link and LAN gets a /64 of it, "
+                       f"so it must be /64 or shorter", exp.source, "ipv6_prefix")
+    used: dict[ipaddress.IPv6Address, tuple[str, Source]] = {}
+    for ip, who, where, src in given:
+        try:
+            a = ipaddress.IPv6Address(ip)
+        except ValueError:
+            raise _err(f"{ip!r} is not an IPv6 address", src, where) from None
+        if a.is_multicast or a.is_link_local or a.is_loopback or a.is_unspecified \
+                or a.ipv4_mapped is not None:
+            raise _err(f"{ip} is not a global or unique-local unicast address", src, where)
+        if a in used:
+            first, fsrc = used[a]
+            at = f" ({fsrc.file}:{fsrc.line})" if fsrc.file and fsrc.line else ""
+            raise _err(f"address {a} of {who} is already the address of {first}{at}", src,
+                       where)
+        used[a] = (who, src)
+    if exp.ipv6 != "only":
+        return
+    for l in exp.links:
+        if l.ip_a or l.ip_b or l.netmask:
+            raise _err(f"link {l.name!r} gives IPv4 addresses, but the experiment is IPv6 "
+                       f"only", l.source, f"links.{l.name}.ips")
+    for lan in exp.lans:
+        if lan.netmask or any(m.ip for m in lan.members):
+            raise _err(f"LAN {lan.name!r} gives IPv4 addresses, but the experiment is IPv6 "
+                       f"only", lan.source, f"lans.{lan.name}")
+    for n in exp.nodes:
+        if n.kind == "simulated":
+            raise _err(f"node {n.name} is simulated, and the engine's simulated nodes speak "
+                       f"IPv4: an IPv6-only experiment needs every node emulated", n.source,
+                       f"nodes.{n.name}.kind")
+    if exp.edge is not None:
+        raise _err("an edge (egress, forwards) reaches the outside over IPv4: not with ipv6 "
+                   "only", exp.edge.source, "edge")
+
+
 def _check_edge(exp: Experiment) -> None:
     """Egress and forwards: on emulated nodes, with static or manual routing; ports in
     range; the gateway and its LAN as the front ends made them; the uplink well formed."""
@@ -948,14 +1024,14 @@ def validate(exp: Experiment) -> Experiment:
         pairs.add(frozenset((l.a, l.b)))
         for d in ("ab", "ba"):
             _check_params(getattr(l, d), f"links.{l.name}.{d}", l.source)
-        seen_rules: set[ipaddress.IPv4Network] = set()
+        seen_rules: set[ipaddress.IPv4Network | ipaddress.IPv6Network] = set()
         for r in l.rules:
             where = f"links.{l.name}.rules.{r.dst}"
             try:
-                net = ipaddress.IPv4Network(r.dst)
+                net = ipaddress.ip_network(r.dst)
             except ValueError:
-                raise _err(f"{r.dst!r} is not an IPv4 prefix (e.g. 10.0.2.0/24)", l.source,
-                           where) from None
+                raise _err(f"{r.dst!r} is not an IPv4 or IPv6 prefix (e.g. 10.0.2.0/24, "
+                           f"fd00:9::/32)", l.source, where) from None
             if net in seen_rules:
                 raise _err(f"prefix {r.dst} has two rules", l.source, where)
             seen_rules.add(net)
@@ -1027,6 +1103,7 @@ def validate(exp: Experiment) -> Experiment:
     if exp.bgp_sessions and exp.rtproto not in ("session", "ospf", "bgp"):
         raise _err("BGP sessions need routing bgp, ospf or session", exp.source, "routing")
     _check_unique_addresses(exp)
+    _check_ipv6(exp)
     _check_edge(exp)
     _check_parameters(exp)
     for t in exp.timelines:

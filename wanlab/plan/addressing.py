@@ -130,3 +130,88 @@ def _hosts(net: NetworkSpec, subnet: ipaddress.IPv4Network) -> list[str]:
                 raise SpecError(f"subnet {subnet} is too small for the {len(net.members)} "
                                 f"members of {net.name!r}", field=net.name) from None
     return result
+
+
+# -- IPv6 -------------------------------------------------------------------------------
+# Every link and LAN gets a /64 of the experiment's prefix: a unique-local /48 derived from
+# the experiment's name (RFC 4193's form: fd00::/8 and 40 bits, here of a hash rather than
+# random, so the same experiment always gets the same addresses), or the one the spec gives.
+# Its first /64 holds the nodes' loopbacks; the networks take the next ones in declaration
+# order, skipping any a network with given addresses has. Hosts are ::1, ::2... in member
+# order, after the addresses given.
+
+SUBNET6 = 64
+
+
+def ula_prefix(name: str) -> ipaddress.IPv6Network:
+    """The experiment's unique-local /48, derived from its name."""
+    import hashlib
+    global_id = int.from_bytes(hashlib.sha256(name.encode()).digest()[:5], "big")
+    return ipaddress.IPv6Network(((0xFD << 120) | (global_id << 80), 48))
+
+
+def experiment_prefix(name: str, given: str | None) -> ipaddress.IPv6Network:
+    """The prefix an experiment's IPv6 networks are numbered in."""
+    return ipaddress.IPv6Network(given) if given else ula_prefix(name)
+
+
+def loopback6(prefix: ipaddress.IPv6Network, k: int) -> str:
+    """The ``k``-th node's IPv6 loopback (k from 1): in the prefix's first /64."""
+    return str(prefix.network_address + k)
+
+
+def assign6(networks: list[NetworkSpec], prefix: ipaddress.IPv6Network
+            ) -> dict[str, tuple[ipaddress.IPv6Network, list[str]]]:
+    """Map each network name to (its /64, member IPv6 addresses in member order); the
+    ``fixed`` of each :class:`NetworkSpec` are its given IPv6 addresses."""
+    out: dict[str, tuple[ipaddress.IPv6Network, list[str]]] = {}
+    loopbacks = ipaddress.IPv6Network((prefix.network_address, SUBNET6))
+    taken: dict[ipaddress.IPv6Network, str] = {loopbacks: "the nodes' loopbacks"}
+    for net in networks:
+        fixed = [ip for ip in net.fixed if ip]
+        if not fixed:
+            continue
+        subnet = ipaddress.IPv6Network(f"{fixed[0]}/{SUBNET6}", strict=False)
+        stray = next((ip for ip in fixed if ipaddress.IPv6Address(ip) not in subnet), None)
+        if stray is not None:
+            raise SpecError(f"IPv6 addresses {fixed[0]} and {stray} of {net.name!r} are not in "
+                            f"one /{SUBNET6}", field=net.name)
+        if subnet in taken:
+            raise SpecError(f"IPv6 subnet {subnet} of {net.name!r} is also that of "
+                            f"{taken[subnet]}", field=net.name)
+        taken[subnet] = repr(net.name)
+        out[net.name] = (subnet, _hosts6(net, subnet))
+    auto = [net for net in networks if net.name not in out]
+    room = 1 << (SUBNET6 - prefix.prefixlen)
+    if auto and len(auto) + 1 > room:
+        raise SpecError(f"IPv6 prefix {prefix} does not fit: it holds {room} /{SUBNET6}s, "
+                        f"and the loopbacks and {len(auto)} links and LANs need "
+                        f"{len(auto) + 1}", field="ipv6_prefix")
+    base = int(prefix.network_address)
+    k = 1                 # /64 number 0: the loopbacks
+    for net in auto:
+        while True:
+            if k >= room:
+                raise SpecError(f"IPv6 prefix {prefix} does not fit the experiment's links "
+                                f"and LANs", field="ipv6_prefix")
+            subnet = ipaddress.IPv6Network((base + (k << (128 - SUBNET6)), SUBNET6))
+            k += 1
+            if subnet not in taken:
+                break
+        out[net.name] = (subnet, _hosts6(net, subnet))
+    return out
+
+
+def _hosts6(net: NetworkSpec, subnet: ipaddress.IPv6Network) -> list[str]:
+    used = {ipaddress.IPv6Address(ip) for ip in net.fixed if ip}
+    base = int(subnet.network_address)
+    result, h = [], 1
+    for ip in net.fixed:
+        if ip:
+            result.append(str(ipaddress.IPv6Address(ip)))
+            continue
+        while ipaddress.IPv6Address(base + h) in used:
+            h += 1
+        result.append(str(ipaddress.IPv6Address(base + h)))
+        h += 1
+    return result

@@ -21,7 +21,14 @@ from dataclasses import replace
 from wanlab.errors import SpecError
 from wanlab.model.gc_pause import gc_paused
 from wanlab.model.ir import Experiment
-from wanlab.plan.addressing import NetworkSpec, assign, interface_groups
+from wanlab.plan.addressing import (
+    NetworkSpec,
+    assign,
+    assign6,
+    experiment_prefix,
+    interface_groups,
+    loopback6,
+)
 from wanlab.plan.routes import Attachment, RouteEntry, shortest_path_routes
 from wanlab.plan.sim_flows import sim_flows
 from wanlab.plan.sim_nodes import gateway, is_host, with_endpoints
@@ -55,6 +62,14 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         warnings.append(f"routing {exp.rtproto!r} is simulated with static shortest-path "
                         f"routes (no routing daemons run in simulation)")
         exp = replace(exp, rtproto="static")
+    # the engine's simulated routers and hosts speak IPv4 (docs/routing.md, IPv6)
+    sims = sorted(n for n, np_ in nodes.items() if np_.simulated)
+    if sims and exp.ipv6 == "only":
+        raise SpecError("an IPv6-only experiment cannot be simulated: the engine's simulated "
+                        "nodes speak IPv4", field="ipv6")
+    if sims and exp.ipv6 == "dual":
+        warnings.append(f"simulated nodes forward IPv4 only: IPv6 packets do not cross "
+                        f"{', '.join(sims[:5])}{' ...' if len(sims) > 5 else ''}")
     # (manual: a cluster's part, whose routes are the whole plan's static ones)
     if any(np_.simulated for np_ in nodes.values()) and exp.rtproto not in ("static",
                                                                              "manual"):
@@ -62,16 +77,20 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
                         f"static routes; routing {exp.rtproto!r} needs every node emulated")
 
     # networks in declaration order: links, then LANs
+    v4, v6 = exp.ipv6 != "only", exp.ipv6 != "off"
     specs: list[NetworkSpec] = []
+    fixed6: dict[str, tuple[str | None, ...]] = {}
     members: dict[str, list[str]] = {}
     costs: dict[str, int] = {}
     for l in exp.links:
         specs.append(NetworkSpec(l.name, (l.a, l.b), (l.ip_a, l.ip_b), l.netmask))
+        fixed6[l.name] = (l.ip6_a, l.ip6_b)
         members[l.name] = [l.a, l.b]
         costs[l.name] = l.cost
     for lan in exp.lans:
         specs.append(NetworkSpec(lan.name, tuple(m.node for m in lan.members),
                                  tuple(m.ip for m in lan.members), lan.netmask))
+        fixed6[lan.name] = tuple(m.ip6 for m in lan.members)
         members[lan.name] = [m.node for m in lan.members]
         costs[lan.name] = lan.cost
     src_of = {x.name: x.source for x in (*exp.links, *exp.lans)}
@@ -81,33 +100,49 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         where = f"{src.file}:{src.line}: " if src and src.file and src.line else \
             (f"{src.file}: " if src and src.file else "")
         warnings.append(where + msg)
-    try:
-        addrs = assign(specs, warn=located)
-    except SpecError as e:
-        # name the line that declared the network (addressing knows only its name)
-        src = src_of.get(e.field or "")
-        if src is None or e.file:
-            raise
-        raise SpecError(e.message, file=src.file, line=src.line, field=e.field) from None
+
+    def placed(fn, *args):
+        """``fn(*args)``, its error naming the line that declared the network (addressing
+        knows only its name) or the experiment's."""
+        try:
+            return fn(*args)
+        except SpecError as e:
+            src = src_of.get(e.field or "") or exp.source
+            if e.file or not src.file:
+                raise
+            raise SpecError(e.message, file=src.file, line=src.line, field=e.field) from None
+    addrs = placed(assign, specs, located) if v4 else {}
+    prefix6 = experiment_prefix(exp.name, exp.ipv6_prefix) if v6 else None
+    addrs6 = placed(assign6, [replace(x, fixed=fixed6[x.name]) for x in specs],
+                    prefix6) if prefix6 else {}
 
     port_no = 0
     atts: dict[str, list[Attachment]] = {}
+    atts6: dict[str, list[Attachment]] = {}
     ports_of: dict[str, list[Interface]] = {}
+    none = [None] * max((len(x.members) for x in specs), default=0)
     for spec in specs:
-        subnet, ips = addrs[spec.name]
-        for node, ip in zip(spec.members, ips, strict=True):
+        subnet, ips = addrs.get(spec.name, (None, none))
+        subnet6, ips6 = addrs6.get(spec.name, (None, none))
+        for node, ip, ip6 in zip(spec.members, ips, ips6, strict=False):
             np_ = nodes[node]
+            np_.ipv4 = v4
             ifname = f"eth{len(np_.interfaces)}"
             hi, lo = port_no >> 8 & 0xFF, port_no & 0xFF
             iface = Interface(node=node, ifname=ifname, network=spec.name, ip=ip,
-                              prefixlen=subnet.prefixlen,
+                              prefixlen=subnet.prefixlen if subnet else 0,
                               mac=f"02:{short[:2]}:{short[2:4]}:{port_no >> 16 & 0xFF:02x}:"
                                   f"{hi:02x}:{lo:02x}",
-                              port=f"{node}:{ifname}")
+                              port=f"{node}:{ifname}", ip6=ip6,
+                              prefixlen6=subnet6.prefixlen if subnet6 else 64)
             port_no += 1
             np_.interfaces.append(iface)
             ports_of.setdefault(spec.name, []).append(iface)
-            atts.setdefault(spec.name, []).append(Attachment(node, spec.name, ifname, ip))
+            if ip:
+                atts.setdefault(spec.name, []).append(Attachment(node, spec.name, ifname, ip))
+            if ip6:
+                atts6.setdefault(spec.name, []).append(Attachment(node, spec.name, ifname,
+                                                                  ip6))
 
     # routes
     # session/ospf: routes come from the nodes' OSPF daemons (wanlab/backends/emulate/frr.py)
@@ -136,9 +171,15 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
             table.update({n: full[n] for n in egress})
         for name, entries in table.items():
             nodes[name].routes.extend(entries)
+        # IPv6: the same routine on the same graph, over the networks' /64s
+        nets6 = {n: (addrs6[n][0], atts6[n], costs[n]) for n in atts6 if n != edge_lan}
+        for name, entries in shortest_path_routes(list(nodes), nets6).items() if nets6 \
+                else ():
+            nodes[name].routes.extend(entries)
     for n in exp.nodes:
         for r in n.routes:
-            nodes[n.name].routes.append(_manual_route(n.name, r.dst, r.via, nodes, addrs))
+            nodes[n.name].routes.extend(_manual_route(n.name, r.dst, r.via, nodes, addrs,
+                                                      addrs6))
 
     if exp.edge and egress:
         gw = next(i for i in nodes[exp.edge.gateway].interfaces if i.network == edge_lan)
@@ -150,24 +191,30 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     # With dynamic routing every node also gets a loopback address (10.255.0.0/16, in
     # declaration order), advertised by OSPF: a router's name then stays reachable
     # whichever of its links fail, as on a real backbone.
+    # (IPv6-only, the IPv4 loopback is only the router id, which OSPFv3 and BGP still need)
     if exp.rtproto in ("session", "ospf", "bgp"):
         if len(nodes) > 65534:
             raise SpecError("too many nodes for the 10.255.0.0/16 loopback range")
         fixed = {n.name: n.loopback for n in exp.nodes if n.loopback}
+        fixed6 = {n.name: n.loopback6 for n in exp.nodes if n.loopback6}
         for k, np_ in enumerate(nodes.values(), start=1):
             np_.loopback = fixed.get(np_.name) or f"10.255.{k >> 8}.{k & 0xFF}"
+            np_.ipv4 = v4
+            if prefix6:
+                np_.loopback6 = fixed6.get(np_.name) or loopback6(prefix6, k)
 
     # hosts file: node name → its loopback, else its first interface; node-network → each
-    # interface
+    # interface; each name to its IPv4 address (A) and its IPv6 one (AAAA)
     lines = ["127.0.0.1\tlocalhost", "::1\tlocalhost ip6-localhost ip6-loopback"]
     for np_ in nodes.values():
-        if np_.loopback:
-            lines.append(f"{np_.loopback}\t{np_.name}")
+        for lo_ip in (np_.loopback if v4 else None, np_.loopback6):
+            if lo_ip:
+                lines.append(f"{lo_ip}\t{np_.name}")
         for i, iface in enumerate(np_.interfaces):
             names = f"{np_.name}-{iface.network}"
             if i == 0 and not np_.loopback:
                 names = f"{np_.name} " + names
-            lines.append(f"{iface.ip}\t{names}")
+            lines += [f"{ip}\t{names}" for ip in (iface.ip, iface.ip6) if ip]
     hosts = "\n".join(lines) + "\n"
 
     # engine topology
@@ -194,50 +241,82 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         if is_host(nodes[n]):
             nodes[n].gateway = gateway(nodes[n])
     plan = Plan(short=short, nodes=nodes, subnets={k: v[0] for k, v in addrs.items()},
-                hosts=hosts, warnings=warnings, exp=exp, ports=ports, links=links, lans=lans)
+                hosts=hosts, warnings=warnings, exp=exp, ports=ports, links=links, lans=lans,
+                subnets6={k: v[0] for k, v in addrs6.items()})
     if simulated:
         plan.flows = sim_flows(exp, plan, simulated)
     return plan
 
 
 def _manual_route(node: str, dst: str, via: str, nodes: dict[str, NodePlan],
-                  addrs: dict) -> RouteEntry:
-    """Resolve ``$node add-route DST NEXTHOP`` to a route.
+                  addrs: dict, addrs6: dict) -> list[RouteEntry]:
+    """Resolve ``$node add-route DST NEXTHOP`` to routes.
 
     DST is a node (its first address), a link or LAN (its subnet, as Emulab's
     ``add-route $link``), a prefix or ``default``; NEXTHOP a neighbour node or
-    an address on one of the node's networks."""
+    an address on one of the node's networks. A prefix or an address says the family;
+    names alone give a route in each family the experiment has."""
     me = nodes[node]
+    where = f"nodes.{node}.routes"
+    if dst in addrs or dst in addrs6:
+        if any(i.network == dst for i in me.interfaces):
+            raise SpecError(f"route on {node}: {dst!r} is one of its own networks (no "
+                            f"route needed)", field=where)
+    families = []
+    for fam, table in ((4, addrs), (6, addrs6)):
+        if dst in nodes or dst in table or dst == "default":
+            families.append(fam)
+    if not families and dst not in addrs and dst not in addrs6:
+        try:
+            families = [ipaddress.ip_network(dst, strict=False).version]
+        except ValueError:
+            raise SpecError(f"route on {node}: destination {dst!r} is neither a node, a "
+                            f"link, a LAN nor a prefix", field=where) from None
+    if via not in nodes:
+        try:
+            hop_family = ipaddress.ip_address(via).version
+        except ValueError:
+            raise SpecError(f"route on {node}: next hop {via!r} is neither a node nor an "
+                            f"address", field=where) from None
+        if hop_family not in families:
+            raise SpecError(f"route on {node}: next hop {via} is not of the destination's "
+                            f"address family", field=where)
+        families = [hop_family]
+    have = [f for f in families if (addrs if f == 4 else addrs6)]
+    if not have:
+        raise SpecError(f"route on {node}: the experiment has no IPv{families[0]} addresses "
+                        f"(ipv6: {'false' if families[0] == 6 else 'only'})", field=where)
+    return [_route_of(node, dst, via, nodes, addrs if f == 4 else addrs6, f) for f in have]
+
+
+def _route_of(node: str, dst: str, via: str, nodes: dict[str, NodePlan], addrs: dict,
+              family: int) -> RouteEntry:
+    """One family's route of :func:`_manual_route`."""
+    me = nodes[node]
+    where = f"nodes.{node}.routes"
+
+    def addr(i) -> str:
+        return i.ip if family == 4 else i.ip6
+
     if dst in nodes:
         if not nodes[dst].interfaces:
             raise SpecError(f"route on {node}: destination node {dst!r} has no interfaces")
-        dst = nodes[dst].interfaces[0].ip + "/32"
+        dst = addr(nodes[dst].interfaces[0]) + ("/32" if family == 4 else "/128")
     elif dst in addrs:
-        if any(i.network == dst for i in me.interfaces):
-            raise SpecError(f"route on {node}: {dst!r} is one of its own networks (no "
-                            f"route needed)", field=f"nodes.{node}.routes")
         dst = str(addrs[dst][0])
-    try:
-        dst_net = ipaddress.IPv4Network(dst, strict=False) if dst != "default" else None
-    except ValueError:
-        raise SpecError(f"route on {node}: destination {dst!r} is neither a node, a link, a "
-                        f"LAN nor a prefix", field=f"nodes.{node}.routes") from None
+    dst_net = ipaddress.ip_network(dst, strict=False) if dst != "default" else None
     if via in nodes:
         shared = [(i, j) for i in me.interfaces for j in nodes[via].interfaces
                   if i.network == j.network]
         if not shared:
             raise SpecError(f"route on {node}: next hop {via!r} is not a neighbour",
-                            field=f"nodes.{node}.routes")
+                            field=where)
         mine, theirs = shared[0]
-        return RouteEntry(str(dst_net) if dst_net else "default", theirs.ip, mine.ifname)
-    try:
-        hop = ipaddress.IPv4Address(via)
-    except ValueError:
-        raise SpecError(f"route on {node}: next hop {via!r} is neither a node nor an "
-                        f"address", field=f"nodes.{node}.routes") from None
+        return RouteEntry(str(dst_net) if dst_net else "default", addr(theirs), mine.ifname)
+    hop = ipaddress.ip_address(via)
     for i in me.interfaces:
-        if hop in ipaddress.IPv4Network(f"{i.ip}/{i.prefixlen}", strict=False):
+        if addr(i) and hop in ipaddress.ip_network(
+                f"{addr(i)}/{i.prefixlen if family == 4 else i.prefixlen6}", strict=False):
             return RouteEntry(str(dst_net) if dst_net else "default", str(hop), i.ifname)
     raise SpecError(f"route on {node}: next hop {via} is on none of its networks",
-                    field=f"nodes.{node}.routes")
-
+                    field=where)

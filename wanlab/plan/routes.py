@@ -23,6 +23,10 @@ needs no routes at all, and the others are searched in bins of about
 :data:`BIN_VERTICES` vertices, so that the work grows with the number of nodes times the
 size of their component, not with the square of the whole experiment's.
 
+The routine is the same for both address families: the networks' subnets and the
+attachments' addresses are either all IPv4 or all IPv6 (the plan calls it once per family),
+and only the prefixes written at the end differ.
+
 To keep the table small at scale, routes with the same next hop are merged
 where their prefixes are exact siblings (never covering another next hop's
 prefix), and the next hop carrying the most prefixes becomes the default
@@ -57,17 +61,25 @@ class Attachment:
     ip: str
 
 
+Subnet = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
 @dataclass(frozen=True)
 class RouteEntry:
-    """One route on a node: ``dst`` (CIDR, or 'default') via ``via`` out of ``dev``."""
+    """One route on a node: ``dst`` (CIDR, or 'default') via ``via`` out of ``dev``; an
+    IPv6 route when its next hop is an IPv6 address."""
 
     dst: str
     via: str
     dev: str
 
+    @property
+    def v6(self) -> bool:
+        return ":" in self.via
+
 
 def shortest_path_routes(nodes: list[str],
-                         networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]],
+                         networks: dict[str, tuple[Subnet, list[Attachment], int]],
                          compress: bool = True) -> dict[str, list[RouteEntry]]:
     """Routes for every node. ``networks``: name → (subnet, attachments, cost ≥ 1)."""
     disjoint = _disjoint(networks)
@@ -80,7 +92,7 @@ def shortest_path_routes(nodes: list[str],
     return {n: routes.get(n, []) for n in nodes}
 
 
-def _disjoint(networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]]
+def _disjoint(networks: dict[str, tuple[Subnet, list[Attachment], int]]
               ) -> bool:
     """Whether the subnets of the networks that have members are disjoint (addressing
     makes them so; overlapping ones are merged prefix by prefix, never as ranges)."""
@@ -90,7 +102,7 @@ def _disjoint(networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment],
 
 
 def _bins(nodes: list[str],
-          networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]]):
+          networks: dict[str, tuple[Subnet, list[Attachment], int]]):
     """(nodes, networks) of groups of connected components, in the order of ``nodes``;
     components with one network (whose every node is attached to it) are left out: none
     of their nodes has anything to route to."""
@@ -120,7 +132,7 @@ def _bins(nodes: list[str],
         if n in parent and len(nets_of[root(n)]) > 1:
             nodes_of[root(n)].append(n)
     part_nodes: list[str] = []
-    part_nets: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]] = {}
+    part_nets: dict[str, tuple[Subnet, list[Attachment], int]] = {}
     held = 0
     for r, members in nodes_of.items():
         part_nodes.extend(members)
@@ -137,7 +149,7 @@ class _Graph:
     """Nodes, networks and attachments as integer arrays, and the routing graph."""
 
     def __init__(self, nodes: list[str],
-                 networks: dict[str, tuple[ipaddress.IPv4Network, list[Attachment], int]],
+                 networks: dict[str, tuple[Subnet, list[Attachment], int]],
                  disjoint: bool):
         names = list(dict.fromkeys(list(nodes) + [a.node for _, atts, _ in networks.values()
                                                   for a in atts]))
@@ -212,16 +224,20 @@ class _Graph:
         pre = [(int(networks[net][0].network_address), networks[net][0].prefixlen)
                for net in nets]
         self.prefix = pre
+        self.bits = next((s.max_prefixlen for s, _, _ in networks.values()), 32)
         self.addr_order = np.array(sorted(range(len(nets)), key=lambda k: pre[k]),
                                    dtype=np.int64)
-        lo = np.array([pre[k][0] for k in self.addr_order], dtype=np.int64)
-        hi = lo + np.array([1 << (32 - pre[k][1]) for k in self.addr_order], dtype=np.int64)
-        self.lo, self.hi = lo, hi
         self.touching = np.zeros(len(nets), dtype=bool)
-        self.touching[1:] = lo[1:] == hi[:-1]
+        if self.bits == 32:
+            lo = np.array([pre[k][0] for k in self.addr_order], dtype=np.int64)
+            hi = lo + np.array([1 << (32 - pre[k][1]) for k in self.addr_order],
+                               dtype=np.int64)
+            self.lo, self.hi = lo, hi
+            self.touching[1:] = lo[1:] == hi[:-1]
         # overlapping subnets (which addressing refuses) would break run merging; judged
-        # over the whole experiment, so that a bin merges as the whole graph would
-        self.disjoint = disjoint
+        # over the whole experiment, so that a bin merges as the whole graph would. IPv6
+        # addresses do not fit numpy's integers: its prefixes merge one by one (_collapse)
+        self.disjoint = disjoint and self.bits == 32
 
     def _rows(self, vertices: list[int]) -> np.ndarray:
         """Distances from ``vertices`` to every node (doubled costs; exact: integers)."""
@@ -334,7 +350,7 @@ class _Graph:
         if not merge or not self.disjoint:
             for k in np.flatnonzero(ok):
                 out[key(int(lab[k]))].append(self.prefix[int(self.addr_order[k])])
-            return {k: _collapse(v) for k, v in out.items()} if merge else out
+            return {k: _collapse(v, self.bits) for k, v in out.items()} if merge else out
         # runs of address-adjacent networks with the same next hop merge into ranges
         cont = np.zeros(len(lab), dtype=bool)
         cont[1:] = (lab[1:] == lab[:-1]) & self.touching[1:] & ok[:-1]
@@ -369,6 +385,8 @@ def _table(groups: dict[tuple[str, str], list[tuple[int, int]]],
     if not groups:
         return []
     def entry(a: int, p: int, k: tuple[str, str]) -> RouteEntry:
+        if ":" in k[0]:
+            return RouteEntry(f"{ipaddress.IPv6Address(a)}/{p}", k[0], k[1])
         return RouteEntry(f"{a >> 24}.{a >> 16 & 255}.{a >> 8 & 255}.{a & 255}/{p}", k[0], k[1])
     if not compress:
         return [entry(a, p, k) for k in sorted(groups) for a, p in sorted(groups[k])]
@@ -381,18 +399,19 @@ def _table(groups: dict[tuple[str, str], list[tuple[int, int]]],
     return out
 
 
-def _collapse(prefixes: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Merge sibling prefixes (a/p + a'/p → a/p-1) and drop covered ones; ints for speed."""
+def _collapse(prefixes: list[tuple[int, int]], bits: int = 32) -> list[tuple[int, int]]:
+    """Merge sibling prefixes (a/p + a'/p → a/p-1) and drop covered ones; ints for speed
+    (``bits``: the family's address length)."""
     stack: list[tuple[int, int]] = []
     for addr, plen in sorted(set(prefixes)):
         if stack:
             top, tlen = stack[-1]
-            if plen >= tlen and (addr >> (32 - tlen)) == (top >> (32 - tlen)):
+            if plen >= tlen and (addr >> (bits - tlen)) == (top >> (bits - tlen)):
                 continue                      # covered by the previous prefix
         stack.append((addr, plen))
         while len(stack) >= 2:
             (a1, p1), (a2, p2) = stack[-2], stack[-1]
-            size = 1 << (32 - p1)
+            size = 1 << (bits - p1)
             if p1 == p2 and p1 > 0 and a1 % (2 * size) == 0 and a2 == a1 + size:
                 stack[-2:] = [(a1, p1 - 1)]
             else:

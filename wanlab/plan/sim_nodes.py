@@ -56,11 +56,13 @@ def is_host(np_: "NodePlan") -> bool:
 
 
 def gateway(np_: "NodePlan") -> str | None:
-    """The next hop of a single-interface node's default route (or of its only route)."""
-    for r in np_.routes:
+    """The next hop of a single-interface node's default route (or of its only route);
+    IPv4 (the engine's simulated nodes speak IPv4)."""
+    routes = [r for r in np_.routes if not r.v6]
+    for r in routes:
         if r.dst in ("default", "0.0.0.0/0"):
             return r.via
-    vias = {r.via for r in np_.routes}
+    vias = {r.via for r in routes}
     if len(vias) == 1:
         return vias.pop()
     if vias:

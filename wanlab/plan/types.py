@@ -24,10 +24,17 @@ class Interface:
     node: str
     ifname: str
     network: str
-    ip: str
+    ip: str | None                   # None: an IPv6-only experiment
     prefixlen: int
     mac: str
     port: str
+    ip6: str | None = None           # with ipv6 dual or only: its address in a /64
+    prefixlen6: int = 64
+
+    def addresses(self) -> list[str]:
+        """Its addresses with their prefix lengths, IPv4 first."""
+        return ([f"{self.ip}/{self.prefixlen}"] if self.ip else []) + \
+            ([f"{self.ip6}/{self.prefixlen6}"] if self.ip6 else [])
 
 
 @dataclass
@@ -37,6 +44,8 @@ class NodePlan:
     interfaces: list[Interface] = field(default_factory=list)
     routes: list[RouteEntry] = field(default_factory=list)
     loopback: str | None = None      # a /32 on lo, with dynamic routing (the router id)
+    loopback6: str | None = None     # its /128 on lo, with dynamic routing and IPv6
+    ipv4: bool = True                # False: an IPv6-only experiment (loopback: router id only)
     simulated: bool = False          # a router inside the engine: no namespace
     remote: bool = False             # a cluster neighbour's stub: a namespace for a tunnel
     gateway: str | None = None       # a simulated host's next hop for everything off-link
@@ -156,6 +165,7 @@ class Plan:
     links: list[LinkPlan] = field(default_factory=list)
     lans: list[LanPlan] = field(default_factory=list)
     flows: list[SimFlow] = field(default_factory=list)     # applications between simulated nodes
+    subnets6: dict[str, ipaddress.IPv6Network] = field(default_factory=dict)
 
     def port_map(self) -> PortMap:
         out: dict[str, dict[str, str]] = {}

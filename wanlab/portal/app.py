@@ -763,7 +763,8 @@ def topology(lab: Lab, name: str) -> dict[str, Any]:
         p = plan.nodes.get(n.name)
         nodes.append({"name": n.name, "kind": "simulated" if p and p.simulated else "emulated",
                       "role": "router" if degree.get(n.name, 0) > 1 else "host",
-                      "addresses": [f"{i.ip}/{i.prefixlen}" for i in p.interfaces] if p else []})
+                      "addresses": [a for i in p.interfaces for a in i.addresses()] if p
+                      else []})
 
     def params(lp) -> dict[str, Any]:
         return {"bandwidth_bps": lp.bandwidth_bps, "delay_s": lp.delay_s, "loss": lp.loss,

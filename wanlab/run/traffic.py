@@ -99,7 +99,8 @@ class TrafficAgent:
     # -- helpers ----------------------------------------------------------------
     def _dst_ip(self) -> str:
         if self.receive_here:
-            return self.rt.plan.nodes[self.peer.node].interfaces[0].ip
+            first = self.rt.plan.nodes[self.peer.node].interfaces[0]
+            return first.ip or first.ip6 or ""       # IPv6 only: its IPv6 address
         # on another machine: its address in the sending node's hosts file (the whole
         # experiment's)
         ns = self.rt.plan.nodes[self.transport.node].netns
@@ -195,13 +196,16 @@ class TrafficAgent:
             gen = gen_binary()
             if self.receive_here:
                 self.receiver = self._spawn(sink, [
-                    gen, "sink", "--bind", f"0.0.0.0:{self.port}", "--duration", "864000",
+                    gen, "sink", "--bind", ("0.0.0.0" if self.rt.plan.nodes[sink].ipv4 else
+                                            "[::]") + f":{self.port}", "--duration", "864000",
                     "--interval", "0.1", "--json"], self.base + ".sink.json")
                 self._wait_bound(sink, "udp")
             if not self.send_here:
                 self.prepared = True
                 return
-            argv = [gen, "send", "--dst", f"{self._dst_ip()}:{self.port}",
+            dst = self._dst_ip()
+            argv = [gen, "send", "--dst", f"[{dst}]:{self.port}" if ":" in dst else
+                    f"{dst}:{self.port}",
                     *self._cbr_rate_args(), "--duration", "864000", "--wait-signal", "--json"]
             if self.traffic.tos is not None:
                 argv += ["--tos", str(self.traffic.tos)]

@@ -11,7 +11,7 @@ use super::protocol::{ApplyReq, PortReq};
 use crate::io::tap::check_ifname;
 use crate::model::network::{
     AgentKindSpec, HostSpec, LanSpec, LinkRuleSpec, LinkSpec, MemberSpec, PairSpec, RouterSpec,
-    TopologySpec,
+    RulePrefix, TopologySpec,
 };
 use crate::model::params::LinkParams;
 use crate::model::sim::host::{self, HostConfig};
@@ -147,14 +147,13 @@ pub fn build_apply(a: ApplyReq) -> Result<ApplyCmd, String> {
         let mut prefixes = HashSet::new();
         for (j, r) in l.rules.iter().enumerate() {
             let rctx = format!("{ctx}.rules[{j}]");
-            let (prefix, len) = ipv4::parse_cidr(&r.dst).map_err(|e| format!("{rctx}.dst: {e}"))?;
-            if !prefixes.insert((prefix, len)) {
+            let prefix = RulePrefix::parse(&r.dst).map_err(|e| format!("{rctx}.dst: {e}"))?;
+            if !prefixes.insert(prefix.matcher()) {
                 return Err(format!("{rctx}.dst: \"{}\" is given twice", r.dst));
             }
             topo.link_rules.push(LinkRuleSpec {
                 link: l.link.clone(),
                 prefix,
-                len,
                 ab: merge_params(&d, &r.ab, &format!("{rctx}.ab"))?,
                 ba: merge_params(&d, &r.ba, &format!("{rctx}.ba"))?,
             });

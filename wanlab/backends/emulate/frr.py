@@ -1,4 +1,5 @@
-"""Dynamic routing with real daemons: FRR's zebra and ospfd in every node.
+"""Dynamic routing with real daemons: FRR's zebra and ospfd in every node (ospf6d for
+IPv6, OSPFv3, with the same settings; bgpd where nodes have AS numbers).
 
 This is used for ``$ns rtproto Session`` and ``$ns rtproto ospf`` (YAML
 ``routing: ospf``). Every node runs zebra and ospfd in its own namespace.
@@ -81,19 +82,42 @@ def configs(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str) -> dict[str
              " timers throttle lsa all 0",
              " timers lsa min-arrival 0"]
     for i in np_.interfaces:
-        net = ipaddress.IPv4Network(f"{i.ip}/{i.prefixlen}", strict=False)
-        ospf.append(f" network {net} area 0.0.0.0")
+        if i.ip:
+            net = ipaddress.IPv4Network(f"{i.ip}/{i.prefixlen}", strict=False)
+            ospf.append(f" network {net} area 0.0.0.0")
     if np_.loopback:
         ospf.append(f" network {np_.loopback}/32 area 0.0.0.0")
     ospf.append("!")
     out = {"zebra.conf": "\n".join(zebra) + "\n",
            "vtysh.conf": "! wanlab: per-node vtysh configuration\n"}
-    if exp.rtproto != "bgp":
+    if exp.rtproto != "bgp" and exp.ipv6 != "only":
         out["ospfd.conf"] = "\n".join(ospf) + "\n"
+    if exp.rtproto != "bgp" and exp.ipv6 != "off":
+        out["ospf6d.conf"] = ospf6_config(exp, np_, logdir, rid)
     bgp = bgp_config(exp, plan, np_, logdir, rid)
     if bgp:
         out["bgpd.conf"] = bgp
     return out
+
+
+def ospf6_config(exp: Experiment, np_: NodePlan, logdir: str, rid: str) -> str:
+    """ospf6d.conf (OSPFv3, IPv6): the same areas, costs, network types and timers as
+    ospfd's; the loopback's /128 is in area 0 as well."""
+    costs = {l.name: l.cost for l in exp.links} | {l.name: l.cost for l in exp.lans}
+    p2p = {l.name for l in exp.links}
+    lines = [f"hostname {np_.name}", f"log file {logdir}/ospf6d.log", "!"]
+    for i in np_.interfaces:
+        lines += [f"interface {i.ifname}", " ipv6 ospf6 area 0.0.0.0",
+                  *([" ipv6 ospf6 network point-to-point"] if i.network in p2p else []),
+                  f" ipv6 ospf6 cost {costs[i.network]}",
+                  f" ipv6 ospf6 hello-interval {exp.ospf_hello_s}",
+                  f" ipv6 ospf6 dead-interval {exp.ospf_dead_s}", "!"]
+    if np_.loopback6:
+        lines += ["interface lo", " ipv6 ospf6 area 0.0.0.0", "!"]
+    # as for ospfd: SPF at once after a change, LSAs without minimum intervals
+    lines += ["router ospf6", f" ospf6 router-id {rid}", " timers throttle spf 0 50 1000",
+              " timers lsa min-arrival 0", "!"]
+    return "\n".join(lines) + "\n"
 
 
 def bgp_config(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str, rid: str) -> str:
@@ -107,17 +131,28 @@ def bgp_config(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str, rid: str
              # sessions between emulated routers carry everything: no policy is needed,
              # and connect retries must not wait FRR's default 120 s
              " no bgp ebgp-requires-policy", " no bgp network import-check"]
+    # each family its own sessions, between the neighbours' addresses of that family
+    lines.append(" no bgp default ipv4-unicast")
     mine = {i.network: i for i in np_.interfaces}
+    peers: dict[int, list[str]] = {4: [], 6: []}
     for sess in exp.bgp_sessions:
         if np_.name not in (sess.a, sess.b):
             continue
         peer = sess.b if sess.a == np_.name else sess.a
         shared = next(i for i in plan.nodes[peer].interfaces if i.network in mine)
-        lines += [f" neighbor {shared.ip} remote-as {asn[peer]}",
-                  f" neighbor {shared.ip} timers connect 1",
-                  f" neighbor {shared.ip} advertisement-interval 0"]
-    lines += [" !", " address-family ipv4 unicast", "  redistribute connected",
-              " exit-address-family", "!"]
+        for family, addr in ((4, shared.ip), (6, shared.ip6)):
+            if addr:
+                peers[family].append(addr)
+                lines += [f" neighbor {addr} remote-as {asn[peer]}",
+                          f" neighbor {addr} timers connect 1",
+                          f" neighbor {addr} advertisement-interval 0"]
+    for family, name in ((4, "ipv4"), (6, "ipv6")):
+        if family == 4 and not np_.ipv4 or family == 6 and exp.ipv6 == "off":
+            continue
+        lines += [" !", f" address-family {name} unicast", "  redistribute connected",
+                  *(f"  neighbor {addr} activate" for addr in peers[family]),
+                  " exit-address-family"]
+    lines.append("!")
     return "\n".join(lines) + "\n"
 
 
@@ -136,8 +171,7 @@ def check_installed() -> None:
 def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
     """Write every node's configuration and start its zebra and ospfd (recorded first)."""
     check_installed()
-    what = "zebra + " + ("bgpd" if exp.rtproto == "bgp" else
-                         "ospfd" + (" + bgpd" if exp.asns else ""))
+    what = " + ".join(_daemons(exp, None))
     routers = _routers(plan)
     for np_ in routers:
         _refuse_image(exp, np_.name)
@@ -171,8 +205,7 @@ def start_daemons(store, row, exp: Experiment, np_: NodePlan, folder: str) -> No
     _refuse_image(exp, np_.name)
     logdir = os.path.join(folder, "nodes", np_.name)
     run = os.path.join(etc_dir(np_.netns), "run")
-    daemons = ["zebra"] + (["ospfd"] if exp.rtproto != "bgp" else []) + (
-        ["bgpd"] if np_.name in dict(exp.asns) else [])
+    daemons = _daemons(exp, np_.name)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(run, "zserv.api"))      # a killed zebra's: not a live one
     for daemon in daemons:
@@ -186,6 +219,15 @@ def start_daemons(store, row, exp: Experiment, np_: NodePlan, folder: str) -> No
     _spawn(store, row, np_, f"route-monitor-{np_.name}",
            ["ip", "-n", np_.netns, "-ts", "monitor", "route"],
            os.path.join(logdir, "routes.log"))
+
+
+def _daemons(exp: Experiment, node: str | None) -> list[str]:
+    """The FRR daemons a node runs (``node`` None: any node): zebra; ospfd for IPv4 and
+    ospf6d for IPv6 unless routing is BGP only; bgpd with an AS number."""
+    igp = exp.rtproto != "bgp"
+    return ["zebra"] + (["ospfd"] if igp and exp.ipv6 != "only" else []) + (
+        ["ospf6d"] if igp and exp.ipv6 != "off" else []) + (
+        ["bgpd"] if exp.asns and (node is None or node in dict(exp.asns)) else [])
 
 
 def _refuse_image(exp: Experiment, node: str) -> None:
@@ -225,13 +267,17 @@ def _routers(plan: Plan) -> list:
 
 
 def _tables(plan: Plan) -> dict[str, set[tuple[str, str]]]:
+    """Each router's routes (destination, next hop) in the families the plan has."""
+    families = ([2] if plan.subnets else []) + ([10] if plan.subnets6 else [])
     out = {}
     for np_ in _routers(plan):
         name = np_.name
         with contextlib.closing(netns.netlink(np_.netns)) as ipr:
-            out[name] = {(f"{r.get_attr('RTA_DST')}/{r['dst_len']}",
+            out[name] = {(str(ipaddress.ip_network(f"{r.get_attr('RTA_DST')}/"
+                                                   f"{r['dst_len']}")),
                           str(r.get_attr("RTA_GATEWAY") or r.get_attr("RTA_MULTIPATH") or ""))
-                         for r in ipr.get_routes(family=2, table=254)
+                         for family in families
+                         for r in ipr.get_routes(family=family, table=254)
                          if r.get_attr("RTA_DST")}
     return out
 
@@ -240,10 +286,13 @@ def wait_converged(plan: Plan, timeout: float, settle: float, say) -> float:
     """Wait until every node has a route to every subnet and no table has changed for
     ``settle`` seconds; return the seconds until the last change."""
     t0 = time.monotonic()
-    subnets = {str(n) for n in plan.subnets.values()} | {
-        f"{np_.loopback}/32" for np_ in plan.nodes.values() if np_.loopback}
+    def loopbacks(np_) -> set[str]:
+        return ({f"{np_.loopback}/32"} if np_.loopback and plan.subnets else set()) | (
+            {f"{np_.loopback6}/128"} if np_.loopback6 else set())
+    subnets = {str(n) for n in (*plan.subnets.values(), *plan.subnets6.values())}
+    subnets |= {x for np_ in plan.nodes.values() for x in loopbacks(np_)}
     say("waiting for routing to converge")
-    own = {np_.name: {f"{np_.loopback}/32"} for np_ in _routers(plan)}
+    own = {np_.name: loopbacks(np_) for np_ in _routers(plan)}
     last, last_change = None, t0
     while True:
         tables = _tables(plan)

@@ -42,13 +42,15 @@ BATCH = 128           # requests per send: their acks (one skb each) fit the rec
 
 # attribute numbers (linux/if_link.h, if_addr.h, rtnetlink.h)
 IFLA_ADDRESS, IFLA_MTU = 1, 4
-IFA_ADDRESS, IFA_LOCAL = 1, 2
+IFA_ADDRESS, IFA_LOCAL, IFA_FLAGS = 1, 2, 8
+IFA_F_NODAD = 0x02
 RTA_DST, RTA_OIF, RTA_GATEWAY = 1, 4, 5
 RT_TABLE_MAIN, RTPROT_STATIC, RTN_UNICAST = 254, 4, 1
 
 # kernel settings of a fresh node: forwarding on (any node may route), no IPv6 router
 # solicitations or DAD delays (they would only add chatter and start-up lag)
 SYSCTLS = (("net/ipv4/ip_forward", b"1"),
+           ("net/ipv6/conf/all/forwarding", b"1"),
            ("net/ipv6/conf/default/router_solicitations", b"0"),
            ("net/ipv6/conf/default/dad_transmits", b"0"),
            ("net/ipv6/conf/default/accept_ra", b"0"))
@@ -82,7 +84,12 @@ def _attr(kind: int, payload: bytes) -> bytes:
 
 
 def _ip(addr: str) -> bytes:
-    return socket.inet_aton(addr)
+    """An address in network order: 4 bytes, or 16 for IPv6."""
+    return socket.inet_pton(socket.AF_INET6, addr) if ":" in addr else socket.inet_aton(addr)
+
+
+def _family(addr: str) -> int:
+    return socket.AF_INET6 if ":" in addr else socket.AF_INET
 
 
 def link_set(index: int, mac: str | None = None, mtu: int | None = None,
@@ -100,33 +107,41 @@ def link_set(index: int, mac: str | None = None, mtu: int | None = None,
 
 
 def addr_add(index: int, ip: str, prefixlen: int, what: str = "") -> Request:
-    body = (struct.pack("=BBBBI", socket.AF_INET, prefixlen, 0, 0, index)
-            + _attr(IFA_ADDRESS, _ip(ip)) + _attr(IFA_LOCAL, _ip(ip)))
+    """Add an address; an IPv6 one without duplicate address detection (every address of
+    an experiment is unique by construction, and DAD would hold it back a second)."""
+    if ":" in ip:
+        body = (struct.pack("=BBBBI", socket.AF_INET6, prefixlen, 0, 0, index)
+                + _attr(IFA_ADDRESS, _ip(ip)) + _attr(IFA_FLAGS, struct.pack("=I", IFA_F_NODAD)))
+    else:
+        body = (struct.pack("=BBBBI", socket.AF_INET, prefixlen, 0, 0, index)
+                + _attr(IFA_ADDRESS, _ip(ip)) + _attr(IFA_LOCAL, _ip(ip)))
     return Request(RTM_NEWADDR, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL, body,
                    what or f"add address {ip}/{prefixlen}")
 
 
 def _dst(dst: str) -> tuple[int, bytes]:
-    if dst in ("default", "0.0.0.0/0"):
+    if dst in ("default", "0.0.0.0/0", "::/0"):
         return 0, b""
     net, _, plen = dst.partition("/")
-    return int(plen or 32), _attr(RTA_DST, _ip(net))
+    return int(plen or (128 if ":" in net else 32)), _attr(RTA_DST, _ip(net))
 
 
 def route_replace(dst: str, via: str, oif: int, what: str = "") -> Request:
+    """Add or replace the route to ``dst`` (its family is its next hop's)."""
     plen, attr = _dst(dst)
-    body = (struct.pack("=BBBBBBBBI", socket.AF_INET, plen, 0, 0, RT_TABLE_MAIN,
+    body = (struct.pack("=BBBBBBBBI", _family(via), plen, 0, 0, RT_TABLE_MAIN,
                         RTPROT_STATIC, 0, RTN_UNICAST, 0)
             + attr + _attr(RTA_GATEWAY, _ip(via)) + _attr(RTA_OIF, struct.pack("=I", oif)))
     return Request(RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_ACK | NLM_F_REPLACE | NLM_F_CREATE,
                    body, what or f"add route {dst} via {via}")
 
 
-def route_del(dst: str, what: str = "") -> Request:
-    """Delete the main table's route to ``dst`` (whatever its next hop); a missing one is
-    no error."""
+def route_del(dst: str, what: str = "", v6: bool = False) -> Request:
+    """Delete the main table's route to ``dst`` (whatever its next hop; ``v6``: the IPv6
+    table's); a missing one is no error."""
     plen, attr = _dst(dst)
-    body = struct.pack("=BBBBBBBBI", socket.AF_INET, plen, 0, 0, RT_TABLE_MAIN,
+    family = socket.AF_INET6 if v6 or ":" in dst else socket.AF_INET
+    body = struct.pack("=BBBBBBBBI", family, plen, 0, 0, RT_TABLE_MAIN,
                        0, 0, 0, 0) + attr
     return Request(RTM_DELROUTE, NLM_F_REQUEST | NLM_F_ACK, body,
                    what or f"delete route {dst}", ignore=None)
@@ -180,7 +195,7 @@ def ifindexes(ns: str) -> dict[str, int]:
 def route_requests(np_: NodePlan, index: dict[str, int],
                    old: list[RouteEntry] = ()) -> list[Request]:
     """Make the node's routes ``np_.routes``: delete those of ``old`` no longer wanted."""
-    out = [route_del(r.dst) for r in old if r not in np_.routes]
+    out = [route_del(r.dst, v6=r.v6) for r in old if r not in np_.routes]
     for r in np_.routes:
         if r.dev not in index:
             raise WanlabError(f"node {np_.name}: route {r.dst} via {r.via} leaves by "
@@ -208,12 +223,17 @@ def configure(np_: NodePlan, interfaces: list[Interface], known: dict[str, int],
     reqs = []
     if lo:
         reqs.append(link_set(LOOPBACK, up=True, what="bring lo up"))
-        if np_.loopback:
+        if np_.loopback and np_.ipv4:
             reqs.append(addr_add(LOOPBACK, np_.loopback, 32, f"add {np_.loopback}/32 to lo"))
+        if np_.loopback6:
+            reqs.append(addr_add(LOOPBACK, np_.loopback6, 128,
+                                 f"add {np_.loopback6}/128 to lo"))
     for i in interfaces:
         k = index[i.ifname]
         reqs.append(link_set(k, mac=i.mac, mtu=MTU, up=True, what=f"set up {i.ifname}"))
-        reqs.append(addr_add(k, i.ip, i.prefixlen, f"add {i.ip}/{i.prefixlen} to {i.ifname}"))
+        for ip, plen in ((i.ip, i.prefixlen), (i.ip6, i.prefixlen6)):
+            if ip:
+                reqs.append(addr_add(k, ip, plen, f"add {ip}/{plen} to {i.ifname}"))
     _run(np_, reqs)
 
 

@@ -86,7 +86,9 @@ proc ::wl::emit {} {
     dict for {k v} $::wl::edge { lappend ed "[json::str $k]:[json::lv $v]" }
     set eng [list]
     dict for {k v} $::wl::engine { lappend eng "[json::str $k]:[json::lv $v]" }
-    return "\{\"ok\":true,\"sim\":[json::str $::wl::sim],\"rtproto\":$rt,\"ospf\":\[[join $::wl::ospf ,]\],\"ran\":$::wl::ran,\"unused_params\":[json::strs [dict keys $::wl::tparams]],\"tparams\":\[[join $tds ,]\],\"swap\":\{[join $sw ,]\},\"edge\":\{[join $ed ,]\},\"engine\":\{[join $eng ,]\},\"objects\":\[[join $objs ,\n]\],\"events\":\[[join $evs ,\n]\],\"warnings\":\[[join $ws ,\n]\]\}"
+    set v6 [list]
+    dict for {k v} $::wl::ipv6 { lappend v6 "[json::str $k]:[json::lv $v]" }
+    return "\{\"ok\":true,\"sim\":[json::str $::wl::sim],\"rtproto\":$rt,\"ospf\":\[[join $::wl::ospf ,]\],\"ran\":$::wl::ran,\"unused_params\":[json::strs [dict keys $::wl::tparams]],\"tparams\":\[[join $tds ,]\],\"swap\":\{[join $sw ,]\},\"edge\":\{[join $ed ,]\},\"engine\":\{[join $eng ,]\},\"ipv6\":\{[join $v6 ,]\},\"objects\":\[[join $objs ,\n]\],\"events\":\[[join $evs ,\n]\],\"warnings\":\[[join $ws ,\n]\]\}"
 }
 
 proc ::wl::emit_error {msg info code} {

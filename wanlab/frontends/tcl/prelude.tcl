@@ -36,6 +36,7 @@ namespace eval ::wl {
     variable swap {}         ;# idle / maxduration / noidle -> located value
     variable edge {}         ;# the edge settings (tb-set-edge-*) -> located value
     variable engine {}       ;# threads -> located value (tb-set-engine-threads)
+    variable ipv6 {}         ;# mode / prefix -> located value (tb-set-ipv6, tb-set-ip6-prefix)
     variable procdef         ;# proc name -> {file line} of its definition
     array set procdef {}
     variable anchors         ;# frame level -> {file line}: where that level's lines count from

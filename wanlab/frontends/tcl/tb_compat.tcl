@@ -59,6 +59,37 @@ proc tb-set-ip-lan {src lan ip} {
     ::wl::set_attr $l m,$h,ip $ip
 }
 
+# -- IPv6 (wanlab extensions; docs/ns-reference.md) ------------------------------
+# The addresses are checked by the front end (Python's parser), at the command's line.
+
+proc tb-set-ipv6 {mode} { dict set ::wl::ipv6 mode [::wl::lv $mode] }
+
+proc tb-set-ip6-prefix {prefix} { dict set ::wl::ipv6 prefix [::wl::lv $prefix] }
+
+proc ::wl::set_link_ip6 {link node ip what} {
+    if {[::wl::get_attr $link a] eq $node} { ::wl::set_attr $link ip6_a $ip
+    } elseif {[::wl::get_attr $link b] eq $node} { ::wl::set_attr $link ip6_b $ip
+    } else { ::wl::fail "$what: [::wl::N $node] is not an end of link [::wl::N $link]" }
+}
+
+proc tb-set-ip6-interface {src dst ip} {
+    set link [::wl::link_between $src $dst tb-set-ip6-interface]
+    ::wl::set_link_ip6 $link [::wl::H $src] $ip tb-set-ip6-interface
+}
+
+proc tb-set-ip6-link {src link ip} {
+    set h [::wl::need $src Node tb-set-ip6-link]
+    set l [::wl::need $link Link tb-set-ip6-link]
+    ::wl::set_link_ip6 $l $h $ip tb-set-ip6-link
+}
+
+proc tb-set-ip6-lan {src lan ip} {
+    set h [::wl::need $src Node tb-set-ip6-lan]
+    set l [::wl::need $lan Lan tb-set-ip6-lan]
+    if {![info exists ::wl::member($l,$h)]} { ::wl::fail "tb-set-ip6-lan: $src is not a member of LAN $lan" }
+    ::wl::set_attr $l m,$h,ip6 $ip
+}
+
 proc tb-set-netmask {lanlink mask} {
     set h [::wl::need $lanlink {Link Lan} tb-set-netmask]
     ::wl::set_attr $h netmask $mask

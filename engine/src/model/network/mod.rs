@@ -52,7 +52,7 @@ mod udp_agents;
 use partition::owns;
 pub use spec::{
     AgentKindSpec, AgentSpec, HostSpec, LanSpec, LinkRuleSpec, LinkSpec, MemberSpec, PairSpec,
-    RouterSpec, TopologySpec,
+    RouterSpec, RulePrefix, TopologySpec,
 };
 pub use stats::{DirStats, LinkStats, MemberStats, StatsBody};
 pub use targets::Dir;
@@ -138,21 +138,32 @@ struct Port {
     clock_ahead_ns: i64,
 }
 
-/// An IPv4 destination prefix and the pipeline its frames take instead of the ingress.
+/// A destination prefix (IPv4 or IPv6, by the EtherType of the frames it matches; an IPv4
+/// one in the low 32 bits) and the pipeline its frames take instead of the ingress.
 #[derive(Debug, Clone, Copy)]
 struct PortRule {
-    net: u32,
-    mask: u32,
+    ethertype: u16,
+    net: u128,
+    mask: u128,
     pipe: PipeIdx,
 }
 
-/// The pipeline of the first rule whose prefix holds the frame's IPv4 destination.
+/// The pipeline of the first rule whose prefix holds the frame's IPv4 or IPv6 destination.
 fn classify(rules: &[PortRule], frame: &[u8]) -> Option<PipeIdx> {
-    if frame.len() < HEADER_LEN + 20 || frame[12..14] != [0x08, 0x00] {
-        return None;
-    }
-    let dst = u32::from_be_bytes([frame[30], frame[31], frame[32], frame[33]]);
-    rules.iter().find(|r| dst & r.mask == r.net).map(|r| r.pipe)
+    let (ethertype, dst) = match frame.get(12..14)? {
+        [0x08, 0x00] if frame.len() >= HEADER_LEN + 20 => (
+            0x0800,
+            u128::from(u32::from_be_bytes(frame[30..34].try_into().ok()?)),
+        ),
+        [0x86, 0xdd] if frame.len() >= HEADER_LEN + 40 => {
+            (0x86dd, u128::from_be_bytes(frame[38..54].try_into().ok()?))
+        }
+        _ => return None,
+    };
+    rules
+        .iter()
+        .find(|r| r.ethertype == ethertype && dst & r.mask == r.net)
+        .map(|r| r.pipe)
 }
 
 #[derive(Debug)]

@@ -5,6 +5,7 @@ use crate::model::sim::agent::CbrSpec;
 use crate::model::sim::host::HostConfig;
 use crate::model::sim::router::{Interface, Route};
 use crate::model::sim::tcp::sender::TcpSpec;
+use crate::wire::{ipv4, ipv6};
 
 /// A point-to-point link between two ports.
 #[derive(Debug, Clone)]
@@ -16,15 +17,59 @@ pub struct LinkSpec {
     pub ba: LinkParams,
 }
 
-/// A per-destination rule of link `link`: IPv4 frames to `prefix/len` cross their own
+/// A per-destination rule of link `link`: IPv4 or IPv6 frames to `prefix` cross their own
 /// pipelines (`ab`, `ba`) instead of the link's.
 #[derive(Debug, Clone)]
 pub struct LinkRuleSpec {
     pub link: String,
-    pub prefix: [u8; 4],
-    pub len: u8,
+    pub prefix: RulePrefix,
     pub ab: LinkParams,
     pub ba: LinkParams,
+}
+
+/// A rule's destination prefix, of either family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RulePrefix {
+    V4(ipv4::Addr, u8),
+    V6(ipv6::Addr, u8),
+}
+
+impl RulePrefix {
+    /// `"a.b.c.d/len"` or `"addr:.../len"`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        if s.contains(':') {
+            ipv6::parse_cidr(s).map(|(a, l)| RulePrefix::V6(a, l))
+        } else {
+            ipv4::parse_cidr(s).map(|(a, l)| RulePrefix::V4(a, l))
+        }
+    }
+    /// Its usual text form (the network address, host bits cleared).
+    pub fn label(&self) -> String {
+        match *self {
+            RulePrefix::V4(a, l) => {
+                let [p0, p1, p2, p3] = (u32::from_be_bytes(a) & ipv4::mask(l)).to_be_bytes();
+                format!("{p0}.{p1}.{p2}.{p3}/{l}")
+            }
+            RulePrefix::V6(a, l) => {
+                let net = (u128::from_be_bytes(a) & ipv6::mask(l)).to_be_bytes();
+                format!("{}/{l}", ipv6::display(net))
+            }
+        }
+    }
+    /// The EtherType of the frames it matches, and its network and mask as 128-bit numbers
+    /// (an IPv4 one in the low 32 bits).
+    pub fn matcher(&self) -> (u16, u128, u128) {
+        match *self {
+            RulePrefix::V4(a, l) => {
+                let m = u128::from(ipv4::mask(l));
+                (0x0800, u128::from(u32::from_be_bytes(a)) & m, m)
+            }
+            RulePrefix::V6(a, l) => {
+                let m = ipv6::mask(l);
+                (ipv6::ETHERTYPE, u128::from_be_bytes(a) & m, m)
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

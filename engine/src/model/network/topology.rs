@@ -240,8 +240,7 @@ impl Network {
         let Some((a, b)) = self.links.by_id(&r.link).map(|l| (l.a, l.b)) else {
             return;
         };
-        let [p0, p1, p2, p3] = r.prefix;
-        let label = format!("{p0}.{p1}.{p2}.{p3}/{}", r.len);
+        let label = r.prefix.label();
         let ab = self.new_pipe(
             r.ab,
             &format!("link:{}:{label}:ab", r.link),
@@ -254,15 +253,15 @@ impl Network {
             (b, Sink::Port(a)),
             now,
         );
-        let mask = if r.len == 0 {
-            0
-        } else {
-            u32::MAX << (32 - u32::from(r.len.min(32)))
-        };
-        let net = u32::from_be_bytes(r.prefix) & mask;
+        let (ethertype, net, mask) = r.prefix.matcher();
         for (port, pipe) in [(a, ab), (b, ba)] {
             if let Some(p) = self.ports.get_mut(port) {
-                p.rules.push(PortRule { net, mask, pipe });
+                p.rules.push(PortRule {
+                    ethertype,
+                    net,
+                    mask,
+                    pipe,
+                });
                 p.rules
                     .sort_by_key(|x| std::cmp::Reverse(x.mask.count_ones()));
             }
