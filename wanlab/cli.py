@@ -28,6 +28,11 @@ def _load(path: str, a=None):
     return commands.apply_swap_flags(exp, a) if a is not None else exp
 
 
+def _source_path(arg: str) -> str:
+    """Where the description came from: its file, or a dataset's name (``zoo:Abilene``)."""
+    return arg if arg.startswith("zoo:") else os.path.abspath(arg)
+
+
 def cmd_parse(lab, a) -> int:
     from wanlab.plan.plan import make_plan
     exp = _load(a.file, a)
@@ -48,7 +53,7 @@ def cmd_create(lab, a) -> int:
     if a.name:
         exp = exp.with_name(a.name)
     t0 = time.monotonic()
-    row = sites.for_new(lab, a.cluster).create(exp, source_path=os.path.abspath(a.file),
+    row = sites.for_new(lab, a.cluster).create(exp, source_path=_source_path(a.file),
                                                swapin=not a.no_swapin)
     print(f"{row.name}: {row.state} (id {row.short}, {len(row.ir.nodes)} nodes, "
           f"{time.monotonic() - t0:.2f} s)")
@@ -105,7 +110,7 @@ def cmd_run(lab, a) -> int:
     if a.seed is not None or a.duration is not None or a.out or a.threads is not None:
         raise WanlabError("--seed, --duration, --out and --threads go with --simulate (an "
                           "emulation takes its seed from the spec and runs to its last event)")
-    s = sites.for_new(lab, a.cluster).run(exp, source_path=os.path.abspath(a.file),
+    s = sites.for_new(lab, a.cluster).run(exp, source_path=_source_path(a.file),
                                           terminate=a.terminate)
     for e in s["events"]:
         print(_event_line(e))
@@ -157,7 +162,7 @@ def _print_simulation(s: dict) -> int:
 
 def cmd_compare(lab, a) -> int:
     exp = _load(a.file, a)
-    r = lab.compare(exp, out=a.out, source_path=os.path.abspath(a.file))
+    r = lab.compare(exp, out=a.out, source_path=_source_path(a.file))
     print(f"{'flow':16} {'kind':6} {'emulated':>16} {'simulated':>16} {'ratio':>7}  details")
     for row in r["flows"]:
         e, s = row["emulated"], row["simulated"]

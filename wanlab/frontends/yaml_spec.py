@@ -350,6 +350,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
         call(["bgp", "as", node], b.bgp_as, node, asn)
     for i, (x, y) in enumerate(doc.get("bgp", {}).get("sessions") or []):
         call(["bgp", "sessions", i], b.bgp_session, x, y)
+    if "topology" in doc:
+        _topology(b, doc, file, at(["topology"]), call)
     for i, n in enumerate(doc.get("nodes", [])):
         if isinstance(n, str):
             n = {"name": n}
@@ -423,6 +425,24 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
              *[str(a) for a in ev.get("args", [])], source=at(["events", i]))
     exp = b.build_from(file)
     return replace(exp, warnings=tuple(notes) + exp.warnings) if notes else exp
+
+
+def _topology(b: ExperimentBuilder, doc: dict[str, Any], file: str, src: ir.Source,
+              call) -> None:
+    """``topology: {gml|graphml|zoo, hosts, bandwidth, delay}``: a map's routers and links
+    (:mod:`wanlab.frontends.topology`), before the file's own nodes and links."""
+    from wanlab.frontends import topology
+
+    t = doc["topology"]
+    base = None if file.startswith("<") else str(Path(file).resolve().parent)
+    try:
+        m = topology.read_spec(t, base, file)
+    except SpecError as e:
+        if e.file and e.file != file:
+            raise              # the map file's own error
+        raise SpecError(e.message, file=file, line=src.line, field=e.field) from None
+    call(["topology"], topology.declare, b, m, hosts=t.get("hosts", 0),
+         bandwidth=t.get("bandwidth", 0), delay=t.get("delay", 0), source=src)
 
 
 def _unitless(doc: dict[str, Any]) -> list[tuple[list[Any], str]]:
