@@ -235,7 +235,7 @@ class ExperimentBuilder:
              external: str | None = None, cpu: Any = None, memory: Any = None,
              pids: Any = None, cpus: Any = None, cpu_weight: Any = None,
              egress: Any = False, wide_area: bool = False,
-             source: ir.Source | None = None) -> str:
+             copies: Any = (), source: ir.Source | None = None) -> str:
         """Declare a node; returns its name. ``image``: its own root file system (a
         ``wanlab image``; ``os`` maps an Emulab OS name to one); ``tarfiles``: pairs
         (folder in its root, tarball) unpacked there; ``packages``: Debian packages (or
@@ -274,6 +274,8 @@ class ExperimentBuilder:
                 raise SpecError(f"node {name}: each tarfile is a folder and a tarball: "
                                 f"{t!r}", src.file, src.line, "tarfiles")
             tars.append(normalize.tarfile_entry(t[0], t[1], base, src))
+        for dst, what in copies or ():     # a file or folder copied to ``dst``
+            tars.append(normalize.copy_entry(dst, what, src))
         pkgs = [normalize.rpm_package(p, base, src) for p in packages or ()]
         img, notes = normalize.node_image(name, os, image, src, setup=bool(tars or pkgs),
                                           simulated=kind == "simulated")
@@ -329,8 +331,10 @@ class ExperimentBuilder:
     def link(self, a: str, b: str, *, bandwidth: Any = 0, delay: Any = 0, loss: Any = 0,
              queue: Any = None, name: str | None = None, cost: int = 1,
              ip_a: str | None = None, ip_b: str | None = None, netmask: str | None = None,
+             ifnames: tuple[str | None, str | None] = (None, None),
              source: ir.Source | None = None) -> str:
-        """A duplex link with the same shaping both ways; returns its name."""
+        """A duplex link with the same shaping both ways; returns its name. ``ifnames``:
+        the interface names at ``a`` and ``b`` (default: the next ethN)."""
         src = source or _caller_source()
         a, b = self._node_ref(a, "a"), self._node_ref(b, "b")
         name = self._name(name, "link")
@@ -338,7 +342,7 @@ class ExperimentBuilder:
         self._links[name] = dict(name=name, a=a, b=b, ab=p, ba=p, ip_a=_opt_str(ip_a),
                                  ip_b=_opt_str(ip_b), netmask=_opt_str(netmask),
                                  cost=units.parse_int(cost, "cost", field="cost"),
-                                 source=src)
+                                 ifnames=tuple(_opt_str(x) for x in ifnames), source=src)
         return name
 
     def direction(self, link: str, src: str, *, bandwidth: Any = None, delay: Any = None,
@@ -366,7 +370,8 @@ class ExperimentBuilder:
         members = [self._node_ref(n, f"nodes[{i}]") for i, n in enumerate(nodes)]
         name = self._name(name, "lan")
         self._lans[name] = dict(
-            name=name, members={m: {"to_lan": {}, "from_lan": {}, "ip": None} for m in members},
+            name=name, members={m: {"to_lan": {}, "from_lan": {}, "ip": None, "ifname": None}
+                                    for m in members},
             order=members,
             bandwidth=units.parse_bandwidth(bandwidth, field="bandwidth"),
             delay=units.parse_delay(delay, field="delay"),
@@ -441,7 +446,8 @@ class ExperimentBuilder:
     def lan_member(self, lan: str, node: str, *, bandwidth: Any = None, delay: Any = None,
                    loss: Any = None, ip: str | None = None,
                    to_lan: Mapping[str, Any] | None = None,
-                   from_lan: Mapping[str, Any] | None = None) -> None:
+                   from_lan: Mapping[str, Any] | None = None,
+                   ifname: str | None = None) -> None:
         """Per-member settings: ``bandwidth``/``delay``/``loss`` set the member's own
         attachment both ways (``tb-set-node-lan-params``); ``to_lan``/``from_lan``
         mappings (keys bandwidth, delay, loss, queue) set one direction
@@ -462,6 +468,8 @@ class ExperimentBuilder:
                 m[d][k] = v
         if ip is not None:
             m["ip"] = str(ip)
+        if ifname is not None:
+            m["ifname"] = str(ifname)
         # check the values now, so errors point at this call
         for d in ("to_lan", "from_lan"):
             self._params(m[d].get("bandwidth"), m[d].get("delay"), m[d].get("loss"),
@@ -546,7 +554,8 @@ class ExperimentBuilder:
                 to, fr = (self._params(m[d].get("bandwidth"), m[d].get("delay"),
                                        m[d].get("loss"), m[d].get("queue"), base=half)
                           for d in ("to_lan", "from_lan"))
-                members.append(ir.LanMember(node=node, to_lan=to, from_lan=fr, ip=m["ip"]))
+                members.append(ir.LanMember(node=node, to_lan=to, from_lan=fr, ip=m["ip"],
+                                            ifname=m["ifname"]))
             lans.append(ir.Lan(name=l["name"], members=tuple(members),
                                bandwidth_bps=l["bandwidth"], delay_s=l["delay"],
                                loss=l["loss"], netmask=l["netmask"], cost=l["cost"],

@@ -429,6 +429,16 @@ def node_image(name: str, os_name: str | None, image: str | None,
     return DEFAULT_IMAGE, [note]
 
 
+def copy_entry(dest: str, what: str, src: ir.Source | None = None) -> tuple[str, str]:
+    """A file or folder ``what`` (absolute, checked by the caller) copied to ``dest`` in the
+    node's root: a tarfiles entry whose folder is ``=DEST``."""
+    dest = str(dest)
+    if not dest.startswith("/") or ".." in dest.split("/") or os.path.normpath(dest) == "/":
+        raise _err(f"copy destination {dest!r} must be an absolute path without '..'", src,
+                   "binds")
+    return ("=" + os.path.normpath(dest).replace("//", "/"), os.path.normpath(str(what)))
+
+
 def rpm_package(word: str, base_dir: str | None, src: ir.Source | None = None) -> str:
     """A ``tb-set-node-rpms`` word -> a Debian package name, or the absolute path of a .deb.
     An ``.rpm`` file name gives its package's name (mapped to Debian's where it differs)."""

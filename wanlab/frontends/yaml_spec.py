@@ -238,6 +238,12 @@ def loads(text: str, *, file: str = "<yaml>", default_name: str = "experiment",
         raise SpecError(f"YAML error: {e}", file=file) from None
     if not isinstance(doc, dict):
         raise SpecError("the file must be a YAML mapping (name:, nodes:, links: ...)", file=file)
+    from wanlab.frontends import clab
+    if clab.is_clab(doc):           # a containerlab topology file
+        t = doc["topology"]
+        bounds.check({k: len(v) for k in ("nodes", "links")
+                      if isinstance(v := t.get(k), (list, dict))}, file)
+        return clab.load(doc, file, default_name, lambda path: _line_of(doc, path))
     bounds.check({k: len(v) for k in _COUNTED
                   if isinstance(v := doc.get(k), (list, dict))}, file)
     values = _parameters(doc, file, params or {})

@@ -158,7 +158,8 @@ class Node:
                                      # 10.255/16 (a cluster's parts keep the whole plan's)
     source: Source = field(default_factory=Source)
     image: str | None = None         # its root file system (wanlab image); None: the host's
-    tarfiles: tuple[tuple[str, str], ...] = ()   # (folder in its root, tarball on the host)
+    # (folder in its root, tarball on the host); ("=PATH", file or folder): a copy at PATH
+    tarfiles: tuple[tuple[str, str], ...] = ()
     packages: tuple[str, ...] = ()   # Debian packages, or .deb paths, installed in its root
     # a network interface of this machine moved into the node and bridged (L2) with the
     # node's one link or LAN interface: real machines behind it see the shaped path
@@ -200,6 +201,8 @@ class Link:
     cost: int = 1                    # routing cost ($ns cost), both directions
     source: Source = field(default_factory=Source)
     rules: tuple[LinkRule, ...] = ()     # per-destination rules (wanlab bridge --rule)
+    # the interface names at a and at b (a containerlab file's); None: the next ethN
+    ifnames: tuple[str | None, str | None] = (None, None)
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,7 @@ class LanMember:
     to_lan: LinkParams = field(default_factory=LinkParams)
     from_lan: LinkParams = field(default_factory=LinkParams)
     ip: str | None = None
+    ifname: str | None = None        # the member's interface name; None: the next ethN
 
 
 @dataclass(frozen=True)
@@ -511,6 +515,9 @@ class Experiment:
     warnings: tuple[str, ...] = ()
     source: Source = field(default_factory=Source)
     edge: Edge | None = None            # egress, port forwards, WireGuard (docs/edge.md)
+    # "auto": the planner addresses every interface; "none": no address on the links' and
+    # LANs' interfaces, the nodes' own commands give them (a containerlab file's)
+    addressing: str = "auto"
 
     # -- lookups -----------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -573,6 +580,7 @@ class Experiment:
                               "rules": tuple(LinkRule(r["dst"], params(r.get("ab")),
                                                       params(r.get("ba")))
                                              for r in l.get("rules", ())),
+                              "ifnames": tuple(l.get("ifnames") or (None, None)),
                               "source": src(l.get("source"))}) for l in d.get("links", ()))
         lans = tuple(Lan(**{**l, "members": tuple(
             LanMember(**{**m, "to_lan": params(m.get("to_lan")),
@@ -888,6 +896,7 @@ def _check_node_root(n: Node) -> None:
         raise _err(f"node {n.name}: a simulated node has no file system (no image)",
                    n.source, where + ".image")
     for d, tarball in n.tarfiles:
+        d = d[1:] if d.startswith("=/") else d      # "=PATH": a copy to exactly PATH
         if not d.startswith("/") or posixpath.normpath(d) != (d.rstrip("/") or "/") or "\n" in d:
             raise _err(f"node {n.name}: tarfile folder {d!r} must be an absolute path "
                        f"without '..'", n.source, where + ".tarfiles")
@@ -898,6 +907,29 @@ def _check_node_root(n: Node) -> None:
         if not PACKAGE_RE.fullmatch(p) and not (p.startswith("/") and p.endswith(".deb")):
             raise _err(f"node {n.name}: {p!r} is neither a Debian package name nor the path "
                        f"of a .deb file", n.source, where + ".packages")
+
+
+_IFNAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
+
+
+def _check_ifnames(exp: Experiment) -> None:
+    """Interface names given by the description: a Linux name (at most 15 characters, no
+    '/'), not ``lo``, each once per node."""
+    mine: dict[str, set[str]] = {}
+    given = [(l.a, l.ifnames[0], l.name, l.source) for l in exp.links] + \
+        [(l.b, l.ifnames[1], l.name, l.source) for l in exp.links] + \
+        [(m.node, m.ifname, lan.name, lan.source) for lan in exp.lans for m in lan.members]
+    for node, ifname, net, src in given:
+        if ifname is None:
+            continue
+        if not isinstance(ifname, str) or not _IFNAME.match(ifname) or ifname == "lo":
+            raise _err(f"{net}: interface name {ifname!r} of {node} is not a Linux "
+                       f"interface name (a letter, then up to 14 letters, digits, '_', '.', "
+                       f"'-'; not lo)", src, f"{net}.ifname")
+        if ifname in mine.setdefault(node, set()):
+            raise _err(f"{net}: node {node} has interface {ifname} twice", src,
+                       f"{net}.ifname")
+        mine[node].add(ifname)
 
 
 def validate(exp: Experiment) -> Experiment:
@@ -966,6 +998,12 @@ def validate(exp: Experiment) -> Experiment:
         _check_mask(l.netmask, f"links.{l.name}.netmask", l.source)
         if l.cost < 1:
             raise _err(f"link {l.name!r} cost {l.cost} must be at least 1", l.source)
+    _check_ifnames(exp)
+    if exp.addressing not in ("auto", "none"):
+        raise _err(f"addressing {exp.addressing!r} is auto or none", exp.source, "addressing")
+    if exp.addressing == "none" and exp.rtproto != "manual":
+        raise _err("links without addresses (addressing none) need manual routing",
+                   exp.source, "addressing")
     for lan in exp.lans:
         claim(lan.name, "lan", lan.source)
         if len(lan.members) < 1:

@@ -81,8 +81,27 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         where = f"{src.file}:{src.line}: " if src and src.file and src.line else \
             (f"{src.file}: " if src and src.file else "")
         warnings.append(where + msg)
+    if exp.addressing == "none" and (any(n.routes for n in exp.nodes) or any(
+            n.kind == "simulated" for n in exp.nodes)):
+        raise SpecError("links without addresses (a containerlab file's) allow neither "
+                        "routes given to wanlab nor simulated nodes")
+    # interface names the description gives (a containerlab file's); the rest are ethN
+    named: dict[tuple[str, str], str] = {}
+    for l in exp.links:
+        for node, ifname in zip((l.a, l.b), l.ifnames, strict=True):
+            if ifname:
+                named[(l.name, node)] = ifname
+    for lan in exp.lans:
+        for m in lan.members:
+            if m.ifname:
+                named[(lan.name, m.node)] = m.ifname
+    taken_names: dict[str, set[str]] = {}
+    for (_net, node), ifname in named.items():
+        taken_names.setdefault(node, set()).add(ifname)
     try:
-        addrs = assign(specs, warn=located)
+        addrs = assign(specs, warn=located) if exp.addressing == "auto" else \
+            {s.name: (ipaddress.IPv4Network("0.0.0.0/32"), [""] * len(s.members))
+             for s in specs}
     except SpecError as e:
         # name the line that declared the network (addressing knows only its name)
         src = src_of.get(e.field or "")
@@ -97,7 +116,13 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         subnet, ips = addrs[spec.name]
         for node, ip in zip(spec.members, ips, strict=True):
             np_ = nodes[node]
-            ifname = f"eth{len(np_.interfaces)}"
+            ifname = named.get((spec.name, node))
+            if ifname is None:
+                k = len(np_.interfaces)
+                while f"eth{k}" in taken_names.get(node, ()):
+                    k += 1
+                ifname = f"eth{k}"
+                taken_names.setdefault(node, set()).add(ifname)
             hi, lo = port_no >> 8 & 0xFF, port_no & 0xFF
             iface = Interface(node=node, ifname=ifname, network=spec.name, ip=ip,
                               prefixlen=subnet.prefixlen,
@@ -167,7 +192,8 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
             names = f"{np_.name}-{iface.network}"
             if i == 0 and not np_.loopback:
                 names = f"{np_.name} " + names
-            lines.append(f"{iface.ip}\t{names}")
+            if iface.ip:            # (none with addressing "none")
+                lines.append(f"{iface.ip}\t{names}")
     hosts = "\n".join(lines) + "\n"
 
     # engine topology
@@ -193,7 +219,8 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     for n in simulated:
         if is_host(nodes[n]):
             nodes[n].gateway = gateway(nodes[n])
-    plan = Plan(short=short, nodes=nodes, subnets={k: v[0] for k, v in addrs.items()},
+    plan = Plan(short=short, nodes=nodes,
+                subnets={k: v[0] for k, v in addrs.items()} if exp.addressing == "auto" else {},
                 hosts=hosts, warnings=warnings, exp=exp, ports=ports, links=links, lans=lans)
     if simulated:
         plan.flows = sim_flows(exp, plan, simulated)

@@ -213,7 +213,9 @@ def configure(np_: NodePlan, interfaces: list[Interface], known: dict[str, int],
     for i in interfaces:
         k = index[i.ifname]
         reqs.append(link_set(k, mac=i.mac, mtu=MTU, up=True, what=f"set up {i.ifname}"))
-        reqs.append(addr_add(k, i.ip, i.prefixlen, f"add {i.ip}/{i.prefixlen} to {i.ifname}"))
+        if i.ip:                # none: the node's own commands address it
+            reqs.append(addr_add(k, i.ip, i.prefixlen,
+                                 f"add {i.ip}/{i.prefixlen} to {i.ifname}"))
     _run(np_, reqs)
 
 
