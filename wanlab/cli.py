@@ -587,16 +587,36 @@ def cmd_image(lab, a) -> int:
         img = store.build(a.image, pk, images.parse_from(a.from_), say=lab.say)
         took = f" in {img.build_s:.0f} s" if img.build_s else " (reused an identical build)"
         print(f"{img.name}: built{took} ({', '.join(img.packages) or 'base'}; {img.suite})")
+    elif a.action in ("pull", "import"):
+        from wanlab.backends.emulate import oci
+        from wanlab.model import imageref
+        ref = a.ref
+        if a.action == "import":           # a file: an OCI archive, else docker save's
+            if not os.path.isfile(ref):
+                raise WanlabError(f"{ref}: no such file")
+            ref = ("oci-archive:" if oci.is_oci_archive(ref) else "docker-archive:") + \
+                os.path.abspath(ref)
+        elif not imageref.is_ref(ref):
+            ref = "docker://" + ref
+        img = oci.pull(store, imageref.canonical(ref), say=lab.say)
+        print(f"{img.name}: {img.origin} ({(img.oci or {}).get('digest', '')[:19]}, "
+              f"{len(img.layers)} layers)")
     elif a.action == "list":
         rows = store.list()
         if a.json:
             print(json.dumps([{**i.__dict__, "size": images.disk_usage(store.layer_path(
-                i.layers[0]))} for i in rows], indent=2))
+                i.layers[0])), "digest": (i.oci or {}).get("digest")} for i in rows],
+                indent=2))
             return 0
         if not rows:
-            print(f"no images in {store.root} (wanlab image build NAME --packages ...)")
+            print(f"no images in {store.root} (wanlab image build NAME --packages ..., "
+                  f"wanlab image pull REF)")
         for i in rows:
-            what = f"saved from {i.origin}" if i.origin else ", ".join(i.packages) or "base"
+            if i.oci:
+                what = f"{i.oci.get('digest', '')[:19]}  {i.origin}"
+            else:
+                what = f"saved from {i.origin}" if i.origin else \
+                    ", ".join(i.packages) or "base"
             print(f"{i.name:20s} {i.suite:10s} "
                   f"{_size(images.disk_usage(store.layer_path(i.layers[0]))):>9s}  {what}")
     elif a.action == "rm":
@@ -769,8 +789,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("portal", cmd_portal, "the portal's users, projects, members, API tokens and "
              "audit log: wanlab portal {user,project,member,token,list,audit} ...")
     sp.add_argument("args", nargs=argparse.REMAINDER)
-    sp = add("image", cmd_image, "node images: root file systems built with mmdebstrap "
-             "($WANLAB_IMAGES, else <home>/images)")
+    sp = add("image", cmd_image, "node images: root file systems built with mmdebstrap, or "
+             "OCI images ($WANLAB_IMAGES, else <home>/images)")
     isub = sp.add_subparsers(dest="action", required=True, metavar="ACTION")
     ip = isub.add_parser("build", help="build an image (cached by its suite and packages)")
     ip.add_argument("image", metavar="NAME")
@@ -778,7 +798,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Debian packages, comma-separated (repeatable)")
     ip.add_argument("--from", dest="from_", default="debian:bookworm",
                     help="base: debian:SUITE (default debian:bookworm)")
-    ip = isub.add_parser("list", help="list images")
+    ip = isub.add_parser("pull", help="bring an OCI image into the store: docker://REF, "
+                         "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, NAME:TAG")
+    ip.add_argument("ref", metavar="REF")
+    ip = isub.add_parser("import", help="bring an OCI image from a file (an OCI archive or "
+                         "docker save's archive)")
+    ip.add_argument("ref", metavar="FILE")
+    ip = isub.add_parser("list", help="list images (an OCI image: its digest and origin)")
     ip.add_argument("--json", action="store_true")
     ip = isub.add_parser("rm", help="remove an image")
     ip.add_argument("image", metavar="NAME")

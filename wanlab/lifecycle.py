@@ -48,6 +48,7 @@ from wanlab.backends.emulate import (
     netns,
     nodefiles,
     nodes,
+    oci,
     oplock,
     rootfs,
     stages,
@@ -219,6 +220,9 @@ class Lab:
         """Store ``exp`` and (by default) swap it in; returns when every node is up."""
         validate(exp)
         make_plan(exp, "0000")        # an impossible plan fails before anything is stored
+        # OCI images pulled now (an unreachable one fails before anything is built), their
+        # config folded into their nodes
+        exp = oci.apply(exp, self.images(), self.say)
         with interrupts.undoable(f"rolling back the creation of {exp.name}", self.say):
             try:
                 row = self.store.add_experiment(exp, source_path)

@@ -278,7 +278,7 @@ class ExperimentBuilder:
             tars.append(normalize.copy_entry(dst, what, src))
         pkgs = [normalize.rpm_package(p, base, src) for p in packages or ()]
         img, notes = normalize.node_image(name, os, image, src, setup=bool(tars or pkgs),
-                                          simulated=kind == "simulated")
+                                          simulated=kind == "simulated", base_dir=base)
         for n in notes:
             self._warn(f"os {os}: {n}" if os is not None else n, src)
         try:

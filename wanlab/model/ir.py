@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from wanlab.errors import SpecError
+from wanlab.model import imageref
 from wanlab.model.gc_pause import gc_paused
 from wanlab.model.names import (
     IMAGE_NAME_RE,
@@ -173,6 +174,8 @@ class Node:
     pids: int | None = None             # most processes and threads at once
     # a route out of the experiment through its edge gateway (docs/edge.md)
     egress: bool = False
+    # environment of every command in the node (an OCI image's Env), (name, value) pairs
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -575,6 +578,7 @@ class Experiment:
         nodes = tuple(Node(**{**n, "routes": tuple(Route(**r) for r in n.get("routes", ())),
                               "tarfiles": tuple(tuple(t) for t in n.get("tarfiles", ())),
                               "packages": tuple(n.get("packages", ())),
+                              "env": tuple(tuple(e) for e in n.get("env", ())),
                               "source": src(n.get("source"))}) for n in d.get("nodes", ()))
         links = tuple(Link(**{**l, "ab": params(l.get("ab")), "ba": params(l.get("ba")),
                               "rules": tuple(LinkRule(r["dst"], params(r.get("ab")),
@@ -883,10 +887,18 @@ def _check_parameters(exp: Experiment) -> None:
 PACKAGE_RE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,99}")
 
 
+def _canonical_ref(ref: str) -> bool:
+    try:
+        return imageref.canonical(ref) == ref
+    except SpecError:
+        return False
+
+
 def _check_node_root(n: Node) -> None:
     """A node's image, tarfiles and packages: names and paths that are safe to use."""
     where = f"nodes.{n.name}"
-    if n.image is not None and not IMAGE_NAME_RE.fullmatch(n.image):
+    if n.image is not None and not IMAGE_NAME_RE.fullmatch(n.image) and not (
+            imageref.is_ref(n.image) and _canonical_ref(n.image)):
         raise _err(f"node {n.name}: image name {n.image!r} is not valid ({IMAGE_NAME_RULE})",
                    n.source, where + ".image")
     if (n.tarfiles or n.packages) and n.image is None:
@@ -903,12 +915,17 @@ def _check_node_root(n: Node) -> None:
         if not tarball.startswith("/") or "\n" in tarball:
             raise _err(f"node {n.name}: tarball {tarball!r} must be an absolute path",
                        n.source, where + ".tarfiles")
+    for k, v in n.env:
+        if not _ENV_NAME.match(k) or "\x00" in v:
+            raise _err(f"node {n.name}: environment variable {k!r} is not a name (letters, "
+                       f"digits, '_') with a value", n.source, where + ".env")
     for p in n.packages:
         if not PACKAGE_RE.fullmatch(p) and not (p.startswith("/") and p.endswith(".deb")):
             raise _err(f"node {n.name}: {p!r} is neither a Debian package name nor the path "
                        f"of a .deb file", n.source, where + ".packages")
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _IFNAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
 
 
