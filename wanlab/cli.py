@@ -303,7 +303,8 @@ def cmd_show(lab, a) -> int:
         if d.get("usage"):
             print(f"    {_usage(d['usage'])}")
         for i in d["interfaces"]:
-            print(f"    {i['ifname']:6} {i['ip']:18} {i['mac']}  on {i['network']}")
+            print(f"    {i['ifname']:6} {i['ip'] or '(its own)':18} {i['mac']}  on "
+                  f"{i['network']}")
         for r in d["routes"]:
             print(f"    route {r}")
     stats = info.get("stats", {}).get("links", {})
@@ -399,7 +400,7 @@ def _show_summary(info: dict, a) -> bool:
           f"--node NODE):")
     for n, d in list(nodes.items())[:SHOW_FIRST]:
         ifs = d["interfaces"]
-        print(f"  {n}: " + ", ".join(f"{i['ifname']} {i['ip']} on {i['network']}"
+        print(f"  {n}: " + ", ".join(f"{i['ifname']} {i['ip'] or '(its own)'} on {i['network']}"
                                      for i in ifs[:4])
               + (f", ... ({len(ifs)} interfaces)" if len(ifs) > 4 else ""))
     nets = [f"{l['name']}: {l['a']} <-> {l['b']}" for l in links] + \

@@ -540,8 +540,10 @@ class Lab:
                 "nodes": {n.name: {"netns": None if n.simulated else n.netns,
                                    "simulated": n.simulated,
                                    "image": images_of.get(n.name),
+                                   # ip None: the node's own (a containerlab file's)
                                    "interfaces": [{"ifname": i.ifname, "ip": f"{i.ip}/"
-                                                   f"{i.prefixlen}", "mac": i.mac,
+                                                   f"{i.prefixlen}" if i.ip else None,
+                                                   "mac": i.mac,
                                                    "network": i.network}
                                                   for i in n.interfaces],
                                    "routes": [f"{r.dst} via {r.via} dev {r.dev}"
