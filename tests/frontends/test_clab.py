@@ -77,13 +77,18 @@ def test_nodes_links_and_inheritance(lab_file):
     nodes = {n.name: n for n in exp.nodes}
     assert sorted(nodes) == ["client", "server", "spine"]      # the bridge is a LAN
     server = nodes["server"]
-    # node > group > kind > defaults: env merged key by key
-    assert "export SITE=north" in server.startcmd and "export TIER=server" in server.startcmd
-    assert "export TIER=kind" in nodes["client"].startcmd
-    assert "export CLAB_LABEL_ROLE=host" in server.startcmd
-    # cmd in the background, then exec, then wait for cmd
-    assert server.startcmd.index("( sleep 600 ) &") < server.startcmd.index("ip addr add")
-    assert server.startcmd.endswith("wait") and server.cpu_cores == 0.5
+    # node > group > kind > defaults: env merged key by key, labels as CLAB_LABEL_*
+    env = dict(server.env)
+    assert (env["SITE"], env["TIER"], env["CLAB_LABEL_ROLE"]) == ("north", "server", "host")
+    assert env["CLAB_LABEL_CLAB_NODE_NAME"] == "server"
+    assert dict(nodes["client"].env)["TIER"] == "kind"
+    # cmd is the start command; exec a program started at t = 0
+    assert server.startcmd == "sleep 600" and server.cpu_cores == 0.5
+    assert nodes["client"].startcmd is None
+    progs = {p.node: p for p in exp.programs}
+    assert progs["server"].command == "ip addr add 10.9.0.2/24 dev uplink0"
+    assert sorted((e.time_s, e.target, e.action) for e in exp.events) == \
+        [(0, "client-exec", "start"), (0, "server-exec", "start")]
     # binds are copies into the node's own root (which it then needs)
     assert server.tarfiles == (("=/srv/index.html", str(lab_file.parent / "files" /
                                                         "index.html")),)
@@ -172,13 +177,14 @@ def test_a_lab_runs_with_its_names_and_addresses(lab, tmp_path, test_image):
     def run(node, *argv):
         return lab.exec("pair", node, list(argv), capture_output=True, text=True)
 
-    def waited(node, *argv):       # start commands run in the background: wait for them
+    def waited(node, *argv):       # exec runs as the clock starts: wait for it
         for _ in range(100):
             r = run(node, *argv)
             if r.returncode == 0 and r.stdout:
                 return r.stdout
             time.sleep(0.1)
         return r.stdout
+    assert lab.show("pair")["nodes"]["a"]["interfaces"][0]["ip"] is None
     said = waited("b", "cat", "/tmp/said")
     assert said == "hi there b\n"
     out = waited("a", "sh", "-c", "ip -o -4 addr show dev wan0 | grep inet")

@@ -235,7 +235,7 @@ class ExperimentBuilder:
              external: str | None = None, cpu: Any = None, memory: Any = None,
              pids: Any = None, cpus: Any = None, cpu_weight: Any = None,
              egress: Any = False, wide_area: bool = False,
-             copies: Any = (), source: ir.Source | None = None) -> str:
+             copies: Any = (), env: Any = None, source: ir.Source | None = None) -> str:
         """Declare a node; returns its name. ``image``: its own root file system (a
         ``wanlab image``; ``os`` maps an Emulab OS name to one); ``tarfiles``: pairs
         (folder in its root, tarball) unpacked there; ``packages``: Debian packages (or
@@ -285,7 +285,9 @@ class ExperimentBuilder:
             res = _resources(cpu, memory, pids, cpus, cpu_weight)
         except SpecError as e:
             raise SpecError(e.message, src.file, src.line, e.field) from None
-        self._nodes[name] = dict(name=name, kind=kind, os=os, hardware=hardware,
+        pairs = tuple((str(k), str(v)) for k, v in (env.items() if isinstance(env, Mapping)
+                                                    else env or ()))
+        self._nodes[name] = dict(name=name, kind=kind, os=os, hardware=hardware, env=pairs,
                                  startcmd=startcmd, routes=[], source=src, image=img,
                                  tarfiles=tuple(tars), packages=tuple(pkgs),
                                  external=_opt_str(external), wide_area=wide_area, **res)

@@ -9,8 +9,9 @@ A YAML document whose ``topology:`` holds ``nodes``, ``links``, ``kinds``, ``def
   reference); ``bridge`` and ``ovs-bridge`` nodes are LANs joining the nodes linked to them;
   the router kinds (SR Linux, cEOS, cRPD, XRd, ...) are Linux routers (IP forwarding, FRR's
   tools; their vendor image and startup-config are not used: one warning each).
-* ``cmd`` is the node's start command (in the background), ``exec`` runs after it, both
-  with ``env`` and the labels (``CLAB_LABEL_*``) exported, as containerlab does.
+* ``cmd`` is the node's start command (none: an OCI image's own), ``exec`` a Program run at
+  t = 0 (every node up), its commands in turn; ``env`` and the labels (``CLAB_LABEL_*``)
+  are the node's environment (start command, exec, ``wanlab exec`` and ``shell``).
 * ``binds`` (``SRC:DEST[:ro]``, SRC inside the lab's folder) are copies into the node's root.
 * ``links``' endpoints keep their interface names; no address is given (the nodes' own
   commands give them; routing is manual). ``delay``, ``loss`` (%), ``rate`` (kbit/s),
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -141,20 +141,13 @@ def _env_name(k: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", k).upper()
 
 
-def start_command(name: str, cmd: Any, execs: list[str], env: dict, labels: dict) -> str | None:
-    """The node's start command: ``env`` and the labels exported, ``cmd`` in the background,
-    then each ``exec`` in turn (as containerlab runs them once the node is up)."""
-    if not cmd and not execs:
-        return None
-    lines = [f"export {k}={shlex.quote(str(v))}" for k, v in env.items()]
-    lines += [f"export CLAB_LABEL_{_env_name(k)}={shlex.quote(str(v))}"
-              for k, v in {"clab-node-name": name, **labels}.items()]
-    if cmd:
-        lines.append(f"( {cmd} ) &")
-    lines += [str(e) for e in execs]
-    if cmd:
-        lines.append("wait")
-    return "\n".join(lines)
+def environment(name: str, env: dict, labels: dict) -> dict[str, str]:
+    """The node's environment: ``env``, and the labels as ``CLAB_LABEL_*`` (with the node's
+    name), as containerlab gives them."""
+    out = {str(k): str(v) for k, v in env.items()}
+    out.update({f"CLAB_LABEL_{_env_name(k)}": str(v)
+                for k, v in {"clab-node-name": name, **labels}.items()})
+    return out
 
 
 def _node_name(r: _Reader, raw: Any, path: list[Any]) -> str:
@@ -277,8 +270,12 @@ def load(doc: dict, file: str, default_name: str, line_of: LineOf) -> ir.Experim
         try:
             b.node(wname, image=image, copies=copies, cpu=s.get("cpu"),
                    memory=s.get("memory"), cpus=s.get("cpu-set"),
-                   startcmd=start_command(wname, cmd, [str(e) for e in execs], env, labels),
-                   source=r.src(p))
+                   startcmd=str(cmd) if cmd else None,
+                   env=environment(wname, env, labels), source=r.src(p))
+            if execs:           # once the nodes are up, in turn
+                prog = b.program(wname, "\n".join(str(e) for e in execs),
+                                 name=f"{wname}-exec", source=r.src(p + ["exec"]))
+                b.at(0, prog, "start", source=r.src(p + ["exec"]))
         except SpecError as e:
             raise r.err(p + ([e.field] if e.field else []), e.message) from None
     lan_members: dict[str, list[tuple[str, str, dict, list[Any]]]] = {}
