@@ -304,3 +304,29 @@ def test_pull_import_and_list_from_the_command_line(tmp_path):
     assert len({x["layers"][0] for x in rows}) == 1          # one layer for both
     out = wanlab("image", "list").stdout
     assert f"oci:{tmp_path}/l:a" in out and rows[0]["digest"][:19] in out
+
+
+def test_the_config_is_folded_in_once():
+    from dataclasses import replace
+
+    from wanlab.backends.emulate import oci
+    from wanlab.backends.emulate.images import Image
+    from wanlab.model.ir import Experiment, Node
+
+    class Store:              # the one image the nodes name, with its config
+        def get(self, name):
+            return Image(name=name, layers=("x" * 8,), suite="oci", packages=(), created=0,
+                         origin="oci:/i", oci={"config": {
+                             "Env": ["A=1", "B=2"], "Entrypoint": ["srv"], "Cmd": ["-v"],
+                             "WorkingDir": "/w", "User": "7", "noted": ["Volumes"]}})
+    exp = Experiment(name="x", nodes=(Node("a", image="oci:/i"),
+                                      Node("b", image="oci:/i", startcmd="mine",
+                                           env=(("B", "3"),))))
+    once = oci.apply(exp, Store())
+    a, b = once.nodes
+    assert a.env == (("A", "1"), ("B", "2")) and b.env == (("A", "1"), ("B", "3"))
+    assert "cd /w && " in a.startcmd and "setpriv --reuid=7 --regid=7" in a.startcmd
+    assert "sh -c 'srv -v'" in a.startcmd and "sh -c mine" in b.startcmd
+    assert sum("volumes are not mounted" in w for w in once.warnings) == 2
+    assert oci.apply(once, Store()) == once            # a cluster part: created again
+    assert oci.apply(replace(exp, nodes=(Node("c"),)), Store()).nodes == (Node("c"),)

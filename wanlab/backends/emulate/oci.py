@@ -362,6 +362,10 @@ def start_command(cfg: dict, given: str | None) -> tuple[str | None, list[str]]:
     return body, notes
 
 
+# the first line of a start command made from an image's config (so it is made once)
+APPLIED = "# wanlab: the start command of image "
+
+
 def apply(exp: Experiment, store: Images, say: Say | None = None) -> Experiment:
     """``exp`` with every node on an OCI image given that image (pulled now, so a reference
     that cannot be fetched fails before anything is built) and its config: ``Env`` (the
@@ -371,9 +375,10 @@ def apply(exp: Experiment, store: Images, say: Say | None = None) -> Experiment:
     notes: list[str] = []
     seen: dict[str, Image] = {}
     for n in exp.nodes:
-        if not (n.image and imageref.is_ref(n.image)):
-            nodes.append(n)
-            continue
+        if not (n.image and imageref.is_ref(n.image)) or (
+                n.startcmd or "").startswith(APPLIED):
+            nodes.append(n)        # no OCI image, or its config is in already (a part of
+            continue               # a cluster's experiment, created again on its machine)
         img = seen.get(n.image) or ensure(store, n.image, say)
         seen[n.image] = img
         cfg = (img.oci or {}).get("config") or {}
@@ -381,6 +386,7 @@ def apply(exp: Experiment, store: Images, say: Say | None = None) -> Experiment:
         mine = dict(n.env)
         env = tuple((k, v) for k, v in env if k not in mine) + n.env
         cmd, why = start_command(cfg, n.startcmd)
+        cmd = f"{APPLIED}{n.image}\n{cmd}" if cmd else cmd
         for w in why + [NOTED[k] for k in cfg.get("noted") or []]:
             notes.append(f"node {n.name}: image {n.image}: {w}")
         nodes.append(replace(n, env=env, startcmd=cmd))
