@@ -276,6 +276,7 @@ def test_layers_are_shared_whited_out_and_moved_by_digest(tmp_path):
         r.finish()
     got = images.adopt(there, {k: v for k, v in rec.items() if k != "sources"})
     assert there.need(f"oci:{tmp_path}/l:b") == got and got.oci == b.oci
+    assert there.get(f"oci:{tmp_path}/l:b") == got      # as a part's machine asks for it
     moved = there.layer_path(got.layers[0])
     assert stat.S_ISCHR(os.lstat(os.path.join(moved, "etc", "issue")).st_mode)
     assert os.getxattr(os.path.join(moved, "opt"), "trusted.overlay.opaque") == b"y"

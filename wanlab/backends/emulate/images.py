@@ -196,6 +196,9 @@ class Images:
             yield
 
     def get(self, name: str) -> Image | None:
+        """Image ``name`` (or an OCI reference's, under its store name), if held."""
+        if imageref.is_ref(name):
+            name = imageref.store_name(name)
         try:
             with open(self._meta_path(name)) as f:
                 d = json.load(f)
@@ -211,13 +214,9 @@ class Images:
         return img
 
     def need(self, name: str) -> Image:
-        if imageref.is_ref(name):         # an OCI image: under its store name
-            ref = name
-            img = self.get(imageref.store_name(ref))
-            if img is None:
-                raise WanlabError(f"image {ref} is not in the store (wanlab image pull {ref})")
-            return img
         img = self.get(name)
+        if img is None and imageref.is_ref(name):
+            raise WanlabError(f"image {name} is not in the store (wanlab image pull {name})")
         if img is None:
             raise WanlabError(f"no image named {name!r} (see 'wanlab image list'; build it "
                               f"with 'wanlab image build {name} --packages ...')")
