@@ -197,8 +197,8 @@ class Images:
 
     def get(self, name: str) -> Image | None:
         """Image ``name`` (or an OCI reference's, under its store name), if held."""
-        if imageref.is_ref(name):
-            name = imageref.store_name(name)
+        if imageref.is_ref(name):        # checked, then its store name (never a path)
+            name = imageref.store_name(imageref.canonical(name))
         try:
             with open(self._meta_path(name)) as f:
                 d = json.load(f)
