@@ -163,7 +163,11 @@ links:
   - {{nodes: [web, dock]}}
 """)
     exp = load(str(spec))
-    lab.create(exp)
+    old = os.umask(0o077)       # the CLI's: the nodes' / was made 0700, users could not run
+    try:
+        lab.create(exp)
+    finally:
+        os.umask(old)
     store = images.Images(images.images_dir(""))
     recs = {n.name: store.need(n.image) for n in exp.nodes}
     # one base layer on disk for all three; web and dock (one image, two transports) are

@@ -132,6 +132,8 @@ def prepare_layer(folder: str, node: str) -> tuple[str, str, bool]:
     upper, work = os.path.join(lay, "upper"), os.path.join(lay, "work")
     new = not os.path.isdir(upper)
     os.makedirs(upper, mode=0o755, exist_ok=True)
+    if new:           # the node's / (an overlay's root is its upper folder): not the umask's
+        os.chmod(upper, 0o755)
     os.makedirs(work, mode=0o700, exist_ok=True)
     os.makedirs(os.path.join(folder, "roots", node), mode=0o755, exist_ok=True)
     os.chmod(os.path.join(folder, "roots"), 0o700)
