@@ -17,6 +17,9 @@ def test_the_cache_key_is_the_suite_and_the_set_of_packages():
 def test_image_names_never_become_paths(bad, tmp_path):
     with pytest.raises(WanlabError, match="not valid"):
         images.check_name(bad)
+    if bad == "a/b":       # an OCI reference (docker://a/b:latest): found by its store name
+        assert images.Images(str(tmp_path)).get(bad) is None
+        return
     with pytest.raises(WanlabError):
         images.Images(str(tmp_path)).get(bad)
 

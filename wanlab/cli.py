@@ -28,6 +28,11 @@ def _load(path: str, a=None):
     return commands.apply_swap_flags(exp, a) if a is not None else exp
 
 
+def _source_path(arg: str) -> str:
+    """Where the description came from: its file, or a dataset's name (``zoo:Abilene``)."""
+    return arg if arg.startswith("zoo:") else os.path.abspath(arg)
+
+
 def cmd_parse(lab, a) -> int:
     from wanlab.plan.plan import make_plan
     exp = _load(a.file, a)
@@ -48,7 +53,7 @@ def cmd_create(lab, a) -> int:
     if a.name:
         exp = exp.with_name(a.name)
     t0 = time.monotonic()
-    row = sites.for_new(lab, a.cluster).create(exp, source_path=os.path.abspath(a.file),
+    row = sites.for_new(lab, a.cluster).create(exp, source_path=_source_path(a.file),
                                                swapin=not a.no_swapin)
     print(f"{row.name}: {row.state} (id {row.short}, {len(row.ir.nodes)} nodes, "
           f"{time.monotonic() - t0:.2f} s)")
@@ -99,7 +104,7 @@ def cmd_run(lab, a) -> int:
     if a.seed is not None or a.duration is not None or a.out or a.threads is not None:
         raise WanlabError("--seed, --duration, --out and --threads go with --simulate (an "
                           "emulation takes its seed from the spec and runs to its last event)")
-    s = sites.for_new(lab, a.cluster).run(exp, source_path=os.path.abspath(a.file),
+    s = sites.for_new(lab, a.cluster).run(exp, source_path=_source_path(a.file),
                                           terminate=a.terminate)
     for e in s["events"]:
         print(_event_line(e))
@@ -151,7 +156,7 @@ def _print_simulation(s: dict) -> int:
 
 def cmd_compare(lab, a) -> int:
     exp = _load(a.file, a)
-    r = lab.compare(exp, out=a.out, source_path=os.path.abspath(a.file))
+    r = lab.compare(exp, out=a.out, source_path=_source_path(a.file))
     print(f"{'flow':16} {'kind':6} {'emulated':>16} {'simulated':>16} {'ratio':>7}  details")
     for row in r["flows"]:
         e, s = row["emulated"], row["simulated"]
@@ -292,7 +297,8 @@ def cmd_show(lab, a) -> int:
         if d.get("usage"):
             print(f"    {_usage(d['usage'])}")
         for i in d["interfaces"]:
-            print(f"    {i['ifname']:6} {i['ip']:18} {i['mac']}  on {i['network']}")
+            print(f"    {i['ifname']:6} {i['ip'] or '(its own)':18} {i['mac']}  on "
+                  f"{i['network']}")
             if i.get("ip6") and i["ip6"] != i["ip"]:
                 print(f"    {'':6} {i['ip6']}")
         for r in d["routes"]:
@@ -390,7 +396,7 @@ def _show_summary(info: dict, a) -> bool:
           f"--node NODE):")
     for n, d in list(nodes.items())[:SHOW_FIRST]:
         ifs = d["interfaces"]
-        print(f"  {n}: " + ", ".join(f"{i['ifname']} {i['ip']} on {i['network']}"
+        print(f"  {n}: " + ", ".join(f"{i['ifname']} {i['ip'] or '(its own)'} on {i['network']}"
                                      for i in ifs[:4])
               + (f", ... ({len(ifs)} interfaces)" if len(ifs) > 4 else ""))
     nets = [f"{l['name']}: {l['a']} <-> {l['b']}" for l in links] + \
@@ -578,16 +584,36 @@ def cmd_image(lab, a) -> int:
         img = store.build(a.image, pk, images.parse_from(a.from_), say=lab.say)
         took = f" in {img.build_s:.0f} s" if img.build_s else " (reused an identical build)"
         print(f"{img.name}: built{took} ({', '.join(img.packages) or 'base'}; {img.suite})")
+    elif a.action in ("pull", "import"):
+        from wanlab.backends.emulate import oci
+        from wanlab.model import imageref
+        ref = a.ref
+        if a.action == "import":           # a file: an OCI archive, else docker save's
+            if not os.path.isfile(ref):
+                raise WanlabError(f"{ref}: no such file")
+            ref = ("oci-archive:" if oci.is_oci_archive(ref) else "docker-archive:") + \
+                os.path.abspath(ref)
+        elif not imageref.is_ref(ref):
+            ref = "docker://" + ref
+        img = oci.pull(store, imageref.canonical(ref), say=lab.say)
+        print(f"{img.name}: {img.origin} ({(img.oci or {}).get('digest', '')[:19]}, "
+              f"{len(img.layers)} layers)")
     elif a.action == "list":
         rows = store.list()
         if a.json:
             print(json.dumps([{**i.__dict__, "size": images.disk_usage(store.layer_path(
-                i.layers[0]))} for i in rows], indent=2))
+                i.layers[0])), "digest": (i.oci or {}).get("digest")} for i in rows],
+                indent=2))
             return 0
         if not rows:
-            print(f"no images in {store.root} (wanlab image build NAME --packages ...)")
+            print(f"no images in {store.root} (wanlab image build NAME --packages ..., "
+                  f"wanlab image pull REF)")
         for i in rows:
-            what = f"saved from {i.origin}" if i.origin else ", ".join(i.packages) or "base"
+            if i.oci:
+                what = f"{i.oci.get('digest', '')[:19]}  {i.origin}"
+            else:
+                what = f"saved from {i.origin}" if i.origin else \
+                    ", ".join(i.packages) or "base"
             print(f"{i.name:20s} {i.suite:10s} "
                   f"{_size(images.disk_usage(store.layer_path(i.layers[0]))):>9s}  {what}")
     elif a.action == "rm":
@@ -760,8 +786,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("portal", cmd_portal, "the portal's users, projects, members, API tokens and "
              "audit log: wanlab portal {user,project,member,token,list,audit} ...")
     sp.add_argument("args", nargs=argparse.REMAINDER)
-    sp = add("image", cmd_image, "node images: root file systems built with mmdebstrap "
-             "($WANLAB_IMAGES, else <home>/images)")
+    sp = add("image", cmd_image, "node images: root file systems built with mmdebstrap, or "
+             "OCI images ($WANLAB_IMAGES, else <home>/images)")
     isub = sp.add_subparsers(dest="action", required=True, metavar="ACTION")
     ip = isub.add_parser("build", help="build an image (cached by its suite and packages)")
     ip.add_argument("image", metavar="NAME")
@@ -769,7 +795,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="Debian packages, comma-separated (repeatable)")
     ip.add_argument("--from", dest="from_", default="debian:bookworm",
                     help="base: debian:SUITE (default debian:bookworm)")
-    ip = isub.add_parser("list", help="list images")
+    ip = isub.add_parser("pull", help="bring an OCI image into the store: docker://REF, "
+                         "oci:DIR[:TAG], oci-archive:FILE[:TAG], docker-archive:FILE, NAME:TAG")
+    ip.add_argument("ref", metavar="REF")
+    ip = isub.add_parser("import", help="bring an OCI image from a file (an OCI archive or "
+                         "docker save's archive)")
+    ip.add_argument("ref", metavar="FILE")
+    ip = isub.add_parser("list", help="list images (an OCI image: its digest and origin)")
     ip.add_argument("--json", action="store_true")
     ip = isub.add_parser("rm", help="remove an image")
     ip.add_argument("image", metavar="NAME")

@@ -48,6 +48,7 @@ from wanlab.backends.emulate import (
     netns,
     nodefiles,
     nodes,
+    oci,
     oplock,
     rootfs,
     stages,
@@ -229,6 +230,9 @@ class Lab:
         """Store ``exp`` and (by default) swap it in; returns when every node is up."""
         validate(exp)
         make_plan(exp, "0000")        # an impossible plan fails before anything is stored
+        # OCI images pulled now (an unreachable one fails before anything is built), their
+        # config folded into their nodes
+        exp = oci.apply(exp, self.images(), self.say)
         with interrupts.undoable(f"rolling back the creation of {exp.name}", self.say):
             try:
                 row = self.store.add_experiment(exp, source_path)
@@ -559,8 +563,9 @@ class Lab:
                 "nodes": {n.name: {"netns": None if n.simulated else n.netns,
                                    "simulated": n.simulated,
                                    "image": images_of.get(n.name),
+                                   # ip None: the node's own (a containerlab file's)
                                    "interfaces": [{"ifname": i.ifname,
-                                                   "ip": (i.addresses() or [""])[0],
+                                                   "ip": (i.addresses() or [None])[0],
                                                    "ip6": f"{i.ip6}/{i.prefixlen6}"
                                                    if i.ip6 else None, "mac": i.mac,
                                                    "network": i.network}

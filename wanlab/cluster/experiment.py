@@ -328,6 +328,9 @@ def create(store: Store, exp: Experiment, source_path: str | None,
     validate(exp)
     if store.find(exp.name) is not None:
         raise WanlabError(f"an experiment named {exp.name!r} exists already")
+    # OCI images pulled on the controller (its machines get their layers by digest)
+    from wanlab.backends.emulate import images, oci
+    exp = oci.apply(exp, images.Images(images.images_dir(store.home)), say)
     # wide-area nodes first: wanassign pins them to measured machines (cluster/wide.py)
     from wanlab.cluster import wide
     exp, fixed = wide.place(store, info, exp, fixed, say)

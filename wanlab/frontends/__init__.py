@@ -8,7 +8,8 @@
 * ``.py``: Python code, run as a module; it must define a module-level
   ``experiment`` that is an :class:`~wanlab.model.ir.Experiment` or an
   :class:`~wanlab.frontends.builder.ExperimentBuilder` (:mod:`wanlab.frontends.builder`),
-  or a function returning one, whose keyword arguments are template parameters.
+  or a function returning one, whose keyword arguments are template parameters;
+* ``zoo:NAME``: a Topology Zoo, SNDlib or CAIDA map (:mod:`wanlab.frontends.topology`).
 
 Template parameters (Emulab's experiment templates): ns ``define-template-parameter NAME
 DEFAULT "description"``, YAML ``parameters:`` with ``${NAME}`` references, Python keyword
@@ -34,6 +35,9 @@ SUPPORTED = {".tcl": "ns", ".ns": "ns", ".yaml": "yaml", ".yml": "yaml", ".py": 
 def load(path: str | os.PathLike[str], params: dict[str, str] | None = None) -> Experiment:
     """Read an experiment description of any supported format; ``params`` are template
     parameter values (``-p NAME=VALUE``) overriding the defaults the description binds."""
+    if isinstance(path, str) and path.startswith("zoo:"):
+        from wanlab.frontends import topology
+        return topology.load_zoo(path, params=params)
     ext = Path(path).suffix.lower()
     kind = SUPPORTED.get(ext)
     if kind == "ns":

@@ -262,7 +262,7 @@ class ExperimentBuilder:
              external: str | None = None, cpu: Any = None, memory: Any = None,
              pids: Any = None, cpus: Any = None, cpu_weight: Any = None,
              egress: Any = False, wide_area: bool = False,
-             source: ir.Source | None = None) -> str:
+             copies: Any = (), env: Any = None, source: ir.Source | None = None) -> str:
         """Declare a node; returns its name. ``image``: its own root file system (a
         ``wanlab image``; ``os`` maps an Emulab OS name to one); ``tarfiles``: pairs
         (folder in its root, tarball) unpacked there; ``packages``: Debian packages (or
@@ -301,16 +301,20 @@ class ExperimentBuilder:
                 raise SpecError(f"node {name}: each tarfile is a folder and a tarball: "
                                 f"{t!r}", src.file, src.line, "tarfiles")
             tars.append(normalize.tarfile_entry(t[0], t[1], base, src))
+        for dst, what in copies or ():     # a file or folder copied to ``dst``
+            tars.append(normalize.copy_entry(dst, what, src))
         pkgs = [normalize.rpm_package(p, base, src) for p in packages or ()]
         img, notes = normalize.node_image(name, os, image, src, setup=bool(tars or pkgs),
-                                          simulated=kind == "simulated")
+                                          simulated=kind == "simulated", base_dir=base)
         for n in notes:
             self._warn(f"os {os}: {n}" if os is not None else n, src)
         try:
             res = _resources(cpu, memory, pids, cpus, cpu_weight)
         except SpecError as e:
             raise SpecError(e.message, src.file, src.line, e.field) from None
-        self._nodes[name] = dict(name=name, kind=kind, os=os, hardware=hardware,
+        pairs = tuple((str(k), str(v)) for k, v in (env.items() if isinstance(env, Mapping)
+                                                    else env or ()))
+        self._nodes[name] = dict(name=name, kind=kind, os=os, hardware=hardware, env=pairs,
                                  startcmd=startcmd, routes=[], source=src, image=img,
                                  tarfiles=tuple(tars), packages=tuple(pkgs),
                                  external=_opt_str(external), wide_area=wide_area, **res)
@@ -357,9 +361,11 @@ class ExperimentBuilder:
              queue: Any = None, name: str | None = None, cost: int = 1,
              ip_a: str | None = None, ip_b: str | None = None, netmask: str | None = None,
              ip6_a: str | None = None, ip6_b: str | None = None,
+             ifnames: tuple[str | None, str | None] = (None, None),
              source: ir.Source | None = None) -> str:
         """A duplex link with the same shaping both ways; returns its name. ``ip_a``/``ip_b``
-        (``ip6_a``/``ip6_b``): the ends' IPv4 (IPv6) addresses, else the planner's."""
+        (``ip6_a``/``ip6_b``): the ends' IPv4 (IPv6) addresses, else the planner's;
+        ``ifnames``: the interface names at ``a`` and ``b`` (default: the next ethN)."""
         src = source or _caller_source()
         a, b = self._node_ref(a, "a"), self._node_ref(b, "b")
         name = self._name(name, "link")
@@ -368,7 +374,7 @@ class ExperimentBuilder:
                                  ip_b=_opt_str(ip_b), netmask=_opt_str(netmask),
                                  ip6_a=_opt_str(ip6_a), ip6_b=_opt_str(ip6_b),
                                  cost=units.parse_int(cost, "cost", field="cost"),
-                                 source=src)
+                                 ifnames=tuple(_opt_str(x) for x in ifnames), source=src)
         return name
 
     def direction(self, link: str, src: str, *, bandwidth: Any = None, delay: Any = None,
@@ -396,8 +402,8 @@ class ExperimentBuilder:
         members = [self._node_ref(n, f"nodes[{i}]") for i, n in enumerate(nodes)]
         name = self._name(name, "lan")
         self._lans[name] = dict(
-            name=name, members={m: {"to_lan": {}, "from_lan": {}, "ip": None, "ip6": None}
-                                for m in members},
+            name=name, members={m: {"to_lan": {}, "from_lan": {}, "ip": None, "ip6": None,
+                                    "ifname": None} for m in members},
             order=members,
             bandwidth=units.parse_bandwidth(bandwidth, field="bandwidth"),
             delay=units.parse_delay(delay, field="delay"),
@@ -472,7 +478,8 @@ class ExperimentBuilder:
     def lan_member(self, lan: str, node: str, *, bandwidth: Any = None, delay: Any = None,
                    loss: Any = None, ip: str | None = None, ip6: str | None = None,
                    to_lan: Mapping[str, Any] | None = None,
-                   from_lan: Mapping[str, Any] | None = None) -> None:
+                   from_lan: Mapping[str, Any] | None = None,
+                   ifname: str | None = None) -> None:
         """Per-member settings: ``bandwidth``/``delay``/``loss`` set the member's own
         attachment both ways (``tb-set-node-lan-params``); ``to_lan``/``from_lan``
         mappings (keys bandwidth, delay, loss, queue) set one direction
@@ -496,6 +503,8 @@ class ExperimentBuilder:
             m["ip"] = str(ip)
         if ip6 is not None:
             m["ip6"] = str(ip6)
+        if ifname is not None:
+            m["ifname"] = str(ifname)
         # check the values now, so errors point at this call
         for d in ("to_lan", "from_lan"):
             self._params(m[d].get("bandwidth"), m[d].get("delay"), m[d].get("loss"),
@@ -583,7 +592,7 @@ class ExperimentBuilder:
                                        m[d].get("loss"), m[d].get("queue"), base=half)
                           for d in ("to_lan", "from_lan"))
                 members.append(ir.LanMember(node=node, to_lan=to, from_lan=fr, ip=m["ip"],
-                                            ip6=m["ip6"]))
+                                            ip6=m["ip6"], ifname=m["ifname"]))
             lans.append(ir.Lan(name=l["name"], members=tuple(members),
                                bandwidth_bps=l["bandwidth"], delay_s=l["delay"],
                                loss=l["loss"], netmask=l["netmask"], cost=l["cost"],

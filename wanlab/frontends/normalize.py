@@ -25,7 +25,7 @@ from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.frontends import units
-from wanlab.model import ir, names
+from wanlab.model import imageref, ir, names
 
 # ns-2 queue parameter -> IR queue field (``queue_in_bytes_`` is an old spelling)
 QUEUE_PARAMS = {"limit_": "limit", "thresh_": "thresh", "maxthresh_": "maxthresh",
@@ -393,13 +393,23 @@ _RPM_FILE = re.compile(r"^(?P<name>.+?)-[0-9][^-]*-[^-]+?(\.(x86_64|i[3-6]86|noa
 
 def node_image(name: str, os_name: str | None, image: str | None,
                src: ir.Source | None = None, setup: bool = False,
-               simulated: bool = False) -> tuple[str | None, list[str]]:
-    """A node's image from ``image`` (a wanlab image name) or an OS name
+               simulated: bool = False,
+               base_dir: str | None = None) -> tuple[str | None, list[str]]:
+    """A node's image from ``image`` (a wanlab image name or an OCI reference, made
+    canonical against ``base_dir``) or an OS name (or an OCI reference)
     (``tb-set-node-os``): a wanlab image name is used as it is, an Emulab OS name maps to
     the closest image, the default one, with a note saying what differs (the caller
     prefixes it with the command or key that named the OS). ``setup``: the node has
     tarfiles or packages, which need an image (the default one if none is named). A
     ``simulated`` node has no file system: its OS is only recorded."""
+    for given, key in ((image, "image"), (os_name, "os")):
+        if imageref.is_ref(given):      # an OCI image (docs/oci-images.md)
+            try:
+                return imageref.canonical(str(given), base_dir, key), []
+            except SpecError as e:
+                if key == "image":
+                    raise _err(f"node {name}: {e.message}", src, key) from None
+                # an OS name that is no reference: an Emulab OS name, mapped below
     if image is not None:
         if not names.IMAGE_NAME_RE.fullmatch(str(image)):
             raise _err(f"node {name}: image name {image!r} is not valid "
@@ -427,6 +437,16 @@ def node_image(name: str, os_name: str | None, image: str | None,
     else:
         note = f"{what} is not available; {img}: Debian's package names and paths"
     return DEFAULT_IMAGE, [note]
+
+
+def copy_entry(dest: str, what: str, src: ir.Source | None = None) -> tuple[str, str]:
+    """A file or folder ``what`` (absolute, checked by the caller) copied to ``dest`` in the
+    node's root: a tarfiles entry whose folder is ``=DEST``."""
+    dest = str(dest)
+    if not dest.startswith("/") or ".." in dest.split("/") or os.path.normpath(dest) == "/":
+        raise _err(f"copy destination {dest!r} must be an absolute path without '..'", src,
+                   "binds")
+    return ("=" + os.path.normpath(dest).replace("//", "/"), os.path.normpath(str(what)))
 
 
 def rpm_package(word: str, base_dir: str | None, src: ir.Source | None = None) -> str:

@@ -482,7 +482,7 @@ class _Records:
         kind = self.val(o, "kind", "emulated")
         image, notes = normalize.node_image(name, os_name, None, src,
                                             setup=bool(tarfiles or packages),
-                                            simulated=kind == "simulated")
+                                            simulated=kind == "simulated", base_dir=base)
         if notes:
             cmd, key = ((f"tb-set-node-os {os_name}", "os") if os_name is not None else
                         ("tb-set-node-rpms", "rpm,0") if packages else

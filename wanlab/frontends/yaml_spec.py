@@ -238,6 +238,12 @@ def loads(text: str, *, file: str = "<yaml>", default_name: str = "experiment",
         raise SpecError(f"YAML error: {e}", file=file) from None
     if not isinstance(doc, dict):
         raise SpecError("the file must be a YAML mapping (name:, nodes:, links: ...)", file=file)
+    from wanlab.frontends import clab
+    if clab.is_clab(doc):           # a containerlab topology file
+        t = doc["topology"]
+        bounds.check({k: len(v) for k in ("nodes", "links")
+                      if isinstance(v := t.get(k), (list, dict))}, file)
+        return clab.load(doc, file, default_name, lambda path: _line_of(doc, path))
     bounds.check({k: len(v) for k in _COUNTED
                   if isinstance(v := doc.get(k), (list, dict))}, file)
     values = _parameters(doc, file, params or {})
@@ -354,6 +360,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
         call(["bgp", "as", node], b.bgp_as, node, asn)
     for i, (x, y) in enumerate(doc.get("bgp", {}).get("sessions") or []):
         call(["bgp", "sessions", i], b.bgp_session, x, y)
+    if "topology" in doc:
+        _topology(b, doc, file, at(["topology"]), call)
     for i, n in enumerate(doc.get("nodes", [])):
         if isinstance(n, str):
             n = {"name": n}
@@ -429,6 +437,24 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
              *[str(a) for a in ev.get("args", [])], source=at(["events", i]))
     exp = b.build_from(file)
     return replace(exp, warnings=tuple(notes) + exp.warnings) if notes else exp
+
+
+def _topology(b: ExperimentBuilder, doc: dict[str, Any], file: str, src: ir.Source,
+              call) -> None:
+    """``topology: {gml|graphml|zoo, hosts, bandwidth, delay}``: a map's routers and links
+    (:mod:`wanlab.frontends.topology`), before the file's own nodes and links."""
+    from wanlab.frontends import topology
+
+    t = doc["topology"]
+    base = None if file.startswith("<") else str(Path(file).resolve().parent)
+    try:
+        m = topology.read_spec(t, base, file)
+    except SpecError as e:
+        if e.file and e.file != file:
+            raise              # the map file's own error
+        raise SpecError(e.message, file=file, line=src.line, field=e.field) from None
+    call(["topology"], topology.declare, b, m, hosts=t.get("hosts", 0),
+         bandwidth=t.get("bandwidth", 0), delay=t.get("delay", 0), source=src)
 
 
 def _unitless(doc: dict[str, Any]) -> list[tuple[list[Any], str]]:

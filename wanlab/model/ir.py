@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from wanlab.errors import SpecError
+from wanlab.model import imageref
 from wanlab.model.gc_pause import gc_paused
 from wanlab.model.names import (
     IMAGE_NAME_RE,
@@ -161,7 +162,8 @@ class Node:
     loopback6: str | None = None     # likewise its IPv6 /128 (with ipv6 dual or only)
     source: Source = field(default_factory=Source)
     image: str | None = None         # its root file system (wanlab image); None: the host's
-    tarfiles: tuple[tuple[str, str], ...] = ()   # (folder in its root, tarball on the host)
+    # (folder in its root, tarball on the host); ("=PATH", file or folder): a copy at PATH
+    tarfiles: tuple[tuple[str, str], ...] = ()
     packages: tuple[str, ...] = ()   # Debian packages, or .deb paths, installed in its root
     # a network interface of this machine moved into the node and bridged (L2) with the
     # node's one link or LAN interface: real machines behind it see the shaped path
@@ -175,6 +177,8 @@ class Node:
     pids: int | None = None             # most processes and threads at once
     # a route out of the experiment through its edge gateway (docs/edge.md)
     egress: bool = False
+    # environment of every command in the node (an OCI image's Env), (name, value) pairs
+    env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -205,6 +209,8 @@ class Link:
     ip6_b: str | None = None
     source: Source = field(default_factory=Source)
     rules: tuple[LinkRule, ...] = ()     # per-destination rules (wanlab bridge --rule)
+    # the interface names at a and at b (a containerlab file's); None: the next ethN
+    ifnames: tuple[str | None, str | None] = (None, None)
 
 
 @dataclass(frozen=True)
@@ -216,6 +222,7 @@ class LanMember:
     from_lan: LinkParams = field(default_factory=LinkParams)
     ip: str | None = None
     ip6: str | None = None           # its IPv6 address (tb-set-ip6-lan), in the LAN's /64
+    ifname: str | None = None        # the member's interface name; None: the next ethN
 
 
 @dataclass(frozen=True)
@@ -520,6 +527,9 @@ class Experiment:
     ipv6: str = "off"                   # IPV6_MODES: IPv4 only, dual stack or IPv6 only
     # the prefix every network's /64 is taken from (None: a ULA /48 derived from the name)
     ipv6_prefix: str | None = None
+    # "auto": the planner addresses every interface; "none": no address on the links' and
+    # LANs' interfaces, the nodes' own commands give them (a containerlab file's)
+    addressing: str = "auto"
 
     # -- lookups -----------------------------------------------------------
     def node(self, name: str) -> Node:
@@ -577,11 +587,13 @@ class Experiment:
         nodes = tuple(Node(**{**n, "routes": tuple(Route(**r) for r in n.get("routes", ())),
                               "tarfiles": tuple(tuple(t) for t in n.get("tarfiles", ())),
                               "packages": tuple(n.get("packages", ())),
+                              "env": tuple(tuple(e) for e in n.get("env", ())),
                               "source": src(n.get("source"))}) for n in d.get("nodes", ()))
         links = tuple(Link(**{**l, "ab": params(l.get("ab")), "ba": params(l.get("ba")),
                               "rules": tuple(LinkRule(r["dst"], params(r.get("ab")),
                                                       params(r.get("ba")))
                                              for r in l.get("rules", ())),
+                              "ifnames": tuple(l.get("ifnames") or (None, None)),
                               "source": src(l.get("source"))}) for l in d.get("links", ()))
         lans = tuple(Lan(**{**l, "members": tuple(
             LanMember(**{**m, "to_lan": params(m.get("to_lan")),
@@ -951,10 +963,18 @@ def _check_parameters(exp: Experiment) -> None:
 PACKAGE_RE = re.compile(r"[a-z0-9][a-z0-9+.-]{1,99}")
 
 
+def _canonical_ref(ref: str) -> bool:
+    try:
+        return imageref.canonical(ref) == ref
+    except SpecError:
+        return False
+
+
 def _check_node_root(n: Node) -> None:
     """A node's image, tarfiles and packages: names and paths that are safe to use."""
     where = f"nodes.{n.name}"
-    if n.image is not None and not IMAGE_NAME_RE.fullmatch(n.image):
+    if n.image is not None and not IMAGE_NAME_RE.fullmatch(n.image) and not (
+            imageref.is_ref(n.image) and _canonical_ref(n.image)):
         raise _err(f"node {n.name}: image name {n.image!r} is not valid ({IMAGE_NAME_RULE})",
                    n.source, where + ".image")
     if (n.tarfiles or n.packages) and n.image is None:
@@ -964,16 +984,45 @@ def _check_node_root(n: Node) -> None:
         raise _err(f"node {n.name}: a simulated node has no file system (no image)",
                    n.source, where + ".image")
     for d, tarball in n.tarfiles:
+        d = d[1:] if d.startswith("=/") else d      # "=PATH": a copy to exactly PATH
         if not d.startswith("/") or posixpath.normpath(d) != (d.rstrip("/") or "/") or "\n" in d:
             raise _err(f"node {n.name}: tarfile folder {d!r} must be an absolute path "
                        f"without '..'", n.source, where + ".tarfiles")
         if not tarball.startswith("/") or "\n" in tarball:
             raise _err(f"node {n.name}: tarball {tarball!r} must be an absolute path",
                        n.source, where + ".tarfiles")
+    for k, v in n.env:
+        if not _ENV_NAME.match(k) or "\x00" in v:
+            raise _err(f"node {n.name}: environment variable {k!r} is not a name (letters, "
+                       f"digits, '_') with a value", n.source, where + ".env")
     for p in n.packages:
         if not PACKAGE_RE.fullmatch(p) and not (p.startswith("/") and p.endswith(".deb")):
             raise _err(f"node {n.name}: {p!r} is neither a Debian package name nor the path "
                        f"of a .deb file", n.source, where + ".packages")
+
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_IFNAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
+
+
+def _check_ifnames(exp: Experiment) -> None:
+    """Interface names given by the description: a Linux name (at most 15 characters, no
+    '/'), not ``lo``, each once per node."""
+    mine: dict[str, set[str]] = {}
+    given = [(l.a, l.ifnames[0], l.name, l.source) for l in exp.links] + \
+        [(l.b, l.ifnames[1], l.name, l.source) for l in exp.links] + \
+        [(m.node, m.ifname, lan.name, lan.source) for lan in exp.lans for m in lan.members]
+    for node, ifname, net, src in given:
+        if ifname is None:
+            continue
+        if not isinstance(ifname, str) or not _IFNAME.match(ifname) or ifname == "lo":
+            raise _err(f"{net}: interface name {ifname!r} of {node} is not a Linux "
+                       f"interface name (a letter, then up to 14 letters, digits, '_', '.', "
+                       f"'-'; not lo)", src, f"{net}.ifname")
+        if ifname in mine.setdefault(node, set()):
+            raise _err(f"{net}: node {node} has interface {ifname} twice", src,
+                       f"{net}.ifname")
+        mine[node].add(ifname)
 
 
 def validate(exp: Experiment) -> Experiment:
@@ -1042,6 +1091,12 @@ def validate(exp: Experiment) -> Experiment:
         _check_mask(l.netmask, f"links.{l.name}.netmask", l.source)
         if l.cost < 1:
             raise _err(f"link {l.name!r} cost {l.cost} must be at least 1", l.source)
+    _check_ifnames(exp)
+    if exp.addressing not in ("auto", "none"):
+        raise _err(f"addressing {exp.addressing!r} is auto or none", exp.source, "addressing")
+    if exp.addressing == "none" and exp.rtproto != "manual":
+        raise _err("links without addresses (addressing none) need manual routing",
+                   exp.source, "addressing")
     for lan in exp.lans:
         claim(lan.name, "lan", lan.source)
         if len(lan.members) < 1:

@@ -111,8 +111,27 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
             if e.file or not src.file:
                 raise
             raise SpecError(e.message, file=src.file, line=src.line, field=e.field) from None
-    addrs = placed(assign, specs, located) if v4 else {}
-    prefix6 = experiment_prefix(exp.name, exp.ipv6_prefix) if v6 else None
+    if exp.addressing == "none" and (any(n.routes for n in exp.nodes) or any(
+            n.kind == "simulated" for n in exp.nodes)):
+        raise SpecError("links without addresses (a containerlab file's) allow neither "
+                        "routes given to wanlab nor simulated nodes")
+    # interface names the description gives (a containerlab file's); the rest are ethN
+    named: dict[tuple[str, str], str] = {}
+    for l in exp.links:
+        for node, ifname in zip((l.a, l.b), l.ifnames, strict=True):
+            if ifname:
+                named[(l.name, node)] = ifname
+    for lan in exp.lans:
+        for m in lan.members:
+            if m.ifname:
+                named[(lan.name, m.node)] = m.ifname
+    taken_names: dict[str, set[str]] = {}
+    for (_net, node), ifname in named.items():
+        taken_names.setdefault(node, set()).add(ifname)
+    # addressing "none" (a containerlab file's): the nodes' own commands address them
+    auto = exp.addressing == "auto"
+    addrs = placed(assign, specs, located) if v4 and auto else {}
+    prefix6 = experiment_prefix(exp.name, exp.ipv6_prefix) if v6 and auto else None
     addrs6 = placed(assign6, [replace(x, fixed=fixed6[x.name]) for x in specs],
                     prefix6) if prefix6 else {}
 
@@ -127,7 +146,13 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         for node, ip, ip6 in zip(spec.members, ips, ips6, strict=False):
             np_ = nodes[node]
             np_.ipv4 = v4
-            ifname = f"eth{len(np_.interfaces)}"
+            ifname = named.get((spec.name, node))
+            if ifname is None:
+                k = len(np_.interfaces)
+                while f"eth{k}" in taken_names.get(node, ()):
+                    k += 1
+                ifname = f"eth{k}"
+                taken_names.setdefault(node, set()).add(ifname)
             hi, lo = port_no >> 8 & 0xFF, port_no & 0xFF
             iface = Interface(node=node, ifname=ifname, network=spec.name, ip=ip,
                               prefixlen=subnet.prefixlen if subnet else 0,

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from wanlab.backends.emulate import nodefiles
 from wanlab.backends.emulate.rootfs import mounted_overlays
 from wanlab.errors import WanlabError
+from wanlab.model import imageref
 from wanlab.model.names import check_image_name
 
 Say = Callable[[str], None]
@@ -98,7 +99,8 @@ class Image:
     packages: tuple[str, ...]
     created: float
     build_s: float | None = None   # how long the build took (None: reused or saved)
-    origin: str | None = None      # "EXP/NODE" for a saved image
+    origin: str | None = None      # "EXP/NODE" for a saved image; an OCI image's reference
+    oci: dict | None = None        # an OCI image's manifest digest and config (oci.py)
 
 
 # -- the host's mirror -------------------------------------------------------------------
@@ -194,6 +196,9 @@ class Images:
             yield
 
     def get(self, name: str) -> Image | None:
+        """Image ``name`` (or an OCI reference's, under its store name), if held."""
+        if imageref.is_ref(name):        # checked, then its store name (never a path)
+            name = imageref.store_name(imageref.canonical(name))
         try:
             with open(self._meta_path(name)) as f:
                 d = json.load(f)
@@ -203,13 +208,15 @@ class Images:
             raise WanlabError(f"image {name}: its record is unreadable: {e}") from None
         img = Image(name=d["name"], layers=tuple(d["layers"]), suite=d["suite"],
                     packages=tuple(d["packages"]), created=d["created"],
-                    build_s=d.get("build_s"), origin=d.get("origin"))
+                    build_s=d.get("build_s"), origin=d.get("origin"), oci=d.get("oci"))
         if not all(os.path.isdir(self.layer_path(x)) for x in img.layers):
             return None                  # a layer went missing: as good as absent
         return img
 
     def need(self, name: str) -> Image:
         img = self.get(name)
+        if img is None and imageref.is_ref(name):
+            raise WanlabError(f"image {name} is not in the store (wanlab image pull {name})")
         if img is None:
             raise WanlabError(f"no image named {name!r} (see 'wanlab image list'; build it "
                               f"with 'wanlab image build {name} --packages ...')")
@@ -311,7 +318,7 @@ class Images:
     def ensure(self, name: str, say: Say | None = None) -> Image:
         """Image ``name``; the default image is built the first time it is needed (and
         again when wanlab's list of its packages changed)."""
-        img = self.get(name)
+        img = None if imageref.is_ref(name) else self.get(name)
         if name == DEFAULT_IMAGE and (img is None or (
                 img.origin is None and img.packages != check_packages(DEFAULT_PACKAGES))):
             what = "is not built yet" if img is None else "is of an older package list"
@@ -525,7 +532,7 @@ def manifest(store: Images, name: str) -> dict:
     digests = [layer_digest(store, x) for x in img.layers]
     return {"name": img.name, "layers": digests, "suite": img.suite,
             "packages": list(img.packages), "created": img.created, "origin": img.origin,
-            "sources": dict(zip(digests, img.layers, strict=True))}
+            "oci": img.oci, "sources": dict(zip(digests, img.layers, strict=True))}
 
 
 def missing(store: Images, digests: list[str]) -> list[str]:
@@ -546,7 +553,8 @@ def adopt(store: Images, record: dict) -> Image:
         old = store.get(name)
         img = Image(name=name, layers=layers, suite=str(record["suite"]),
                     packages=check_packages(tuple(record["packages"])),
-                    created=float(record["created"]), origin=record.get("origin"))
+                    created=float(record["created"]), origin=record.get("origin"),
+                    oci=record.get("oci"))
         if old != img:
             store._write(img)
             if old is not None:

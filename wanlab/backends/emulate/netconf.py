@@ -231,6 +231,7 @@ def configure(np_: NodePlan, interfaces: list[Interface], known: dict[str, int],
     for i in interfaces:
         k = index[i.ifname]
         reqs.append(link_set(k, mac=i.mac, mtu=MTU, up=True, what=f"set up {i.ifname}"))
+        # no address (addressing "none"): the node's own commands address it
         for ip, plen in ((i.ip, i.prefixlen), (i.ip6, i.prefixlen6)):
             if ip:
                 reqs.append(addr_add(k, ip, plen, f"add {ip}/{plen} to {i.ifname}"))

@@ -281,13 +281,16 @@ def _enter_argv(store: Store, row: ExperimentRow, node: str, holder: int, argv: 
     ndir = store.folder(row.name, "nodes", node)
     return cgroups.join_argv(store.folder(row.name), node,
                              [*enter.argv_prefix(), "enter", str(holder), caps, ".", ndir,
-                              "--", *_with_parameters(row, argv)])
+                              "--", *_with_parameters(row, argv, node)])
 
 
-def _with_parameters(row: ExperimentRow, argv: list[str]) -> list[str]:
-    """``argv`` with the experiment's template parameters in its environment (Emulab exported
-    them into every node); names are checked identifiers, values never meet a shell here."""
-    values = row.ir.parameter_values()
+def _with_parameters(row: ExperimentRow, argv: list[str], node: str | None = None
+                     ) -> list[str]:
+    """``argv`` with the node's environment (its OCI image's ``Env``) and the experiment's
+    template parameters (Emulab exported them into every node); names are checked
+    identifiers, values never meet a shell here."""
+    own = next((n.env for n in row.ir.nodes if n.name == node), ()) if node else ()
+    values = {**dict(own), **row.ir.parameter_values()}
     if not values:
         return argv
     return ["env", "--", *(f"{k}={v}" for k, v in values.items()), *argv]

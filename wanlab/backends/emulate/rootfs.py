@@ -132,6 +132,8 @@ def prepare_layer(folder: str, node: str) -> tuple[str, str, bool]:
     upper, work = os.path.join(lay, "upper"), os.path.join(lay, "work")
     new = not os.path.isdir(upper)
     os.makedirs(upper, mode=0o755, exist_ok=True)
+    if new:           # the node's / (an overlay's root is its upper folder): not the umask's
+        os.chmod(upper, 0o755)
     os.makedirs(work, mode=0o700, exist_ok=True)
     os.makedirs(os.path.join(folder, "roots", node), mode=0o755, exist_ok=True)
     os.chmod(os.path.join(folder, "roots"), 0o700)
@@ -257,14 +259,39 @@ def _open_tarball(path: str):
     return open(path, "rb")
 
 
-def _untar(folder: str, node: str, root: str, where: str, tarball: str) -> tuple[int, str]:
+def _copy_stream(what: str, name: str):
+    """A tar stream (a pipe's reader) of the host's file or folder ``what`` as ``name``,
+    owned by root, links kept as links (a bind of a containerlab file, copied)."""
+    import tarfile
+    import threading
+
+    r, w = os.pipe()
+
+    def owned(t: tarfile.TarInfo) -> tarfile.TarInfo:
+        t.uid = t.gid = 0
+        t.uname = t.gname = "root"
+        return t
+
+    def write() -> None:
+        with os.fdopen(w, "wb") as out, tarfile.open(fileobj=out, mode="w|") as tf:
+            try:
+                tf.add(what, arcname=name, filter=owned)
+            except OSError:
+                pass                       # a short archive: tar says what is missing
+    threading.Thread(target=write, daemon=True).start()
+    return os.fdopen(r, "rb")
+
+
+def _untar(folder: str, node: str, root: str, where: str, tarball: str,
+           copy_as: str | None = None) -> tuple[int, str]:
     p = subprocess.Popen(_argv(folder, node, root,
                                ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xf -', where]),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, env=_ENV)
     assert p.stdin is not None and p.stdout is not None
     try:
-        with _open_tarball(tarball) as src:
+        with (_open_tarball(tarball) if copy_as is None
+              else _copy_stream(tarball, copy_as)) as src:
             while chunk := src.read(1 << 20):
                 p.stdin.write(chunk)
     except (OSError, EOFError) as e:       # a broken pipe (tar failed) or a bad archive
@@ -291,6 +318,16 @@ def setup(folder: str, node: Node, root: str, say: Callable[[str], None]) -> Non
     """``tb-set-node-tarfiles`` and ``tb-set-node-rpms`` of ``node`` into its root, each
     step confined as the node is (:data:`SETUP_SHELL`)."""
     for d, tarball in node.tarfiles:
+        if d.startswith("="):           # a file or folder copied to exactly that path
+            dest = d[1:]
+            if not os.path.exists(tarball):
+                raise WanlabError(_where(node, f"{tarball} (bound at {dest}) is missing"))
+            say(f"node {node.name}: copying {os.path.basename(tarball)} to {dest}")
+            code, out = _untar(folder, node.name, root, os.path.dirname(dest), tarball,
+                               copy_as=os.path.basename(dest))
+            if code != 0:
+                raise WanlabError(_where(node, f"copying {tarball} to {dest}: {out[-300:]}"))
+            continue
         if not os.path.isfile(tarball):
             raise WanlabError(_where(node, f"tarfile {tarball} is not a file"))
         say(f"node {node.name}: unpacking {os.path.basename(tarball)} at {d}")
