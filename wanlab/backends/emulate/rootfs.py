@@ -36,10 +36,12 @@ from __future__ import annotations
 import bz2
 import ctypes
 import errno
+import functools
 import gzip
 import json
 import lzma
 import os
+import stat
 import subprocess
 from collections.abc import Callable
 
@@ -107,6 +109,164 @@ def mount_root(lowers: list[str], upper: str, work: str, target: str) -> None:
         raise WanlabError(f"mounting the node root {target}: {os.strerror(e)}")
 
 
+def _mountinfo() -> list[tuple[str, str, str, str, str]]:
+    """(major:minor, root in its file system, mount point, per-mount options, type) of each
+    mount of this mount namespace."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            a = pre.split()
+            out.append((a[2], _unescape(a[3]), _unescape(a[4]), a[5], post.split()[0]))
+    return out
+
+
+# -- idmapped image layers --------------------------------------------------------------
+#
+# A node in its experiment's user namespace is root there: uid u in the node is base + u on
+# the host. The image's layers (shared, owned by the host's uids 0..) are mounted under the
+# overlay *idmapped* by that user namespace (``open_tree`` + ``mount_setattr``): a file the
+# layer stores as uid u reads as base + u, so the image's root-owned files are the node's
+# root's, and nothing else's. One such mount per layer and experiment, in the experiment's
+# folder (``lowers/<layer id>``, which no node sees), recorded as an ``idmap`` resource
+# before it is made. The node's writable layer stores the range's uids themselves (files the
+# node makes are base + u on the host): ``owner.json`` beside it says which base, so a kept
+# layer follows the experiment (:func:`own_layer`) and ``image save`` shifts them back.
+
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442   # the same on every arch
+AT_FDCWD, AT_EMPTY_PATH, AT_RECURSIVE = -100, 0x1000, 0x8000
+OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 1, os.O_CLOEXEC
+MOVE_MOUNT_F_EMPTY_PATH = 0x4
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID, MOUNT_ATTR_NODEV = 0x1, 0x2, 0x4
+MOUNT_ATTR_IDMAP = 0x100000
+UID_RANGE = 65536           # as :data:`wanlab.backends.emulate.userns.SIZE`
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def lowers_path(folder: str, layer_id: str) -> str:
+    return os.path.join(folder, "lowers", layer_id)
+
+
+def mount_idmapped(layer: str, target: str, userns_fd: int) -> None:
+    """Mount the image layer ``layer`` at ``target`` read-only, its uids seen through the
+    user namespace ``userns_fd`` (its uid 0 is the namespace's root)."""
+    _check_path(target)
+    fd = _libc.syscall(SYS_OPEN_TREE, AT_FDCWD, layer.encode(),
+                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC)
+    if fd < 0:
+        e = ctypes.get_errno()
+        raise WanlabError(f"image layer {layer}: open_tree: {os.strerror(e)}")
+    try:
+        attr = _MountAttr(MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV, 0, 0,
+                          userns_fd)
+        if _libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH, ctypes.byref(attr),
+                         ctypes.sizeof(attr)) != 0:
+            e = ctypes.get_errno()
+            raise WanlabError(f"image layer {layer}: an idmapped mount of it is refused "
+                              f"({os.strerror(e)}; its file system must allow idmapped "
+                              f"mounts, or set WANLAB_USERNS=0)")
+        if _libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, target.encode(),
+                         MOVE_MOUNT_F_EMPTY_PATH) != 0:
+            e = ctypes.get_errno()
+            raise WanlabError(f"mounting image layer {layer} at {target}: {os.strerror(e)}")
+    finally:
+        os.close(fd)
+
+
+def unmount_idmapped(r: Resource) -> None:
+    """Unmount exactly the recorded idmapped layer: mounted at its path, idmapped."""
+    for _ in range(8):
+        if not any(mp == r.name and "idmapped" in opts.split(",")
+                   for _d, _r, mp, opts, _t in _mountinfo()):
+            return
+        if _libc.umount2(r.name.encode(), MNT_DETACH) != 0:
+            e = ctypes.get_errno()
+            if e in (errno.EINVAL, errno.ENOENT):
+                return
+            raise OSError(e, f"umount {r.name}: {os.strerror(e)}")
+
+
+def idmapped_sources() -> set[tuple[str, str]]:
+    """(major:minor, root in its file system) of each idmapped mount here: an image layer
+    under some node's overlay."""
+    return {(dev, root) for dev, root, _mp, opts, _t in _mountinfo()
+            if "idmapped" in opts.split(",")}
+
+
+def fs_source(path: str) -> tuple[str, str]:
+    """(major:minor, path within its file system) of the folder ``path``."""
+    st = os.stat(path)
+    dev = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    real = os.path.realpath(path)
+    best = ("/", "/")
+    for d, root, mp, opts, _t in _mountinfo():
+        if d != dev or "idmapped" in opts.split(","):
+            continue
+        if (real == mp or real.startswith(mp.rstrip("/") + "/")) and len(mp) >= len(best[0]):
+            best = (mp, root)
+    mp, root = best
+    rest = real[len(mp):].lstrip("/")
+    return dev, os.path.normpath(os.path.join(root, rest)) if rest else root
+
+
+def layer_base(folder: str, node: str) -> int:
+    """The host uid the node's writable layer stores as the node's uid 0 (0: the host's)."""
+    try:
+        with open(os.path.join(layer_path(folder, node), "owner.json")) as f:
+            return int(json.load(f)["base"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def shift_id(i: int, old: int, new: int) -> int:
+    """Id ``i`` of a layer stored for range ``old``, as stored for range ``new``; ids
+    outside the old range (wanlab's own mount points, overlay's whiteouts) stay."""
+    return i - old + new if old <= i < old + UID_RANGE else i
+
+
+def own_layer(folder: str, node: str, base: int) -> None:
+    """Make the node's writable layer store range ``base``'s uids (0: the host's): a new
+    layer's top is given to the range's root; a kept one made for another range (a swap-in
+    without user namespaces) has every owner shifted. Never through a link (the layer is
+    the node's; no node process runs now)."""
+    lay = layer_path(folder, node)
+    upper = os.path.join(lay, "upper")
+    old = layer_base(folder, node)
+    if old != base:
+        for _d, dirs, files, dfd in os.fwalk(upper, follow_symlinks=False):
+            for name in [*dirs, *files]:
+                _shift_entry(name, dfd, old, base)
+        _shift_entry(".", os.open(upper, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW),
+                     old, base, close=True)
+    st = os.lstat(upper)
+    if not base <= st.st_uid < base + UID_RANGE:            # a new layer's top: host root's
+        os.chown(upper, base, base, follow_symlinks=False)
+    tmp = os.path.join(lay, "owner.json.new")
+    with open(tmp, "w") as f:
+        json.dump({"base": base}, f)
+    os.replace(tmp, os.path.join(lay, "owner.json"))
+
+
+def _shift_entry(name: str, dfd: int, old: int, new: int, close: bool = False) -> None:
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        uid, gid = shift_id(st.st_uid, old, new), shift_id(st.st_gid, old, new)
+        if (uid, gid) != (st.st_uid, st.st_gid):
+            os.chown(name, uid, gid, dir_fd=dfd, follow_symlinks=False)
+            if not stat.S_ISLNK(st.st_mode) and st.st_mode & 0o6000:
+                # chown cleared the set-id bits: put them back
+                os.chmod(name, stat.S_IMODE(st.st_mode), dir_fd=dfd)
+    except FileNotFoundError:
+        pass
+    finally:
+        if close:
+            os.close(dfd)
+
+
 def unmount(r: Resource) -> None:
     """Unmount exactly the recorded overlay: the one at its path whose upper layer is the
     recorded one (anything else mounted there is left alone)."""
@@ -139,10 +299,11 @@ def prepare_layer(folder: str, node: str) -> tuple[str, str, bool]:
     return upper, work, new
 
 
-def personalize(root: str, node: str) -> None:
+def personalize(root: str, node: str, base: int = 0) -> None:
     """The node's own hostname and resolv.conf, in its layer (its hosts file is bound
-    over /etc/hosts by its holder). The layer is the node's: its /etc or those files may
-    be links it planted, so nothing here follows a link (a link is replaced)."""
+    over /etc/hosts by its holder), owned by its root (host uid ``base``). The layer is the
+    node's: its /etc or those files may be links it planted, so nothing here follows a
+    link (a link is replaced)."""
     rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
@@ -161,6 +322,7 @@ def personalize(root: str, node: str) -> None:
                         continue
                     fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=efd)
                 with os.fdopen(fd, "w") as f:
+                    os.fchown(f.fileno(), base, base)
                     os.fchmod(f.fileno(), 0o644)
                     f.write(text)
         finally:
@@ -225,22 +387,28 @@ _ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteract
         "LC_ALL": "C"}
 
 
-def _argv(folder: str, node: str, root: str, argv: list[str], net: bool = False) -> list[str]:
+def _argv(folder: str, node: str, root: str, argv: list[str], net: bool = False,
+          userns_fd: int | None = None) -> list[str]:
     """``argv`` run in the node's root, confined (SETUP_SHELL); ``net``: with the host's
-    network (apt fetching packages), else in a network namespace of its own (no network)."""
+    network (apt fetching packages), else in a network namespace of its own (no network);
+    ``userns_fd``: as root of the node's user namespace (joined once in the root)."""
     caps = ",".join("-" + c for c in (*DROPPED_CAPS, *SETUP_DROPPED))
     spaces = ["--pid", "--fork", "--kill-child", "--mount", "--uts", "--ipc",
               "--propagation", "private", *([] if net else ["--net"])]
-    into = [*enter.argv_prefix(), "pivot", root, "/", caps, "--", *argv]
+    into = [*enter.argv_prefix(), "pivot", root, "/", caps,
+            "-" if userns_fd is None else str(userns_fd), "--", *argv]
     return cgroups.join_argv(folder, node, ["unshare", *spaces, "--", "sh", "-c", SETUP_SHELL,
                                             root, "host" if net else "none", caps, *into])
 
 
 def in_root(folder: str, node: str, root: str, argv: list[str], stdin=None,
-            timeout: float = 1800, net: bool = False) -> subprocess.CompletedProcess:
-    """Run ``argv`` in the node's root, confined as the node is (:data:`SETUP_SHELL`)."""
-    return subprocess.run(_argv(folder, node, root, argv, net), stdin=stdin,
-                          capture_output=True, text=True, env=_ENV, timeout=timeout)
+            timeout: float = 1800, net: bool = False,
+            userns_fd: int | None = None) -> subprocess.CompletedProcess:
+    """Run ``argv`` in the node's root, confined as the node is (:data:`SETUP_SHELL`),
+    in the node's user namespace if ``userns_fd`` names it."""
+    return subprocess.run(_argv(folder, node, root, argv, net, userns_fd), stdin=stdin,
+                          capture_output=True, text=True, env=_ENV, timeout=timeout,
+                          pass_fds=() if userns_fd is None else (userns_fd,))
 
 
 def _open_tarball(path: str):
@@ -257,11 +425,14 @@ def _open_tarball(path: str):
     return open(path, "rb")
 
 
-def _untar(folder: str, node: str, root: str, where: str, tarball: str) -> tuple[int, str]:
+def _untar(folder: str, node: str, root: str, where: str, tarball: str,
+           userns_fd: int | None) -> tuple[int, str]:
     p = subprocess.Popen(_argv(folder, node, root,
-                               ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xf -', where]),
+                               ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xf -', where],
+                               userns_fd=userns_fd),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, env=_ENV)
+                         stderr=subprocess.STDOUT, env=_ENV,
+                         pass_fds=() if userns_fd is None else (userns_fd,))
     assert p.stdin is not None and p.stdout is not None
     try:
         with _open_tarball(tarball) as src:
@@ -287,20 +458,22 @@ def _where(node: Node, what: str) -> str:
     return f"{at}node {node.name}: {what}"
 
 
-def setup(folder: str, node: Node, root: str, say: Callable[[str], None]) -> None:
+def setup(folder: str, node: Node, root: str, say: Callable[[str], None],
+          userns_fd: int | None = None) -> None:
     """``tb-set-node-tarfiles`` and ``tb-set-node-rpms`` of ``node`` into its root, each
-    step confined as the node is (:data:`SETUP_SHELL`)."""
+    step confined as the node is (:data:`SETUP_SHELL`), as root of its user namespace
+    when ``userns_fd`` names one (the files it makes are the node's range's)."""
     for d, tarball in node.tarfiles:
         if not os.path.isfile(tarball):
             raise WanlabError(_where(node, f"tarfile {tarball} is not a file"))
         say(f"node {node.name}: unpacking {os.path.basename(tarball)} at {d}")
         # the node's tar, confined: a link in the layer or the archive cannot lead out, and
         # a tar the node replaced runs as the node, never as host root
-        code, out = _untar(folder, node.name, root, d, tarball)
+        code, out = _untar(folder, node.name, root, d, tarball, userns_fd)
         if code != 0:
             raise WanlabError(_where(node, f"unpacking {tarball} at {d}: {out[-300:]}"))
     if node.packages:
-        _install(folder, node, root, say)
+        _install(folder, node, root, say, userns_fd)
 
 
 # Inside the node's root (SETUP_SHELL): services stay stopped while packages install
@@ -311,7 +484,9 @@ apt-get -q -y --no-install-recommends install -- "$@" && apt-get clean
 """
 
 
-def _install(folder: str, node: Node, root: str, say: Callable[[str], None]) -> None:
+def _install(folder: str, node: Node, root: str, say: Callable[[str], None],
+             userns_fd: int | None) -> None:
+    run = functools.partial(in_root, userns_fd=userns_fd)     # each step in its userns
     names = [p for p in node.packages if not p.endswith(".deb")]
     debs = [p for p in node.packages if p.endswith(".deb")]
     args = []
@@ -320,7 +495,7 @@ def _install(folder: str, node: Node, root: str, say: Callable[[str], None]) -> 
             raise WanlabError(_where(node, f"package file {p} is not a file"))
         # staged from inside the root: a link the node planted cannot lead to a host path
         with open(p, "rb") as f:
-            r = in_root(folder, node.name, root, ["sh", "-c", 'mkdir -p /tmp/wanlab-debs && '
+            r = run(folder, node.name, root, ["sh", "-c", 'mkdir -p /tmp/wanlab-debs && '
                                'cat > "/tmp/wanlab-debs/$0"', f"{i}.deb"], stdin=f)
         if r.returncode != 0:
             raise WanlabError(_where(node, f"staging {p}: {r.stderr.strip()[-300:]}"))
@@ -329,17 +504,17 @@ def _install(folder: str, node: Node, root: str, say: Callable[[str], None]) -> 
     # the package lists, for packages by name (a .deb given by path needs none)
     # apt fetches from the host's mirror: only then does setup keep the host's network
     net = bool(names)
-    r = in_root(folder, node.name, root, ["apt-get", "-q", "update"], net=True) \
+    r = run(folder, node.name, root, ["apt-get", "-q", "update"], net=True) \
         if names else None
     if r is not None and r.returncode != 0:
         raise WanlabError(_where(node, f"apt-get update in its root failed: "
                                  f"{r.stdout.strip()[-300:]}"))
     missing = [p for p in names
-               if in_root(folder, node.name, root, ["apt-cache", "show", "--", p]).returncode]
+               if run(folder, node.name, root, ["apt-cache", "show", "--", p]).returncode]
     if missing:
         raise WanlabError(_where(node, f"tb-set-node-rpms: no Debian package "
                                  f"{', '.join(missing)} (and no .deb file given by path)"))
-    r = in_root(folder, node.name, root, ["sh", "-c", INSTALL_SHELL, "install", *names, *args],
+    r = run(folder, node.name, root, ["sh", "-c", INSTALL_SHELL, "install", *names, *args],
                 net=net)
     if r.returncode != 0:
         raise WanlabError(_where(node, f"installing {', '.join(node.packages)}: "
@@ -351,10 +526,16 @@ def _install(folder: str, node: Node, root: str, say: Callable[[str], None]) -> 
 # Run by ``sh -c`` in place of the host-file-system confinement (nodes.NODE_SHELL), with
 # the same arguments: $0 node, $1 state folder, $2 the node's folder, $3 setpriv's
 # --bounding-set, $4 wanlab's binaries, then the command: ``enter.py pivot`` (nodes), which
-# switches into the root and drops the capabilities before any file of the node runs. Its
-# root is <experiment folder>/roots/<node> (the node's folder is <experiment folder>/nodes/<node>).
+# switches into the root, joins the experiment's user namespace ($WANLAB_USERNS_FD, passed
+# to it) and drops the capabilities before any file of the node runs. Its root is
+# <experiment folder>/roots/<node> (the node's folder is <experiment folder>/nodes/<node>).
+# In a user namespace, the node's folder and its /run are its root's (host uid
+# $WANLAB_UID_BASE); what its holder makes here as host root (mount points) stays host
+# root's, which the node cannot change.
 IMAGE_SHELL = PROC_GUARD + r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 root=${dir%/nodes/*}/roots/$node
+uns=${WANLAB_USERNS_FD-} base=${WANLAB_UID_BASE-0}; unset WANLAB_USERNS_FD WANLAB_UID_BASE
+[ -n "$uns" ] || base=0
 # Paths in the root are the node's: a link it left in its layer would lead a mount's source,
 # a mkdir or a touch to a host path. No process of the node runs while its holder starts
 # (they all ended with the last one), so each such path is checked once, resolved.
@@ -362,12 +543,15 @@ inside() {
   case "$(realpath -m -- "$1")" in "$root"/*) return 0;; esac
   return 1
 }
-cd / || exit 111
+cd / && umask 022 || exit 111      # mount points the node (its range's root) passes through
 for p in proc sys dev run etc "${dir#/}" "${tools#/}"; do
   inside "$root/$p" || { echo "wanlab: /$p in the node's root leads out of it"; exit 111; }
 done
 hostname "$node" || exit 111
 ns=$(ip netns identify) || exit 111
+u=$(stat -c %u "$dir") || exit 111
+if [ "$u" -lt "$base" ] || [ "$u" -ge $((base + 65536)) ]; then
+  chown "$base:$base" "$dir" || exit 111; fi
 mount --make-rslave / && mount --bind "$root" "$root" || exit 111
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc" &&
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$root/sys" || exit 111
@@ -384,7 +568,8 @@ ln -s /proc/self/fd "$root/dev/fd" && ln -s /proc/self/fd/0 "$root/dev/stdin" &&
 ln -s /proc/self/fd/1 "$root/dev/stdout" && ln -s /proc/self/fd/2 "$root/dev/stderr" &&
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$root/dev/pts" &&
 mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev shm "$root/dev/shm" &&
-mount -t tmpfs -o mode=0755,size=16m,nosuid,nodev wanlab-run "$root/run" || exit 111
+mount -t tmpfs -o "mode=0755,size=16m,nosuid,nodev,uid=$base,gid=$base" wanlab-run \
+  "$root/run" || exit 111
 if [ -n "$ns" ] && [ -d "/etc/netns/$ns" ]; then
   for e in "/etc/netns/$ns"/*; do
     [ -e "$e" ] || continue
