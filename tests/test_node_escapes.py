@@ -31,6 +31,7 @@ for p in /proc/[0-9]*; do
   [ -d "$p/root${{m%/*}}" ] && echo pwned > "$p/root$m" 2>/dev/null
   nsenter -t "${{p#/proc/}}" -m -- sh -c "echo pwned > $m" 2>/dev/null
 done
+echo pwned >> /host-owned 2>/dev/null
 echo "$(id -u) $$" > /ran-$(basename "$0")
 cat > /dev/null
 exit 0
@@ -87,10 +88,62 @@ def test_a_program_planted_in_the_kept_layer_cannot_reach_the_host(lab, test_ima
     lab.exec("kept", "n1", ["sh", "-c", "cat > /usr/bin/tar && chmod 755 /usr/bin/tar"],
              input=EVIL.format(marker=marker).encode(), check=True, timeout=60)
     lab.swapout("kept")
+    # a host root's file in the layer (as wanlab's own mount points are): setup cannot
+    # write it, and what setup makes is the node's range's on the host (its user namespace)
+    upper = os.path.join(rootfs.layer_path(lab.store.folder("kept"), "n1"), "upper")
+    owned = os.path.join(upper, "host-owned")
+    with open(owned, "w") as f:
+        f.write("host\n")
+    os.chmod(owned, 0o600)
     lab.modify("kept", exp_of("kept", test_image, n=1, tarfiles=(("/", first), ("/", second))))
     lab.swapin("kept")
     assert not marker.exists()
     assert sh(lab, "kept", "n1", "cut -d' ' -f1 /ran-tar") == "0\n"
+    with open(owned) as f:
+        assert f.read() == "host\n"
+    assert os.stat(os.path.join(upper, "ran-tar")).st_uid == uid_base(lab, "kept") > 0
+
+
+def uid_base(lab, name):
+    """The host uid of root in experiment ``name``'s nodes (its user namespace's range)."""
+    row = lab.store.get(name)
+    return next(r.detail["base"] for r in lab.store.resources(row.id) if r.kind == "userns")
+
+
+def test_root_in_an_image_node_is_nobody_on_the_host(lab, test_image, tmp_path):
+    """An image node runs in its experiment's user namespace, its image's files mapped to
+    the namespace's root: what it makes (and what setup unpacks for it) is owned by its
+    range on the host, across a swap-out and in, and a host root's file bound into its root
+    is out of its hands (before, it was host root: it read a host root's 0600 file in its
+    folder and rewrote the hosts file every node shares)."""
+    t = tarball(tmp_path / "t.tgz", {"opt/from-setup": (b"s\n", 0o644)})
+    lab.create(exp_of("unpriv", test_image, n=2, tarfiles=(("/", t),)))
+    folder = lab.store.folder("unpriv")
+    base = uid_base(lab, "unpriv")
+    planted = os.path.join(folder, "nodes", "n1", "host-secret")
+    with open(planted, "w") as f:
+        f.write("root's\n")
+    os.chmod(planted, 0o600)
+    out = sh(lab, "unpriv", "n1",
+             f"id -u; cat {planted} 2>/dev/null || echo no-read; "
+             f"(echo x >> {planted}) 2>/dev/null || echo no-write; "
+             f"(echo 10.6.6.6 evil >> /etc/hosts) 2>/dev/null || echo no-hosts; "
+             f"touch /marker && mkdir -p /home/u && touch /home/u/f && "
+             f"chown 1000:1000 /home/u/f && echo made")
+    assert out.split() == ["0", "no-read", "no-write", "no-hosts", "made"], out
+    with open(planted) as f:
+        assert f.read() == "root's\n"
+    assert "evil" not in sh(lab, "unpriv", "n2", "cat /etc/hosts")
+    upper = os.path.join(rootfs.layer_path(folder, "n1"), "upper")
+    owners = {p: os.stat(os.path.join(upper, p)).st_uid
+              for p in ("marker", "home/u/f", "opt/from-setup")}
+    assert base >= 65536 and owners == {"marker": base, "home/u/f": base + 1000,
+                                        "opt/from-setup": base}, (base, owners)
+    lab.swapout("unpriv")
+    lab.swapin("unpriv")
+    assert sh(lab, "unpriv", "n1", "echo y >> /marker && stat -c '%u %g' /marker /home/u/f "
+                                   "/opt/from-setup") == "0 0\n1000 1000\n0 0\n"
+    assert os.stat(os.path.join(upper, "marker")).st_uid == base
 
 
 def test_a_link_in_the_kept_layer_does_not_bind_a_host_folder_into_the_node(lab, test_image,
