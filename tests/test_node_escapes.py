@@ -268,20 +268,26 @@ def test_a_link_in_the_node_folder_does_not_reach_a_host_folder(lab, tmp_path):
     assert not os.path.islink(os.path.join(ndir, "tmp"))
 
 
-# FRR's daemons keep SYS_ADMIN; in a node with an image they would run the node's own files
-# (its writable layer), so a zebra the node planted there would run with it: it mounted a
-# devtmpfs (the host's disks) and remounted /proc/sys read-write.
+# FRR's daemons keep SYS_ADMIN, and in a node with an image they run the node's own files (its
+# writable layer): a zebra the node planted there runs with it. As root of the host it
+# mounted a devtmpfs (the host's disks) and remounted /proc/sys read-write; in the node's
+# user namespace its SYS_ADMIN is that namespace's, and reaches neither.
 ZEBRA = """#!/bin/sh
 {{ grep CapEff /proc/self/status; mkdir -p /tmp/dd
   mount -t devtmpfs dev /tmp/dd && echo MOUNTED && umount /tmp/dd
   mount -o remount,rw /proc/sys && echo REMOUNTED && mount -o remount,ro /proc/sys
+  unshare -m sh -c 'mount -o remount,rw /proc/sys && echo REMOUNTED-IN-NEW-NS'
+  for p in /proc/[0-9]*; do
+    [ -d "$p/root{dir}" ] && echo pwned > "$p/root{marker}" && echo WROTE-HOST
+  done
 }} > /ran-zebra 2>&1
 echo pwned > {marker} 2>/dev/null
 exec /usr/lib/frr/zebra.real "$@"
 """
 
 
-def test_routing_never_runs_a_node_layers_files_with_sys_admin(lab, test_image, tmp_path):
+def test_routing_in_an_image_node_has_sys_admin_only_in_its_user_namespace(lab, test_image,
+                                                                           tmp_path):
     import dataclasses
 
     from wanlab.errors import WanlabError
@@ -291,16 +297,33 @@ def test_routing_never_runs_a_node_layers_files_with_sys_admin(lab, test_image, 
     lab.exec("frrplant", "n1", ["sh", "-c", "mv /usr/lib/frr/zebra /usr/lib/frr/zebra.real && "
                                             "cat > /usr/lib/frr/zebra && "
                                             "chmod 755 /usr/lib/frr/zebra"],
-             input=ZEBRA.format(marker=marker).encode(), check=True, timeout=60)
+             input=ZEBRA.format(marker=marker, dir=tmp_path).encode(), check=True, timeout=60)
     lab.swapout("frrplant")
-    # dynamic routing with image nodes is refused where the description is checked ...
-    with pytest.raises(WanlabError, match="n1: dynamic routing.*image"):
-        lab.modify("frrplant", dataclasses.replace(exp, rtproto="ospf"))
-    # ... and where the daemons start (an experiment stored before the rule)
+    lab.modify("frrplant", dataclasses.replace(exp, rtproto="ospf"))
+    lab.swapin("frrplant")                      # converged: zebra.real runs under the plant
+    ran = sh(lab, "frrplant", "n1", "cat /ran-zebra")
+    eff = int(ran.split()[1], 16)
+    assert eff & (1 << 21), ran                 # it has SYS_ADMIN ...
+    assert "MOUNTED" not in ran and "REMOUNTED" not in ran and "WROTE-HOST" not in ran, ran
+    assert not marker.exists()
+    # ... as a uid of the experiment's range, i.e. in its user namespace
     row = lab.store.get("frrplant")
-    lab.store.set_ir(row.id, dataclasses.replace(row.ir, rtproto="ospf"))
-    with pytest.raises(WanlabError, match="n1: dynamic routing.*image"):
-        lab.swapin("frrplant")
+    base = uid_base(lab, "frrplant")
+    zebra = next(r for r in lab.store.resources(row.id) if r.state == "created"
+                 and r.detail.get("daemon") == "zebra" and r.detail.get("node") == "n1")
+    with open(f"/proc/{zebra.detail['pid']}/status") as f:
+        uids = next(line for line in f if line.startswith("Uid:")).split()[1:]
+    assert all(base <= int(u) < base + 65536 for u in uids), (base, uids)
+    # without user namespaces (as root of the host) no FRR daemon runs an image node's files
+    lab.swapout("frrplant")
+    os.unlink(os.path.join(rootfs.layer_path(lab.store.folder("frrplant"), "n1"), "upper",
+                           "ran-zebra"))
+    os.environ["WANLAB_USERNS"] = "0"
+    try:
+        with pytest.raises(WanlabError, match="n1: dynamic routing.*image"):
+            lab.swapin("frrplant")
+    finally:
+        del os.environ["WANLAB_USERNS"]
     upper = os.path.join(lab.store.folder("frrplant"), "layers", "n1", "upper")
     assert not os.path.exists(os.path.join(upper, "ran-zebra"))
     assert not marker.exists()

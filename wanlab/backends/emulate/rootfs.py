@@ -331,6 +331,36 @@ def personalize(root: str, node: str, base: int = 0) -> None:
         os.close(rfd)
 
 
+def image_ids(root: str, user: str) -> tuple[int, int] | None:
+    """(uid, gid) of ``user`` and its group in the node's own /etc/passwd and /etc/group,
+    or None if it has none. Read beneath the root one name at a time, never through a
+    link (the files are the node's)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    ids: list[int] = []
+    rfd = os.open(root, flags | os.O_DIRECTORY)
+    try:
+        efd = os.open("etc", flags | os.O_DIRECTORY, dir_fd=rfd)
+        try:
+            for name, field in (("passwd", 2), ("group", 2)):
+                fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=efd)
+                with os.fdopen(fd, "rb") as f:
+                    if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                        return None
+                    text = f.read(1 << 20).decode(errors="replace")
+                got = [int(p[field]) for p in (line.split(":") for line in text.splitlines())
+                       if len(p) > field and p[0] == user and p[field].isdigit()]
+                if not got or not 0 <= got[0] < UID_RANGE:
+                    return None
+                ids.append(got[0])
+        finally:
+            os.close(efd)
+    except OSError:
+        return None
+    finally:
+        os.close(rfd)
+    return ids[0], ids[1]
+
+
 def setup_key(node: Node, lowers: list[str]) -> str:
     return json.dumps({"tarfiles": [list(t) for t in node.tarfiles],
                        "packages": list(node.packages), "image": lowers}, sort_keys=True)
