@@ -43,6 +43,7 @@ from wanlab.backends.emulate import (
     egress,
     engine,
     health,
+    idmap,
     images,
     modify,
     netns,
@@ -328,7 +329,7 @@ class Lab:
             drop = (self.store.folder(row.name, "nodes", node),
                     os.path.dirname(os.path.realpath(engine_binary())))
             return self.images().save(image, n.image, upper, f"{name}/{node}", drop,
-                                      rootfs.layer_base(self.store.folder(row.name), node))
+                                      idmap.layer_base(self.store.folder(row.name), node))
 
     def swapout(self, name: str, reason: str = "swap-out") -> ExperimentRow:
         """``reason``: recorded in the state history (the facility's ``idle swap``)."""

@@ -41,7 +41,7 @@ import pwd
 import subprocess
 import time
 
-from wanlab.backends.emulate import netns, nodes, procs, rootfs
+from wanlab.backends.emulate import idmap, netns, nodes, procs, rootfs
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment, image_routing_refused
 from wanlab.plan.types import NodePlan, Plan
@@ -125,7 +125,7 @@ def _frr_ids(folder: str, node: str, base: int) -> tuple[int, int]:
     """The host uid and gid of FRR's user and group in the node: its image's (a node with
     an image), else the host's, shifted into the node's uid range ``base``."""
     if rootfs.has_root(folder, node):
-        ids = rootfs.image_ids(rootfs.root_path(folder, node), "frr")
+        ids = idmap.image_ids(rootfs.root_path(folder, node), "frr")
         if ids is None:
             raise WanlabError(f"node {node}: dynamic routing runs FRR, and its image has no "
                               f"user and group frr (install frr in the image)")

@@ -35,12 +35,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from wanlab.backends.emulate import nodefiles
-from wanlab.backends.emulate.rootfs import (
-    fs_source,
-    idmapped_sources,
-    mounted_overlays,
-    shift_id,
-)
+from wanlab.backends.emulate.idmap import fs_source, idmapped_sources, shift_id
+from wanlab.backends.emulate.rootfs import mounted_overlays
 from wanlab.errors import WanlabError
 from wanlab.model.names import check_image_name
 

@@ -23,7 +23,7 @@ import os
 import shlex
 import subprocess
 
-from wanlab.backends.emulate import cgroups, enter, netns, pidns, procs, rootfs, userns
+from wanlab.backends.emulate import cgroups, enter, idmap, netns, pidns, procs, rootfs, userns
 from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
@@ -244,7 +244,7 @@ def joins_userns(folder: str, node: str) -> bool:
     one): every node's do, with an image or without; a node whose kept layer was mounted
     without one (a swap-in with ``WANLAB_USERNS=0``) stays in the host's until swapped
     in again."""
-    return not rootfs.has_root(folder, node) or rootfs.layer_base(folder, node) != 0
+    return not rootfs.has_root(folder, node) or idmap.layer_base(folder, node) != 0
 
 
 def _userns_of(base: int | None, ns: str, node: str,

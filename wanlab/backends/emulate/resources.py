@@ -50,7 +50,16 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from wanlab.backends.emulate import cgroups, egress, engine, external, netns, procs, rootfs
+from wanlab.backends.emulate import (
+    cgroups,
+    egress,
+    engine,
+    external,
+    idmap,
+    netns,
+    procs,
+    rootfs,
+)
 from wanlab.engine.protocol import Shutdown
 from wanlab.errors import WanlabError
 from wanlab.store.db import Resource, Store
@@ -122,7 +131,7 @@ KINDS = (Kind("scheduler", _remove_scheduler), Kind("process", _remove_process),
          Kind("nft", egress.remove_table), Kind("veth", egress.remove_veth),
          Kind("iface", external.restore), Kind("netns", _remove_netns),
          Kind("userns", _remove_userns), Kind("overlay", rootfs.unmount),
-         Kind("idmap", rootfs.unmount_idmapped),
+         Kind("idmap", idmap.unmount_idmapped),
          Kind("cgroup", _remove_cgroup))
 _BY_NAME = {k.name: k for k in KINDS}
 

@@ -57,6 +57,7 @@ from wanlab.backends.emulate import (
     engine,
     external,
     frr,
+    idmap,
     images,
     neighbours,
     netconf,
@@ -207,19 +208,19 @@ def _idmapped_lowers(b: Build, store: images.Images, layer_ids: dict[str, list[s
     have = {r.name for r in b.store.resources(b.row.id)
             if r.kind == "idmap" and r.state == "created"}
     todo = sorted({x for ids in layer_ids.values() for x in ids
-                   if rootfs.lowers_path(folder, x) not in have})
+                   if idmap.lowers_path(folder, x) not in have})
     if todo:
         os.makedirs(os.path.join(folder, "lowers"), mode=0o700, exist_ok=True)
-        b.store.record_many(b.row.id, [("idmap", rootfs.lowers_path(folder, x),
+        b.store.record_many(b.row.id, [("idmap", idmap.lowers_path(folder, x),
                                         {"layer": store.layer_path(x)}) for x in todo])
         rec = {r.name: r.id for r in b.store.resources(b.row.id)
                if r.kind == "idmap" and r.state == "planned"}
         for x in todo:
-            target = rootfs.lowers_path(folder, x)
+            target = idmap.lowers_path(folder, x)
             os.makedirs(target, mode=0o755, exist_ok=True)
-            rootfs.mount_idmapped(store.layer_path(x), target, ufd)
+            idmap.mount_idmapped(store.layer_path(x), target, ufd)
             b.store.update_resource(rec[target], "created")
-    return {name: [rootfs.lowers_path(folder, x) for x in ids]
+    return {name: [idmap.lowers_path(folder, x) for x in ids]
             for name, ids in layer_ids.items()}
 
 
@@ -239,7 +240,7 @@ def _roots_in(b: Build, want: list, store: images.Images, layer_ids: dict[str, l
     try:
         for n in want:
             upper, work, _new = rootfs.prepare_layer(folder, n.name)
-            rootfs.own_layer(folder, n.name, base)
+            idmap.own_layer(folder, n.name, base)
             root = rootfs.root_path(folder, n.name)
             rootfs.mount_root(mounted[n.image or ""], upper, work, root)
             done[rec[n.name]] = {}
