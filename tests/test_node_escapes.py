@@ -277,9 +277,7 @@ ZEBRA = """#!/bin/sh
   mount -t devtmpfs dev /tmp/dd && echo MOUNTED && umount /tmp/dd
   mount -o remount,rw /proc/sys && echo REMOUNTED && mount -o remount,ro /proc/sys
   unshare -m sh -c 'mount -o remount,rw /proc/sys && echo REMOUNTED-IN-NEW-NS'
-  for p in /proc/[0-9]*; do
-    [ -d "$p/root{dir}" ] && echo pwned > "$p/root{marker}" && echo WROTE-HOST
-  done
+  for p in /proc/[0-9]*; do echo pwned > "$p/root{marker}"; done
 }} > /ran-zebra 2>&1
 echo pwned > {marker} 2>/dev/null
 exec /usr/lib/frr/zebra.real "$@"
@@ -297,14 +295,14 @@ def test_routing_in_an_image_node_has_sys_admin_only_in_its_user_namespace(lab, 
     lab.exec("frrplant", "n1", ["sh", "-c", "mv /usr/lib/frr/zebra /usr/lib/frr/zebra.real && "
                                             "cat > /usr/lib/frr/zebra && "
                                             "chmod 755 /usr/lib/frr/zebra"],
-             input=ZEBRA.format(marker=marker, dir=tmp_path).encode(), check=True, timeout=60)
+             input=ZEBRA.format(marker=marker).encode(), check=True, timeout=60)
     lab.swapout("frrplant")
     lab.modify("frrplant", dataclasses.replace(exp, rtproto="ospf"))
     lab.swapin("frrplant")                      # converged: zebra.real runs under the plant
     ran = sh(lab, "frrplant", "n1", "cat /ran-zebra")
     eff = int(ran.split()[1], 16)
     assert eff & (1 << 21), ran                 # it has SYS_ADMIN ...
-    assert "MOUNTED" not in ran and "REMOUNTED" not in ran and "WROTE-HOST" not in ran, ran
+    assert "MOUNTED" not in ran and "REMOUNTED" not in ran, ran
     assert not marker.exists()
     # ... as a uid of the experiment's range, i.e. in its user namespace
     row = lab.store.get("frrplant")
