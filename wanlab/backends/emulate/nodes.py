@@ -56,10 +56,10 @@ from wanlab.store.db import ExperimentRow, Store
 #  - the working directory is re-entered by path (never a host directory kept open), and
 #    the command runs with the capabilities above removed from its bounding set;
 #  - with $WANLAB_USERNS_FD (the experiment's user namespace, :mod:`userns`), the node's
-#    folder, /tmp
-#    and /run are first given to the range's root (unless its range owns them already: FRR's
-#    log folder), and the command joins the experiment's user namespace last, in a UTS and
-#    an IPC namespace of its own there: root in the node is the range's uid on the host.
+#    folder, /tmp and /run are first given to the range's root (unless its range owns them
+#    already: FRR's log folder), and the command joins the experiment's user namespace last,
+#    in a UTS and an IPC namespace of its own there: root in the node is the range's uid on
+#    the host (a node with an image: rootfs.IMAGE_SHELL, which joins it after pivot_root).
 NODE_SHELL = rootfs.PROC_GUARD + r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 cwd=$(pwd); cd / || exit 111
 mount -t proc -o nosuid,nodev,noexec proc /proc || exit 111
