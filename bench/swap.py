@@ -20,12 +20,18 @@ builds every node's confinement (its holder: mount, UTS and PID namespaces, the 
 mounts of docs/security.md) and starts one process in each node; without it, nodes get
 their holder only at their first command.
 
+With ``--image NAME[,none]`` the nodes have that image (``none``: the host's files), and
+with ``--userns off,on`` every size runs without and with user namespaces
+(``WANLAB_USERNS``), the variants of one size interleaved run by run (the machine is
+shared: a slow minute hits both alike); a table of the ratios on/off follows.
+
 Medians of ``--repeats`` runs (a third as many at 1000 nodes and more). Results
 are printed and written to bench/results/swap-latest.md and a dated copy, with
 the host's load average (the machine may be shared).
 
     python3 bench/swap.py [--sizes 10,100,1000] [--repeats 3] [--shapes chain,star]
                           [--no-floor] [--mininet-max 100] [--startcmd CMD]
+                          [--image none,default] [--userns off,on]
 """
 
 from __future__ import annotations
@@ -54,15 +60,15 @@ from wanlab.model.ir import Experiment, Lan, LanMember, Link, LinkParams, Node, 
 SHAPED = LinkParams(bandwidth_bps=100_000_000, delay_s=0.001)
 
 
-def chain(n: int, startcmd: str | None = None) -> Experiment:
-    nodes = tuple(Node(f"n{i}", startcmd=startcmd) for i in range(n))
+def chain(n: int, startcmd: str | None = None, image: str | None = None) -> Experiment:
+    nodes = tuple(Node(f"n{i}", startcmd=startcmd, image=image) for i in range(n))
     links = tuple(Link(f"l{i}", f"n{i}", f"n{i + 1}", ab=SHAPED, ba=SHAPED)
                   for i in range(n - 1))
     return validate(Experiment(f"chain{n}", nodes=nodes, links=links))
 
 
-def star(n: int, startcmd: str | None = None) -> Experiment:
-    nodes = tuple(Node(f"h{i}", startcmd=startcmd) for i in range(n))
+def star(n: int, startcmd: str | None = None, image: str | None = None) -> Experiment:
+    nodes = tuple(Node(f"h{i}", startcmd=startcmd, image=image) for i in range(n))
     half = LinkParams(bandwidth_bps=100_000_000, delay_s=0.0005)
     members = tuple(LanMember(f"h{i}", to_lan=half, from_lan=half) for i in range(n))
     return validate(Experiment(f"star{n}", nodes=nodes,
@@ -139,26 +145,34 @@ def mininet_seconds(n: int) -> float | None:
 # -- runs --------------------------------------------------------------------
 
 def run(sizes: list[int], repeats: int, mininet_max: int, shapes: list[str],
-        floor: bool, startcmd: str | None = None) -> list[dict]:
+        floor: bool, startcmd: str | None = None, images: tuple[str | None, ...] = (None,),
+        userns: tuple[str, ...] = ("",)) -> list[dict]:
     results = []
     home = tempfile.mkdtemp(prefix="wanlab-bench-")
     lab = Lab(home)
+    env = os.environ.get("WANLAB_USERNS")
     try:
         for n in sizes:
             for shape, make in (("chain", chain), ("star", star)):
                 if shape not in shapes:
                     continue
-                exp = make(n, startcmd)
                 reps = repeats if n < 1000 else max(1, repeats // 3)
-                w_in, w_out, f_in, f_out = [], [], [], []
+                variants = [(img, u) for img in images for u in userns]
+                w_in: dict = {v: [] for v in variants}
+                w_out: dict = {v: [] for v in variants}
+                f_in, f_out = [], []
                 for r in range(reps):
-                    t = time.monotonic()
-                    lab.create(exp)
-                    w_in.append(time.monotonic() - t)
-                    t = time.monotonic()
-                    lab.swapout(exp.name)
-                    w_out.append(time.monotonic() - t)
-                    lab.terminate(exp.name)
+                    for img, u in variants:         # interleaved: the same minute for each
+                        if u:
+                            os.environ["WANLAB_USERNS"] = "1" if u == "on" else "0"
+                        exp = make(n, startcmd, img)
+                        t = time.monotonic()
+                        lab.create(exp)
+                        w_in[img, u].append(time.monotonic() - t)
+                        t = time.monotonic()
+                        lab.swapout(exp.name)
+                        w_out[img, u].append(time.monotonic() - t)
+                        lab.terminate(exp.name)
                     if not floor:
                         continue
                     t = time.monotonic()
@@ -167,29 +181,41 @@ def run(sizes: list[int], repeats: int, mininet_max: int, shapes: list[str],
                     t = time.monotonic()
                     floor_teardown(names)
                     f_out.append(time.monotonic() - t)
-                row = {"shape": shape, "nodes": n, "repeats": reps,
-                       "wanlab_in_s": statistics.median(w_in),
-                       "wanlab_in_runs_s": [round(x, 3) for x in w_in],
-                       "wanlab_out_s": statistics.median(w_out),
-                       "veth_in_s": statistics.median(f_in) if f_in else None,
-                       "veth_out_s": statistics.median(f_out) if f_out else None,
-                       "load_avg": round(os.getloadavg()[0], 1)}
-                row["in_ratio"] = row["wanlab_in_s"] / row["veth_in_s"] if f_in else None
-                mn = [mininet_seconds(n) for _ in range(reps)] \
-                    if shape == "star" and n <= mininet_max else []
-                mn = [x for x in mn if x is not None]
-                row["mininet_build_stop_s"] = statistics.median(mn) if mn else None
-                results.append(row)
-                print(f"{shape:6} {n:5}: swap-in {row['wanlab_in_s']:.3f} s "
-                      f"(runs {row['wanlab_in_runs_s']}; veth floor {_s(row['veth_in_s'])}), "
-                      f"swap-out {row['wanlab_out_s']:.3f} s "
-                      f"(floor {_s(row['veth_out_s'])}), load {row['load_avg']}", flush=True)
+                for img, u in variants:
+                    row = {"shape": shape, "nodes": n, "repeats": reps, "image": img,
+                           "userns": u or None,
+                           "wanlab_in_s": statistics.median(w_in[img, u]),
+                           "wanlab_in_runs_s": [round(x, 3) for x in w_in[img, u]],
+                           "wanlab_out_s": statistics.median(w_out[img, u]),
+                           "veth_in_s": statistics.median(f_in) if f_in else None,
+                           "veth_out_s": statistics.median(f_out) if f_out else None,
+                           "load_avg": round(os.getloadavg()[0], 1)}
+                    row["in_ratio"] = row["wanlab_in_s"] / row["veth_in_s"] if f_in else None
+                    mn = [mininet_seconds(n) for _ in range(reps)] \
+                        if shape == "star" and n <= mininet_max and img is None else []
+                    mn = [x for x in mn if x is not None]
+                    row["mininet_build_stop_s"] = statistics.median(mn) if mn else None
+                    results.append(row)
+                    print(f"{_label(shape, img, u):24} {n:5}: swap-in {row['wanlab_in_s']:.3f} s "
+                          f"(runs {row['wanlab_in_runs_s']}; veth floor "
+                          f"{_s(row['veth_in_s'])}), swap-out {row['wanlab_out_s']:.3f} s "
+                          f"(floor {_s(row['veth_out_s'])}), load {row['load_avg']}",
+                          flush=True)
     finally:
+        if env is None:
+            os.environ.pop("WANLAB_USERNS", None)
+        else:
+            os.environ["WANLAB_USERNS"] = env
         for r in lab.list():
             with contextlib.suppress(Exception):
                 lab.terminate(r.name)
         lab.close()
     return results
+
+
+def _label(shape: str, image: str | None, userns: str | None) -> str:
+    return shape + (f", image {image}" if image else "") + \
+        (f", userns {userns}" if userns else "")
 
 
 def _s(x: float | None) -> str:
@@ -212,15 +238,31 @@ def write(results: list[dict], cmd: str, prefix: str = "swap") -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         g = goal.get(r["nodes"])
+        shape = _label(r["shape"], r.get("image"), r.get("userns"))
         verdict = "" if g is None else (f"≤ {g:g} s: " +
                                         ("PASS" if r["wanlab_in_s"] <= g else "MISS"))
         ratio = "–" if r["in_ratio"] is None else f"{r['in_ratio']:.2f}"
-        lines.append(f"| {r['shape']} | {r['nodes']} | {r['wanlab_in_s']:.3f} | "
+        lines.append(f"| {shape} | {r['nodes']} | {r['wanlab_in_s']:.3f} | "
                      f"{', '.join(f'{x:.2f}' for x in r['wanlab_in_runs_s'])} | "
                      f"{_s(r['veth_in_s'])} | {ratio} | {verdict} | "
                      f"{r['wanlab_out_s']:.3f} | {_s(r['veth_out_s'])} | "
                      f"{r['wanlab_in_s'] + r['wanlab_out_s']:.3f} | "
                      f"{_s(r.get('mininet_build_stop_s'))} | {r['load_avg']} |")
+    pairs = {(r["shape"], r.get("image"), r["nodes"]): {} for r in results}
+    for r in results:
+        pairs[r["shape"], r.get("image"), r["nodes"]][r.get("userns")] = r
+    ratios = [(k, v) for k, v in pairs.items() if "on" in v and "off" in v]
+    if ratios:
+        lines += ["", "User namespaces on against off (the same run, interleaved):", "",
+                  "| shape | nodes | swap-in off s | swap-in on s | on/off | swap-out off s "
+                  "| swap-out on s | on/off |", "|---|---|---|---|---|---|---|---|"]
+        for (shape, image, n), v in ratios:
+            off, on = v["off"], v["on"]
+            lines.append(f"| {_label(shape, image, None)} | {n} | {off['wanlab_in_s']:.3f} | "
+                         f"{on['wanlab_in_s']:.3f} | "
+                         f"{on['wanlab_in_s'] / off['wanlab_in_s']:.2f} | "
+                         f"{off['wanlab_out_s']:.3f} | {on['wanlab_out_s']:.3f} | "
+                         f"{on['wanlab_out_s'] / off['wanlab_out_s']:.2f} |")
     text = "\n".join(lines) + "\n"
     out = os.path.join(ROOT, "bench", "results")
     os.makedirs(out, exist_ok=True)
@@ -245,9 +287,18 @@ def main() -> int:
                     help="bench/results/PREFIX-latest.{md,json} (default swap)")
     ap.add_argument("--startcmd", help="a start command for every node (so every node "
                     "is confined at swap-in), e.g. 'true'")
+    ap.add_argument("--image", default="none", help="the nodes' image(s), comma-separated "
+                    "('none': the host's files), e.g. none,default")
+    ap.add_argument("--userns", default="", help="'off,on': each size without and with "
+                    "user namespaces (WANLAB_USERNS), interleaved; default: as set")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
-    results = run(sizes, a.repeats, a.mininet_max, a.shapes.split(","), a.floor, a.startcmd)
+    imgs = tuple(None if x == "none" else x for x in a.image.split(","))
+    uns = tuple(x for x in a.userns.split(",") if x) or ("",)
+    if any(u not in ("on", "off") for u in uns if u):
+        ap.error("--userns takes off, on or off,on")
+    results = run(sizes, a.repeats, a.mininet_max, a.shapes.split(","), a.floor, a.startcmd,
+                  imgs, uns)
     print()
     print(write(results, "python3 bench/swap.py " + " ".join(sys.argv[1:]), a.results))
     return 0

@@ -117,7 +117,7 @@ def _root_mount(home, cwd, node):
 
 def test_an_image_moves_by_digest_to_each_machine_and_nodes_run_in_its_root(
         cluster, tmp_path, test_image):
-    from wanlab.backends.emulate import images
+    from wanlab.backends.emulate import idmap, images
     home, cwd = cluster
     here = images.Images(os.environ["WANLAB_IMAGES"])        # the controller's (conftest)
     (digest,) = [images.layer_digest(here, x) for x in here.need(test_image).layers]
@@ -133,10 +133,13 @@ def test_an_image_moves_by_digest_to_each_machine_and_nodes_run_in_its_root(
         store = os.path.join(home, "machines", m, "images")
         assert os.listdir(os.path.join(store, "layers")) == [digest]
         assert images.Images(store).need(test_image).layers == (digest,)
-        # the node's root is an overlay over that layer, the machine's own copy
+        # the node's root is an overlay over that layer, the machine's own copy (mounted
+        # idmapped by the experiment's user namespace)
         seen = _root_mount(home, cwd, node)
         assert " - overlay " in seen, seen
-        assert f"lowerdir={store}/layers/{digest}," in seen, seen
+        assert f"/exps/img/lowers/{digest}," in seen, seen
+        layer = idmap.fs_source(os.path.join(store, "layers", digest))
+        assert layer in idmap.idmapped_sources(), (layer, seen)
         assert seen.split()[-1] == "own-root", seen
     # a machine that holds the digest is sent nothing
     wl(home, cwd, "terminate", "img")

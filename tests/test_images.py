@@ -182,7 +182,8 @@ def test_image_commands(tmp_path, test_image):
 
 def test_save_a_node_layer_as_a_new_image(lab, test_image):
     lab.create(exp_of("snap", test_image, n=1))
-    sh(lab, "snap", "n1", "echo from-n1 > /etc/motd-wanlab && rm /etc/issue")
+    sh(lab, "snap", "n1", "echo from-n1 > /etc/motd-wanlab && rm /etc/issue && "
+                          "mkdir /home/u && touch /home/u/f && chown 1000:1000 /home/u/f")
     name = "snap-" + lab.store.get("snap").short
     store = images.Images(TEST_IMAGES)
     try:
@@ -191,9 +192,13 @@ def test_save_a_node_layer_as_a_new_image(lab, test_image):
         # the wanlab mount points made in the layer are left out
         top = store.layer_path(img.layers[0])
         assert not os.path.exists(top + lab.store.folder("snap"))
+        # saved 0-based, as every image (the node's layer holds its range's uids)
+        assert [os.stat(os.path.join(top, p)).st_uid for p in
+                ("etc/motd-wanlab", "home/u/f")] == [0, 1000]
         lab.create(exp_of("fromsnap", name, n=1))
         assert sh(lab, "fromsnap", "n1", "cat /etc/motd-wanlab; test -e /etc/issue || "
-                                         "echo deleted") == "from-n1\ndeleted\n"
+                                         "echo deleted; stat -c %u /etc/motd-wanlab "
+                                         "/home/u/f") == "from-n1\ndeleted\n0\n1000\n"
         with pytest.raises(WanlabError, match="in use"):
             store.remove(name)
         lab.terminate("fromsnap")

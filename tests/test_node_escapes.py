@@ -31,6 +31,7 @@ for p in /proc/[0-9]*; do
   [ -d "$p/root${{m%/*}}" ] && echo pwned > "$p/root$m" 2>/dev/null
   nsenter -t "${{p#/proc/}}" -m -- sh -c "echo pwned > $m" 2>/dev/null
 done
+echo pwned >> /host-owned 2>/dev/null
 echo "$(id -u) $$" > /ran-$(basename "$0")
 cat > /dev/null
 exit 0
@@ -87,10 +88,62 @@ def test_a_program_planted_in_the_kept_layer_cannot_reach_the_host(lab, test_ima
     lab.exec("kept", "n1", ["sh", "-c", "cat > /usr/bin/tar && chmod 755 /usr/bin/tar"],
              input=EVIL.format(marker=marker).encode(), check=True, timeout=60)
     lab.swapout("kept")
+    # a host root's file in the layer (as wanlab's own mount points are): setup cannot
+    # write it, and what setup makes is the node's range's on the host (its user namespace)
+    upper = os.path.join(rootfs.layer_path(lab.store.folder("kept"), "n1"), "upper")
+    owned = os.path.join(upper, "host-owned")
+    with open(owned, "w") as f:
+        f.write("host\n")
+    os.chmod(owned, 0o600)
     lab.modify("kept", exp_of("kept", test_image, n=1, tarfiles=(("/", first), ("/", second))))
     lab.swapin("kept")
     assert not marker.exists()
     assert sh(lab, "kept", "n1", "cut -d' ' -f1 /ran-tar") == "0\n"
+    with open(owned) as f:
+        assert f.read() == "host\n"
+    assert os.stat(os.path.join(upper, "ran-tar")).st_uid == uid_base(lab, "kept") > 0
+
+
+def uid_base(lab, name):
+    """The host uid of root in experiment ``name``'s nodes (its user namespace's range)."""
+    row = lab.store.get(name)
+    return next(r.detail["base"] for r in lab.store.resources(row.id) if r.kind == "userns")
+
+
+def test_root_in_an_image_node_is_nobody_on_the_host(lab, test_image, tmp_path):
+    """An image node runs in its experiment's user namespace, its image's files mapped to
+    the namespace's root: what it makes (and what setup unpacks for it) is owned by its
+    range on the host, across a swap-out and in, and a host root's file bound into its root
+    is out of its hands (before, it was host root: it read a host root's 0600 file in its
+    folder and rewrote the hosts file every node shares)."""
+    t = tarball(tmp_path / "t.tgz", {"opt/from-setup": (b"s\n", 0o644)})
+    lab.create(exp_of("unpriv", test_image, n=2, tarfiles=(("/", t),)))
+    folder = lab.store.folder("unpriv")
+    base = uid_base(lab, "unpriv")
+    planted = os.path.join(folder, "nodes", "n1", "host-secret")
+    with open(planted, "w") as f:
+        f.write("root's\n")
+    os.chmod(planted, 0o600)
+    out = sh(lab, "unpriv", "n1",
+             f"id -u; cat {planted} 2>/dev/null || echo no-read; "
+             f"(echo x >> {planted}) 2>/dev/null || echo no-write; "
+             f"(echo 10.6.6.6 evil >> /etc/hosts) 2>/dev/null || echo no-hosts; "
+             f"touch /marker && mkdir -p /home/u && touch /home/u/f && "
+             f"chown 1000:1000 /home/u/f && echo made")
+    assert out.split() == ["0", "no-read", "no-write", "no-hosts", "made"], out
+    with open(planted) as f:
+        assert f.read() == "root's\n"
+    assert "evil" not in sh(lab, "unpriv", "n2", "cat /etc/hosts")
+    upper = os.path.join(rootfs.layer_path(folder, "n1"), "upper")
+    owners = {p: os.stat(os.path.join(upper, p)).st_uid
+              for p in ("marker", "home/u/f", "opt/from-setup")}
+    assert base >= 65536 and owners == {"marker": base, "home/u/f": base + 1000,
+                                        "opt/from-setup": base}, (base, owners)
+    lab.swapout("unpriv")
+    lab.swapin("unpriv")
+    assert sh(lab, "unpriv", "n1", "echo y >> /marker && stat -c '%u %g' /marker /home/u/f "
+                                   "/opt/from-setup") == "0 0\n1000 1000\n0 0\n"
+    assert os.stat(os.path.join(upper, "marker")).st_uid == base
 
 
 def test_a_link_in_the_kept_layer_does_not_bind_a_host_folder_into_the_node(lab, test_image,
@@ -215,20 +268,24 @@ def test_a_link_in_the_node_folder_does_not_reach_a_host_folder(lab, tmp_path):
     assert not os.path.islink(os.path.join(ndir, "tmp"))
 
 
-# FRR's daemons keep SYS_ADMIN; in a node with an image they would run the node's own files
-# (its writable layer), so a zebra the node planted there would run with it: it mounted a
-# devtmpfs (the host's disks) and remounted /proc/sys read-write.
+# FRR's daemons keep SYS_ADMIN, and in a node with an image they run the node's own files (its
+# writable layer): a zebra the node planted there runs with it. As root of the host it
+# mounted a devtmpfs (the host's disks) and remounted /proc/sys read-write; in the node's
+# user namespace its SYS_ADMIN is that namespace's, and reaches neither.
 ZEBRA = """#!/bin/sh
 {{ grep CapEff /proc/self/status; mkdir -p /tmp/dd
   mount -t devtmpfs dev /tmp/dd && echo MOUNTED && umount /tmp/dd
   mount -o remount,rw /proc/sys && echo REMOUNTED && mount -o remount,ro /proc/sys
+  unshare -m sh -c 'mount -o remount,rw /proc/sys && echo REMOUNTED-IN-NEW-NS'
+  for p in /proc/[0-9]*; do echo pwned > "$p/root{marker}"; done
 }} > /ran-zebra 2>&1
 echo pwned > {marker} 2>/dev/null
 exec /usr/lib/frr/zebra.real "$@"
 """
 
 
-def test_routing_never_runs_a_node_layers_files_with_sys_admin(lab, test_image, tmp_path):
+def test_routing_in_an_image_node_has_sys_admin_only_in_its_user_namespace(lab, test_image,
+                                                                           tmp_path):
     import dataclasses
 
     from wanlab.errors import WanlabError
@@ -240,14 +297,31 @@ def test_routing_never_runs_a_node_layers_files_with_sys_admin(lab, test_image, 
                                             "chmod 755 /usr/lib/frr/zebra"],
              input=ZEBRA.format(marker=marker).encode(), check=True, timeout=60)
     lab.swapout("frrplant")
-    # dynamic routing with image nodes is refused where the description is checked ...
-    with pytest.raises(WanlabError, match="n1: dynamic routing.*image"):
-        lab.modify("frrplant", dataclasses.replace(exp, rtproto="ospf"))
-    # ... and where the daemons start (an experiment stored before the rule)
+    lab.modify("frrplant", dataclasses.replace(exp, rtproto="ospf"))
+    lab.swapin("frrplant")                      # converged: zebra.real runs under the plant
+    ran = sh(lab, "frrplant", "n1", "cat /ran-zebra")
+    eff = int(ran.split()[1], 16)
+    assert eff & (1 << 21), ran                 # it has SYS_ADMIN ...
+    assert "MOUNTED" not in ran and "REMOUNTED" not in ran, ran
+    assert not marker.exists()
+    # ... as a uid of the experiment's range, i.e. in its user namespace
     row = lab.store.get("frrplant")
-    lab.store.set_ir(row.id, dataclasses.replace(row.ir, rtproto="ospf"))
-    with pytest.raises(WanlabError, match="n1: dynamic routing.*image"):
-        lab.swapin("frrplant")
+    base = uid_base(lab, "frrplant")
+    zebra = next(r for r in lab.store.resources(row.id) if r.state == "created"
+                 and r.detail.get("daemon") == "zebra" and r.detail.get("node") == "n1")
+    with open(f"/proc/{zebra.detail['pid']}/status") as f:
+        uids = next(line for line in f if line.startswith("Uid:")).split()[1:]
+    assert all(base <= int(u) < base + 65536 for u in uids), (base, uids)
+    # without user namespaces (as root of the host) no FRR daemon runs an image node's files
+    lab.swapout("frrplant")
+    os.unlink(os.path.join(rootfs.layer_path(lab.store.folder("frrplant"), "n1"), "upper",
+                           "ran-zebra"))
+    os.environ["WANLAB_USERNS"] = "0"
+    try:
+        with pytest.raises(WanlabError, match="n1: dynamic routing.*image"):
+            lab.swapin("frrplant")
+    finally:
+        del os.environ["WANLAB_USERNS"]
     upper = os.path.join(lab.store.folder("frrplant"), "layers", "n1", "upper")
     assert not os.path.exists(os.path.join(upper, "ran-zebra"))
     assert not marker.exists()

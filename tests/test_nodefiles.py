@@ -66,3 +66,46 @@ def test_an_export_copies_only_plain_files(tmp_path):
                     "etc/to-host": "not a regular file", "etc/issue": "not a regular file",
                     "fifo": "not a regular file"}
     assert out.files == 1 and sorted(os.listdir(tmp_path / "copy")) == ["etc", "sparse"]
+
+
+def test_a_kept_layer_follows_its_range_and_is_saved_0_based(tmp_path):
+    """A layer's owners are its range's (``idmap.own_layer``: shifted, never through a link,
+    set-id bits kept); ``image save``'s copy shifts them, and a file capability's root,
+    back to 0-based; ids outside the range (wanlab's mount points) stay."""
+    import json
+    import struct
+
+    from wanlab.backends.emulate import idmap
+    base = 1 << 30
+    host = tmp_path / "host"
+    host.mkdir()
+    upper = tmp_path / "exp" / "layers" / "n" / "upper"
+    (upper / "usr" / "bin").mkdir(parents=True)
+    (upper / "usr" / "bin" / "su").write_text("#!/bin/sh\n")
+    os.chmod(upper / "usr" / "bin" / "su", 0o4755)
+    (upper / "home").mkdir()
+    (upper / "home" / "f").write_text("u\n")
+    os.chown(upper / "home" / "f", 1000, 1000)
+    os.symlink(str(host), upper / "to-host")              # a link to a host folder
+    (upper / "mnt").mkdir()
+    os.chown(upper / "mnt", 70000, 70000)                 # outside the range: stays
+    folder = str(tmp_path / "exp")
+    idmap.own_layer(folder, "n", base)                    # a layer made without a range
+    assert os.stat(upper).st_uid == base and os.stat(upper / "home" / "f").st_gid == base + 1000
+    assert os.stat(upper / "usr" / "bin" / "su").st_mode & 0o7777 == 0o4755
+    assert os.stat(upper / "mnt").st_uid == 70000 and os.stat(host).st_uid == 0
+    assert os.lstat(upper / "to-host").st_uid == base
+    assert json.loads((upper.parent / "owner.json").read_text()) == {"base": base}
+    # a file capability set inside the user namespace names its root: base
+    os.setxattr(upper / "home" / "f", "security.capability",
+                struct.pack("<IIIIII", 0x03000001, 1 << 13, 0, 0, 0, base))
+    nodefiles.copy_tree(str(upper), str(tmp_path / "saved"), file_mode=exact, dir_mode=exact,
+                        exact=True, ids=lambda i: idmap.shift_id(i, base, 0))
+    saved = tmp_path / "saved"
+    assert [os.lstat(saved / p).st_uid for p in ("", "usr/bin/su", "home/f", "to-host")] == \
+        [0, 0, 1000, 0]
+    assert os.stat(saved / "mnt").st_uid == 70000
+    cap = os.getxattr(saved / "home" / "f", "security.capability")
+    assert len(cap) == 20 and cap[3] == 0x02          # 0-based: the plain (v2) form
+    idmap.own_layer(folder, "n", 0)                       # and back (WANLAB_USERNS=0)
+    assert os.stat(upper / "home" / "f").st_uid == 1000 and os.stat(upper).st_uid == 0

@@ -173,9 +173,9 @@ def test_an_active_experiment_is_private_and_exported_on_purpose(tmp_path, defau
         folder = show["folder"]
         assert stat.S_IMODE(os.stat(home).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
-        # the nodes' roots and layers are file systems (an image's modes), behind the
-        # folder's 0700; every other file is private itself
-        nodes_fs = (os.path.join(folder, "roots"), os.path.join(folder, "layers"))
+        # the nodes' roots, layers and the image's layers mounted for them are file systems
+        # (an image's modes), behind the folder's 0700; every other file is private itself
+        nodes_fs = tuple(os.path.join(folder, d) for d in ("roots", "layers", "lowers"))
         assert os.path.ismount(os.path.join(folder, "roots", "source"))
         for f in [str(home / "wanlab.db")] + [f for f in files_under(folder)
                                               if not f.startswith(nodes_fs)]:

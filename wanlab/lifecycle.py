@@ -43,6 +43,7 @@ from wanlab.backends.emulate import (
     egress,
     engine,
     health,
+    idmap,
     images,
     modify,
     netns,
@@ -341,7 +342,8 @@ class Lab:
             # the mount points wanlab made in the layer for the node's folder and binaries
             drop = (self.store.folder(row.name, "nodes", node),
                     os.path.dirname(os.path.realpath(engine_binary())))
-            return self.images().save(image, n.image, upper, f"{name}/{node}", drop)
+            return self.images().save(image, n.image, upper, f"{name}/{node}", drop,
+                                      idmap.layer_base(self.store.folder(row.name), node))
 
     def swapout(self, name: str, reason: str = "swap-out") -> ExperimentRow:
         """``reason``: recorded in the state history (the facility's ``idle swap``)."""

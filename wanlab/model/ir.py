@@ -51,11 +51,13 @@ IPV6_MODES = ("off", "dual", "only")
 
 
 def image_routing_refused(node: str) -> str:
-    """Why a node with an image cannot take part in dynamic routing (FRR): its daemons keep
-    SYS_ADMIN, and in such a node they would run the node's own (writable) files."""
+    """Why a node with an image cannot take part in dynamic routing (FRR) on a host without
+    user namespaces: its daemons keep SYS_ADMIN, and they would run the node's own
+    (writable) files as root of the host."""
     return (f"node {node}: dynamic routing runs FRR's daemons with SYS_ADMIN, and a node with "
-            f"an image would run its own files (which it may have replaced) with it: give "
-            f"routers no image, or use static routing")
+            f"an image would run its own files (which it may have replaced) with it as root "
+            f"of the host: that needs the nodes in a user namespace (not with WANLAB_USERNS=0 "
+            f"or user.max_user_namespaces 0); give routers no image, or use static routing")
 MAX_BANDWIDTH_BPS = 100_000_000_000
 MAX_DELAY_S = 10.0
 # The experiment's horizon: no event (timeline or tevc) may be later than this after t = 0.
@@ -1057,8 +1059,6 @@ def validate(exp: Experiment) -> Experiment:
             raise _err(f"node kind {n.kind!r} unknown; supported kinds are "
                        f"{', '.join(NODE_KINDS)}", n.source, f"nodes.{n.name}.kind")
         _check_node_root(n)
-        if n.image is not None and exp.rtproto in DYNAMIC_RTPROTOS:
-            raise _err(image_routing_refused(n.name), n.source, f"nodes.{n.name}.image")
         check_resources(n)
     _check_externals(exp)
     nodes = {n.name for n in exp.nodes}

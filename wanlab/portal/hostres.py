@@ -19,8 +19,9 @@ the portal comes from a project member, so before anything is created (and befor
   only, but readable: ``/etc/shadow``). Those are root's alone, so every emulated node of a
   portal experiment without an image gets the default one, and a console on a project's
   node without one (an experiment stored before this rule) is refused
-  (:func:`console_node`). So a portal experiment has static routing: FRR's daemons keep
-  SYS_ADMIN and would run an image node's own files.
+  (:func:`console_node`). Its nodes run in their experiment's user namespace, so dynamic
+  routing (FRR's daemons, which keep SYS_ADMIN, from the image's files) has SYS_ADMIN only
+  there; a host without user namespaces refuses it when the daemons start.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ import time
 
 from wanlab.backends.emulate.images import DEFAULT_IMAGE
 from wanlab.errors import WanlabError
-from wanlab.model import ir
 from wanlab.model.ir import IFNAME_RE, Experiment, Node, Source
 from wanlab.portal.files import Attached, FileError
 
@@ -94,9 +94,6 @@ def confine(db: sqlite3.Connection, exp: Experiment,
             n = _attach(n, attached)
         if n.kind == "emulated" and n.image is None:
             n = dataclasses.replace(n, image=DEFAULT_IMAGE)
-        if n.image is not None and exp.rtproto in ir.DYNAMIC_RTPROTOS:
-            raise HostResourceError(ir.image_routing_refused(n.name) + " (a portal node always "
-                                    "has an image)", n.source)
         nodes.append(n)
     return dataclasses.replace(exp, nodes=tuple(nodes))
 

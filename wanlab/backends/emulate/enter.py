@@ -16,9 +16,10 @@ before the first ``setns``)::
         join the holder's UTS, network, PID (forking, the child dying with us) and mount
         namespaces, drop CAPS, umask 022, cd CWD (``.``: this process's working folder,
         by path) else FALLBACK, exec ARGV
-    enter.py pivot ROOT CWD CAPS -- ARGV...
-        make ROOT the root (pivot_root, the old one detached), drop CAPS, umask 022,
-        cd CWD (else /), exec ARGV
+    enter.py pivot ROOT CWD CAPS USERNS -- ARGV...
+        make ROOT the root (pivot_root, the old one detached); USERNS (a descriptor, or
+        ``-``): then join that user namespace as its root, in a UTS and an IPC namespace
+        of its own there; drop CAPS, umask 022, cd CWD (else /), exec ARGV
 
 CAPS: comma-separated capability names (``sys_admin,mknod``), or ``-`` for none.
 """
@@ -35,6 +36,7 @@ CAPS = ("chown dac_override dac_read_search fowner fsetid kill setgid setuid set
         "mac_override mac_admin syslog wake_alarm block_suspend audit_read perfmon bpf "
         "checkpoint_restore").split()
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 1, 24
+CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER = 0x04000000, 0x08000000, 0x10000000
 MNT_DETACH = 2
 PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -104,13 +106,8 @@ def enter(holder: str, caps: str, cwd: str, fallback: str, argv: list[str]) -> N
         _check(_libc.setns(fds[ns], 0), f"entering the node's {ns} namespace")
     for fd in fds.values():
         os.close(fd)
-    if user:                          # root of the node's user namespace (nsenter -U does so)
-        try:
-            os.setgroups([])
-        except PermissionError:       # setgroups denied in this namespace: groups stay
-            pass
-        os.setgid(0)
-        os.setuid(0)
+    if user:
+        _become_root()
     if fork:
         alive_r, alive_w = os.pipe()            # at EOF once this (the parent) is gone
         child = os.fork()
@@ -137,16 +134,34 @@ def enter(holder: str, caps: str, cwd: str, fallback: str, argv: list[str]) -> N
     _exec(caps, cwd, fallback, argv)
 
 
-def pivot(root: str, cwd: str, caps: str, argv: list[str]) -> None:
+def _become_root() -> None:
+    """Root of the user namespace just joined (as ``nsenter -U`` does): its capabilities
+    there, none in the host's (the bounding set is the namespace's full one until dropped)."""
+    try:
+        os.setgroups([])
+    except PermissionError:       # setgroups denied in this namespace: groups stay
+        pass
+    os.setgid(0)
+    os.setuid(0)
+
+
+def pivot(root: str, cwd: str, caps: str, user: str, argv: list[str]) -> None:
     number = PIVOT_ROOT.get(os.uname().machine)
     if number is None:
         sys.stderr.write(f"wanlab: pivot_root on {os.uname().machine} is not known here\n")
         sys.exit(111)
+    ufd = None if user == "-" else int(user)
     os.chdir(root)
     _no_more_imports()
     _check(_libc.syscall(number, b".", b"."), "pivot_root")
     _check(_libc.umount2(b".", MNT_DETACH), "detaching the host's root")
     os.chdir("/")
+    if ufd is not None:
+        # last, as for a node on the host's files: the mounts above need host root
+        _check(_libc.setns(ufd, CLONE_NEWUSER), "entering the experiment's user namespace")
+        os.close(ufd)
+        _become_root()
+        _check(_libc.unshare(CLONE_NEWUTS | CLONE_NEWIPC), "a UTS and IPC namespace")
     _exec(caps, cwd, "/", argv)
 
 
@@ -162,7 +177,7 @@ def main(args: list[str]) -> None:
     try:
         if mode == "enter" and len(head) == 4:
             enter(*head, argv)
-        elif mode == "pivot" and len(head) == 3:
+        elif mode == "pivot" and len(head) == 4:
             pivot(*head, argv)
         else:
             sys.stderr.write(f"enter.py: bad arguments to {mode!r}\n")

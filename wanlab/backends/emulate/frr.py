@@ -42,7 +42,7 @@ import pwd
 import subprocess
 import time
 
-from wanlab.backends.emulate import netns, nodes, procs
+from wanlab.backends.emulate import idmap, netns, nodes, procs, rootfs
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment, image_routing_refused
 from wanlab.plan.types import NodePlan, Plan
@@ -156,10 +156,21 @@ def bgp_config(exp: Experiment, plan: Plan, np_: NodePlan, logdir: str, rid: str
     return "\n".join(lines) + "\n"
 
 
-def _chown_frr(path: str, base: int = 0) -> None:
-    """FRR's user and group own ``path``; ``base``: the node's uid range (its FRR's users
-    are those of the host's files, shifted into it)."""
-    os.chown(path, base + pwd.getpwnam("frr").pw_uid, base + grp.getgrnam("frr").gr_gid)
+def _frr_ids(folder: str, node: str, base: int) -> tuple[int, int]:
+    """The host uid and gid of FRR's user and group in the node: its image's (a node with
+    an image), else the host's, shifted into the node's uid range ``base``."""
+    if rootfs.has_root(folder, node):
+        ids = idmap.image_ids(rootfs.root_path(folder, node), "frr")
+        if ids is None:
+            raise WanlabError(f"node {node}: dynamic routing runs FRR, and its image has no "
+                              f"user and group frr (install frr in the image)")
+        return base + ids[0], base + ids[1]
+    return base + pwd.getpwnam("frr").pw_uid, base + grp.getgrnam("frr").gr_gid
+
+
+def _chown_frr(path: str, ids: tuple[int, int]) -> None:
+    """FRR's user and group (:func:`_frr_ids`) own ``path``."""
+    os.chown(path, *ids)
 
 
 def check_installed() -> None:
@@ -173,24 +184,24 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
     check_installed()
     what = " + ".join(_daemons(exp, None))
     routers = _routers(plan)
-    for np_ in routers:
-        _refuse_image(exp, np_.name)
-    say(f"starting FRR ({what}) in {len(routers)} nodes")
     bases = nodes.uid_bases(store, row, [np_.name for np_ in routers])
+    for np_ in routers:
+        _refuse_on_host(exp, np_.name, bases[np_.name])
+    say(f"starting FRR ({what}) in {len(routers)} nodes")
     for np_ in routers:
         etc = etc_dir(np_.netns)
         run = os.path.join(etc, "run")
         os.makedirs(run, exist_ok=True)
         logdir = os.path.join(folder, "nodes", np_.name)
         os.makedirs(logdir, exist_ok=True)
-        base = bases[np_.name]
+        ids = _frr_ids(folder, np_.name, bases[np_.name])
         for d in (etc, run, logdir):
-            _chown_frr(d, base)
+            _chown_frr(d, ids)
         for name, text in configs(exp, plan, np_, logdir).items():
             path = os.path.join(etc, name)
             with open(path, "w") as f:
                 f.write(text)
-            _chown_frr(path, base)
+            _chown_frr(path, ids)
             os.chmod(path, 0o640)
     # every node's files are in place: build the nodes' confinement (in parallel) now
     nodes.ensure_holders(store, row, [(np_.netns, np_.name) for np_ in routers])
@@ -202,7 +213,7 @@ def start_daemons(store, row, exp: Experiment, np_: NodePlan, folder: str) -> No
     """Start one node's daemons (its files written by :func:`start`), each recorded first
     with ``role`` "routing" (the health check's), and its route monitor. Also used when a
     node reboots."""
-    _refuse_image(exp, np_.name)
+    _refuse_on_host(exp, np_.name, nodes.uid_bases(store, row, [np_.name])[np_.name])
     logdir = os.path.join(folder, "nodes", np_.name)
     run = os.path.join(etc_dir(np_.netns), "run")
     daemons = _daemons(exp, np_.name)
@@ -230,10 +241,12 @@ def _daemons(exp: Experiment, node: str | None) -> list[str]:
         ["bgpd"] if exp.asns and (node is None or node in dict(exp.asns)) else [])
 
 
-def _refuse_image(exp: Experiment, node: str) -> None:
-    """The daemons keep FRR_CAPS: never from files a node could have written (its layer)."""
+def _refuse_on_host(exp: Experiment, node: str, base: int) -> None:
+    """The daemons keep FRR_CAPS: from files a node could have written (its layer) only
+    in its user namespace (``base``: its range), where SYS_ADMIN reaches nothing of the
+    host's; never as root of the host's."""
     n = next((n for n in exp.nodes if n.name == node), None)
-    if n is not None and n.image is not None:
+    if n is not None and n.image is not None and not base:
         raise WanlabError(image_routing_refused(node))
 
 

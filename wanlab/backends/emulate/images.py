@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from wanlab.backends.emulate import nodefiles
+from wanlab.backends.emulate.idmap import fs_source, idmapped_sources, shift_id
 from wanlab.backends.emulate.rootfs import mounted_overlays
 from wanlab.errors import WanlabError
 from wanlab.model import imageref
@@ -329,13 +330,16 @@ class Images:
 
     # -- remove, export, save
     def in_use(self, layer: str) -> bool:
-        """Whether a mounted overlay on this machine has the layer below it."""
+        """Whether a mounted overlay on this machine has the layer below it, directly or
+        as an experiment's idmapped mount of it."""
         path = self.layer_path(layer)
         for opts in mounted_overlays().values():
             for o in opts:
                 for kv in o.split(","):
                     if kv.startswith("lowerdir=") and path in kv[9:].split(":"):
                         return True
+        with contextlib.suppress(OSError):
+            return fs_source(path) in idmapped_sources()
         return False
 
     def remove(self, name: str) -> None:
@@ -375,10 +379,12 @@ class Images:
         return os.path.getsize(dest)
 
     def save(self, name: str, base: str, upper: str, origin: str,
-             drop: tuple[str, ...] = ()) -> Image:
+             drop: tuple[str, ...] = (), uid_base: int = 0) -> Image:
         """A new image ``name``: a copy of a node's writable layer ``upper`` over image
         ``base``. ``drop``: paths (inside the layer) to leave out when only empty folders
-        (mount points wanlab made for the node)."""
+        (mount points wanlab made for the node). ``uid_base``: the host uid the layer
+        stores as the node's root (its user namespace's range): the copy's owners are
+        shifted back by it, so the image's are 0-based like every image's."""
         check_name(name)
         with self.locked():
             if self.get(name) is not None:
@@ -392,7 +398,8 @@ class Images:
             def exact(_rel: str, st: os.stat_result) -> int:
                 return stat.S_IMODE(st.st_mode)
             try:
-                nodefiles.copy_tree(upper, tmp, file_mode=exact, dir_mode=exact, exact=True)
+                nodefiles.copy_tree(upper, tmp, file_mode=exact, dir_mode=exact, exact=True,
+                                    ids=lambda i: shift_id(i, uid_base, 0))
             except OSError as e:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise WanlabError(f"saving image {name}: {e}") from None

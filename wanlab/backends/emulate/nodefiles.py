@@ -37,6 +37,11 @@ class Copied:
 
 # rel path, its lstat -> the mode to give the copy (None: leave it out)
 ModeOf = Callable[[str, os.stat_result], "int | None"]
+IdOf = Callable[[int], int]         # an owner's uid or gid -> the copy's
+
+
+def _same_id(i: int) -> int:
+    return i
 
 
 def copy_data(src: int, dst: int, size: int) -> None:
@@ -69,7 +74,8 @@ def _same(a: os.stat_result, b: os.stat_result) -> bool:
 
 
 def copy_tree(src: str, dest: str, *, file_mode: ModeOf, dir_mode: ModeOf,
-              exact: bool = False, skip_top: tuple[str, ...] = ()) -> Copied:
+              exact: bool = False, skip_top: tuple[str, ...] = (),
+              ids: IdOf = _same_id) -> Copied:
     """Copy the tree at ``src`` into the new folder ``dest`` without following a link.
 
     ``file_mode``/``dir_mode`` give each regular file or folder (by its path relative to
@@ -77,7 +83,9 @@ def copy_tree(src: str, dest: str, *, file_mode: ModeOf, dir_mode: ModeOf,
     ``exact`` (an export) only folders and regular files with a single link are copied.
     With ``exact`` (a layer) symbolic links, hard links within the tree, FIFOs and overlay
     whiteouts (character device 0:0) are kept too, and so are owners, times and extended
-    attributes. ``skip_top``: names left out at the top.
+    attributes; ``ids`` maps each owner (and a file capability's root) to the copy's (a
+    layer stored in a user namespace's range, saved 0-based). ``skip_top``: names left
+    out at the top.
     """
     out = Copied()
     sfd = os.open(src, _DIR)
@@ -86,9 +94,9 @@ def copy_tree(src: str, dest: str, *, file_mode: ModeOf, dir_mode: ModeOf,
         dfd = os.open(dest, _DIR)
         try:
             st = os.fstat(sfd)
-            walk = _Walk(out, file_mode, dir_mode, exact, dfd)
+            walk = _Walk(out, file_mode, dir_mode, exact, dfd, ids)
             walk.dir(sfd, dfd, "", skip_top)
-            _finish(dfd, st, dir_mode("", st) or 0o755, exact, sfd)
+            _finish(dfd, st, dir_mode("", st) or 0o755, exact, sfd, ids)
         finally:
             os.close(dfd)
     finally:
@@ -103,6 +111,7 @@ class _Walk:
     dir_mode: ModeOf
     exact: bool
     top: int                        # the copy's top folder (wanlab's own: its paths are safe)
+    ids: IdOf = _same_id
     links: dict[tuple[int, int], str] = field(default_factory=dict)
 
     def dir(self, sfd: int, dfd: int, rel: str, skip: tuple[str, ...]) -> None:
@@ -126,10 +135,10 @@ class _Walk:
             self.skip(path, "not a regular file")
         elif stat.S_ISLNK(st.st_mode):
             os.symlink(os.readlink(name, dir_fd=sfd), name, dir_fd=dfd)
-            _finish_entry(dfd, name, st)
+            _finish_entry(dfd, name, st, self.ids)
         elif stat.S_ISFIFO(st.st_mode) or (stat.S_ISCHR(st.st_mode) and st.st_rdev == 0):
             os.mknod(name, stat.S_IFMT(st.st_mode) | 0o600, st.st_rdev, dir_fd=dfd)
-            _finish_entry(dfd, name, st)    # a FIFO, or an overlay whiteout
+            _finish_entry(dfd, name, st, self.ids)    # a FIFO, or an overlay whiteout
         else:
             self.skip(path, "a device or socket")
 
@@ -148,7 +157,7 @@ class _Walk:
             cdf = os.open(name, _DIR, dir_fd=dfd)
             try:
                 self.dir(child, cdf, path, ())
-                _finish(cdf, st, mode, self.exact, child)
+                _finish(cdf, st, mode, self.exact, child, self.ids)
             finally:
                 os.close(cdf)
         finally:
@@ -179,7 +188,7 @@ class _Walk:
                           os.O_CLOEXEC, 0o600, dir_fd=dfd)
             try:
                 copy_data(ifd, ofd, now.st_size)
-                _finish(ofd, now, mode, self.exact, ifd)
+                _finish(ofd, now, mode, self.exact, ifd, self.ids)
             finally:
                 os.close(ofd)
         finally:
@@ -190,13 +199,17 @@ class _Walk:
         return None
 
 
-def _finish(fd: int, st: os.stat_result, mode: int, exact: bool, src: int) -> None:
+def _finish(fd: int, st: os.stat_result, mode: int, exact: bool, src: int,
+            ids: IdOf = _same_id) -> None:
     """Owner, extended attributes, mode and times of a copied file or folder."""
     if exact:
-        os.fchown(fd, st.st_uid, st.st_gid)
+        os.fchown(fd, ids(st.st_uid), ids(st.st_gid))
         for key in _xattrs(src):
             try:
-                os.setxattr(fd, key, os.getxattr(src, key))
+                value = os.getxattr(src, key)
+                if key == "security.capability":
+                    value = _caps_root(value, ids)
+                os.setxattr(fd, key, value)
             except OSError:
                 pass                        # one the destination cannot hold
     os.fchmod(fd, mode)
@@ -204,9 +217,18 @@ def _finish(fd: int, st: os.stat_result, mode: int, exact: bool, src: int) -> No
         os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def _finish_entry(dfd: int, name: str, st: os.stat_result) -> None:
+def _caps_root(value: bytes, ids: IdOf) -> bytes:
+    """A file capability (``security.capability``) with its root id mapped: a version 3
+    one (set in a user namespace) names the host uid of that namespace's root."""
+    if len(value) == 24 and value[3] == 0x03:
+        root = int.from_bytes(value[20:24], "little")
+        return value[:20] + ids(root).to_bytes(4, "little")
+    return value
+
+
+def _finish_entry(dfd: int, name: str, st: os.stat_result, ids: IdOf = _same_id) -> None:
     """Owner and times of a copied link, FIFO or whiteout (its mode: FIFOs and whiteouts)."""
-    os.chown(name, st.st_uid, st.st_gid, dir_fd=dfd, follow_symlinks=False)
+    os.chown(name, ids(st.st_uid), ids(st.st_gid), dir_fd=dfd, follow_symlinks=False)
     if not stat.S_ISLNK(st.st_mode):
         os.chmod(name, stat.S_IMODE(st.st_mode), dir_fd=dfd)     # our own copy: no link
     os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns), dir_fd=dfd, follow_symlinks=False)

@@ -23,7 +23,7 @@ import os
 import shlex
 import subprocess
 
-from wanlab.backends.emulate import cgroups, enter, netns, pidns, procs, rootfs, userns
+from wanlab.backends.emulate import cgroups, enter, idmap, netns, pidns, procs, rootfs, userns
 from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
@@ -55,10 +55,11 @@ from wanlab.store.db import ExperimentRow, Store
 #    timers are hidden (rootfs.PROC_GUARD);
 #  - the working directory is re-entered by path (never a host directory kept open), and
 #    the command runs with the capabilities above removed from its bounding set;
-#  - with $WANLAB_USERNS_FD (a node without an image, :mod:`userns`), the node's folder, /tmp
-#    and /run are first given to the range's root (unless its range owns them already: FRR's
-#    log folder), and the command joins the experiment's user namespace last, in a UTS and
-#    an IPC namespace of its own there: root in the node is the range's uid on the host.
+#  - with $WANLAB_USERNS_FD (the experiment's user namespace, :mod:`userns`), the node's
+#    folder, /tmp and /run are first given to the range's root (unless its range owns them
+#    already: FRR's log folder), and the command joins the experiment's user namespace last,
+#    in a UTS and an IPC namespace of its own there: root in the node is the range's uid on
+#    the host (a node with an image: rootfs.IMAGE_SHELL, which joins it after pivot_root).
 NODE_SHELL = rootfs.PROC_GUARD + r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 cwd=$(pwd); cd / || exit 111
 mount -t proc -o nosuid,nodev,noexec proc /proc || exit 111
@@ -128,9 +129,11 @@ exec setpriv --bounding-set "$caps" -- "$@"
 """
 
 
-def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
+def _setup_argv(ns: str, node: str, argv: list[str], folder: str,
+                ufd: int | None = None) -> list[str]:
     """Build the node's confinement (NODE_SHELL) from scratch and run ``argv`` in it (to be
-    started as the init of a new PID namespace: :func:`pidns.children_in_new`)."""
+    started as the init of a new PID namespace: :func:`pidns.children_in_new`); ``ufd``:
+    the user namespace it joins last (passed on, also in $WANLAB_USERNS_FD)."""
     home = os.path.dirname(os.path.dirname(folder))
     ndir = os.path.join(folder, "nodes", node)
     caps = ",".join("-" + c for c in DROPPED_CAPS)
@@ -141,7 +144,7 @@ def _setup_argv(ns: str, node: str, argv: list[str], folder: str) -> list[str]:
         # the node's own root: entered, and its capabilities dropped, by one host process
         shell = rootfs.IMAGE_SHELL
         argv = [*enter.argv_prefix(), "pivot", rootfs.root_path(folder, node), ndir, caps,
-                "--", *argv]
+                "-" if ufd is None else str(ufd), "--", *argv]
     return ["ip", "netns", "exec", ns, "unshare", "--uts", "--", "sh", "-c", shell, node,
             home, ndir, caps, tools, *argv]
 
@@ -211,7 +214,7 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
             try:
                 with pidns.children_in_new():     # in the node's cgroup before it runs anything
                     p = subprocess.Popen(cgroups.join_argv(folder, node, _setup_argv(
-                                             ns, node, ["sh", "-c", HOLDER_INIT], folder)),
+                                             ns, node, ["sh", "-c", HOLDER_INIT], folder, ufd)),
                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.STDOUT, start_new_session=True,
                                          env=env, pass_fds=() if ufd is None else (ufd,))
@@ -237,9 +240,11 @@ def ensure_holders(store: Store, row: ExperimentRow, targets: list[tuple[str, st
 
 
 def joins_userns(folder: str, node: str) -> bool:
-    """Whether the node's processes run in the experiment's user namespace (a node with an
-    image stays in the host's for now: docs/security.md)."""
-    return not rootfs.has_root(folder, node)
+    """Whether the node's processes run in the experiment's user namespace (when it has
+    one): every node's do, with an image or without; a node whose kept layer was mounted
+    without one (a swap-in with ``WANLAB_USERNS=0``) stays in the host's until swapped
+    in again."""
+    return not rootfs.has_root(folder, node) or idmap.layer_base(folder, node) != 0
 
 
 def _userns_of(base: int | None, ns: str, node: str,

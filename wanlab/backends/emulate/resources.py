@@ -29,6 +29,9 @@ Removal goes through those records only, never through a name pattern:
 * ``overlay``: a node's root, an overlayfs at ``roots/<node>`` in the experiment's folder
   (:mod:`wanlab.backends.emulate.rootfs`). Unmounted if the mount there is still the
   recorded one (its upper layer); the layer itself stays (hard state, kept on swap-out).
+* ``idmap``: an image layer mounted idmapped by the experiment's user namespace under its
+  nodes' overlays, at ``lowers/<layer>`` in the experiment's folder (:mod:`rootfs`).
+  Unmounted if an idmapped mount is still there; after the overlays above it.
 * ``cgroup``: the experiment's cgroup and one per node beneath it (their directories, one
   per controller hierarchy; :mod:`wanlab.backends.emulate.cgroups`). Last, once the
   processes are gone: whatever still runs in it is killed, then the directories removed
@@ -47,7 +50,16 @@ import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from wanlab.backends.emulate import cgroups, egress, engine, external, netns, procs, rootfs
+from wanlab.backends.emulate import (
+    cgroups,
+    egress,
+    engine,
+    external,
+    idmap,
+    netns,
+    procs,
+    rootfs,
+)
 from wanlab.engine.protocol import Shutdown
 from wanlab.errors import WanlabError
 from wanlab.store.db import Resource, Store
@@ -119,6 +131,7 @@ KINDS = (Kind("scheduler", _remove_scheduler), Kind("process", _remove_process),
          Kind("nft", egress.remove_table), Kind("veth", egress.remove_veth),
          Kind("iface", external.restore), Kind("netns", _remove_netns),
          Kind("userns", _remove_userns), Kind("overlay", rootfs.unmount),
+         Kind("idmap", idmap.unmount_idmapped),
          Kind("cgroup", _remove_cgroup))
 _BY_NAME = {k.name: k for k in KINDS}
 

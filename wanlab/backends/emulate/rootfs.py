@@ -11,7 +11,9 @@ folder (which no node sees)::
 
 The layer is the node's hard state: swap-out keeps it and the next swap-in mounts it again;
 ``swapin --fresh`` drops it, ``terminate`` removes it with the folder. The image (read-only,
-shared by every node that names it) lives in :mod:`wanlab.backends.emulate.images`.
+shared by every node that names it) lives in :mod:`wanlab.backends.emulate.images`. In
+the experiment's user namespace, the image's layers go below as idmapped mounts and the
+layer holds the range's uids (:mod:`wanlab.backends.emulate.idmap`).
 
 The node's holder (:mod:`wanlab.backends.emulate.nodes`) then switches into the root with
 :data:`IMAGE_SHELL` instead of confining the host's file system: a fresh /proc, /sys, /dev
@@ -36,6 +38,7 @@ from __future__ import annotations
 import bz2
 import ctypes
 import errno
+import functools
 import gzip
 import json
 import lzma
@@ -91,7 +94,7 @@ def mounted_overlays() -> dict[str, list[str]]:
     return out
 
 
-def _check_path(path: str) -> None:
+def check_path(path: str) -> None:
     # overlayfs' options are separated by ',' and lowerdirs by ':'
     if any(c in path for c in ",:\\\n"):
         raise WanlabError(f"node roots need folders without ',', ':' or '\\' in their path: "
@@ -100,11 +103,23 @@ def _check_path(path: str) -> None:
 
 def mount_root(lowers: list[str], upper: str, work: str, target: str) -> None:
     for p in (*lowers, upper, work, target):
-        _check_path(p)
+        check_path(p)
     opts = f"lowerdir={':'.join(lowers)},upperdir={upper},workdir={work}"
     if _libc.mount(b"overlay", target.encode(), b"overlay", 0, opts.encode()) != 0:
         e = ctypes.get_errno()
         raise WanlabError(f"mounting the node root {target}: {os.strerror(e)}")
+
+
+def mountinfo() -> list[tuple[str, str, str, str, str]]:
+    """(major:minor, root in its file system, mount point, per-mount options, type) of each
+    mount of this mount namespace."""
+    out = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            pre, _, post = line.partition(" - ")
+            a = pre.split()
+            out.append((a[2], _unescape(a[3]), _unescape(a[4]), a[5], post.split()[0]))
+    return out
 
 
 def unmount(r: Resource) -> None:
@@ -141,10 +156,11 @@ def prepare_layer(folder: str, node: str) -> tuple[str, str, bool]:
     return upper, work, new
 
 
-def personalize(root: str, node: str) -> None:
+def personalize(root: str, node: str, base: int = 0) -> None:
     """The node's own hostname and resolv.conf, in its layer (its hosts file is bound
-    over /etc/hosts by its holder). The layer is the node's: its /etc or those files may
-    be links it planted, so nothing here follows a link (a link is replaced)."""
+    over /etc/hosts by its holder), owned by its root (host uid ``base``). The layer is the
+    node's: its /etc or those files may be links it planted, so nothing here follows a
+    link (a link is replaced)."""
     rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         try:
@@ -163,6 +179,7 @@ def personalize(root: str, node: str) -> None:
                         continue
                     fd = os.open(name, flags | os.O_EXCL, 0o644, dir_fd=efd)
                 with os.fdopen(fd, "w") as f:
+                    os.fchown(f.fileno(), base, base)
                     os.fchmod(f.fileno(), 0o644)
                     f.write(text)
         finally:
@@ -227,22 +244,28 @@ _ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteract
         "LC_ALL": "C"}
 
 
-def _argv(folder: str, node: str, root: str, argv: list[str], net: bool = False) -> list[str]:
+def _argv(folder: str, node: str, root: str, argv: list[str], net: bool = False,
+          userns_fd: int | None = None) -> list[str]:
     """``argv`` run in the node's root, confined (SETUP_SHELL); ``net``: with the host's
-    network (apt fetching packages), else in a network namespace of its own (no network)."""
+    network (apt fetching packages), else in a network namespace of its own (no network);
+    ``userns_fd``: as root of the node's user namespace (joined once in the root)."""
     caps = ",".join("-" + c for c in (*DROPPED_CAPS, *SETUP_DROPPED))
     spaces = ["--pid", "--fork", "--kill-child", "--mount", "--uts", "--ipc",
               "--propagation", "private", *([] if net else ["--net"])]
-    into = [*enter.argv_prefix(), "pivot", root, "/", caps, "--", *argv]
+    into = [*enter.argv_prefix(), "pivot", root, "/", caps,
+            "-" if userns_fd is None else str(userns_fd), "--", *argv]
     return cgroups.join_argv(folder, node, ["unshare", *spaces, "--", "sh", "-c", SETUP_SHELL,
                                             root, "host" if net else "none", caps, *into])
 
 
 def in_root(folder: str, node: str, root: str, argv: list[str], stdin=None,
-            timeout: float = 1800, net: bool = False) -> subprocess.CompletedProcess:
-    """Run ``argv`` in the node's root, confined as the node is (:data:`SETUP_SHELL`)."""
-    return subprocess.run(_argv(folder, node, root, argv, net), stdin=stdin,
-                          capture_output=True, text=True, env=_ENV, timeout=timeout)
+            timeout: float = 1800, net: bool = False,
+            userns_fd: int | None = None) -> subprocess.CompletedProcess:
+    """Run ``argv`` in the node's root, confined as the node is (:data:`SETUP_SHELL`),
+    in the node's user namespace if ``userns_fd`` names it."""
+    return subprocess.run(_argv(folder, node, root, argv, net, userns_fd), stdin=stdin,
+                          capture_output=True, text=True, env=_ENV, timeout=timeout,
+                          pass_fds=() if userns_fd is None else (userns_fd,))
 
 
 def _open_tarball(path: str):
@@ -283,11 +306,13 @@ def _copy_stream(what: str, name: str):
 
 
 def _untar(folder: str, node: str, root: str, where: str, tarball: str,
-           copy_as: str | None = None) -> tuple[int, str]:
+           userns_fd: int | None, copy_as: str | None = None) -> tuple[int, str]:
     p = subprocess.Popen(_argv(folder, node, root,
-                               ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xf -', where]),
+                               ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xf -', where],
+                               userns_fd=userns_fd),
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, env=_ENV)
+                         stderr=subprocess.STDOUT, env=_ENV,
+                         pass_fds=() if userns_fd is None else (userns_fd,))
     assert p.stdin is not None and p.stdout is not None
     try:
         with (_open_tarball(tarball) if copy_as is None
@@ -314,16 +339,18 @@ def _where(node: Node, what: str) -> str:
     return f"{at}node {node.name}: {what}"
 
 
-def setup(folder: str, node: Node, root: str, say: Callable[[str], None]) -> None:
+def setup(folder: str, node: Node, root: str, say: Callable[[str], None],
+          userns_fd: int | None = None) -> None:
     """``tb-set-node-tarfiles`` and ``tb-set-node-rpms`` of ``node`` into its root, each
-    step confined as the node is (:data:`SETUP_SHELL`)."""
+    step confined as the node is (:data:`SETUP_SHELL`), as root of its user namespace
+    when ``userns_fd`` names one (the files it makes are the node's range's)."""
     for d, tarball in node.tarfiles:
         if d.startswith("="):           # a file or folder copied to exactly that path
             dest = d[1:]
             if not os.path.exists(tarball):
                 raise WanlabError(_where(node, f"{tarball} (bound at {dest}) is missing"))
             say(f"node {node.name}: copying {os.path.basename(tarball)} to {dest}")
-            code, out = _untar(folder, node.name, root, os.path.dirname(dest), tarball,
+            code, out = _untar(folder, node.name, root, os.path.dirname(dest), tarball, userns_fd,
                                copy_as=os.path.basename(dest))
             if code != 0:
                 raise WanlabError(_where(node, f"copying {tarball} to {dest}: {out[-300:]}"))
@@ -333,11 +360,11 @@ def setup(folder: str, node: Node, root: str, say: Callable[[str], None]) -> Non
         say(f"node {node.name}: unpacking {os.path.basename(tarball)} at {d}")
         # the node's tar, confined: a link in the layer or the archive cannot lead out, and
         # a tar the node replaced runs as the node, never as host root
-        code, out = _untar(folder, node.name, root, d, tarball)
+        code, out = _untar(folder, node.name, root, d, tarball, userns_fd)
         if code != 0:
             raise WanlabError(_where(node, f"unpacking {tarball} at {d}: {out[-300:]}"))
     if node.packages:
-        _install(folder, node, root, say)
+        _install(folder, node, root, say, userns_fd)
 
 
 # Inside the node's root (SETUP_SHELL): services stay stopped while packages install
@@ -348,7 +375,9 @@ apt-get -q -y --no-install-recommends install -- "$@" && apt-get clean
 """
 
 
-def _install(folder: str, node: Node, root: str, say: Callable[[str], None]) -> None:
+def _install(folder: str, node: Node, root: str, say: Callable[[str], None],
+             userns_fd: int | None) -> None:
+    run = functools.partial(in_root, userns_fd=userns_fd)     # each step in its userns
     names = [p for p in node.packages if not p.endswith(".deb")]
     debs = [p for p in node.packages if p.endswith(".deb")]
     args = []
@@ -357,7 +386,7 @@ def _install(folder: str, node: Node, root: str, say: Callable[[str], None]) -> 
             raise WanlabError(_where(node, f"package file {p} is not a file"))
         # staged from inside the root: a link the node planted cannot lead to a host path
         with open(p, "rb") as f:
-            r = in_root(folder, node.name, root, ["sh", "-c", 'mkdir -p /tmp/wanlab-debs && '
+            r = run(folder, node.name, root, ["sh", "-c", 'mkdir -p /tmp/wanlab-debs && '
                                'cat > "/tmp/wanlab-debs/$0"', f"{i}.deb"], stdin=f)
         if r.returncode != 0:
             raise WanlabError(_where(node, f"staging {p}: {r.stderr.strip()[-300:]}"))
@@ -366,17 +395,17 @@ def _install(folder: str, node: Node, root: str, say: Callable[[str], None]) -> 
     # the package lists, for packages by name (a .deb given by path needs none)
     # apt fetches from the host's mirror: only then does setup keep the host's network
     net = bool(names)
-    r = in_root(folder, node.name, root, ["apt-get", "-q", "update"], net=True) \
+    r = run(folder, node.name, root, ["apt-get", "-q", "update"], net=True) \
         if names else None
     if r is not None and r.returncode != 0:
         raise WanlabError(_where(node, f"apt-get update in its root failed: "
                                  f"{r.stdout.strip()[-300:]}"))
     missing = [p for p in names
-               if in_root(folder, node.name, root, ["apt-cache", "show", "--", p]).returncode]
+               if run(folder, node.name, root, ["apt-cache", "show", "--", p]).returncode]
     if missing:
         raise WanlabError(_where(node, f"tb-set-node-rpms: no Debian package "
                                  f"{', '.join(missing)} (and no .deb file given by path)"))
-    r = in_root(folder, node.name, root, ["sh", "-c", INSTALL_SHELL, "install", *names, *args],
+    r = run(folder, node.name, root, ["sh", "-c", INSTALL_SHELL, "install", *names, *args],
                 net=net)
     if r.returncode != 0:
         raise WanlabError(_where(node, f"installing {', '.join(node.packages)}: "
@@ -388,10 +417,16 @@ def _install(folder: str, node: Node, root: str, say: Callable[[str], None]) -> 
 # Run by ``sh -c`` in place of the host-file-system confinement (nodes.NODE_SHELL), with
 # the same arguments: $0 node, $1 state folder, $2 the node's folder, $3 setpriv's
 # --bounding-set, $4 wanlab's binaries, then the command: ``enter.py pivot`` (nodes), which
-# switches into the root and drops the capabilities before any file of the node runs. Its
-# root is <experiment folder>/roots/<node> (the node's folder is <experiment folder>/nodes/<node>).
+# switches into the root, joins the experiment's user namespace ($WANLAB_USERNS_FD, passed
+# to it) and drops the capabilities before any file of the node runs. Its root is
+# <experiment folder>/roots/<node> (the node's folder is <experiment folder>/nodes/<node>).
+# In a user namespace, the node's folder and its /run are its root's (host uid
+# $WANLAB_UID_BASE); what its holder makes here as host root (mount points) stays host
+# root's, which the node cannot change.
 IMAGE_SHELL = PROC_GUARD + r"""node=$0 home=$1 dir=$2 caps=$3 tools=$4; shift 4
 root=${dir%/nodes/*}/roots/$node
+uns=${WANLAB_USERNS_FD-} base=${WANLAB_UID_BASE-0}; unset WANLAB_USERNS_FD WANLAB_UID_BASE
+[ -n "$uns" ] || base=0
 # Paths in the root are the node's: a link it left in its layer would lead a mount's source,
 # a mkdir or a touch to a host path. No process of the node runs while its holder starts
 # (they all ended with the last one), so each such path is checked once, resolved.
@@ -399,12 +434,15 @@ inside() {
   case "$(realpath -m -- "$1")" in "$root"/*) return 0;; esac
   return 1
 }
-cd / || exit 111
+cd / && umask 022 || exit 111      # mount points the node (its range's root) passes through
 for p in proc sys dev run etc "${dir#/}" "${tools#/}"; do
   inside "$root/$p" || { echo "wanlab: /$p in the node's root leads out of it"; exit 111; }
 done
 hostname "$node" || exit 111
 ns=$(ip netns identify) || exit 111
+u=$(stat -c %u "$dir") || exit 111
+if [ "$u" -lt "$base" ] || [ "$u" -ge $((base + 65536)) ]; then
+  chown "$base:$base" "$dir" || exit 111; fi
 mount --make-rslave / && mount --bind "$root" "$root" || exit 111
 mount -t proc -o nosuid,nodev,noexec proc "$root/proc" &&
 mount -t sysfs -o ro,nosuid,nodev,noexec sysfs "$root/sys" || exit 111
@@ -421,7 +459,8 @@ ln -s /proc/self/fd "$root/dev/fd" && ln -s /proc/self/fd/0 "$root/dev/stdin" &&
 ln -s /proc/self/fd/1 "$root/dev/stdout" && ln -s /proc/self/fd/2 "$root/dev/stderr" &&
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts "$root/dev/pts" &&
 mount -t tmpfs -o mode=1777,size=64m,nosuid,nodev shm "$root/dev/shm" &&
-mount -t tmpfs -o mode=0755,size=16m,nosuid,nodev wanlab-run "$root/run" || exit 111
+mount -t tmpfs -o "mode=0755,size=16m,nosuid,nodev,uid=$base,gid=$base" wanlab-run \
+  "$root/run" || exit 111
 if [ -n "$ns" ] && [ -d "/etc/netns/$ns" ]; then
   for e in "/etc/netns/$ns"/*; do
     [ -e "$e" ] || continue

@@ -57,6 +57,7 @@ from wanlab.backends.emulate import (
     engine,
     external,
     frr,
+    idmap,
     images,
     neighbours,
     netconf,
@@ -185,9 +186,48 @@ def _roots(b: Build) -> None:
     if not want:
         return
     store = images.Images(images.images_dir(b.store.home))
-    lowers = {name: [store.layer_path(x) for x in store.ensure(name, b.say).layers]
-              for name in sorted({n.image for n in want if n.image})}
+    layer_ids = {name: list(store.ensure(name, b.say).layers)
+                 for name in sorted({n.image for n in want if n.image})}
+    lowers = {name: [store.layer_path(x) for x in ids] for name, ids in layer_ids.items()}
+    # in the experiment's user namespace (its netns's owner), each layer mounted idmapped
+    base = userns.base_of(b.store, b.row.id)
+    ufd = userns.owner_fd(netns.path(b.plan.nodes[want[0].name].netns)) \
+        if base is not None else None
+    try:
+        _roots_in(b, want, store, layer_ids, lowers, base or 0, ufd)
+    finally:
+        if ufd is not None:
+            os.close(ufd)
+
+
+def _idmapped_lowers(b: Build, store: images.Images, layer_ids: dict[str, list[str]],
+                     ufd: int) -> dict[str, list[str]]:
+    """Each image's layers as the experiment's idmapped mounts (``lowers/<id>``, recorded
+    first; those a modify finds mounted already are kept)."""
     folder = b.folder
+    have = {r.name for r in b.store.resources(b.row.id)
+            if r.kind == "idmap" and r.state == "created"}
+    todo = sorted({x for ids in layer_ids.values() for x in ids
+                   if idmap.lowers_path(folder, x) not in have})
+    if todo:
+        os.makedirs(os.path.join(folder, "lowers"), mode=0o700, exist_ok=True)
+        b.store.record_many(b.row.id, [("idmap", idmap.lowers_path(folder, x),
+                                        {"layer": store.layer_path(x)}) for x in todo])
+        rec = {r.name: r.id for r in b.store.resources(b.row.id)
+               if r.kind == "idmap" and r.state == "planned"}
+        for x in todo:
+            target = idmap.lowers_path(folder, x)
+            os.makedirs(target, mode=0o755, exist_ok=True)
+            idmap.mount_idmapped(store.layer_path(x), target, ufd)
+            b.store.update_resource(rec[target], "created")
+    return {name: [idmap.lowers_path(folder, x) for x in ids]
+            for name, ids in layer_ids.items()}
+
+
+def _roots_in(b: Build, want: list, store: images.Images, layer_ids: dict[str, list[str]],
+              lowers: dict[str, list[str]], base: int, ufd: int | None) -> None:
+    folder = b.folder
+    mounted = lowers if ufd is None else _idmapped_lowers(b, store, layer_ids, ufd)
     spec = {n.name: dict(node=n.name, upper=os.path.join(rootfs.layer_path(folder, n.name),
                                                          "upper"))
             for n in want}
@@ -200,15 +240,16 @@ def _roots(b: Build) -> None:
     try:
         for n in want:
             upper, work, _new = rootfs.prepare_layer(folder, n.name)
+            idmap.own_layer(folder, n.name, base)
             root = rootfs.root_path(folder, n.name)
-            rootfs.mount_root(lowers[n.image or ""], upper, work, root)
+            rootfs.mount_root(mounted[n.image or ""], upper, work, root)
             done[rec[n.name]] = {}
     finally:
         if done:
             b.store.update_resources("created", done)
     for n in want:
         root = rootfs.root_path(folder, n.name)
-        rootfs.personalize(root, n.name)
+        rootfs.personalize(root, n.name, base)
         marker = os.path.join(rootfs.layer_path(folder, n.name), "setup.json")
         key = rootfs.setup_key(n, lowers[n.image or ""])
         try:
@@ -222,7 +263,7 @@ def _roots(b: Build) -> None:
             b.say(f"warning: node {n.name}: its kept layer was made over another build of "
                   f"image {n.image}; it now lies over the current one")
         if n.tarfiles or n.packages:
-            rootfs.setup(folder, n, root, b.say)
+            rootfs.setup(folder, n, root, b.say, ufd)
         with open(marker, "w") as f:
             f.write(key)
 
