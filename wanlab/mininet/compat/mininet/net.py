@@ -494,7 +494,7 @@ class Mininet:
             self._waitListening(server, port)
         cliout = client.cmd(iperfArgs + f"-t {seconds} -c {server.IP()} " + bwArgs)
         servout = ""
-        count = 2 if l4Type == "TCP" else 1
+        count = 1      # (Mininet's 2 counts its listening probe's connection; ours is ss)
         end = time.time() + seconds + 10
         while len(re.findall(r"/sec", servout)) < count and time.time() < end:
             servout += server.monitor(timeoutms=5000)
@@ -529,23 +529,19 @@ class Mininet:
         after = [self._cputime(h) for h in hosts]
         for h in hosts:
             h.cmd("kill %while")
-        cpu_fractions = [(b - a) / 1e6 / duration * 100 for a, b in zip(before, after)]
+        # percent of the machine's CPU, as Mininet reports it
+        ncpu = os.cpu_count() or 1
+        cpu_fractions = [(b - a) / 1e6 / duration / ncpu * 100
+                         for a, b in zip(before, after)]
         output(f"*** Results: {cpu_fractions}\n")
         del pids
         return cpu_fractions
 
     def _cputime(self, h):
+        """The node's CPU time so far, µs (its cgroup's)."""
         from wanlab.backends.emulate import cgroups
         dirs = cgroups.noted(self.exp.lab.store.folder(self.exp.name), h.name)
-        for d in dirs.values():
-            try:
-                with open(os.path.join(d, "cpu.stat")) as f:
-                    for line in f:
-                        if line.startswith("usage_usec"):
-                            return int(line.split()[1])
-            except OSError:
-                continue
-        return 0
+        return cgroups.usage(dirs).get("cpu_usec") or 0
 
     def interact(self):
         from mininet.cli import CLI
