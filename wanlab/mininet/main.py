@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import sys
 
 from wanlab.errors import SpecError, WanlabError
@@ -23,6 +24,9 @@ USAGE = ("usage: wanlab mininet SCRIPT.py [ARGS...]\n"
 
 
 def _prepare() -> None:
+    # a SIGTERM (timeout, kill) ends the script through its finally clauses and ours: the
+    # networks it made are terminated
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     sys.path.insert(0, COMPAT)
     for m in [m for m in sys.modules if m == "mininet" or m.startswith("mininet.")]:
         del sys.modules[m]

@@ -52,13 +52,20 @@ def main(argv: list[str]) -> int:
     from mininet.link import Link, TCLink
     from mininet.log import output, setLogLevel
     from mininet.net import VERSION, Mininet
-    from mininet.node import (CPULimitedHost, Host, LinuxBridge, OVSBridge, OVSSwitch,
-                              UserSwitch)
-    from mininet.node import Controller, RemoteController
-    from mininet.topo import LinearTopo, MinimalTopo, SingleSwitchReversedTopo, \
-        SingleSwitchTopo
+    from mininet.node import (
+        Controller,
+        CPULimitedHost,
+        Host,
+        LinuxBridge,
+        OVSBridge,
+        OVSSwitch,
+        RemoteController,
+        UserSwitch,
+    )
+    from mininet.topo import LinearTopo, MinimalTopo, SingleSwitchReversedTopo, SingleSwitchTopo
     from mininet.topolib import TorusTopo, TreeTopo
     from mininet.util import buildTopo, customClass, splitArgs
+
     from wanlab.mininet.refuse import Unsupported
 
     a = parser().parse_args(argv)

@@ -373,7 +373,7 @@ class Mininet:
 
     def configLinkStatus(self, src, dst, status):
         if src not in self.nameToNode or dst not in self.nameToNode:
-            error(f"src or dst not in network\n")
+            error("src or dst not in network\n")
             return
         a, b = self[src], self[dst]
         conns = a.connectionsTo(b)
@@ -532,7 +532,7 @@ class Mininet:
         # percent of the machine's CPU, as Mininet reports it
         ncpu = os.cpu_count() or 1
         cpu_fractions = [(b - a) / 1e6 / duration / ncpu * 100
-                         for a, b in zip(before, after)]
+                         for a, b in zip(before, after, strict=True)]
         output(f"*** Results: {cpu_fractions}\n")
         del pids
         return cpu_fractions
@@ -559,8 +559,9 @@ class Mininet:
 
 def _source():
     import sys
-    from wanlab.model import ir
+
     from wanlab.mininet.refuse import _PKG
+    from wanlab.model import ir
     f = sys._getframe(1)
     while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PKG + os.sep):
         f = f.f_back

@@ -9,7 +9,6 @@ import time
 
 from mininet.log import debug, error, info, warn
 from wanlab.mininet.refuse import refuse
-from wanlab.mininet.shell import Shell
 
 
 class Node:
@@ -84,7 +83,7 @@ class Node:
         self.shell.send(cmd)
         self.waiting = True
 
-    def sendInt(self, intr=chr(3)):
+    def sendInt(self, intr="\x03"):
         self.write(intr)
 
     def monitor(self, timeoutms=None, findPid=True):
@@ -388,6 +387,12 @@ class Switch(Node):
 
     def connected(self):
         return True
+
+    def attach(self, intf):
+        raise refuse(f"{self.name}.attach({intf})", "moving a link to another switch port at "
+                     "run time is not supported by wanlab's switches yet")
+
+    detach = attach
 
     def dpctl(self, *args):
         raise refuse(f"{self.name}.dpctl", "wanlab's switches have no OpenFlow flow table "

@@ -200,7 +200,7 @@ class LinearTopo(Topo):
                 return f"h{i}"
         else:
             def genHostName(i, j):
-                return f"h{i}s{j}"
+                return f"h{j}s{i}"
         lastSwitch = None
         for i in irange(1, k):
             switch = self.addSwitch(f"s{i}")

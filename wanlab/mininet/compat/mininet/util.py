@@ -141,7 +141,7 @@ def netParse(ipstr):
 def ipAdd(i, prefixLen=8, ipBaseNum=0x0a000000):
     imax = 0xFFFFFFFF >> prefixLen
     if i > imax:
-        raise Exception(f"Not enough IP addresses in the subnet")
+        raise Exception("Not enough IP addresses in the subnet")
     mask = 0xFFFFFFFF ^ imax
     return ipStr((ipBaseNum & mask) + i)
 
@@ -187,13 +187,19 @@ def dumpPorts(switches):
 
 
 def waitListening(client=None, server="127.0.0.1", port=80, timeout=None):
-    """Wait until ``server`` listens on TCP ``port`` (looked at inside the server node)."""
+    """Wait until ``server`` (a node or an address) accepts TCP connections on ``port``,
+    connecting from ``client`` (a node) as Mininet's telnet probe does: the server sees one
+    short connection."""
     end = None if timeout is None else time.time() + timeout
-    node = server if hasattr(server, "cmd") else client
+    ip = server.IP() if hasattr(server, "IP") else str(server)
+    # a few bytes, so that a server which reports each connection (iperf -s) reports this
+    # one, as it did Mininet's probe
+    probe = (f"bash -c 'exec 3<>/dev/tcp/{ip}/{port} && printf %080d 0 >&3' 2>/dev/null "
+             f"&& echo Connected")
     while True:
-        out = node.cmd(f"ss -Hltn 'sport = :{port}'") if node else \
-            run(["ss", "-Hltn", f"sport = :{port}"])
-        if out.strip():
+        out = client.cmd(probe) if client is not None else \
+            subprocess.run(["bash", "-c", probe], capture_output=True, text=True).stdout
+        if "Connected" in out:
             return True
         if end is not None and time.time() > end:
             output(f"could not connect to {server} on port {port}\n")
@@ -224,12 +230,12 @@ def pmonitor(popens, timeoutms=500, readline=True, readmax=1024):
             if host is None:
                 continue
             f = files[fd]
-            if event & select.POLLIN:
-                line = f.readline() if readline else f.read(readmax)
-                line = decode(line)
-                if line:
-                    yield host, line
-                    continue
+            # at the end (POLLHUP) lines may still wait in the file's buffer
+            line = decode(f.readline() if readline else f.read(readmax)) \
+                if event & (select.POLLIN | select.POLLHUP) else ""
+            if line:
+                yield host, line
+                continue
             poller.unregister(fd)
             del fdToHost[fd]
 
