@@ -125,8 +125,9 @@ def test_topologies_give_mininet_s_hosts_switches_and_ports(mininet_pkg):
 def test_a_refusal_names_the_call_and_the_script_line(mininet_pkg, tmp_path):
     from wanlab.mininet.refuse import Unsupported
     script = tmp_path / "uses_nat.py"
-    script.write_text("from mininet.nodelib import NAT\n\nNAT('nat0')\n")
+    script.write_text("from mininet.nodelib import NAT\n\nNAT('nat0', inNamespace=False)\n")
     code = compile(script.read_text(), str(script), "exec")
     with pytest.raises(Unsupported) as e:
         exec(code, {})
-    assert str(e.value).startswith(f"{script}:3: NAT('nat0'): ")
+    assert str(e.value).startswith(f"{script}:3: NAT('nat0', inNamespace=False): a NAT to "
+                                   "the host's network")

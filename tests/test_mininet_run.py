@@ -178,11 +178,13 @@ RUNS = {
                                      r"\*\*\* Results: \['10M', '(9\.\d+|10\.\d) Mbits/sec'"]),
     "emptynet": ([], "pingall\nh1 ping -c1 h2\nexit\n",
                  [r"0% dropped \(2/2 received\)", r"1 packets transmitted, 1 received"]),
+    "natnet": ([], "h1 ping -c1 h0\nh1 ping -c1 -W1 192.168.2.100\nexit\n",
+               [r"from 10\.0\.0\.1: icmp_seq=1 ttl=63",
+                r"From 192\.168\.1\.1 icmp_seq=1 Destination Net Unreachable"]),
     "linuxrouter": ([], "h1 ping -c1 h3\nexit\n",
                     [r"192\.168\.1\.0 .*r0-eth1", r"from 10\.0\.0\.100: icmp_seq=1 ttl=63"]),
 }
 REFUSED = {
-    "natnet": r"natnet\.py:\d+: NAT\('nat1'\): a NAT to the host's network",
     "scratchnet": r"scratchnet\.py:\d+: Link\(h0, s0\): links are made by a Mininet network",
     "numberedports": r"numberedports\.py:\d+: s1\.cmd\(ovs-vsctl \.\.\.\): Open vSwitch",
     "multilink": r"multilink\.py:\d+: .*h1 already has a link into the switched network",
