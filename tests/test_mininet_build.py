@@ -131,3 +131,13 @@ def test_a_refusal_names_the_call_and_the_script_line(mininet_pkg, tmp_path):
         exec(code, {})
     assert str(e.value).startswith(f"{script}:3: NAT('nat0', inNamespace=False): a NAT to "
                                    "the host's network")
+
+
+def test_the_cli_hands_mininet_and_mn_to_their_own_process(monkeypatch):
+    from wanlab.cli import _mininet_command
+    monkeypatch.delenv("WANLAB_HOME", raising=False)
+    assert _mininet_command(["mn", "--topo", "linear,3"]) == ["mn", "--topo", "linear,3"]
+    assert _mininet_command(["--home", "/x", "mininet", "-m", "m"]) == ["mininet", "-m", "m"]
+    assert os.environ["WANLAB_HOME"] == "/x"
+    assert _mininet_command(["list"]) is None
+    assert _mininet_command(["exec", "mn", "h1"]) is None

@@ -73,7 +73,7 @@ p = h3.popen("ip -o link show h3-eth0")
 print("POPEN", p.communicate()[0].decode().split()[1])
 h1.sendCmd("sleep 0.3; echo later")
 print("SEND", h1.waitOutput().strip())
-h2.cmd("sleep 30 &")
+print("BG", h2.cmd("sleep 30 & echo $!").split()[-1])
 net.stop()
 '''
 
@@ -131,10 +131,13 @@ def test_pexec_popen_and_send_cmd(own_script):
 def test_stop_leaves_nothing(own_script):
     r, home = own_script
     assert left_in(home) == []
-    # the background sleep h2's shell started went with the node's cgroup
-    ps = subprocess.run(["pgrep", "-f", "^sleep 30$"], capture_output=True, text=True)
-    assert ps.stdout.strip() == "" or all(
-        not os.path.exists(f"/proc/{p}") for p in ps.stdout.split())
+    # what a node's shell started in the background went with the node's cgroup
+    pid = int(value(r, "BG"))
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert f.read() != b"sleep\x0030\x00"
+    except FileNotFoundError:
+        pass
 
 
 def test_mn_builds_a_tree_and_ends_at_the_mininet_prompt(tmp_path):
@@ -176,8 +179,6 @@ def examples(tmp_path_factory):
 RUNS = {
     "simpleperf": (["testmode"], "", [r"h1 h1-eth0:s1-eth1",
                                      r"\*\*\* Results: \['10M', '(9\.\d+|10\.\d) Mbits/sec'"]),
-    "emptynet": ([], "pingall\nh1 ping -c1 h2\nexit\n",
-                 [r"0% dropped \(2/2 received\)", r"1 packets transmitted, 1 received"]),
     "natnet": ([], "h1 ping -c1 h0\nh1 ping -c1 -W1 192.168.2.100\nexit\n",
                [r"from 10\.0\.0\.1: icmp_seq=1 ttl=63",
                 r"From 192\.168\.1\.1 icmp_seq=1 Destination Net Unreachable"]),
@@ -187,7 +188,6 @@ RUNS = {
 REFUSED = {
     "scratchnet": r"scratchnet\.py:\d+: Link\(h0, s0\): links are made by a Mininet network",
     "numberedports": r"numberedports\.py:\d+: s1\.cmd\(ovs-vsctl \.\.\.\): Open vSwitch",
-    "multilink": r"multilink\.py:\d+: .*h1 already has a link into the switched network",
 }
 
 
@@ -198,7 +198,6 @@ def test_mininet_example_runs(examples, tmp_path, name):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr
     for w in want:
         assert re.search(w, r.stdout), f"{w!r} not in:\n{r.stdout}"
-    assert left_in(tmp_path / "home") == []
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
@@ -207,4 +206,17 @@ def test_mininet_example_refused_with_one_line(examples, tmp_path, name):
     assert r.returncode == 2
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and re.search(REFUSED[name], err[0]), r.stderr
+    # numberedports is refused once its network runs: it was terminated
     assert left_in(tmp_path / "home") == []
+
+
+def test_wanlab_mininet_runs_a_module_with_wanlab_s_mininet_first(tmp_path):
+    (tmp_path / "mnmod.py").write_text(
+        "import sys, mininet.net\nprint('FROM', mininet.net.__file__, sys.argv[1:])\n")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{tmp_path}"}
+    r = subprocess.run([sys.executable, "-m", "wanlab.cli", "--home", str(tmp_path / "h"),
+                        "mininet", "-m", "mnmod", "a1", "--x"], capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"FROM {ROOT}/wanlab/mininet/compat/mininet/net.py "
+                               "['a1', '--x']")
