@@ -481,7 +481,8 @@ class Mininet:
         assert len(hosts) == 2
         client, server = hosts
         output(f"*** Iperf: testing {l4Type} bandwidth between {client} and {server} \n")
-        server.cmd("killall -9 iperf 2>/dev/null")
+        # (no `killall iperf` as Mininet's: a node's shell sees the host's processes, and
+        # other people's iperf are none of ours; the server started here ends with ^C below)
         iperfArgs = f"iperf -p {port} "
         bwArgs = ""
         if l4Type == "UDP":
