@@ -141,3 +141,14 @@ def test_the_cli_hands_mininet_and_mn_to_their_own_process(monkeypatch):
     assert os.environ["WANLAB_HOME"] == "/x"
     assert _mininet_command(["list"]) is None
     assert _mininet_command(["exec", "mn", "h1"]) is None
+
+
+def test_mn_refuses_bad_options_in_one_line(mininet_pkg):
+    from wanlab.mininet import mn
+    from wanlab.mininet.refuse import Unsupported
+    with pytest.raises(Unsupported, match=r"mn --topo foo: Invalid topo name foo"):
+        mn.main(["--topo", "foo", "--test", "build"])
+    with pytest.raises(Unsupported, match=r"mn --controller remote: OpenFlow"):
+        mn.main(["--controller", "remote"])
+    with pytest.raises(Unsupported, match=r"spanning tree is not supported yet"):
+        mn.main(["--switch", "lxbr,stp=1"])

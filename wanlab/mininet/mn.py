@@ -106,11 +106,17 @@ def main(argv: list[str]) -> int:
     sname, _, skw = splitArgs(a.switch)
     if skw.get("stp"):
         raise Unsupported(f"mn --switch {a.switch}: spanning tree is not supported yet")
-    topo = buildTopo(topos, a.topo)
-    host = customClass(hosts, a.host)
-    link = customClass(links, a.link)
-    switch = customClass(switches, a.switch)
-    controller = customClass(controllers, a.controller) if controllers.get(cname) else None
+    def made(option, value, f):
+        try:
+            return f()
+        except Exception as e:  # a bad option value: one line naming it
+            raise Unsupported(f"mn --{option} {value}: {e}") from None
+    topo = made("topo", a.topo, lambda: buildTopo(topos, a.topo))
+    host = made("host", a.host, lambda: customClass(hosts, a.host))
+    link = made("link", a.link, lambda: customClass(links, a.link))
+    switch = made("switch", a.switch, lambda: customClass(switches, a.switch))
+    controller = made("controller", a.controller, lambda: customClass(
+        controllers, a.controller)) if controllers.get(cname) else None
     test = a.args[0] if a.args else a.test
     net = Mininet(topo=topo, switch=switch, host=host, controller=controller, link=link,
                   ipBase=a.ipbase, autoSetMacs=a.mac, autoStaticArp=a.arp, build=False)

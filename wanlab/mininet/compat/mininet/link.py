@@ -3,6 +3,7 @@ max_queue_size) is done by the engine on the direction the interface sends into,
 ``intf.config(...)`` at run time changes it there (docs/mininet.md)."""
 
 from mininet.log import info
+from wanlab.mininet.build import shaping
 from wanlab.mininet.refuse import refuse
 
 
@@ -107,17 +108,19 @@ class TCIntf(Intf):
         r = Intf.config(self, **params)
         self.tc = {"bw": bw, "delay": delay, "jitter": jitter, "loss": loss,
                    "max_queue_size": max_queue_size}
+        # checked now, so that a bad value is an error naming the interface and the key
+        shaping({k: v for k, v in self.tc.items() if v is not None}, self.name)
         if enable_ecn or enable_red:
             info(f"*** {self.name}: RED/ECN queue: the engine's RED is used without ECN\n")
         stuff = []
         if bw is not None:
-            stuff.append(f"{bw:.2f}Mbit")
+            stuff.append(f"{float(bw):.2f}Mbit")
         if delay is not None:
             stuff.append(f"{delay} delay")
         if jitter is not None:
             stuff.append(f"{jitter} jitter")
         if loss is not None:
-            stuff.append(f"{loss:.5f}% loss")
+            stuff.append(f"{float(loss):.5f}% loss")
         if max_queue_size is not None:
             stuff.append(f"{max_queue_size} max queue")
         if stuff:
