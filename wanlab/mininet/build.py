@@ -4,7 +4,7 @@ Mininet's nodes are hosts (anything with a shell: ``Host``, ``Node``, a ``LinuxR
 a ``NAT``) and switches; its links join two interfaces. wanlab realises them so:
 
 * every host is an emulated node (its own namespaces); its interfaces get Mininet's names
-  and addresses when the network starts (:mod:`wanlab.mininet.runtime`);
+  and addresses when the network starts (in the ``mininet`` package's ``net.py``);
 * a host-to-host link is an engine link: ``ab`` shapes what the first node sends (its
   interface's ``TCIntf`` parameters), ``ba`` what the second sends;
 * switches are the engine's learning switches. The switches joined by switch-to-switch links
