@@ -205,9 +205,14 @@ class Mininet:
         except SpecError as e:
             raise refuse("Mininet network", e.message) from None
         info("*** Creating network (wanlab experiment %s)\n" % name)
-        self.exp = Experiment(self.mapped.experiment)
+        exp = Experiment(self.mapped.experiment)
+        try:
+            exp.create()        # rolled back by the life cycle if it fails
+        except BaseException:
+            exp.lab.close()
+            raise
+        self.exp = exp
         Mininet.live.append(self)
-        self.exp.create()
         self._prepare_argv()
         for req in mapping.jitter_requests(self.mapped, shaped):
             self.exp.engine_call("set", **req)
