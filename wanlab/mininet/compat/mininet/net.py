@@ -313,25 +313,31 @@ class Mininet:
         return True
 
     def stop(self):
-        """Terminate the experiment: nothing of it is left behind."""
-        info("*** Stopping %i controllers\n" % len(self.controllers))
-        info("*** Stopping %i links\n" % len(self.links))
-        info("*** Stopping %i switches\n" % len(self.switches))
-        info("*** Stopping %i hosts\n" % len(self.hosts))
+        """Terminate the experiment: nothing of it is left behind (even when saying so
+        fails, e.g. on a closed standard output)."""
+        try:
+            info("*** Stopping %i controllers\n" % len(self.controllers))
+            info("*** Stopping %i links\n" % len(self.links))
+            info("*** Stopping %i switches\n" % len(self.switches))
+            info("*** Stopping %i hosts\n" % len(self.hosts))
+        finally:
+            self._teardown()
+        info("\n*** Done\n")
+
+    def _teardown(self):
         for h in self.hosts:
             try:
                 h.terminate()
             except Exception as e:  # a subclass's terminate failing must not leave the rest
                 error(f"*** {h.name}: terminate: {e}\n")
         if self.exp is not None:
+            exp, self.exp = self.exp, None
+            if self in Mininet.live:
+                Mininet.live.remove(self)
             try:
-                self.exp.terminate()
+                exp.terminate()
             finally:
-                self.exp.lab.close()
-                if self in Mininet.live:
-                    Mininet.live.remove(self)
-                self.exp = None
-        info("\n*** Done\n")
+                exp.lab.close()
 
     @classmethod
     def stopAll(cls):
