@@ -308,8 +308,8 @@ class CPULimitedHost(Host):
         super().__init__(name, **params)
         self.sched = sched
         if sched == "rt":
-            warn(f"*** {name}: sched='rt' needs real-time group scheduling (not in cgroup v2): "
-                 "wanlab limits CPU time with cfs (cpu.max)\n")
+            warn(f"*** {name}: sched='rt' (real-time group scheduling) is not used by wanlab: "
+                 "its CPU limit is cfs bandwidth (cpu.max, cpu.cfs_quota_us)\n")
         self.cgroup = f"cpu,cpuacct,cpuset:/{name}"
 
     def cpu_cores(self):
@@ -342,8 +342,6 @@ class Switch(Node):
         self.dpid = dpid or f"{int(re.sub(r'[^0-9]', '', name) or 0):016x}"
         self.opts = opts
         self.listenPort = listenPort
-        if params.get("stp") or params.get("failMode") == "standalone" and params.get("stp"):
-            pass
 
     def defaultDpid(self, dpid=None):
         return self.dpid
