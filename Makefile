@@ -2,7 +2,7 @@
 # `make install` is their common first step. All are idempotent.
 
 PYTHON ?= python3
-APT_PACKAGES = iproute2 tcl iperf3 iputils-ping tcpdump procps util-linux frr traceroute \
+APT_PACKAGES = iproute2 tcl iperf3 iperf iptables iputils-ping tcpdump procps util-linux frr traceroute \
 	chromium chromium-driver mmdebstrap etcd-server etcd-client
 # without their recommends: wireguard-tools recommends a kernel image (WireGuard runs here as
 # wireguard-go, in user space; docs/edge.md); skopeo and umoci: OCI images (docs/oci-images.md)

@@ -741,6 +741,13 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--node", metavar="NODE", help="that node, its links and LANs only")
     how.add_argument("--links", action="store_true", help="links and LANs only")
     how.add_argument("--all", action="store_true", help="everything, however large")
+    # run by wanlab.mininet.main (see main()); here for the help only
+    sp = add("mininet", None, "run a Mininet script on wanlab: wanlab mininet SCRIPT.py [ARGS] "
+             "or -m MODULE [ARGS] (docs/mininet.md)")
+    sp.add_argument("argv", nargs=argparse.REMAINDER)
+    sp = add("mn", None, "Mininet's mn on wanlab: --topo, --link, --host, --test, ... "
+             "(wanlab mn --help)")
+    sp.add_argument("argv", nargs=argparse.REMAINDER)
     sp = add("exec", cmd_exec, "run a command in a node: wanlab exec NAME NODE -- CMD ARGS...")
     sp.add_argument("name")
     sp.add_argument("node")
@@ -821,6 +828,24 @@ P_HELP = ("a template parameter's value (define-template-parameter, YAML paramet
 
 
 # commands that may create the state folder; the others refuse a missing one (a typo)
+def _mininet_command(argv: list[str]) -> list[str] | None:
+    """``mininet ...`` or ``mn ...`` (after an optional ``--home``, which goes to the
+    environment); None for every other command."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("--home"):
+        if argv[i] == "--home" and i + 1 < len(argv):
+            os.environ["WANLAB_HOME"] = argv[i + 1]
+            i += 2
+        elif argv[i].startswith("--home="):
+            os.environ["WANLAB_HOME"] = argv[i].split("=", 1)[1]
+            i += 1
+        else:
+            return None
+    if i < len(argv) and argv[i] in ("mininet", "mn"):
+        return argv[i:]
+    return None
+
+
 CREATING = ("create", "bridge", "run", "compare", "sweep", "template", "batch", "serve", "portal",
             "image", "cluster")
 
@@ -833,6 +858,11 @@ def exit_status(rc: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     os.umask(0o077)     # everything wanlab writes is private to root (docs/security.md)
+    mn = _mininet_command(sys.argv[1:] if argv is None else argv)
+    if mn is not None:
+        # the Mininet front door runs with its own `mininet` package first on sys.path, in
+        # a process of its own (the CLI never imports it)
+        os.execv(sys.executable, [sys.executable, "-m", "wanlab.mininet.main", *mn])
     args = build_parser().parse_args(argv)
     if args.cmd != "parse" and os.geteuid() != 0:
         print("wanlab: must run as root (namespaces and TAP devices need CAP_NET_ADMIN)",

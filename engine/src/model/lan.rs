@@ -5,7 +5,10 @@
 //! an Emulab LAN. The switch learns source MACs from frames leaving `to_lan` pipelines and
 //! forwards: broadcast, multicast and unknown unicast are flooded to every other member;
 //! known unicast goes to the learned member only (and is filtered if that is the sender).
-//! The switch itself forwards instantly; all timing is in the pipelines.
+//! The switch itself forwards instantly; all timing is in the pipelines. A learned address
+//! ages out [`MAC_AGING_NS`] after its station was last heard (IEEE 802.1D's default, as a
+//! Linux bridge's): a frame to it is flooded again until the station speaks, so a station
+//! that moved silently is found again.
 //!
 //! A LAN may also have **per-pair channels** (a latency matrix, as hitbox's point-to-point
 //! mode): a pipeline per ordered pair of members, each with its own queue and serialization,
@@ -16,7 +19,11 @@
 
 use std::collections::HashMap;
 
+use crate::time::Instant;
 use crate::wire::ethernet::{Address, Frame};
+
+/// How long a learned address is kept after its station was last heard, in nanoseconds.
+pub const MAC_AGING_NS: u64 = 300_000_000_000;
 
 /// Bound on learned addresses per LAN; when reached the table is flushed (as a switch under
 /// MAC flooding would age entries out), so memory stays bounded for any input.
@@ -34,7 +41,8 @@ pub struct Member {
 pub struct Lan {
     pub id: String,
     pub members: Vec<Member>,
-    macs: HashMap<Address, usize>,
+    /// Learned addresses: the member each was last heard from, and when.
+    macs: HashMap<Address, (usize, Instant)>,
     /// Pair channels, dense `from * n + to` (empty when the LAN has none).
     pairs: Vec<Option<usize>>,
 }
@@ -88,10 +96,10 @@ impl Lan {
             .filter_map(move |(k, p)| p.map(|p| (k / n, k % n, p)))
     }
 
-    /// Learn the source of a frame that entered the switch from member `from`, and decide
-    /// where it goes. Frames shorter than a header (cannot happen after ingress checks) are
-    /// filtered.
-    pub fn switch(&mut self, from: usize, frame: &[u8]) -> Forward {
+    /// Learn the source of a frame that entered the switch from member `from` at `now`,
+    /// and decide where it goes. Frames shorter than a header (cannot happen after ingress
+    /// checks) are filtered.
+    pub fn switch(&mut self, from: usize, frame: &[u8], now: Instant) -> Forward {
         let Ok(eth) = Frame::new_checked(frame) else {
             return Forward::Filter;
         };
@@ -100,21 +108,25 @@ impl Lan {
             if self.macs.len() >= MAC_TABLE_MAX && !self.macs.contains_key(&src) {
                 self.macs.clear();
             }
-            self.macs.insert(src, from);
+            self.macs.insert(src, (from, now));
         }
         let dst = eth.dst();
         if dst.is_multicast() {
             return Forward::Flood;
         }
         match self.macs.get(&dst) {
+            Some(&(_, seen)) if now.nanos_since(seen) >= MAC_AGING_NS => {
+                self.macs.remove(&dst);
+                Forward::Flood
+            }
             None => Forward::Flood,
-            Some(&m) if m == from => Forward::Filter,
-            Some(&m) => Forward::To(m),
+            Some(&(m, _)) if m == from => Forward::Filter,
+            Some(&(m, _)) => Forward::To(m),
         }
     }
 
     pub fn learned(&self, mac: &Address) -> Option<usize> {
-        self.macs.get(mac).copied()
+        self.macs.get(mac).map(|&(m, _)| m)
     }
 }
 
@@ -142,26 +154,48 @@ mod tests {
     #[test]
     fn learning_and_flooding() {
         let mut lan = Lan::new("lan0".into(), vec![member(0), member(1), member(2)]);
+        let t = Instant::ZERO;
         let a = [2, 0, 0, 0, 0, 0xa];
         let b = [2, 0, 0, 0, 0, 0xb];
         // Unknown destination: flood; source learned.
-        assert_eq!(lan.switch(0, &frame(b, a)), Forward::Flood);
+        assert_eq!(lan.switch(0, &frame(b, a), t), Forward::Flood);
         assert_eq!(lan.learned(&Address(a)), Some(0));
         // Broadcast always floods.
-        assert_eq!(lan.switch(1, &frame([0xff; 6], b)), Forward::Flood);
+        assert_eq!(lan.switch(1, &frame([0xff; 6], b), t), Forward::Flood);
         // Now both are known: unicast goes to the learned member only.
-        assert_eq!(lan.switch(1, &frame(a, b)), Forward::To(0));
-        assert_eq!(lan.switch(0, &frame(b, a)), Forward::To(1));
+        assert_eq!(lan.switch(1, &frame(a, b), t), Forward::To(0));
+        assert_eq!(lan.switch(0, &frame(b, a), t), Forward::To(1));
         // Multicast floods; same-member destination is filtered.
         assert_eq!(
-            lan.switch(0, &frame([0x01, 0, 0x5e, 0, 0, 1], a)),
+            lan.switch(0, &frame([0x01, 0, 0x5e, 0, 0, 1], a), t),
             Forward::Flood
         );
-        assert_eq!(lan.switch(0, &frame(a, a)), Forward::Filter);
+        assert_eq!(lan.switch(0, &frame(a, a), t), Forward::Filter);
         // Station moved: relearned.
-        assert_eq!(lan.switch(2, &frame(b, a)), Forward::To(1));
+        assert_eq!(lan.switch(2, &frame(b, a), t), Forward::To(1));
         assert_eq!(lan.learned(&Address(a)), Some(2));
-        assert_eq!(lan.switch(2, &[1, 2, 3]), Forward::Filter);
+        assert_eq!(lan.switch(2, &[1, 2, 3], t), Forward::Filter);
+    }
+
+    #[test]
+    fn learned_addresses_age_out_and_are_flooded_again() {
+        let mut lan = Lan::new("lan0".into(), vec![member(0), member(1), member(2)]);
+        let a = [2, 0, 0, 0, 0, 0xa];
+        let b = [2, 0, 0, 0, 0, 0xb];
+        let t0 = Instant::from_millis(1_000);
+        lan.switch(1, &frame(a, b), t0);
+        let just_before = t0.add_nanos(MAC_AGING_NS - 1);
+        assert_eq!(lan.switch(0, &frame(b, a), just_before), Forward::To(1));
+        // b was last heard at t0: aged out, flooded, forgotten until it speaks again
+        let aged = t0.add_nanos(MAC_AGING_NS);
+        assert_eq!(lan.switch(0, &frame(b, a), aged), Forward::Flood);
+        assert_eq!(lan.learned(&Address(b)), None);
+        // a spoke at `just_before` and `aged`: still known; b speaks from member 2 now
+        assert_eq!(lan.switch(2, &frame(a, b), aged), Forward::To(0));
+        assert_eq!(
+            lan.switch(0, &frame(b, a), aged.add_nanos(1)),
+            Forward::To(2)
+        );
     }
 
     #[test]

@@ -165,7 +165,7 @@ impl Network {
             l.pair(from, to)
                 .or_else(|| l.members.get(to).map(|m| m.from_lan))
         };
-        let targets: Vec<PipeIdx> = match l.switch(from, &frame.data) {
+        let targets: Vec<PipeIdx> = match l.switch(from, &frame.data, at) {
             Forward::Filter => return,
             Forward::To(m) => towards(l, m).into_iter().collect(),
             Forward::Flood => (0..l.members.len())

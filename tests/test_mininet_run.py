@@ -1,0 +1,222 @@
+"""Mininet scripts and ``wanlab mn`` on real namespaces: one script of ours exercising the API
+(persistent shells, addresses, run-time shaping, link state, popen), the mn command, and
+Mininet's own examples from Debian's ``mininet`` package, run unchanged.
+
+The examples are fetched at test time (``apt-get download mininet``, extracted with
+``dpkg-deb -x`` into a temporary folder): Mininet is never installed, nor its files kept in
+this repository.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (namespaces)")
+
+
+def run(args, home, stdin="", timeout=180, cwd=None):
+    env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
+    return subprocess.run([sys.executable, "-m", "wanlab.mininet.main", *args], input=stdin,
+                          capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+
+
+def left_in(home):
+    """Experiments the store still has (each run must terminate its own)."""
+    env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
+    out = subprocess.run([sys.executable, "-m", "wanlab.cli", "list"], capture_output=True,
+                         text=True, env=env).stdout
+    return [ln.split()[0] for ln in out.splitlines()[1:] if ln.strip()]
+
+
+SCRIPT = r'''
+import re
+from mininet.net import Mininet
+from mininet.topo import Topo
+from mininet.link import TCLink
+
+class T(Topo):
+    def build(self):
+        s1, s2 = self.addSwitch("s1"), self.addSwitch("s2")
+        h1, h2, h3 = self.addHost("h1"), self.addHost("h2"), self.addHost("h3")
+        self.addLink(h1, s1, cls=TCLink, delay="5ms")
+        self.addLink(h2, s1)
+        self.addLink(s1, s2, cls=TCLink, delay="10ms")
+        self.addLink(h3, s2)
+
+def rtt(a, b):
+    out = a.cmd("ping -c3 -i0.2", b.IP())
+    m = re.search(r"= ([\d.]+)/", out)
+    return float(m.group(1)) if m else -1.0
+
+net = Mininet(topo=T(), autoSetMacs=True, autoStaticArp=True)
+net.start()
+h1, h2, h3 = net.get("h1", "h2", "h3")
+h1.cmd("cd /proc; X=42")
+print("SHELL", h1.cmd("echo $PWD $X").strip())
+print("ADDR", h1.IP(), h3.IP(), h1.MAC(), h1.intfNames(), net["s1"].intfNames())
+print("LINK", h1.cmd("ip -o addr show dev h1-eth0").split()[3])
+print("RTT13", rtt(h1, h3))
+h1.intf().config(delay="25ms")
+print("RTT12", rtt(h1, h2))
+net.configLinkStatus("h2", "s1", "down")
+print("DOWN", net.ping([h1, h2], timeout=1))
+net.configLinkStatus("h2", "s1", "up")
+print("UP", net.ping([h1, h2]))
+print("PEXEC", h2.pexec("sh", "-c", "echo out; echo err >&2; exit 3"))
+p = h3.popen("ip -o link show h3-eth0")
+print("POPEN", p.communicate()[0].decode().split()[1])
+h1.sendCmd("sleep 0.3; echo later")
+print("SEND", h1.waitOutput().strip())
+print("BG", h2.cmd("sleep 30 & echo $!").split()[-1])
+net.stop()
+'''
+
+
+@pytest.fixture(scope="module")
+def own_script(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mnscript")
+    (d / "script.py").write_text(SCRIPT)
+    r = run([str(d / "script.py")], d / "home")
+    return r, d / "home"
+
+
+def value(r, key):
+    m = re.search(rf"^{key} (.*)$", r.stdout, re.M)
+    assert m, f"no {key} in:\n{r.stdout}\n{r.stderr}"
+    return m.group(1)
+
+
+def test_a_node_s_shell_keeps_its_folder_and_variables(own_script):
+    r, _ = own_script
+    assert r.returncode == 0, r.stderr
+    assert value(r, "SHELL") == "/proc 42"
+
+
+def test_hosts_have_mininet_s_names_addresses_and_macs(own_script):
+    r, _ = own_script
+    assert value(r, "ADDR") == ("10.0.0.1 10.0.0.3 00:00:00:00:00:01 ['h1-eth0'] "
+                                "['s1-eth1', 's1-eth2', 's1-eth3']")
+    assert value(r, "LINK") == "10.0.0.1/8"
+
+
+def test_link_delays_add_up_across_a_tree_of_switches(own_script):
+    # h1 -> s1 5 ms, s1 -> s2 10 ms, and back: 30 ms (the engine adds nothing measurable)
+    assert 30 <= float(value(own_script[0], "RTT13")) < 40
+
+
+def test_intf_config_reshapes_at_run_time(own_script):
+    # h1's interface now sends with 25 ms; s1's side still 5 ms
+    assert 30 <= float(value(own_script[0], "RTT12")) < 40
+
+
+def test_link_down_and_up(own_script):
+    r, _ = own_script
+    assert float(value(r, "DOWN")) == 100.0
+    assert float(value(r, "UP")) == 0.0
+
+
+def test_pexec_popen_and_send_cmd(own_script):
+    r, _ = own_script
+    assert value(r, "PEXEC") == "('out\\n', 'err\\n', 3)"
+    assert value(r, "POPEN") == "h3-eth0:"
+    assert value(r, "SEND") == "later"
+
+
+def test_stop_leaves_nothing(own_script):
+    r, home = own_script
+    assert left_in(home) == []
+    # what a node's shell started in the background went with the node's cgroup
+    pid = int(value(r, "BG"))
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert f.read() != b"sleep\x0030\x00"
+    except FileNotFoundError:
+        pass
+
+
+def test_mn_builds_a_tree_and_ends_at_the_mininet_prompt(tmp_path):
+    cli = ("pingall\nh1 ping -c1 h2\nlink s2 h1 down\nh1 ping -c1 -W1 h2\n"
+           "link s2 h1 up\nh1 ping -c1 h2\nnet\nexit\n")
+    r = run(["mn", "--topo", "tree,depth=2,fanout=2", "--link", "tc,delay=10ms", "--mac"],
+            tmp_path / "home", stdin=cli)
+    assert r.returncode == 0, r.stderr
+    assert "*** Results: 0% dropped (12/12 received)" in r.stdout
+    assert "mininet> " in r.stdout
+    outs = re.findall(r"(\d+) received", r.stdout)
+    assert outs[-3:] == ["1", "0", "1"], r.stdout
+    # h1 -> s2 -> h2 and back: 4 x 10 ms
+    assert re.search(r"icmp_seq=1 ttl=64 time=(4\d|[5-9]\d)\.", r.stdout), r.stdout
+    assert "s2 s2-eth1:h1-eth0 s2-eth2:h2-eth0 s2-eth3:s1-eth1" in r.stdout
+    assert left_in(tmp_path / "home") == []
+
+
+# -- Mininet's examples, unchanged ---------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory):
+    if not shutil.which("apt-get") or not shutil.which("dpkg-deb"):
+        pytest.skip("needs apt-get and dpkg-deb")
+    d = tmp_path_factory.mktemp("mininet-deb")
+    os.chmod(d, 0o755)      # apt's download user may write here
+    r = subprocess.run(["apt-get", "download", "mininet"], cwd=d, capture_output=True,
+                       text=True, timeout=300)
+    debs = list(d.glob("mininet_*.deb"))
+    if r.returncode != 0 or not debs:
+        pytest.skip(f"apt-get download mininet failed: {r.stderr.strip()[-200:]}")
+    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(d / "root")], check=True)
+    ex = d / "root/usr/share/doc/mininet/examples"
+    assert (ex / "simpleperf.py").is_file()
+    return ex
+
+
+# name: (arguments, CLI input, what its output must show)
+RUNS = {
+    "simpleperf": (["testmode"], "", [r"h1 h1-eth0:s1-eth1",
+                                     r"\*\*\* Results: \['10M', '(9\.\d+|10\.\d) Mbits/sec'"]),
+    "natnet": ([], "h1 ping -c1 h0\nh1 ping -c1 -W1 192.168.2.100\nexit\n",
+               [r"from 10\.0\.0\.1: icmp_seq=1 ttl=63",
+                r"From 192\.168\.1\.1 icmp_seq=1 Destination Net Unreachable"]),
+    "linuxrouter": ([], "h1 ping -c1 h3\nexit\n",
+                    [r"192\.168\.1\.0 .*r0-eth1", r"from 10\.0\.0\.100: icmp_seq=1 ttl=63"]),
+}
+REFUSED = {
+    "scratchnet": r"scratchnet\.py:\d+: Link\(h0, s0\): links are made by a Mininet network",
+    "numberedports": r"numberedports\.py:\d+: s1\.cmd\(ovs-vsctl \.\.\.\): Open vSwitch",
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_mininet_example_runs(examples, tmp_path, name):
+    args, stdin, want = RUNS[name]
+    r = run([f"{name}.py", *args], tmp_path / "home", stdin=stdin, cwd=examples)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr
+    for w in want:
+        assert re.search(w, r.stdout), f"{w!r} not in:\n{r.stdout}"
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_mininet_example_refused_with_one_line(examples, tmp_path, name):
+    r = run([f"{name}.py"], tmp_path / "home", stdin="exit\n", cwd=examples)
+    assert r.returncode == 2
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and re.search(REFUSED[name], err[0]), r.stderr
+    # numberedports is refused once its network runs: it was terminated
+    assert left_in(tmp_path / "home") == []
+
+
+def test_wanlab_mininet_runs_a_module_with_wanlab_s_mininet_first(tmp_path):
+    (tmp_path / "mnmod.py").write_text(
+        "import sys, mininet.net\nprint('FROM', mininet.net.__file__, sys.argv[1:])\n")
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}:{tmp_path}"}
+    r = subprocess.run([sys.executable, "-m", "wanlab.cli", "--home", str(tmp_path / "h"),
+                        "mininet", "-m", "mnmod", "a1", "--x"], capture_output=True,
+                       text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"FROM {ROOT}/wanlab/mininet/compat/mininet/net.py "
+                               "['a1', '--x']")

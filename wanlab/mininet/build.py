@@ -1,0 +1,298 @@
+"""A Mininet network's graph as a wanlab experiment (pure: no kernel, no engine).
+
+Mininet's nodes are hosts (anything with a shell: ``Host``, ``Node``, a ``LinuxRouter``,
+a ``NAT``) and switches; its links join two interfaces. wanlab realises them so:
+
+* every host is an emulated node (its own namespaces); its interfaces get Mininet's names
+  and addresses when the network starts (in the ``mininet`` package's ``net.py``);
+* a host-to-host link is an engine link: ``ab`` shapes what the first node sends (its
+  interface's ``TCIntf`` parameters), ``ba`` what the second sends;
+* switches are the engine's learning switches. The switches joined by switch-to-switch links
+  form one switched domain (a tree: a loop is refused, naming the link that closes it), and
+  each domain with hosts on it is one engine LAN named after its first switch. Each host's
+  link to a switch of the domain is a LAN member: ``to_lan`` carries the host interface's
+  shaping, ``from_lan`` the switch interface's. A shaped switch-to-switch link becomes the
+  per-pair channels of the hosts whose path crosses it: the pair (i, j) carries the
+  composition of the switch-to-switch links on the path from i's switch to j's (delays add,
+  the narrowest bandwidth, losses compound). What a pair channel cannot model is sharing:
+  two flows whose paths share a trunk each get the trunk's bandwidth.
+
+Addresses, MACs and interface names are Mininet's, set on the running nodes; the IR's own
+addresses are not used (``rtproto`` manual: no routes but the connected ones, as Mininet).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from wanlab.errors import SpecError
+from wanlab.frontends import units
+from wanlab.frontends.builder import ExperimentBuilder
+from wanlab.model import ir
+
+NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,31}$")
+SHAPING_KEYS = ("bw", "delay", "jitter", "loss", "max_queue_size", "use_htb", "speedup",
+                "enable_ecn", "enable_red", "use_hfsc", "use_tbf", "latency_ms",
+                "enable_gro", "txo", "rxo", "smooth_change", "r2q")
+
+
+@dataclass
+class Shaping:
+    """One interface's egress shaping, in Mininet's terms made exact (TCIntf's keys)."""
+
+    bandwidth_bps: int = 0
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    loss: float = 0.0            # a probability (Mininet gives percent)
+    limit: int | None = None     # max_queue_size, packets
+
+    def params(self) -> ir.LinkParams:
+        q = ir.Queue(limit=self.limit) if self.limit else ir.Queue()
+        return ir.LinkParams(bandwidth_bps=self.bandwidth_bps, delay_s=self.delay_s,
+                             loss=self.loss, queue=q)
+
+    def shaped(self) -> bool:
+        return bool(self.bandwidth_bps or self.delay_s or self.jitter_s or self.loss
+                    or self.limit)
+
+
+def shaping(params: dict[str, Any], where: str = "link") -> Shaping:
+    """A TCIntf's parameters (``bw`` Mbit/s, ``delay``/``jitter`` as ``'5ms'``, ``loss``
+    percent, ``max_queue_size`` packets) as exact values; an unknown key is an error."""
+    s = Shaping()
+    for k, v in params.items():
+        if v is None:
+            continue
+        f = f"{where}.{k}"
+        if k == "bw":
+            bw = units.parse_float(v, "bw", field=f)
+            if bw < 0:
+                raise SpecError(f"bw {v!r} must be at least 0 (Mbit/s)", field=f)
+            s.bandwidth_bps = int(round(bw * 1e6))
+        elif k in ("delay", "jitter"):
+            d = units.parse_delay(v if isinstance(v, str) else f"{v}us", field=f)
+            if k == "delay":
+                s.delay_s = d
+            else:
+                s.jitter_s = d
+        elif k == "loss":
+            pct = units.parse_float(v, "loss", field=f)
+            if not 0 <= pct <= 100:
+                raise SpecError(f"loss {v!r} must be a percentage, 0 to 100", field=f)
+            s.loss = pct / 100.0
+        elif k == "max_queue_size":
+            s.limit = units.parse_int(v, "max_queue_size", field=f)
+        elif k not in SHAPING_KEYS:
+            raise SpecError(f"unknown link parameter {k!r}", field=f)
+    return s
+
+
+@dataclass
+class MnIntf:
+    """One end of a Mininet link, as the mapping sees it."""
+
+    node: str
+    name: str
+    shaping: Shaping = field(default_factory=Shaping)
+
+
+@dataclass
+class MnLink:
+    a: MnIntf
+    b: MnIntf
+    source: ir.Source = field(default_factory=ir.Source)
+
+
+@dataclass
+class Where:
+    """Where a host interface lives in the engine: a link direction pair or a LAN member."""
+
+    kind: str                    # "link" or "lan"
+    target: str                  # the link's or LAN's name
+    ifname: str                  # wanlab's interface name in the node (eth0, ...)
+    out_dir: str                 # the direction that carries what this interface sends
+    in_dir: str                  # ... and what it receives
+    member: str | None = None    # the LAN member's port id (``node:ifname``)
+
+
+@dataclass
+class Mapped:
+    experiment: ir.Experiment
+    # (node, Mininet interface name) -> where it is; switch-side interfaces map to their
+    # peer host's entry with the directions swapped
+    where: dict[tuple[str, str], Where]
+    lan_of_switch: dict[str, str]
+
+
+def check_name(name: str, what: str, src: ir.Source | None = None) -> None:
+    if not NAME_RE.match(name):
+        raise SpecError(f"{what} name {name!r}: wanlab names are a letter, then letters, "
+                        f"digits or '-' (at most 32)",
+                        file=src.file if src else None, line=src.line if src else None)
+
+
+def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
+          links: list[MnLink]) -> Mapped:
+    """The experiment of a Mininet graph. ``hosts``: name -> ``{"cpu_cores": float|None,
+    "source": ir.Source}``; ``switches``: names in declaration order."""
+    b = ExperimentBuilder(name, routing="manual")
+    sw = set(switches)
+    for h, info in hosts.items():
+        src = info.get("source") or ir.Source()
+        check_name(h, "host", src)
+        if h in sw:
+            raise SpecError(f"{h!r} is both a host and a switch", file=src.file, line=src.line)
+        b.node(h, cpu=info.get("cpu_cores"), source=src)
+    for s in switches:
+        check_name(s, "switch")
+    # switched domains: union-find over switch-to-switch links; a link joining two switches
+    # already joined closes a loop
+    parent = {s: s for s in switches}
+
+    def root(s: str) -> str:
+        while parent[s] != s:
+            parent[s] = parent[parent[s]]
+            s = parent[s]
+        return s
+    trunks: list[MnLink] = []
+    for lk in links:
+        for e in (lk.a, lk.b):
+            if e.node not in sw and e.node not in hosts:
+                raise SpecError(f"link {lk.a.name}<->{lk.b.name}: {e.node!r} is no node of "
+                                f"this network", file=lk.source.file, line=lk.source.line)
+        if lk.a.node in sw and lk.b.node in sw:
+            if lk.a.node == lk.b.node:
+                raise SpecError(f"link {lk.a.name}<->{lk.b.name} joins switch {lk.a.node} to "
+                                f"itself (a loop)", file=lk.source.file, line=lk.source.line)
+            ra, rb = root(lk.a.node), root(lk.b.node)
+            if ra == rb:
+                raise SpecError(
+                    f"link {lk.a.name}<->{lk.b.name} closes a loop of switches; wanlab's "
+                    f"switches do not run a spanning tree yet: remove a link to make a tree",
+                    file=lk.source.file, line=lk.source.line)
+            parent[ra] = rb
+            trunks.append(lk)
+    first = {}
+    for s in switches:
+        first.setdefault(root(s), s)
+    lan_of_switch = {s: first[root(s)] for s in switches}
+
+    ifcount: dict[str, int] = {h: 0 for h in hosts}
+    where: dict[tuple[str, str], Where] = {}
+    members: dict[str, list[tuple[str, MnIntf, MnIntf]]] = {}   # lan -> (switch, host, sw)
+    plain: list[tuple[MnLink, str]] = []
+    # wanlab numbers a node's interfaces links first, then LANs (wanlab.plan)
+    for lk in links:
+        a_sw, b_sw = lk.a.node in sw, lk.b.node in sw
+        if a_sw and b_sw:
+            continue
+        if not a_sw and not b_sw:
+            lname = b.link(lk.a.node, lk.b.node, name=_free(b, f"{lk.a.node}-{lk.b.node}"),
+                           source=lk.source)
+            pa, pb = lk.a.shaping.params(), lk.b.shaping.params()
+            b.direction(lname, lk.a.node, bandwidth=pa.bandwidth_bps, delay=pa.delay_s,
+                        loss=pa.loss, queue=pa.queue)
+            b.direction(lname, lk.b.node, bandwidth=pb.bandwidth_bps, delay=pb.delay_s,
+                        loss=pb.loss, queue=pb.queue)
+            plain.append((lk, lname))
+            continue
+        host, swi = (lk.b, lk.a) if a_sw else (lk.a, lk.b)
+        lan = lan_of_switch[swi.node]
+        for _, h0, _ in members.get(lan, []):
+            if h0.node == host.node:
+                raise SpecError(
+                    f"link {lk.a.name}<->{lk.b.name}: {host.node} already has a link into "
+                    f"the switched network of {lan}; wanlab gives a node one port per "
+                    f"switched network", file=lk.source.file, line=lk.source.line)
+        members.setdefault(lan, []).append((swi.node, host, swi))
+    for lk, lname in plain:
+        for e, out, inn in ((lk.a, "ab", "ba"), (lk.b, "ba", "ab")):
+            ifn = f"eth{ifcount[e.node]}"
+            ifcount[e.node] += 1
+            where[(e.node, e.name)] = Where("link", lname, ifn, out, inn)
+    for lan, ms in members.items():
+        b.lan([h.node for _, h, _ in ms], name=_free(b, lan))
+        for swname, h, s in ms:
+            ifn = f"eth{ifcount[h.node]}"
+            ifcount[h.node] += 1
+            port = f"{h.node}:{ifn}"
+            ph, ps = h.shaping.params(), s.shaping.params()
+            b.lan_member(lan, h.node,
+                         to_lan=_spec(ph), from_lan=_spec(ps))
+            where[(h.node, h.name)] = Where("lan", lan, ifn, "to_lan", "from_lan", port)
+            where[(swname, s.name)] = Where("lan", lan, ifn, "from_lan", "to_lan", port)
+        pairs = _pairs(ms, [t for t in trunks if lan_of_switch[t.a.node] == lan])
+        if pairs:
+            b._lans[lan]["pairs"] = tuple(pairs)
+    return Mapped(b.build(), where, lan_of_switch)
+
+
+def _spec(p: ir.LinkParams) -> dict[str, Any]:
+    return {"bandwidth": p.bandwidth_bps, "delay": p.delay_s, "loss": p.loss,
+            "queue": p.queue}
+
+
+def _free(b: ExperimentBuilder, want: str) -> str:
+    n, i = want[:32], 1
+    while b._is_taken(n):
+        n = f"{want[:28]}-{i}"
+        i += 1
+    return n
+
+
+def _pairs(ms: list[tuple[str, MnIntf, MnIntf]], trunks: list[MnLink]) -> list[ir.LanPair]:
+    """Per-pair channels for the shaped trunks of one switched domain (a tree)."""
+    if not any(t.a.shaping.shaped() or t.b.shaping.shaped() for t in trunks):
+        return []
+    adj: dict[str, list[tuple[str, Shaping]]] = {}
+    for t in trunks:
+        adj.setdefault(t.a.node, []).append((t.b.node, t.a.shaping))
+        adj.setdefault(t.b.node, []).append((t.a.node, t.b.shaping))
+
+    def paths_from(s: str) -> dict[str, list[Shaping]]:
+        out = {s: []}
+        todo = [s]
+        while todo:
+            x = todo.pop()
+            for y, sh in adj.get(x, []):
+                if y not in out:
+                    out[y] = out[x] + [sh]
+                    todo.append(y)
+        return out
+    pairs = []
+    cache: dict[str, dict[str, list[Shaping]]] = {}
+    for si, hi, _ in ms:
+        paths = cache.setdefault(si, paths_from(si))
+        for sj, hj, _ in ms:
+            if hi.node == hj.node:
+                continue
+            path = paths.get(sj, [])
+            if not any(x.shaped() for x in path):
+                continue
+            bws = [x.bandwidth_bps for x in path if x.bandwidth_bps]
+            keep = 1.0
+            for x in path:
+                keep *= 1.0 - x.loss
+            limits = [x.limit for x in path if x.limit]
+            q = ir.Queue(limit=min(limits)) if limits else ir.Queue()
+            pairs.append(ir.LanPair(hi.node, hj.node, ir.LinkParams(
+                bandwidth_bps=min(bws) if bws else 0,
+                delay_s=sum(x.delay_s for x in path), loss=1.0 - keep, queue=q)))
+    return pairs
+
+
+def jitter_requests(m: Mapped, shaped: dict[tuple[str, str], Shaping]) -> list[dict[str, Any]]:
+    """Engine ``set`` requests for what the IR has no field for (jitter), per interface."""
+    out = []
+    for key, s in shaped.items():
+        w = m.where.get(key)
+        if w is None or not s.jitter_s:
+            continue
+        req: dict[str, Any] = {"target": w.target, "dir": w.out_dir,
+                               "params": {"jitter_us": s.jitter_s * 1e6}}
+        if w.member:
+            req["member"] = w.member
+        out.append(req)
+    return out
