@@ -287,6 +287,9 @@ pub struct TcpReq {
     pub bytes: Option<u64>,
     #[serde(default)]
     pub trace_interval_us: Option<u64>,
+    /// Ask for SACK in the SYN (default true, as Linux).
+    #[serde(default)]
+    pub sack: Option<bool>,
 }
 
 /// Kind `tcp_sink`.
@@ -298,6 +301,9 @@ pub struct TcpSinkReq {
     pub port: u64,
     #[serde(default)]
     pub delayed_ack: Option<bool>,
+    /// Permit SACK (default true, as Linux).
+    #[serde(default)]
+    pub sack: Option<bool>,
 }
 
 /// The name inside the first pair of backticks of a serde message ("unknown field `x`, …").
