@@ -132,8 +132,9 @@ def _source(f: SimFlow) -> dict[str, Any]:
     t, tp = f.traffic, f.transport
     src: dict[str, Any] = {"agent": f.app, "host": f.src_node, "dst": f"{f.dst_ip}:{f.port}"}
     if f.kind == "tcp":
-        src.update(kind="tcp", cc=tp.cc, trace_interval_us=10000)
-        for key, v in (("mss", tp.mss), ("window", tp.window),
+        src.update(kind="tcp", cc=tp.cc, trace_interval_us=10000,
+                   mss=tp.mss if tp.mss is not None else ir.LINUX_MSS)
+        for key, v in (("window", tp.window),
                        ("initial_window", tp.window_init)):
             if v is not None:
                 src[key] = v

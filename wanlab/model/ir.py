@@ -345,6 +345,11 @@ class Program:
     source: Source = field(default_factory=Source)
 
 
+# Linux's MSS on a 1500-byte MTU with timestamps: a TCP agent's segment size when the script
+# leaves packetSize_ unset, in emulation (what Linux picks) and in simulation alike.
+LINUX_MSS = 1448
+
+
 @dataclass(frozen=True)
 class Transport:
     """What a transport agent does: send UDP, send TCP, or sink either.
