@@ -140,6 +140,10 @@ def _source(f: SimFlow) -> dict[str, Any]:
                 src[key] = v
         if tp.min_rto_s is not None:
             src["min_rto_us"] = round(tp.min_rto_s * 1e6)
+        if tp.max_burst:
+            src["max_burst"] = tp.max_burst
+        if tp.tcp_tick_s:
+            src["tcp_tick_us"] = max(1, round(tp.tcp_tick_s * 1e6))
         if t.max_bytes is not None:
             src["bytes"] = t.max_bytes
         return src

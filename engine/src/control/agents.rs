@@ -216,5 +216,7 @@ fn tcp(t: &TcpReq) -> Result<TcpSpec, String> {
         bytes: t.bytes,
         trace_interval_ns: trace_us * 1000,
         sack: t.sack.unwrap_or(true),
+        max_burst: in_range(t.max_burst, "max_burst", 0, 1 << 20, 0)? as u32,
+        tcp_tick_ns: in_range(t.tcp_tick_us, "tcp_tick_us", 0, 1_000_000, 0)? * 1000,
     })
 }

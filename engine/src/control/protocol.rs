@@ -290,6 +290,12 @@ pub struct TcpReq {
     /// Ask for SACK in the SYN (default true, as Linux).
     #[serde(default)]
     pub sack: Option<bool>,
+    /// Segments sent per ACK at most (ns-2 `maxburst_`; absent or 0: no limit).
+    #[serde(default)]
+    pub max_burst: Option<u64>,
+    /// RTT measurement granularity (ns-2 `tcpTick_`; absent or 0: exact).
+    #[serde(default)]
+    pub tcp_tick_us: Option<u64>,
 }
 
 /// Kind `tcp_sink`.

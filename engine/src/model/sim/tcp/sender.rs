@@ -6,6 +6,9 @@
 //! 64-bit. Segments start at multiples of `mss`, so a retransmission re-sends exactly one
 //! earlier segment.
 //!
+//! * ns-2 knobs: `max_burst` (`maxburst_`) caps the segments sent in response to one ACK
+//!   (and at the start); `tcp_tick_ns` (`tcpTick_`) rounds every RTT sample to the nearest
+//!   tick, at least one. Both off by default (Linux has neither).
 //! * Windows are in segments (f64), the usable window is ⌊min(cwnd, window)⌋ segments.
 //!   Initial ssthresh: 2³² − 1 segments ("infinite"). Initial cwnd `initial_window`, 1 if the
 //!   SYN had to be retransmitted (and then the RTO is at least 3 s until the first sample).
@@ -41,7 +44,8 @@
 //!   lost segments go first, then new data, while the pipe (RFC 6675: neither SACKed nor
 //!   lost) is below cwnd, which also gives limited transmit (RFC 3042). Slow start grows by
 //!   every delivered segment (cumulatively or selectively acknowledged). RTT samples come
-//!   from SACKed segments too. An RTO marks every segment not SACKed lost and resends only
+//!   from SACKed and retransmitted segments too (as Linux's timestamps give them), unless
+//!   a retransmission is acknowledged within the minimum RTT. An RTO marks every segment not SACKed lost and resends only
 //!   those, in slow start from cwnd 1 (Linux's Loss state, until `recover` is acknowledged).
 //!   Not modelled: RACK's reordering timer and tail loss probes (a tail loss waits for the
 //!   RTO), F-RTO, undo of spurious reductions, D-SACK.
@@ -115,6 +119,11 @@ pub struct TcpSpec {
     pub trace_interval_ns: u64,
     /// Ask for SACK (Reno, NewReno, CUBIC; Tahoe never does).
     pub sack: bool,
+    /// Segments sent in response to one ACK at most (ns-2 `maxburst_`); 0 = no limit.
+    pub max_burst: u32,
+    /// RTT samples are rounded to this many ns, at least one tick (ns-2 `tcpTick_`);
+    /// 0 = exact.
+    pub tcp_tick_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -380,6 +389,12 @@ impl TcpSender {
     }
 
     fn rtt_sample(&mut self, r_ns: u64) {
+        let tick = self.spec.tcp_tick_ns;
+        let r_ns = if tick > 0 {
+            ((r_ns + tick / 2) / tick).max(1) * tick
+        } else {
+            r_ns
+        };
         let r = r_ns as f64;
         match self.srtt_ns {
             None => {
@@ -489,13 +504,23 @@ impl TcpSender {
         let win = self.cwnd.min(f64::from(self.spec.window)).max(1.0).floor() as u64;
         let allowed = self.snd_una.saturating_add(win.saturating_mul(self.mss()));
         let limit = self.limit();
-        while self.snd_nxt < limit && self.snd_nxt < allowed {
+        let mut burst = self.burst();
+        while self.snd_nxt < limit && self.snd_nxt < allowed && burst > 0 {
+            burst -= 1;
             let s = self.snd_nxt;
             self.send_data(s, now, out);
             self.snd_nxt = s.saturating_add(self.mss()).min(limit);
         }
         if self.rto_at.is_none() && self.snd_max > self.snd_una {
             self.arm(now);
+        }
+    }
+
+    /// Segments one call of `fill` may send (ns-2 `maxburst_`).
+    fn burst(&self) -> u64 {
+        match self.spec.max_burst {
+            0 => u64::MAX,
+            n => u64::from(n),
         }
     }
 
@@ -701,8 +726,11 @@ impl TcpSender {
     }
 
     /// A segment newly delivered (cumulatively acknowledged or SACKed): RACK's latest
-    /// delivered transmission, skipping a retransmission acknowledged faster than the
-    /// minimum RTT (the original was delivered, as Linux's `tcp_rack_advance`).
+    /// delivered transmission and the RTT sample, skipping a retransmission acknowledged
+    /// faster than the minimum RTT (the original was delivered, as Linux's
+    /// `tcp_rack_advance`). Other retransmissions give samples, as Linux's timestamps do
+    /// (Karn's rule would leave a sender after a timeout without a sample, its RTO backed
+    /// off, for as long as it only retransmits).
     fn delivered(&mut self, s: Sent, now: Instant, newest: &mut Option<Instant>) {
         let rtt = now.nanos_since(s.at);
         if s.retx && self.min_rtt_ns.is_some_and(|m| rtt < m) {
@@ -711,7 +739,7 @@ impl TcpSender {
         if self.rack.is_none_or(|r| (s.at, s.start) > r) {
             self.rack = Some((s.at, s.start));
         }
-        if !s.retx && newest.is_none_or(|t| s.at > t) {
+        if newest.is_none_or(|t| s.at > t) {
             *newest = Some(s.at);
         }
     }
@@ -893,7 +921,9 @@ impl TcpSender {
         let rwnd_end = self
             .snd_una
             .saturating_add(u64::from(self.spec.window).saturating_mul(self.mss()));
-        while self.pipe() < cwnd {
+        let mut burst = self.burst();
+        while self.pipe() < cwnd && burst > 0 {
+            burst -= 1;
             if self.n_lost > 0 {
                 let from = self.sent.partition_point(|s| s.start < self.lost_hint);
                 let Some(off) = self.sent.range(from..).position(|s| s.lost) else {
@@ -1029,6 +1059,8 @@ mod tests {
             bytes: Some(bytes),
             trace_interval_ns: 0,
             sack: false,
+            max_burst: 0,
+            tcp_tick_ns: 0,
         }
     }
 
@@ -1172,6 +1204,35 @@ mod tests {
         let srtt = s.srtt_us().unwrap();
         assert!((srtt - 1000.0).abs() < 1.0, "{srtt}");
         assert!(s.rto_us() >= srtt + 200_000.0 - 1.0, "{}", s.rto_us());
+    }
+
+    #[test]
+    fn max_burst_and_tcp_tick() {
+        for sack in [false, true] {
+            let mut s = TcpSender::new(
+                TcpSpec {
+                    max_burst: 3,
+                    tcp_tick_ns: 10_000_000,
+                    sack,
+                    ..spec(100_000, 1000)
+                },
+                49152,
+            );
+            let mut out = Vec::new();
+            s.start(Instant::ZERO, &mut out);
+            let synack = Segment {
+                flags: SYN | ACK,
+                ack: 1,
+                sack_permitted: sack,
+                ..Default::default()
+            };
+            out.clear();
+            s.receive(&synack, Instant::from_nanos(1_200_000), &mut out);
+            // IW 10, but at most 3 segments at once (after the handshake's pure ACK)
+            assert_eq!(out.iter().filter(|t| t.len > 0).count(), 3, "sack {sack}");
+            // the 1.2 ms handshake RTT is counted as one 10 ms tick
+            assert_eq!(s.srtt_us(), Some(10_000.0));
+        }
     }
 
     const MAX_MSS_TEST: usize = super::super::MAX_MSS;
