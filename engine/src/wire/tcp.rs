@@ -102,7 +102,7 @@ impl Header {
     /// not fit or are not a multiple of 4 bytes.
     pub fn emit_with_options(&self, buf: &mut [u8], opts: &[u8], src: Addr, dst: Addr) {
         let hl = HEADER_LEN + opts.len();
-        if buf.len() < hl || opts.len() % 4 != 0 || opts.len() > 40 {
+        if buf.len() < hl || !opts.len().is_multiple_of(4) || opts.len() > 40 {
             return;
         }
         buf[HEADER_LEN..hl].copy_from_slice(opts);

@@ -390,10 +390,9 @@ impl TcpSender {
 
     fn rtt_sample(&mut self, r_ns: u64) {
         let tick = self.spec.tcp_tick_ns;
-        let r_ns = if tick > 0 {
-            ((r_ns + tick / 2) / tick).max(1) * tick
-        } else {
-            r_ns
+        let r_ns = match (r_ns + tick / 2).checked_div(tick) {
+            Some(n) => n.max(1) * tick,
+            None => r_ns,
         };
         let r = r_ns as f64;
         match self.srtt_ns {
