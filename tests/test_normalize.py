@@ -192,3 +192,31 @@ def test_ir_version_1_is_upgraded():
     assert [(x.action, x.value) for x in e.events] == [("bandwidth", 5_000_000)]
     assert "frobnicate" in e.warnings[0]
     assert ir.Experiment.from_json(e.to_json()) == e
+
+
+def test_tcp_variables_honoured_in_simulation_or_warned():
+    a, notes = normalize.agent("t", "Agent/TCP/Newreno", params={
+        "packetSize_": "1000", "window_": "20", "maxburst_": "4", "tcpTick_": "0.01",
+        "windowInit_": "2", "fid_": "1"})
+    t = a.transport
+    assert (t.mss, t.window, t.window_init, t.max_burst, t.tcp_tick_s) == (1000, 20, 2, 4,
+                                                                            0.01)
+    # one note per variable the emulated Linux cannot follow, naming it; none for the
+    # two both back ends realise
+    joined = "\n".join(notes)
+    for var in ("maxburst_", "tcpTick_", "windowInit_", "fid_"):
+        assert sum(var in n for n in notes) == 1, (var, notes)
+    assert "packetSize_" not in joined and "window_ " not in joined
+    assert "fid_ is not realised" in joined
+    with pytest.raises(SpecError, match="maxburst_"):
+        normalize.agent("t", "Agent/TCP/Newreno", params={"maxburst_": "lots"})
+    # the simulated agent gets them (and Linux's MSS when packetSize_ is unset)
+    from wanlab.engine.encode import agents
+    from wanlab.plan.types import SimFlow
+    flow = SimFlow(app="ftp", kind="tcp", src_node="a", dst_node="b", dst_ip="10.0.0.2",
+                   port=5000, traffic=ir.Traffic(pattern="ftp"), transport=t,
+                   sink=ir.Transport("tcp_sink"))
+    src = agents([flow])[1]
+    assert (src["mss"], src["max_burst"], src["tcp_tick_us"]) == (1000, 4, 10000)
+    plain = agents([SimFlow(**{**flow.__dict__, "transport": ir.Transport("tcp")})])[1]
+    assert plain["mss"] == ir.LINUX_MSS and "max_burst" not in plain

@@ -216,3 +216,44 @@ def test_agents_on_a_router_get_an_endpoint_host(lab, tmp_path):
     assert flows["cbr0"]["packets"] > 0 and flows["ftp0"]["bytes"] > 0
     assert s["links"]["router-ep"]["ba"]["out_pkts"] >= flows["cbr0"]["packets"]
     assert s["links"]["bottleneck"]["ab"]["out_pkts"] > flows["ftp0"]["packets"]
+
+
+# one NewReno flow through 2 Mbit/s, 20 ms and ns-2's 50-packet DropTail queue; no
+# packetSize_, window_ or windowInit_: Linux's values apply
+DEEP_QUEUE = """set ns [new Simulator]
+source tb_compat.tcl
+set s [$ns node]
+set r [$ns node]
+set d [$ns node]
+$ns duplex-link $s $r 100Mb 1ms DropTail
+set bott [$ns duplex-link $r $d 2Mb 20ms DropTail]
+$ns queue-limit $r $d 50
+set tcp [new Agent/TCP/Newreno]
+$ns attach-agent $s $tcp
+set sink [new Agent/TCPSink]
+$ns attach-agent $d $sink
+$ns connect $tcp $sink
+set ftp [new Application/FTP]
+$ftp attach-agent $tcp
+$ns at 0.5 "$ftp start"
+$ns at 10.5 "$ftp stop"
+$ns run
+"""
+
+
+def test_deep_queue_tcp_retransmits_only_what_was_dropped(lab, tmp_path):
+    # The slow-start overshoot drops dozens of segments in one window. A SACK-less sender
+    # resent 584 segments for 148 drops (go-back-N after timeouts) and reached 1.6 Mbit/s;
+    # as Linux (SACK, RACK, PRR) each drop costs one retransmission.
+    spec = tmp_path / "deep.tcl"
+    spec.write_text(DEEP_QUEUE)
+    s = lab.simulate(load(str(spec)), out=str(tmp_path / "out"))
+    (f,) = s["flows"]
+    r = f["result"]
+    drops = s["links"]["bott"]["ab"]["drop_queue"]
+    assert drops > 20 and r["retransmits"] == drops and r["timeouts"] == 0, (drops, r)
+    assert r["bytes"] * 8 / 10 > 1.85e6, r["bytes"]
+    scenario = json.loads((tmp_path / "out" / "scenario.json").read_text())
+    apply = next(q for q in scenario["requests"] if q["cmd"] == "apply")
+    (tcp,) = [a for a in apply["agents"] if a.get("kind") == "tcp"]
+    assert tcp["mss"] == 1448          # Linux's MSS when the script sets no packetSize_

@@ -141,8 +141,8 @@ fn newreno_goodput_and_rtt() {
     assert_eq!(vt.net.host_counters("b").unwrap().dropped_other, 0);
 }
 
-/// A `bytes`-limited transfer over a 10 Mbit/s, 20 ms bottleneck with a large queue, where
-/// `drop` lists ordinals of frames lost on lb (router → b): 1 = the router's ARP request,
+/// A `bytes`-limited SACK-less (ns-2) transfer over a 10 Mbit/s, 20 ms bottleneck with a
+/// large queue, where `drop` lists ordinals of frames lost on lb (router → b): 1 = the router's ARP request,
 /// 2 = SYN, 3 = handshake ACK, 4.. = data segments 1...
 fn lossy(cc: &str, drop: &[u64], bytes: u64) -> VirtualTime {
     let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 20_000, "queue": {"limit": 2000}});
@@ -155,7 +155,7 @@ fn lossy(cc: &str, drop: &[u64], bytes: u64) -> VirtualTime {
             sender(
                 "t1",
                 5001,
-                json!({"cc": cc, "bytes": bytes, "trace_interval_us": 1}),
+                json!({"cc": cc, "bytes": bytes, "trace_interval_us": 1, "sack": false}),
             ),
             sink("s1", 5001),
         ],
@@ -214,6 +214,42 @@ fn single_loss_one_fast_retransmit() {
         .find(|x| x.t_ns > at.t_ns && x.cwnd < at.cwnd)
         .unwrap();
     assert_eq!(exit.cwnd, at.ssthresh);
+}
+
+/// One bulk flow (`extra` fields) through a 2 Mbit/s, 20 ms bottleneck with ns-2's
+/// 50-packet DropTail queue (five times the BDP), for 20 s.
+fn deep_queue(extra: Value) -> VirtualTime {
+    let lb = json!({"bandwidth_bps": 2_000_000, "delay_us": 20_000, "queue": {"limit": 50}});
+    let req = topo(
+        fast(),
+        lb,
+        vec![sender("t1", 5001, extra), sink("s1", 5001)],
+    );
+    let mut vt = net(req, 1);
+    vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
+    vt.run_until(Instant::from_nanos(20 * SEC));
+    vt
+}
+
+#[test]
+fn deep_queue_no_spurious_retransmissions() {
+    // Slow start overshoots the 60-packet pipe by about as much again: dozens of losses in
+    // one window. With SACK (Linux's default) every retransmission replaces a dropped
+    // packet and the link stays busy; without it a sender's go-back-N after timeouts
+    // used to resend hundreds of segments the sink already had (584 retransmissions for
+    // 148 drops, 1.6 Mbit/s).
+    for cc in ["newreno", "cubic"] {
+        let vt = deep_queue(json!({"cc": cc}));
+        let (t, s) = (stats(&vt, "t1"), stats(&vt, "s1"));
+        let drops = vt.net.stats(Some("lb"), vt.now).unwrap().links["lb"]
+            .ab
+            .drop_queue;
+        assert!(drops > 5, "{cc}: {drops}");
+        assert_eq!(u(&s, "dup_pkts"), 0, "{cc}: {s}");
+        assert_eq!(u(&t, "retransmits"), drops, "{cc}: {t}");
+        let mbps = u(&s, "bytes") as f64 * 8.0 / 20e6;
+        assert!(mbps > 1.85, "{cc}: {mbps} Mbit/s");
+    }
 }
 
 fn done_at(vt: &VirtualTime) -> u64 {
@@ -598,7 +634,7 @@ proptest! {
             let ack = if small { ack } else { ack.wrapping_mul(2_654_435_761) };
             at += dt;
             let src = if small { [10, 1, 2, 9] } else { [10, 1, 2, 7] };
-            vt.inject(x, frame(src, 80, dport, &TxSeg { seq, ack, flags, len }), Instant::from_nanos(at));
+            vt.inject(x, frame(src, 80, dport, &TxSeg { seq, ack, flags, len, ..Default::default() }), Instant::from_nanos(at));
         }
         vt.inject(x, garbage, Instant::from_nanos(at));
         vt.run_until(Instant::from_nanos(at + 10 * SEC));

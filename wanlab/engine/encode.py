@@ -132,13 +132,18 @@ def _source(f: SimFlow) -> dict[str, Any]:
     t, tp = f.traffic, f.transport
     src: dict[str, Any] = {"agent": f.app, "host": f.src_node, "dst": f"{f.dst_ip}:{f.port}"}
     if f.kind == "tcp":
-        src.update(kind="tcp", cc=tp.cc, trace_interval_us=10000)
-        for key, v in (("mss", tp.mss), ("window", tp.window),
+        src.update(kind="tcp", cc=tp.cc, trace_interval_us=10000,
+                   mss=tp.mss if tp.mss is not None else ir.LINUX_MSS)
+        for key, v in (("window", tp.window),
                        ("initial_window", tp.window_init)):
             if v is not None:
                 src[key] = v
         if tp.min_rto_s is not None:
             src["min_rto_us"] = round(tp.min_rto_s * 1e6)
+        if tp.max_burst:
+            src["max_burst"] = tp.max_burst
+        if tp.tcp_tick_s:
+            src["tcp_tick_us"] = max(1, round(tp.tcp_tick_s * 1e6))
         if t.max_bytes is not None:
             src["bytes"] = t.max_bytes
         return src

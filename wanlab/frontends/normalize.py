@@ -54,6 +54,11 @@ TCP_CC = {"Agent/TCP": "tahoe", "Agent/TCP/Reno": "reno", "Agent/TCP/Newreno": "
           "Agent/TCP/NewReno": "newreno", "Agent/TCP/Linux": "cubic"}
 UDP_SINKS = ("Agent/Null", "Agent/LossMonitor")
 TCP_SINKS = ("Agent/TCPSink", "Agent/TCPSink/DelAck")
+# TCP agent variables both back ends follow (packetSize_ as iperf3's MSS, window_ as its
+# socket buffers), and those only the simulation can (Linux's value instead in emulation)
+TCP_BOTH = ("packetSize_", "window_", "select_ca")
+TCP_SIM_ONLY = {"windowInit_": "its initial window (10)", "minrto_": "its 200 ms minimum RTO",
+                "maxburst_": "no burst limit", "tcpTick_": "its own clock"}
 TIME_VERBS = ("up", "down", "start", "stop", "kill", "run", "reset", "reboot", "halt",
               "terminate", "swapout", "stoprun")
 
@@ -192,7 +197,15 @@ def _transport(name: str, kind: str, p: dict[str, str], src: ir.Source,
             notes.append(f"{kind} {name}: no equivalent TCP here; emulation uses the host's "
                          f"default congestion control, simulation refuses it")
         t = ir.Transport(protocol="tcp", cc=cc, mss=num("packetSize_"), window=num("window_"),
-                         window_init=num("windowInit_"), min_rto_s=num("minrto_", float))
+                         window_init=num("windowInit_"), min_rto_s=num("minrto_", float),
+                         max_burst=num("maxburst_"), tcp_tick_s=num("tcpTick_", float))
+        for var in sorted(p):
+            if var in TCP_SIM_ONLY:
+                notes.append(f"{kind} {name}: {var} is honoured in simulation only; "
+                             f"emulated Linux keeps {TCP_SIM_ONLY[var]}")
+            elif var not in TCP_BOTH:
+                notes.append(f"{kind} {name}: {var} is not realised (simulation and "
+                             f"emulation ignore it)")
         ir.check_agent(ir.Agent(name=name, kind=kind, transport=t, source=src))
         return t
     notes.append(f"{kind} {name}: recorded only; wanlab does not realise this agent")

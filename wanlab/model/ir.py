@@ -360,6 +360,11 @@ class Program:
     source: Source = field(default_factory=Source)
 
 
+# Linux's MSS on a 1500-byte MTU with timestamps: a TCP agent's segment size when the script
+# leaves packetSize_ unset, in emulation (what Linux picks) and in simulation alike.
+LINUX_MSS = 1448
+
+
 @dataclass(frozen=True)
 class Transport:
     """What a transport agent does: send UDP, send TCP, or sink either.
@@ -376,6 +381,8 @@ class Transport:
     window: int | None = None        # packets (ns window_)
     window_init: int | None = None   # packets (ns windowInit_)
     min_rto_s: float | None = None
+    max_burst: int | None = None     # packets per ACK (ns maxburst_; 0 = no limit)
+    tcp_tick_s: float | None = None  # RTT measurement granularity (ns tcpTick_)
     delayed_ack: bool = False        # tcp_sink: ACK every other segment
 
 
@@ -1273,6 +1280,11 @@ def check_agent(a: Agent) -> None:
                 raise _err(f"agent {a.name!r}: {f} {v!r} out of range {lo}..{hi}", src)
         if t.min_rto_s is not None and not _num_ok(t.min_rto_s, float, 0, 60):
             raise _err(f"agent {a.name!r}: min_rto_s {t.min_rto_s!r} out of range 0..60", src)
+        if t.max_burst is not None and not _num_ok(t.max_burst, int, 0, 1 << 20):
+            raise _err(f"agent {a.name!r}: max_burst {t.max_burst!r} out of range 0..{1 << 20}",
+                       src)
+        if t.tcp_tick_s is not None and not _num_ok(t.tcp_tick_s, float, 0, 1):
+            raise _err(f"agent {a.name!r}: tcp_tick_s {t.tcp_tick_s!r} out of range 0..1", src)
     tr = a.traffic
     if tr is not None:
         if tr.pattern not in PATTERNS:

@@ -16,9 +16,9 @@ Each application is one engine source named after it; its sink is ``<app>.sink``
 peer's node, on port 5000 + the application's index. The plan keeps each as a typed
 :class:`~wanlab.plan.types.SimFlow`; :func:`wanlab.engine.encode.agents` makes the
 engine's agent objects. Where the IR leaves a TCP field
-unset the engine's defaults apply: ``window`` unlimited and ``initial_window`` 10 (ns-2:
-20 and 1), so that a simulated flow is limited by the network as a Linux flow is (see
-docs/simulation.md).
+unset the engine's defaults apply: ``window`` unlimited, ``initial_window`` 10 and SACK
+(ns-2: 20, 1 and none), and ``mss`` is Linux's 1448 (ns-2: 1000), so that a simulated flow
+is limited by the network as a Linux flow is (see docs/simulation.md).
 """
 
 from __future__ import annotations

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 from wanlab.backends.emulate import netns, nodes
 from wanlab.engine.binary import engine_binary
+from wanlab.model import ir
 from wanlab.model.ir import Agent, Traffic
 
 if TYPE_CHECKING:
@@ -169,7 +170,7 @@ class TrafficAgent:
             args += ["-M", str(tp.mss)]
         if tp.window is not None:
             # ns-2's window_ (packets) as the socket buffers: Linux then caps its window
-            args += ["-w", str(tp.window * (tp.mss or 1000))]
+            args += ["-w", str(tp.window * (tp.mss or ir.LINUX_MSS))]
         return args
 
     # -- events -------------------------------------------------------------------

@@ -158,6 +158,7 @@ fn tcp_sink(s: &TcpSinkReq) -> Result<AgentKindSpec, String> {
     Ok(AgentKindSpec::TcpSink {
         port: port(s.port)?,
         delayed_ack: s.delayed_ack.unwrap_or(false),
+        sack: s.sack.unwrap_or(true),
     })
 }
 
@@ -214,5 +215,8 @@ fn tcp(t: &TcpReq) -> Result<TcpSpec, String> {
         min_rto_ns: min_rto_us * 1000,
         bytes: t.bytes,
         trace_interval_ns: trace_us * 1000,
+        sack: t.sack.unwrap_or(true),
+        max_burst: in_range(t.max_burst, "max_burst", 0, 1 << 20, 0)? as u32,
+        tcp_tick_ns: in_range(t.tcp_tick_us, "tcp_tick_us", 0, 1_000_000, 0)? * 1000,
     })
 }

@@ -287,6 +287,15 @@ pub struct TcpReq {
     pub bytes: Option<u64>,
     #[serde(default)]
     pub trace_interval_us: Option<u64>,
+    /// Ask for SACK in the SYN (default true, as Linux).
+    #[serde(default)]
+    pub sack: Option<bool>,
+    /// Segments sent per ACK at most (ns-2 `maxburst_`; absent or 0: no limit).
+    #[serde(default)]
+    pub max_burst: Option<u64>,
+    /// RTT measurement granularity (ns-2 `tcpTick_`; absent or 0: exact).
+    #[serde(default)]
+    pub tcp_tick_us: Option<u64>,
 }
 
 /// Kind `tcp_sink`.
@@ -298,6 +307,9 @@ pub struct TcpSinkReq {
     pub port: u64,
     #[serde(default)]
     pub delayed_ack: Option<bool>,
+    /// Permit SACK (default true, as Linux).
+    #[serde(default)]
+    pub sack: Option<bool>,
 }
 
 /// The name inside the first pair of backticks of a serde message ("unknown field `x`, …").

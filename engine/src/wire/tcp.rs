@@ -1,5 +1,5 @@
 //! TCP (RFC 9293) headers: a view over a segment's bytes and an emitter of the 20-byte
-//! header without options. `Packet::new_checked` refuses a buffer shorter than 20 bytes or
+//! header, optionally followed by options (a multiple of 4 bytes). `Packet::new_checked` refuses a buffer shorter than 20 bytes or
 //! than its data offset (and an offset below 20), so the accessors never panic. The
 //! checksum covers the IPv4 pseudo-header ([`super::checksum`]).
 use super::checksum;
@@ -69,12 +69,16 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn payload(&self) -> &[u8] {
         &self.buffer.as_ref()[self.header_len()..]
     }
+    /// The option bytes between the fixed header and the payload.
+    pub fn options(&self) -> &[u8] {
+        &self.buffer.as_ref()[HEADER_LEN..self.header_len()]
+    }
     pub fn verify_checksum(&self, src: Addr, dst: Addr) -> bool {
         checksum::transport(&src, &dst, PROTOCOL, self.buffer.as_ref()) == 0
     }
 }
 
-/// The fields of an option-less header.
+/// The fields of a header (options are passed to [`Header::emit_with_options`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header {
     pub sport: u16,
@@ -90,14 +94,23 @@ impl Header {
     /// checksum over the pseudo-header and all of `buf`. Does nothing if `buf` is shorter
     /// than the header.
     pub fn emit(&self, buf: &mut [u8], src: Addr, dst: Addr) {
-        if buf.len() < HEADER_LEN {
+        self.emit_with_options(buf, &[], src, dst);
+    }
+
+    /// As [`Header::emit`], with `opts` (a multiple of 4 bytes, at most 40) after the
+    /// fixed header: `buf` is header + options + payload. Does nothing if the options do
+    /// not fit or are not a multiple of 4 bytes.
+    pub fn emit_with_options(&self, buf: &mut [u8], opts: &[u8], src: Addr, dst: Addr) {
+        let hl = HEADER_LEN + opts.len();
+        if buf.len() < hl || !opts.len().is_multiple_of(4) || opts.len() > 40 {
             return;
         }
+        buf[HEADER_LEN..hl].copy_from_slice(opts);
         buf[0..2].copy_from_slice(&self.sport.to_be_bytes());
         buf[2..4].copy_from_slice(&self.dport.to_be_bytes());
         buf[4..8].copy_from_slice(&self.seq.to_be_bytes());
         buf[8..12].copy_from_slice(&self.ack.to_be_bytes());
-        buf[12] = ((HEADER_LEN / 4) as u8) << 4;
+        buf[12] = ((hl / 4) as u8) << 4;
         buf[13] = self.flags;
         buf[14..16].copy_from_slice(&self.window.to_be_bytes());
         buf[16..20].copy_from_slice(&[0; 4]);

@@ -114,9 +114,15 @@ pub struct HostSpec {
 #[derive(Debug, Clone)]
 pub enum AgentKindSpec {
     Cbr(CbrSpec),
-    Sink { port: u16 },
+    Sink {
+        port: u16,
+    },
     Tcp(TcpSpec),
-    TcpSink { port: u16, delayed_ack: bool },
+    TcpSink {
+        port: u16,
+        delayed_ack: bool,
+        sack: bool,
+    },
 }
 
 /// A traffic agent on a (new or existing) simulated host.

@@ -129,9 +129,11 @@ impl Network {
                 AgentKindSpec::Tcp(t) => {
                     AgentKind::Tcp(Box::new(TcpSender::new(t, agent_sport(ai))))
                 }
-                AgentKindSpec::TcpSink { port, delayed_ack } => {
-                    AgentKind::TcpSink(TcpSink::new(port, delayed_ack))
-                }
+                AgentKindSpec::TcpSink {
+                    port,
+                    delayed_ack,
+                    sack,
+                } => AgentKind::TcpSink(TcpSink::new(port, delayed_ack, sack)),
             };
             let local = match &kind {
                 AgentKind::Sink(s) => Some((PROTO_UDP, s.port)),

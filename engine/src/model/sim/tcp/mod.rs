@@ -1,13 +1,17 @@
 //! Simulated TCP on simulated hosts (ns-2 `Agent/TCP/*` + `Application/FTP` and
 //! `Agent/TCPSink`), with real TCP/IPv4 segments on the wire.
 //!
-//! * Wire format ([`build`], [`parse`], over [`crate::wire::tcp`]): a 20-byte TCP header
-//!   without options, valid checksums, payload of zero bytes (only lengths matter).
+//! * Wire format ([`build`], [`parse`], over [`crate::wire::tcp`]): a 20-byte TCP header,
+//!   the only options SACK-permitted on a SYN and SYN/ACK and SACK blocks on an ACK
+//!   (RFC 2018, at most [`MAX_SACK_BLOCKS`], as Linux with timestamps sends), valid
+//!   checksums, payload of zero bytes (only lengths matter).
 //! * [`sender::TcpSender`]: 3-way handshake, then bulk data (infinite or `bytes`-limited)
 //!   with Tahoe / Reno / NewReno (RFC 5681, RFC 6582) or CUBIC (RFC 9438) congestion control
-//!   and an RFC 6298 retransmission timer. **No SACK, no timestamps, no window scaling**;
-//!   the receiver's advertised window is ignored (the sink always advertises 65535).
-//! * [`sink::TcpSink`]: cumulative ACKs, out-of-order buffering, optional delayed ACK.
+//!   and an RFC 6298 retransmission timer; with SACK (when both ends permit it) Linux's loss
+//!   recovery: a scoreboard, RACK-style loss marking and PRR. **No timestamps, no window
+//!   scaling**; the receiver's advertised window is ignored (the sink advertises 65535).
+//! * [`sink::TcpSink`]: cumulative ACKs, SACK blocks, out-of-order buffering, optional
+//!   delayed ACK.
 //!
 //! Both are pure state machines driven by the network: segments in, segments out, and one
 //! deadline each (`poll_at`) that the network keeps in its timer heap — never a wall clock.
@@ -27,8 +31,33 @@ pub const MAX_MSS: usize = 65535 - 20 - HEADER_LEN;
 /// The window advertised in every segment (the sender ignores it).
 pub const ADVERTISED_WINDOW: u16 = 65535;
 
-/// A TCP segment addressed to a host (header fields and payload length).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// SACK blocks per ACK (Linux sends 3 beside its timestamp option).
+pub const MAX_SACK_BLOCKS: usize = 3;
+const OPT_NOP: u8 = 1;
+const OPT_SACK_PERMITTED: u8 = 4;
+const OPT_SACK: u8 = 5;
+
+/// The SACK blocks of an ACK: `[start, end)` wire sequence numbers, most recent first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Sack {
+    pub n: u8,
+    pub blocks: [(u32, u32); MAX_SACK_BLOCKS],
+}
+
+impl Sack {
+    pub fn push(&mut self, start: u32, end: u32) {
+        if usize::from(self.n) < MAX_SACK_BLOCKS {
+            self.blocks[usize::from(self.n)] = (start, end);
+            self.n += 1;
+        }
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.blocks[..usize::from(self.n)].iter().copied()
+    }
+}
+
+/// A TCP segment addressed to a host (header fields, options and payload length).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Segment {
     pub src: Addr,
     pub sport: u16,
@@ -37,20 +66,73 @@ pub struct Segment {
     pub ack: u32,
     pub flags: u8,
     pub payload_len: usize,
+    pub sack_permitted: bool,
+    pub sack: Sack,
 }
 
 /// A segment to send (addresses and ports are the agent's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TxSeg {
     pub seq: u32,
     pub ack: u32,
     pub flags: u8,
     pub len: usize,
+    /// SACK-permitted option (SYN, SYN/ACK).
+    pub sack_permitted: bool,
+    pub sack: Sack,
 }
 
-/// The TCP header + payload (zeros) of `seg`, with its checksum.
+/// The option bytes of `seg` (NOP-padded to 4-byte words).
+fn options(seg: &TxSeg) -> Vec<u8> {
+    let mut o = Vec::new();
+    if seg.sack_permitted {
+        o.extend_from_slice(&[OPT_NOP, OPT_NOP, OPT_SACK_PERMITTED, 2]);
+    }
+    if seg.sack.n > 0 {
+        o.extend_from_slice(&[OPT_NOP, OPT_NOP, OPT_SACK, 2 + 8 * seg.sack.n]);
+        for (a, b) in seg.sack.iter() {
+            o.extend_from_slice(&a.to_be_bytes());
+            o.extend_from_slice(&b.to_be_bytes());
+        }
+    }
+    o
+}
+
+/// Parse the options we know (SACK-permitted, SACK) into `seg`; others are skipped.
+fn parse_options(opts: &[u8], seg: &mut Segment) {
+    let mut i = 0;
+    while i < opts.len() {
+        match opts[i] {
+            0 => break,
+            OPT_NOP => i += 1,
+            kind => {
+                let Some(&len) = opts.get(i + 1) else { break };
+                let len = usize::from(len);
+                if len < 2 || i + len > opts.len() {
+                    break;
+                }
+                let body = &opts[i + 2..i + len];
+                match kind {
+                    OPT_SACK_PERMITTED => seg.sack_permitted = true,
+                    OPT_SACK => {
+                        for b in body.chunks_exact(8) {
+                            let a = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
+                            let e = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+                            seg.sack.push(a, e);
+                        }
+                    }
+                    _ => {}
+                }
+                i += len;
+            }
+        }
+    }
+}
+
+/// The TCP header + options + payload (zeros) of `seg`, with its checksum.
 pub fn build(src: Addr, dst: Addr, sport: u16, dport: u16, seg: &TxSeg) -> Vec<u8> {
-    let mut t = vec![0u8; HEADER_LEN + seg.len.min(MAX_MSS)];
+    let opts = options(seg);
+    let mut t = vec![0u8; HEADER_LEN + opts.len() + seg.len.min(MAX_MSS - opts.len())];
     let h = tcp::Header {
         sport,
         dport,
@@ -59,7 +141,7 @@ pub fn build(src: Addr, dst: Addr, sport: u16, dport: u16, seg: &TxSeg) -> Vec<u
         flags: seg.flags,
         window: ADVERTISED_WINDOW,
     };
-    h.emit(&mut t, src, dst);
+    h.emit_with_options(&mut t, &opts, src, dst);
     t
 }
 
@@ -69,7 +151,7 @@ pub fn parse(src: Addr, dst: Addr, t: &[u8]) -> Option<Segment> {
     if !p.verify_checksum(src, dst) {
         return None;
     }
-    Some(Segment {
+    let mut seg = Segment {
         src,
         sport: p.src_port(),
         dport: p.dst_port(),
@@ -77,7 +159,10 @@ pub fn parse(src: Addr, dst: Addr, t: &[u8]) -> Option<Segment> {
         ack: p.ack(),
         flags: p.flags(),
         payload_len: p.payload().len(),
-    })
+        ..Default::default()
+    };
+    parse_options(p.options(), &mut seg);
+    Some(seg)
 }
 
 /// One sample of a sender's trace. Serialized as the array
@@ -128,6 +213,7 @@ mod tests {
             ack: 7,
             flags: ACK | PSH,
             len: 13,
+            ..Default::default()
         };
         let t = build(a, b, 1234, 80, &seg);
         assert_eq!(t.len(), 33);
@@ -140,6 +226,38 @@ mod tests {
         bad[20] ^= 1;
         assert!(parse(a, b, &bad).is_none());
         assert!(parse(a, [10, 0, 0, 3], &t).is_none());
+    }
+
+    #[test]
+    fn sack_options_roundtrip() {
+        let (a, b) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let syn = TxSeg {
+            flags: SYN,
+            sack_permitted: true,
+            ..Default::default()
+        };
+        let t = build(a, b, 1, 2, &syn);
+        assert_eq!(t.len(), 24);
+        let p = parse(a, b, &t).unwrap();
+        assert!(p.sack_permitted && p.sack.n == 0);
+        let mut ack = TxSeg {
+            flags: ACK,
+            ack: 100,
+            ..Default::default()
+        };
+        ack.sack.push(300, 400);
+        ack.sack.push(u32::MAX - 10, 5);
+        ack.sack.push(500, 600);
+        ack.sack.push(700, 800); // a fourth block does not fit
+        let t = build(a, b, 1, 2, &ack);
+        assert_eq!(t.len(), 20 + 4 + 24);
+        let p = parse(a, b, &t).unwrap();
+        assert!(!p.sack_permitted);
+        assert_eq!(
+            p.sack.iter().collect::<Vec<_>>(),
+            [(300, 400), (u32::MAX - 10, 5), (500, 600)]
+        );
+        assert_eq!(p.payload_len, 0);
     }
 
     #[test]

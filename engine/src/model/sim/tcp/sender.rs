@@ -6,6 +6,9 @@
 //! 64-bit. Segments start at multiples of `mss`, so a retransmission re-sends exactly one
 //! earlier segment.
 //!
+//! * ns-2 knobs: `max_burst` (`maxburst_`) caps the segments sent in response to one ACK
+//!   (and at the start); `tcp_tick_ns` (`tcpTick_`) rounds every RTT sample to the nearest
+//!   tick, at least one. Both off by default (Linux has neither).
 //! * Windows are in segments (f64), the usable window is ⌊min(cwnd, window)⌋ segments.
 //!   Initial ssthresh: 2³² − 1 segments ("infinite"). Initial cwnd `initial_window`, 1 if the
 //!   SYN had to be retransmitted (and then the RTO is at least 3 s until the first sample).
@@ -22,14 +25,30 @@
 //!   the next hole, deflates cwnd by the acked amount (+1 segment if ≥ 1 segment was acked)
 //!   and restarts the timer only on the first partial ACK ("impatient" variant; CUBIC, as
 //!   Linux, on every partial ACK: "slow but steady"); the full ACK sets cwnd = ssthresh.
-//! * Retransmission timer (RFC 6298): one RTT sample per new ACK, from the latest segment
-//!   it covers, unless any segment it covers was retransmitted (Karn); SRTT/RTTVAR with
-//!   gains 1/8 and 1/4, RTO = SRTT + 4·RTTVAR clamped to [min_rto, 60 s] (1 s before the
-//!   first sample). Expiry: the RTO doubles (capped at 60 s) until the next valid sample,
+//! * Retransmission timer (RFC 6298 with Linux's floor): one RTT sample per new ACK, from
+//!   the latest segment it covers, unless any segment it covers was retransmitted (Karn);
+//!   SRTT/RTTVAR with gains 1/8 and 1/4, RTO = SRTT + max(4·RTTVAR, min_rto) (Linux's
+//!   `tcp_set_rto`: RFC 6298's max(SRTT + 4·RTTVAR, min_rto) sits just above a steady
+//!   queueing delay and fires spuriously as soon as the queue grows), at most 60 s (1 s
+//!   before the first sample). Expiry: the RTO doubles (capped at 60 s) until the next valid sample,
 //!   ssthresh as for a loss (FlightSize/2 or CUBIC β; kept if in fast recovery, as Linux),
 //!   cwnd = 1, go-back-N from snd_una,
 //!   `recover` = highest sequence sent. The timer is restarted on every new ACK and stopped
 //!   when nothing is outstanding. Timers are exact (no tick granularity).
+//! * With SACK (asked for in the SYN when `sack` is set and the CC is not Tahoe, used when
+//!   the SYN/ACK permits it) loss recovery is Linux's instead of the above: a scoreboard of
+//!   SACKed segments; RACK (RFC 8985, no reordering window) marks a segment lost once a
+//!   segment sent after it was delivered, from DupThresh SACKed segments on or inside
+//!   recovery, so a lost retransmission is found too; recovery sets ssthresh as Linux
+//!   (Reno cwnd/2, CUBIC β·cwnd) and sends by PRR (RFC 6937, slow-start reduction bound);
+//!   lost segments go first, then new data, while the pipe (RFC 6675: neither SACKed nor
+//!   lost) is below cwnd, which also gives limited transmit (RFC 3042). Slow start grows by
+//!   every delivered segment (cumulatively or selectively acknowledged). RTT samples come
+//!   from SACKed and retransmitted segments too (as Linux's timestamps give them), unless
+//!   a retransmission is acknowledged within the minimum RTT. An RTO marks every segment not SACKed lost and resends only
+//!   those, in slow start from cwnd 1 (Linux's Loss state, until `recover` is acknowledged).
+//!   Not modelled: RACK's reordering timer and tail loss probes (a tail loss waits for the
+//!   RTO), F-RTO, undo of spurious reductions, D-SACK.
 //! * `bytes`: when everything is acknowledged the sender sends one FIN (not retransmitted)
 //!   and is `done`. `stop` pauses the agent (no sending, no timers, incoming ACKs ignored);
 //!   `start` resumes it.
@@ -98,6 +117,13 @@ pub struct TcpSpec {
     pub bytes: Option<u64>,
     /// 0 = no trace.
     pub trace_interval_ns: u64,
+    /// Ask for SACK (Reno, NewReno, CUBIC; Tahoe never does).
+    pub sack: bool,
+    /// Segments sent in response to one ACK at most (ns-2 `maxburst_`); 0 = no limit.
+    pub max_burst: u32,
+    /// RTT samples are rounded to this many ns, at least one tick (ns-2 `tcpTick_`);
+    /// 0 = exact.
+    pub tcp_tick_ns: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -109,14 +135,34 @@ pub enum State {
     Done,
 }
 
-/// A data segment in flight, for RTT sampling.
+/// A data segment in flight: RTT sampling and, with SACK, the scoreboard.
 #[derive(Debug, Clone, Copy)]
 struct Sent {
     start: u64,
     end: u64,
+    /// Its latest transmission.
     at: Instant,
     retx: bool,
+    sacked: bool,
+    /// Marked lost and not retransmitted since.
+    lost: bool,
 }
+
+impl Sent {
+    fn new(start: u64, end: u64, at: Instant, retx: bool) -> Self {
+        Sent {
+            start,
+            end,
+            at,
+            retx,
+            sacked: false,
+            lost: false,
+        }
+    }
+}
+
+/// Segments SACKed above a hole before it counts as lost (RFC 6675's DupThresh).
+const DUPTHRESH: usize = 3;
 
 #[derive(Debug)]
 pub struct TcpSender {
@@ -145,6 +191,21 @@ pub struct TcpSender {
     rto_at: Option<Instant>,
     sent: VecDeque<Sent>,
     cubic: Cubic,
+    /// SACK agreed in the handshake; then the fields below are the scoreboard.
+    sack_ok: bool,
+    n_sacked: usize,
+    n_lost: usize,
+    /// Transmissions in time order (send time, start), for RACK's loss marking.
+    tsq: VecDeque<(Instant, u64)>,
+    /// RACK: the latest transmission (send time, start) known delivered.
+    rack: Option<(Instant, u64)>,
+    /// No segment below this offset is marked lost.
+    lost_hint: u64,
+    /// After an RTO until `recover` is acknowledged (Linux's Loss state).
+    in_loss: bool,
+    prr_delivered: u64,
+    prr_out: u64,
+    recover_fs: u64,
     pub sent_pkts: u64,
     pub sent_bytes: u64,
     pub retransmits: u64,
@@ -205,6 +266,16 @@ impl TcpSender {
             rto_at: None,
             sent: VecDeque::new(),
             cubic: Cubic::default(),
+            sack_ok: false,
+            n_sacked: 0,
+            n_lost: 0,
+            tsq: VecDeque::new(),
+            rack: None,
+            lost_hint: 0,
+            in_loss: false,
+            prr_delivered: 0,
+            prr_out: 0,
+            recover_fs: 0,
             sent_pkts: 0,
             sent_bytes: 0,
             retransmits: 0,
@@ -307,7 +378,8 @@ impl TcpSender {
             seq: self.iss,
             ack: 0,
             flags: SYN,
-            len: 0,
+            sack_permitted: self.spec.sack && self.spec.cc != Cc::Tahoe,
+            ..Default::default()
         });
         self.arm(now);
     }
@@ -317,6 +389,11 @@ impl TcpSender {
     }
 
     fn rtt_sample(&mut self, r_ns: u64) {
+        let tick = self.spec.tcp_tick_ns;
+        let r_ns = match (r_ns + tick / 2).checked_div(tick) {
+            Some(n) => n.max(1) * tick,
+            None => r_ns,
+        };
         let r = r_ns as f64;
         match self.srtt_ns {
             None => {
@@ -330,8 +407,10 @@ impl TcpSender {
         }
         self.min_rtt_ns = Some(self.min_rtt_ns.map_or(r_ns, |m| m.min(r_ns)));
         let srtt = self.srtt_ns.unwrap_or(r);
-        // Granularity G = 1 µs (timers are exact).
-        let rto = srtt + (4.0 * self.rttvar_ns).max(1000.0);
+        // Linux (tcp_rtt_estimator): the variance term is at least the minimum RTO, so the
+        // RTO stays a minimum RTO above the smoothed RTT however steady a deep queue makes
+        // it (RFC 6298's max(SRTT + 4·RTTVAR, min) fires spuriously when the queue grows).
+        let rto = srtt + (4.0 * self.rttvar_ns).max(self.spec.min_rto_ns as f64);
         self.rto_ns = (rto as u64).clamp(self.spec.min_rto_ns, MAX_RTO_NS);
     }
 
@@ -382,33 +461,32 @@ impl TcpSender {
             ack: self.rcv_nxt,
             flags: ACK | PSH,
             len,
+            ..Default::default()
         });
         self.sent_pkts += 1;
         self.sent_bytes += len as u64;
         if retx {
             self.retransmits += 1;
-            match self.sent.iter_mut().find(|s| s.start == start) {
-                Some(s) => s.retx = true,
-                None => {
-                    let i = self.sent.partition_point(|s| s.start < start);
-                    self.sent.insert(
-                        i,
-                        Sent {
-                            start,
-                            end,
-                            at: now,
-                            retx: true,
-                        },
-                    );
+            let i = self.sent.partition_point(|s| s.start < start);
+            match self.sent.get_mut(i).filter(|s| s.start == start) {
+                Some(s) => {
+                    s.retx = true;
+                    s.at = now;
+                    if s.lost {
+                        s.lost = false;
+                        self.n_lost -= 1;
+                    }
                 }
+                None => self.sent.insert(i, Sent::new(start, end, now, true)),
             }
         } else {
-            self.sent.push_back(Sent {
-                start,
-                end,
-                at: now,
-                retx: false,
-            });
+            self.sent.push_back(Sent::new(start, end, now, false));
+        }
+        if self.sack_ok {
+            self.tsq.push_back((now, start));
+            if self.in_recovery {
+                self.prr_out += 1;
+            }
         }
         self.snd_max = self.snd_max.max(end);
     }
@@ -418,16 +496,30 @@ impl TcpSender {
         if !self.running || self.state != State::Established {
             return;
         }
+        if self.sack_ok {
+            self.sack_fill(now, out);
+            return;
+        }
         let win = self.cwnd.min(f64::from(self.spec.window)).max(1.0).floor() as u64;
         let allowed = self.snd_una.saturating_add(win.saturating_mul(self.mss()));
         let limit = self.limit();
-        while self.snd_nxt < limit && self.snd_nxt < allowed {
+        let mut burst = self.burst();
+        while self.snd_nxt < limit && self.snd_nxt < allowed && burst > 0 {
+            burst -= 1;
             let s = self.snd_nxt;
             self.send_data(s, now, out);
             self.snd_nxt = s.saturating_add(self.mss()).min(limit);
         }
         if self.rto_at.is_none() && self.snd_max > self.snd_una {
             self.arm(now);
+        }
+    }
+
+    /// Segments one call of `fill` may send (ns-2 `maxburst_`).
+    fn burst(&self) -> u64 {
+        match self.spec.max_burst {
+            0 => u64::MAX,
+            n => u64::from(n),
         }
     }
 
@@ -475,6 +567,7 @@ impl TcpSender {
                 }
                 self.rcv_nxt = seg.seq.wrapping_add(1);
                 self.state = State::Established;
+                self.sack_ok = self.spec.sack && self.spec.cc != Cc::Tahoe && seg.sack_permitted;
                 if self.syn_retx {
                     // RFC 5681 §3.1 / RFC 6298 §5.7: after a lost SYN, IW = 1 and RTO ≥ 3 s
                     // until the first data RTT sample.
@@ -486,7 +579,7 @@ impl TcpSender {
                     seq: self.wire(0),
                     ack: self.rcv_nxt,
                     flags: ACK,
-                    len: 0,
+                    ..Default::default()
                 });
                 self.sample(now, true);
                 if self.limit() == 0 {
@@ -502,7 +595,7 @@ impl TcpSender {
                         seq: self.wire(self.snd_nxt),
                         ack: self.rcv_nxt,
                         flags: ACK,
-                        len: 0,
+                        ..Default::default()
                     });
                     return;
                 }
@@ -517,7 +610,7 @@ impl TcpSender {
             seq: self.wire(self.limit()),
             ack: self.rcv_nxt,
             flags: FIN | ACK,
-            len: 0,
+            ..Default::default()
         });
         self.state = State::Done;
         self.rto_at = None;
@@ -535,6 +628,14 @@ impl TcpSender {
             return;
         }
         let before = self.cwnd;
+        if self.sack_ok {
+            if ack < self.snd_una {
+                return;
+            }
+            self.sack_ack(ack, seg, now, out);
+            self.sample(now, self.cwnd < before);
+            return;
+        }
         if ack > self.snd_una {
             self.new_ack(ack, now, out);
             if self.state == State::Done {
@@ -612,6 +713,261 @@ impl TcpSender {
         }
     }
 
+    /// Segments in flight by RFC 6675's estimate: neither SACKed nor marked lost.
+    fn pipe(&self) -> u64 {
+        (self.sent.len() - self.n_sacked - self.n_lost) as u64
+    }
+
+    /// Index in `sent` of the segment starting at `start`.
+    fn index_of(&self, start: u64) -> Option<usize> {
+        let i = self.sent.partition_point(|s| s.start < start);
+        (self.sent.get(i)?.start == start).then_some(i)
+    }
+
+    /// A segment newly delivered (cumulatively acknowledged or SACKed): RACK's latest
+    /// delivered transmission and the RTT sample, skipping a retransmission acknowledged
+    /// faster than the minimum RTT (the original was delivered, as Linux's
+    /// `tcp_rack_advance`). Other retransmissions give samples, as Linux's timestamps do
+    /// (Karn's rule would leave a sender after a timeout without a sample, its RTO backed
+    /// off, for as long as it only retransmits).
+    fn delivered(&mut self, s: Sent, now: Instant, newest: &mut Option<Instant>) {
+        let rtt = now.nanos_since(s.at);
+        if s.retx && self.min_rtt_ns.is_some_and(|m| rtt < m) {
+            return;
+        }
+        if self.rack.is_none_or(|r| (s.at, s.start) > r) {
+            self.rack = Some((s.at, s.start));
+        }
+        if newest.is_none_or(|t| s.at > t) {
+            *newest = Some(s.at);
+        }
+    }
+
+    /// RACK (RFC 8985) with no reordering window (the simulated paths do not reorder):
+    /// a segment not SACKed is lost once a segment sent after it was delivered. Before
+    /// recovery, only once DupThresh segments are SACKed (Linux's reordering guard).
+    fn mark_lost(&mut self) {
+        while self.tsq.front().is_some_and(|&(_, st)| st < self.snd_una) {
+            self.tsq.pop_front(); // acknowledged: never lost
+        }
+        if !(self.in_recovery || self.in_loss || self.n_sacked >= DUPTHRESH) {
+            return;
+        }
+        let Some(rack) = self.rack else { return };
+        while let Some(&(at, start)) = self.tsq.front() {
+            if (at, start) >= rack {
+                break;
+            }
+            self.tsq.pop_front();
+            if let Some(i) = self.index_of(start) {
+                let e = &mut self.sent[i];
+                if e.at == at && !e.sacked && !e.lost {
+                    e.lost = true;
+                    self.n_lost += 1;
+                    self.lost_hint = self.lost_hint.min(start);
+                }
+            }
+        }
+    }
+
+    /// An ACK with SACK agreed: update the scoreboard, detect losses, set cwnd (PRR in
+    /// recovery, as Linux) and send what the window allows.
+    fn sack_ack(&mut self, ack: u64, seg: &Segment, now: Instant, out: &mut Vec<TxSeg>) {
+        let mut delivered = 0u64;
+        let mut newest = None;
+        let advanced = ack > self.snd_una;
+        self.acked_bytes += ack - self.snd_una;
+        while let Some(&s) = self.sent.front() {
+            if s.end > ack {
+                break;
+            }
+            self.sent.pop_front();
+            if s.sacked {
+                self.n_sacked -= 1;
+            } else {
+                delivered += 1;
+                self.delivered(s, now, &mut newest);
+            }
+            if s.lost {
+                self.n_lost -= 1;
+            }
+        }
+        let (una, una_wire) = (ack, self.wire(ack));
+        for (a, b) in seg.sack.iter() {
+            let (Some(a), Some(b)) = (unwrap_seq(una, una_wire, a), unwrap_seq(una, una_wire, b))
+            else {
+                continue;
+            };
+            if a < ack || b > self.snd_max || b <= a {
+                continue;
+            }
+            let mut i = self.sent.partition_point(|s| s.start < a);
+            while let Some(&e) = self.sent.get(i) {
+                if e.end > b {
+                    break;
+                }
+                if !e.sacked {
+                    let m = &mut self.sent[i];
+                    m.sacked = true;
+                    self.n_sacked += 1;
+                    if m.lost {
+                        m.lost = false;
+                        self.n_lost -= 1;
+                    }
+                    delivered += 1;
+                    self.delivered(e, now, &mut newest);
+                }
+                i += 1;
+            }
+        }
+        self.snd_una = ack;
+        self.snd_nxt = self.snd_nxt.max(ack);
+        self.lost_hint = self.lost_hint.max(ack);
+        let mut rtt = None;
+        if let Some(t) = newest {
+            rtt = Some(now.nanos_since(t));
+            self.rtt_sample(now.nanos_since(t));
+        }
+        let done = self.recover.is_none_or(|r| ack >= r);
+        if self.in_recovery && done {
+            // Linux's tcp_end_cwnd_reduction
+            self.cwnd = self.ssthresh;
+            self.in_recovery = false;
+        }
+        if self.in_loss && done {
+            self.in_loss = false;
+        }
+        self.mark_lost();
+        if !self.in_recovery && !self.in_loss && self.n_lost > 0 {
+            self.fast_retransmits += 1;
+            self.ssthresh = self.linux_ssthresh();
+            self.recover = Some(self.snd_max);
+            self.in_recovery = true;
+            self.prr_delivered = 0;
+            self.prr_out = 0;
+            self.recover_fs = self.sent.len() as u64;
+        }
+        if self.in_recovery {
+            self.prr(delivered);
+        } else if delivered > 0 {
+            self.hystart(now, rtt);
+            self.grow_linux(delivered as f64, now);
+        }
+        if ack >= self.limit() {
+            self.finish(out);
+            return;
+        }
+        if self.snd_una >= self.snd_max {
+            self.rto_at = None;
+        } else if advanced || self.rto_at.is_none() {
+            self.arm(now);
+        }
+        self.sack_fill(now, out);
+    }
+
+    /// ssthresh after a loss, as Linux: Reno max(cwnd/2, 2), CUBIC β·cwnd.
+    fn linux_ssthresh(&mut self) -> f64 {
+        match self.spec.cc {
+            Cc::Cubic => self.cubic.on_loss(self.cwnd),
+            _ => (self.cwnd / 2.0).floor().max(2.0),
+        }
+    }
+
+    /// Proportional rate reduction (RFC 6937, slow-start reduction bound, as Linux's
+    /// `tcp_cwnd_reduction`): cwnd = pipe + what may be sent for this ACK.
+    fn prr(&mut self, delivered: u64) {
+        self.prr_delivered += delivered;
+        let pipe = self.pipe() as i64;
+        let ssthresh = self.ssthresh.floor() as i64;
+        let delta = ssthresh - pipe;
+        let mut sndcnt = if delta < 0 {
+            let fs = self.recover_fs.max(1);
+            let due = (self.prr_delivered * ssthresh as u64).div_ceil(fs);
+            due as i64 - self.prr_out as i64
+        } else {
+            let bound = (self.prr_delivered as i64 - self.prr_out as i64).max(delivered as i64);
+            delta.min(bound + 1)
+        };
+        sndcnt = sndcnt.max(i64::from(self.prr_out == 0));
+        self.cwnd = (pipe + sndcnt).max(1) as f64;
+    }
+
+    /// Linux's growth by delivered segments: slow start up to ssthresh, the rest in
+    /// congestion avoidance.
+    fn grow_linux(&mut self, mut acked: f64, now: Instant) {
+        if self.cwnd < self.ssthresh {
+            let room = self.ssthresh - self.cwnd;
+            let ss = acked.min(room.max(0.0));
+            self.cwnd += ss;
+            acked -= ss;
+        }
+        if acked > 0.0 && self.cwnd >= self.ssthresh {
+            if self.spec.cc == Cc::Cubic {
+                let rtt_s = self.srtt_ns.unwrap_or(0.0) / 1e9;
+                self.cwnd = self.cubic.on_ack(self.cwnd, acked, now, rtt_s);
+            } else {
+                self.cwnd += acked / self.cwnd;
+            }
+        }
+        self.cwnd = self.cwnd.min(f64::from(self.spec.window));
+    }
+
+    /// With SACK: retransmit segments marked lost, then send new data, while the pipe is
+    /// below cwnd (RFC 6675 §5; the advertised window is `window` segments).
+    fn sack_fill(&mut self, now: Instant, out: &mut Vec<TxSeg>) {
+        let cwnd = self.cwnd.max(1.0).floor() as u64;
+        let limit = self.limit();
+        let rwnd_end = self
+            .snd_una
+            .saturating_add(u64::from(self.spec.window).saturating_mul(self.mss()));
+        let mut burst = self.burst();
+        while self.pipe() < cwnd && burst > 0 {
+            burst -= 1;
+            if self.n_lost > 0 {
+                let from = self.sent.partition_point(|s| s.start < self.lost_hint);
+                let Some(off) = self.sent.range(from..).position(|s| s.lost) else {
+                    break;
+                };
+                let start = self.sent[from + off].start;
+                self.lost_hint = start;
+                self.send_data(start, now, out);
+            } else if self.snd_nxt < limit && self.snd_nxt < rwnd_end {
+                let s = self.snd_nxt;
+                self.send_data(s, now, out);
+                self.snd_nxt = s.saturating_add(self.mss()).min(limit);
+            } else {
+                break;
+            }
+        }
+        if self.rto_at.is_none() && self.snd_max > self.snd_una {
+            self.arm(now);
+        }
+    }
+
+    /// The RTO with SACK (Linux's `tcp_enter_loss`): everything not SACKed is lost, cwnd 1,
+    /// retransmitted in slow start; SACKed segments are not sent again.
+    fn sack_timeout(&mut self, now: Instant, out: &mut Vec<TxSeg>) {
+        self.timeouts += 1;
+        if !self.in_recovery && !self.in_loss {
+            self.ssthresh = self.linux_ssthresh();
+        }
+        self.cwnd = 1.0;
+        self.in_recovery = false;
+        self.in_loss = true;
+        self.hystart = HyStart::default();
+        self.recover = Some(self.snd_max);
+        for e in self.sent.iter_mut() {
+            if !e.sacked && !e.lost {
+                e.lost = true;
+                self.n_lost += 1;
+            }
+        }
+        self.tsq.clear();
+        self.lost_hint = self.snd_una;
+        self.sack_fill(now, out);
+        self.sample(now, true);
+    }
+
     fn grow(&mut self, acked_segs: f64, now: Instant) {
         if self.cwnd < self.ssthresh {
             self.cwnd += acked_segs.min(2.0);
@@ -662,6 +1018,7 @@ impl TcpSender {
                 self.syn_retx = true;
                 self.send_syn(now, out);
             }
+            State::Established if self.sack_ok => self.sack_timeout(now, out),
             State::Established => {
                 self.timeouts += 1;
                 // a timeout during fast recovery keeps the ssthresh that recovery set (as
@@ -700,6 +1057,9 @@ mod tests {
             min_rto_ns: DEFAULT_MIN_RTO_NS,
             bytes: Some(bytes),
             trace_interval_ns: 0,
+            sack: false,
+            max_burst: 0,
+            tcp_tick_ns: 0,
         }
     }
 
@@ -712,6 +1072,8 @@ mod tests {
             ack: t.ack,
             flags: t.flags,
             payload_len: t.len,
+            sack_permitted: t.sack_permitted,
+            sack: t.sack,
         }
     }
 
@@ -756,7 +1118,7 @@ mod tests {
         // 5 GB in 65495-byte segments crosses 2³² in both directions' ACK numbers.
         let bytes = 5_000_000_000;
         let mut s = TcpSender::new(spec(bytes, MAX_MSS_TEST), 49152);
-        let mut k = TcpSink::new(80, false);
+        let mut k = TcpSink::new(80, false, false);
         pump(&mut s, &mut k, |_| false);
         assert_eq!(s.state(), State::Done);
         assert_eq!(k.bytes, bytes);
@@ -768,7 +1130,7 @@ mod tests {
     fn losses_across_the_wrap_are_recovered() {
         let bytes = 4_400_000_000;
         let mut s = TcpSender::new(spec(bytes, MAX_MSS_TEST), 49152);
-        let mut k = TcpSink::new(80, true);
+        let mut k = TcpSink::new(80, true, false);
         // Lose every 5000th data segment (one near the wrap at 2³²/65495 ≈ 65578).
         pump(&mut s, &mut k, |i| i % 5000 == 0 || i == 65578);
         assert_eq!(s.state(), State::Done);
@@ -779,6 +1141,97 @@ mod tests {
             s.fast_retransmits,
             s.timeouts
         );
+    }
+
+    fn sack_spec(bytes: u64) -> TcpSpec {
+        TcpSpec {
+            sack: true,
+            ..spec(bytes, 1000)
+        }
+    }
+
+    #[test]
+    fn sack_recovers_a_burst_loss_without_spurious_retransmissions() {
+        // 30 segments lost in one window (a slow-start overshoot): with SACK each is sent
+        // again exactly once, in one recovery, without a timeout.
+        let mut s = TcpSender::new(sack_spec(1_000_000), 49152);
+        let mut k = TcpSink::new(80, false, true);
+        pump(&mut s, &mut k, |i| (40..70).contains(&i));
+        assert_eq!(s.state(), State::Done);
+        assert_eq!(k.bytes, 1_000_000);
+        assert_eq!((s.retransmits, s.timeouts, s.fast_retransmits), (30, 0, 1));
+        assert_eq!(k.dup_pkts, 0, "a segment the sink had was sent again");
+    }
+
+    #[test]
+    fn sack_lost_retransmission_is_detected_by_rack() {
+        // segment 50 lost, then its retransmission (the 2nd transmission of it) too: RACK
+        // sees later segments delivered and sends it a third time, still without a timeout
+        let mut s = TcpSender::new(sack_spec(400_000), 49152);
+        let mut k = TcpSink::new(80, false, true);
+        let n = pump(&mut s, &mut k, |i| i == 50 || i == 65);
+        assert_eq!(k.bytes, 400_000);
+        assert_eq!(k.dup_pkts, 0);
+        assert!(
+            s.timeouts == 0 && n == 400 + s.retransmits,
+            "{n} {}",
+            s.timeouts
+        );
+    }
+
+    #[test]
+    fn sack_timeout_resends_only_what_the_sink_lacks() {
+        // the tail of the transfer is lost: nothing after it can be SACKed, the RTO fires,
+        // and only the unSACKed segments are sent again (one earlier loss was recovered
+        // by fast retransmit)
+        let mut s = TcpSender::new(sack_spec(100_000), 49152);
+        let mut k = TcpSink::new(80, false, true);
+        pump(&mut s, &mut k, |i| i == 50 || (96..=100).contains(&i));
+        assert_eq!(k.bytes, 100_000);
+        assert_eq!((s.retransmits, s.timeouts), (6, 1));
+        assert_eq!(k.dup_pkts, 0);
+    }
+
+    #[test]
+    fn rto_keeps_the_minimum_above_a_steady_rtt() {
+        // Linux: RTO = SRTT + max(4·RTTVAR, min RTO). With a steady 1 ms RTT RFC 6298's
+        // max(SRTT + 4·RTTVAR, 200 ms) is 200 ms; Linux's is 201 ms, so the timer does
+        // not fire as soon as a deep queue's delay grows.
+        let mut s = TcpSender::new(spec(200_000, 1000), 49152);
+        let mut k = TcpSink::new(80, false, false);
+        pump(&mut s, &mut k, |_| false);
+        let srtt = s.srtt_us().unwrap();
+        assert!((srtt - 1000.0).abs() < 1.0, "{srtt}");
+        assert!(s.rto_us() >= srtt + 200_000.0 - 1.0, "{}", s.rto_us());
+    }
+
+    #[test]
+    fn max_burst_and_tcp_tick() {
+        for sack in [false, true] {
+            let mut s = TcpSender::new(
+                TcpSpec {
+                    max_burst: 3,
+                    tcp_tick_ns: 10_000_000,
+                    sack,
+                    ..spec(100_000, 1000)
+                },
+                49152,
+            );
+            let mut out = Vec::new();
+            s.start(Instant::ZERO, &mut out);
+            let synack = Segment {
+                flags: SYN | ACK,
+                ack: 1,
+                sack_permitted: sack,
+                ..Default::default()
+            };
+            out.clear();
+            s.receive(&synack, Instant::from_nanos(1_200_000), &mut out);
+            // IW 10, but at most 3 segments at once (after the handshake's pure ACK)
+            assert_eq!(out.iter().filter(|t| t.len > 0).count(), 3, "sack {sack}");
+            // the 1.2 ms handshake RTT is counted as one 10 ms tick
+            assert_eq!(s.srtt_us(), Some(10_000.0));
+        }
     }
 
     const MAX_MSS_TEST: usize = super::super::MAX_MSS;

@@ -1,17 +1,20 @@
 //! The TCP sink (ns-2 `Agent/TCPSink`, `Agent/TCPSink/DelAck`).
 //!
 //! One connection per (source address, source port); a SYN (re)starts it and is answered
-//! with SYN/ACK (the sink's ISS is 0). Every data segment is answered with a cumulative ACK;
+//! with SYN/ACK (the sink's ISS is 0), permitting SACK if the sink does SACK and the SYN
+//! asked for it. Every data segment is answered with a cumulative ACK;
 //! out-of-order segments are buffered (up to [`MAX_OOO`] ranges per connection) and
-//! answered at once with a duplicate ACK, so the ACK jumps when the hole is filled.
+//! answered at once with a duplicate ACK, so the ACK jumps when the hole is filled. With
+//! SACK, every ACK while data is buffered out of order carries SACK blocks (RFC 2018): the
+//! block holding the latest segment first, then the blocks of the previous arrivals.
 //! With `delayed_ack`, an in-order segment that does not fill a hole is acknowledged with
 //! the second such segment or 40 ms after it arrived, whichever comes first. A FIN in
 //! sequence is acknowledged (the sink does not close its side). The advertised window is
 //! always 65535 and ignored by the sender. RST drops the connection. Segments for an
 //! unknown connection are ignored.
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
-use super::{unwrap_seq, Segment, TxSeg, ACK, FIN, RST, SYN};
+use super::{unwrap_seq, Sack, Segment, TxSeg, ACK, FIN, MAX_SACK_BLOCKS, RST, SYN};
 use crate::time::Instant;
 use crate::wire::ipv4::Addr;
 
@@ -25,9 +28,13 @@ struct Conn {
     /// In-order payload bytes received.
     rcv: u64,
     fin: bool,
+    /// Out-of-order data: disjoint, non-adjacent ranges start → end.
     ooo: BTreeMap<u64, u64>,
     pending: u32,
     ack_at: Option<Instant>,
+    sack_ok: bool,
+    /// Offsets of the latest out-of-order arrivals, newest first (for SACK blocks).
+    recent: VecDeque<u64>,
 }
 
 impl Conn {
@@ -37,11 +44,48 @@ impl Conn {
     fn ack(&mut self) -> TxSeg {
         self.pending = 0;
         self.ack_at = None;
+        let mut sack = Sack::default();
+        if self.sack_ok {
+            let mut seen: Vec<u64> = Vec::new();
+            for &x in &self.recent {
+                let Some((&s, &e)) = self.ooo.range(..=x).next_back() else {
+                    continue;
+                };
+                if e > x && !seen.contains(&s) {
+                    seen.push(s);
+                    sack.push(self.wire(s), self.wire(e));
+                }
+                if seen.len() == MAX_SACK_BLOCKS {
+                    break;
+                }
+            }
+        }
         TxSeg {
             seq: 1,
             ack: self.wire(self.rcv).wrapping_add(u32::from(self.fin)),
             flags: ACK,
-            len: 0,
+            sack,
+            ..Default::default()
+        }
+    }
+
+    /// Buffer `[s, e)` out of order, merging it with the ranges it touches.
+    fn insert_ooo(&mut self, mut s: u64, mut e: u64) {
+        if let Some((&ps, &pe)) = self.ooo.range(..=s).next_back() {
+            if pe >= s {
+                s = ps;
+                e = e.max(pe);
+            }
+        }
+        while let Some((&ns, &ne)) = self.ooo.range(s..).next() {
+            if ns > e {
+                break;
+            }
+            self.ooo.remove(&ns);
+            e = e.max(ne);
+        }
+        if self.ooo.len() < MAX_OOO || self.ooo.contains_key(&s) {
+            self.ooo.insert(s, e);
         }
     }
 }
@@ -50,6 +94,8 @@ impl Conn {
 pub struct TcpSink {
     pub port: u16,
     pub delayed_ack: bool,
+    /// Permit SACK when the sender asks for it.
+    pub sack: bool,
     conns: BTreeMap<(Addr, u16), Conn>,
     /// Data segments received (in order, out of order and duplicates).
     pub pkts: u64,
@@ -63,10 +109,11 @@ pub struct TcpSink {
 pub type Reply = (Addr, u16, TxSeg);
 
 impl TcpSink {
-    pub fn new(port: u16, delayed_ack: bool) -> Self {
+    pub fn new(port: u16, delayed_ack: bool, sack: bool) -> Self {
         TcpSink {
             port,
             delayed_ack,
+            sack,
             ..Default::default()
         }
     }
@@ -95,6 +142,7 @@ impl TcpSink {
                 return;
             }
             let same = self.conns.get(&key).is_some_and(|c| c.irs == seg.seq);
+            let sack_ok = self.sack && seg.sack_permitted;
             if !same {
                 self.conns.insert(
                     key,
@@ -105,6 +153,8 @@ impl TcpSink {
                         ooo: BTreeMap::new(),
                         pending: 0,
                         ack_at: None,
+                        sack_ok,
+                        recent: VecDeque::new(),
                     },
                 );
             }
@@ -115,7 +165,8 @@ impl TcpSink {
                     seq: 0,
                     ack: seg.seq.wrapping_add(1),
                     flags: SYN | ACK,
-                    len: 0,
+                    sack_permitted: sack_ok,
+                    ..Default::default()
                 },
             ));
             return;
@@ -137,10 +188,10 @@ impl TcpSink {
                 None => self.dup_pkts += 1,
                 Some(s) if s > c.rcv => {
                     self.ooo_pkts += 1;
-                    if c.ooo.len() < MAX_OOO || c.ooo.contains_key(&s) {
-                        let e = c.ooo.entry(s).or_insert(s + len);
-                        *e = (*e).max(s + len);
-                    }
+                    c.insert_ooo(s, s + len);
+                    c.recent.retain(|&x| x != s);
+                    c.recent.push_front(s);
+                    c.recent.truncate(2 * MAX_SACK_BLOCKS);
                 }
                 Some(s) => {
                     let had_hole = !c.ooo.is_empty();
@@ -157,6 +208,8 @@ impl TcpSink {
                             c.rcv = oe;
                         }
                     }
+                    let rcv = c.rcv;
+                    c.recent.retain(|&x| x >= rcv);
                     if self.delayed_ack && !had_hole && !has_fin {
                         c.pending += 1;
                         if c.pending < 2 {
@@ -191,6 +244,7 @@ mod tests {
             ack: 1,
             flags,
             payload_len: len,
+            ..Default::default()
         }
     }
 
@@ -200,7 +254,7 @@ mod tests {
 
     #[test]
     fn cumulative_and_out_of_order() {
-        let mut s = TcpSink::new(80, false);
+        let mut s = TcpSink::new(80, false, false);
         let mut out = Vec::new();
         let t = Instant::ZERO;
         s.receive(&seg(100, SYN, 0), t, &mut out);
@@ -210,7 +264,7 @@ mod tests {
                 seq: 0,
                 ack: 101,
                 flags: SYN | ACK,
-                len: 0
+                ..Default::default()
             }
         );
         out.clear();
@@ -226,7 +280,7 @@ mod tests {
 
     #[test]
     fn delayed_ack() {
-        let mut s = TcpSink::new(80, true);
+        let mut s = TcpSink::new(80, true, false);
         let mut out = Vec::new();
         s.receive(&seg(0, SYN, 0), Instant::ZERO, &mut out);
         out.clear();
@@ -244,5 +298,45 @@ mod tests {
         // Out of order: immediate.
         s.receive(&seg(41, ACK, 10), Instant::from_millis(50), &mut out);
         assert_eq!(acks(&out), [21, 31, 31]);
+    }
+
+    #[test]
+    fn sack_blocks() {
+        let mut s = TcpSink::new(80, false, true);
+        let mut out = Vec::new();
+        let t = Instant::ZERO;
+        let syn = Segment {
+            sack_permitted: true,
+            ..seg(0, SYN, 0)
+        };
+        s.receive(&syn, t, &mut out);
+        assert!(out[0].2.sack_permitted);
+        out.clear();
+        // segments of 10 bytes at 1, 11, ...; 11 and 31 and 51 are lost
+        for seq in [1, 21, 41, 61, 71, 81] {
+            s.receive(&seg(seq, ACK, 10), t, &mut out);
+        }
+        let blocks: Vec<Vec<(u32, u32)>> = out.iter().map(|r| r.2.sack.iter().collect()).collect();
+        assert_eq!(blocks[0], []);
+        assert_eq!(blocks[1], [(21, 31)]);
+        assert_eq!(blocks[2], [(41, 51), (21, 31)]);
+        assert_eq!(blocks[3], [(61, 71), (41, 51), (21, 31)]);
+        // 71 joins 61's block: the block is reported once, grown
+        assert_eq!(blocks[5], [(61, 91), (41, 51), (21, 31)]);
+        assert!(out.iter().all(|r| r.2.ack == 11));
+        out.clear();
+        // the first hole filled: ACK 31, the blocks above it remain
+        s.receive(&seg(11, ACK, 10), t, &mut out);
+        assert_eq!(out[0].2.ack, 31);
+        assert_eq!(
+            out[0].2.sack.iter().collect::<Vec<_>>(),
+            [(61, 91), (41, 51)]
+        );
+        // a sink without SACK, or a SYN without SACK-permitted: no blocks
+        let mut plain = TcpSink::new(80, false, true);
+        out.clear();
+        plain.receive(&seg(0, SYN, 0), t, &mut out);
+        plain.receive(&seg(21, ACK, 10), t, &mut out);
+        assert!(!out[0].2.sack_permitted && out[1].2.sack.n == 0);
     }
 }
