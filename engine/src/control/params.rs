@@ -4,6 +4,11 @@
 use super::protocol::{JitterDistSpec, LossSpec, ParamsSpec, QueueKindSpec, QueueSpec};
 use crate::model::params::{JitterDist, LinkParams, LossParams, QueueKind, RedParams};
 
+/// Largest per-frame or per-cell overhead (bytes, either sign) and cell size.
+pub const MAX_FRAMING_BYTES: i64 = 65_535;
+/// Largest reorder gap (frames).
+pub const MAX_REORDER_GAP: u64 = 1_000_000;
+
 pub const MAX_BANDWIDTH_BPS: u64 = 100_000_000_000;
 pub const MAX_DELAY_US: f64 = 10_000_000.0;
 pub const MAX_LIMIT_PKTS: u64 = 1_000_000;
@@ -53,7 +58,49 @@ pub fn merge_params(
         p.jitter_dist = match d {
             JitterDistSpec::Uniform => JitterDist::Uniform,
             JitterDistSpec::Normal => JitterDist::Normal,
+            JitterDistSpec::Pareto => JitterDist::Pareto,
+            JitterDistSpec::Paretonormal => JitterDist::ParetoNormal,
         };
+    }
+    if let Some(c) = patch.jitter_corr {
+        p.jitter_corr = check_prob(&format!("{ctx}.jitter_corr"), c)?;
+    }
+    if let Some(r) = patch.reorder {
+        p.reorder = check_prob(&format!("{ctx}.reorder"), r)?;
+    }
+    if let Some(g) = patch.reorder_gap {
+        if g == 0 || g > MAX_REORDER_GAP {
+            return Err(format!(
+                "{ctx}.reorder_gap: must be 1..={MAX_REORDER_GAP} frames, got {g}"
+            ));
+        }
+        p.reorder_gap = g as u32;
+    }
+    let bytes = |n: &str, v: i64, min: i64| -> Result<i32, String> {
+        if (min..=MAX_FRAMING_BYTES).contains(&v) {
+            Ok(v as i32)
+        } else {
+            Err(format!(
+                "{ctx}.{n}: must be {min}..={MAX_FRAMING_BYTES} bytes, got {v}"
+            ))
+        }
+    };
+    if let Some(o) = patch.overhead {
+        p.framing.overhead = bytes("overhead", o, -MAX_FRAMING_BYTES)?;
+    }
+    if let Some(c) = patch.cellsize {
+        p.framing.cellsize = bytes("cellsize", c.min(i64::MAX as u64) as i64, 0)? as u32;
+    }
+    if let Some(o) = patch.cell_overhead {
+        p.framing.cell_overhead = bytes("cell_overhead", o, -MAX_FRAMING_BYTES)?;
+    }
+    if p.framing.cellsize > 0
+        && i64::from(p.framing.cellsize) + i64::from(p.framing.cell_overhead) < 1
+    {
+        return Err(format!(
+            "{ctx}.cell_overhead: a cell must keep at least one byte (cellsize {} + cell_overhead {})",
+            p.framing.cellsize, p.framing.cell_overhead
+        ));
     }
     if let Some(r) = patch.jitter_reorder {
         p.jitter_reorder = r;
@@ -68,7 +115,37 @@ pub fn merge_params(
         let f = |n: &str, v: f64| check_prob(&format!("{ctx}.loss.{n}"), v);
         p.loss = match l {
             LossSpec::None => LossParams::None,
-            LossSpec::Bernoulli { p } => LossParams::Bernoulli { p: f("p", *p)? },
+            LossSpec::Bernoulli { p, corr } => LossParams::Bernoulli {
+                p: f("p", *p)?,
+                corr: f("corr", *corr)?,
+            },
+            LossSpec::State {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            } => {
+                let (p13, p31, p32, p23, p14) = (
+                    f("p13", *p13)?,
+                    f("p31", *p31)?,
+                    f("p32", *p32)?,
+                    f("p23", *p23)?,
+                    f("p14", *p14)?,
+                );
+                if p13 + p14 > 1.0 || p31 + p32 > 1.0 {
+                    return Err(format!(
+                        "{ctx}.loss: p13 + p14 and p31 + p32 must each be at most 1"
+                    ));
+                }
+                LossParams::FourState {
+                    p13,
+                    p31,
+                    p32,
+                    p23,
+                    p14,
+                }
+            }
             LossSpec::Gilbert { p, r, k, h } => LossParams::Gilbert {
                 p: f("p", *p)?,
                 r: f("r", *r)?,
@@ -223,6 +300,38 @@ mod tests {
             .unwrap_err()
             .contains("linterm"));
         assert!(m(r#"{"delay_us":0.001,"jitter_us":3,"jitter_dist":"normal"}"#).is_ok());
+        assert!(m(r#"{"jitter_corr":1.5}"#)
+            .unwrap_err()
+            .contains("p.jitter_corr"));
+        assert!(m(r#"{"reorder_gap":0}"#)
+            .unwrap_err()
+            .contains("p.reorder_gap"));
+        assert!(m(r#"{"overhead":70000}"#)
+            .unwrap_err()
+            .contains("p.overhead"));
+        assert!(m(r#"{"cellsize":48,"cell_overhead":-48}"#)
+            .unwrap_err()
+            .contains("p.cell_overhead"));
+        assert!(m(r#"{"loss":{"kind":"bernoulli","p":0.1,"corr":2}}"#)
+            .unwrap_err()
+            .contains("p.loss.corr"));
+        assert!(
+            m(r#"{"loss":{"kind":"state","p13":0.6,"p31":0.5,"p32":0,"p23":1,"p14":0.6}}"#)
+                .unwrap_err()
+                .contains("p13 + p14")
+        );
+        let ok = m(
+            r#"{"jitter_us":5,"jitter_dist":"paretonormal","jitter_corr":0.25,
+            "reorder":0.25,"reorder_gap":5,"overhead":-4,"cellsize":53,"cell_overhead":-5,
+            "loss":{"kind":"state","p13":0.1,"p31":0.5,"p32":0.1,"p23":0.9,"p14":0.01}}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.jitter_dist, JitterDist::ParetoNormal);
+        assert_eq!(
+            (ok.reorder_gap, ok.framing.cellsize, ok.framing.overhead),
+            (5, 53, -4)
+        );
+        assert!(matches!(ok.loss, LossParams::FourState { p14, .. } if p14 == 0.01));
     }
 
     #[test]

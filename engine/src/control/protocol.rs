@@ -22,10 +22,19 @@ pub struct ParamsSpec {
     /// Extension: "uniform" (default, ±jitter) or "normal" (jitter = standard deviation).
     pub jitter_dist: Option<JitterDistSpec>,
     pub jitter_reorder: Option<bool>,
+    /// Probability that a jitter draw repeats the previous one.
+    pub jitter_corr: Option<f64>,
     pub queue: Option<QueueSpec>,
     pub loss: Option<LossSpec>,
     pub duplicate: Option<f64>,
     pub corrupt: Option<f64>,
+    /// Probability that a frame (every `reorder_gap`-th) skips the delay.
+    pub reorder: Option<f64>,
+    pub reorder_gap: Option<u64>,
+    /// Serialization framing: bytes added per frame, cell size and bytes added per cell.
+    pub overhead: Option<i64>,
+    pub cellsize: Option<u64>,
+    pub cell_overhead: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -33,6 +42,8 @@ pub struct ParamsSpec {
 pub enum JitterDistSpec {
     Uniform,
     Normal,
+    Pareto,
+    Paretonormal,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -60,9 +71,28 @@ pub struct QueueSpec {
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum LossSpec {
     None,
-    Bernoulli { p: f64 },
-    Gilbert { p: f64, r: f64, k: f64, h: f64 },
-    Ordinals { drop: Vec<u64> },
+    Bernoulli {
+        p: f64,
+        #[serde(default)]
+        corr: f64,
+    },
+    Gilbert {
+        p: f64,
+        r: f64,
+        k: f64,
+        h: f64,
+    },
+    /// netem's 4-state model (`loss state p13 p31 p32 p23 p14`).
+    State {
+        p13: f64,
+        p31: f64,
+        p32: f64,
+        p23: f64,
+        p14: f64,
+    },
+    Ordinals {
+        drop: Vec<u64>,
+    },
 }
 
 // ---------------------------------------------------------------- requests

@@ -85,13 +85,47 @@ pub enum JitterDist {
     Uniform,
     /// Normal with standard deviation `jitter`.
     Normal,
+    /// Pareto of shape 3, shifted and scaled to mean 0 and standard deviation `jitter`
+    /// (never below -0.58 `jitter`; a long tail of late frames).
+    Pareto,
+    /// 3/4 Pareto + 1/4 normal (netem's paretonormal), scaled to standard deviation `jitter`.
+    ParetoNormal,
 }
+
+impl JitterDist {
+    /// How far below the mean a sample can fall, in standard deviations (None: unbounded).
+    pub fn min_offset(self) -> Option<f64> {
+        match self {
+            JitterDist::Uniform => Some(1.0),
+            JitterDist::Pareto => Some(PARETO_MIN),
+            JitterDist::Normal | JitterDist::ParetoNormal => None,
+        }
+    }
+}
+
+/// Shape of the Pareto jitter distribution (netem's tables use the same).
+pub const PARETO_SHAPE: f64 = 3.0;
+/// How far below its mean the standardised Pareto reaches: (mean - 1) / sd for shape 3
+/// and scale 1.
+pub const PARETO_MIN: f64 = 0.577_350_269_189_625_8; // (1.5 - 1) / sqrt(3/4) = 1/sqrt(3)
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum LossParams {
     None,
+    /// Each frame lost with probability `p`; with `corr` > 0 a frame repeats the previous
+    /// frame's fate with probability `corr` (bursts, the rate stays `p`).
     Bernoulli {
         p: f64,
+        corr: f64,
+    },
+    /// netem's 4-state Markov model (Salsano et al.): 1 gap, 2 burst reception, 3 burst
+    /// loss, 4 isolated loss; a frame is lost when the chain enters state 3 or 4.
+    FourState {
+        p13: f64,
+        p31: f64,
+        p32: f64,
+        p23: f64,
+        p14: f64,
     },
     /// Gilbert–Elliott: `p` good→bad, `r` bad→good, loss probability 1-k in good, 1-h in bad.
     Gilbert {
@@ -114,10 +148,43 @@ pub struct LinkParams {
     pub jitter_ns: u64,
     pub jitter_dist: JitterDist,
     pub jitter_reorder: bool,
+    /// Probability that a jitter draw repeats the previous one (correlated delays).
+    pub jitter_corr: f64,
     pub queue: QueueParams,
     pub loss: LossParams,
     pub duplicate: f64,
     pub corrupt: f64,
+    /// Probability that a frame skips the delay stage (netem's reorder), applied to every
+    /// `reorder_gap`-th frame (1: any frame).
+    pub reorder: f64,
+    pub reorder_gap: u32,
+    /// Serialization framing (netem's `rate ... packetoverhead cellsize celloverhead`).
+    pub framing: Framing,
+}
+
+/// Bytes the serializer counts for a frame: its length plus `overhead`, then, with a
+/// `cellsize`, whole cells of `cellsize + cell_overhead` bytes each.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Framing {
+    pub overhead: i32,
+    pub cellsize: u32,
+    pub cell_overhead: i32,
+}
+
+impl Framing {
+    pub fn is_plain(&self) -> bool {
+        *self == Framing::default()
+    }
+
+    /// Serialized bytes of one frame of `len` bytes (never below 1).
+    pub fn wire_len(&self, len: u64) -> u64 {
+        let mut l = (len as i64 + i64::from(self.overhead)).max(1);
+        if self.cellsize > 0 {
+            let cells = (l as u64).div_ceil(u64::from(self.cellsize)) as i64;
+            l = (cells * (i64::from(self.cellsize) + i64::from(self.cell_overhead))).max(1);
+        }
+        l as u64
+    }
 }
 
 impl Default for LinkParams {
@@ -128,10 +195,14 @@ impl Default for LinkParams {
             jitter_ns: 0,
             jitter_dist: JitterDist::Uniform,
             jitter_reorder: false,
+            jitter_corr: 0.0,
             queue: QueueParams::default(),
             loss: LossParams::None,
             duplicate: 0.0,
             corrupt: 0.0,
+            reorder: 0.0,
+            reorder_gap: 1,
+            framing: Framing::default(),
         }
     }
 }
@@ -153,5 +224,27 @@ mod tests {
             ..q
         };
         assert_eq!(q.effective_limit(1_000_000_000, 50_000_000), 7);
+    }
+
+    #[test]
+    fn framing_lengths() {
+        assert_eq!(Framing::default().wire_len(1000), 1000);
+        let f = Framing {
+            overhead: 20,
+            ..Default::default()
+        };
+        assert_eq!(f.wire_len(1000), 1020);
+        // ATM: 48-byte payload per 53-byte cell; 100 bytes + 8 = 108 -> 3 cells = 159 bytes
+        let atm = Framing {
+            overhead: 8,
+            cellsize: 48,
+            cell_overhead: 5,
+        };
+        assert_eq!(atm.wire_len(100), 159);
+        let neg = Framing {
+            overhead: -2000,
+            ..Default::default()
+        };
+        assert_eq!(neg.wire_len(100), 1);
     }
 }

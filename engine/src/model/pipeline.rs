@@ -1,4 +1,4 @@
-//! One link direction: queue → rate → delay → loss → duplicate/corrupt.
+//! One link direction: queue → rate → delay (or, reordered, none) → loss → duplicate/corrupt.
 //!
 //! The pipeline is a passive state machine. `enqueue(frame, now)` offers a frame;
 //! `poll(now, emit)` delivers every frame due by `now`; `poll_at()` says when the next thing
@@ -87,6 +87,8 @@ pub struct Pipeline {
     /// Serializations finished here: model events whether or not a timer marked them
     /// ([`Pipeline::one_timer`]).
     serialized: u64,
+    /// Frames delayed since the last reordered one (netem's reorder gap counter).
+    since_reorder: u64,
 }
 
 impl Pipeline {
@@ -108,6 +110,7 @@ impl Pipeline {
             hold: None,
             captured: false,
             serialized: 0,
+            since_reorder: 0,
             params,
         }
     }
@@ -165,6 +168,25 @@ impl Pipeline {
         self.params.loss != LossParams::None
             || self.params.duplicate > 0.0
             || self.params.corrupt > 0.0
+            || self.params.reorder > 0.0
+            || !self.params.framing.is_plain()
+    }
+
+    /// Serialization time of `pkts` wire frames of `bytes` in all, framing counted.
+    fn ser_ns(&self, pkts: u64, bytes: u64) -> u64 {
+        let f = &self.params.framing;
+        let b = if f.is_plain() {
+            bytes
+        } else {
+            let n = pkts.max(1);
+            f.wire_len(bytes / n) * n
+        };
+        serialization_ns(b as usize, self.params.bandwidth_bps)
+    }
+
+    fn ser_pkt_ns(&self, pkt: &Packet) -> u64 {
+        let (n, b) = pkt.wire_size();
+        self.ser_ns(n, b)
     }
 
     /// Whether an offloaded packet (super-frame or partial checksum) may cross this direction
@@ -237,7 +259,8 @@ impl Pipeline {
             if let Some((f, at)) = self.queue.dequeue_timed() {
                 self.queue.mark_busy();
                 self.record_sojourn(&f, now.nanos_since(at));
-                self.rate.start(f, now, bw);
+                let ns = self.ser_pkt_ns(&f);
+                self.rate.start(f, now, ns);
             }
         }
     }
@@ -259,7 +282,8 @@ impl Pipeline {
                 Some((next, at)) => {
                     self.queue.mark_busy();
                     self.record_sojourn(&next, done.done.nanos_since(at));
-                    self.rate.start(next, done.done, self.params.bandwidth_bps);
+                    let ns = self.ser_pkt_ns(&next);
+                    self.rate.start(next, done.done, ns);
                 }
                 None => self.queue.mark_idle(done.done),
             }
@@ -283,14 +307,29 @@ impl Pipeline {
 
     fn send_to_delay(&mut self, mut frame: Packet, sent: Instant) {
         let p = &self.params;
-        let at = self.delay.arrival(
-            sent,
-            p.delay_ns,
-            p.jitter_ns,
-            p.jitter_dist,
-            p.jitter_reorder,
-            &mut self.rng,
-        );
+        // netem's reorder: after `gap - 1` delayed frames, each frame skips the delay with
+        // probability `reorder` (no draw when there is no reordering)
+        let skip = p.reorder > 0.0
+            && self.since_reorder + 1 >= u64::from(p.reorder_gap)
+            && self.rng.chance(p.reorder);
+        let at = if skip {
+            self.since_reorder = 0;
+            self.counters.reordered += 1;
+            sent
+        } else {
+            if p.reorder > 0.0 {
+                self.since_reorder += 1;
+            }
+            self.delay.arrival(
+                sent,
+                p.delay_ns,
+                p.jitter_ns,
+                p.jitter_dist,
+                p.jitter_corr,
+                p.jitter_reorder,
+                &mut self.rng,
+            )
+        };
         let at = self.hold.map_or(at, |h| at.max(h));
         if self.stamped {
             // due at `at` (engine time; the network makes it Unix time at the port)
@@ -381,7 +420,7 @@ impl Pipeline {
     /// engine). With jitter a frame may leave earlier, so the serialization end counts.
     pub fn poll_at(&self) -> Option<Instant> {
         let done = self.rate.done_at();
-        let first_exit = if self.params.jitter_ns == 0 && !self.stamped {
+        let first_exit = if self.one_timer() {
             done.map(|t| t.add_nanos(self.params.delay_ns))
         } else {
             done
@@ -399,7 +438,11 @@ impl Pipeline {
             return None;
         }
         let done = self.rate.done_at()?;
-        Some(done.add_nanos(super::rate::serialization_ns(self.queue.len_bytes(), bw)))
+        Some(
+            done.add_nanos(
+                self.ser_ns(self.queue.len_pkts() as u64, self.queue.len_bytes() as u64),
+            ),
+        )
     }
 
     /// Mean serialization time of the frames queued now (None: empty, down or unlimited):
@@ -410,10 +453,7 @@ impl Pipeline {
         if !self.up || bw == 0 || pkts == 0 {
             return None;
         }
-        Some(super::rate::serialization_ns(
-            self.queue.len_bytes() / pkts,
-            bw,
-        ))
+        Some(self.ser_ns(1, (self.queue.len_bytes() / pkts) as u64))
     }
 
     /// Whether one timer at [`Pipeline::poll_at`] can run both halves (with [`Pipeline::poll`]):
@@ -422,7 +462,7 @@ impl Pipeline {
     /// parameters, or the frame's own exit at `done + delay`), so it needs no event of its
     /// own when both halves run in one place.
     pub fn one_timer(&self) -> bool {
-        self.params.jitter_ns == 0 && !self.stamped
+        self.params.jitter_ns == 0 && self.params.reorder == 0.0 && !self.stamped
     }
 
     /// As of `now`: the serializations finished, and the frames and bytes still queued. A
@@ -474,8 +514,7 @@ impl Pipeline {
                 break;
             };
             started(f, arrived, t);
-            let b = f.wire_size().1;
-            t = t.add_nanos(serialization_ns(b as usize, self.params.bandwidth_bps));
+            t = t.add_nanos(self.ser_pkt_ns(f));
         }
         done
     }
@@ -495,12 +534,13 @@ impl Pipeline {
     /// unbounded, so it gives none.
     pub fn min_flight_ns(&self) -> u64 {
         let p = &self.params;
-        if self.stamped {
-            0 // a frame leaves once serialized; the far engine holds it
+        if self.stamped || p.reorder > 0.0 {
+            0 // a frame leaves once serialized (the far engine holds it), or skips the delay
         } else if p.jitter_ns == 0 {
             p.delay_ns
-        } else if p.jitter_dist == super::params::JitterDist::Uniform {
-            p.delay_ns.saturating_sub(p.jitter_ns)
+        } else if let Some(k) = p.jitter_dist.min_offset() {
+            p.delay_ns
+                .saturating_sub((p.jitter_ns as f64 * k).ceil() as u64)
         } else {
             0
         }
@@ -693,5 +733,96 @@ mod tests {
         );
         p.enqueue(vec![0u8; 1000], Instant::ZERO);
         assert_eq!(p.poll_at(), Some(Instant::from_millis(1)));
+    }
+
+    /// Deliver `n` 100-byte frames sent 1 ms apart; returns (ordinal, arrival ns) in the
+    /// order they left.
+    fn run(p: &mut Pipeline, n: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for k in 0..n {
+            let t = Instant::from_millis(k);
+            p.poll(t, |f| {
+                out.push((u64::from(f.data[20]) | u64::from(f.data[21]) << 8, t))
+            });
+            let mut f = vec![0u8; 100];
+            f[20] = k as u8;
+            f[21] = (k >> 8) as u8;
+            p.enqueue(f, t);
+        }
+        let mut got = Vec::new();
+        let mut t = n;
+        while !p.is_idle() {
+            let now = Instant::from_millis(t);
+            p.poll(now, |f| {
+                got.push(u64::from(f.data[20]) | u64::from(f.data[21]) << 8)
+            });
+            t += 1;
+        }
+        out.into_iter()
+            .map(|(k, t)| (k, t.nanos()))
+            .chain(got.into_iter().map(|k| (k, 0)))
+            .collect()
+    }
+
+    #[test]
+    fn reorder_with_gap_sends_every_gap_th_frame_at_once() {
+        // 10 ms delay, frames 1 ms apart: a frame that skips the delay overtakes nine
+        let mut p = Pipeline::new(
+            LinkParams {
+                reorder: 1.0,
+                reorder_gap: 5,
+                ..params(0, 10_000_000)
+            },
+            1,
+            Instant::ZERO,
+        );
+        let order: Vec<u64> = run(&mut p, 40).into_iter().map(|(k, _)| k).collect();
+        // frames 4, 9, 14, ... (every fifth) leave at once, the others 10 ms later
+        let early: Vec<u64> = (0..40).filter(|k| k % 5 == 4).collect();
+        assert_eq!(&order[..early.len().min(2)], &early[..2]);
+        assert_eq!(p.counters().reordered, 8);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..40).collect::<Vec<_>>());
+        assert_eq!(p.min_flight_ns(), 0);
+        // a probability below 1: about that share of the frames, none without it
+        let mut q = Pipeline::new(
+            LinkParams {
+                reorder: 0.25,
+                ..params(0, 10_000_000)
+            },
+            7,
+            Instant::ZERO,
+        );
+        run(&mut q, 4000);
+        let r = q.counters().reordered as f64 / 4000.0;
+        assert!((0.2..0.3).contains(&r), "{r}");
+    }
+
+    #[test]
+    fn framing_counts_overhead_and_cells() {
+        // 100-byte frames at 8 Mbit/s: 100 us plain; +8 bytes in 48-byte cells of 53:
+        // 3 cells = 159 bytes = 159 us
+        let mut p = Pipeline::new(
+            LinkParams {
+                framing: super::super::params::Framing {
+                    overhead: 8,
+                    cellsize: 48,
+                    cell_overhead: 5,
+                },
+                ..params(8_000_000, 0)
+            },
+            1,
+            Instant::ZERO,
+        );
+        p.enqueue(vec![0u8; 100], Instant::ZERO);
+        p.enqueue(vec![0u8; 100], Instant::ZERO);
+        assert_eq!(p.tx_at(), Some(Instant::from_nanos(159_000)));
+        assert_eq!(p.busy_until(), Some(Instant::from_nanos(318_000)));
+        let mut n = 0;
+        p.poll(Instant::from_nanos(317_999), |_| n += 1);
+        assert_eq!(n, 1);
+        p.poll(Instant::from_nanos(318_000), |_| n += 1);
+        assert_eq!(n, 2);
     }
 }

@@ -40,11 +40,9 @@ impl Rate {
         self.current.is_some()
     }
 
-    pub fn start(&mut self, frame: Packet, now: Instant, bandwidth_bps: u64) {
-        let done = now.add_nanos(serialization_ns(
-            frame.wire_size().1 as usize,
-            bandwidth_bps,
-        ));
+    /// Start serializing `frame` at `now` for `ns` nanoseconds.
+    pub fn start(&mut self, frame: Packet, now: Instant, ns: u64) {
+        let done = now.add_nanos(ns);
         self.current = Some(InService { frame, done });
     }
 
