@@ -57,7 +57,7 @@ fn arb_params() -> impl Strategy<Value = LinkParams> {
                 },
                 loss: match loss {
                     0 => LossParams::None,
-                    1 => LossParams::Bernoulli { p },
+                    1 => LossParams::Bernoulli { p, corr: 0.0 },
                     2 => LossParams::Gilbert {
                         p,
                         r: q,

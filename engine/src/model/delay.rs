@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use super::packet::Packet;
-use super::params::{JitterDist, PARETO_SHAPE};
+use super::params::{JitterDist, LinkParams, PARETO_SHAPE};
 use crate::rng::Rng;
 use crate::time::Instant;
 
@@ -72,16 +72,14 @@ fn pareto(rng: &mut Rng) -> f64 {
 
 impl Delay {
     /// Arrival time for a frame leaving serialization at `sent`.
-    pub fn arrival(
-        &mut self,
-        sent: Instant,
-        delay_ns: u64,
-        jitter_ns: u64,
-        dist: JitterDist,
-        corr: f64,
-        reorder: bool,
-        rng: &mut Rng,
-    ) -> Instant {
+    pub fn arrival(&mut self, sent: Instant, p: &LinkParams, rng: &mut Rng) -> Instant {
+        let (delay_ns, jitter_ns, dist, corr, reorder) = (
+            p.delay_ns,
+            p.jitter_ns,
+            p.jitter_dist,
+            p.jitter_corr,
+            p.jitter_reorder,
+        );
         let base = sent.add_nanos(delay_ns);
         let sample = if jitter_ns == 0 {
             base
@@ -200,18 +198,18 @@ mod tests {
     fn correlated_jitter_repeats_draws() {
         let mut d = Delay::default();
         let mut rng = Rng::new(2);
+        let lp = LinkParams {
+            delay_ns: 50_000_000,
+            jitter_ns: 5_000_000,
+            jitter_dist: JitterDist::Normal,
+            jitter_corr: 0.75,
+            jitter_reorder: true,
+            ..Default::default()
+        };
         let t: Vec<i64> = (0..20_000)
             .map(|k| {
                 let sent = Instant::from_millis(k * 100);
-                let at = d.arrival(
-                    sent,
-                    50_000_000,
-                    5_000_000,
-                    JitterDist::Normal,
-                    0.75,
-                    true,
-                    &mut rng,
-                );
+                let at = d.arrival(sent, &lp, &mut rng);
                 at.nanos() as i64 - sent.nanos() as i64
             })
             .collect();

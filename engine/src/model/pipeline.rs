@@ -320,15 +320,7 @@ impl Pipeline {
             if p.reorder > 0.0 {
                 self.since_reorder += 1;
             }
-            self.delay.arrival(
-                sent,
-                p.delay_ns,
-                p.jitter_ns,
-                p.jitter_dist,
-                p.jitter_corr,
-                p.jitter_reorder,
-                &mut self.rng,
-            )
+            self.delay.arrival(sent, p, &mut self.rng)
         };
         let at = self.hold.map_or(at, |h| at.max(h));
         if self.stamped {
