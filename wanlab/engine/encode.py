@@ -50,7 +50,38 @@ def params(p: LinkParams) -> Params:
                      linterm=q.linterm, gentle=q.gentle or q.kind == "gred",
                      mean_pktsize=q.mean_pktsize)
     return {"bandwidth_bps": p.bandwidth_bps, "delay_us": _us(p.delay_s),
-            "loss": loss(p.loss), "queue": queue}  # type: ignore[typeddict-item]
+            "loss": loss(p.loss, p.loss_correlation, p.loss_model), "queue": queue,
+            **impairments(p)}  # type: ignore[typeddict-item]
+
+
+def impairments(p: LinkParams) -> dict[str, Any]:
+    """netem's impairments of one direction as PARAMS fields (all of them: a patch that
+    clears one must carry its default)."""
+    return {"jitter_us": _us(p.jitter_s), "jitter_dist": p.jitter_dist,
+            "jitter_corr": p.jitter_correlation, "jitter_reorder": p.jitter_reorder,
+            "duplicate": p.duplicate, "corrupt": p.corrupt, "reorder": p.reorder,
+            "reorder_gap": p.reorder_gap, "overhead": p.overhead, "cellsize": p.cellsize,
+            "cell_overhead": p.cell_overhead}
+
+
+# the engine's PARAMS field of each impairment field of the IR
+_WIRE = {"jitter_s": "jitter_us", "jitter_dist": "jitter_dist",
+         "jitter_correlation": "jitter_corr", "jitter_reorder": "jitter_reorder",
+         "duplicate": "duplicate", "corrupt": "corrupt", "reorder": "reorder",
+         "reorder_gap": "reorder_gap", "overhead": "overhead", "cellsize": "cellsize",
+         "cell_overhead": "cell_overhead"}
+
+
+def impair_patch(changes: dict[str, Any]) -> Params:
+    """The PARAMS patch of an ``impair`` event's IR field changes (loss fields together)."""
+    out: dict[str, Any] = {}
+    for k, v in changes.items():
+        if k in _WIRE:
+            out[_WIRE[k]] = _us(v) if k == "jitter_s" else v
+    if "loss_model" in changes or "loss_correlation" in changes or "loss" in changes:
+        p = ir.impair_params(changes)
+        out["loss"] = loss(p.loss, p.loss_correlation, p.loss_model)
+    return Params(**out)  # type: ignore[typeddict-item]
 
 
 def _us(seconds: float) -> float:
@@ -194,8 +225,17 @@ def _ns(seconds: float) -> int:
     return round(seconds * 1_000_000_000)
 
 
-def loss(p: float) -> dict[str, Any]:
-    return {"kind": "bernoulli", "p": p} if p > 0 else {"kind": "none"}
+def loss(p: float, correlation: float = 0.0, model: ir.LossModel | None = None
+         ) -> dict[str, Any]:
+    """The engine's loss model: none, Bernoulli (with its correlation), Gilbert-Elliott or
+    4-state (``model``, which replaces ``p``)."""
+    if model is not None:
+        if model.model == "gilbert-elliott":
+            return {"kind": "gilbert", "p": model.p, "r": model.r, "h": model.h, "k": model.k}
+        return {"kind": "state", **model.values()}
+    if p <= 0:
+        return {"kind": "none"}
+    return {"kind": "bernoulli", "p": p, **({"corr": correlation} if correlation else {})}
 
 
 def event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str) -> list[Request]:
@@ -211,6 +251,8 @@ def event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str) -> l
             pair = {"delay_us": _us(v)}
         elif a == "plr":
             pair = {"loss": loss(v)}  # type: ignore[typeddict-item]
+        elif a == "impair":
+            pair = impair_patch(v)
         else:
             raise ValueError(f"{ev.target}: {a} does not apply to a pair channel")
         return [Set(target=ev.target, params=pair, member=member,
@@ -235,6 +277,10 @@ def event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str) -> l
         patch = {"loss": {"kind": "ordinals", "drop": list(range(1, v + 1))}}
     elif a == "trace":
         return _trace(ev, lan, ports, trace_dir)
+    elif a == "impair":
+        patch = impair_patch(ev.value)
+        if lan and not ev.dir:       # once between two members: on the receiving half
+            return [Set(target=ev.target, params=patch, dir="from_lan", member=member)]
     else:
         raise ValueError(f"{ev.target}: {a} is not a link or LAN event")
     return [Set(target=ev.target, params=patch, dir=ev.dir or "both", member=member)]
@@ -284,4 +330,6 @@ def describe(ev: ir.Event, trace_dir: str = "") -> str:
         return f"trace {ev.value}: {trace_dir}"
     if ev.action == "set":
         return f"{ev.target}{where} {ev.param} = {ev.value}"
+    if ev.action == "impair":
+        return f"{ev.target}{where} " + ", ".join(f"{k} = {v}" for k, v in ev.value.items())
     return f"{ev.target}{where} {ev.action} {ev.args()[-1]}"

@@ -27,6 +27,7 @@ import yaml
 
 from wanlab.errors import SpecError
 from wanlab.frontends import bounds, units
+from wanlab.frontends import impair as impair_spec
 from wanlab.frontends.builder import ExperimentBuilder, unknown_key
 from wanlab.frontends.ns import sanitize_name
 from wanlab.model import ir
@@ -370,24 +371,27 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
                     loss=l.get("loss", 0), queue=l.get("queue"), name=l.get("name"),
                     cost=l.get("cost", 1), ip_a=(l.get("ips") or [None, None])[0],
                     ip_b=(l.get("ips") or [None, None])[1], netmask=l.get("netmask"),
-                    source=at(p))
+                    source=at(p), **_impair(l))
         for d, src in (("ab", a), ("ba", bb)):
             if d in l:
                 x = l[d]
                 call(p + [d], b.direction, name, src, bandwidth=x.get("bandwidth"),
-                     delay=x.get("delay"), loss=x.get("loss"), queue=x.get("queue"))
+                     delay=x.get("delay"), loss=x.get("loss"), queue=x.get("queue"),
+                     **_impair(x))
     for i, l in enumerate(doc.get("lans", [])):
         p = ["lans", i]
         members = [m if isinstance(m, str) else m["node"] for m in l["nodes"]]
         name = call(p, b.lan, members, bandwidth=l.get("bandwidth", 0), delay=l.get("delay", 0),
                     loss=l.get("loss", 0), queue=l.get("queue"), name=l.get("name"),
                     netmask=l.get("netmask"), cost=l.get("cost", 1), gateway=l.get("gateway"),
-                    source=at(p))
+                    source=at(p), **_impair(l))
         if "matrix" in l:
             mx = dict(l["matrix"])
             try:
                 b.lan_matrix(name, csv=mx.get("csv"), delay=mx.get("delay"),
                              bandwidth=mx.get("bandwidth"), loss=mx.get("loss"),
+                             jitter=mx.get("jitter"), duplicate=mx.get("duplicate"),
+                             corrupt=mx.get("corrupt"),
                              base_dir=Path(file).parent if not file.startswith("<")
                              else Path("/nonexistent"))
             except SpecError as e:
@@ -401,7 +405,8 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
             if isinstance(m, dict):
                 call(p + ["nodes", j], b.lan_member, name, m["node"],
                      bandwidth=m.get("bandwidth"), delay=m.get("delay"), loss=m.get("loss"),
-                     ip=m.get("ip"), to_lan=m.get("to_lan"), from_lan=m.get("from_lan"))
+                     ip=m.get("ip"), to_lan=m.get("to_lan"), from_lan=m.get("from_lan"),
+                     **_impair(m))
     if "edge" in doc:
         e = doc["edge"] or {}
         call(["edge"], b.edge, gateway=e.get("gateway"), uplink=e.get("uplink"),
@@ -423,6 +428,11 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
              *[str(a) for a in ev.get("args", [])], source=at(["events", i]))
     exp = b.build_from(file)
     return replace(exp, warnings=tuple(notes) + exp.warnings) if notes else exp
+
+
+def _impair(m: dict[str, Any]) -> dict[str, Any]:
+    """netem's keys of a link, direction, LAN or member entry, for the builder."""
+    return {k: m.get(k) for k in impair_spec.KEYS}
 
 
 def _unitless(doc: dict[str, Any]) -> list[tuple[list[Any], str]]:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from wanlab import site as sites
 from wanlab.errors import WanlabError
+from wanlab.frontends import impair as impair_spec
 from wanlab.lifecycle import Lab
 from wanlab.plan.plan import make_plan
 from wanlab.portal import audit, auth, consoles, files, hostres, live, projects, specs, tables
@@ -93,7 +94,11 @@ class Exec(BaseModel):
 class LinkChange(BaseModel):
     delay: str | None = Field(None, examples=["50ms"])
     bandwidth: str | None = Field(None, examples=["10Mb"])
-    loss: str | None = Field(None, examples=["0.01"])
+    loss: str | None = Field(None, examples=["0.01", "gemodel 1% 30%", "state 1% 30%"])
+    jitter: str | None = Field(None, examples=["5ms", "5ms normal 25%"])
+    duplicate: str | None = Field(None, examples=["1%"])
+    corrupt: str | None = Field(None, examples=["0.1%"])
+    reorder: str | None = Field(None, examples=["25%", "25% gap 5"])
     state: Literal["up", "down"] | None = None
 
 
@@ -561,12 +566,16 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             kind = c.lab.get(name).ir.kinds().get(link)
             if kind not in ("link", "lan"):
                 raise NotFound(f"{link!r} is not a link or LAN of experiment {name!r}")
-            words = [[w, v] for w, v in (("delay", body.delay), ("bandwidth", body.bandwidth),
-                                         ("plr", body.loss)) if v is not None]
+            # tevc's words; a loss model and netem's impairments take several
+            words = [[w, *v.split()] for w, v in (
+                ("delay", body.delay), ("bandwidth", body.bandwidth), ("loss", body.loss),
+                ("jitter", body.jitter), ("duplicate", body.duplicate),
+                ("corrupt", body.corrupt), ("reorder", body.reorder)) if v is not None]
             if body.state:
                 words.append([body.state])
             if not words:
-                raise WanlabError("nothing to change: give delay, bandwidth, loss or state")
+                raise WanlabError("nothing to change: give delay, bandwidth, loss, jitter, "
+                                  "duplicate, corrupt, reorder or state")
             rid = c.audit("link", name, f"{link} " + " ".join(" ".join(w) for w in words))
             replies = []
             try:
@@ -767,7 +776,8 @@ def topology(lab: Lab, name: str) -> dict[str, Any]:
 
     def params(lp) -> dict[str, Any]:
         return {"bandwidth_bps": lp.bandwidth_bps, "delay_s": lp.delay_s, "loss": lp.loss,
-                "queue": lp.queue.kind, "limit": lp.queue.limit}
+                "queue": lp.queue.kind, "limit": lp.queue.limit,
+                "impair": impair_spec.describe(lp)}
     return {"nodes": nodes,
             "links": [{"name": l.name, "a": l.a, "b": l.b, "ab": params(l.ab),
                        "ba": params(l.ba)} for l in row.ir.links],
