@@ -3,6 +3,7 @@
 
 use super::protocol::{JitterDistSpec, LossSpec, ParamsSpec, QueueKindSpec, QueueSpec};
 use crate::model::params::{JitterDist, LinkParams, LossParams, QueueKind, RedParams};
+use crate::model::trace::Trace;
 
 /// Largest per-frame or per-cell overhead (bytes, either sign) and cell size.
 pub const MAX_FRAMING_BYTES: i64 = 65_535;
@@ -110,6 +111,18 @@ pub fn merge_params(
     }
     if let Some(c) = patch.corrupt {
         p.corrupt = check_prob(&format!("{ctx}.corrupt"), c)?;
+    }
+    if let Some(t) = &patch.trace {
+        p.trace = if t.ms.is_empty() {
+            None
+        } else {
+            Trace::check(&t.ms).map_err(|e| format!("{ctx}.trace: {e}"))?;
+            Some(Trace {
+                ms: std::sync::Arc::new(t.ms.clone()),
+                offset_ms: t.offset_ms,
+                looped: t.looped,
+            })
+        };
     }
     if let Some(l) = &patch.loss {
         let f = |n: &str, v: f64| check_prob(&format!("{ctx}.loss.{n}"), v);
@@ -327,6 +340,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(ok.jitter_dist, JitterDist::ParetoNormal);
+        assert!(m(r#"{"trace":{"ms":[3,1]}}"#)
+            .unwrap_err()
+            .contains("p.trace: opportunity 1"));
+        let t = m(r#"{"trace":{"ms":[0,1],"offset_ms":5,"loop":false}}"#).unwrap();
+        assert_eq!(
+            t.trace.as_ref().map(|t| (t.offset_ms, t.looped)),
+            Some((5, false))
+        );
+        let back = merge_params(
+            &t,
+            &serde_json::from_str(r#"{"trace":{"ms":[]}}"#).unwrap(),
+            "p",
+        );
+        assert_eq!(back.unwrap().trace, None);
         assert_eq!(
             (ok.reorder_gap, ok.framing.cellsize, ok.framing.overhead),
             (5, 53, -4)

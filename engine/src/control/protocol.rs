@@ -35,6 +35,23 @@ pub struct ParamsSpec {
     pub overhead: Option<i64>,
     pub cellsize: Option<u64>,
     pub cell_overhead: Option<i64>,
+    /// Extension: a capacity trace in place of the bandwidth (empty `ms`: none).
+    pub trace: Option<TraceSpec>,
+}
+
+/// Mahimahi delivery opportunities (ms), started `offset_ms` into the trace.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    pub ms: Vec<u64>,
+    #[serde(default)]
+    pub offset_ms: u64,
+    #[serde(default = "yes", rename = "loop")]
+    pub looped: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]

@@ -5,6 +5,8 @@
 //! are counted in packets; with `in_bytes` the queue is measured in bytes and each of them is
 //! multiplied by `mean_pktsize` (ns-2's `queue-in-bytes_` semantics).
 
+use super::trace::Trace;
+
 /// Default ns-2 `mean_pktsize_` (bytes) for RED and DropTail.
 pub const DEFAULT_MEAN_PKTSIZE: u32 = 500;
 /// Default queue limit (packets) when the client gives none (ns-2 `Queue set limit_ 50`).
@@ -160,6 +162,28 @@ pub struct LinkParams {
     pub reorder_gap: u32,
     /// Serialization framing (netem's `rate ... packetoverhead cellsize celloverhead`).
     pub framing: Framing,
+    /// A capacity trace in place of `bandwidth_bps` (model/trace.rs).
+    pub trace: Option<Trace>,
+}
+
+impl LinkParams {
+    /// Whether frames cross without serialization (no bandwidth, no trace).
+    pub fn unlimited(&self) -> bool {
+        self.bandwidth_bps == 0 && self.trace.is_none()
+    }
+
+    /// The rate the queue sizes itself by: the bandwidth, or a trace's mean capacity.
+    pub fn nominal_bps(&self) -> u64 {
+        self.trace
+            .as_ref()
+            .map_or(self.bandwidth_bps, Trace::mean_bps)
+    }
+
+    /// The queue's limit in packets ([`QueueParams::effective_limit`] at the nominal rate).
+    pub fn limit(&self) -> u32 {
+        self.queue
+            .effective_limit(self.nominal_bps(), self.delay_ns)
+    }
 }
 
 /// Bytes the serializer counts for a frame: its length plus `overhead`, then, with a
@@ -203,6 +227,7 @@ impl Default for LinkParams {
             reorder: 0.0,
             reorder_gap: 1,
             framing: Framing::default(),
+            trace: None,
         }
     }
 }

@@ -33,9 +33,12 @@ use std::borrow::Cow;
 use super::delay::Delay;
 use super::loss::Loss;
 use super::packet::Packet;
+#[cfg(test)]
+use super::params::QueueParams;
 use super::params::{LinkParams, LossParams};
 use super::queue::Queue;
 use super::rate::{serialization_ns, Rate};
+use super::trace::Cursor;
 use crate::rng::Rng;
 use crate::stats::{Counters, Histogram};
 use crate::time::{min_deadline, Instant};
@@ -93,12 +96,13 @@ pub struct Pipeline {
 
 impl Pipeline {
     pub fn new(params: LinkParams, seed: u64, now: Instant) -> Self {
-        let limit = params
-            .queue
-            .effective_limit(params.bandwidth_bps, params.delay_ns);
+        let limit = params.limit();
         Pipeline {
             queue: Queue::new(params.queue, limit, now),
-            rate: Rate::default(),
+            rate: Rate {
+                origin: now,
+                ..Rate::default()
+            },
             delay: Delay::default(),
             loss: Loss::new(&params.loss),
             rng: Rng::new(seed),
@@ -152,10 +156,13 @@ impl Pipeline {
     /// frames in flight keep their arrival times; queued frames are kept.
     pub fn set_params(&mut self, params: LinkParams, now: Instant) {
         self.advance(now);
-        let limit = params
-            .queue
-            .effective_limit(params.bandwidth_bps, params.delay_ns);
+        let limit = params.limit();
         self.queue.reconfigure(params.queue, limit);
+        if params.trace != self.params.trace {
+            // a new trace starts now, from its offset
+            self.rate.origin = now;
+            self.rate.cursor = Default::default();
+        }
         if params.loss != self.params.loss {
             self.loss = Loss::new(&params.loss);
         }
@@ -170,6 +177,34 @@ impl Pipeline {
             || self.params.corrupt > 0.0
             || self.params.reorder > 0.0
             || !self.params.framing.is_plain()
+            || self.params.trace.is_some()
+    }
+
+    /// When a frame starting at `start` leaves the serializer, taking a trace's bytes from
+    /// `cur` (a direction whose unlooped trace has ended never sends it).
+    fn done_of(&self, cur: &mut Cursor, start: Instant, pkt: &Packet) -> Instant {
+        match &self.params.trace {
+            None => start.add_nanos(self.ser_pkt_ns(pkt)),
+            Some(t) => {
+                let (n, b) = pkt.wire_size();
+                let f = &self.params.framing;
+                let bytes = if f.is_plain() {
+                    b
+                } else {
+                    f.wire_len(b) * n.max(1)
+                };
+                t.serialize(cur, self.rate.origin, start, bytes)
+                    .unwrap_or(Instant(u64::MAX))
+            }
+        }
+    }
+
+    /// Start serializing `pkt` at `at`.
+    fn start(&mut self, pkt: Packet, at: Instant) {
+        let mut cur = self.rate.cursor;
+        let done = self.done_of(&mut cur, at, &pkt);
+        self.rate.cursor = cur;
+        self.rate.start(pkt, at, done.nanos_since(at));
     }
 
     /// Serialization time of `pkts` wire frames of `bytes` in all, framing counted.
@@ -193,7 +228,7 @@ impl Pipeline {
     /// whole: only when nothing here acts per wire frame (unlimited bandwidth, no
     /// loss/dup/corrupt). Otherwise it is segmented on arrival.
     pub fn passes_whole(&self) -> bool {
-        self.params.bandwidth_bps == 0 && !self.per_packet() && !self.stamped
+        self.params.unlimited() && !self.per_packet() && !self.stamped
     }
 
     /// Offer a plain wire frame arriving at `now`.
@@ -204,7 +239,7 @@ impl Pipeline {
     /// Whether the super-frame `pkt` may cross this shaped direction whole now (module docs).
     fn takes_whole(&self, pkt: &Packet) -> bool {
         let bw = self.params.bandwidth_bps;
-        if bw == 0
+        if self.params.unlimited()
             || self.per_packet()
             || self.stamped
             || self.captured
@@ -240,8 +275,8 @@ impl Pipeline {
             return;
         }
         self.advance(now);
-        let bw = self.params.bandwidth_bps;
-        if bw == 0 {
+        let bw = self.params.nominal_bps();
+        if self.params.unlimited() {
             // Unlimited: no serialization and therefore no queue.
             self.sojourn.record(0);
             self.send_to_delay(pkt, now);
@@ -259,8 +294,7 @@ impl Pipeline {
             if let Some((f, at)) = self.queue.dequeue_timed() {
                 self.queue.mark_busy();
                 self.record_sojourn(&f, now.nanos_since(at));
-                let ns = self.ser_pkt_ns(&f);
-                self.rate.start(f, now, ns);
+                self.start(f, now);
             }
         }
     }
@@ -282,8 +316,7 @@ impl Pipeline {
                 Some((next, at)) => {
                     self.queue.mark_busy();
                     self.record_sojourn(&next, done.done.nanos_since(at));
-                    let ns = self.ser_pkt_ns(&next);
-                    self.rate.start(next, done.done, ns);
+                    self.start(next, done.done);
                 }
                 None => self.queue.mark_idle(done.done),
             }
@@ -425,11 +458,18 @@ impl Pipeline {
     /// arrives before then starts at the same instant whenever it is offered before then:
     /// its place in the queue, not its arrival time, decides its departure.
     pub fn busy_until(&self) -> Option<Instant> {
-        let bw = self.params.bandwidth_bps;
-        if !self.up || bw == 0 {
+        if !self.up || self.params.unlimited() {
             return None;
         }
         let done = self.rate.done_at()?;
+        if self.params.trace.is_some() {
+            let mut cur = self.rate.cursor;
+            return Some(
+                self.queue
+                    .iter_timed()
+                    .fold(done, |t, (f, _)| self.done_of(&mut cur, t, f)),
+            );
+        }
         Some(
             done.add_nanos(
                 self.ser_ns(self.queue.len_pkts() as u64, self.queue.len_bytes() as u64),
@@ -440,10 +480,13 @@ impl Pipeline {
     /// Mean serialization time of the frames queued now (None: empty, down or unlimited):
     /// how densely this direction's departures follow each other.
     pub fn queued_frame_ns(&self) -> Option<u64> {
-        let bw = self.params.bandwidth_bps;
         let pkts = self.queue.len_pkts();
-        if !self.up || bw == 0 || pkts == 0 {
+        if !self.up || self.params.unlimited() || pkts == 0 {
             return None;
+        }
+        if self.params.trace.is_some() {
+            let b = self.queue.len_bytes() / pkts;
+            return Some(serialization_ns(b, self.params.nominal_bps()));
         }
         Some(self.ser_ns(1, (self.queue.len_bytes() / pkts) as u64))
     }
@@ -500,13 +543,14 @@ impl Pipeline {
             return done;
         };
         let mut queued = self.queue.iter_timed();
+        let mut cur = self.rate.cursor;
         while t <= now {
             done += 1;
             let Some((f, arrived)) = queued.next() else {
                 break;
             };
             started(f, arrived, t);
-            t = t.add_nanos(self.ser_pkt_ns(f));
+            t = self.done_of(&mut cur, t, f);
         }
         done
     }
@@ -558,10 +602,7 @@ impl Pipeline {
     /// is advanced: the new owner runs it from where it stands. Counters stay in the replica
     /// that counted them (merged statistics add them up).
     pub fn hand_over(&mut self, rx: bool, now: Instant) -> Handover {
-        let limit = self
-            .params
-            .queue
-            .effective_limit(self.params.bandwidth_bps, self.params.delay_ns);
+        let limit = self.params.limit();
         let queue = std::mem::replace(&mut self.queue, Queue::new(self.params.queue, limit, now));
         Handover {
             queue,
@@ -816,5 +857,65 @@ mod tests {
         assert_eq!(n, 1);
         p.poll(Instant::from_nanos(318_000), |_| n += 1);
         assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn a_trace_carries_its_opportunities_and_no_more() {
+        use super::super::trace::Trace;
+        use std::sync::Arc;
+        // 2 opportunities at 1 ms, none at 2, 3 at 3 ms, 1 at 4: 6 per 4 ms, looped
+        let trace = Trace {
+            ms: Arc::new(vec![1, 1, 3, 3, 3, 4]),
+            offset_ms: 0,
+            looped: true,
+        };
+        let mut p = Pipeline::new(
+            LinkParams {
+                trace: Some(trace.clone()),
+                queue: QueueParams {
+                    limit: Some(10_000),
+                    ..Default::default()
+                },
+                ..params(0, 0)
+            },
+            1,
+            Instant::ZERO,
+        );
+        // saturate with 500-byte frames: three per opportunity
+        for _ in 0..3000 {
+            p.enqueue(vec![0u8; 500], Instant::ZERO);
+        }
+        let mut per_ms = vec![0u64; 41];
+        for ms in 0..=40 {
+            p.poll(Instant::from_millis(ms), |f| {
+                per_ms[ms as usize] += f.len() as u64
+            });
+        }
+        let want: Vec<u64> = (0..=40u64)
+            .map(|ms| match ms % 4 {
+                _ if ms == 0 => 0,
+                1 => 3000,
+                2 => 0,
+                3 => 4500,
+                _ => 1500,
+            })
+            .collect();
+        assert_eq!(per_ms, want);
+        // switched to a fixed rate: 500 bytes at 4 Mbit/s = 1 ms each
+        p.set_params(params(4_000_000, 0), Instant::from_millis(40));
+        let mut n = 0;
+        p.poll(Instant::from_millis(50), |_| n += 1);
+        assert_eq!(n, 10);
+        // and to the trace again: it starts over at the instant it is set
+        p.set_params(
+            LinkParams {
+                trace: Some(trace),
+                ..params(0, 0)
+            },
+            Instant::from_millis(50),
+        );
+        let mut n = 0;
+        p.poll(Instant::from_millis(51), |_| n += 1);
+        assert_eq!(n, 1 + 6); // the frame in service, then two opportunities
     }
 }
