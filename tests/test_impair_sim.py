@@ -76,3 +76,60 @@ def test_rates_are_the_configured_ones(runs):
 def test_same_result_on_any_thread_count(runs):
     (_, a), (_, b) = runs[1], runs[3]
     assert filecmp.cmp(a / "result.json", b / "result.json", shallow=False)
+
+
+# a link whose a -> b capacity is a trace: 3, 0, 1, 2, 0 ... opportunities a millisecond,
+# written here; 20 Mbit/s of 1000-byte frames saturate it (its mean is 14.4 Mbit/s)
+TRACE_SPEC = """name: tracesim
+nodes: [h0, h1]
+links:
+  - name: cell
+    nodes: [h0, h1]
+    bandwidth: 100Mb
+    queue: {limit: 5000}
+    ab: {bandwidth: {trace: small.trace}}
+agents:
+  - {kind: Agent/UDP, node: h0, name: udp, peer: sink}
+  - {kind: Agent/Null, node: h1, name: sink, peer: udp}
+  - {kind: Application/Traffic/CBR, name: cbr, attached: udp,
+     params: {packetSize_: 958, rate_: 20Mb}}
+events:
+  - {at: 0.2, target: cell, action: trace, args: [start]}
+  - {at: 0.1, target: cbr, action: start}
+  - {at: 1.3, target: cbr, action: stop}
+  - {at: 1.2, target: cell, action: trace, args: [stop]}
+"""
+PATTERN = [3, 0, 1, 2, 0]
+
+
+def pcap_times(path):
+    """(time ns, captured bytes) of each record of a nanosecond or microsecond pcap."""
+    import struct
+    data = path.read_bytes()
+    magic = struct.unpack("<I", data[:4])[0]
+    scale = 1 if magic == 0xA1B23C4D else 1000
+    out, i = [], 24
+    while i + 16 <= len(data):
+        s, frac, incl, orig = struct.unpack("<IIII", data[i:i + 16])
+        out.append((s * 1_000_000_000 + frac * scale, orig))
+        i += 16 + incl
+    return out
+
+
+def test_trace_replay_delivers_the_capacity_every_100_ms(tmp_path):
+    lines = [str(ms + 1) for ms in range(1000) for _ in range(PATTERN[ms % 5])]
+    (tmp_path / "small.trace").write_text("\n".join(lines) + "\n")
+    (tmp_path / "exp.yaml").write_text(TRACE_SPEC)
+    exp = load(str(tmp_path / "exp.yaml"))
+    simulate(exp, str(tmp_path / "out"), seed=1, threads=1)
+    (pcap,) = (tmp_path / "out" / "traces").glob("cell-ab*.pcap")
+    recs = pcap_times(pcap)
+    # every frame leaves at an opportunity: a whole millisecond after the trace's start
+    assert recs and all(t % 1_000_000 == 0 for t, _ in recs)
+    # per 100 ms: 1500 bytes an opportunity (6 a 5 ms), within one frame
+    bins = {}
+    for t, n in recs:
+        bins[t // 100_000_000] = bins.get(t // 100_000_000, 0) + n
+    full = [b for k, b in sorted(bins.items()) if 3 <= k <= 10]
+    cap = 100 // 5 * 6 * 1500
+    assert len(full) == 8 and all(abs(b - cap) <= 1000 for b in full), (full, cap)

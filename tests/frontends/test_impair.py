@@ -242,3 +242,65 @@ def test_set_link_takes_impairments():
     assert evs[1].value["loss_model"]["model"] == "gilbert-elliott"
     with pytest.raises(SpecError, match="corrupt"):
         normalize.link_change(exp, "link0", corrupt=3)
+
+
+# -- capacity traces ------------------------------------------------------------------
+
+CELL = "/work/shared/traces/cellular/Verizon-LTE-short.down"
+
+
+def test_a_trace_from_yaml_ns_and_tevc(tmp_path):
+    (tmp_path / "t.trace").write_text("0\n0\n5\n10\n")
+    (tmp_path / "exp.yaml").write_text(
+        "name: tr\nnodes: [a, b]\nlinks:\n  - nodes: [a, b]\n    bandwidth: 10Mb\n"
+        "    ab: {bandwidth: {trace: t.trace, offset: 2ms, loop: false}}\n")
+    from wanlab.frontends import load
+    exp = load(str(tmp_path / "exp.yaml"))
+    ab, ba = exp.links[0].ab, exp.links[0].ba
+    assert ab.trace == ir.BandwidthTrace("t.trace", (0, 0, 5, 10), 0.002, False)
+    assert (ab.bandwidth_bps, ba.trace, ba.bandwidth_bps) == (0, None, 10_000_000)
+    assert encode.params(ab)["trace"] == {"ms": [0, 0, 5, 10], "offset_ms": 2, "loop": False}
+    assert encode.params(ba)["trace"] == {"ms": []}
+    assert "t.trace (4 opportunities" in impair.describe(ab)[0]
+    # tevc: another trace, then a fixed rate again (which ends the trace in the engine)
+    ev = normalize.event(exp, 0.0, "link0", "bandwidth", ["trace", CELL, "5s"], dir="ab")
+    (req,) = encode.event_requests(ev, "link", make_plan(exp, "abcd").port_map(), "")
+    t = req.to_json()["params"]["trace"]
+    assert (len(t["ms"]), t["offset_ms"], t["loop"]) == (58655, 5000, True)
+    # a modify from the trace to a rate, and back
+    assert encode.params_patch(ab, ba) == {"bandwidth_bps": 10_000_000, "trace": {"ms": []}}
+    assert encode.params_patch(ba, ab)["trace"]["ms"] == [0, 0, 5, 10]
+
+
+@pytest.mark.parametrize("text,line,needle", [
+    ("0\n3\nx\n", 3, "not a whole number"),
+    ("0\n5\n4\n", 3, "before the previous"),
+    ("0\n0\n", 2, "after 0 ms"),
+    ("\n", None, "no opportunity"),
+])
+def test_a_bad_trace_names_its_file_and_line(tmp_path, text, line, needle):
+    (tmp_path / "bad.trace").write_text(text)
+    doc = "name: x\nnodes: [a, b]\nlinks:\n  - {nodes: [a, b], bandwidth: {trace: bad.trace}}\n"
+    (tmp_path / "exp.yaml").write_text(doc)
+    from wanlab.frontends import load
+    with pytest.raises(SpecError) as e:
+        load(str(tmp_path / "exp.yaml"))
+    assert e.value.file.endswith("bad.trace") and e.value.line == line, str(e.value)
+    assert needle in str(e.value)
+
+
+def test_trace_paths_are_confined_for_other_users(tmp_path):
+    from wanlab.frontends import bounds, traces
+    (tmp_path / "in.trace").write_text("1\n")
+    assert traces.path("/etc/passwd", tmp_path) == traces.Path("/etc/passwd")   # root's CLI
+    with bounds.limited(nodes=10):
+        assert traces.path("in.trace", tmp_path) == (tmp_path / "in.trace").resolve()
+        for bad in ("/etc/passwd", "../x.trace"):
+            with pytest.raises(SpecError, match="relative path inside"):
+                traces.path(bad, tmp_path)
+    with traces.confined_here():
+        with pytest.raises(SpecError, match="only in the experiment's description"):
+            traces.path("in.trace", None)
+        exp = yaml_spec.loads(YAML)
+        with pytest.raises(SpecError, match="only in the experiment's description"):
+            normalize.event(exp, 0.0, "link0", "bandwidth", ["trace", CELL])

@@ -61,7 +61,14 @@ def impairments(p: LinkParams) -> dict[str, Any]:
             "jitter_corr": p.jitter_correlation, "jitter_reorder": p.jitter_reorder,
             "duplicate": p.duplicate, "corrupt": p.corrupt, "reorder": p.reorder,
             "reorder_gap": p.reorder_gap, "overhead": p.overhead, "cellsize": p.cellsize,
-            "cell_overhead": p.cell_overhead}
+            "cell_overhead": p.cell_overhead, "trace": trace(p.trace)}
+
+
+def trace(t: ir.BandwidthTrace | None) -> dict[str, Any]:
+    """A capacity trace as the engine takes it (no opportunities: none, a fixed rate)."""
+    if t is None:
+        return {"ms": []}
+    return {"ms": list(t.ms), "offset_ms": round(t.offset_s * 1000), "loop": t.loop}
 
 
 # the engine's PARAMS field of each impairment field of the IR
@@ -78,9 +85,11 @@ def impair_patch(changes: dict[str, Any]) -> Params:
     for k, v in changes.items():
         if k in _WIRE:
             out[_WIRE[k]] = _us(v) if k == "jitter_s" else v
+    p = ir.impair_params(changes)
     if "loss_model" in changes or "loss_correlation" in changes or "loss" in changes:
-        p = ir.impair_params(changes)
         out["loss"] = loss(p.loss, p.loss_correlation, p.loss_model)
+    if "trace" in changes:
+        out["trace"] = trace(p.trace)
     return Params(**out)  # type: ignore[typeddict-item]
 
 
@@ -209,6 +218,8 @@ def params_patch(old: LinkParams, new: LinkParams) -> Params:
             patch[k] = {qk: qv for qk, qv in v.items() if was.get(qk) != qv}
         else:
             patch[k] = v
+    if "bandwidth_bps" in patch and new.trace is not None:
+        patch["trace"] = n["trace"]         # a bandwidth alone would end the trace
     return Params(**patch)  # type: ignore[typeddict-item]
 
 
@@ -262,7 +273,7 @@ def event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str) -> l
     if a == "down":
         return [Down(target=ev.target, member=member)]
     patch: Params
-    if a == "bandwidth":
+    if a == "bandwidth":       # (the engine ends a trace at a fixed rate)
         patch = {"bandwidth_bps": v}
     elif a == "delay":
         d = ir.lan_half(v, 0.0)[0] if lan else v

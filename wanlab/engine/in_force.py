@@ -137,8 +137,11 @@ def configured(exp: Experiment) -> dict[Key, LinkParams]:
 
 def _fields(p: LinkParams) -> Fields:
     imp = {k: getattr(p, k) for k in ir.IMPAIR_FIELDS}
-    if imp["loss_model"] is not None:
-        imp["loss_model"] = asdict(imp["loss_model"])
+    for k in ("loss_model", "trace"):
+        if imp[k] is not None:
+            imp[k] = asdict(imp[k])
+            if k == "trace":
+                imp[k]["ms"] = list(imp[k]["ms"])
     return {"bandwidth_bps": p.bandwidth_bps, "delay_s": p.delay_s, "loss": p.loss, **imp,
             **{f"queue.{f.name}": getattr(p.queue, f.name) for f in fields(p.queue)}}
 
@@ -168,8 +171,8 @@ def change(ev: ir.Event, kind: str) -> Fields:
     patch :func:`wanlab.engine.encode.event_requests` makes carries)."""
     lan = kind == "lan"
     a, v = ev.action, ev.value
-    if a == "bandwidth":
-        return {"bandwidth_bps": int(v)}
+    if a == "bandwidth":        # a fixed rate ends a trace
+        return {"bandwidth_bps": int(v), "trace": None}
     if a == "delay":
         return {"delay_s": ir.lan_half(v, 0.0)[0] if lan else float(v)}
     if a == "plr":      # a plain loss rate ends a loss model

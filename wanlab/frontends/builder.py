@@ -36,7 +36,7 @@ from wanlab.errors import SpecError
 from wanlab.frontends import edge as edge_spec
 from wanlab.frontends import impair as impair_spec
 from wanlab.frontends import matrix as lan_matrix
-from wanlab.frontends import normalize, units
+from wanlab.frontends import normalize, traces, units
 from wanlab.model import ir
 
 QUEUE_KEYS = ("kind", "limit", "in_bytes", "thresh", "maxthresh", "q_weight", "linterm",
@@ -132,6 +132,8 @@ class ExperimentBuilder:
         self._warnings: list[str] = []
         self._counters: dict[str, int] = {}
         self._edge = edge_spec.EdgeSpec()
+        # the folder trace files are relative to (None: the working directory)
+        self.base_dir: str | None = None
 
     # -- template parameters and the swap policy ------------------------------
     def parameter(self, name: str, default: Any, description: str = "") -> str:
@@ -193,17 +195,23 @@ class ExperimentBuilder:
                             f"node() first)", field=field)
         return n
 
-    @staticmethod
-    def _params(bandwidth: Any, delay: Any, loss: Any, queue: Any,
+    def _params(self, bandwidth: Any, delay: Any, loss: Any, queue: Any,
                 base: ir.LinkParams | None = None, field: str = "",
                 impair: Mapping[str, Any] | None = None) -> ir.LinkParams:
         """Parameters from the front ends' values (``impair``: netem's keys,
-        :mod:`wanlab.frontends.impair`) over ``base``."""
+        :mod:`wanlab.frontends.impair`; ``bandwidth`` a rate or a capacity trace
+        ``{"trace": FILE, "offset", "loop"}``, relative to :attr:`base_dir`) over ``base``."""
         p = base or ir.LinkParams()
         pre = field + "." if field else ""
         ch: dict[str, Any] = {}
-        if bandwidth is not None:
+        if isinstance(bandwidth, ir.BandwidthTrace):
+            ch.update(bandwidth_bps=0, trace=bandwidth)
+        elif isinstance(bandwidth, Mapping):
+            ch.update(bandwidth_bps=0, trace=traces.spec(bandwidth, self.base_dir,
+                                                         pre + "bandwidth"))
+        elif bandwidth is not None:
             ch["bandwidth_bps"] = units.parse_bandwidth(bandwidth, field=pre + "bandwidth")
+            ch["trace"] = None
         if delay is not None:
             ch["delay_s"] = units.parse_delay(delay, field=pre + "delay")
         if loss is not None:

@@ -261,4 +261,9 @@ def describe(p: ir.LinkParams) -> list[str]:
     for f in ("overhead", "cellsize", "cell_overhead"):
         if getattr(p, f):
             out.append(f"{f} {getattr(p, f)}")
+    if p.trace is not None:
+        t = p.trace
+        out.append(f"trace {t.file} ({len(t.ms)} opportunities, {t.mean_bps() / 1e6:.3g} "
+                   f"Mbit/s mean" + (f", from {t.offset_s:g} s" if t.offset_s else "")
+                   + ("" if t.loop else ", once") + ")")
     return out

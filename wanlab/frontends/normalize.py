@@ -25,7 +25,7 @@ from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.frontends import impair as impair_spec
-from wanlab.frontends import units
+from wanlab.frontends import traces, units
 from wanlab.model import ir, names
 
 # ns-2 queue parameter -> IR queue field (``queue_in_bytes_`` is an old spelling)
@@ -253,7 +253,18 @@ def event(exp: ir.Experiment, time_s: float, target: str, action: str, args: Seq
             raise _err(f"{what}: 'simplex' needs one direction as the target "
                        f"([$ns link $a $b]); {target} has two", src)
         words = words[:1]
-    if kind in ("link", "lan") and impair_spec.is_verb(action, words):
+    if kind in ("link", "lan") and action == "bandwidth" and words[:1] == ["trace"]:
+        # a capacity trace: the file relative to the describing file's folder (tevc: the
+        # working directory, where the process may read files at all)
+        base = os.path.dirname(src.file) if src.file else None
+        try:
+            t = traces.from_words(words, base)
+        except SpecError as err:
+            if err.file:
+                raise
+            raise _err(f"{what}: {err.message}", src, err.field) from None
+        e = replace(e, action="impair", value={"trace": traces.plain(t)})
+    elif kind in ("link", "lan") and impair_spec.is_verb(action, words):
         try:
             value = impair_spec.from_words(action, words)
         except SpecError as err:

@@ -47,6 +47,7 @@ from wanlab.errors import SpecError
 from wanlab.frontends import bounds, normalize, units
 from wanlab.frontends import edge as edge_spec
 from wanlab.frontends import impair as impair_spec
+from wanlab.frontends import traces
 from wanlab.frontends import matrix as lan_matrix
 from wanlab.model import ir
 
@@ -519,7 +520,7 @@ class _Records:
     # tb-set-*-VERB words -> the impairment words of wanlab/frontends/impair.py
     IMPAIR_VERBS = {"jitter": "jitter", "duplicate": "duplicate", "corrupt": "corrupt",
                     "reorder": "reorder", "lossmodel": "loss", "overhead": "overhead",
-                    "cellsize": "cellsize", "cell_overhead": "cell_overhead"}
+                    "cellsize": "cellsize", "cell_overhead": "cell_overhead", "trace": "trace"}
 
     def impairments(self, o: dict[str, Any], pre: str, p: ir.LinkParams,
                     extra: str | None = None) -> ir.LinkParams:
@@ -533,8 +534,16 @@ class _Records:
                 if a is None:
                     continue
                 try:
-                    got = impair_spec.from_words(action, str(a[0]).split(), field=verb)
+                    if verb == "trace":
+                        base = os.path.dirname(a[1] if a[1] and os.path.isabs(a[1])
+                                               else self.script)
+                        t = traces.from_words(["trace", *str(a[0]).split()], base)
+                        got = {"bandwidth_bps": 0, "trace": traces.plain(t)}
+                    else:
+                        got = impair_spec.from_words(action, str(a[0]).split(), field=verb)
                 except SpecError as e:
+                    if e.file:
+                        raise       # in the trace file
                     raise self.err(f"{verb} {a[0]}: {e.message}", a[1], a[2]) from None
                 ch.update(got)
             em = o["attrs"].get(f"{prefix}imp,errmodel")

@@ -338,6 +338,7 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
     b = call(["name"], ExperimentBuilder, doc.get("name", default_name),
              seed=doc.get("seed", 1), routing=doc.get("routing", "static"),
              params={k: v for k, (_d, v, _desc) in values.items()})
+    b.base_dir = str(Path(file).parent) if not file.startswith("<") else None
     for k, (default, _v, desc) in values.items():
         call(["parameters", k], b.parameter, k, default, desc)
     if any(k in doc for k in ("idle_swap", "max_duration", "no_idle_swap")):

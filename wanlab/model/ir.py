@@ -129,7 +129,24 @@ MAX_REORDER_GAP = 1_000_000
 IMPAIR_FIELDS = {"jitter_s": float, "jitter_dist": str, "jitter_correlation": float,
                  "jitter_reorder": bool, "loss_correlation": float, "loss_model": object,
                  "duplicate": float, "corrupt": float, "reorder": float, "reorder_gap": int,
-                 "overhead": int, "cellsize": int, "cell_overhead": int}
+                 "overhead": int, "cellsize": int, "cell_overhead": int, "trace": object}
+
+
+@dataclass(frozen=True)
+class BandwidthTrace:
+    """A direction's capacity as Mahimahi delivery opportunities (docs/impairments.md): at
+    each time of ``ms`` (milliseconds into the trace) 1500 bytes may leave; the trace
+    starts ``offset_s`` in when the direction is set up, and repeats (``loop``) shifted by
+    its last time. ``file`` is the name it was read from (for people)."""
+
+    file: str
+    ms: tuple[int, ...]
+    offset_s: float = 0.0
+    loop: bool = True
+
+    def mean_bps(self) -> float:
+        return len(self.ms) * 1500 * 8 / (self.ms[-1] / 1000) if self.ms and self.ms[-1] \
+            else 0.0
 
 
 @dataclass(frozen=True)
@@ -185,6 +202,7 @@ class LinkParams:
     overhead: int = 0
     cellsize: int = 0
     cell_overhead: int = 0
+    trace: BandwidthTrace | None = None     # capacity from a trace instead of bandwidth_bps
 
 
 @dataclass(frozen=True)
@@ -621,6 +639,8 @@ class Experiment:
             x["queue"] = queue(x.get("queue"))
             if x.get("loss_model"):
                 x["loss_model"] = LossModel(**x["loss_model"])
+            if x.get("trace"):
+                x["trace"] = BandwidthTrace(**{**x["trace"], "ms": tuple(x["trace"]["ms"])})
             return LinkParams(**x)
 
         nodes = tuple(Node(**{**n, "routes": tuple(Route(**r) for r in n.get("routes", ())),
@@ -727,6 +747,8 @@ def impair_params(changes: dict[str, Any], base: "LinkParams | None" = None) -> 
     ch = dict(changes)
     if isinstance(ch.get("loss_model"), dict):
         ch["loss_model"] = LossModel(**ch["loss_model"])
+    if isinstance(ch.get("trace"), dict):
+        ch["trace"] = BandwidthTrace(**{**ch["trace"], "ms": tuple(ch["trace"]["ms"])})
     return replace(base or LinkParams(), **ch)
 
 
@@ -756,6 +778,14 @@ def check_impairments(p: LinkParams, where: str = "", src: Source | None = None)
     if p.cellsize and p.cellsize + p.cell_overhead < 1:
         raise fail("cell_overhead", f"cell_overhead {p.cell_overhead} leaves a cell of "
                    f"{p.cellsize} bytes no byte")
+    t = p.trace
+    if t is not None:
+        if not isinstance(t, BandwidthTrace) or not t.ms or t.ms[-1] <= 0 or any(
+                b < a for a, b in zip(t.ms, t.ms[1:], strict=False)) or t.ms[0] < 0:
+            raise fail("bandwidth.trace", "a trace is non-decreasing milliseconds, the last "
+                       "after 0")
+        if not 0 <= t.offset_s <= HORIZON_S:
+            raise fail("bandwidth.offset", f"trace offset {t.offset_s!r} s out of range")
     m = p.loss_model
     if m is not None:
         if m.model not in LOSS_MODELS:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, Field
 from wanlab import site as sites
 from wanlab.errors import WanlabError
 from wanlab.frontends import impair as impair_spec
+from wanlab.frontends import traces
 from wanlab.lifecycle import Lab
 from wanlab.plan.plan import make_plan
 from wanlab.portal import audit, auth, consoles, files, hostres, live, projects, specs, tables
@@ -581,7 +582,8 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             try:
                 on = sites.of(c.lab, name)      # this host's, or the cluster's machines
                 for action, *args in words:
-                    replies.append(on.tevc(name, "now", link, action, args, wait=True))
+                    with traces.confined_here():    # no trace file named by a request
+                        replies.append(on.tevc(name, "now", link, action, args, wait=True))
             except BaseException as e:
                 audit.failed(c.db, rid, str(e))
                 raise
@@ -598,8 +600,9 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                                                   *body.args]))
             try:
                 wait = body.time == "now"
-                return sites.of(c.lab, name).tevc(name, body.time, body.object, body.event,
-                                                  body.args, wait=wait)
+                with traces.confined_here():        # no trace file named by a request
+                    return sites.of(c.lab, name).tevc(name, body.time, body.object,
+                                                      body.event, body.args, wait=wait)
             except BaseException as e:
                 audit.failed(c.db, rid, str(e))
                 raise

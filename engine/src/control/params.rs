@@ -48,6 +48,8 @@ pub fn merge_params(
             ));
         }
         p.bandwidth_bps = b;
+        // a fixed rate ends a trace (unless the same patch brings one)
+        p.trace = None;
     }
     if let Some(d) = patch.delay_us {
         p.delay_ns = check_us(&format!("{ctx}.delay_us"), d)?;

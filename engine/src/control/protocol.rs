@@ -35,7 +35,8 @@ pub struct ParamsSpec {
     pub overhead: Option<i64>,
     pub cellsize: Option<u64>,
     pub cell_overhead: Option<i64>,
-    /// Extension: a capacity trace in place of the bandwidth (empty `ms`: none).
+    /// Extension: a capacity trace in place of the bandwidth (empty `ms`: none; a
+    /// `bandwidth_bps` without one ends it).
     pub trace: Option<TraceSpec>,
 }
 
