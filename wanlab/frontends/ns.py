@@ -44,10 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from wanlab.errors import SpecError
-from wanlab.frontends import bounds, normalize, units
+from wanlab.frontends import bounds, normalize, traces, units
 from wanlab.frontends import edge as edge_spec
 from wanlab.frontends import impair as impair_spec
-from wanlab.frontends import traces
 from wanlab.frontends import matrix as lan_matrix
 from wanlab.model import ir
 
