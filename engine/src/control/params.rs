@@ -1,8 +1,11 @@
 //! Link parameters: validating a request's partial [`ParamsSpec`] and merging it into the
 //! current [`LinkParams`] of a direction (pure; errors name the field path).
 
-use super::protocol::{JitterDistSpec, LossSpec, ParamsSpec, QueueKindSpec, QueueSpec};
+use super::protocol::{
+    JitterDistSpec, LossSpec, ParamsSpec, QueueKindSpec, QueueSpec, ScheduleSpec,
+};
 use crate::model::params::{JitterDist, LinkParams, LossParams, QueueKind, RedParams};
+use crate::model::schedule::{Schedule, MAX_POINTS};
 use crate::model::trace::Trace;
 
 /// Largest per-frame or per-cell overhead (bytes, either sign) and cell size.
@@ -126,6 +129,9 @@ pub fn merge_params(
             })
         };
     }
+    if let Some(sc) = &patch.schedule {
+        p.schedule = schedule(sc, &format!("{ctx}.schedule"))?;
+    }
     if let Some(l) = &patch.loss {
         let f = |n: &str, v: f64| check_prob(&format!("{ctx}.loss.{n}"), v);
         p.loss = match l {
@@ -192,6 +198,74 @@ pub fn merge_params(
         }
     }
     Ok(p)
+}
+
+/// A schedule from its request form, checked (None: no schedule).
+fn schedule(sc: &ScheduleSpec, ctx: &str) -> Result<Option<Schedule>, String> {
+    use std::sync::Arc;
+    let n = sc.t_ns.len();
+    if n == 0 {
+        return Ok(None);
+    }
+    if n > MAX_POINTS {
+        return Err(format!("{ctx}: at most {MAX_POINTS} points"));
+    }
+    if let Some(i) = sc.t_ns.windows(2).position(|w| w[1] < w[0]) {
+        return Err(format!("{ctx}.t_ns[{}]: times must not decrease", i + 1));
+    }
+    let len = |name: &str, l: usize| -> Result<(), String> {
+        if l == n {
+            Ok(())
+        } else {
+            Err(format!("{ctx}.{name}: {l} values for {n} times"))
+        }
+    };
+    let delay = match &sc.delay_us {
+        None => None,
+        Some(d) => {
+            len("delay_us", d.len())?;
+            let v = d
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| check_us(&format!("{ctx}.delay_us[{i}]"), x))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(Arc::new(v))
+        }
+    };
+    let bw = match &sc.bandwidth_bps {
+        None => None,
+        Some(b) => {
+            len("bandwidth_bps", b.len())?;
+            if let Some(i) = b.iter().position(|&x| x == 0 || x > MAX_BANDWIDTH_BPS) {
+                return Err(format!(
+                    "{ctx}.bandwidth_bps[{i}]: must be 1..={MAX_BANDWIDTH_BPS}, got {}",
+                    b[i]
+                ));
+            }
+            Some(Arc::new(b.clone()))
+        }
+    };
+    let loss = match &sc.loss {
+        None => None,
+        Some(l) => {
+            len("loss", l.len())?;
+            for (i, &x) in l.iter().enumerate() {
+                check_prob(&format!("{ctx}.loss[{i}]"), x)?;
+            }
+            Some(Arc::new(l.clone()))
+        }
+    };
+    if delay.is_none() && bw.is_none() && loss.is_none() {
+        return Err(format!("{ctx}: needs delay_us, bandwidth_bps or loss"));
+    }
+    Ok(Some(Schedule {
+        t_ns: Arc::new(sc.t_ns.clone()),
+        delay_ns: delay,
+        bandwidth_bps: bw,
+        loss,
+        linear: sc.linear,
+        looped: sc.looped,
+    }))
 }
 
 fn merge_queue(p: &mut LinkParams, q: &QueueSpec, ctx: &str) -> Result<(), String> {

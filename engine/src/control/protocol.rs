@@ -38,6 +38,22 @@ pub struct ParamsSpec {
     /// Extension: a capacity trace in place of the bandwidth (empty `ms`: none; a
     /// `bandwidth_bps` without one ends it).
     pub trace: Option<TraceSpec>,
+    /// Extension: delay, bandwidth and loss following a time series (empty `t_ns`: none).
+    pub schedule: Option<ScheduleSpec>,
+}
+
+/// Points at `t_ns` after the schedule is set, and the columns' values there.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    pub t_ns: Vec<u64>,
+    pub delay_us: Option<Vec<f64>>,
+    pub bandwidth_bps: Option<Vec<u64>>,
+    pub loss: Option<Vec<f64>>,
+    #[serde(default)]
+    pub linear: bool,
+    #[serde(default, rename = "loop")]
+    pub looped: bool,
 }
 
 /// Mahimahi delivery opportunities (ms), started `offset_ms` into the trace.

@@ -71,15 +71,17 @@ fn pareto(rng: &mut Rng) -> f64 {
 }
 
 impl Delay {
-    /// Arrival time for a frame leaving serialization at `sent`.
-    pub fn arrival(&mut self, sent: Instant, p: &LinkParams, rng: &mut Rng) -> Instant {
-        let (delay_ns, jitter_ns, dist, corr, reorder) = (
-            p.delay_ns,
-            p.jitter_ns,
-            p.jitter_dist,
-            p.jitter_corr,
-            p.jitter_reorder,
-        );
+    /// Arrival time for a frame leaving serialization at `sent`, `delay_ns` later with
+    /// `p`'s jitter.
+    pub fn arrival(
+        &mut self,
+        sent: Instant,
+        delay_ns: u64,
+        p: &LinkParams,
+        rng: &mut Rng,
+    ) -> Instant {
+        let (jitter_ns, dist, corr, reorder) =
+            (p.jitter_ns, p.jitter_dist, p.jitter_corr, p.jitter_reorder);
         let base = sent.add_nanos(delay_ns);
         let sample = if jitter_ns == 0 {
             base
@@ -209,7 +211,7 @@ mod tests {
         let t: Vec<i64> = (0..20_000)
             .map(|k| {
                 let sent = Instant::from_millis(k * 100);
-                let at = d.arrival(sent, &lp, &mut rng);
+                let at = d.arrival(sent, lp.delay_ns, &lp, &mut rng);
                 at.nanos() as i64 - sent.nanos() as i64
             })
             .collect();

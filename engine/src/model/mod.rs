@@ -13,5 +13,6 @@ pub mod params;
 pub mod pipeline;
 pub mod queue;
 pub mod rate;
+pub mod schedule;
 pub mod sim;
 pub mod trace;

@@ -5,6 +5,7 @@
 //! are counted in packets; with `in_bytes` the queue is measured in bytes and each of them is
 //! multiplied by `mean_pktsize` (ns-2's `queue-in-bytes_` semantics).
 
+use super::schedule::Schedule;
 use super::trace::Trace;
 
 /// Default ns-2 `mean_pktsize_` (bytes) for RED and DropTail.
@@ -164,19 +165,31 @@ pub struct LinkParams {
     pub framing: Framing,
     /// A capacity trace in place of `bandwidth_bps` (model/trace.rs).
     pub trace: Option<Trace>,
+    /// Delay, bandwidth and loss following a time series (model/schedule.rs).
+    pub schedule: Option<Schedule>,
 }
 
 impl LinkParams {
     /// Whether frames cross without serialization (no bandwidth, no trace).
     pub fn unlimited(&self) -> bool {
-        self.bandwidth_bps == 0 && self.trace.is_none()
+        self.bandwidth_bps == 0
+            && self.trace.is_none()
+            && self
+                .schedule
+                .as_ref()
+                .is_none_or(|s| s.bandwidth_bps.is_none())
     }
 
-    /// The rate the queue sizes itself by: the bandwidth, or a trace's mean capacity.
+    /// The rate the queue sizes itself by: the bandwidth, a trace's mean capacity or a
+    /// schedule's largest bandwidth.
     pub fn nominal_bps(&self) -> u64 {
-        self.trace
+        if let Some(t) = &self.trace {
+            return t.mean_bps();
+        }
+        self.schedule
             .as_ref()
-            .map_or(self.bandwidth_bps, Trace::mean_bps)
+            .and_then(Schedule::max_bandwidth_bps)
+            .unwrap_or(self.bandwidth_bps)
     }
 
     /// The queue's limit in packets ([`QueueParams::effective_limit`] at the nominal rate).
@@ -228,6 +241,7 @@ impl Default for LinkParams {
             reorder_gap: 1,
             framing: Framing::default(),
             trace: None,
+            schedule: None,
         }
     }
 }

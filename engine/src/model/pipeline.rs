@@ -92,6 +92,8 @@ pub struct Pipeline {
     serialized: u64,
     /// Frames delayed since the last reordered one (netem's reorder gap counter).
     since_reorder: u64,
+    /// When the schedule in force was set (its time 0).
+    sched_origin: Instant,
 }
 
 impl Pipeline {
@@ -115,6 +117,7 @@ impl Pipeline {
             captured: false,
             serialized: 0,
             since_reorder: 0,
+            sched_origin: now,
             params,
         }
     }
@@ -158,6 +161,9 @@ impl Pipeline {
         self.advance(now);
         let limit = params.limit();
         self.queue.reconfigure(params.queue, limit);
+        if params.schedule != self.params.schedule {
+            self.sched_origin = now; // a new schedule starts now
+        }
         if params.trace != self.params.trace {
             // a new trace starts now, from its offset
             self.rate.origin = now;
@@ -178,13 +184,17 @@ impl Pipeline {
             || self.params.reorder > 0.0
             || !self.params.framing.is_plain()
             || self.params.trace.is_some()
+            || self.params.schedule.is_some()
     }
 
     /// When a frame starting at `start` leaves the serializer, taking a trace's bytes from
     /// `cur` (a direction whose unlooped trace has ended never sends it).
     fn done_of(&self, cur: &mut Cursor, start: Instant, pkt: &Packet) -> Instant {
         match &self.params.trace {
-            None => start.add_nanos(self.ser_pkt_ns(pkt)),
+            None => {
+                let (n, b) = pkt.wire_size();
+                start.add_nanos(self.ser_ns_at(self.bandwidth_at(start), n, b))
+            }
             Some(t) => {
                 let (n, b) = pkt.wire_size();
                 let f = &self.params.framing;
@@ -209,6 +219,29 @@ impl Pipeline {
 
     /// Serialization time of `pkts` wire frames of `bytes` in all, framing counted.
     fn ser_ns(&self, pkts: u64, bytes: u64) -> u64 {
+        self.ser_ns_at(self.params.bandwidth_bps, pkts, bytes)
+    }
+
+    /// The bandwidth at `t` (a schedule's, else the direction's).
+    fn bandwidth_at(&self, t: Instant) -> u64 {
+        self.params
+            .schedule
+            .as_ref()
+            .and_then(|s| s.bandwidth_at(self.sched_origin, t))
+            .unwrap_or(self.params.bandwidth_bps)
+    }
+
+    /// The propagation delay at `t` (a schedule's, else the direction's).
+    fn delay_at(&self, t: Instant) -> u64 {
+        self.params
+            .schedule
+            .as_ref()
+            .and_then(|s| s.delay_at(self.sched_origin, t))
+            .unwrap_or(self.params.delay_ns)
+    }
+
+    /// [`Pipeline::ser_ns`] at bandwidth `bw`.
+    fn ser_ns_at(&self, bw: u64, pkts: u64, bytes: u64) -> u64 {
         let f = &self.params.framing;
         let b = if f.is_plain() {
             bytes
@@ -216,12 +249,7 @@ impl Pipeline {
             let n = pkts.max(1);
             f.wire_len(bytes / n) * n
         };
-        serialization_ns(b as usize, self.params.bandwidth_bps)
-    }
-
-    fn ser_pkt_ns(&self, pkt: &Packet) -> u64 {
-        let (n, b) = pkt.wire_size();
-        self.ser_ns(n, b)
+        serialization_ns(b as usize, bw)
     }
 
     /// Whether an offloaded packet (super-frame or partial checksum) may cross this direction
@@ -353,7 +381,8 @@ impl Pipeline {
             if p.reorder > 0.0 {
                 self.since_reorder += 1;
             }
-            self.delay.arrival(sent, p, &mut self.rng)
+            let d = self.delay_at(sent);
+            self.delay.arrival(sent, d, &self.params, &mut self.rng)
         };
         let at = self.hold.map_or(at, |h| at.max(h));
         if self.stamped {
@@ -389,25 +418,34 @@ impl Pipeline {
                 match pkt.into_wire() {
                     Ok(frames) => {
                         for f in frames {
-                            self.deliver(Packet::plain(f), &mut emit);
+                            self.deliver(Packet::plain(f), now, &mut emit);
                         }
                     }
                     Err(_) => self.counters.drop_malformed += 1,
                 }
             } else {
-                self.deliver(pkt, &mut emit);
+                self.deliver(pkt, now, &mut emit);
             }
         }
         n
     }
 
     /// Loss, duplication and corruption of one frame leaving the delay stage.
-    fn deliver(&mut self, mut pkt: Packet, emit: &mut impl FnMut(Packet)) {
+    fn deliver(&mut self, mut pkt: Packet, now: Instant, emit: &mut impl FnMut(Packet)) {
         let (pkts, mut bytes) = pkt.wire_size();
         // a due-time trailer is no part of the frame
         let trailer = if self.stamped { stamp::LEN } else { 0 };
         bytes = bytes.saturating_sub((trailer as u64) * pkts);
-        if self.loss.lose(&mut self.rng_rx) {
+        let scheduled = self
+            .params
+            .schedule
+            .as_ref()
+            .and_then(|s| s.loss_at(self.sched_origin, now));
+        let lost = match scheduled {
+            Some(p) => self.rng_rx.chance(p),
+            None => self.loss.lose(&mut self.rng_rx),
+        };
+        if lost {
             self.counters.drop_loss += pkts;
             return;
         }
@@ -462,7 +500,7 @@ impl Pipeline {
             return None;
         }
         let done = self.rate.done_at()?;
-        if self.params.trace.is_some() {
+        if self.params.trace.is_some() || self.params.schedule.is_some() {
             let mut cur = self.rate.cursor;
             return Some(
                 self.queue
@@ -497,7 +535,10 @@ impl Pipeline {
     /// parameters, or the frame's own exit at `done + delay`), so it needs no event of its
     /// own when both halves run in one place.
     pub fn one_timer(&self) -> bool {
-        self.params.jitter_ns == 0 && self.params.reorder == 0.0 && !self.stamped
+        self.params.jitter_ns == 0
+            && self.params.reorder == 0.0
+            && self.params.schedule.is_none()
+            && !self.stamped
     }
 
     /// As of `now`: the serializations finished, and the frames and bytes still queued. A
@@ -570,13 +611,17 @@ impl Pipeline {
     /// unbounded, so it gives none.
     pub fn min_flight_ns(&self) -> u64 {
         let p = &self.params;
+        let delay = p
+            .schedule
+            .as_ref()
+            .and_then(|s| s.min_delay_ns())
+            .unwrap_or(p.delay_ns);
         if self.stamped || p.reorder > 0.0 {
             0 // a frame leaves once serialized (the far engine holds it), or skips the delay
         } else if p.jitter_ns == 0 {
-            p.delay_ns
+            delay
         } else if let Some(k) = p.jitter_dist.min_offset() {
-            p.delay_ns
-                .saturating_sub((p.jitter_ns as f64 * k).ceil() as u64)
+            delay.saturating_sub((p.jitter_ns as f64 * k).ceil() as u64)
         } else {
             0
         }
@@ -917,5 +962,45 @@ mod tests {
         let mut n = 0;
         p.poll(Instant::from_millis(51), |_| n += 1);
         assert_eq!(n, 1 + 6); // the frame in service, then two opportunities
+    }
+
+    #[test]
+    fn a_schedule_changes_delay_bandwidth_and_loss_at_its_times() {
+        use super::super::schedule::Schedule;
+        use std::sync::Arc;
+        // from 0: 10 ms, 8 Mbit/s, no loss; from 50 ms: 30 ms, 4 Mbit/s, all lost after 100
+        let sched = Schedule {
+            t_ns: Arc::new(vec![0, 50_000_000, 100_000_000]),
+            delay_ns: Some(Arc::new(vec![10_000_000, 30_000_000, 30_000_000])),
+            bandwidth_bps: Some(Arc::new(vec![8_000_000, 4_000_000, 4_000_000])),
+            loss: Some(Arc::new(vec![0.0, 0.0, 1.0])),
+            linear: false,
+            looped: false,
+        };
+        let start = Instant::from_millis(1000);
+        let mut p = Pipeline::new(
+            LinkParams {
+                schedule: Some(sched),
+                ..params(0, 0)
+            },
+            1,
+            start,
+        );
+        let mut out = Vec::new();
+        let sends = [0u64, 49, 60, 99];
+        for ms in 0..=200 {
+            let t = start.add_nanos(ms * 1_000_000);
+            p.poll(t, |f| out.push((f.data[0], ms)));
+            if let Some(k) = sends.iter().position(|&s| s == ms) {
+                p.enqueue(vec![k as u8; 1000], t);
+            }
+        }
+        // 1000 bytes: 1 ms at 8 Mbit/s, 2 ms at 4; the delay is the one in force when a
+        // frame leaves the serializer (the one sent at 49 ms, at 50 ms: 30 ms); the frame
+        // sent at 99 ms arrives at 131 ms, after the loss became 1 at 100 ms
+        assert_eq!(out, vec![(0, 11), (1, 80), (2, 92)]);
+        assert_eq!(p.counters().drop_loss, 1);
+        assert_eq!(p.min_flight_ns(), 10_000_000);
+        assert!(!p.one_timer());
     }
 }
