@@ -133,3 +133,19 @@ def test_trace_replay_delivers_the_capacity_every_100_ms(tmp_path):
     full = [b for k, b in sorted(bins.items()) if 3 <= k <= 10]
     cap = 100 // 5 * 6 * 1500
     assert len(full) == 8 and all(abs(b - cap) <= 1000 for b in full), (full, cap)
+
+
+def test_a_schedule_changes_the_bandwidth_at_its_times(tmp_path):
+    # 8 Mbit/s, 2 Mbit/s from 0.5 s, 4 Mbit/s from 0.8 s (looped every 1.2 s)
+    (tmp_path / "bw.csv").write_text("time,bandwidth\n0,8Mb\n500ms,2Mb\n0.8,4Mb\n1.2,4Mb\n")
+    spec = TRACE_SPEC.replace("ab: {bandwidth: {trace: small.trace}}",
+                              "ab: {schedule: {csv: bw.csv, loop: true}}")
+    (tmp_path / "exp.yaml").write_text(spec)
+    simulate(load(str(tmp_path / "exp.yaml")), str(tmp_path / "out"), seed=1, threads=1)
+    (pcap,) = (tmp_path / "out" / "traces").glob("cell-ab*.pcap")
+    bins = {}
+    for t, n in pcap_times(pcap):
+        bins[t // 100_000_000] = bins.get(t // 100_000_000, 0) + n * 8 * 10   # bit/s
+    got = [round(bins.get(k, 0) / 1e6, 1) for k in range(3, 12)]
+    want = [8, 8, 2, 2, 2, 4, 4, 4, 4]
+    assert all(abs(g - w) <= 0.1 for g, w in zip(got, want, strict=True)), got

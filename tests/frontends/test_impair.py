@@ -304,3 +304,31 @@ def test_trace_paths_are_confined_for_other_users(tmp_path):
         exp = yaml_spec.loads(YAML)
         with pytest.raises(SpecError, match="only in the experiment's description"):
             normalize.event(exp, 0.0, "link0", "bandwidth", ["trace", CELL])
+
+
+def test_a_schedule_from_yaml_and_ns_and_its_errors(tmp_path):
+    (tmp_path / "s.csv").write_text("# satellite\ntime,delay,loss\n0,10ms,0\n1s,30ms,1%\n"
+                                    "2.5,20ms,0\n")
+    (tmp_path / "exp.yaml").write_text(
+        "name: s\nnodes: [a, b]\nlinks:\n  - nodes: [a, b]\n    bandwidth: 10Mb\n"
+        "    schedule: {csv: s.csv, interpolate: linear}\n")
+    from wanlab.frontends import load
+    sc = load(str(tmp_path / "exp.yaml")).links[0].ab.schedule
+    assert sc == ir.Schedule("s.csv", (0.0, 1.0, 2.5), (0.01, 0.03, 0.02), None,
+                             (0.0, 0.01, 0.0), linear=True)
+    assert encode.schedule(sc) == {"t_ns": [0, 10**9, 25 * 10**8], "linear": True,
+                                   "loop": False, "delay_us": [10000.0, 30000.0, 20000.0],
+                                   "loss": [0.0, 0.01, 0.0]}
+    assert encode.schedule(None) == {"t_ns": []}
+    (tmp_path / "s.ns").write_text(
+        "set ns [new Simulator]\nset a [$ns node]\nset b [$ns node]\n"
+        "set l0 [$ns duplex-link $a $b 10Mb 10ms DropTail]\n"
+        "tb-set-link-schedule [$ns link $a $b] s.csv linear\n$ns run\n")
+    l0 = ns.parse(str(tmp_path / "s.ns")).links[0]
+    assert (l0.ab.schedule, l0.ba.schedule) == (sc, None)
+    for text, line in (("time,delay\n0,10ms\n1,fast\n", 3), ("time,delay\n2,1ms\n1,1ms\n", 3),
+                       ("delay,time\n", 1), ("time,bandwidth\n0,0\n", 2)):
+        (tmp_path / "s.csv").write_text(text)
+        with pytest.raises(SpecError) as e:
+            load(str(tmp_path / "exp.yaml"))
+        assert e.value.file.endswith("s.csv") and e.value.line == line, str(e.value)

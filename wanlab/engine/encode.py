@@ -61,7 +61,23 @@ def impairments(p: LinkParams) -> dict[str, Any]:
             "jitter_corr": p.jitter_correlation, "jitter_reorder": p.jitter_reorder,
             "duplicate": p.duplicate, "corrupt": p.corrupt, "reorder": p.reorder,
             "reorder_gap": p.reorder_gap, "overhead": p.overhead, "cellsize": p.cellsize,
-            "cell_overhead": p.cell_overhead, "trace": trace(p.trace)}
+            "cell_overhead": p.cell_overhead, "trace": trace(p.trace),
+            "schedule": schedule(p.schedule)}
+
+
+def schedule(s: ir.Schedule | None) -> dict[str, Any]:
+    """A schedule as the engine takes it (no points: none)."""
+    if s is None:
+        return {"t_ns": []}
+    out: dict[str, Any] = {"t_ns": [round(t * 1e9) for t in s.times_s], "linear": s.linear,
+                           "loop": s.loop}
+    if s.delay_s is not None:
+        out["delay_us"] = [_us(d) for d in s.delay_s]
+    if s.bandwidth_bps is not None:
+        out["bandwidth_bps"] = list(s.bandwidth_bps)
+    if s.loss is not None:
+        out["loss"] = list(s.loss)
+    return out
 
 
 def trace(t: ir.BandwidthTrace | None) -> dict[str, Any]:
@@ -90,6 +106,8 @@ def impair_patch(changes: dict[str, Any]) -> Params:
         out["loss"] = loss(p.loss, p.loss_correlation, p.loss_model)
     if "trace" in changes:
         out["trace"] = trace(p.trace)
+    if "schedule" in changes:
+        out["schedule"] = schedule(p.schedule)
     return Params(**out)  # type: ignore[typeddict-item]
 
 

@@ -137,11 +137,10 @@ def configured(exp: Experiment) -> dict[Key, LinkParams]:
 
 def _fields(p: LinkParams) -> Fields:
     imp = {k: getattr(p, k) for k in ir.IMPAIR_FIELDS}
-    for k in ("loss_model", "trace"):
+    for k in ("loss_model", "trace", "schedule"):
         if imp[k] is not None:
-            imp[k] = asdict(imp[k])
-            if k == "trace":
-                imp[k]["ms"] = list(imp[k]["ms"])
+            imp[k] = {f: list(v) if isinstance(v, tuple) else v
+                      for f, v in asdict(imp[k]).items()}
     return {"bandwidth_bps": p.bandwidth_bps, "delay_s": p.delay_s, "loss": p.loss, **imp,
             **{f"queue.{f.name}": getattr(p.queue, f.name) for f in fields(p.queue)}}
 

@@ -36,12 +36,12 @@ from wanlab.errors import SpecError
 from wanlab.frontends import edge as edge_spec
 from wanlab.frontends import impair as impair_spec
 from wanlab.frontends import matrix as lan_matrix
-from wanlab.frontends import normalize, traces, units
+from wanlab.frontends import normalize, schedules, traces, units
 from wanlab.model import ir
 
 QUEUE_KEYS = ("kind", "limit", "in_bytes", "thresh", "maxthresh", "q_weight", "linterm",
               "gentle", "mean_pktsize")
-PARAM_KEYS = ("bandwidth", "delay", "loss", "queue", *impair_spec.KEYS)
+PARAM_KEYS = ("bandwidth", "delay", "loss", "queue", *impair_spec.KEYS, "schedule")
 _RTPROTO = {"static": "static", "manual": "manual", "session": "session", "ospf": "ospf",
             "bgp": "bgp"}
 
@@ -219,6 +219,8 @@ class ExperimentBuilder:
         if queue is not None:
             ch["queue"] = make_queue(queue, p.queue, pre + "queue")
         ch.update(impair_spec.fields(impair or {}, field))
+        if (impair or {}).get("schedule") is not None:
+            ch["schedule"] = schedules.spec(impair["schedule"], self.base_dir, pre + "schedule")
         p = replace(p, **ch)
         ir.check_impairments(p, field)
         return p
@@ -346,17 +348,20 @@ class ExperimentBuilder:
              ip_a: str | None = None, ip_b: str | None = None, netmask: str | None = None,
              jitter: Any = None, duplicate: Any = None, corrupt: Any = None,
              reorder: Any = None, overhead: Any = None, cellsize: Any = None,
-             cell_overhead: Any = None, source: ir.Source | None = None) -> str:
+             cell_overhead: Any = None, schedule: Any = None,
+             source: ir.Source | None = None) -> str:
         """A duplex link with the same shaping both ways; returns its name. ``loss`` is a
         probability or a loss model; ``jitter``, ``duplicate``, ``corrupt``, ``reorder``,
         ``overhead``, ``cellsize``, ``cell_overhead`` are netem's impairments
-        (docs/impairments.md)."""
+        (docs/impairments.md); ``schedule`` (``{"csv": FILE, "interpolate", "loop"}``)
+        makes delay, bandwidth and loss follow a time series."""
         src = source or _caller_source()
         a, b = self._node_ref(a, "a"), self._node_ref(b, "b")
         name = self._name(name, "link")
         p = self._params(bandwidth, delay, loss, queue, impair=dict(
             jitter=jitter, duplicate=duplicate, corrupt=corrupt, reorder=reorder,
-            overhead=overhead, cellsize=cellsize, cell_overhead=cell_overhead))
+            overhead=overhead, cellsize=cellsize, cell_overhead=cell_overhead,
+            schedule=schedule))
         self._links[name] = dict(name=name, a=a, b=b, ab=p, ba=p, ip_a=_opt_str(ip_a),
                                  ip_b=_opt_str(ip_b), netmask=_opt_str(netmask),
                                  cost=units.parse_int(cost, "cost", field="cost"),
@@ -367,7 +372,7 @@ class ExperimentBuilder:
                   loss: Any = None, queue: Any = None, jitter: Any = None,
                   duplicate: Any = None, corrupt: Any = None, reorder: Any = None,
                   overhead: Any = None, cellsize: Any = None,
-                  cell_overhead: Any = None) -> None:
+                  cell_overhead: Any = None, schedule: Any = None) -> None:
         """Change the shaping of one direction of ``link``, from node ``src``
         (ns ``tb-set-link-simplex-params``, ``[[$ns link $src $dst] queue]``)."""
         if link not in self._links:
@@ -378,7 +383,8 @@ class ExperimentBuilder:
         d = "ab" if src == l["a"] else "ba"
         l[d] = self._params(bandwidth, delay, loss, queue, base=l[d], impair=dict(
             jitter=jitter, duplicate=duplicate, corrupt=corrupt, reorder=reorder,
-            overhead=overhead, cellsize=cellsize, cell_overhead=cell_overhead))
+            overhead=overhead, cellsize=cellsize, cell_overhead=cell_overhead,
+            schedule=schedule))
 
     def lan(self, nodes: Iterable[str], *, bandwidth: Any = 0, delay: Any = 0, loss: Any = 0,
             queue: Any = None, name: str | None = None, netmask: str | None = None,

@@ -266,4 +266,11 @@ def describe(p: ir.LinkParams) -> list[str]:
         out.append(f"trace {t.file} ({len(t.ms)} opportunities, {t.mean_bps() / 1e6:.3g} "
                    f"Mbit/s mean" + (f", from {t.offset_s:g} s" if t.offset_s else "")
                    + ("" if t.loop else ", once") + ")")
+    if p.schedule is not None:
+        sc = p.schedule
+        cols = [c for c in ("delay", "bandwidth", "loss")
+                if getattr(sc, "delay_s" if c == "delay" else
+                           "bandwidth_bps" if c == "bandwidth" else c) is not None]
+        out.append(f"schedule {sc.file} ({len(sc.times_s)} points of {', '.join(cols)}, "
+                   f"{'linear' if sc.linear else 'step'}{', looped' if sc.loop else ''})")
     return out

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from wanlab.errors import SpecError
-from wanlab.frontends import bounds, normalize, traces, units
+from wanlab.frontends import bounds, normalize, schedules, traces, units
 from wanlab.frontends import edge as edge_spec
 from wanlab.frontends import impair as impair_spec
 from wanlab.frontends import matrix as lan_matrix
@@ -519,7 +519,8 @@ class _Records:
     # tb-set-*-VERB words -> the impairment words of wanlab/frontends/impair.py
     IMPAIR_VERBS = {"jitter": "jitter", "duplicate": "duplicate", "corrupt": "corrupt",
                     "reorder": "reorder", "lossmodel": "loss", "overhead": "overhead",
-                    "cellsize": "cellsize", "cell_overhead": "cell_overhead", "trace": "trace"}
+                    "cellsize": "cellsize", "cell_overhead": "cell_overhead", "trace": "trace",
+                    "schedule": "schedule"}
 
     def impairments(self, o: dict[str, Any], pre: str, p: ir.LinkParams,
                     extra: str | None = None) -> ir.LinkParams:
@@ -533,11 +534,18 @@ class _Records:
                 if a is None:
                     continue
                 try:
+                    base = os.path.dirname(a[1] if a[1] and os.path.isabs(a[1])
+                                           else self.script)
                     if verb == "trace":
-                        base = os.path.dirname(a[1] if a[1] and os.path.isabs(a[1])
-                                               else self.script)
                         t = traces.from_words(["trace", *str(a[0]).split()], base)
                         got = {"bandwidth_bps": 0, "trace": traces.plain(t)}
+                    elif verb == "schedule":
+                        w = str(a[0]).split()
+                        if not w or any(x not in ("linear", "loop") for x in w[1:]):
+                            raise SpecError("takes CSV ?linear? ?loop?", field=verb)
+                        got = {"schedule": schedules.spec(
+                            {"csv": w[0], "interpolate": "linear" if "linear" in w else
+                             "step", "loop": "loop" in w[1:]}, base, verb)}
                     else:
                         got = impair_spec.from_words(action, str(a[0]).split(), field=verb)
                 except SpecError as e:

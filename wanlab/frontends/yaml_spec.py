@@ -372,13 +372,13 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
                     loss=l.get("loss", 0), queue=l.get("queue"), name=l.get("name"),
                     cost=l.get("cost", 1), ip_a=(l.get("ips") or [None, None])[0],
                     ip_b=(l.get("ips") or [None, None])[1], netmask=l.get("netmask"),
-                    source=at(p), **_impair(l))
+                    source=at(p), **_impair_schedule(l))
         for d, src in (("ab", a), ("ba", bb)):
             if d in l:
                 x = l[d]
                 call(p + [d], b.direction, name, src, bandwidth=x.get("bandwidth"),
                      delay=x.get("delay"), loss=x.get("loss"), queue=x.get("queue"),
-                     **_impair(x))
+                     **_impair_schedule(x))
     for i, l in enumerate(doc.get("lans", [])):
         p = ["lans", i]
         members = [m if isinstance(m, str) else m["node"] for m in l["nodes"]]
@@ -434,6 +434,11 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
 def _impair(m: dict[str, Any]) -> dict[str, Any]:
     """netem's keys of a link, direction, LAN or member entry, for the builder."""
     return {k: m.get(k) for k in impair_spec.KEYS}
+
+
+def _impair_schedule(m: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_impair` and a link's or direction's ``schedule``."""
+    return {**_impair(m), "schedule": m.get("schedule")}
 
 
 def _unitless(doc: dict[str, Any]) -> list[tuple[list[Any], str]]:

@@ -129,7 +129,24 @@ MAX_REORDER_GAP = 1_000_000
 IMPAIR_FIELDS = {"jitter_s": float, "jitter_dist": str, "jitter_correlation": float,
                  "jitter_reorder": bool, "loss_correlation": float, "loss_model": object,
                  "duplicate": float, "corrupt": float, "reorder": float, "reorder_gap": int,
-                 "overhead": int, "cellsize": int, "cell_overhead": int, "trace": object}
+                 "overhead": int, "cellsize": int, "cell_overhead": int, "trace": object,
+                 "schedule": object}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A direction's delay, bandwidth and loss following a time series (docs/
+    impairments.md): at ``times_s`` after the direction is set up, the columns given (None:
+    not scheduled) take their values, held (step) or ``linear`` in between, the series
+    repeating (``loop``) after its last time. ``file`` is the name it was read from."""
+
+    file: str
+    times_s: tuple[float, ...]
+    delay_s: tuple[float, ...] | None = None
+    bandwidth_bps: tuple[int, ...] | None = None
+    loss: tuple[float, ...] | None = None
+    linear: bool = False
+    loop: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,6 +220,7 @@ class LinkParams:
     cellsize: int = 0
     cell_overhead: int = 0
     trace: BandwidthTrace | None = None     # capacity from a trace instead of bandwidth_bps
+    schedule: Schedule | None = None        # delay/bandwidth/loss following a time series
 
 
 @dataclass(frozen=True)
@@ -641,6 +659,8 @@ class Experiment:
                 x["loss_model"] = LossModel(**x["loss_model"])
             if x.get("trace"):
                 x["trace"] = BandwidthTrace(**{**x["trace"], "ms": tuple(x["trace"]["ms"])})
+            if x.get("schedule"):
+                x["schedule"] = schedule_of(x["schedule"])
             return LinkParams(**x)
 
         nodes = tuple(Node(**{**n, "routes": tuple(Route(**r) for r in n.get("routes", ())),
@@ -749,7 +769,14 @@ def impair_params(changes: dict[str, Any], base: "LinkParams | None" = None) -> 
         ch["loss_model"] = LossModel(**ch["loss_model"])
     if isinstance(ch.get("trace"), dict):
         ch["trace"] = BandwidthTrace(**{**ch["trace"], "ms": tuple(ch["trace"]["ms"])})
+    if isinstance(ch.get("schedule"), dict):
+        ch["schedule"] = schedule_of(ch["schedule"])
     return replace(base or LinkParams(), **ch)
+
+
+def schedule_of(d: dict[str, Any]) -> Schedule:
+    """A schedule from its JSON form."""
+    return Schedule(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 
 def check_impairments(p: LinkParams, where: str = "", src: Source | None = None) -> None:

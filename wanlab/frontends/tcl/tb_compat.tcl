@@ -370,6 +370,7 @@ proc tb-set-lan-gateway {lan node delay bw loss {direction to}} {
 #   tb-set-link-overhead OBJ BYTES      tb-set-link-cellsize OBJ BYTES
 #   tb-set-link-cell-overhead OBJ BYTES
 #   tb-set-link-trace OBJ FILE ?OFFSET? ?noloop?  (capacity from a Mahimahi trace)
+#   tb-set-link-schedule OBJ CSV ?linear? ?loop?  (delay/bandwidth/loss over time)
 #   tb-set-lan-VERB LAN ...             (LAN-wide: once between two members)
 #   tb-set-node-lan-VERB NODE LAN ...   (one member: frames it receives)
 # A LINK gets it both ways, [$ns link A B] one direction; a LAN's goes on the halves from
@@ -392,7 +393,7 @@ proc ::wl::impair {verb what obj words} {
 }
 foreach {_v _name} {jitter jitter duplicate duplicate corrupt corrupt reorder reorder
                     lossmodel lossmodel overhead overhead cellsize cellsize
-                    cell_overhead cell-overhead trace trace} {
+                    cell_overhead cell-overhead trace trace schedule schedule} {
     proc tb-set-link-$_name {obj args} [string map [list @V $_v @N $_name] {
         ::wl::impair @V tb-set-link-@N $obj $args
     }]
