@@ -138,13 +138,22 @@ class Experiment:
 
     # links
     def set_link(self, link: str, dir: str = "both", *, bandwidth: str | int | None = None,
-                 delay: str | float | None = None, loss: float | None = None) -> None:
+                 delay: str | float | None = None, loss: Any = None, jitter: Any = None,
+                 duplicate: Any = None, corrupt: Any = None, reorder: Any = None,
+                 overhead: int | None = None, cellsize: int | None = None,
+                 cell_overhead: int | None = None) -> None:
         """Change a link's (or LAN's) parameters at run time, e.g. ``delay="50ms"``: the
         same meaning as ``tevc`` (``dir`` ``ab``/``ba`` for one direction of a link; a
-        LAN's delay and loss are member-to-member, so each half gets D/2). Only what is
-        given changes."""
-        self._site().set_link(self.name, link, dir, bandwidth=bandwidth, delay=delay,
-                              loss=loss)
+        LAN's delay and loss are member-to-member, so each half gets D/2). ``loss`` is a
+        probability or a loss model (``{"model": "gilbert-elliott", "p": 0.01, ...}``);
+        ``jitter`` (``"5ms"`` or ``{"value", "distribution", "correlation"}``),
+        ``duplicate``, ``corrupt``, ``reorder`` and the framing are netem's impairments
+        (docs/impairments.md). Only what is given changes."""
+        change = {k: v for k, v in dict(
+            bandwidth=bandwidth, delay=delay, loss=loss, jitter=jitter, duplicate=duplicate,
+            corrupt=corrupt, reorder=reorder, overhead=overhead, cellsize=cellsize,
+            cell_overhead=cell_overhead).items() if v is not None}
+        self._site().set_link(self.name, link, dir, **change)
 
     def link_down(self, link: str) -> None:
         self._site().apply(self.name, [ir.Event(0.0, link, "down")])

@@ -429,8 +429,12 @@ def _shaping(p: dict) -> str:
 
     def ms(s: float) -> str:
         return f"{s * 1000:g} ms"
+    imp = "".join(f", {w}" for w in p.get("impair", ()))
+    if "impair" in cfg:
+        imp += f" (configured {', '.join(cfg['impair']) or 'no impairments'})"
     return (f"{_bw(p['bandwidth_bps'])}{was('bandwidth_bps', _bw)}, {ms(p['delay_s'])}"
-            f"{was('delay_s', ms)}, loss {p['loss']:g}{was('loss', lambda v: f'{v:g}')}")
+            f"{was('delay_s', ms)}, loss {p['loss']:g}{was('loss', lambda v: f'{v:g}')}"
+            f"{imp}")
 
 
 def _bw(bps: int) -> str:

@@ -60,6 +60,7 @@ from wanlab.engine.binary import engine_binary
 from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import CaptureSnapshot, CaptureStart, CaptureStop, Stats
 from wanlab.errors import Interrupted, WanlabError
+from wanlab.frontends import impair as impair_spec
 from wanlab.model.ir import Experiment, Lan, LinkParams, check_event, validate
 from wanlab.model.states import (  # noqa: F401 - the names callers import from here
     ACTIVATING,
@@ -92,16 +93,23 @@ def _say_stderr(msg: str) -> None:
 
 
 def _params(p: LinkParams) -> dict[str, Any]:
-    """One direction's parameters for ``show``, in the IR's units."""
-    return {"bandwidth_bps": p.bandwidth_bps, "delay_s": p.delay_s, "loss": p.loss,
-            "queue": asdict(p.queue)}
+    """One direction's parameters for ``show``, in the IR's units; ``impair``: netem's
+    impairments in force, in the front ends' words (none: absent)."""
+    out = {"bandwidth_bps": p.bandwidth_bps, "delay_s": p.delay_s, "loss": p.loss,
+           "queue": asdict(p.queue)}
+    words = impair_spec.describe(p)
+    if words:
+        out["impair"] = words
+    return out
 
 
 def _direction(now: LinkParams, cfg: LinkParams) -> dict[str, Any]:
     """A direction's parameters in force, with ``configured``: the configured value of
     each field that differs (absent when none does)."""
     out, was = _params(now), _params(cfg)
-    differ = {k: v for k, v in was.items() if k != "queue" and out[k] != v}
+    differ = {k: v for k, v in was.items() if k != "queue" and out.get(k) != v}
+    if "impair" in out and "impair" not in was:
+        differ["impair"] = []
     queue = {k: v for k, v in was["queue"].items() if out["queue"][k] != v}
     if queue:
         differ["queue"] = queue

@@ -20,6 +20,8 @@ pub struct Counters {
     pub drop_malformed: u64,
     pub duplicated: u64,
     pub corrupted: u64,
+    /// Frames that skipped the delay (reorder).
+    pub reordered: u64,
     /// Frames/bytes waiting in the queue now (not counting the one being serialized).
     pub qlen_pkts: u64,
     pub qlen_bytes: u64,

@@ -57,7 +57,7 @@ fn arb_params() -> impl Strategy<Value = LinkParams> {
                 },
                 loss: match loss {
                     0 => LossParams::None,
-                    1 => LossParams::Bernoulli { p },
+                    1 => LossParams::Bernoulli { p, corr: 0.0 },
                     2 => LossParams::Gilbert {
                         p,
                         r: q,
@@ -90,7 +90,7 @@ enum Op {
     },
     Set {
         which: usize,
-        params: LinkParams,
+        params: Box<LinkParams>,
     },
     Down {
         which: usize,
@@ -102,7 +102,7 @@ fn arb_op() -> impl Strategy<Value = Op> {
     prop_oneof![
         8 => (0usize..5, 0u64..20_000, proptest::collection::vec(any::<u8>(), 0..200)).prop_map(|(port, at_us, data)| Op::Frame { port, at_us, data }),
         4 => (0usize..5, 0u64..20_000, arb_vnet(), arb_offload_frame()).prop_map(|(port, at_us, vnet, data)| Op::Offloaded { port, at_us, vnet, data }),
-        1 => (0usize..8, arb_params()).prop_map(|(which, params)| Op::Set { which, params }),
+        1 => (0usize..8, arb_params()).prop_map(|(which, params)| Op::Set { which, params: Box::new(params) }),
         1 => (0usize..3, any::<bool>()).prop_map(|(which, up)| Op::Down { which, up }),
     ]
 }
@@ -241,7 +241,7 @@ proptest! {
                 Op::Set { which, params } => {
                     let (target, dir) = [("l", Dir::Ab), ("l", Dir::Ba), ("l", Dir::Both), ("lan", Dir::ToLan), ("lan", Dir::FromLan), ("lan", Dir::Both), ("nope", Dir::Both), ("l", Dir::ToLan)][which];
                     if let Ok(pipes) = vt.net.select(target, None, dir) {
-                        for p in pipes { vt.net.set_pipe_params(p, params.clone(), t); }
+                        for p in pipes { vt.net.set_pipe_params(p, (*params).clone(), t); }
                     }
                 }
                 Op::Down { which, up } => {

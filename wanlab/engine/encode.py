@@ -50,7 +50,65 @@ def params(p: LinkParams) -> Params:
                      linterm=q.linterm, gentle=q.gentle or q.kind == "gred",
                      mean_pktsize=q.mean_pktsize)
     return {"bandwidth_bps": p.bandwidth_bps, "delay_us": _us(p.delay_s),
-            "loss": loss(p.loss), "queue": queue}  # type: ignore[typeddict-item]
+            "loss": loss(p.loss, p.loss_correlation, p.loss_model), "queue": queue,
+            **impairments(p)}  # type: ignore[typeddict-item]
+
+
+def impairments(p: LinkParams) -> dict[str, Any]:
+    """netem's impairments of one direction as PARAMS fields (all of them: a patch that
+    clears one must carry its default)."""
+    return {"jitter_us": _us(p.jitter_s), "jitter_dist": p.jitter_dist,
+            "jitter_corr": p.jitter_correlation, "jitter_reorder": p.jitter_reorder,
+            "duplicate": p.duplicate, "corrupt": p.corrupt, "reorder": p.reorder,
+            "reorder_gap": p.reorder_gap, "overhead": p.overhead, "cellsize": p.cellsize,
+            "cell_overhead": p.cell_overhead, "trace": trace(p.trace),
+            "schedule": schedule(p.schedule)}
+
+
+def schedule(s: ir.Schedule | None) -> dict[str, Any]:
+    """A schedule as the engine takes it (no points: none)."""
+    if s is None:
+        return {"t_ns": []}
+    out: dict[str, Any] = {"t_ns": [round(t * 1e9) for t in s.times_s], "linear": s.linear,
+                           "loop": s.loop}
+    if s.delay_s is not None:
+        out["delay_us"] = [_us(d) for d in s.delay_s]
+    if s.bandwidth_bps is not None:
+        out["bandwidth_bps"] = list(s.bandwidth_bps)
+    if s.loss is not None:
+        out["loss"] = list(s.loss)
+    return out
+
+
+def trace(t: ir.BandwidthTrace | None) -> dict[str, Any]:
+    """A capacity trace as the engine takes it (no opportunities: none, a fixed rate)."""
+    if t is None:
+        return {"ms": []}
+    return {"ms": list(t.ms), "offset_ms": round(t.offset_s * 1000), "loop": t.loop}
+
+
+# the engine's PARAMS field of each impairment field of the IR
+_WIRE = {"jitter_s": "jitter_us", "jitter_dist": "jitter_dist",
+         "jitter_correlation": "jitter_corr", "jitter_reorder": "jitter_reorder",
+         "duplicate": "duplicate", "corrupt": "corrupt", "reorder": "reorder",
+         "reorder_gap": "reorder_gap", "overhead": "overhead", "cellsize": "cellsize",
+         "cell_overhead": "cell_overhead"}
+
+
+def impair_patch(changes: dict[str, Any]) -> Params:
+    """The PARAMS patch of an ``impair`` event's IR field changes (loss fields together)."""
+    out: dict[str, Any] = {}
+    for k, v in changes.items():
+        if k in _WIRE:
+            out[_WIRE[k]] = _us(v) if k == "jitter_s" else v
+    p = ir.impair_params(changes)
+    if "loss_model" in changes or "loss_correlation" in changes or "loss" in changes:
+        out["loss"] = loss(p.loss, p.loss_correlation, p.loss_model)
+    if "trace" in changes:
+        out["trace"] = trace(p.trace)
+    if "schedule" in changes:
+        out["schedule"] = schedule(p.schedule)
+    return Params(**out)  # type: ignore[typeddict-item]
 
 
 def _us(seconds: float) -> float:
@@ -183,6 +241,8 @@ def params_patch(old: LinkParams, new: LinkParams) -> Params:
             patch[k] = {qk: qv for qk, qv in v.items() if was.get(qk) != qv}
         else:
             patch[k] = v
+    if "bandwidth_bps" in patch and new.trace is not None:
+        patch["trace"] = n["trace"]         # a bandwidth alone would end the trace
     return Params(**patch)  # type: ignore[typeddict-item]
 
 
@@ -199,8 +259,17 @@ def _ns(seconds: float) -> int:
     return round(seconds * 1_000_000_000)
 
 
-def loss(p: float) -> dict[str, Any]:
-    return {"kind": "bernoulli", "p": p} if p > 0 else {"kind": "none"}
+def loss(p: float, correlation: float = 0.0, model: ir.LossModel | None = None
+         ) -> dict[str, Any]:
+    """The engine's loss model: none, Bernoulli (with its correlation), Gilbert-Elliott or
+    4-state (``model``, which replaces ``p``)."""
+    if model is not None:
+        if model.model == "gilbert-elliott":
+            return {"kind": "gilbert", "p": model.p, "r": model.r, "h": model.h, "k": model.k}
+        return {"kind": "state", **model.values()}
+    if p <= 0:
+        return {"kind": "none"}
+    return {"kind": "bernoulli", "p": p, **({"corr": correlation} if correlation else {})}
 
 
 def event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str) -> list[Request]:
@@ -216,6 +285,8 @@ def event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str) -> l
             pair = {"delay_us": _us(v)}
         elif a == "plr":
             pair = {"loss": loss(v)}  # type: ignore[typeddict-item]
+        elif a == "impair":
+            pair = impair_patch(v)
         else:
             raise ValueError(f"{ev.target}: {a} does not apply to a pair channel")
         return [Set(target=ev.target, params=pair, member=member,
@@ -225,7 +296,7 @@ def event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str) -> l
     if a == "down":
         return [Down(target=ev.target, member=member)]
     patch: Params
-    if a == "bandwidth":
+    if a == "bandwidth":       # (the engine ends a trace at a fixed rate)
         patch = {"bandwidth_bps": v}
     elif a == "delay":
         d = ir.lan_half(v, 0.0)[0] if lan else v
@@ -240,6 +311,10 @@ def event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str) -> l
         patch = {"loss": {"kind": "ordinals", "drop": list(range(1, v + 1))}}
     elif a == "trace":
         return _trace(ev, lan, ports, trace_dir)
+    elif a == "impair":
+        patch = impair_patch(ev.value)
+        if lan and not ev.dir:       # once between two members: on the receiving half
+            return [Set(target=ev.target, params=patch, dir="from_lan", member=member)]
     else:
         raise ValueError(f"{ev.target}: {a} is not a link or LAN event")
     return [Set(target=ev.target, params=patch, dir=ev.dir or "both", member=member)]
@@ -289,4 +364,6 @@ def describe(ev: ir.Event, trace_dir: str = "") -> str:
         return f"trace {ev.value}: {trace_dir}"
     if ev.action == "set":
         return f"{ev.target}{where} {ev.param} = {ev.value}"
+    if ev.action == "impair":
+        return f"{ev.target}{where} " + ", ".join(f"{k} = {v}" for k, v in ev.value.items())
     return f"{ev.target}{where} {ev.action} {ev.args()[-1]}"

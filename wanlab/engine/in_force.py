@@ -27,7 +27,7 @@ import fcntl
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import fields, replace
+from dataclasses import asdict, fields, replace
 from typing import Any
 
 from wanlab.model import ir
@@ -40,7 +40,8 @@ COMPACT_BYTES = 1 << 18      # fold the record when it grows past this
 # one direction: (network, LAN member node or None, dir)
 Key = tuple[str, str | None, str]
 ALL = "*"           # a change of every member of a LAN
-# a direction's fields: "bandwidth_bps", "delay_s", "loss" and "queue.<field>"
+# a direction's fields: "bandwidth_bps", "delay_s", "loss", the impairments (a loss model
+# as a mapping) and "queue.<field>"
 Fields = dict[str, Any]
 
 
@@ -135,14 +136,19 @@ def configured(exp: Experiment) -> dict[Key, LinkParams]:
 
 
 def _fields(p: LinkParams) -> Fields:
-    return {"bandwidth_bps": p.bandwidth_bps, "delay_s": p.delay_s, "loss": p.loss,
+    imp = {k: getattr(p, k) for k in ir.IMPAIR_FIELDS}
+    for k in ("loss_model", "trace", "schedule"):
+        if imp[k] is not None:
+            imp[k] = {f: list(v) if isinstance(v, tuple) else v
+                      for f, v in asdict(imp[k]).items()}
+    return {"bandwidth_bps": p.bandwidth_bps, "delay_s": p.delay_s, "loss": p.loss, **imp,
             **{f"queue.{f.name}": getattr(p.queue, f.name) for f in fields(p.queue)}}
 
 
 def _overlaid(p: LinkParams, changed: Fields) -> LinkParams:
     top = {k: v for k, v in changed.items() if not k.startswith("queue.")}
     queue = {k[6:]: v for k, v in changed.items() if k.startswith("queue.")}
-    return replace(p, **top, queue=replace(p.queue, **queue))
+    return ir.impair_params(top, replace(p, queue=replace(p.queue, **queue)))
 
 
 def current(folder: str, exp: Experiment) -> dict[Key, LinkParams]:
@@ -164,14 +170,17 @@ def change(ev: ir.Event, kind: str) -> Fields:
     patch :func:`wanlab.engine.encode.event_requests` makes carries)."""
     lan = kind == "lan"
     a, v = ev.action, ev.value
-    if a == "bandwidth":
-        return {"bandwidth_bps": int(v)}
+    if a == "bandwidth":        # a fixed rate ends a trace
+        return {"bandwidth_bps": int(v), "trace": None}
     if a == "delay":
         return {"delay_s": ir.lan_half(v, 0.0)[0] if lan else float(v)}
-    if a == "plr":
-        return {"loss": ir.lan_half(0.0, v)[1] if lan else float(v)}
+    if a == "plr":      # a plain loss rate ends a loss model
+        return {"loss": ir.lan_half(0.0, v)[1] if lan else float(v), "loss_correlation": 0.0,
+                "loss_model": None}
     if a == "set" and ev.param in ir.QUEUE_FIELDS:
         return {f"queue.{ev.param}": v}
+    if a == "impair":
+        return dict(v)
     return {}      # up, down, drop (the next packets only), trace: no parameter changes
 
 
@@ -186,6 +195,8 @@ def record(folder: str, evs: Iterable[tuple[ir.Event, str]]) -> None:
     for ev, kind, got in todo:
         if kind == "link":
             dirs, member = (ev.dir,) if ev.dir else ("ab", "ba"), ""
+        elif ev.action == "impair" and not ev.dir:    # the receiving half (encode)
+            dirs, member = ("from_lan",), ev.member or ALL
         else:
             dirs, member = (ev.dir,) if ev.dir else ("to_lan", "from_lan"), ev.member or ALL
         for d in dirs:

@@ -26,8 +26,14 @@ class QueueParams(TypedDict, total=False):
 
 
 class Loss(TypedDict, total=False):
-    kind: str                 # none | bernoulli | gilbert | ordinals
+    kind: str                 # none | bernoulli | gilbert | state | ordinals
     p: float
+    corr: float
+    p13: float
+    p31: float
+    p32: float
+    p23: float
+    p14: float
     r: float
     k: float
     h: float
@@ -46,6 +52,13 @@ class Params(TypedDict, total=False):
     loss: Loss
     duplicate: float
     corrupt: float
+    jitter_corr: float
+    reorder: float
+    reorder_gap: int
+    overhead: int
+    cellsize: int
+    cell_overhead: int
+    trace: dict[str, Any]       # {"ms": [...], "offset_ms", "loop"}; {"ms": []}: none
 
 
 @dataclass(frozen=True)

@@ -35,13 +35,14 @@ from typing import Any, Iterable, Mapping
 
 from wanlab.errors import SpecError
 from wanlab.frontends import edge as edge_spec
+from wanlab.frontends import impair as impair_spec
 from wanlab.frontends import matrix as lan_matrix
-from wanlab.frontends import normalize, units
+from wanlab.frontends import normalize, schedules, traces, units
 from wanlab.model import ir
 
 QUEUE_KEYS = ("kind", "limit", "in_bytes", "thresh", "maxthresh", "q_weight", "linterm",
               "gentle", "mean_pktsize")
-PARAM_KEYS = ("bandwidth", "delay", "loss", "queue")
+PARAM_KEYS = ("bandwidth", "delay", "loss", "queue", *impair_spec.KEYS, "schedule")
 _RTPROTO = {"static": "static", "manual": "manual", "session": "session", "ospf": "ospf",
             "bgp": "bgp"}
 
@@ -132,6 +133,8 @@ class ExperimentBuilder:
         self._warnings: list[str] = []
         self._counters: dict[str, int] = {}
         self._edge = edge_spec.EdgeSpec()
+        # the folder trace files are relative to (None: the working directory)
+        self.base_dir: str | None = None
 
     # -- template parameters and the swap policy ------------------------------
     def parameter(self, name: str, default: Any, description: str = "") -> str:
@@ -193,21 +196,35 @@ class ExperimentBuilder:
                             f"node() first)", field=field)
         return n
 
-    @staticmethod
-    def _params(bandwidth: Any, delay: Any, loss: Any, queue: Any,
-                base: ir.LinkParams | None = None, field: str = "") -> ir.LinkParams:
+    def _params(self, bandwidth: Any, delay: Any, loss: Any, queue: Any,
+                base: ir.LinkParams | None = None, field: str = "",
+                impair: Mapping[str, Any] | None = None) -> ir.LinkParams:
+        """Parameters from the front ends' values (``impair``: netem's keys,
+        :mod:`wanlab.frontends.impair`; ``bandwidth`` a rate or a capacity trace
+        ``{"trace": FILE, "offset", "loop"}``, relative to :attr:`base_dir`) over ``base``."""
         p = base or ir.LinkParams()
         pre = field + "." if field else ""
         ch: dict[str, Any] = {}
-        if bandwidth is not None:
+        if isinstance(bandwidth, ir.BandwidthTrace):
+            ch.update(bandwidth_bps=0, trace=bandwidth)
+        elif isinstance(bandwidth, Mapping):
+            ch.update(bandwidth_bps=0, trace=traces.spec(bandwidth, self.base_dir,
+                                                         pre + "bandwidth"))
+        elif bandwidth is not None:
             ch["bandwidth_bps"] = units.parse_bandwidth(bandwidth, field=pre + "bandwidth")
+            ch["trace"] = None
         if delay is not None:
             ch["delay_s"] = units.parse_delay(delay, field=pre + "delay")
         if loss is not None:
-            ch["loss"] = units.parse_loss(loss, field=pre + "loss")
+            ch.update(impair_spec.loss(loss, field=pre + "loss"))
         if queue is not None:
             ch["queue"] = make_queue(queue, p.queue, pre + "queue")
-        return replace(p, **ch)
+        ch.update(impair_spec.fields(impair or {}, field))
+        if (impair or {}).get("schedule") is not None:
+            ch["schedule"] = schedules.spec(impair["schedule"], self.base_dir, pre + "schedule")
+        p = replace(p, **ch)
+        ir.check_impairments(p, field)
+        return p
 
     # -- declarations ------------------------------------------------------
     def routing(self, proto: str) -> None:
@@ -362,14 +379,24 @@ class ExperimentBuilder:
              ip_a: str | None = None, ip_b: str | None = None, netmask: str | None = None,
              ip6_a: str | None = None, ip6_b: str | None = None,
              ifnames: tuple[str | None, str | None] = (None, None),
+             jitter: Any = None, duplicate: Any = None, corrupt: Any = None,
+             reorder: Any = None, overhead: Any = None, cellsize: Any = None,
+             cell_overhead: Any = None, schedule: Any = None,
              source: ir.Source | None = None) -> str:
         """A duplex link with the same shaping both ways; returns its name. ``ip_a``/``ip_b``
         (``ip6_a``/``ip6_b``): the ends' IPv4 (IPv6) addresses, else the planner's;
-        ``ifnames``: the interface names at ``a`` and ``b`` (default: the next ethN)."""
+        ``ifnames``: the interface names at ``a`` and ``b`` (default: the next ethN).
+        ``loss`` is a probability or a loss model; ``jitter``, ``duplicate``, ``corrupt``,
+        ``reorder``, ``overhead``, ``cellsize``, ``cell_overhead`` are netem's impairments
+        (docs/impairments.md); ``schedule`` (``{"csv": FILE, "interpolate", "loop"}``)
+        makes delay, bandwidth and loss follow a time series."""
         src = source or _caller_source()
         a, b = self._node_ref(a, "a"), self._node_ref(b, "b")
         name = self._name(name, "link")
-        p = self._params(bandwidth, delay, loss, queue)
+        p = self._params(bandwidth, delay, loss, queue, impair=dict(
+            jitter=jitter, duplicate=duplicate, corrupt=corrupt, reorder=reorder,
+            overhead=overhead, cellsize=cellsize, cell_overhead=cell_overhead,
+            schedule=schedule))
         self._links[name] = dict(name=name, a=a, b=b, ab=p, ba=p, ip_a=_opt_str(ip_a),
                                  ip_b=_opt_str(ip_b), netmask=_opt_str(netmask),
                                  ip6_a=_opt_str(ip6_a), ip6_b=_opt_str(ip6_b),
@@ -378,7 +405,10 @@ class ExperimentBuilder:
         return name
 
     def direction(self, link: str, src: str, *, bandwidth: Any = None, delay: Any = None,
-                  loss: Any = None, queue: Any = None) -> None:
+                  loss: Any = None, queue: Any = None, jitter: Any = None,
+                  duplicate: Any = None, corrupt: Any = None, reorder: Any = None,
+                  overhead: Any = None, cellsize: Any = None,
+                  cell_overhead: Any = None, schedule: Any = None) -> None:
         """Change the shaping of one direction of ``link``, from node ``src``
         (ns ``tb-set-link-simplex-params``, ``[[$ns link $src $dst] queue]``)."""
         if link not in self._links:
@@ -387,27 +417,42 @@ class ExperimentBuilder:
         if src not in (l["a"], l["b"]):
             raise SpecError(f"{src!r} is not an end of link {link!r}", field="src")
         d = "ab" if src == l["a"] else "ba"
-        l[d] = self._params(bandwidth, delay, loss, queue, base=l[d])
+        l[d] = self._params(bandwidth, delay, loss, queue, base=l[d], impair=dict(
+            jitter=jitter, duplicate=duplicate, corrupt=corrupt, reorder=reorder,
+            overhead=overhead, cellsize=cellsize, cell_overhead=cell_overhead,
+            schedule=schedule))
 
     def lan(self, nodes: Iterable[str], *, bandwidth: Any = 0, delay: Any = 0, loss: Any = 0,
             queue: Any = None, name: str | None = None, netmask: str | None = None,
             cost: int = 1, matrix: Mapping[str, Any] | None = None,
-            gateway: Mapping[str, Any] | None = None,
+            gateway: Mapping[str, Any] | None = None, jitter: Any = None,
+            duplicate: Any = None, corrupt: Any = None, reorder: Any = None,
+            overhead: Any = None, cellsize: Any = None, cell_overhead: Any = None,
             source: ir.Source | None = None) -> str:
-        """A switched LAN; ``delay`` is member-to-member (each half D/2). ``matrix``
+        """A switched LAN; ``delay`` is member-to-member (each half D/2); netem's
+        impairments (``jitter``..., and a loss model or correlated ``loss``) act once between
+        two members: on the half from the switch to the receiving member. ``matrix``
         (``{"delay": [[...]], "bandwidth": ..., "loss": ...}`` or ``{"csv": FILE}``) gives
         every ordered pair its own channel, ``gateway`` (``{"node": g, "delay": ...}``)
         shapes only frames to the gateway: see :meth:`lan_matrix`, :meth:`lan_gateway`."""
         src = source or _caller_source()
         members = [self._node_ref(n, f"nodes[{i}]") for i, n in enumerate(nodes)]
         name = self._name(name, "lan")
+        imp = impair_spec.fields(dict(
+            jitter=jitter, duplicate=duplicate, corrupt=corrupt, reorder=reorder,
+            overhead=overhead, cellsize=cellsize, cell_overhead=cell_overhead))
+        lf = impair_spec.loss(loss, field="loss")
+        if lf["loss_model"] is not None or lf["loss_correlation"]:
+            imp.update(lf)          # a model is not split over the halves: the second has it
+            lf = {"loss": 0.0}
+        ir.check_impairments(ir.LinkParams(**imp))
         self._lans[name] = dict(
             name=name, members={m: {"to_lan": {}, "from_lan": {}, "ip": None, "ip6": None,
                                     "ifname": None} for m in members},
-            order=members,
+            order=members, impair=imp,
             bandwidth=units.parse_bandwidth(bandwidth, field="bandwidth"),
             delay=units.parse_delay(delay, field="delay"),
-            loss=units.parse_loss(loss, field="loss"),
+            loss=lf["loss"],
             queue=make_queue(queue), netmask=_opt_str(netmask),
             cost=units.parse_int(cost, "cost", field="cost"), source=src,
             pairs=(), gateway=None)
@@ -431,9 +476,11 @@ class ExperimentBuilder:
 
     def lan_matrix(self, lan: str, *, delay: Any = None, bandwidth: Any = None,
                    loss: Any = None, csv: str | None = None, base_dir: Any = None,
+                   jitter: Any = None, duplicate: Any = None, corrupt: Any = None,
                    _extra: Mapping[str, Any] | None = None) -> None:
         """Per-pair channels on ``lan`` (a latency matrix, hitbox's point-to-point mode):
-        ``delay`` (required), ``bandwidth`` and ``loss`` are N x N lists of rows, rows and
+        ``delay`` (required), ``bandwidth``, ``loss``, ``jitter``, ``duplicate`` and
+        ``corrupt`` are N x N lists of rows, rows and
         columns in the LAN's node order, 0 on the diagonal; or ``csv``, a matrix file
         (:mod:`wanlab.frontends.matrix`), relative to ``base_dir`` if not absolute."""
         if lan not in self._lans:
@@ -446,7 +493,8 @@ class ExperimentBuilder:
             raise SpecError(f"LAN {lan!r} already has per-pair channels (a matrix or a "
                             f"gateway)", field="matrix")
         if csv is not None:
-            if any(x is not None for x in (delay, bandwidth, loss)):
+            if any(x is not None for x in (delay, bandwidth, loss, jitter, duplicate,
+                                           corrupt)):
                 raise SpecError("give either csv or the matrices inline, not both",
                                 field="matrix.csv")
             if not isinstance(csv, str) or not csv:
@@ -456,8 +504,9 @@ class ExperimentBuilder:
             l["pairs"] = lan_matrix.read_csv(l["order"],
                                              lan_matrix.csv_path(csv, base))
             return
-        rows = {k: v for k, v in (("delay", delay), ("bandwidth", bandwidth), ("loss", loss))
-                if v is not None}
+        rows = {k: v for k, v in (("delay", delay), ("bandwidth", bandwidth), ("loss", loss),
+                                  ("jitter", jitter), ("duplicate", duplicate),
+                                  ("corrupt", corrupt)) if v is not None}
         l["pairs"] = lan_matrix.pairs_from_rows(l["order"], rows)
 
     def lan_gateway(self, lan: str, node: str, *, delay: Any = 0, bandwidth: Any = 0,
@@ -479,12 +528,16 @@ class ExperimentBuilder:
                    loss: Any = None, ip: str | None = None, ip6: str | None = None,
                    to_lan: Mapping[str, Any] | None = None,
                    from_lan: Mapping[str, Any] | None = None,
-                   ifname: str | None = None) -> None:
+                   ifname: str | None = None, jitter: Any = None,
+                   duplicate: Any = None, corrupt: Any = None, reorder: Any = None,
+                   overhead: Any = None, cellsize: Any = None,
+                   cell_overhead: Any = None) -> None:
         """Per-member settings: ``bandwidth``/``delay``/``loss`` set the member's own
         attachment both ways (``tb-set-node-lan-params``); ``to_lan``/``from_lan``
-        mappings (keys bandwidth, delay, loss, queue) set one direction
-        (``tb-set-lan-simplex-params``); ``ip`` its address (``tb-set-ip-lan``), ``ip6`` its
-        IPv6 address (``tb-set-ip6-lan``)."""
+        mappings (keys bandwidth, delay, loss, queue and netem's impairments) set one
+        direction (``tb-set-lan-simplex-params``); ``ip`` its address (``tb-set-ip-lan``),
+        ``ip6`` its IPv6 address (``tb-set-ip6-lan``), ``ifname`` its interface's name.
+        netem's impairments given here act on the member's receiving half (``from_lan``)."""
         if lan not in self._lans:
             raise SpecError(f"{lan!r} is not a LAN of this experiment", field="lan")
         m = self._lans[lan]["members"].get(node)
@@ -494,6 +547,11 @@ class ExperimentBuilder:
             for k, v in (("bandwidth", bandwidth), ("delay", delay), ("loss", loss)):
                 if v is not None:
                     m[d][k] = v
+        for k, v in (("jitter", jitter), ("duplicate", duplicate), ("corrupt", corrupt),
+                     ("reorder", reorder), ("overhead", overhead), ("cellsize", cellsize),
+                     ("cell_overhead", cell_overhead)):
+            if v is not None:
+                m["from_lan"][k] = v
         for d, spec in (("to_lan", to_lan), ("from_lan", from_lan)):
             for k, v in (spec or {}).items():
                 if k not in PARAM_KEYS:
@@ -508,7 +566,7 @@ class ExperimentBuilder:
         # check the values now, so errors point at this call
         for d in ("to_lan", "from_lan"):
             self._params(m[d].get("bandwidth"), m[d].get("delay"), m[d].get("loss"),
-                         m[d].get("queue"), field=d)
+                         m[d].get("queue"), field=d, impair=m[d])
 
     def program(self, node: str, command: str, *, name: str | None = None,
                 dir: str | None = None, timeout: Any = None,
@@ -589,7 +647,9 @@ class ExperimentBuilder:
             for node in l["order"]:
                 m = l["members"][node]
                 to, fr = (self._params(m[d].get("bandwidth"), m[d].get("delay"),
-                                       m[d].get("loss"), m[d].get("queue"), base=half)
+                                       m[d].get("loss"), m[d].get("queue"),
+                                       base=half if d == "to_lan" else
+                                       replace(half, **l["impair"]), impair=m[d])
                           for d in ("to_lan", "from_lan"))
                 members.append(ir.LanMember(node=node, to_lan=to, from_lan=fr, ip=m["ip"],
                                             ip6=m["ip6"], ifname=m["ifname"]))

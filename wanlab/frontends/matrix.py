@@ -2,14 +2,15 @@
 
 A *matrix* LAN gives every ordered pair of its members (rows = sender, columns =
 receiver, both in the LAN's ``nodes`` order) its own one-way delay and optionally
-bandwidth and loss, as hitbox's point-to-point mode did; the diagonal is 0.  It comes
-inline (lists of rows, each cell with the usual units: ``10ms``, ``100Mb``, ``0.01``)
-or from a CSV file (:func:`read_csv`).  A *gateway* LAN shapes only the frames to
-(and/or from) one member, hitbox's gateway mode; host-to-host frames are untouched.
+bandwidth, loss, jitter, duplicate and corrupt, as hitbox's point-to-point mode did; the
+diagonal is 0.  It comes inline (lists of rows, each cell with the usual units: ``10ms``,
+``100Mb``, ``0.01``) or from a CSV file (:func:`read_csv`).  A *gateway* LAN shapes only
+the frames to (and/or from) one member, hitbox's gateway mode; host-to-host frames are untouched.
 Both become :class:`~wanlab.model.ir.LanPair` channels, here and nowhere else.
 
 The CSV form (docs/yaml.md): one block per quantity; a block starts with a header row
-whose first cell is ``delay``, ``bandwidth`` or ``loss`` and whose other cells are the
+whose first cell is a quantity (``delay``, ``bandwidth``, ``loss``, ``jitter``, ``duplicate``
+or ``corrupt``) and whose other cells are the
 LAN's nodes in order; then one row per node, its name first, then its cells.  Blank
 lines and lines starting with ``#`` are ignored; ``delay`` is required::
 
@@ -31,7 +32,7 @@ from wanlab.errors import SpecError
 from wanlab.frontends import units
 from wanlab.model import ir
 
-QUANTITIES = ("delay", "bandwidth", "loss")
+QUANTITIES = ("delay", "bandwidth", "loss", "jitter", "duplicate", "corrupt")
 DIRECTIONS = ("to", "from", "both")
 # A matrix file is read whole; this bounds it (a 1000-node matrix of "123.456ms" cells is
 # about 10 MB).
@@ -52,6 +53,8 @@ def _cell(q: str, value: Any, field: str, err: Callable[..., SpecError]) -> floa
             return units.parse_delay(value, field=field)
         if q == "bandwidth":
             return units.parse_bandwidth(value, field=field)
+        if q == "jitter":
+            return units.parse_delay(value, field=field, what="jitter")
         return units.parse_loss(value, field=field)
     except SpecError as e:
         raise err(e.message, e.field or field) from None
@@ -101,7 +104,13 @@ def pairs_from_rows(nodes: Sequence[str], rows: Mapping[str, Any], *,
             p = ir.LinkParams(delay_s=float(values["delay"][i][j]),
                               bandwidth_bps=int(values["bandwidth"][i][j])
                               if "bandwidth" in values else 0,
-                              loss=float(values["loss"][i][j]) if "loss" in values else 0.0)
+                              loss=float(values["loss"][i][j]) if "loss" in values else 0.0,
+                              jitter_s=float(values["jitter"][i][j])
+                              if "jitter" in values else 0.0,
+                              duplicate=float(values["duplicate"][i][j])
+                              if "duplicate" in values else 0.0,
+                              corrupt=float(values["corrupt"][i][j])
+                              if "corrupt" in values else 0.0)
             pairs.append(ir.LanPair(src=a, dst=b, params=p))
     return tuple(pairs)
 

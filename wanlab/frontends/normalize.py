@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from wanlab.errors import SpecError
-from wanlab.frontends import units
+from wanlab.frontends import impair as impair_spec
+from wanlab.frontends import traces, units
 from wanlab.model import imageref, ir, names
 
 # ns-2 queue parameter -> IR queue field (``queue_in_bytes_`` is an old spelling)
@@ -265,7 +266,24 @@ def event(exp: ir.Experiment, time_s: float, target: str, action: str, args: Seq
             raise _err(f"{what}: 'simplex' needs one direction as the target "
                        f"([$ns link $a $b]); {target} has two", src)
         words = words[:1]
-    if kind in ("link", "lan"):
+    if kind in ("link", "lan") and action == "bandwidth" and words[:1] == ["trace"]:
+        # a capacity trace: the file relative to the describing file's folder (tevc: the
+        # working directory, where the process may read files at all)
+        base = os.path.dirname(src.file) if src.file else None
+        try:
+            t = traces.from_words(words, base)
+        except SpecError as err:
+            if err.file:
+                raise
+            raise _err(f"{what}: {err.message}", src, err.field) from None
+        e = replace(e, action="impair", value={"trace": traces.plain(t)})
+    elif kind in ("link", "lan") and impair_spec.is_verb(action, words):
+        try:
+            value = impair_spec.from_words(action, words)
+        except SpecError as err:
+            raise _err(f"{what}: {err.message}", src, err.field) from None
+        e = replace(e, action="impair", value=value)
+    elif kind in ("link", "lan"):
         if action == "bandwidth":
             e = replace(e, value=units.parse_bandwidth(one("bandwidth"), **_at(src),
                                                         field="bandwidth"))
@@ -342,14 +360,33 @@ def _check_red(exp: ir.Experiment, target: str, kind: str, fld: str, dir: str | 
 
 
 def link_change(exp: ir.Experiment, target: str, dir: str = "both", *,
-                bandwidth: Any = None, delay: Any = None, loss: Any = None) -> list[ir.Event]:
+                bandwidth: Any = None, delay: Any = None, loss: Any = None,
+                jitter: Any = None, duplicate: Any = None, corrupt: Any = None,
+                reorder: Any = None, overhead: Any = None, cellsize: Any = None,
+                cell_overhead: Any = None) -> list[ir.Event]:
     """Events now for the API's ``set_link``: the same meaning as tevc's (a LAN's delay
-    and loss are member-to-member)."""
+    and plain loss are member-to-member); netem's impairments (and a loss model, a
+    mapping) as one ``impair`` event."""
     d = None if dir == "both" else dir
     out = []
     for action, v in (("bandwidth", bandwidth), ("delay", delay), ("plr", loss)):
-        if v is not None:
+        if v is not None and not (action == "plr" and isinstance(v, Mapping)):
             out.append(event(exp, 0.0, target, action, [v], dir=d))
+    try:
+        ch = impair_spec.fields(dict(jitter=jitter, duplicate=duplicate, corrupt=corrupt,
+                                     reorder=reorder, overhead=overhead, cellsize=cellsize,
+                                     cell_overhead=cell_overhead))
+        if isinstance(loss, Mapping):
+            ch.update(impair_spec.loss(loss))
+    except SpecError as e:
+        raise _err(f"{target}: {e.message}", None, e.field) from None
+    if ch:
+        if ch.get("loss_model") is not None:
+            from dataclasses import asdict
+            ch["loss_model"] = asdict(ch["loss_model"])
+        e = ir.Event(time_s=0.0, target=target, action="impair", value=ch, dir=d)
+        ir.check_event(exp, e)
+        out.append(e)
     return out
 
 

@@ -45,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from wanlab.errors import SpecError
-from wanlab.frontends import bounds, normalize, units
+from wanlab.frontends import bounds, normalize, schedules, traces, units
 from wanlab.frontends import edge as edge_spec
+from wanlab.frontends import impair as impair_spec
 from wanlab.frontends import matrix as lan_matrix
 from wanlab.model import ir
 
@@ -530,7 +531,8 @@ class _Records:
         return o["_queues"]
 
     def params(self, o: dict[str, Any], pre: str, *, bw: Any, delay: Any, loss: Any,
-               qkind: str, what: str, default_loss: float = 0.0) -> ir.LinkParams:
+               qkind: str, what: str, default_loss: float = 0.0,
+               extra: str | None = None) -> ir.LinkParams:
         """One direction's LinkParams from attributes ``{pre}bw`` etc. or defaults."""
         b = self.conv(o, pre + "bw", units.parse_bandwidth) if pre + "bw" in o["attrs"] else bw
         d = self.conv(o, pre + "delay", units.parse_delay) if pre + "delay" in o["attrs"] \
@@ -549,7 +551,73 @@ class _Records:
             changes[fld] = value
         if changes:
             q = replace(q, **changes)
-        return ir.LinkParams(bandwidth_bps=b, delay_s=d, loss=lo, queue=q)
+        p = ir.LinkParams(bandwidth_bps=b, delay_s=d, loss=lo, queue=q)
+        return self.impairments(o, pre, p, extra=extra)
+
+    # tb-set-*-VERB words -> the impairment words of wanlab/frontends/impair.py
+    IMPAIR_VERBS = {"jitter": "jitter", "duplicate": "duplicate", "corrupt": "corrupt",
+                    "reorder": "reorder", "lossmodel": "loss", "overhead": "overhead",
+                    "cellsize": "cellsize", "cell_overhead": "cell_overhead", "trace": "trace",
+                    "schedule": "schedule"}
+
+    def impairments(self, o: dict[str, Any], pre: str, p: ir.LinkParams,
+                    extra: str | None = None) -> ir.LinkParams:
+        """``p`` with the impairments set on ``o`` under ``{pre}imp,`` (tb-set-link-VERB,
+        ``$ns lossmodel``), after those under ``{extra}imp,`` (a LAN's own); errors at the
+        line of the command."""
+        ch: dict[str, Any] = {}
+        for prefix in ([extra] if extra is not None else []) + [pre]:
+            for verb, action in self.IMPAIR_VERBS.items():
+                a = o["attrs"].get(f"{prefix}imp,{verb}")
+                if a is None:
+                    continue
+                try:
+                    base = os.path.dirname(a[1] if a[1] and os.path.isabs(a[1])
+                                           else self.script)
+                    if verb == "trace":
+                        t = traces.from_words(["trace", *str(a[0]).split()], base)
+                        got = {"bandwidth_bps": 0, "trace": traces.plain(t)}
+                    elif verb == "schedule":
+                        w = str(a[0]).split()
+                        if not w or any(x not in ("linear", "loop") for x in w[1:]):
+                            raise SpecError("takes CSV ?linear? ?loop?", field=verb)
+                        got = {"schedule": schedules.spec(
+                            {"csv": w[0], "interpolate": "linear" if "linear" in w else
+                             "step", "loop": "loop" in w[1:]}, base, verb)}
+                    else:
+                        got = impair_spec.from_words(action, str(a[0]).split(), field=verb)
+                except SpecError as e:
+                    if e.file:
+                        raise       # in the trace file
+                    raise self.err(f"{verb} {a[0]}: {e.message}", a[1], a[2]) from None
+                ch.update(got)
+            em = o["attrs"].get(f"{prefix}imp,errmodel")
+            if em is not None:
+                ch.update(self.error_model(em))
+        if not ch:
+            return p
+        try:
+            out = ir.impair_params(ch, p)
+            ir.check_impairments(out)
+        except SpecError as e:
+            raise self.err(e.message, o["file"], o["line"]) from None
+        return out
+
+    def error_model(self, a: list[Any]) -> dict[str, Any]:
+        """The loss of an ns-2 ErrorModel put on a direction by ``$ns lossmodel``."""
+        em = self.by_h[a[0]]
+        rate, unit = em["attrs"].get("rate_"), em["attrs"].get("unit")
+        if unit is not None and str(unit[0]).lower() not in ("pkt", "packet", "packets"):
+            raise self.err(f"ErrorModel {em['name']}: unit {unit[0]!r} is not supported "
+                           f"(frames are lost whole: use unit pkt)", unit[1], unit[2])
+        if rate is None:
+            self.warn(f"ErrorModel {em['name']}: no rate_ set; it loses nothing", a[1], a[2])
+            return {}
+        try:
+            return {"loss": units.parse_loss(rate[0], field="rate_"), "loss_correlation": 0.0,
+                    "loss_model": None}
+        except SpecError as e:
+            raise self.err(f"ErrorModel {em['name']}: {e.message}", rate[1], rate[2]) from None
 
     def link(self, o: dict[str, Any]) -> ir.Link:
         name = self.names[o["h"]]
@@ -583,7 +651,8 @@ class _Records:
             members.append(ir.LanMember(
                 node=self.names[h],
                 to_lan=self.params(o, f"m,{h},to,", what=f"LAN {name}", **half),
-                from_lan=self.params(o, f"m,{h},from,", what=f"LAN {name}", **half),
+                from_lan=self.params(o, f"m,{h},from,", what=f"LAN {name}", extra="",
+                                     **half),
                 ip=self.val(o, f"m,{h},ip"), ip6=self.ip6(o, f"m,{h},ip6")))
         pairs, gateway = self.lan_pairs(o, [m.node for m in members])
         return ir.Lan(name=name, members=tuple(members), bandwidth_bps=bw, delay_s=delay,
@@ -595,8 +664,8 @@ class _Records:
         """The channels of ``tb-set-lan-matrix`` / ``tb-set-lan-gateway`` (wanlab/frontends/
         matrix.py), errors at the line of the command."""
         a = o["attrs"]
-        given = [k for k in ("matrix,csv", "matrix,delay,n", "matrix,bandwidth,n",
-                             "matrix,loss,n", "gw,node") if k in a]
+        given = [k for k in ("matrix,csv", *(f"matrix,{q},n" for q in lan_matrix.QUANTITIES),
+                             "gw,node") if k in a]
         if not given:
             return (), None
         f, line = a[given[0]][1], a[given[0]][2]

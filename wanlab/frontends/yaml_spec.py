@@ -27,6 +27,7 @@ import yaml
 
 from wanlab.errors import SpecError
 from wanlab.frontends import bounds, units
+from wanlab.frontends import impair as impair_spec
 from wanlab.frontends.builder import ExperimentBuilder, unknown_key
 from wanlab.frontends.ns import sanitize_name
 from wanlab.model import ir
@@ -343,6 +344,7 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
     b = call(["name"], ExperimentBuilder, doc.get("name", default_name),
              seed=doc.get("seed", 1), routing=doc.get("routing", "static"),
              params={k: v for k, (_d, v, _desc) in values.items()})
+    b.base_dir = str(Path(file).parent) if not file.startswith("<") else None
     for k, (default, _v, desc) in values.items():
         call(["parameters", k], b.parameter, k, default, desc)
     if any(k in doc for k in ("idle_swap", "max_duration", "no_idle_swap")):
@@ -383,24 +385,28 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
                     cost=l.get("cost", 1), ip_a=(l.get("ips") or [None, None])[0],
                     ip_b=(l.get("ips") or [None, None])[1], netmask=l.get("netmask"),
                     ip6_a=(l.get("ips6") or [None, None])[0],
-                    ip6_b=(l.get("ips6") or [None, None])[1], source=at(p))
+                    ip6_b=(l.get("ips6") or [None, None])[1], source=at(p),
+                    **_impair_schedule(l))
         for d, src in (("ab", a), ("ba", bb)):
             if d in l:
                 x = l[d]
                 call(p + [d], b.direction, name, src, bandwidth=x.get("bandwidth"),
-                     delay=x.get("delay"), loss=x.get("loss"), queue=x.get("queue"))
+                     delay=x.get("delay"), loss=x.get("loss"), queue=x.get("queue"),
+                     **_impair_schedule(x))
     for i, l in enumerate(doc.get("lans", [])):
         p = ["lans", i]
         members = [m if isinstance(m, str) else m["node"] for m in l["nodes"]]
         name = call(p, b.lan, members, bandwidth=l.get("bandwidth", 0), delay=l.get("delay", 0),
                     loss=l.get("loss", 0), queue=l.get("queue"), name=l.get("name"),
                     netmask=l.get("netmask"), cost=l.get("cost", 1), gateway=l.get("gateway"),
-                    source=at(p))
+                    source=at(p), **_impair(l))
         if "matrix" in l:
             mx = dict(l["matrix"])
             try:
                 b.lan_matrix(name, csv=mx.get("csv"), delay=mx.get("delay"),
                              bandwidth=mx.get("bandwidth"), loss=mx.get("loss"),
+                             jitter=mx.get("jitter"), duplicate=mx.get("duplicate"),
+                             corrupt=mx.get("corrupt"),
                              base_dir=Path(file).parent if not file.startswith("<")
                              else Path("/nonexistent"))
             except SpecError as e:
@@ -415,7 +421,7 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
                 call(p + ["nodes", j], b.lan_member, name, m["node"],
                      bandwidth=m.get("bandwidth"), delay=m.get("delay"), loss=m.get("loss"),
                      ip=m.get("ip"), ip6=m.get("ip6"), to_lan=m.get("to_lan"),
-                     from_lan=m.get("from_lan"))
+                     from_lan=m.get("from_lan"), **_impair(m))
     if "edge" in doc:
         e = doc["edge"] or {}
         call(["edge"], b.edge, gateway=e.get("gateway"), uplink=e.get("uplink"),
@@ -455,6 +461,16 @@ def _topology(b: ExperimentBuilder, doc: dict[str, Any], file: str, src: ir.Sour
         raise SpecError(e.message, file=file, line=src.line, field=e.field) from None
     call(["topology"], topology.declare, b, m, hosts=t.get("hosts", 0),
          bandwidth=t.get("bandwidth", 0), delay=t.get("delay", 0), source=src)
+
+
+def _impair(m: dict[str, Any]) -> dict[str, Any]:
+    """netem's keys of a link, direction, LAN or member entry, for the builder."""
+    return {k: m.get(k) for k in impair_spec.KEYS}
+
+
+def _impair_schedule(m: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_impair` and a link's or direction's ``schedule``."""
+    return {**_impair(m), "schedule": m.get("schedule")}
 
 
 def _unitless(doc: dict[str, Any]) -> list[tuple[list[Any], str]]:

@@ -80,8 +80,8 @@ TRAFFIC_FIELDS = {"packet_size": int, "rate_bps": int, "interval_s": float, "tos
                   "max_packets": int}
 # the actions each kind of object takes (docs/ir.md, Event)
 ACTIONS = {
-    "link": ("up", "down", "bandwidth", "delay", "plr", "set", "drop", "trace"),
-    "lan": ("up", "down", "bandwidth", "delay", "plr", "set", "trace"),
+    "link": ("up", "down", "bandwidth", "delay", "plr", "set", "drop", "trace", "impair"),
+    "lan": ("up", "down", "bandwidth", "delay", "plr", "set", "trace", "impair"),
     "program": ("start", "stop", "kill", "run", "set"),
     "application": ("start", "stop", "reset", "set"),
     "node": ("reboot",),
@@ -126,14 +126,106 @@ class Queue:
     mean_pktsize: int = 500
 
 
+JITTER_DISTS = ("uniform", "normal", "pareto", "paretonormal")
+LOSS_MODELS = ("gilbert-elliott", "4-state")
+MAX_FRAMING_BYTES = 65_535
+MAX_REORDER_GAP = 1_000_000
+# the fields of LinkParams that are impairments (docs/impairments.md), with their types
+IMPAIR_FIELDS = {"jitter_s": float, "jitter_dist": str, "jitter_correlation": float,
+                 "jitter_reorder": bool, "loss_correlation": float, "loss_model": object,
+                 "duplicate": float, "corrupt": float, "reorder": float, "reorder_gap": int,
+                 "overhead": int, "cellsize": int, "cell_overhead": int, "trace": object,
+                 "schedule": object}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A direction's delay, bandwidth and loss following a time series (docs/
+    impairments.md): at ``times_s`` after the direction is set up, the columns given (None:
+    not scheduled) take their values, held (step) or ``linear`` in between, the series
+    repeating (``loop``) after its last time. ``file`` is the name it was read from."""
+
+    file: str
+    times_s: tuple[float, ...]
+    delay_s: tuple[float, ...] | None = None
+    bandwidth_bps: tuple[int, ...] | None = None
+    loss: tuple[float, ...] | None = None
+    linear: bool = False
+    loop: bool = False
+
+
+@dataclass(frozen=True)
+class BandwidthTrace:
+    """A direction's capacity as Mahimahi delivery opportunities (docs/impairments.md): at
+    each time of ``ms`` (milliseconds into the trace) 1500 bytes may leave; the trace
+    starts ``offset_s`` in when the direction is set up, and repeats (``loop``) shifted by
+    its last time. ``file`` is the name it was read from (for people)."""
+
+    file: str
+    ms: tuple[int, ...]
+    offset_s: float = 0.0
+    loop: bool = True
+
+    def mean_bps(self) -> float:
+        return len(self.ms) * 1500 * 8 / (self.ms[-1] / 1000) if self.ms and self.ms[-1] \
+            else 0.0
+
+
+@dataclass(frozen=True)
+class LossModel:
+    """A loss model with memory (docs/impairments.md): ``gilbert-elliott`` moves from good
+    to bad with ``p`` and back with ``r``, and delivers a frame with probability ``k`` in the
+    good state and ``h`` in the bad one (netem's ``gemodel p r 1-h 1-k``); ``4-state`` is
+    netem's ``loss state p13 p31 p32 p23 p14``."""
+
+    model: str
+    p: float = 0.0
+    r: float = 1.0
+    h: float = 0.0
+    k: float = 1.0
+    p13: float = 0.0
+    p31: float = 1.0
+    p32: float = 0.0
+    p23: float = 1.0
+    p14: float = 0.0
+
+    def values(self) -> dict[str, float]:
+        """The model's own parameters, by name."""
+        names = ("p", "r", "h", "k") if self.model == "gilbert-elliott" else \
+            ("p13", "p31", "p32", "p23", "p14")
+        return {n: getattr(self, n) for n in names}
+
+
 @dataclass(frozen=True)
 class LinkParams:
-    """Shaping of one direction: bandwidth, delay, loss and queue."""
+    """Shaping of one direction: bandwidth, delay, loss and queue, and netem's impairments:
+    jitter (``jitter_s``: ±jitter for ``uniform``, the standard deviation for the other
+    distributions; a ``jitter_correlation`` is the chance a draw repeats the previous one;
+    frames keep their order unless ``jitter_reorder``), correlated or modelled loss
+    (``loss_correlation``; ``loss_model`` replaces ``loss``), ``duplicate`` and ``corrupt``
+    probabilities, ``reorder`` (every ``reorder_gap``-th frame skips the delay with this
+    probability) and serialization framing (``overhead`` bytes per frame, ``cellsize`` and
+    ``cell_overhead`` bytes per cell)."""
 
     bandwidth_bps: int = 0
     delay_s: float = 0.0
     loss: float = 0.0
     queue: Queue = field(default_factory=Queue)
+    jitter_s: float = 0.0
+    jitter_dist: str = "uniform"
+    jitter_correlation: float = 0.0
+    jitter_reorder: bool = False
+    loss_correlation: float = 0.0
+    loss_model: LossModel | None = None
+    duplicate: float = 0.0
+    corrupt: float = 0.0
+    reorder: float = 0.0
+    reorder_gap: int = 1
+    overhead: int = 0
+    cellsize: int = 0
+    cell_overhead: int = 0
+    trace: BandwidthTrace | None = None     # capacity from a trace instead of bandwidth_bps
+    schedule: Schedule | None = None        # delay/bandwidth/loss following a time series
 
 
 @dataclass(frozen=True)
@@ -591,6 +683,12 @@ class Experiment:
         def params(x):
             x = dict(x or {})
             x["queue"] = queue(x.get("queue"))
+            if x.get("loss_model"):
+                x["loss_model"] = LossModel(**x["loss_model"])
+            if x.get("trace"):
+                x["trace"] = BandwidthTrace(**{**x["trace"], "ms": tuple(x["trace"]["ms"])})
+            if x.get("schedule"):
+                x["schedule"] = schedule_of(x["schedule"])
             return LinkParams(**x)
 
         nodes = tuple(Node(**{**n, "routes": tuple(Route(**r) for r in n.get("routes", ())),
@@ -676,6 +774,89 @@ def _err(msg: str, src: Source | None, fld: str | None = None) -> SpecError:
                      field=fld)
 
 
+def _prob_ok(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
+
+
+def impair_value_ok(v: Any) -> bool:
+    """An ``impair`` event's value: LinkParams impairment fields (and ``loss``) with values
+    in range; a loss model as a mapping."""
+    if not isinstance(v, dict) or not v or any(k not in IMPAIR_FIELDS and k != "loss"
+                                                 for k in v):
+        return False
+    try:
+        check_impairments(impair_params(v))
+    except (SpecError, TypeError):
+        return False
+    return "loss" not in v or _prob_ok(v["loss"])
+
+
+def impair_params(changes: dict[str, Any], base: "LinkParams | None" = None) -> "LinkParams":
+    """``base`` (default: none) with an ``impair`` event's changes (a loss model given as a
+    mapping, as events carry it)."""
+    ch = dict(changes)
+    if isinstance(ch.get("loss_model"), dict):
+        ch["loss_model"] = LossModel(**ch["loss_model"])
+    if isinstance(ch.get("trace"), dict):
+        ch["trace"] = BandwidthTrace(**{**ch["trace"], "ms": tuple(ch["trace"]["ms"])})
+    if isinstance(ch.get("schedule"), dict):
+        ch["schedule"] = schedule_of(ch["schedule"])
+    return replace(base or LinkParams(), **ch)
+
+
+def schedule_of(d: dict[str, Any]) -> Schedule:
+    """A schedule from its JSON form."""
+    return Schedule(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+def check_impairments(p: LinkParams, where: str = "", src: Source | None = None) -> None:
+    """The impairment fields of ``p`` in range (SpecError naming the field)."""
+    def fail(fld: str, msg: str) -> SpecError:
+        return _err(msg, src, f"{where}.{fld}" if where else fld)
+    if not isinstance(p.jitter_s, (int, float)) or not 0 <= p.jitter_s <= MAX_DELAY_S:
+        raise fail("jitter", f"jitter {p.jitter_s!r} s out of range 0..10s")
+    if p.jitter_dist not in JITTER_DISTS:
+        raise fail("jitter.distribution", f"distribution {p.jitter_dist!r} unknown; use "
+                   f"one of {', '.join(JITTER_DISTS)}")
+    for f, what in (("jitter_correlation", "jitter correlation"),
+                    ("loss_correlation", "loss correlation"), ("duplicate", "duplicate"),
+                    ("corrupt", "corrupt"), ("reorder", "reorder probability")):
+        if not _prob_ok(getattr(p, f)):
+            raise fail(f, f"{what} {getattr(p, f)!r} is not a probability in 0..1")
+    if not isinstance(p.reorder_gap, int) or not 1 <= p.reorder_gap <= MAX_REORDER_GAP:
+        raise fail("reorder.gap", f"reorder gap {p.reorder_gap!r} must be 1..{MAX_REORDER_GAP}")
+    for f in ("overhead", "cell_overhead"):
+        v = getattr(p, f)
+        if not isinstance(v, int) or not -MAX_FRAMING_BYTES <= v <= MAX_FRAMING_BYTES:
+            raise fail(f, f"{f} {v!r} must be a whole number of bytes within "
+                       f"±{MAX_FRAMING_BYTES}")
+    if not isinstance(p.cellsize, int) or not 0 <= p.cellsize <= MAX_FRAMING_BYTES:
+        raise fail("cellsize", f"cellsize {p.cellsize!r} must be 0..{MAX_FRAMING_BYTES} bytes")
+    if p.cellsize and p.cellsize + p.cell_overhead < 1:
+        raise fail("cell_overhead", f"cell_overhead {p.cell_overhead} leaves a cell of "
+                   f"{p.cellsize} bytes no byte")
+    t = p.trace
+    if t is not None:
+        if not isinstance(t, BandwidthTrace) or not t.ms or t.ms[-1] <= 0 or any(
+                b < a for a, b in zip(t.ms, t.ms[1:], strict=False)) or t.ms[0] < 0:
+            raise fail("bandwidth.trace", "a trace is non-decreasing milliseconds, the last "
+                       "after 0")
+        if not 0 <= t.offset_s <= HORIZON_S:
+            raise fail("bandwidth.offset", f"trace offset {t.offset_s!r} s out of range")
+    m = p.loss_model
+    if m is not None:
+        if m.model not in LOSS_MODELS:
+            raise fail("loss.model", f"loss model {m.model!r} unknown; use one of "
+                       f"{', '.join(LOSS_MODELS)}")
+        for n, v in m.values().items():
+            if not _prob_ok(v):
+                raise fail(f"loss.{n}", f"{n} {v!r} is not a probability in 0..1")
+        if m.model == "4-state" and (m.p13 + m.p14 > 1 or m.p31 + m.p32 > 1):
+            raise fail("loss", "p13 + p14 and p31 + p32 must each be at most 1")
+        if p.loss or p.loss_correlation:
+            raise fail("loss", "a loss model replaces the plain loss rate: give one")
+
+
 def _check_params(p: LinkParams, where: str, src: Source) -> None:
     if not isinstance(p.bandwidth_bps, int) or not 0 <= p.bandwidth_bps <= MAX_BANDWIDTH_BPS:
         raise _err(f"bandwidth {p.bandwidth_bps!r} bit/s out of range (0 = unlimited, "
@@ -684,6 +865,7 @@ def _check_params(p: LinkParams, where: str, src: Source) -> None:
         raise _err(f"delay {p.delay_s!r} s out of range 0..10s", src, where)
     if not 0 <= p.loss <= 1:
         raise _err(f"loss {p.loss!r} is not a probability in 0..1", src, where)
+    check_impairments(p, where, src)
     q = p.queue
     if q.kind not in QUEUE_KINDS:
         raise _err(f"queue {q.kind!r} unknown; supported queues are DropTail, RED, GRED",
@@ -1353,8 +1535,9 @@ def check_event(exp: Experiment, e: Event, kinds: dict[str, str] | None = None) 
         if lan is None or not any((p.src, p.dst) == (e.member, e.to) for p in lan.pairs):
             raise _err(f"{what}: no pair channel from {e.member!r} to {e.to!r} (a latency "
                        f"matrix's cell)", src)
-        if a not in ("bandwidth", "delay", "plr") or e.dir is not None:
-            raise _err(f"{what}: a pair channel takes delay, bandwidth and plr", src)
+        if a not in ("bandwidth", "delay", "plr", "impair") or e.dir is not None:
+            raise _err(f"{what}: a pair channel takes delay, bandwidth, plr and netem's "
+                       f"impairments", src)
     elif e.dir is not None or e.member is not None:
         if kind == "link" and e.member is None and e.dir in ("ab", "ba"):
             pass
@@ -1364,7 +1547,7 @@ def check_event(exp: Experiment, e: Event, kinds: dict[str, str] | None = None) 
                 raise _err(f"{what}: {e.member!r} is not a member", src)
         else:
             raise _err(f"{what}: direction {e.dir!r} unknown", src)
-        if a not in ("bandwidth", "delay", "plr", "set", "drop", "trace"):
+        if a not in ("bandwidth", "delay", "plr", "set", "drop", "trace", "impair"):
             raise _err(f"{what}: {a} applies to the whole {kind}, not one direction", src)
     ok = True
     if a in ("up", "down", "start", "stop", "kill", "run", "reset", "reboot", "halt",
@@ -1384,6 +1567,8 @@ def check_event(exp: Experiment, e: Event, kinds: dict[str, str] | None = None) 
         ok = isinstance(v, str)
     elif a == "set" and kind in ("link", "lan"):
         ok = queue_value_ok(e.param or "", v)
+    elif a == "impair":
+        ok = impair_value_ok(v)
     elif a == "set" and kind == "application":
         ok = e.param in TRAFFIC_FIELDS and _traffic_value_ok(e.param, v)
     elif a == "set" and kind == "program":

@@ -31,6 +31,8 @@ from pydantic import BaseModel, Field
 
 from wanlab import site as sites
 from wanlab.errors import WanlabError
+from wanlab.frontends import impair as impair_spec
+from wanlab.frontends import traces
 from wanlab.lifecycle import Lab
 from wanlab.plan.plan import make_plan
 from wanlab.portal import audit, auth, consoles, files, hostres, live, projects, specs, tables
@@ -93,7 +95,11 @@ class Exec(BaseModel):
 class LinkChange(BaseModel):
     delay: str | None = Field(None, examples=["50ms"])
     bandwidth: str | None = Field(None, examples=["10Mb"])
-    loss: str | None = Field(None, examples=["0.01"])
+    loss: str | None = Field(None, examples=["0.01", "gemodel 1% 30%", "state 1% 30%"])
+    jitter: str | None = Field(None, examples=["5ms", "5ms normal 25%"])
+    duplicate: str | None = Field(None, examples=["1%"])
+    corrupt: str | None = Field(None, examples=["0.1%"])
+    reorder: str | None = Field(None, examples=["25%", "25% gap 5"])
     state: Literal["up", "down"] | None = None
 
 
@@ -561,18 +567,23 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             kind = c.lab.get(name).ir.kinds().get(link)
             if kind not in ("link", "lan"):
                 raise NotFound(f"{link!r} is not a link or LAN of experiment {name!r}")
-            words = [[w, v] for w, v in (("delay", body.delay), ("bandwidth", body.bandwidth),
-                                         ("plr", body.loss)) if v is not None]
+            # tevc's words; a loss model and netem's impairments take several
+            words = [[w, *v.split()] for w, v in (
+                ("delay", body.delay), ("bandwidth", body.bandwidth), ("loss", body.loss),
+                ("jitter", body.jitter), ("duplicate", body.duplicate),
+                ("corrupt", body.corrupt), ("reorder", body.reorder)) if v is not None]
             if body.state:
                 words.append([body.state])
             if not words:
-                raise WanlabError("nothing to change: give delay, bandwidth, loss or state")
+                raise WanlabError("nothing to change: give delay, bandwidth, loss, jitter, "
+                                  "duplicate, corrupt, reorder or state")
             rid = c.audit("link", name, f"{link} " + " ".join(" ".join(w) for w in words))
             replies = []
             try:
                 on = sites.of(c.lab, name)      # this host's, or the cluster's machines
                 for action, *args in words:
-                    replies.append(on.tevc(name, "now", link, action, args, wait=True))
+                    with traces.confined_here():    # no trace file named by a request
+                        replies.append(on.tevc(name, "now", link, action, args, wait=True))
             except BaseException as e:
                 audit.failed(c.db, rid, str(e))
                 raise
@@ -589,8 +600,9 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                                                   *body.args]))
             try:
                 wait = body.time == "now"
-                return sites.of(c.lab, name).tevc(name, body.time, body.object, body.event,
-                                                  body.args, wait=wait)
+                with traces.confined_here():        # no trace file named by a request
+                    return sites.of(c.lab, name).tevc(name, body.time, body.object,
+                                                      body.event, body.args, wait=wait)
             except BaseException as e:
                 audit.failed(c.db, rid, str(e))
                 raise
@@ -768,7 +780,8 @@ def topology(lab: Lab, name: str) -> dict[str, Any]:
 
     def params(lp) -> dict[str, Any]:
         return {"bandwidth_bps": lp.bandwidth_bps, "delay_s": lp.delay_s, "loss": lp.loss,
-                "queue": lp.queue.kind, "limit": lp.queue.limit}
+                "queue": lp.queue.kind, "limit": lp.queue.limit,
+                "impair": impair_spec.describe(lp)}
     return {"nodes": nodes,
             "links": [{"name": l.name, "a": l.a, "b": l.b, "ab": params(l.ab),
                        "ba": params(l.ba)} for l in row.ir.links],

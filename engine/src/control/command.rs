@@ -89,15 +89,18 @@ pub fn validate(req: Request) -> Result<Command, String> {
         Request::Hello => Command::Hello,
         Request::Apply(a) => Command::Apply(Box::new(build_apply(a)?)),
         Request::Remove(r) => Command::Remove(r),
-        Request::Set(s) => Command::Set {
-            at: Target {
-                target: s.target,
-                member: s.member,
-            },
-            dir: s.dir.unwrap_or(DirSpec::Both).into(),
-            params: Box::new(s.params),
-            to: s.to,
-        },
+        Request::Set(s) => {
+            let s = *s;
+            Command::Set {
+                at: Target {
+                    target: s.target,
+                    member: s.member,
+                },
+                dir: s.dir.unwrap_or(DirSpec::Both).into(),
+                params: Box::new(s.params),
+                to: s.to,
+            }
+        }
         Request::Down(d) => Command::SetUp {
             at: Target {
                 target: d.target,

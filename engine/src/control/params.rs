@@ -1,8 +1,17 @@
 //! Link parameters: validating a request's partial [`ParamsSpec`] and merging it into the
 //! current [`LinkParams`] of a direction (pure; errors name the field path).
 
-use super::protocol::{JitterDistSpec, LossSpec, ParamsSpec, QueueKindSpec, QueueSpec};
+use super::protocol::{
+    JitterDistSpec, LossSpec, ParamsSpec, QueueKindSpec, QueueSpec, ScheduleSpec,
+};
 use crate::model::params::{JitterDist, LinkParams, LossParams, QueueKind, RedParams};
+use crate::model::schedule::{Schedule, MAX_POINTS};
+use crate::model::trace::Trace;
+
+/// Largest per-frame or per-cell overhead (bytes, either sign) and cell size.
+pub const MAX_FRAMING_BYTES: i64 = 65_535;
+/// Largest reorder gap (frames).
+pub const MAX_REORDER_GAP: u64 = 1_000_000;
 
 pub const MAX_BANDWIDTH_BPS: u64 = 100_000_000_000;
 pub const MAX_DELAY_US: f64 = 10_000_000.0;
@@ -42,6 +51,8 @@ pub fn merge_params(
             ));
         }
         p.bandwidth_bps = b;
+        // a fixed rate ends a trace (unless the same patch brings one)
+        p.trace = None;
     }
     if let Some(d) = patch.delay_us {
         p.delay_ns = check_us(&format!("{ctx}.delay_us"), d)?;
@@ -53,7 +64,49 @@ pub fn merge_params(
         p.jitter_dist = match d {
             JitterDistSpec::Uniform => JitterDist::Uniform,
             JitterDistSpec::Normal => JitterDist::Normal,
+            JitterDistSpec::Pareto => JitterDist::Pareto,
+            JitterDistSpec::Paretonormal => JitterDist::ParetoNormal,
         };
+    }
+    if let Some(c) = patch.jitter_corr {
+        p.jitter_corr = check_prob(&format!("{ctx}.jitter_corr"), c)?;
+    }
+    if let Some(r) = patch.reorder {
+        p.reorder = check_prob(&format!("{ctx}.reorder"), r)?;
+    }
+    if let Some(g) = patch.reorder_gap {
+        if g == 0 || g > MAX_REORDER_GAP {
+            return Err(format!(
+                "{ctx}.reorder_gap: must be 1..={MAX_REORDER_GAP} frames, got {g}"
+            ));
+        }
+        p.reorder_gap = g as u32;
+    }
+    let bytes = |n: &str, v: i64, min: i64| -> Result<i32, String> {
+        if (min..=MAX_FRAMING_BYTES).contains(&v) {
+            Ok(v as i32)
+        } else {
+            Err(format!(
+                "{ctx}.{n}: must be {min}..={MAX_FRAMING_BYTES} bytes, got {v}"
+            ))
+        }
+    };
+    if let Some(o) = patch.overhead {
+        p.framing.overhead = bytes("overhead", o, -MAX_FRAMING_BYTES)?;
+    }
+    if let Some(c) = patch.cellsize {
+        p.framing.cellsize = bytes("cellsize", c.min(i64::MAX as u64) as i64, 0)? as u32;
+    }
+    if let Some(o) = patch.cell_overhead {
+        p.framing.cell_overhead = bytes("cell_overhead", o, -MAX_FRAMING_BYTES)?;
+    }
+    if p.framing.cellsize > 0
+        && i64::from(p.framing.cellsize) + i64::from(p.framing.cell_overhead) < 1
+    {
+        return Err(format!(
+            "{ctx}.cell_overhead: a cell must keep at least one byte (cellsize {} + cell_overhead {})",
+            p.framing.cellsize, p.framing.cell_overhead
+        ));
     }
     if let Some(r) = patch.jitter_reorder {
         p.jitter_reorder = r;
@@ -64,11 +117,56 @@ pub fn merge_params(
     if let Some(c) = patch.corrupt {
         p.corrupt = check_prob(&format!("{ctx}.corrupt"), c)?;
     }
+    if let Some(t) = &patch.trace {
+        p.trace = if t.ms.is_empty() {
+            None
+        } else {
+            Trace::check(&t.ms).map_err(|e| format!("{ctx}.trace: {e}"))?;
+            Some(Trace {
+                ms: std::sync::Arc::new(t.ms.clone()),
+                offset_ms: t.offset_ms,
+                looped: t.looped,
+            })
+        };
+    }
+    if let Some(sc) = &patch.schedule {
+        p.schedule = schedule(sc, &format!("{ctx}.schedule"))?;
+    }
     if let Some(l) = &patch.loss {
         let f = |n: &str, v: f64| check_prob(&format!("{ctx}.loss.{n}"), v);
         p.loss = match l {
             LossSpec::None => LossParams::None,
-            LossSpec::Bernoulli { p } => LossParams::Bernoulli { p: f("p", *p)? },
+            LossSpec::Bernoulli { p, corr } => LossParams::Bernoulli {
+                p: f("p", *p)?,
+                corr: f("corr", *corr)?,
+            },
+            LossSpec::State {
+                p13,
+                p31,
+                p32,
+                p23,
+                p14,
+            } => {
+                let (p13, p31, p32, p23, p14) = (
+                    f("p13", *p13)?,
+                    f("p31", *p31)?,
+                    f("p32", *p32)?,
+                    f("p23", *p23)?,
+                    f("p14", *p14)?,
+                );
+                if p13 + p14 > 1.0 || p31 + p32 > 1.0 {
+                    return Err(format!(
+                        "{ctx}.loss: p13 + p14 and p31 + p32 must each be at most 1"
+                    ));
+                }
+                LossParams::FourState {
+                    p13,
+                    p31,
+                    p32,
+                    p23,
+                    p14,
+                }
+            }
             LossSpec::Gilbert { p, r, k, h } => LossParams::Gilbert {
                 p: f("p", *p)?,
                 r: f("r", *r)?,
@@ -100,6 +198,74 @@ pub fn merge_params(
         }
     }
     Ok(p)
+}
+
+/// A schedule from its request form, checked (None: no schedule).
+fn schedule(sc: &ScheduleSpec, ctx: &str) -> Result<Option<Schedule>, String> {
+    use std::sync::Arc;
+    let n = sc.t_ns.len();
+    if n == 0 {
+        return Ok(None);
+    }
+    if n > MAX_POINTS {
+        return Err(format!("{ctx}: at most {MAX_POINTS} points"));
+    }
+    if let Some(i) = sc.t_ns.windows(2).position(|w| w[1] < w[0]) {
+        return Err(format!("{ctx}.t_ns[{}]: times must not decrease", i + 1));
+    }
+    let len = |name: &str, l: usize| -> Result<(), String> {
+        if l == n {
+            Ok(())
+        } else {
+            Err(format!("{ctx}.{name}: {l} values for {n} times"))
+        }
+    };
+    let delay = match &sc.delay_us {
+        None => None,
+        Some(d) => {
+            len("delay_us", d.len())?;
+            let v = d
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| check_us(&format!("{ctx}.delay_us[{i}]"), x))
+                .collect::<Result<Vec<_>, _>>()?;
+            Some(Arc::new(v))
+        }
+    };
+    let bw = match &sc.bandwidth_bps {
+        None => None,
+        Some(b) => {
+            len("bandwidth_bps", b.len())?;
+            if let Some(i) = b.iter().position(|&x| x == 0 || x > MAX_BANDWIDTH_BPS) {
+                return Err(format!(
+                    "{ctx}.bandwidth_bps[{i}]: must be 1..={MAX_BANDWIDTH_BPS}, got {}",
+                    b[i]
+                ));
+            }
+            Some(Arc::new(b.clone()))
+        }
+    };
+    let loss = match &sc.loss {
+        None => None,
+        Some(l) => {
+            len("loss", l.len())?;
+            for (i, &x) in l.iter().enumerate() {
+                check_prob(&format!("{ctx}.loss[{i}]"), x)?;
+            }
+            Some(Arc::new(l.clone()))
+        }
+    };
+    if delay.is_none() && bw.is_none() && loss.is_none() {
+        return Err(format!("{ctx}: needs delay_us, bandwidth_bps or loss"));
+    }
+    Ok(Some(Schedule {
+        t_ns: Arc::new(sc.t_ns.clone()),
+        delay_ns: delay,
+        bandwidth_bps: bw,
+        loss,
+        linear: sc.linear,
+        looped: sc.looped,
+    }))
 }
 
 fn merge_queue(p: &mut LinkParams, q: &QueueSpec, ctx: &str) -> Result<(), String> {
@@ -223,6 +389,52 @@ mod tests {
             .unwrap_err()
             .contains("linterm"));
         assert!(m(r#"{"delay_us":0.001,"jitter_us":3,"jitter_dist":"normal"}"#).is_ok());
+        assert!(m(r#"{"jitter_corr":1.5}"#)
+            .unwrap_err()
+            .contains("p.jitter_corr"));
+        assert!(m(r#"{"reorder_gap":0}"#)
+            .unwrap_err()
+            .contains("p.reorder_gap"));
+        assert!(m(r#"{"overhead":70000}"#)
+            .unwrap_err()
+            .contains("p.overhead"));
+        assert!(m(r#"{"cellsize":48,"cell_overhead":-48}"#)
+            .unwrap_err()
+            .contains("p.cell_overhead"));
+        assert!(m(r#"{"loss":{"kind":"bernoulli","p":0.1,"corr":2}}"#)
+            .unwrap_err()
+            .contains("p.loss.corr"));
+        assert!(
+            m(r#"{"loss":{"kind":"state","p13":0.6,"p31":0.5,"p32":0,"p23":1,"p14":0.6}}"#)
+                .unwrap_err()
+                .contains("p13 + p14")
+        );
+        let ok = m(
+            r#"{"jitter_us":5,"jitter_dist":"paretonormal","jitter_corr":0.25,
+            "reorder":0.25,"reorder_gap":5,"overhead":-4,"cellsize":53,"cell_overhead":-5,
+            "loss":{"kind":"state","p13":0.1,"p31":0.5,"p32":0.1,"p23":0.9,"p14":0.01}}"#,
+        )
+        .unwrap();
+        assert_eq!(ok.jitter_dist, JitterDist::ParetoNormal);
+        assert!(m(r#"{"trace":{"ms":[3,1]}}"#)
+            .unwrap_err()
+            .contains("p.trace: opportunity 1"));
+        let t = m(r#"{"trace":{"ms":[0,1],"offset_ms":5,"loop":false}}"#).unwrap();
+        assert_eq!(
+            t.trace.as_ref().map(|t| (t.offset_ms, t.looped)),
+            Some((5, false))
+        );
+        let back = merge_params(
+            &t,
+            &serde_json::from_str(r#"{"trace":{"ms":[]}}"#).unwrap(),
+            "p",
+        );
+        assert_eq!(back.unwrap().trace, None);
+        assert_eq!(
+            (ok.reorder_gap, ok.framing.cellsize, ok.framing.overhead),
+            (5, 53, -4)
+        );
+        assert!(matches!(ok.loss, LossParams::FourState { p14, .. } if p14 == 0.01));
     }
 
     #[test]

@@ -22,10 +22,53 @@ pub struct ParamsSpec {
     /// Extension: "uniform" (default, ±jitter) or "normal" (jitter = standard deviation).
     pub jitter_dist: Option<JitterDistSpec>,
     pub jitter_reorder: Option<bool>,
+    /// Probability that a jitter draw repeats the previous one.
+    pub jitter_corr: Option<f64>,
     pub queue: Option<QueueSpec>,
     pub loss: Option<LossSpec>,
     pub duplicate: Option<f64>,
     pub corrupt: Option<f64>,
+    /// Probability that a frame (every `reorder_gap`-th) skips the delay.
+    pub reorder: Option<f64>,
+    pub reorder_gap: Option<u64>,
+    /// Serialization framing: bytes added per frame, cell size and bytes added per cell.
+    pub overhead: Option<i64>,
+    pub cellsize: Option<u64>,
+    pub cell_overhead: Option<i64>,
+    /// Extension: a capacity trace in place of the bandwidth (empty `ms`: none; a
+    /// `bandwidth_bps` without one ends it).
+    pub trace: Option<TraceSpec>,
+    /// Extension: delay, bandwidth and loss following a time series (empty `t_ns`: none).
+    pub schedule: Option<ScheduleSpec>,
+}
+
+/// Points at `t_ns` after the schedule is set, and the columns' values there.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduleSpec {
+    pub t_ns: Vec<u64>,
+    pub delay_us: Option<Vec<f64>>,
+    pub bandwidth_bps: Option<Vec<u64>>,
+    pub loss: Option<Vec<f64>>,
+    #[serde(default)]
+    pub linear: bool,
+    #[serde(default, rename = "loop")]
+    pub looped: bool,
+}
+
+/// Mahimahi delivery opportunities (ms), started `offset_ms` into the trace.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TraceSpec {
+    pub ms: Vec<u64>,
+    #[serde(default)]
+    pub offset_ms: u64,
+    #[serde(default = "yes", rename = "loop")]
+    pub looped: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -33,6 +76,8 @@ pub struct ParamsSpec {
 pub enum JitterDistSpec {
     Uniform,
     Normal,
+    Pareto,
+    Paretonormal,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -60,9 +105,28 @@ pub struct QueueSpec {
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum LossSpec {
     None,
-    Bernoulli { p: f64 },
-    Gilbert { p: f64, r: f64, k: f64, h: f64 },
-    Ordinals { drop: Vec<u64> },
+    Bernoulli {
+        p: f64,
+        #[serde(default)]
+        corr: f64,
+    },
+    Gilbert {
+        p: f64,
+        r: f64,
+        k: f64,
+        h: f64,
+    },
+    /// netem's 4-state model (`loss state p13 p31 p32 p23 p14`).
+    State {
+        p13: f64,
+        p31: f64,
+        p32: f64,
+        p23: f64,
+        p14: f64,
+    },
+    Ordinals {
+        drop: Vec<u64>,
+    },
 }
 
 // ---------------------------------------------------------------- requests
@@ -539,7 +603,7 @@ pub enum Request {
     Hello,
     Apply(ApplyReq),
     Remove(RemoveReq),
-    Set(SetReq),
+    Set(Box<SetReq>),
     Down(UpDownReq),
     Up(UpDownReq),
     Stats(StatsReq),
@@ -614,7 +678,7 @@ pub fn parse_request_value(v: Value) -> (Value, Result<Request, String>) {
         "hello" => args::<Empty>(&cmd, rest).map(|_| Request::Hello),
         "apply" => args(&cmd, rest).map(Request::Apply),
         "remove" => args(&cmd, rest).map(Request::Remove),
-        "set" => args(&cmd, rest).map(Request::Set),
+        "set" => args(&cmd, rest).map(|s| Request::Set(Box::new(s))),
         "down" => args(&cmd, rest).map(Request::Down),
         "up" => args(&cmd, rest).map(Request::Up),
         "stats" => args(&cmd, rest).map(Request::Stats),

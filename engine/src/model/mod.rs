@@ -2,7 +2,7 @@
 //!
 //! Nothing here performs I/O or reads a clock: every entry point takes `now` and every object
 //! reports its next deadline through `poll_at()`. Stages of one link direction, in order:
-//! `queue` → `rate` (serialization) → `delay` (propagation + jitter) → `loss` → dup/corrupt.
+//! `queue` → `rate` (serialization, or a capacity `trace`) → `delay` (propagation + jitter) → `loss` → dup/corrupt.
 pub mod arena;
 pub mod delay;
 pub mod lan;
@@ -13,4 +13,6 @@ pub mod params;
 pub mod pipeline;
 pub mod queue;
 pub mod rate;
+pub mod schedule;
 pub mod sim;
+pub mod trace;

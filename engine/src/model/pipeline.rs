@@ -1,4 +1,4 @@
-//! One link direction: queue → rate → delay → loss → duplicate/corrupt.
+//! One link direction: queue → rate → delay (or, reordered, none) → loss → duplicate/corrupt.
 //!
 //! The pipeline is a passive state machine. `enqueue(frame, now)` offers a frame;
 //! `poll(now, emit)` delivers every frame due by `now`; `poll_at()` says when the next thing
@@ -33,9 +33,12 @@ use std::borrow::Cow;
 use super::delay::Delay;
 use super::loss::Loss;
 use super::packet::Packet;
+#[cfg(test)]
+use super::params::QueueParams;
 use super::params::{LinkParams, LossParams};
 use super::queue::Queue;
 use super::rate::{serialization_ns, Rate};
+use super::trace::Cursor;
 use crate::rng::Rng;
 use crate::stats::{Counters, Histogram};
 use crate::time::{min_deadline, Instant};
@@ -87,16 +90,21 @@ pub struct Pipeline {
     /// Serializations finished here: model events whether or not a timer marked them
     /// ([`Pipeline::one_timer`]).
     serialized: u64,
+    /// Frames delayed since the last reordered one (netem's reorder gap counter).
+    since_reorder: u64,
+    /// When the schedule in force was set (its time 0).
+    sched_origin: Instant,
 }
 
 impl Pipeline {
     pub fn new(params: LinkParams, seed: u64, now: Instant) -> Self {
-        let limit = params
-            .queue
-            .effective_limit(params.bandwidth_bps, params.delay_ns);
+        let limit = params.limit();
         Pipeline {
             queue: Queue::new(params.queue, limit, now),
-            rate: Rate::default(),
+            rate: Rate {
+                origin: now,
+                ..Rate::default()
+            },
             delay: Delay::default(),
             loss: Loss::new(&params.loss),
             rng: Rng::new(seed),
@@ -108,6 +116,8 @@ impl Pipeline {
             hold: None,
             captured: false,
             serialized: 0,
+            since_reorder: 0,
+            sched_origin: now,
             params,
         }
     }
@@ -149,10 +159,16 @@ impl Pipeline {
     /// frames in flight keep their arrival times; queued frames are kept.
     pub fn set_params(&mut self, params: LinkParams, now: Instant) {
         self.advance(now);
-        let limit = params
-            .queue
-            .effective_limit(params.bandwidth_bps, params.delay_ns);
+        let limit = params.limit();
         self.queue.reconfigure(params.queue, limit);
+        if params.schedule != self.params.schedule {
+            self.sched_origin = now; // a new schedule starts now
+        }
+        if params.trace != self.params.trace {
+            // a new trace starts now, from its offset
+            self.rate.origin = now;
+            self.rate.cursor = Default::default();
+        }
         if params.loss != self.params.loss {
             self.loss = Loss::new(&params.loss);
         }
@@ -165,13 +181,82 @@ impl Pipeline {
         self.params.loss != LossParams::None
             || self.params.duplicate > 0.0
             || self.params.corrupt > 0.0
+            || self.params.reorder > 0.0
+            || !self.params.framing.is_plain()
+            || self.params.trace.is_some()
+            || self.params.schedule.is_some()
+    }
+
+    /// When a frame starting at `start` leaves the serializer, taking a trace's bytes from
+    /// `cur` (a direction whose unlooped trace has ended never sends it).
+    fn done_of(&self, cur: &mut Cursor, start: Instant, pkt: &Packet) -> Instant {
+        match &self.params.trace {
+            None => {
+                let (n, b) = pkt.wire_size();
+                start.add_nanos(self.ser_ns_at(self.bandwidth_at(start), n, b))
+            }
+            Some(t) => {
+                let (n, b) = pkt.wire_size();
+                let f = &self.params.framing;
+                let bytes = if f.is_plain() {
+                    b
+                } else {
+                    f.wire_len(b) * n.max(1)
+                };
+                t.serialize(cur, self.rate.origin, start, bytes)
+                    .unwrap_or(Instant(u64::MAX))
+            }
+        }
+    }
+
+    /// Start serializing `pkt` at `at`.
+    fn start(&mut self, pkt: Packet, at: Instant) {
+        let mut cur = self.rate.cursor;
+        let done = self.done_of(&mut cur, at, &pkt);
+        self.rate.cursor = cur;
+        self.rate.start(pkt, at, done.nanos_since(at));
+    }
+
+    /// Serialization time of `pkts` wire frames of `bytes` in all, framing counted.
+    fn ser_ns(&self, pkts: u64, bytes: u64) -> u64 {
+        self.ser_ns_at(self.params.bandwidth_bps, pkts, bytes)
+    }
+
+    /// The bandwidth at `t` (a schedule's, else the direction's).
+    fn bandwidth_at(&self, t: Instant) -> u64 {
+        self.params
+            .schedule
+            .as_ref()
+            .and_then(|s| s.bandwidth_at(self.sched_origin, t))
+            .unwrap_or(self.params.bandwidth_bps)
+    }
+
+    /// The propagation delay at `t` (a schedule's, else the direction's).
+    fn delay_at(&self, t: Instant) -> u64 {
+        self.params
+            .schedule
+            .as_ref()
+            .and_then(|s| s.delay_at(self.sched_origin, t))
+            .unwrap_or(self.params.delay_ns)
+    }
+
+    /// [`Pipeline::ser_ns`] at bandwidth `bw`.
+    fn ser_ns_at(&self, bw: u64, pkts: u64, bytes: u64) -> u64 {
+        let f = &self.params.framing;
+        let b = if f.is_plain() {
+            bytes
+        } else {
+            let n = pkts.max(1);
+            f.wire_len(bytes / n) * n
+        };
+        serialization_ns(b as usize, bw)
     }
 
     /// Whether an offloaded packet (super-frame or partial checksum) may cross this direction
     /// whole: only when nothing here acts per wire frame (unlimited bandwidth, no
     /// loss/dup/corrupt). Otherwise it is segmented on arrival.
     pub fn passes_whole(&self) -> bool {
-        self.params.bandwidth_bps == 0 && !self.per_packet() && !self.stamped
+        self.params.unlimited() && !self.per_packet() && !self.stamped
     }
 
     /// Offer a plain wire frame arriving at `now`.
@@ -182,7 +267,7 @@ impl Pipeline {
     /// Whether the super-frame `pkt` may cross this shaped direction whole now (module docs).
     fn takes_whole(&self, pkt: &Packet) -> bool {
         let bw = self.params.bandwidth_bps;
-        if bw == 0
+        if self.params.unlimited()
             || self.per_packet()
             || self.stamped
             || self.captured
@@ -218,8 +303,8 @@ impl Pipeline {
             return;
         }
         self.advance(now);
-        let bw = self.params.bandwidth_bps;
-        if bw == 0 {
+        let bw = self.params.nominal_bps();
+        if self.params.unlimited() {
             // Unlimited: no serialization and therefore no queue.
             self.sojourn.record(0);
             self.send_to_delay(pkt, now);
@@ -237,7 +322,7 @@ impl Pipeline {
             if let Some((f, at)) = self.queue.dequeue_timed() {
                 self.queue.mark_busy();
                 self.record_sojourn(&f, now.nanos_since(at));
-                self.rate.start(f, now, bw);
+                self.start(f, now);
             }
         }
     }
@@ -259,7 +344,7 @@ impl Pipeline {
                 Some((next, at)) => {
                     self.queue.mark_busy();
                     self.record_sojourn(&next, done.done.nanos_since(at));
-                    self.rate.start(next, done.done, self.params.bandwidth_bps);
+                    self.start(next, done.done);
                 }
                 None => self.queue.mark_idle(done.done),
             }
@@ -283,14 +368,22 @@ impl Pipeline {
 
     fn send_to_delay(&mut self, mut frame: Packet, sent: Instant) {
         let p = &self.params;
-        let at = self.delay.arrival(
-            sent,
-            p.delay_ns,
-            p.jitter_ns,
-            p.jitter_dist,
-            p.jitter_reorder,
-            &mut self.rng,
-        );
+        // netem's reorder: after `gap - 1` delayed frames, each frame skips the delay with
+        // probability `reorder` (no draw when there is no reordering)
+        let skip = p.reorder > 0.0
+            && self.since_reorder + 1 >= u64::from(p.reorder_gap)
+            && self.rng.chance(p.reorder);
+        let at = if skip {
+            self.since_reorder = 0;
+            self.counters.reordered += 1;
+            sent
+        } else {
+            if p.reorder > 0.0 {
+                self.since_reorder += 1;
+            }
+            let d = self.delay_at(sent);
+            self.delay.arrival(sent, d, &self.params, &mut self.rng)
+        };
         let at = self.hold.map_or(at, |h| at.max(h));
         if self.stamped {
             // due at `at` (engine time; the network makes it Unix time at the port)
@@ -325,25 +418,34 @@ impl Pipeline {
                 match pkt.into_wire() {
                     Ok(frames) => {
                         for f in frames {
-                            self.deliver(Packet::plain(f), &mut emit);
+                            self.deliver(Packet::plain(f), now, &mut emit);
                         }
                     }
                     Err(_) => self.counters.drop_malformed += 1,
                 }
             } else {
-                self.deliver(pkt, &mut emit);
+                self.deliver(pkt, now, &mut emit);
             }
         }
         n
     }
 
     /// Loss, duplication and corruption of one frame leaving the delay stage.
-    fn deliver(&mut self, mut pkt: Packet, emit: &mut impl FnMut(Packet)) {
+    fn deliver(&mut self, mut pkt: Packet, now: Instant, emit: &mut impl FnMut(Packet)) {
         let (pkts, mut bytes) = pkt.wire_size();
         // a due-time trailer is no part of the frame
         let trailer = if self.stamped { stamp::LEN } else { 0 };
         bytes = bytes.saturating_sub((trailer as u64) * pkts);
-        if self.loss.lose(&mut self.rng_rx) {
+        let scheduled = self
+            .params
+            .schedule
+            .as_ref()
+            .and_then(|s| s.loss_at(self.sched_origin, now));
+        let lost = match scheduled {
+            Some(p) => self.rng_rx.chance(p),
+            None => self.loss.lose(&mut self.rng_rx),
+        };
+        if lost {
             self.counters.drop_loss += pkts;
             return;
         }
@@ -381,7 +483,7 @@ impl Pipeline {
     /// engine). With jitter a frame may leave earlier, so the serialization end counts.
     pub fn poll_at(&self) -> Option<Instant> {
         let done = self.rate.done_at();
-        let first_exit = if self.params.jitter_ns == 0 && !self.stamped {
+        let first_exit = if self.one_timer() {
             done.map(|t| t.add_nanos(self.params.delay_ns))
         } else {
             done
@@ -394,26 +496,37 @@ impl Pipeline {
     /// arrives before then starts at the same instant whenever it is offered before then:
     /// its place in the queue, not its arrival time, decides its departure.
     pub fn busy_until(&self) -> Option<Instant> {
-        let bw = self.params.bandwidth_bps;
-        if !self.up || bw == 0 {
+        if !self.up || self.params.unlimited() {
             return None;
         }
         let done = self.rate.done_at()?;
-        Some(done.add_nanos(super::rate::serialization_ns(self.queue.len_bytes(), bw)))
+        if self.params.trace.is_some() || self.params.schedule.is_some() {
+            let mut cur = self.rate.cursor;
+            return Some(
+                self.queue
+                    .iter_timed()
+                    .fold(done, |t, (f, _)| self.done_of(&mut cur, t, f)),
+            );
+        }
+        Some(
+            done.add_nanos(
+                self.ser_ns(self.queue.len_pkts() as u64, self.queue.len_bytes() as u64),
+            ),
+        )
     }
 
     /// Mean serialization time of the frames queued now (None: empty, down or unlimited):
     /// how densely this direction's departures follow each other.
     pub fn queued_frame_ns(&self) -> Option<u64> {
-        let bw = self.params.bandwidth_bps;
         let pkts = self.queue.len_pkts();
-        if !self.up || bw == 0 || pkts == 0 {
+        if !self.up || self.params.unlimited() || pkts == 0 {
             return None;
         }
-        Some(super::rate::serialization_ns(
-            self.queue.len_bytes() / pkts,
-            bw,
-        ))
+        if self.params.trace.is_some() {
+            let b = self.queue.len_bytes() / pkts;
+            return Some(serialization_ns(b, self.params.nominal_bps()));
+        }
+        Some(self.ser_ns(1, (self.queue.len_bytes() / pkts) as u64))
     }
 
     /// Whether one timer at [`Pipeline::poll_at`] can run both halves (with [`Pipeline::poll`]):
@@ -422,7 +535,10 @@ impl Pipeline {
     /// parameters, or the frame's own exit at `done + delay`), so it needs no event of its
     /// own when both halves run in one place.
     pub fn one_timer(&self) -> bool {
-        self.params.jitter_ns == 0 && !self.stamped
+        self.params.jitter_ns == 0
+            && self.params.reorder == 0.0
+            && self.params.schedule.is_none()
+            && !self.stamped
     }
 
     /// As of `now`: the serializations finished, and the frames and bytes still queued. A
@@ -468,14 +584,14 @@ impl Pipeline {
             return done;
         };
         let mut queued = self.queue.iter_timed();
+        let mut cur = self.rate.cursor;
         while t <= now {
             done += 1;
             let Some((f, arrived)) = queued.next() else {
                 break;
             };
             started(f, arrived, t);
-            let b = f.wire_size().1;
-            t = t.add_nanos(serialization_ns(b as usize, self.params.bandwidth_bps));
+            t = self.done_of(&mut cur, t, f);
         }
         done
     }
@@ -495,12 +611,17 @@ impl Pipeline {
     /// unbounded, so it gives none.
     pub fn min_flight_ns(&self) -> u64 {
         let p = &self.params;
-        if self.stamped {
-            0 // a frame leaves once serialized; the far engine holds it
+        let delay = p
+            .schedule
+            .as_ref()
+            .and_then(|s| s.min_delay_ns())
+            .unwrap_or(p.delay_ns);
+        if self.stamped || p.reorder > 0.0 {
+            0 // a frame leaves once serialized (the far engine holds it), or skips the delay
         } else if p.jitter_ns == 0 {
-            p.delay_ns
-        } else if p.jitter_dist == super::params::JitterDist::Uniform {
-            p.delay_ns.saturating_sub(p.jitter_ns)
+            delay
+        } else if let Some(k) = p.jitter_dist.min_offset() {
+            delay.saturating_sub((p.jitter_ns as f64 * k).ceil() as u64)
         } else {
             0
         }
@@ -526,10 +647,7 @@ impl Pipeline {
     /// is advanced: the new owner runs it from where it stands. Counters stay in the replica
     /// that counted them (merged statistics add them up).
     pub fn hand_over(&mut self, rx: bool, now: Instant) -> Handover {
-        let limit = self
-            .params
-            .queue
-            .effective_limit(self.params.bandwidth_bps, self.params.delay_ns);
+        let limit = self.params.limit();
         let queue = std::mem::replace(&mut self.queue, Queue::new(self.params.queue, limit, now));
         Handover {
             queue,
@@ -693,5 +811,196 @@ mod tests {
         );
         p.enqueue(vec![0u8; 1000], Instant::ZERO);
         assert_eq!(p.poll_at(), Some(Instant::from_millis(1)));
+    }
+
+    /// Deliver `n` 100-byte frames sent 1 ms apart; returns (ordinal, arrival ns) in the
+    /// order they left.
+    fn run(p: &mut Pipeline, n: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        for k in 0..n {
+            let t = Instant::from_millis(k);
+            p.poll(t, |f| {
+                out.push((u64::from(f.data[20]) | u64::from(f.data[21]) << 8, t))
+            });
+            let mut f = vec![0u8; 100];
+            f[20] = k as u8;
+            f[21] = (k >> 8) as u8;
+            p.enqueue(f, t);
+        }
+        let mut got = Vec::new();
+        let mut t = n;
+        while !p.is_idle() {
+            let now = Instant::from_millis(t);
+            p.poll(now, |f| {
+                got.push(u64::from(f.data[20]) | u64::from(f.data[21]) << 8)
+            });
+            t += 1;
+        }
+        out.into_iter()
+            .map(|(k, t)| (k, t.nanos()))
+            .chain(got.into_iter().map(|k| (k, 0)))
+            .collect()
+    }
+
+    #[test]
+    fn reorder_with_gap_sends_every_gap_th_frame_at_once() {
+        // 10 ms delay, frames 1 ms apart: a frame that skips the delay overtakes nine
+        let mut p = Pipeline::new(
+            LinkParams {
+                reorder: 1.0,
+                reorder_gap: 5,
+                ..params(0, 10_000_000)
+            },
+            1,
+            Instant::ZERO,
+        );
+        let order: Vec<u64> = run(&mut p, 40).into_iter().map(|(k, _)| k).collect();
+        // frames 4, 9, 14, ... (every fifth) leave at once, the others 10 ms later
+        let early: Vec<u64> = (0..40).filter(|k| k % 5 == 4).collect();
+        assert_eq!(&order[..early.len().min(2)], &early[..2]);
+        assert_eq!(p.counters().reordered, 8);
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..40).collect::<Vec<_>>());
+        assert_eq!(p.min_flight_ns(), 0);
+        // a probability below 1: about that share of the frames, none without it
+        let mut q = Pipeline::new(
+            LinkParams {
+                reorder: 0.25,
+                ..params(0, 10_000_000)
+            },
+            7,
+            Instant::ZERO,
+        );
+        run(&mut q, 4000);
+        let r = q.counters().reordered as f64 / 4000.0;
+        assert!((0.2..0.3).contains(&r), "{r}");
+    }
+
+    #[test]
+    fn framing_counts_overhead_and_cells() {
+        // 100-byte frames at 8 Mbit/s: 100 us plain; +8 bytes in 48-byte cells of 53:
+        // 3 cells = 159 bytes = 159 us
+        let mut p = Pipeline::new(
+            LinkParams {
+                framing: super::super::params::Framing {
+                    overhead: 8,
+                    cellsize: 48,
+                    cell_overhead: 5,
+                },
+                ..params(8_000_000, 0)
+            },
+            1,
+            Instant::ZERO,
+        );
+        p.enqueue(vec![0u8; 100], Instant::ZERO);
+        p.enqueue(vec![0u8; 100], Instant::ZERO);
+        assert_eq!(p.tx_at(), Some(Instant::from_nanos(159_000)));
+        assert_eq!(p.busy_until(), Some(Instant::from_nanos(318_000)));
+        let mut n = 0;
+        p.poll(Instant::from_nanos(317_999), |_| n += 1);
+        assert_eq!(n, 1);
+        p.poll(Instant::from_nanos(318_000), |_| n += 1);
+        assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn a_trace_carries_its_opportunities_and_no_more() {
+        use super::super::trace::Trace;
+        use std::sync::Arc;
+        // 2 opportunities at 1 ms, none at 2, 3 at 3 ms, 1 at 4: 6 per 4 ms, looped
+        let trace = Trace {
+            ms: Arc::new(vec![1, 1, 3, 3, 3, 4]),
+            offset_ms: 0,
+            looped: true,
+        };
+        let mut p = Pipeline::new(
+            LinkParams {
+                trace: Some(trace.clone()),
+                queue: QueueParams {
+                    limit: Some(10_000),
+                    ..Default::default()
+                },
+                ..params(0, 0)
+            },
+            1,
+            Instant::ZERO,
+        );
+        // saturate with 500-byte frames: three per opportunity
+        for _ in 0..3000 {
+            p.enqueue(vec![0u8; 500], Instant::ZERO);
+        }
+        let mut per_ms = vec![0u64; 41];
+        for ms in 0..=40 {
+            p.poll(Instant::from_millis(ms), |f| {
+                per_ms[ms as usize] += f.len() as u64
+            });
+        }
+        let want: Vec<u64> = (0..=40u64)
+            .map(|ms| match ms % 4 {
+                _ if ms == 0 => 0,
+                1 => 3000,
+                2 => 0,
+                3 => 4500,
+                _ => 1500,
+            })
+            .collect();
+        assert_eq!(per_ms, want);
+        // switched to a fixed rate: 500 bytes at 4 Mbit/s = 1 ms each
+        p.set_params(params(4_000_000, 0), Instant::from_millis(40));
+        let mut n = 0;
+        p.poll(Instant::from_millis(50), |_| n += 1);
+        assert_eq!(n, 10);
+        // and to the trace again: it starts over at the instant it is set
+        p.set_params(
+            LinkParams {
+                trace: Some(trace),
+                ..params(0, 0)
+            },
+            Instant::from_millis(50),
+        );
+        let mut n = 0;
+        p.poll(Instant::from_millis(51), |_| n += 1);
+        assert_eq!(n, 1 + 6); // the frame in service, then two opportunities
+    }
+
+    #[test]
+    fn a_schedule_changes_delay_bandwidth_and_loss_at_its_times() {
+        use super::super::schedule::Schedule;
+        use std::sync::Arc;
+        // from 0: 10 ms, 8 Mbit/s, no loss; from 50 ms: 30 ms, 4 Mbit/s, all lost after 100
+        let sched = Schedule {
+            t_ns: Arc::new(vec![0, 50_000_000, 100_000_000]),
+            delay_ns: Some(Arc::new(vec![10_000_000, 30_000_000, 30_000_000])),
+            bandwidth_bps: Some(Arc::new(vec![8_000_000, 4_000_000, 4_000_000])),
+            loss: Some(Arc::new(vec![0.0, 0.0, 1.0])),
+            linear: false,
+            looped: false,
+        };
+        let start = Instant::from_millis(1000);
+        let mut p = Pipeline::new(
+            LinkParams {
+                schedule: Some(sched),
+                ..params(0, 0)
+            },
+            1,
+            start,
+        );
+        let mut out = Vec::new();
+        let sends = [0u64, 49, 60, 99];
+        for ms in 0..=200 {
+            let t = start.add_nanos(ms * 1_000_000);
+            p.poll(t, |f| out.push((f.data[0], ms)));
+            if let Some(k) = sends.iter().position(|&s| s == ms) {
+                p.enqueue(vec![k as u8; 1000], t);
+            }
+        }
+        // 1000 bytes: 1 ms at 8 Mbit/s, 2 ms at 4; the delay is the one in force when a
+        // frame leaves the serializer (the one sent at 49 ms, at 50 ms: 30 ms); the frame
+        // sent at 99 ms arrives at 131 ms, after the loss became 1 at 100 ms
+        assert_eq!(out, vec![(0, 11), (1, 80), (2, 92)]);
+        assert_eq!(p.counters().drop_loss, 1);
+        assert_eq!(p.min_flight_ns(), 10_000_000);
+        assert!(!p.one_timer());
     }
 }

@@ -8,6 +8,7 @@
 //! Bandwidth 0 means unlimited: zero serialization time and no queueing.
 
 use super::packet::Packet;
+use super::trace::Cursor;
 use crate::time::Instant;
 
 /// Serialization time of `len` bytes at `bandwidth_bps`, in ns (0 when unlimited).
@@ -33,6 +34,9 @@ pub struct InService {
 #[derive(Debug, Default)]
 pub struct Rate {
     pub current: Option<InService>,
+    /// A capacity trace's next bytes (model/trace.rs), and the instant it was set.
+    pub cursor: Cursor,
+    pub origin: Instant,
 }
 
 impl Rate {
@@ -40,11 +44,9 @@ impl Rate {
         self.current.is_some()
     }
 
-    pub fn start(&mut self, frame: Packet, now: Instant, bandwidth_bps: u64) {
-        let done = now.add_nanos(serialization_ns(
-            frame.wire_size().1 as usize,
-            bandwidth_bps,
-        ));
+    /// Start serializing `frame` at `now` for `ns` nanoseconds.
+    pub fn start(&mut self, frame: Packet, now: Instant, ns: u64) {
+        let done = now.add_nanos(ns);
         self.current = Some(InService { frame, done });
     }
 

@@ -57,7 +57,7 @@ namespace eval ::wl {
     # classes named after their variable, with the prefix of their generated names
     variable named {Node node Link link Lan lan Program prog Agent agent EventGroup group
         EventSequence seq EventTimeline timeline Simulator sim}
-    variable prefix [dict merge $named {Simplex simplex Queue queue Other obj}]
+    variable prefix [dict merge $named {Simplex simplex Queue queue Other obj ErrorModel em}]
 }
 namespace eval ::wl::m {}
 namespace eval ::wl::o {}
@@ -440,6 +440,14 @@ proc ::wl::new_in {class args} {
         EventGroup {
             return [::wl::N [::wl::new_obj EventGroup]]
         }
+        ErrorModel - ErrorModel/Uniform {
+            # ns-2's packet error model: frames lost with probability rate_ (Uniform takes
+            # the rate and the unit as arguments)
+            set h [::wl::new_obj ErrorModel]
+            if {[llength $args] >= 1} { ::wl::set_attr $h rate_ [lindex $args 0] }
+            if {[llength $args] >= 2} { ::wl::set_attr $h unit [lindex $args 1] }
+            return [::wl::N $h]
+        }
         default {
             ::wl::warn "new $class: class not supported by wanlab; a placeholder object is returned and its methods are ignored"
             return [::wl::N [::wl::new_obj Other]]
@@ -595,6 +603,17 @@ proc ::wl::m::Simulator::lanlink {self lan node} {
     if {![info exists ::wl::member($lan,$node)]} { ::wl::fail "\$ns lanlink: node is not a member of the LAN" }
     return [::wl::N [::wl::direction $lan "m,$node,to"]]
 }
+
+# ns-2's error models on a link: `$ns lossmodel EM A B` and `$ns link-lossmodel EM A B`
+# both make frames from A to B cross EM (ns-2 puts one after the queue, the other at the
+# link's end; both lose frames after the queue, as the engine's loss stage does).
+proc ::wl::lossmodel {what em n1 n2} {
+    set e [::wl::need $em ErrorModel $what]
+    set d [::wl::simplex_of $n1 $n2 $what]
+    ::wl::set_attr [::wl::get_attr $d parent] [::wl::get_attr $d dir],imp,errmodel $e
+}
+proc ::wl::m::Simulator::lossmodel {self em n1 n2} { ::wl::lossmodel "\$ns lossmodel" $em $n1 $n2 }
+proc ::wl::m::Simulator::link-lossmodel {self em n1 n2} { ::wl::lossmodel "\$ns link-lossmodel" $em $n1 $n2 }
 
 proc ::wl::m::Simulator::queue-limit {self n1 n2 limit} {
     set d [::wl::simplex_of $n1 $n2 "\$ns queue-limit"]
@@ -843,6 +862,21 @@ namespace eval ::wl::m::Link {
 }
 namespace eval ::wl::m::Lan {
     proc trace {self args} { ::wl::warn "lan trace: accepted and ignored here; trace LANs with events (\$ns at T \"\$lan trace start\"), see docs/ns-reference.md" }
+}
+
+namespace eval ::wl::m::ErrorModel {
+    proc set {self key args} {
+        if {$key ne "rate_"} {
+            ::wl::warn "ErrorModel: variable '$key' is not supported; ignored (supported: rate_)"
+            return ""
+        }
+        if {![llength $args]} { return [::wl::get_attr $self rate_] }
+        ::wl::set_attr $self rate_ [lindex $args 0]
+        return [lindex $args 0]
+    }
+    proc unit {self u} { ::wl::set_attr $self unit $u; return "" }
+    proc ranvar {self args} { return "" }
+    proc drop-target {self args} { return "" }
 }
 
 # -- Agents and applications ------------------------------------------------------

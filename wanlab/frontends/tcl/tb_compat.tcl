@@ -371,8 +371,8 @@ proc tb-set-node-lan-params {node lan delay bw loss} {
 proc tb-set-lan-matrix {lan what value} {
     set l [::wl::need $lan Lan tb-set-lan-matrix]
     if {$what eq "csv"} { ::wl::set_attr $l matrix,csv $value; return }
-    if {$what ni {delay bandwidth loss}} {
-        ::wl::fail "tb-set-lan-matrix: '$what' unknown; use delay, bandwidth, loss or csv"
+    if {$what ni {delay bandwidth loss jitter duplicate corrupt}} {
+        ::wl::fail "tb-set-lan-matrix: '$what' unknown; use delay, bandwidth, loss, jitter, duplicate, corrupt or csv"
     }
     if {[catch {llength $value} n]} { ::wl::fail "tb-set-lan-matrix: the $what matrix is not a Tcl list" }
     set i 0
@@ -393,6 +393,51 @@ proc tb-set-lan-gateway {lan node delay bw loss {direction to}} {
         ::wl::set_attr $lan gw,$k $v
     }
 }
+
+# wanlab extensions: netem's impairments (docs/impairments.md), each with netem's words.
+#   tb-set-link-jitter LINK|[$ns link A B]|LAN JITTER ?DIST? ?CORRELATION? ?reorder?
+#   tb-set-link-duplicate OBJ P         tb-set-link-corrupt OBJ P
+#   tb-set-link-reorder OBJ P ?gap N?   tb-set-link-lossmodel OBJ gemodel|state|random ARGS...
+#   tb-set-link-overhead OBJ BYTES      tb-set-link-cellsize OBJ BYTES
+#   tb-set-link-cell-overhead OBJ BYTES
+#   tb-set-link-trace OBJ FILE ?OFFSET? ?noloop?  (capacity from a Mahimahi trace)
+#   tb-set-link-schedule OBJ CSV ?linear? ?loop?  (delay/bandwidth/loss over time)
+#   tb-set-lan-VERB LAN ...             (LAN-wide: once between two members)
+#   tb-set-node-lan-VERB NODE LAN ...   (one member: frames it receives)
+# A LINK gets it both ways, [$ns link A B] one direction; a LAN's goes on the halves from
+# its switch to each member.
+proc ::wl::impair {verb what obj words} {
+    if {![llength $words]} { ::wl::fail "$what: needs a value" }
+    set h [::wl::need $obj {Link Lan Simplex} $what]
+    switch -- $::wl::cls($h) {
+        Link {
+            ::wl::set_attr $h ab,imp,$verb $words
+            ::wl::set_attr $h ba,imp,$verb $words
+        }
+        Simplex {
+            set d [::wl::get_attr $h dir]
+            if {[string match m,* $d]} { ::wl::fail "$what: give a LAN member as NODE LAN (tb-set-node-lan-...)" }
+            ::wl::set_attr [::wl::get_attr $h parent] $d,imp,$verb $words
+        }
+        Lan { ::wl::set_attr $h imp,$verb $words }
+    }
+}
+foreach {_v _name} {jitter jitter duplicate duplicate corrupt corrupt reorder reorder
+                    lossmodel lossmodel overhead overhead cellsize cellsize
+                    cell_overhead cell-overhead trace trace schedule schedule} {
+    proc tb-set-link-$_name {obj args} [string map [list @V $_v @N $_name] {
+        ::wl::impair @V tb-set-link-@N $obj $args
+    }]
+    proc tb-set-lan-$_name {lan args} [string map [list @V $_v @N $_name] {
+        ::wl::impair @V tb-set-lan-@N [::wl::N [::wl::need $lan Lan tb-set-lan-@N]] $args
+    }]
+    proc tb-set-node-lan-$_name {node lan args} [string map [list @V $_v @N $_name] {
+        lassign [::wl::lan_member $node $lan tb-set-node-lan-@N] node lan
+        if {![llength $args]} { ::wl::fail "tb-set-node-lan-@N: needs a value" }
+        ::wl::set_attr $lan m,$node,from,imp,@V $args
+    }]
+}
+unset _v _name
 
 ::wl::ignored tb-set-lan-protocol "ignored: every LAN is an Ethernet switch in the engine"
 ::wl::ignored tb-set-lan-setting "ignored: every LAN is an Ethernet switch in the engine"

@@ -1,0 +1,334 @@
+"""netem's impairments in every front end: YAML, the builder, ns and tevc words give the
+same typed IR, which the one encoder turns into the engine's PARAMS (pure: no engine)."""
+
+import dataclasses
+
+import pytest
+
+from wanlab.engine import encode, in_force
+from wanlab.errors import SpecError
+from wanlab.frontends import impair, normalize, ns, yaml_spec
+from wanlab.frontends.builder import ExperimentBuilder
+from wanlab.model import ir
+from wanlab.plan.plan import make_plan
+
+YAML = """
+name: imp
+nodes: [a, b, c, d]
+links:
+  - nodes: [a, b]
+    delay: 10ms
+    jitter: {value: 2ms, distribution: pareto, correlation: 25%}
+    duplicate: 1%
+    corrupt: 0.1%
+    reorder: {probability: 25%, gap: 5}
+    loss: {model: gilbert-elliott, p: 1%, r: 30%, h: 0.2}
+    overhead: 8
+    cellsize: 48
+    cell_overhead: 5
+    ba: {jitter: 1ms, loss: {p: 2%, correlation: 50%}}
+lans:
+  - nodes: [b, c, {node: d, jitter: {value: 3ms, distribution: normal}}]
+    delay: 4ms
+    corrupt: 1%
+    loss: {model: 4-state, p13: 1%}
+    matrix:
+      delay: [[0, 1ms, 2ms], [1ms, 0, 3ms], [2ms, 3ms, 0]]
+      jitter: [[0, 1ms, 0], [0, 0, 0], [0, 0, 0]]
+      duplicate: [[0, 0, 0], [5%, 0, 0], [0, 0, 0]]
+"""
+
+
+def test_yaml_gives_every_impairment_per_direction_member_and_pair():
+    exp = yaml_spec.loads(YAML)
+    ab, ba = exp.links[0].ab, exp.links[0].ba
+    assert (ab.jitter_s, ab.jitter_dist, ab.jitter_correlation) == (0.002, "pareto", 0.25)
+    assert (ab.duplicate, ab.corrupt, ab.reorder, ab.reorder_gap) == (0.01, 0.001, 0.25, 5)
+    assert ab.loss_model == ir.LossModel("gilbert-elliott", p=0.01, r=0.3, h=0.2, k=1.0)
+    assert (ab.overhead, ab.cellsize, ab.cell_overhead) == (8, 48, 5)
+    # a direction overrides what it names and keeps the rest
+    assert (ba.jitter_s, ba.jitter_dist, ba.loss, ba.loss_correlation, ba.loss_model) == \
+        (0.001, "pareto", 0.02, 0.5, None)
+    assert ba.duplicate == 0.01
+    # a LAN's impairments act once between two members: on the receiving halves
+    lan = exp.lans[0]
+    for m in lan.members:
+        assert m.from_lan.corrupt == 0.01 and m.to_lan.corrupt == 0
+        assert m.from_lan.loss_model.model == "4-state" and m.to_lan.loss_model is None
+        assert m.from_lan.loss_model.p31 == pytest.approx(0.99)     # netem's default
+    d = lan.members[2]
+    assert (d.from_lan.jitter_s, d.from_lan.jitter_dist) == (0.003, "normal")
+    assert lan.members[0].from_lan.jitter_s == 0
+    pairs = {(p.src, p.dst): p.params for p in lan.pairs}
+    assert pairs[("b", "c")].jitter_s == 0.001 and pairs[("c", "b")].duplicate == 0.05
+    assert pairs[("c", "d")].jitter_s == 0
+    # the IR's JSON form keeps all of it
+    assert ir.Experiment.from_json(exp.to_json()) == exp
+
+
+def test_the_encoder_gives_the_engine_every_field():
+    exp = yaml_spec.loads(YAML)
+    p = encode.params(exp.links[0].ab)
+    assert p["loss"] == {"kind": "gilbert", "p": 0.01, "r": 0.3, "h": 0.2, "k": 1.0}
+    assert (p["jitter_us"], p["jitter_dist"], p["jitter_corr"]) == (2000.0, "pareto", 0.25)
+    assert (p["duplicate"], p["corrupt"], p["reorder"], p["reorder_gap"]) == \
+        (0.01, 0.001, 0.25, 5)
+    assert (p["overhead"], p["cellsize"], p["cell_overhead"]) == (8, 48, 5)
+    assert encode.params(exp.links[0].ba)["loss"] == \
+        {"kind": "bernoulli", "p": 0.02, "corr": 0.5}
+    state = encode.params(exp.lans[0].members[0].from_lan)["loss"]
+    assert state["kind"] == "state" and state["p13"] == 0.01
+    # a change back to no impairment is a patch that carries the defaults
+    patch = encode.params_patch(exp.links[0].ab, ir.LinkParams(delay_s=0.01))
+    assert patch["jitter_us"] == 0 and patch["reorder"] == 0 and patch["cellsize"] == 0
+    assert patch["loss"] == {"kind": "none"}
+
+
+def test_builder_and_ns_say_the_same_as_yaml():
+    b = ExperimentBuilder("imp")
+    for n in "ab":
+        b.node(n)
+    b.link("a", "b", delay="10ms", jitter={"value": "2ms", "distribution": "pareto",
+                                           "correlation": "25%"},
+           duplicate="1%", corrupt=0.001, reorder={"probability": 0.25, "gap": 5},
+           loss={"model": "gilbert-elliott", "p": 0.01, "r": 0.3, "h": 0.2},
+           overhead=8, cellsize=48, cell_overhead=5, name="link0")
+    b.direction("link0", "b", jitter="1ms", loss={"p": "2%", "correlation": 0.5})
+    built = b.build().links[0]
+    want = yaml_spec.loads(YAML).links[0]
+    assert (built.ab, built.ba) == (want.ab, want.ba)
+
+
+NS = """set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+set c [$ns node]
+set d [$ns node]
+set l0 [$ns duplex-link $a $b 10Mb 10ms DropTail]
+set l1 [$ns duplex-link $b $c 10Mb 10ms DropTail]
+set lan0 [$ns make-lan "$b $c $d" 100Mb 4ms]
+tb-set-link-jitter $l0 2ms pareto 25%
+tb-set-link-duplicate $l0 1%
+tb-set-link-corrupt $l0 0.1%
+tb-set-link-reorder $l0 25% gap 5
+tb-set-link-lossmodel [$ns link $a $b] gemodel 1% 30% 80%
+tb-set-link-overhead $l0 8
+tb-set-link-cellsize $l0 48
+tb-set-link-cell-overhead $l0 5
+tb-set-link-jitter [$ns link $b $a] 1ms
+tb-set-link-lossmodel [$ns link $b $a] random 2% 50%
+tb-set-lan-corrupt $lan0 1%
+tb-set-node-lan-jitter $d $lan0 3ms normal
+set em [new ErrorModel]
+$em set rate_ 0.02
+$em unit pkt
+$em ranvar [new RandomVariable/Uniform]
+$em drop-target [new Agent/Null]
+$ns lossmodel $em $b $c
+$ns at 1 "$l0 jitter 1ms normal 10% reorder"
+$ns at 2 "$lan0 loss state 1% 30%"
+$ns at 3 "$l0 reorder 10% gap 3"
+$ns run
+"""
+
+
+def test_ns_extensions_and_ns2_error_models(tmp_path):
+    f = tmp_path / "imp.ns"
+    f.write_text(NS)
+    exp = ns.parse(str(f))
+    want = yaml_spec.loads(YAML).links[0]
+    l0, l1 = exp.links
+    assert dataclasses.replace(l0.ab, bandwidth_bps=0) == want.ab
+    # a tb-set-link-VERB command sets the whole of its impairment (the later one on b -> a
+    # replaces the link's pareto jitter)
+    assert dataclasses.replace(l0.ba, bandwidth_bps=0) == \
+        dataclasses.replace(want.ba, jitter_dist="uniform", jitter_correlation=0.0)
+    # $ns lossmodel: frames from b to c only
+    assert (l1.ab.loss, l1.ba.loss) == (0.02, 0.0)
+    for m in exp.lans[0].members:
+        assert (m.from_lan.corrupt, m.to_lan.corrupt) == (0.01, 0)
+    assert exp.lans[0].members[2].from_lan.jitter_dist == "normal"
+    e1, e2, e3 = exp.events
+    assert e1.action == "impair" and e1.value == {
+        "jitter_s": 0.001, "jitter_dist": "normal", "jitter_correlation": 0.1,
+        "jitter_reorder": True}
+    assert e2.value["loss_model"]["model"] == "4-state"
+    assert e2.value["loss_model"]["p31"] == 0.3
+    assert e3.value == {"reorder": 0.1, "reorder_gap": 3}
+
+
+@pytest.mark.parametrize("line,needle", [
+    ("tb-set-link-reorder $l0 25% gap 0", "gap 0"),
+    ("tb-set-link-jitter $l0 fast", "jitter"),
+    ("tb-set-link-lossmodel $l0 gemodel 120%", "lossmodel gemodel 120%"),
+    ("tb-set-link-cellsize $l0 -3", "cellsize"),
+])
+def test_ns_bad_impairments_name_the_line(tmp_path, line, needle):
+    f = tmp_path / "bad.ns"
+    lines = NS.splitlines()
+    lines.insert(-1, line)      # last, before $ns run
+    f.write_text("\n".join(lines) + "\n")
+    with pytest.raises(SpecError) as e:
+        ns.parse(str(f))
+    assert e.value.line == len(lines) - 1 and needle in str(e.value), str(e.value)
+
+
+@pytest.mark.parametrize("text,field,line", [
+    ("jitter: {value: 2ms, distribution: gauss}", "links[0].jitter.distribution", 7),
+    ("loss: {model: gilbert-elliott, p: 2}", "links[0].loss.p", 4),
+    ("loss: {model: gilbert-elliott, r: 0.3}", "links[0].loss.p", 4),
+    ("reorder: {probability: 25%, gap: 0}", "links[0].reorder.gap", 7),
+    ("duplicate: 120%", "links[0].duplicate", 4),
+    ("jitter: {value: 2ms, spread: 1}", "links[0].jitter.spread", 7),
+])
+def test_yaml_bad_impairments_name_file_line_field(text, field, line):
+    # the schema's errors cite the key's line, the builder's the entry's (line 4)
+    doc = f"name: x\nnodes: [a, b]\nlinks:\n  - nodes: [a, b]\n    delay: 1ms\n" \
+          f"    bandwidth: 10Mb\n    {text}\n"
+    with pytest.raises(SpecError) as e:
+        yaml_spec.loads(doc, file="exp.yaml")
+    assert (e.value.file, e.value.field) == ("exp.yaml", field), str(e.value)
+    assert e.value.line == line
+
+
+def test_tevc_words_become_one_patch_and_show_what_is_in_force(tmp_path):
+    exp = yaml_spec.loads(YAML)
+    ports = make_plan(exp, "abcd").port_map()
+    ev = normalize.event(exp, 0.0, "link0", "loss", ["gemodel", "1%", "10%", "70%"],
+                         dir="ab")
+    (req,) = encode.event_requests(ev, "link", ports, str(tmp_path))
+    assert req.to_json()["params"] == {"loss": {"kind": "gilbert", "p": 0.01, "r": 0.1,
+                                                "h": 0.3, "k": 1.0}}
+    assert req.dir == "ab"
+    dup = normalize.event(exp, 0.0, "lan0", "duplicate", ["2%"])
+    (req,) = encode.event_requests(dup, "lan", ports, str(tmp_path))
+    assert (req.dir, req.params) == ("from_lan", {"duplicate": 0.02})
+    plain = normalize.event(exp, 0.0, "link0", "plr", ["0.05"], dir="ab")
+    # what is in force: the GE model, then a plain loss rate that ends it
+    folder = str(tmp_path)
+    in_force.reset(folder, ports)
+    in_force.record(folder, [(ev, "link"), (dup, "lan")])
+    now = in_force.current(folder, exp)
+    assert now[("link0", None, "ab")].loss_model.r == 0.1
+    assert now[("link0", None, "ba")] == exp.links[0].ba
+    assert now[("lan0", "c", "from_lan")].duplicate == 0.02
+    assert now[("lan0", "c", "to_lan")].duplicate == 0
+    assert impair.describe(now[("link0", None, "ab")])[1].startswith("loss gilbert-elliott")
+    in_force.record(folder, [(plain, "link")])
+    now = in_force.current(folder, exp)
+    assert (now[("link0", None, "ab")].loss, now[("link0", None, "ab")].loss_model) == \
+        (0.05, None)
+
+
+@pytest.mark.parametrize("words,needle", [
+    (["jitter", "abc"], "jitter"), (["reorder"], "needs"), (["duplicate", "2"], "0..1"),
+    (["loss", "state", "60%", "50%", "0", "1", "50%"], "p13 + p14"),
+    (["overhead", "99999"], "overhead"),
+])
+def test_bad_tevc_words_are_refused(words, needle):
+    exp = yaml_spec.loads(YAML)
+    with pytest.raises(SpecError) as e:
+        normalize.event(exp, 0.0, "link0", words[0], words[1:])
+    assert needle in str(e.value), str(e.value)
+
+
+def test_set_link_takes_impairments():
+    exp = yaml_spec.loads(YAML)
+    evs = normalize.link_change(exp, "link0", "ba", delay="5ms", jitter="3ms",
+                                loss={"model": "gilbert-elliott", "p": 0.1})
+    assert [e.action for e in evs] == ["delay", "impair"]
+    assert evs[1].value["jitter_s"] == 0.003 and evs[1].dir == "ba"
+    assert evs[1].value["loss_model"]["model"] == "gilbert-elliott"
+    with pytest.raises(SpecError, match="corrupt"):
+        normalize.link_change(exp, "link0", corrupt=3)
+
+
+# -- capacity traces ------------------------------------------------------------------
+
+CELL = "/work/shared/traces/cellular/Verizon-LTE-short.down"
+
+
+def test_a_trace_from_yaml_ns_and_tevc(tmp_path):
+    (tmp_path / "t.trace").write_text("0\n0\n5\n10\n")
+    (tmp_path / "exp.yaml").write_text(
+        "name: tr\nnodes: [a, b]\nlinks:\n  - nodes: [a, b]\n    bandwidth: 10Mb\n"
+        "    ab: {bandwidth: {trace: t.trace, offset: 2ms, loop: false}}\n")
+    from wanlab.frontends import load
+    exp = load(str(tmp_path / "exp.yaml"))
+    ab, ba = exp.links[0].ab, exp.links[0].ba
+    assert ab.trace == ir.BandwidthTrace("t.trace", (0, 0, 5, 10), 0.002, False)
+    assert (ab.bandwidth_bps, ba.trace, ba.bandwidth_bps) == (0, None, 10_000_000)
+    assert encode.params(ab)["trace"] == {"ms": [0, 0, 5, 10], "offset_ms": 2, "loop": False}
+    assert encode.params(ba)["trace"] == {"ms": []}
+    assert "t.trace (4 opportunities" in impair.describe(ab)[0]
+    # tevc: another trace, then a fixed rate again (which ends the trace in the engine)
+    ev = normalize.event(exp, 0.0, "link0", "bandwidth", ["trace", CELL, "5s"], dir="ab")
+    (req,) = encode.event_requests(ev, "link", make_plan(exp, "abcd").port_map(), "")
+    t = req.to_json()["params"]["trace"]
+    assert (len(t["ms"]), t["offset_ms"], t["loop"]) == (58655, 5000, True)
+    # a modify from the trace to a rate, and back
+    assert encode.params_patch(ab, ba) == {"bandwidth_bps": 10_000_000, "trace": {"ms": []}}
+    assert encode.params_patch(ba, ab)["trace"]["ms"] == [0, 0, 5, 10]
+
+
+@pytest.mark.parametrize("text,line,needle", [
+    ("0\n3\nx\n", 3, "not a whole number"),
+    ("0\n5\n4\n", 3, "before the previous"),
+    ("0\n0\n", 2, "after 0 ms"),
+    ("\n", None, "no opportunity"),
+])
+def test_a_bad_trace_names_its_file_and_line(tmp_path, text, line, needle):
+    (tmp_path / "bad.trace").write_text(text)
+    doc = "name: x\nnodes: [a, b]\nlinks:\n  - {nodes: [a, b], bandwidth: {trace: bad.trace}}\n"
+    (tmp_path / "exp.yaml").write_text(doc)
+    from wanlab.frontends import load
+    with pytest.raises(SpecError) as e:
+        load(str(tmp_path / "exp.yaml"))
+    assert e.value.file.endswith("bad.trace") and e.value.line == line, str(e.value)
+    assert needle in str(e.value)
+
+
+def test_trace_paths_are_confined_for_other_users(tmp_path):
+    from wanlab.frontends import bounds, traces
+    (tmp_path / "in.trace").write_text("1\n")
+    assert traces.path("/etc/passwd", tmp_path) == traces.Path("/etc/passwd")   # root's CLI
+    with bounds.limited(nodes=10):
+        assert traces.path("in.trace", tmp_path) == (tmp_path / "in.trace").resolve()
+        for bad in ("/etc/passwd", "../x.trace"):
+            with pytest.raises(SpecError, match="relative path inside"):
+                traces.path(bad, tmp_path)
+    with traces.confined_here():
+        with pytest.raises(SpecError, match="only in the experiment's description"):
+            traces.path("in.trace", None)
+        exp = yaml_spec.loads(YAML)
+        with pytest.raises(SpecError, match="only in the experiment's description"):
+            normalize.event(exp, 0.0, "link0", "bandwidth", ["trace", CELL])
+
+
+def test_a_schedule_from_yaml_and_ns_and_its_errors(tmp_path):
+    (tmp_path / "s.csv").write_text("# satellite\ntime,delay,loss\n0,10ms,0\n1s,30ms,1%\n"
+                                    "2.5,20ms,0\n")
+    (tmp_path / "exp.yaml").write_text(
+        "name: s\nnodes: [a, b]\nlinks:\n  - nodes: [a, b]\n    bandwidth: 10Mb\n"
+        "    schedule: {csv: s.csv, interpolate: linear}\n")
+    from wanlab.frontends import load
+    sc = load(str(tmp_path / "exp.yaml")).links[0].ab.schedule
+    assert sc == ir.Schedule("s.csv", (0.0, 1.0, 2.5), (0.01, 0.03, 0.02), None,
+                             (0.0, 0.01, 0.0), linear=True)
+    assert encode.schedule(sc) == {"t_ns": [0, 10**9, 25 * 10**8], "linear": True,
+                                   "loop": False, "delay_us": [10000.0, 30000.0, 20000.0],
+                                   "loss": [0.0, 0.01, 0.0]}
+    assert encode.schedule(None) == {"t_ns": []}
+    (tmp_path / "s.ns").write_text(
+        "set ns [new Simulator]\nset a [$ns node]\nset b [$ns node]\n"
+        "set l0 [$ns duplex-link $a $b 10Mb 10ms DropTail]\n"
+        "tb-set-link-schedule [$ns link $a $b] s.csv linear\n$ns run\n")
+    l0 = ns.parse(str(tmp_path / "s.ns")).links[0]
+    assert (l0.ab.schedule, l0.ba.schedule) == (sc, None)
+    for text, line in (("time,delay\n0,10ms\n1,fast\n", 3), ("time,delay\n2,1ms\n1,1ms\n", 3),
+                       ("delay,time\n", 1), ("time,bandwidth\n0,0\n", 2)):
+        (tmp_path / "s.csv").write_text(text)
+        with pytest.raises(SpecError) as e:
+            load(str(tmp_path / "exp.yaml"))
+        assert e.value.file.endswith("s.csv") and e.value.line == line, str(e.value)

@@ -1,0 +1,57 @@
+"""netem's impairments on a real link (namespaces, the real-time engine): one experiment,
+several parameters checked on the wire with ping, changed at run time, and ``show``."""
+
+import re
+
+from conftest import needs_root
+
+from wanlab import api
+from wanlab.frontends.builder import ExperimentBuilder
+
+pytestmark = needs_root
+
+CELL = "/work/shared/traces/cellular/Verizon-LTE-short.down"
+
+
+def description():
+    b = ExperimentBuilder("impreal")
+    for n in "ab":
+        b.node(n)
+    b.link("a", "b", name="link0", bandwidth="100Mb", delay="5ms")
+    # echo requests (a -> b) duplicated; replies (b -> a) with 4 ms of normal jitter
+    b.direction("link0", "a", duplicate=0.3)
+    b.direction("link0", "b", jitter={"value": "4ms", "distribution": "normal"})
+    return b.build()
+
+
+def ping(exp, n=200):
+    ip = exp.show()["nodes"]["b"]["interfaces"][0]["ip"].split("/")[0]
+    r = exp.exec("a", ["ping", "-n", "-q", "-c", str(n), "-i", "0.01", "-W", "2", ip])
+    return r.stdout
+
+
+def test_impairments_on_the_wire_and_in_force(tmp_path):
+    with api.Experiment(description(), home=str(tmp_path / "home")) as exp:
+        out = ping(exp)
+        # duplicates: 30 % of 200 (binomial sd 6.5; wide bounds for a loaded host)
+        dup = int(re.search(r"\+(\d+) duplicates", out).group(1))
+        assert 25 <= dup <= 95, out
+        # jitter: the spread of the RTTs is the replies' (4 ms sd), the minimum above the
+        # 10 ms of delay less what jitter takes off (frames keep their order)
+        mn, avg, mx, mdev = map(float, re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms",
+                                                 out).groups())
+        assert mdev > 1.5 and mx - mn > 6, out
+        # corrupt every request at run time: the receiver's checksums drop them all
+        exp.set_link("link0", "ab", corrupt=1.0, duplicate=0)
+        out = ping(exp, 20)
+        assert "100% packet loss" in out, out
+        assert exp.stats("link0")["links"]["link0"]["ab"]["corrupted"] >= 20
+        # a capacity trace by tevc; show prints what is in force
+        r = exp.tevc("link0", "bandwidth", "trace", CELL, wait=True)
+        assert r["outcome"] == "ok", r
+        info = exp.show()["links"][0]
+        assert "corrupt 1" in info["ab"]["impair"], info
+        assert any(w.startswith("trace ") for w in info["ba"]["impair"]), info
+        assert any(w.startswith("jitter 4ms normal") for w in info["ba"]["impair"]), info
+        exp.set_link("link0", "ab", corrupt=0)
+        assert "0% packet loss" in ping(exp, 20)
