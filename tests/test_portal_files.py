@@ -79,6 +79,12 @@ def test_file_names_are_plain_and_only_uploaded_or_stored_files_are_named(site):
     r = upload(client, alice, ONE.format(name="n", what="packages: [../x.deb]"),
                check_only=True)
     assert r.status_code == 400 and "packages name files on the host" in r.json()["error"]
+    # an OCI image read from a host file or folder, however spelt
+    for ref in ("oci-archive:/etc/web.tar", "oci:/var/lib/x", "docker-archive:../d.tar:a:b"):
+        r = upload(client, alice, f"name: n\nnodes:\n  - {{name: a, image: '{ref}'}}\n",
+                   check_only=True)
+        assert r.status_code == 400, (ref, r.text)
+        assert "image names a file on the host" in r.json()["error"], (ref, r.text)
     # bounds: count, encoding
     r = upload(client, alice, ONE.format(name="n", what=tar.format(f="f0.tgz")),
                files={f"f{i}.tgz": ok for i in range(files.FILES_MAX + 1)}, check_only=True)

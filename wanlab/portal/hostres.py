@@ -32,6 +32,7 @@ import time
 
 from wanlab.backends.emulate.images import DEFAULT_IMAGE
 from wanlab.errors import WanlabError
+from wanlab.model import imageref
 from wanlab.model.ir import IFNAME_RE, Experiment, Node, Source
 from wanlab.portal.files import Attached, FileError
 
@@ -92,10 +93,23 @@ def confine(db: sqlite3.Connection, exp: Experiment,
             _interface(db, n.external, f"node {n.name}: external", n.source)
         if n.tarfiles or any(p.startswith("/") for p in n.packages):
             n = _attach(n, attached)
+        _image(n)
         if n.kind == "emulated" and n.image is None:
             n = dataclasses.replace(n, image=DEFAULT_IMAGE)
         nodes.append(n)
     return dataclasses.replace(exp, nodes=tuple(nodes))
+
+
+def _image(n: Node) -> None:
+    """Refuse an OCI image read from a host file or folder (``oci:``, ``oci-archive:``,
+    ``docker-archive:``): root imports such images (``wanlab image import``) and a portal
+    upload names them by their store name; a registry reference is no host file."""
+    if n.image is not None and imageref.is_ref(n.image) and \
+            imageref.split(n.image)[0] != "docker":
+        raise HostResourceError(
+            f"node {n.name}: image names a file on the host; a portal upload names a wanlab "
+            f"image, an image root imported ('wanlab image import'), or a registry "
+            f"reference", n.source)
 
 
 _HOST_FILE = ("{what} name files on the host; a portal upload names only files sent with it "
