@@ -56,8 +56,10 @@ lint:
 	$(PY) -m ruff check wanlab tests bench examples
 	PYTHONPATH=$(CURDIR) $(PY) -c 'from importlinter.cli import lint_imports_command as c; c()' --no-cache
 
+# the release-test profile (Cargo.toml): the release build's optimisation, without its
+# link-time optimisation of every test binary
 test-engine:
-	cargo test --release --workspace
+	cargo test --profile release-test --workspace
 
 # pure tests first, then those on the host (tests/conftest.py); the slowest are listed
 test-python:

@@ -38,8 +38,10 @@ from __future__ import annotations
 import ipaddress
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:     # imported where it is used: most CLI commands, which import
+    import numpy as np  # RouteEntry, never route (numpy is a sixth of their start)
 
 # rows of the distance matrix held at once (8 bytes each): ~200 MB
 ROW_BUDGET = 25_000_000
@@ -151,6 +153,7 @@ class _Graph:
     def __init__(self, nodes: list[str],
                  networks: dict[str, tuple[Subnet, list[Attachment], int]],
                  disjoint: bool):
+        import numpy as np
         names = list(dict.fromkeys(list(nodes) + [a.node for _, atts, _ in networks.values()
                                                   for a in atts]))
         self.names = names
@@ -241,6 +244,7 @@ class _Graph:
 
     def _rows(self, vertices: list[int]) -> np.ndarray:
         """Distances from ``vertices`` to every node (doubled costs; exact: integers)."""
+        import numpy as np
         at = np.array(vertices, dtype=np.int64)
         if self.vertices <= DENSE_MAX:
             if self._dense is None:
@@ -284,6 +288,7 @@ class _Graph:
     def _lan(self, lan: int) -> tuple[np.ndarray, np.ndarray]:
         """For LAN ``lan``: per node, the distance of its nearest member, and the smallest
         attachment rank among the members that near."""
+        import numpy as np
         if lan in self._lan_cache:
             return self._lan_cache[lan]
         members, ranks = self.lan_members[lan], self.lan_ranks[lan]
@@ -303,6 +308,7 @@ class _Graph:
     def groups(self, s: int, ds: np.ndarray, rows: dict[int, np.ndarray],
                merge: bool) -> dict[tuple[str, str], list[tuple[int, int]]]:
         """Prefixes per (via, dev) of node ``s`` (``merge``: merged, as :func:`_collapse`)."""
+        import numpy as np
         # the nearest member of each network (smallest distance, then name): the target
         da, db = ds[self.pair_a], ds[self.pair_b]
         target = np.where(db < da, self.pair_b, self.pair_a)
@@ -336,6 +342,7 @@ class _Graph:
     def _prefixes(self, s: int, label: np.ndarray,
                   merge: bool) -> dict[tuple[str, str], list[tuple[int, int]]]:
         """Prefixes grouped by next hop, given each network's first-hop label."""
+        import numpy as np
         out: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
         keys: dict[int, tuple[str, str]] = {}
 

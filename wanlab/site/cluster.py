@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from wanlab import interrupts
-from wanlab.cluster import experiment, wide
+from wanlab.cluster import experiment
 from wanlab.cluster.control import OnCluster
 from wanlab.errors import Interrupted, WanlabError
 from wanlab.lifecycle import Lab
@@ -99,6 +99,7 @@ class ClusterSite:
                 interrupts.finish_first(f"{'cleaning up' if op == 'cleanup' else 'terminating'}"
                                         f" {name}", self.say):
             experiment.terminate(self.store, name, op, say=self.say)
+            from wanlab.cluster import wide  # its numpy: only when used
             wide.forget(self.store, name)
             lock.forget(self.store, name)     # still held: waiters retry on a new file
 
@@ -146,6 +147,7 @@ class ClusterSite:
         row = self.store.get(name)
         info = experiment.show(self.store, name)
         info.update(id=row.short, error=row.error, site=self.kind)
+        from wanlab.cluster import wide
         mapped = wide.stored(self.store, name)
         if mapped:
             info["wide_area"] = mapped
