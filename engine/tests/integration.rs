@@ -197,8 +197,10 @@ fn ten_ms_link(threads: u32) {
 
     // The TAPs carry frames as soon as `apply` answered, with no further request to wake
     // the engine (its sliced apply once left them out of the epoll set until then).
+    // A reply at all proves it (the bug left ping unanswered); the link's 20 ms RTT is a
+    // lower bound the engine keeps, the upper bound is loose because load delays ARP too.
     let first = ping_min_ms(&nsa, "10.231.0.2", 1);
-    assert!(first < 100.0, "first ping {first} ms");
+    assert!((19.9..1000.0).contains(&first), "first ping {first} ms");
 
     let pcap = dir.join("ab.pcap");
     c.req(
