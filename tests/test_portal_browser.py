@@ -25,6 +25,7 @@ pytest.importorskip("fastapi")
 
 from selenium import webdriver  # noqa: E402
 from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
@@ -99,7 +100,10 @@ def browser():
 
 
 def wait(driver, what, timeout=60, message=""):
-    return WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: what(d), message)
+    # a live update may replace an element between finding it and reading it: look again
+    return WebDriverWait(driver, timeout, poll_frequency=0.2,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(
+        lambda d: what(d), message)
 
 
 def pings(driver) -> int:

@@ -286,7 +286,12 @@ async function experimentPage(name) {
         }
         inForce.set(l.name, l);
       }
-      if (redraw) renderSide();
+      // only the values shown change: the form (what the user may be typing) and the
+      // buttons stay the same elements
+      const box = $('#link-params');
+      if (redraw && box && selected.type !== 'node') {
+        box.replaceChildren(...linkParams(topo, selected, inForce.get(selected.name)));
+      }
     }
     if (selected && selected.type !== 'node') {
       const canvas = $('#series');
@@ -408,12 +413,12 @@ function fmtInForce(p) {
     + `${was('delay_s', ms)}, loss ${p.loss}${was('loss', String)}`;
 }
 
-function linkPanel(exp, topo, sel, series, now) {
+// A link's or LAN's values: those in force once the live stream gave them, else the
+// description's.
+function linkParams(topo, sel, now) {
   const l = sel.type === 'link' ? topo.links.find((k) => k.name === sel.name)
                                 : topo.lans.find((k) => k.name === sel.name);
-  const last = series[series.length - 1];
-  // the values in force once the live stream gave them, else the description's
-  const params = sel.type === 'link'
+  return sel.type === 'link'
     ? [h('p', { class: 'link-ab' }, `${l.a} → ${l.b}: ${now ? fmtInForce(now.ab) : fmtParams(l.ab)}`),
        h('p', { class: 'link-ba' }, `${l.b} → ${l.a}: ${now ? fmtInForce(now.ba) : fmtParams(l.ba)}`)]
     : [h('p', {}, `members ${l.members.join(', ')}`),
@@ -421,6 +426,11 @@ function linkPanel(exp, topo, sel, series, now) {
          : `${l.bandwidth_bps ? fmtRate(l.bandwidth_bps) + 'b/s' : 'unlimited'}, `
            + `${(l.delay_s * 1000).toFixed(2)} ms, loss ${l.loss}`),
        now && now.varies ? h('p', {}, `differs between members: ${now.varies.join(', ')}`) : ''];
+}
+
+function linkPanel(exp, topo, sel, series, now) {
+  const last = series[series.length - 1];
+  const params = linkParams(topo, sel, now);
   const change = async (body) => {
     const r = await guard(() => api('POST', `/experiments/${enc(exp)}/links/${enc(sel.name)}`,
                                     body));
