@@ -24,8 +24,8 @@ selenium = pytest.importorskip("selenium")
 pytest.importorskip("fastapi")
 
 from selenium import webdriver  # noqa: E402
-from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
