@@ -217,8 +217,14 @@ def start_daemons(store, row, exp: Experiment, np_: NodePlan, folder: str) -> No
     logdir = os.path.join(folder, "nodes", np_.name)
     run = os.path.join(etc_dir(np_.netns), "run")
     daemons = _daemons(exp, np_.name)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(run, "zserv.api"))      # a killed zebra's: not a live one
+    # a killed zebra's socket: not a live one (the folder is the node's FRR's: no link)
+    with contextlib.suppress(OSError):
+        rfd = os.open(run, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink("zserv.api", dir_fd=rfd)
+        finally:
+            os.close(rfd)
     for daemon in daemons:
         argv = [os.path.join(FRR_BIN, daemon), "-f", f"/etc/frr/{daemon}.conf",
                 "-i", f"/run/frr/{daemon}.pid", "-P", "0", "-u", "frr", "-g", "frr"]
