@@ -239,6 +239,8 @@ def test_a_bind_is_copied_without_following_a_link(tmp_path):
     os.symlink(secret / "key", lab / "site" / "key")
     os.mkfifo(lab / "site" / "fifo")
     home = tmp_path / "home"
+    with pytest.raises(BindError, match="neither a file nor a folder"):
+        Stream(str(lab / "site" / "fifo"), "fifo", str(home))
     got = _copied(Stream(str(lab / "site"), "srv", str(home)))
     assert got == {"srv": (b"5", "", None), "srv/index.html": (b"0", "", b"hi\n"),
                    "srv/key": (b"2", str(secret / "key"), None)}

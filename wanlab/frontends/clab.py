@@ -195,6 +195,8 @@ def _binds(r: _Reader, binds: Any, path: list[Any]) -> list[tuple[str, str]]:
             raise r.err(path + [i], f"bind {b!r}: SRC leads out of the lab's folder")
         if not os.path.exists(full):
             raise r.err(path + [i], f"bind {b!r}: no such file or folder {src!r}")
+        if not (os.path.isfile(full) or os.path.isdir(full)):
+            raise r.err(path + [i], f"bind {b!r}: {src!r} is neither a file nor a folder")
         state = next((s for s in _state_folders() if _within(full, s) or _within(s, full)),
                      None)
         if state is not None:

@@ -72,6 +72,8 @@ def open_source(path: str, refused: set[tuple[int, int]],
             last = i == len(parts) - 1
             if not last and not stat.S_ISDIR(st.st_mode):
                 raise BindError(f"{path}: /{'/'.join(parts[:i + 1])} is not a folder")
+            if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+                raise BindError(f"{path}: neither a file nor a folder")   # never opened
             flags = _DIR if stat.S_ISDIR(st.st_mode) else _FILE
             nfd = os.open(part, flags, dir_fd=fd)
             now = os.fstat(nfd)
@@ -82,8 +84,6 @@ def open_source(path: str, refused: set[tuple[int, int]],
             if _key(now) in refused and not mine:
                 raise BindError(f"{path}: wanlab's state is never copied into a node")
         st = os.fstat(fd)
-        if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
-            raise BindError(f"{path}: neither a file nor a folder")
         out, fd = fd, -1
         return out, st
     finally:
