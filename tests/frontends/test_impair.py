@@ -2,6 +2,7 @@
 same typed IR, which the one encoder turns into the engine's PARAMS (pure: no engine)."""
 
 import dataclasses
+import os
 
 import pytest
 
@@ -301,7 +302,8 @@ def test_trace_paths_are_confined_for_other_users(tmp_path):
             with pytest.raises(SpecError, match="relative path inside"):   # a schedule too
                 schedules.spec({"csv": bad}, tmp_path)
     # root's own description: a device or FIFO is no schedule (it was read without end)
-    for bad in ("/dev/zero", "/dev/stdin"):
+    os.mkfifo(tmp_path / "fifo.csv")
+    for bad in ("/dev/zero", str(tmp_path / "fifo.csv")):
         with pytest.raises(SpecError, match="not a regular file"):
             schedules.spec({"csv": bad}, tmp_path)
         with pytest.raises(SpecError, match="not a regular file"):
