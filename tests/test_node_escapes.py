@@ -268,6 +268,34 @@ def test_a_link_in_the_node_folder_does_not_reach_a_host_folder(lab, tmp_path):
     assert not os.path.islink(os.path.join(ndir, "tmp"))
 
 
+def test_a_link_in_place_of_the_start_command_log_does_not_reach_a_host_file(lab, tmp_path):
+    """wanlab (host root) appended a node's start command output to <node folder>/
+    startcmd.log, following a link the node put there, and made its target 0644: a node
+    reboot (an event a portal member may send) wrote into any host file."""
+    import dataclasses
+    victim = tmp_path / "victim"
+    victim.write_text("secret\n")
+    os.chmod(victim, 0o600)
+    exp = pair("startlog")
+    exp = dataclasses.replace(exp, nodes=tuple(
+        dataclasses.replace(n, startcmd="echo PLANTED") if n.name == "a" else n
+        for n in exp.nodes))
+    lab.create(exp)
+    ndir = lab.store.folder("startlog", "nodes", "a")
+    lab.exec("startlog", "a", ["sh", "-c", f"rm {ndir}/startcmd.log && "
+                                           f"ln -s {victim} {ndir}/startcmd.log"],
+             check=True, timeout=60)
+    lab.tevc("startlog", "now", "a", "reboot", wait=True)
+    log = os.path.join(ndir, "startcmd.log")
+    for _ in range(100):            # the start command runs in the background
+        if os.path.isfile(log) and not os.path.islink(log) and open(log).read():
+            break
+        time.sleep(0.1)
+    assert victim.read_text() == "secret\n"
+    assert os.stat(victim).st_mode & 0o7777 == 0o600
+    assert not os.path.islink(log) and open(log).read() == "PLANTED\n"
+
+
 # FRR's daemons keep SYS_ADMIN, and in a node with an image they run the node's own files (its
 # writable layer): a zebra the node planted there runs with it. As root of the host it
 # mounted a devtmpfs (the host's disks) and remounted /proc/sys read-write; in the node's

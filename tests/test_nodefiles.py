@@ -109,3 +109,44 @@ def test_a_kept_layer_follows_its_range_and_is_saved_0_based(tmp_path):
     assert len(cap) == 20 and cap[3] == 0x02          # 0-based: the plain (v2) form
     idmap.own_layer(folder, "n", 0)                       # and back (WANLAB_USERNS=0)
     assert os.stat(upper / "home" / "f").st_uid == 1000 and os.stat(upper).st_uid == 0
+
+
+def test_output_in_a_node_folder_never_goes_through_what_the_node_left_there(tmp_path):
+    """A link to a host file, a FIFO or a hard link the node put where wanlab appends its
+    output (startcmd.log, FRR's logs and configuration) is replaced, never written through;
+    a file of the node's own is appended to."""
+    victim = tmp_path / "victim"
+    victim.write_text("secret\n")
+    os.chmod(victim, 0o600)
+    node = tmp_path / "node"
+    node.mkdir()
+    os.symlink(victim, node / "link.log")
+    os.mkfifo(node / "fifo.log")
+    os.link(victim, node / "hard.log")
+    (node / "own.log").write_text("before\n")
+    (node / "dir.log").mkdir()
+    for name in ("link.log", "fifo.log", "hard.log", "own.log", "new.log"):
+        fd = nodefiles.open_output(str(node), name, 0o640, (1234, 5678))
+        with os.fdopen(fd, "a") as f:
+            f.write("out\n")
+        st = os.lstat(node / name)
+        assert stat.S_ISREG(st.st_mode) and st.st_nlink == 1, name
+        assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o640, 1234, 5678)
+    assert victim.read_text() == "secret\n" and stat.S_IMODE(victim.stat().st_mode) == 0o600
+    assert victim.stat().st_nlink == 1
+    assert (node / "own.log").read_text() == "before\nout\n"
+    assert (node / "link.log").read_text() == "out\n"
+    try:
+        nodefiles.open_output(str(node), "dir.log")
+        raise AssertionError("a folder was opened for output")
+    except OSError:
+        pass
+    os.symlink(victim, node / "exit")
+    os.mkfifo(node / "pipe")
+    for name in ("exit", "pipe"):
+        try:                      # neither followed nor blocking on a FIFO
+            nodefiles.read_small(str(node), name)
+            raise AssertionError(f"{name} was read")
+        except OSError:
+            pass
+    assert nodefiles.read_small(str(node), "own.log", 3) == "bef"

@@ -418,6 +418,44 @@ def test_an_upload_naming_a_host_file_is_refused_the_same_whether_it_exists(site
     assert client.get("/api/experiments", headers=bearer(tokens["alice"])).json() == []
 
 
+def test_no_upload_runs_python_or_a_mininet_script(site, tmp_path):
+    """A Mininet script (or any Python description) is code run as root: the portal takes
+    ns and YAML only, and its parse child refuses any other file, whatever it is asked."""
+    _, client, tokens, _ = site
+    marker = tmp_path / "ran"
+    script = (f"open({str(marker)!r}, 'w').write('x')\n"
+              "from mininet.net import Mininet\nMininet().start()\n")
+    for name in ("net.py", "net.PY", "net.py.yaml"):
+        r = upload(client, tokens["admin"], script, filename=name, check_only=True)
+        assert r.status_code == 400, r.text
+    for name in ("x.py", "x.mn", "x"):
+        assert "only ns-2 and YAML" in specs.child({"file": name, "text": script})["error"]
+    assert not marker.exists()
+
+
+def test_an_administrators_modify_of_roots_experiment_gets_the_upload_checks(site):
+    """An administrator is no root: a new description for one of root's own experiments
+    (no project) named host files and interfaces unchecked."""
+    _, client, tokens, home = site
+    from wanlab.frontends import yaml_spec
+    lab = Lab(home)
+    try:
+        lab.create(yaml_spec.loads(TARFILES.format(what="os: default")), swapin=False)
+    finally:
+        lab.close()
+    for text in (TARFILES.format(what="tarfiles: [{dir: /, file: /etc/shadow}]"),
+                 EXTERNAL.format(ifname="eth0").replace("name: br", "name: tarry")):
+        r = client.post("/api/experiments/tarry/modify", headers=bearer(tokens["admin"]),
+                        json={"filename": "x.yaml", "text": text})
+        assert r.status_code == 400, r.text
+        assert "/etc/shadow" not in r.text
+    lab = Lab(home)
+    try:
+        assert all(not n.tarfiles and n.external is None for n in lab.get("tarry").ir.nodes)
+    finally:
+        lab.close()
+
+
 @pytest.mark.skipif(__import__("os").geteuid() != 0, reason="needs root")
 def test_a_portal_console_reads_no_host_file_and_no_portal_environment(site, test_image,
                                                                       monkeypatch):

@@ -1,6 +1,7 @@
 """containerlab topology files: what is read from them (pure), and one lab on real
 namespaces with its own interface names and addresses."""
 
+import os
 import re
 import textwrap
 import time
@@ -170,6 +171,7 @@ def test_a_lab_runs_with_its_names_and_addresses(lab, tmp_path, test_image):
     and addresses, b's env and label in its exec, b's bind copied into its root."""
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "index.html").write_text("<p>hi</p>\n")
+    os.symlink("/etc/shadow", tmp_path / "site" / "shadow")
     p = tmp_path / "pair.clab.yml"
     p.write_text(textwrap.dedent(TWO))
     lab.create(load(str(p)))
@@ -195,3 +197,62 @@ def test_a_lab_runs_with_its_names_and_addresses(lab, tmp_path, test_image):
     page = lab.exec("pair", "b", ["cat", "/srv/site/index.html"], capture_output=True,
                     text=True).stdout
     assert page == "<p>hi</p>\n"
+    # a bind is a copy: what the node writes there stays in its root, the host's file is
+    # unchanged; the copy is the node's root's, and a link in the source stays a link
+    # (to the node's own /etc/shadow)
+    assert run("b", "sh", "-c", "echo mine > /srv/site/index.html && stat -c %u "
+                                "/srv/site/index.html && readlink /srv/site/shadow"
+               ).stdout == "0\n/etc/shadow\n"
+    assert (tmp_path / "site" / "index.html").read_text() == "<p>hi</p>\n"
+
+
+def test_a_bind_source_is_never_wanlabs_state(lab_file, monkeypatch):
+    """SRC may not be, hold or lie inside the state folder ($WANLAB_HOME, /var/lib/wanlab)
+    or the namespaces' /etc/netns: a lab beside the store cannot copy it into a node."""
+    home = lab_file.parent / "outer" / "home"
+    home.mkdir(parents=True)
+    (home / "exps").mkdir()
+    monkeypatch.setenv("WANLAB_HOME", str(home))
+    for src in ("outer", "outer/home", "outer/home/exps"):
+        lab_file.write_text(LAB.replace("files/index.html:/srv", f"{src}:/srv"))
+        with pytest.raises(SpecError, match=r"binds\[0\].*wanlab's state"):
+            load(str(lab_file))
+
+
+def _copied(stream):
+    import tarfile
+    with stream as r, tarfile.open(fileobj=r, mode="r|") as t:
+        return {m.name: (m.type, m.linkname, t.extractfile(m).read() if m.isfile() else None)
+                for m in t}
+
+
+def test_a_bind_is_copied_without_following_a_link(tmp_path):
+    """The copy is made at swap-in, after the check: a folder on SRC's path the lab's owner
+    replaced by a link since (to a host folder) is refused, not followed; links inside SRC
+    stay links; FIFOs are left out (no hang); the state folder inside is refused."""
+    from wanlab.backends.emulate.bindsrc import BindError, Stream
+    lab, secret = tmp_path / "lab", tmp_path / "secret"
+    (lab / "site").mkdir(parents=True)
+    secret.mkdir()
+    (secret / "key").write_text("host secret\n")
+    (lab / "site" / "index.html").write_text("hi\n")
+    os.symlink(secret / "key", lab / "site" / "key")
+    os.mkfifo(lab / "site" / "fifo")
+    home = tmp_path / "home"
+    with pytest.raises(BindError, match="neither a file nor a folder"):
+        Stream(str(lab / "site" / "fifo"), "fifo", str(home))
+    got = _copied(Stream(str(lab / "site"), "srv", str(home)))
+    assert got == {"srv": (b"5", "", None), "srv/index.html": (b"0", "", b"hi\n"),
+                   "srv/key": (b"2", str(secret / "key"), None)}
+    # the lab's folder swapped for a link to a host folder after the topology was read
+    os.rename(lab, tmp_path / "lab.old")
+    os.symlink(secret, lab)
+    with pytest.raises(BindError, match="symbolic link"):
+        Stream(str(lab / "key"), "key", str(home))
+    # the state folder met inside the source
+    (tmp_path / "lab.old" / "site" / "home").mkdir()
+    s = Stream(str(tmp_path / "lab.old" / "site"), "x",
+               str(tmp_path / "lab.old" / "site" / "home"))
+    with s as r:
+        r.read()              # the archive stops short, the node's tar fails, setup says why
+    assert "wanlab's state" in s.error

@@ -2,6 +2,7 @@
 same typed IR, which the one encoder turns into the engine's PARAMS (pure: no engine)."""
 
 import dataclasses
+import os
 
 import pytest
 
@@ -290,7 +291,7 @@ def test_a_bad_trace_names_its_file_and_line(tmp_path, text, line, needle):
 
 
 def test_trace_paths_are_confined_for_other_users(tmp_path):
-    from wanlab.frontends import bounds, traces
+    from wanlab.frontends import bounds, schedules, traces
     (tmp_path / "in.trace").write_text("1\n")
     assert traces.path("/etc/passwd", tmp_path) == traces.Path("/etc/passwd")   # root's CLI
     with bounds.limited(nodes=10):
@@ -298,6 +299,15 @@ def test_trace_paths_are_confined_for_other_users(tmp_path):
         for bad in ("/etc/passwd", "../x.trace"):
             with pytest.raises(SpecError, match="relative path inside"):
                 traces.path(bad, tmp_path)
+            with pytest.raises(SpecError, match="relative path inside"):   # a schedule too
+                schedules.spec({"csv": bad}, tmp_path)
+    # root's own description: a device or FIFO is no schedule (it was read without end)
+    os.mkfifo(tmp_path / "fifo.csv")
+    for bad in ("/dev/zero", str(tmp_path / "fifo.csv")):
+        with pytest.raises(SpecError, match="not a regular file"):
+            schedules.spec({"csv": bad}, tmp_path)
+        with pytest.raises(SpecError, match="not a regular file"):
+            traces.read(traces.Path(bad))
     with traces.confined_here():
         with pytest.raises(SpecError, match="only in the experiment's description"):
             traces.path("in.trace", None)

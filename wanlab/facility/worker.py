@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from wanlab import site as sites
+from wanlab.backends.emulate import nodefiles
 from wanlab.errors import WanlabError
 from wanlab.facility.batch import MAX_ATTEMPTS, experiment_name, folder
 from wanlab.lifecycle import ACTIVE, Lab
@@ -106,9 +107,9 @@ def archive(lab: Lab, name: str, out: str) -> str:
     summary["flows"] = lab.store.flows(row.id)
     summary["startcmds"] = {}
     for n in row.ir.nodes:
-        with contextlib.suppress(OSError, ValueError):
-            with open(lab.store.folder(name, "nodes", n.name, "startcmd.exit")) as f:
-                summary["startcmds"][n.name] = int(f.read().strip())
+        with contextlib.suppress(OSError, ValueError):    # the node's folder: no link followed
+            summary["startcmds"][n.name] = int(nodefiles.read_small(
+                lab.store.folder(name, "nodes", n.name), "startcmd.exit", 64).strip())
     with open(lab.store.folder(name, "summary.json"), "w") as f:
         json.dump(summary, f, indent=1)
     dest = os.path.join(out, "results")

@@ -12,7 +12,8 @@ A YAML document whose ``topology:`` holds ``nodes``, ``links``, ``kinds``, ``def
 * ``cmd`` is the node's start command (none: an OCI image's own), ``exec`` a Program run at
   t = 0 (every node up), its commands in turn; ``env`` and the labels (``CLAB_LABEL_*``)
   are the node's environment (start command, exec, ``wanlab exec`` and ``shell``).
-* ``binds`` (``SRC:DEST[:ro]``, SRC inside the lab's folder) are copies into the node's root.
+* ``binds`` (``SRC:DEST[:ro]``) are copies into the node's root, made at swap-in; SRC is
+  a file or folder inside the lab's folder (no link leading out) and not wanlab's state.
 * ``links``' endpoints keep their interface names; no address is given (the nodes' own
   commands give them; routing is manual). ``delay``, ``loss`` (%), ``rate`` (kbit/s),
   named as ``containerlab tools netem set`` names them, on a link or in its ``vars``,
@@ -162,6 +163,19 @@ def _node_name(r: _Reader, raw: Any, path: list[Any]) -> str:
     return fixed
 
 
+# wanlab's state (the store, the namespaces' files): never a bind's source, nor inside one
+STATE_FOLDERS = ("/var/lib/wanlab", "/etc/netns", "/run/netns")
+
+
+def _state_folders() -> list[str]:
+    home = os.environ.get("WANLAB_HOME")
+    return [os.path.realpath(p) for p in ((home,) if home else ()) + STATE_FOLDERS]
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def _binds(r: _Reader, binds: Any, path: list[Any]) -> list[tuple[str, str]]:
     out = []
     if not isinstance(binds, list):
@@ -181,6 +195,13 @@ def _binds(r: _Reader, binds: Any, path: list[Any]) -> list[tuple[str, str]]:
             raise r.err(path + [i], f"bind {b!r}: SRC leads out of the lab's folder")
         if not os.path.exists(full):
             raise r.err(path + [i], f"bind {b!r}: no such file or folder {src!r}")
+        if not (os.path.isfile(full) or os.path.isdir(full)):
+            raise r.err(path + [i], f"bind {b!r}: {src!r} is neither a file nor a folder")
+        state = next((s for s in _state_folders() if _within(full, s) or _within(s, full)),
+                     None)
+        if state is not None:
+            raise r.err(path + [i], f"bind {b!r}: SRC is, holds or is inside wanlab's state "
+                                    f"({state}), which is never copied into a node")
         if len(parts) == 3 and parts[2] not in ("ro", "rw"):
             r.ignore("binds.options", path + [i])
         out.append((parts[1], full))

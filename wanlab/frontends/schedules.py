@@ -86,9 +86,13 @@ def spec(v: Mapping[str, Any], base_dir: Any, field: str = "schedule") -> ir.Sch
     p = traces.path(v.get("csv"), base_dir, f"{field}.csv")
     shown = str(p)
     try:
-        if p.stat().st_size > MAX_CSV_BYTES:
+        if not p.is_file():         # a FIFO or /dev/zero would be read without end
+            raise SpecError("the schedule is not a regular file", file=shown)
+        with open(p, "rb") as f:
+            data = f.read(MAX_CSV_BYTES + 1)
+        if len(data) > MAX_CSV_BYTES:
             raise SpecError(f"schedule file larger than {MAX_CSV_BYTES} bytes", file=shown)
-        text = p.read_text(encoding="utf-8")
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"cannot read the schedule: {e}", file=shown) from None
     times, cols = read(text, shown)

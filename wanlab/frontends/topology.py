@@ -39,6 +39,10 @@ FIBRE_KM_S = 299_792.458 * 2 / 3          # light in fibre: 2/3 c
 _ZOO_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,63}){0,2}$")
 _GROUPS = ("topozoo", "sndlib", "caida")
 KEYS = ("gml", "graphml", "zoo", "hosts", "bandwidth", "delay")
+# a map file's bounds, checked before it is parsed (topohub's largest has 3 815 vertices)
+MAX_BYTES = 16 << 20
+MOST_VERTICES = 20_000
+MOST_EDGES = 100_000
 
 
 @dataclass(frozen=True)
@@ -125,11 +129,73 @@ def from_networkx(g: Any, title: str) -> Map:
     return Map(title, tuple(vertices), tuple(edges), loops)
 
 
+def _prescan(path: str, fmt: str, shown: str) -> None:
+    """Refuse, before NetworkX reads it, a file larger than :data:`MAX_BYTES`, a GraphML
+    file declaring entities or a DTD (expansion, external files), and a map of more than
+    :data:`MOST_VERTICES` vertices or :data:`MOST_EDGES` edges, counted by a streaming scan
+    in constant memory."""
+    try:
+        size = os.stat(path).st_size
+    except FileNotFoundError:
+        raise SpecError("no such file", file=shown) from None
+    except OSError as e:
+        raise SpecError(f"cannot read: {e}", file=shown) from None
+    if size > MAX_BYTES:
+        raise SpecError(f"{size} bytes: a map file has at most {MAX_BYTES}", file=shown)
+    counts = {"node": 0, "edge": 0}
+    if fmt == "graphml":
+        import xml.parsers.expat
+
+        def refuse(*_a: Any) -> None:
+            raise SpecError("a GraphML file with a DTD or entity declarations is not read "
+                            "(entities could expand without bound or name host files)",
+                            file=shown)
+
+        def start(tag: str, _attrs: Any) -> None:
+            kind = tag.rsplit(" ", 1)[-1]
+            if kind in counts:
+                counts[kind] += 1
+        p = xml.parsers.expat.ParserCreate(namespace_separator=" ")
+        p.StartDoctypeDeclHandler = refuse
+        p.EntityDeclHandler = refuse
+        p.StartElementHandler = start
+        try:
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 16):
+                    p.Parse(chunk, False)
+                    _most(counts, shown)
+                p.Parse(b"", True)
+        except xml.parsers.expat.ExpatError as e:
+            raise SpecError(f"not a GRAPHML graph: {e}", file=shown) from None
+    else:
+        word = re.compile(rb"\b(node|edge)\s*\[")
+        with open(path, "rb") as f:
+            tail = b""
+            while chunk := f.read(1 << 16):
+                text = tail + chunk
+                cut = max(0, len(text) - 16)       # a word split between reads: next time
+                for m in word.finditer(text, 0, cut):
+                    counts[m.group(1).decode()] += 1
+                tail = text[cut:]
+                _most(counts, shown)
+            for m in word.finditer(tail):
+                counts[m.group(1).decode()] += 1
+    _most(counts, shown)
+
+
+def _most(counts: dict[str, int], shown: str) -> None:
+    for kind, most in (("node", MOST_VERTICES), ("edge", MOST_EDGES)):
+        if counts[kind] > most:
+            raise SpecError(f"more than {most} {kind}s: a map has at most {MOST_VERTICES} "
+                            f"vertices and {MOST_EDGES} edges", file=shown)
+
+
 def read_file(path: str, fmt: str, file: str | None = None) -> Map:
-    """A GML (``fmt`` "gml") or GraphML ("graphml") file's map."""
+    """A GML (``fmt`` "gml") or GraphML ("graphml") file's map, its size bounded first."""
     import networkx as nx
 
     shown = file or path
+    _prescan(path, fmt, shown)
     try:
         if fmt == "gml":
             g = nx.read_gml(path, label="id")

@@ -88,7 +88,9 @@ def read(p: Path, display: str | None = None) -> tuple[int, ...]:
 def _read(p: str, _mtime: int, _size: int, shown: str) -> tuple[int, ...]:
     try:
         with open(p, encoding="ascii") as f:
-            text = f.read()
+            text = f.read(MAX_TRACE_BYTES + 1)      # bounded, should it have grown
+        if len(text) > MAX_TRACE_BYTES:
+            raise SpecError(f"trace file larger than {MAX_TRACE_BYTES} bytes", file=shown)
     except (OSError, UnicodeDecodeError) as e:
         raise SpecError(f"cannot read the trace file: {e}", file=shown) from None
     out: list[int] = []

@@ -454,7 +454,7 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                 raise
             return {"ok": True, **summary, "state": row.state}
 
-    def confined(c: Ctx, exp, filename: str, attached: files.Attached):
+    def confined(c: Ctx, exp, filename: str, attached: files.Attached | None):
         """The upload as a portal experiment: only host resources root lends (hostres),
         only files sent with it or of its project's store (files)."""
         try:
@@ -490,7 +490,9 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         def go(c: Ctx) -> None:
             exp, _, base = specs.parse(body.filename, body.text, name)
             own = projects.owner(c.db, name)
-            if own is not None:         # a project's: the same bounds as its create
+            if own is None:     # root's (an administrator's upload): no host resource either,
+                exp = confined(c, exp, body.filename, None)    # and no project's files
+            else:               # a project's: the same bounds as its create
                 attached = files.Attached(home, own["project"], base,
                                           c.lab.store.folder(name), files.decode(body.files))
                 exp = confined(c, exp, body.filename, attached)

@@ -151,6 +151,9 @@ def child(request: dict) -> dict:
     from wanlab.frontends import bounds, load
     from wanlab.plan.plan import make_plan
 
+    if os.path.splitext(str(request.get("file")))[1] not in set(FORMATS.values()):
+        # Python (a spec, a Mininet script) is code, run as root: never from the portal
+        return {"error": "only ns-2 and YAML descriptions are read here", "line": None}
     with tempfile.TemporaryDirectory(prefix="wanlab-upload-") as d:
         path = os.path.join(d, os.path.basename(request["file"]))
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:

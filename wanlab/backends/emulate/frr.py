@@ -42,7 +42,7 @@ import pwd
 import subprocess
 import time
 
-from wanlab.backends.emulate import idmap, netns, nodes, procs, rootfs
+from wanlab.backends.emulate import idmap, netns, nodefiles, nodes, procs, rootfs
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Experiment, image_routing_refused
 from wanlab.plan.types import NodePlan, Plan
@@ -169,8 +169,8 @@ def _frr_ids(folder: str, node: str, base: int) -> tuple[int, int]:
 
 
 def _chown_frr(path: str, ids: tuple[int, int]) -> None:
-    """FRR's user and group (:func:`_frr_ids`) own ``path``."""
-    os.chown(path, *ids)
+    """FRR's user and group (:func:`_frr_ids`) own ``path`` (a link: the link itself)."""
+    os.chown(path, *ids, follow_symlinks=False)
 
 
 def check_installed() -> None:
@@ -197,12 +197,12 @@ def start(store, row, exp: Experiment, plan: Plan, folder: str, say) -> None:
         ids = _frr_ids(folder, np_.name, bases[np_.name])
         for d in (etc, run, logdir):
             _chown_frr(d, ids)
+        # /etc/frr in the node: its FRR (and root) may leave links there; written beneath
+        # the folder, never through one
         for name, text in configs(exp, plan, np_, logdir).items():
-            path = os.path.join(etc, name)
-            with open(path, "w") as f:
+            with os.fdopen(nodefiles.open_output(etc, name, 0o640, ids), "w") as f:
+                f.truncate(0)
                 f.write(text)
-            _chown_frr(path, ids)
-            os.chmod(path, 0o640)
     # every node's files are in place: build the nodes' confinement (in parallel) now
     nodes.ensure_holders(store, row, [(np_.netns, np_.name) for np_ in routers])
     for np_ in routers:
@@ -217,8 +217,14 @@ def start_daemons(store, row, exp: Experiment, np_: NodePlan, folder: str) -> No
     logdir = os.path.join(folder, "nodes", np_.name)
     run = os.path.join(etc_dir(np_.netns), "run")
     daemons = _daemons(exp, np_.name)
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(os.path.join(run, "zserv.api"))      # a killed zebra's: not a live one
+    # a killed zebra's socket: not a live one (the folder is the node's FRR's: no link)
+    with contextlib.suppress(OSError):
+        rfd = os.open(run, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink("zserv.api", dir_fd=rfd)
+        finally:
+            os.close(rfd)
     for daemon in daemons:
         argv = [os.path.join(FRR_BIN, daemon), "-f", f"/etc/frr/{daemon}.conf",
                 "-i", f"/run/frr/{daemon}.pid", "-P", "0", "-u", "frr", "-g", "frr"]
@@ -256,7 +262,9 @@ def _spawn(store, row, np_: NodePlan, name: str, argv: list[str], out: str,
     recorded first."""
     rid = store.record(row.id, "process", name, node=np_.name, **detail)
     kw = dict(stdin=subprocess.DEVNULL, start_new_session=True)
-    with open(out, "ab") as f:
+    # in the node's folder, which the node may change: never opened through its links
+    with os.fdopen(nodefiles.open_output(os.path.dirname(out), os.path.basename(out),
+                                         0o600), "ab") as f:
         if inside:
             p = nodes.popen(store, row, np_.netns, np_.name, argv, keep=FRR_CAPS, stdout=f,
                             stderr=f, **kw)

@@ -8,6 +8,11 @@ opens one name at a time beneath it with ``O_NOFOLLOW`` (a link is never followe
 never used), and checks that what it opened is what it listed. What it reads cannot leave
 the tree it started from.
 
+Writing goes the same way: wanlab appends a node's output (its start command's, FRR's) to
+files in the node's folder, where the node may have put a link to a host file, a FIFO or a
+hard link in their place; :func:`open_output` opens the name beneath the folder's
+descriptor, never through a link, and replaces anything but a plain file of its own.
+
 Regular files are copied with their holes (``SEEK_DATA``/``SEEK_HOLE``): a sparse file stays
 sparse. :func:`copy_tree` is used by ``wanlab export`` (results, readable by others) and by
 ``image save`` (a node's layer, with owners, times, extended attributes, links and overlay
@@ -67,6 +72,56 @@ def copy_data(src: int, dst: int, size: int) -> None:
             at += len(data)
         pos = end
     os.ftruncate(dst, size)
+
+
+def open_output(folder: str, name: str, mode: int = 0o644,
+                owner: tuple[int, int] | None = None) -> int:
+    """A descriptor appending to ``name`` in ``folder`` (a node's folder, which the node
+    may change): opened beneath the folder's descriptor with ``O_NOFOLLOW``; a link, FIFO,
+    device, hard link or anything else but a single-link regular file there is removed and
+    a new file made (``O_EXCL``: never through a link planted since). ``mode`` and, when
+    given, ``owner`` (uid, gid) are set on the descriptor."""
+    dfd = os.open(folder, _DIR)
+    try:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        fd = None
+        try:
+            fd = os.open(name, flags | os.O_CREAT, mode, dir_fd=dfd)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                os.close(fd)
+                fd = None
+        except OSError as e:
+            if e.errno not in (errno.ELOOP, errno.ENXIO, errno.EISDIR, errno.ENOTDIR,
+                               errno.EOPNOTSUPP, errno.ENODEV, errno.EACCES, errno.ETXTBSY):
+                raise
+        if fd is None:              # not a plain file of ours: replaced by a new one
+            try:
+                os.unlink(name, dir_fd=dfd)
+            except IsADirectoryError:
+                raise OSError(errno.EISDIR, f"{name} in {folder} is a folder") from None
+            fd = os.open(name, flags | os.O_CREAT | os.O_EXCL, mode, dir_fd=dfd)
+        os.set_blocking(fd, True)
+        if owner is not None:
+            os.fchown(fd, *owner)
+        os.fchmod(fd, mode)
+        return fd
+    finally:
+        os.close(dfd)
+
+
+def read_small(folder: str, name: str, limit: int = 4096) -> str:
+    """At most ``limit`` bytes of the regular file ``name`` in ``folder`` (a node's), read
+    beneath the folder's descriptor, never through a link; OSError if it is none."""
+    dfd = os.open(folder, _DIR)
+    try:
+        fd = os.open(name, _FILE, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{name} is not a regular file")
+        return f.read(limit).decode(errors="replace")
 
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:

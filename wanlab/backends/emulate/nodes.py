@@ -23,7 +23,17 @@ import os
 import shlex
 import subprocess
 
-from wanlab.backends.emulate import cgroups, enter, idmap, netns, pidns, procs, rootfs, userns
+from wanlab.backends.emulate import (
+    cgroups,
+    enter,
+    idmap,
+    netns,
+    nodefiles,
+    pidns,
+    procs,
+    rootfs,
+    userns,
+)
 from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.engine.binary import engine_binary
 from wanlab.errors import WanlabError
@@ -366,8 +376,9 @@ def start_command(store: Store, row: ExperimentRow, plan: Plan, node: str, cmd: 
         os.unlink(code)
     script = f"sh -c {shlex.quote(cmd)}; echo $? > {shlex.quote(code)}"
     rid = store.record(row.id, "process", f"startcmd-{node}", node=node)
-    with open(out, "ab") as log:
-        os.fchmod(log.fileno(), 0o644)      # the node's output, exported as its own
+    # the node's own output, exported as its own; its folder is the node's, so the log is
+    # opened beneath it, never through a link the node left in its place
+    with os.fdopen(nodefiles.open_output(ndir, os.path.basename(out)), "ab") as log:
         p = popen(store, row, plan.nodes[node].netns, node, ["sh", "-c", script], cwd=ndir,
                   stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     store.update_resource(rid, "created", pid=p.pid, started=procs.start_time(p.pid))

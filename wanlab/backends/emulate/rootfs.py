@@ -46,7 +46,7 @@ import os
 import subprocess
 from collections.abc import Callable
 
-from wanlab.backends.emulate import cgroups, enter
+from wanlab.backends.emulate import bindsrc, cgroups, enter
 from wanlab.backends.emulate.caps import DROPPED_CAPS
 from wanlab.errors import WanlabError
 from wanlab.model.ir import Node
@@ -282,31 +282,10 @@ def _open_tarball(path: str):
     return open(path, "rb")
 
 
-def _copy_stream(what: str, name: str):
-    """A tar stream (a pipe's reader) of the host's file or folder ``what`` as ``name``,
-    owned by root, links kept as links (a bind of a containerlab file, copied)."""
-    import tarfile
-    import threading
-
-    r, w = os.pipe()
-
-    def owned(t: tarfile.TarInfo) -> tarfile.TarInfo:
-        t.uid = t.gid = 0
-        t.uname = t.gname = "root"
-        return t
-
-    def write() -> None:
-        with os.fdopen(w, "wb") as out, tarfile.open(fileobj=out, mode="w|") as tf:
-            try:
-                tf.add(what, arcname=name, filter=owned)
-            except OSError:
-                pass                       # a short archive: tar says what is missing
-    threading.Thread(target=write, daemon=True).start()
-    return os.fdopen(r, "rb")
-
-
 def _untar(folder: str, node: str, root: str, where: str, tarball: str,
-           userns_fd: int | None, copy_as: str | None = None) -> tuple[int, str]:
+           userns_fd: int | None, copy: bindsrc.Stream | None = None) -> tuple[int, str]:
+    """Unpack ``tarball`` (or the tar stream of a bind's source, ``copy``) at ``where`` in
+    the node's root with the node's own tar, confined."""
     p = subprocess.Popen(_argv(folder, node, root,
                                ["sh", "-c", 'mkdir -p "$0" && exec tar -C "$0" -xf -', where],
                                userns_fd=userns_fd),
@@ -315,8 +294,7 @@ def _untar(folder: str, node: str, root: str, where: str, tarball: str,
                          pass_fds=() if userns_fd is None else (userns_fd,))
     assert p.stdin is not None and p.stdout is not None
     try:
-        with (_open_tarball(tarball) if copy_as is None
-              else _copy_stream(tarball, copy_as)) as src:
+        with _open_tarball(tarball) if copy is None else copy as src:
             while chunk := src.read(1 << 20):
                 p.stdin.write(chunk)
     except (OSError, EOFError) as e:       # a broken pipe (tar failed) or a bad archive
@@ -330,6 +308,8 @@ def _untar(folder: str, node: str, root: str, where: str, tarball: str,
             pass
     out = p.stdout.read().decode(errors="replace")
     p.wait()
+    if copy is not None and copy.error:    # the source changed or held wanlab's state
+        return p.returncode or 1, copy.error
     return p.returncode, (out + " " + err).strip()
 
 
@@ -350,8 +330,16 @@ def setup(folder: str, node: Node, root: str, say: Callable[[str], None],
             if not os.path.exists(tarball):
                 raise WanlabError(_where(node, f"{tarball} (bound at {dest}) is missing"))
             say(f"node {node.name}: copying {os.path.basename(tarball)} to {dest}")
+            # read beneath folder descriptors, never through a link; a portal upload's files
+            # are copies in the experiment's folder (wanlab.portal.files), in the state folder
+            try:
+                copy = bindsrc.Stream(tarball, os.path.basename(dest),
+                                      os.path.dirname(os.path.dirname(folder)),
+                                      own=os.path.join(folder, "uploads"))
+            except OSError as e:
+                raise WanlabError(_where(node, f"copying {tarball} to {dest}: {e}")) from None
             code, out = _untar(folder, node.name, root, os.path.dirname(dest), tarball, userns_fd,
-                               copy_as=os.path.basename(dest))
+                               copy=copy)
             if code != 0:
                 raise WanlabError(_where(node, f"copying {tarball} to {dest}: {out[-300:]}"))
             continue
