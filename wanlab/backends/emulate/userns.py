@@ -10,9 +10,10 @@ of the store has recorded. Terminate deletes the experiment's records, which fre
 
 The nodes' network namespaces are created inside the user namespace
 (:func:`wanlab.backends.emulate.netns.create_many`), so it owns them: the node keeps
-NET_ADMIN there. The holder of a node without an image builds the confinement as root of
-the host and joins the user namespace last (:mod:`wanlab.backends.emulate.nodes`); a node
-with an image stays in the host's user namespace for now (docs/security.md, What is left).
+NET_ADMIN there. A node's holder builds the confinement as root of the host and joins the
+user namespace last (:mod:`wanlab.backends.emulate.nodes`); a node with an image sees its
+layers through idmapped mounts (:mod:`wanlab.backends.emulate.idmap`), so the image's root
+files are its root's.
 """
 
 from __future__ import annotations
