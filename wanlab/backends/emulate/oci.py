@@ -35,14 +35,13 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from wanlab.backends.emulate import layer_sandbox
 from wanlab.backends.emulate.images import Image, Images, Say
 from wanlab.errors import WanlabError
 from wanlab.model import imageref
 from wanlab.model.ir import Experiment, Node
 
 _SHA = re.compile(r"^sha256:([0-9a-f]{64})$")
-LAYER_TAR = ("tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--same-owner",
-             "-xpf", "-")
 # the config keys a node honours; the rest of these are noted once each
 HONOURED = ("Env", "Entrypoint", "Cmd", "WorkingDir", "User")
 NOTED = {"Volumes": "volumes are not mounted (the node's files are its own layer)",
@@ -185,19 +184,58 @@ class _Source:
         return config, image_id, list(zip(files, diff_ids, strict=True))
 
 
-def _open_layer(f):
-    """A layer's tar stream from its file ``f`` (gzip unpacked here)."""
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _layer_chunks(f):
+    """A layer's tar stream from its file ``f``, in chunks: gzip unpacked here, zstd by
+    the ``zstd`` program (Python's standard library has no zstd before 3.14)."""
     head = f.peek(4)[:4] if hasattr(f, "peek") else b""
     if not head:
         import io
         f = io.BufferedReader(f)
         head = f.peek(4)[:4]
-    if head[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=f, mode="rb")
-    if head == b"\x28\xb5\x2f\xfd":
-        raise WanlabError("a zstd-compressed layer: copy the image with gzip layers "
-                          "(skopeo copy --dest-compress-format gzip)")
-    return f
+    if head == ZSTD_MAGIC:
+        yield from _unzstd(f)
+        return
+    stream = gzip.GzipFile(fileobj=f, mode="rb") if head[:2] == b"\x1f\x8b" else f
+    while chunk := stream.read(1 << 20):
+        yield chunk
+
+
+def _unzstd(f):
+    import threading
+    exe = shutil.which("zstd")
+    if exe is None:
+        raise WanlabError("a zstd-compressed layer needs zstd (apt-get install zstd; "
+                          "'make install' does it)")
+    p = subprocess.Popen([exe, "-dcq"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+
+    def feed():
+        try:
+            while chunk := f.read(1 << 20):
+                p.stdin.write(chunk)
+        except (BrokenPipeError, OSError, ValueError):
+            pass                          # zstd stopped: its status says why
+        finally:
+            with contextlib.suppress(OSError):
+                p.stdin.close()
+    t = threading.Thread(target=feed, daemon=True)
+    t.start()
+    try:
+        while chunk := p.stdout.read(1 << 20):
+            yield chunk
+    finally:
+        p.stdout.close()
+        if p.poll() is None and t.is_alive():
+            p.kill()
+        p.wait()
+        t.join()
+        err = p.stderr.read().decode(errors="replace").strip()
+        p.stderr.close()
+    if p.returncode != 0:
+        raise WanlabError(f"zstd: {err[-200:] or f'exit status {p.returncode}'}")
 
 
 def _whiteouts(top: str) -> None:
@@ -231,29 +269,42 @@ def _unpack(store: Images, src: _Source, name: str, diff_id: str, say: Say) -> s
     tmp = f"{final}.tmp-{uuid.uuid4().hex[:12]}"
     os.mkdir(tmp, 0o700)
     try:
-        p = subprocess.Popen([*LAYER_TAR, "-C", tmp], stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        assert p.stdin is not None and p.stderr is not None
+        # the layer is unpacked by an unprivileged child confined to tmp (layer_sandbox)
+        try:
+            p = layer_sandbox.start(tmp)
+        except layer_sandbox.SandboxError as e:
+            raise WanlabError(f"unpacking image layer {diff_id[7:19]}: {e}") from None
+        assert p.stdin is not None
         h = hashlib.sha256()
+        alive = True
         try:
             with src.open(name) as raw:
-                stream = _open_layer(raw)
-                while chunk := stream.read(1 << 20):
-                    h.update(chunk)
-                    p.stdin.write(chunk)
+                for chunk in _layer_chunks(raw):
+                    h.update(chunk)        # all of it, for the digest, whatever the child
+                    if alive:
+                        try:
+                            p.stdin.write(chunk)
+                        except BrokenPipeError:
+                            alive = False  # the child stopped: its error is below
             # an end of archive, for layers written without one (umoci's whiteout-only
-            # layers); after a complete archive tar reads no further
-            p.stdin.write(b"\0" * 10240)
-        except BrokenPipeError:
-            pass
-        finally:
+            # layers); after a complete archive tarfile reads no further
             with contextlib.suppress(BrokenPipeError):
-                p.stdin.close()
-        err = p.stderr.read().decode(errors="replace").strip()
-        if p.wait() != 0:
-            raise WanlabError(f"unpacking image layer {diff_id[7:19]}: {err[-300:]}")
+                if alive:
+                    p.stdin.write(b"\0" * 10240)
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
+        try:
+            left = layer_sandbox.finish(p, tmp)
+        except layer_sandbox.SandboxError as e:
+            raise WanlabError(f"unpacking image layer {diff_id[7:19]}: {e}") from None
         if "sha256:" + h.hexdigest() != diff_id:
             raise WanlabError(f"image layer {diff_id[7:19]} does not match its digest")
+        for key, what in (("devices", "device nodes left out"),
+                          ("owners", "files owned by ids above 65535 given to root")):
+            if left.get(key):
+                say(f"  layer {diff_id[7:19]}: {left[key]} {what}")
         _whiteouts(tmp)
         os.chmod(tmp, 0o755)
         os.rename(tmp, final)
