@@ -112,8 +112,9 @@ def _umoci(*args):
 @pytest.fixture(scope="module")
 def oci_images(tmp_path_factory, test_image):
     """``base`` (the default image's export, one layer) and ``web`` (base, then a layer
-    adding /srv/index.html and removing /etc/issue, with Env, Cmd, WorkingDir and User)
-    in one OCI layout; the same two as an OCI archive and a docker archive."""
+    adding /srv/index.html and /srv/owned (uid 1234) and removing /etc/issue, with Env,
+    Cmd, WorkingDir and User) in one OCI layout; the same two as an OCI archive and a
+    docker archive."""
     from wanlab.backends.emulate import images
     d = tmp_path_factory.mktemp("oci")
     store = images.Images(images.images_dir(""))
@@ -132,6 +133,8 @@ def oci_images(tmp_path_factory, test_image):
     extra = d / "extra"
     (extra / "srv").mkdir(parents=True)
     (extra / "srv" / "index.html").write_text("served\n")
+    (extra / "srv" / "owned").write_text("")
+    os.chown(extra / "srv" / "owned", 1234, 1234)
     _umoci("insert", "--image", f"{layout}:base", "--tag", "web", str(extra / "srv"), "/srv")
     _umoci("insert", "--image", f"{layout}:web", "--whiteout", "/etc/issue")
     _umoci("config", "--image", f"{layout}:web", "--config.env", "GREETING=hello oci",
@@ -190,6 +193,11 @@ links:
         assert run(node, "cat", "/srv/index.html") == "served\n"
         assert run(node, "sh", "-c", "test -e /etc/issue || echo gone") == "gone\n"
     assert "Debian" in run("base", "cat", "/etc/issue")
+    # owners and set-id bits as the layers have them: the layer's uid 0 is the node's root
+    assert run("web", "stat", "-c", "%u:%g %a %n", "/", "/usr/bin/su", "/usr/bin/chage",
+               "/var/mail", "/srv/owned").splitlines() == [
+        "0:0 755 /", "0:0 4755 /usr/bin/su", "0:42 2755 /usr/bin/chage", "0:8 2775 /var/mail",
+        "1234:1234 644 /srv/owned"]
     said = "\n".join(lab.show(exp.name).get("warnings", [])) + "\n".join(
         lab.store.get(exp.name).ir.warnings)
     assert "exposed ports are not published" in said
@@ -335,3 +343,93 @@ def test_the_config_is_folded_in_once():
     assert sum("volumes are not mounted" in w for w in once.warnings) == 2
     assert oci.apply(once, Store()) == once            # a cluster part: created again
     assert oci.apply(replace(exp, nodes=(Node("c"),)), Store()).nodes == (Node("c"),)
+
+
+# -- hostile layers ----------------------------------------------------------------------
+
+def _layer(*members) -> bytes:
+    """A tar of TarInfo-like dicts: name, and type/linkname/mode/uid/data/pax as needed."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+        for m in members:
+            info = tarfile.TarInfo(m["name"])
+            data = m.get("data", b"")
+            info.type = m.get("type", tarfile.REGTYPE)
+            info.linkname = m.get("linkname", "")
+            info.mode = m.get("mode", 0o644)
+            info.uid = info.gid = m.get("uid", 0)
+            info.devmajor, info.devminor = m.get("dev", (0, 0))
+            info.pax_headers = m.get("pax", {})
+            info.size = len(data) if info.type == tarfile.REGTYPE else 0
+            t.addfile(info, io.BytesIO(data) if info.size else None)
+    return buf.getvalue()
+
+
+def _sparse_map(realsize: int) -> bytes:
+    """A PAX 1.0 sparse file's data: its map (one byte of data at the end), then the byte."""
+    head = f"1\n{realsize - 1}\n1\n".encode()
+    return head + b"\0" * (512 - len(head)) + b"z"
+
+
+@needs_root
+def test_a_hostile_layer_writes_nothing_outside_its_folder(tmp_path):
+    """Absolute names, '..', a file through a symlink, a hard link to a file outside,
+    device nodes, a set-uid file, a huge sparse file: each lands inside the layer's folder
+    or is refused, never outside, and no device node is made."""
+    from wanlab.backends.emulate import images, oci
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "secret").write_text("mine\n")
+    up = "../" * 16 + str(out)[1:]
+    attacks = {
+        "absolute": [{"name": f"{out}/abs", "data": b"x"}],
+        "dotdot": [{"name": f"{up}/dotdot", "data": b"x"}],
+        "symlink": [{"name": "esc", "type": tarfile.SYMTYPE, "linkname": str(out)},
+                    {"name": "esc/through", "data": b"x"},
+                    {"name": "rel", "type": tarfile.SYMTYPE, "linkname": up},
+                    {"name": "rel/through2", "data": b"x"}],
+        "symlink-to-a-folder": [{"name": str(out)[1:], "type": tarfile.DIRTYPE},
+                                {"name": "esc", "type": tarfile.SYMTYPE, "linkname": str(out)},
+                                {"name": "esc/through", "data": b"x"}],
+        "hardlink": [{"name": "hl", "type": tarfile.LNKTYPE, "linkname": f"{out}/secret"}],
+        "hardlink-dotdot": [{"name": "hl", "type": tarfile.LNKTYPE,
+                             "linkname": f"{up}/secret"}],
+        "devices": [{"name": "null", "type": tarfile.CHRTYPE, "dev": (1, 3)},
+                    {"name": "disk", "type": tarfile.BLKTYPE, "dev": (8, 0)},
+                    {"name": "ok", "data": b"x"}],
+        "setuid": [{"name": "su", "data": b"#!/bin/sh\n", "mode": 0o4755},
+                   {"name": "mine", "data": b"x", "uid": 1234, "mode": 0o2755}],
+        "sparse": [{"name": "big", "data": _sparse_map(1 << 40), "pax": {
+            "GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "big",
+            "GNU.sparse.realsize": str(1 << 40)}}],
+    }
+    _small_layout(str(tmp_path / "l"), {k: [_layer(*v)] for k, v in attacks.items()})
+    store = images.Images(str(tmp_path / "images"))
+    got, refused = {}, {}
+    for tag in attacks:
+        try:
+            got[tag] = oci.pull(store, f"oci:{tmp_path}/l:{tag}")
+        except WanlabError as e:
+            refused[tag] = str(e)
+    assert sorted(os.listdir(out)) == ["secret"]
+    st = os.stat(out / "secret")
+    assert (out / "secret").read_text() == "mine\n" and st.st_nlink == 1
+    assert "more than" in refused.pop("sparse")       # refused before a byte is written
+    # a path through a symlink to a folder it lacks, a link to a file it lacks: refused
+    assert set(refused) <= {"symlink", "hardlink", "hardlink-dotdot"}, refused
+    # what was unpacked is inside the layers: no device node, no file owned by the sandbox
+    layers = os.path.join(store.root, "layers")
+    for d, _dirs, files in os.walk(layers):
+        for f in [*_dirs, *files]:
+            s = os.lstat(os.path.join(d, f))
+            assert not (stat.S_ISCHR(s.st_mode) or stat.S_ISBLK(s.st_mode)), f
+            assert s.st_uid in (0, 1234), (f, s.st_uid)
+    lay = {t: store.layer_path(img.layers[0]) for t, img in got.items()}
+    assert open(os.path.join(lay["absolute"], str(out)[1:], "abs")).read() == "x"
+    assert os.path.isfile(os.path.join(lay["dotdot"], str(out)[1:], "dotdot"))
+    assert os.path.isfile(os.path.join(lay["symlink-to-a-folder"], str(out)[1:], "through"))
+    assert os.listdir(lay["devices"]) == ["ok"]
+    su, mine = (os.lstat(os.path.join(lay["setuid"], x)) for x in ("su", "mine"))
+    assert (su.st_uid, stat.S_IMODE(su.st_mode)) == (0, 0o4755)      # an image's own su
+    assert (mine.st_uid, mine.st_gid, stat.S_IMODE(mine.st_mode)) == (1234, 1234, 0o2755)
+    assert stat.S_IMODE(os.stat(store.root).st_mode) == 0o700       # no user reaches them
