@@ -105,6 +105,33 @@ def _layout_from_tar(layout: str, layer: str, tag: str) -> None:
             "annotations": {"org.opencontainers.image.ref.name": tag}}]}, f)
 
 
+def _add_layer(layout: str, base: str, tag: str, layer: bytes, compress: str) -> None:
+    """Image ``tag`` in ``layout``: image ``base``, then the tar ``layer`` compressed with
+    the program ``compress``."""
+    with open(os.path.join(layout, "index.json")) as f:
+        index = json.load(f)
+    (desc,) = [m for m in index["manifests"]
+               if m["annotations"]["org.opencontainers.image.ref.name"] == base]
+
+    def read(digest):
+        with open(os.path.join(layout, "blobs", "sha256", digest[7:]), "rb") as f:
+            return json.load(f)
+    man = read(desc["digest"])
+    config = read(man["config"]["digest"])
+    packed = subprocess.run([compress, "-c"], input=layer, capture_output=True,
+                            check=True).stdout
+    config["rootfs"]["diff_ids"].append("sha256:" + hashlib.sha256(layer).hexdigest())
+    cfg = json.dumps(config).encode()
+    man["config"] = {**man["config"], "digest": _blob(layout, cfg), "size": len(cfg)}
+    man["layers"].append({"mediaType": f"application/vnd.oci.image.layer.v1.tar+{compress}",
+                          "digest": _blob(layout, packed), "size": len(packed)})
+    m = json.dumps(man).encode()
+    index["manifests"].append({**desc, "digest": _blob(layout, m), "size": len(m),
+                               "annotations": {"org.opencontainers.image.ref.name": tag}})
+    with open(os.path.join(layout, "index.json"), "w") as f:
+        json.dump(index, f)
+
+
 def _umoci(*args):
     subprocess.run(["umoci", *args], check=True, capture_output=True)
 
@@ -143,6 +170,9 @@ def oci_images(tmp_path_factory, test_image):
            "--config.cmd", 'echo "$GREETING $(id -u) $(pwd)" > /tmp/started; sleep 600',
            "--config.workingdir", "/srv", "--config.user", "65534",
            "--config.exposedports", "80/tcp")
+    # zweb: web, then a zstd-compressed layer adding /srv/z.txt
+    _add_layer(layout, "web", "zweb", _tar([("srv", None), ("srv/z.txt", b"zstd\n")]),
+               "zstd")
     subprocess.run(["tar", "-C", layout, "-cf", str(d / "web-oci.tar"), "."], check=True)
     subprocess.run(["skopeo", "--insecure-policy", "copy", "--quiet", f"oci:{layout}:web",
                     f"docker-archive:{d}/web-docker.tar:web:latest"], check=True)
@@ -161,9 +191,11 @@ nodes:
   - {{name: base, image: "oci:{d}/layout:base", startcmd: "cat /etc/issue > /tmp/issue"}}
   - {{name: web, image: "oci-archive:{d}/web-oci.tar:web"}}
   - {{name: dock, image: "docker-archive:{d}/web-docker.tar"}}
+  - {{name: zst, image: "oci:{d}/layout:zweb"}}
 links:
   - {{nodes: [base, web]}}
   - {{nodes: [web, dock]}}
+  - {{nodes: [web, zst]}}
 """)
     exp = load(str(spec))
     old = os.umask(0o077)       # the CLI's: the nodes' / was made 0700, users could not run
@@ -178,10 +210,12 @@ links:
     assert recs["web"].layers[-1:] == recs["base"].layers and len(recs["web"].layers) == 3
     assert recs["web"].layers == recs["dock"].layers
     assert recs["web"].oci["digest"] != recs["base"].oci["digest"]
+    assert recs["zst"].layers[1:] == recs["web"].layers      # and a zstd layer over them
 
     def run(node, *argv):
         return lab.exec(exp.name, node, list(argv), capture_output=True, text=True).stdout
     # the image's Entrypoint + Cmd start the node, in its WorkingDir as its User, with Env
+    assert run("zst", "cat", "/srv/z.txt", "/srv/index.html") == "zstd\nserved\n"
     for node in ("web", "dock"):
         for _ in range(50):
             said = run(node, "cat", "/tmp/started")
