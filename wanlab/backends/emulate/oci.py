@@ -42,6 +42,7 @@ from wanlab.model import imageref
 from wanlab.model.ir import Experiment, Node
 
 _SHA = re.compile(r"^sha256:([0-9a-f]{64})$")
+USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?")
 # the config keys a node honours; the rest of these are noted once each
 HONOURED = ("Env", "Entrypoint", "Cmd", "WorkingDir", "User")
 NOTED = {"Volumes": "volumes are not mounted (the node's files are its own layer)",
@@ -385,35 +386,54 @@ def ensure(store: Images, ref: str, say: Say | None = None) -> Image:
 
 # -- a node on an OCI image ----------------------------------------------------------------
 
-def start_command(cfg: dict, given: str | None) -> tuple[str | None, list[str]]:
-    """The node's start command under image config ``cfg``: the spec's ``given`` one, else
-    the image's ``Entrypoint`` + ``Cmd``, run in ``WorkingDir`` as ``User``; and notes."""
+def run_config(cfg: dict, node: Node) -> tuple[list[str], str | None]:
+    """The argv and user the node runs by docker's rules: its own ``entrypoint`` replaces
+    the image's Entrypoint and drops the image's Cmd; its own ``cmd`` replaces the image's
+    Cmd; its own ``user`` the image's User."""
+    if node.entrypoint is not None:
+        argv = [*node.entrypoint, *(node.cmd or ())]
+    else:
+        argv = [*(cfg.get("Entrypoint") or []),
+                *(node.cmd if node.cmd is not None else cfg.get("Cmd") or [])]
+    return argv, node.user or cfg.get("User") or None
+
+
+def start_command(cfg: dict, node: Node) -> tuple[str | None, list[str]]:
+    """The node's start command under image config ``cfg`` (``{}``: no OCI image): its
+    ``startcmd`` if it has one, else the argv of :func:`run_config`; run in the image's
+    ``WorkingDir`` (made if missing) as the user of :func:`run_config`; and notes."""
     notes = []
-    argv = [*(cfg.get("Entrypoint") or []), *(cfg.get("Cmd") or [])]
-    if given is None and not argv:
+    argv, user = run_config(cfg, node)
+    if node.startcmd is None and not argv:
+        if node.user:
+            notes.append(f"user {node.user}: there is no start command to run as it")
         return None, notes
-    body = given if given is not None else shlex.join(argv)
+    body = node.startcmd if node.startcmd is not None else shlex.join(argv)
     wd = cfg.get("WorkingDir")
-    user = cfg.get("User")
     if user and user not in ("root", "0", "0:0"):
         uid, _, gid = str(user).partition(":")
-        if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$", uid) or (
-                gid and not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$", gid)):
+        if not USER.fullmatch(str(user)):
             notes.append(f"User {user!r} is not a user name or id; it runs as root")
         else:
-            # setpriv from the image (util-linux); without it, root, said in its log
-            ids = f"--reuid={uid} --regid={gid or uid}"
-            body = (f"if command -v setpriv >/dev/null; then exec setpriv {ids} "
-                    f"--clear-groups sh -c {shlex.quote(body)}; else echo 'wanlab: the image "
-                    f"has no setpriv: running as root, not {user}' >&2; fi; {body}")
-            notes.append(f"User {user}: the start command runs as it (setpriv); wanlab exec "
-                         f"and shell run as root")
+            # setpriv (util-linux) from the image, as docker runs a user: the group given,
+            # else the user's own (0 if the image does not know it), its groups if known;
+            # without setpriv, root, said in its log
+            u = shlex.quote(uid)
+            group = shlex.quote(gid) if gid else f'"$(id -g -- {u} 2>/dev/null || echo 0)"'
+            body = (f"if command -v setpriv >/dev/null; then g={group}; "
+                    f"if id -- {u} >/dev/null 2>&1; then s=--init-groups; "
+                    f"else s=--clear-groups; fi; exec setpriv --reuid={u} --regid=\"$g\" $s "
+                    f"sh -c {shlex.quote(body)}; else echo 'wanlab: the image has no "
+                    f"setpriv: running as root, not {user}' >&2; fi; {body}")
+            notes.append(f"User {user}: the start command runs as it (setpriv); wanlab exec, "
+                         f"shell and programs run as root")
     if wd:
-        body = f"cd {shlex.quote(wd)} && {body}"
+        body = f"mkdir -p -- {shlex.quote(wd)} && cd -- {shlex.quote(wd)} && {body}"
     return body, notes
 
 
-# the first line of a start command made from an image's config (so it is made once)
+# the first line of a start command made from an image's config or the node's Entrypoint,
+# Cmd and User (so it is made once)
 APPLIED = "# wanlab: the start command of image "
 
 
@@ -421,27 +441,34 @@ def apply(exp: Experiment, store: Images, say: Say | None = None) -> Experiment:
     """``exp`` with every node on an OCI image given that image (pulled now, so a reference
     that cannot be fetched fails before anything is built) and its config: ``Env`` (the
     node's environment), ``Entrypoint``/``Cmd`` (its start command unless it has one),
-    ``WorkingDir``, ``User``; a note for each part of the config that cannot apply."""
+    ``WorkingDir``, ``User``, under the node's own ``entrypoint``, ``cmd`` and ``user``
+    (which a node on another root gets too); a note for each part that cannot apply."""
     nodes: list[Node] = []
     notes: list[str] = []
     seen: dict[str, Image] = {}
+    changed = False
     for n in exp.nodes:
-        if not (n.image and imageref.is_ref(n.image)) or (
+        oci = bool(n.image and imageref.is_ref(n.image))
+        if not (oci or n.user or n.entrypoint is not None or n.cmd is not None) or (
                 n.startcmd or "").startswith(APPLIED):
-            nodes.append(n)        # no OCI image, or its config is in already (a part of
-            continue               # a cluster's experiment, created again on its machine)
-        img = seen.get(n.image) or ensure(store, n.image, say)
-        seen[n.image] = img
-        cfg = (img.oci or {}).get("config") or {}
+            nodes.append(n)        # nothing to fold in, or it is in already (a part of a
+            continue               # cluster's experiment, created again on its machine)
+        cfg: dict = {}
+        if oci:
+            img = seen.get(n.image) or ensure(store, n.image, say)
+            seen[n.image] = img
+            cfg = (img.oci or {}).get("config") or {}
         env = tuple(tuple(e.split("=", 1)) for e in cfg.get("Env") or [] if "=" in e)
         mine = dict(n.env)
         env = tuple((k, v) for k, v in env if k not in mine) + n.env
-        cmd, why = start_command(cfg, n.startcmd)
-        cmd = f"{APPLIED}{n.image}\n{cmd}" if cmd else cmd
+        cmd, why = start_command(cfg, n)
+        cmd = f"{APPLIED}{n.image or 'of the node'}\n{cmd}" if cmd else cmd
         for w in why + [NOTED[k] for k in cfg.get("noted") or []]:
-            notes.append(f"node {n.name}: image {n.image}: {w}")
+            notes.append(f"node {n.name}: image {n.image}: {w}" if oci else
+                         f"node {n.name}: {w}")
         nodes.append(replace(n, env=env, startcmd=cmd))
-    if not seen:
+        changed = True
+    if not changed:
         return exp
     return replace(exp, nodes=tuple(nodes), warnings=exp.warnings + tuple(notes))
 
