@@ -167,7 +167,7 @@ def oci_images(tmp_path_factory, test_image):
     _umoci("config", "--image", f"{layout}:web", "--config.env", "GREETING=hello oci",
            "--config.env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "--config.entrypoint", "sh", "--config.cmd", "-c",
-           "--config.cmd", 'echo "$GREETING $(id -u) $(pwd)" > /tmp/started; sleep 600',
+           "--config.cmd", 'echo "$GREETING $(id -u):$(id -g) $(pwd)" > /tmp/started; sleep 600',
            "--config.workingdir", "/srv", "--config.user", "65534",
            "--config.exposedports", "80/tcp")
     # zweb: web, then a zstd-compressed layer adding /srv/z.txt
@@ -191,11 +191,9 @@ nodes:
   - {{name: base, image: "oci:{d}/layout:base", startcmd: "cat /etc/issue > /tmp/issue"}}
   - {{name: web, image: "oci-archive:{d}/web-oci.tar:web"}}
   - {{name: dock, image: "docker-archive:{d}/web-docker.tar"}}
-  - {{name: zst, image: "oci:{d}/layout:zweb"}}
 links:
   - {{nodes: [base, web]}}
   - {{nodes: [web, dock]}}
-  - {{nodes: [web, zst]}}
 """)
     exp = load(str(spec))
     old = os.umask(0o077)       # the CLI's: the nodes' / was made 0700, users could not run
@@ -210,19 +208,17 @@ links:
     assert recs["web"].layers[-1:] == recs["base"].layers and len(recs["web"].layers) == 3
     assert recs["web"].layers == recs["dock"].layers
     assert recs["web"].oci["digest"] != recs["base"].oci["digest"]
-    assert recs["zst"].layers[1:] == recs["web"].layers      # and a zstd layer over them
 
     def run(node, *argv):
         return lab.exec(exp.name, node, list(argv), capture_output=True, text=True).stdout
     # the image's Entrypoint + Cmd start the node, in its WorkingDir as its User, with Env
-    assert run("zst", "cat", "/srv/z.txt", "/srv/index.html") == "zstd\nserved\n"
     for node in ("web", "dock"):
         for _ in range(50):
             said = run(node, "cat", "/tmp/started")
             if said:
                 break
             time.sleep(0.1)
-        assert said == "hello oci 65534 /srv\n", node
+        assert said == "hello oci 65534:65534 /srv\n", node    # the user's own group
         assert run(node, "sh", "-c", "echo $GREETING") == "hello oci\n"     # exec: Env too
         assert run(node, "cat", "/srv/index.html") == "served\n"
         assert run(node, "sh", "-c", "test -e /etc/issue || echo gone") == "gone\n"
@@ -237,6 +233,24 @@ links:
     assert "exposed ports are not published" in said
     r = lab.exec(exp.name, "base", ["ping", "-c", "1", "-W", "2", "web"])
     assert r.returncode == 0                 # the nodes are on the experiment's links
+    # modify: a node on an image not in the store yet is pulled (its zstd layer unpacked
+    # over web's layers) and runs; one that cannot be fetched is a clear error, no change
+    grown = spec.read_text().replace("links:\n", f"""  - {{name: zst, image: "oci:{d}/layout:zweb",
+      startcmd: "sleep 600"}}
+links:
+  - {{nodes: [web, zst]}}
+""")
+    spec.write_text(grown)
+    lab.modify(exp.name, load(str(spec)))
+    assert store.need(f"oci:{d}/layout:zweb").layers[1:] == recs["web"].layers
+    assert run("zst", "cat", "/srv/z.txt", "/srv/index.html") == "zstd\nserved\n"
+    assert "hello oci" in run("web", "cat", "/tmp/started")         # web left running
+    spec.write_text(grown.replace(f"oci:{d}/layout:zweb", "registry.invalid/x:1"))
+    with pytest.raises(WanlabError, match=r"^image docker://registry.invalid/x:1 cannot be "
+                                          r"fetched: .*reaches no container registry"):
+        lab.modify(exp.name, load(str(spec)))
+    row = lab.store.get(exp.name)
+    assert row.state == "active" and [n.image for n in row.ir.nodes][-1].endswith(":zweb")
 
 
 def test_docker_save_archives_are_told_apart(tmp_path):
@@ -372,7 +386,7 @@ def test_the_config_is_folded_in_once():
     once = oci.apply(exp, Store())
     a, b = once.nodes
     assert a.env == (("A", "1"), ("B", "2")) and b.env == (("A", "1"), ("B", "3"))
-    assert "cd /w && " in a.startcmd and "setpriv --reuid=7 --regid=7" in a.startcmd
+    assert "cd -- /w && " in a.startcmd and "setpriv --reuid=7 " in a.startcmd
     assert "sh -c 'srv -v'" in a.startcmd and "sh -c mine" in b.startcmd
     assert sum("volumes are not mounted" in w for w in once.warnings) == 2
     assert oci.apply(once, Store()) == once            # a cluster part: created again
@@ -467,3 +481,48 @@ def test_a_hostile_layer_writes_nothing_outside_its_folder(tmp_path):
     assert (su.st_uid, stat.S_IMODE(su.st_mode)) == (0, 0o4755)      # an image's own su
     assert (mine.st_uid, mine.st_gid, stat.S_IMODE(mine.st_mode)) == (1234, 1234, 0o2755)
     assert stat.S_IMODE(os.stat(store.root).st_mode) == 0o700       # no user reaches them
+
+
+@needs_root
+def test_containerlab_cmd_entrypoint_and_user_follow_docker(tmp_path):
+    """A node's cmd replaces the image's Cmd, its entrypoint the image's Entrypoint and
+    drops the image's Cmd, its user the image's User (its group: the one given, else the
+    user's own, else 0); the start commands made are run here, as a node runs them."""
+    from wanlab.backends.emulate import oci
+    from wanlab.backends.emulate.images import Image
+    wd = tmp_path / "wd"                  # the image's WorkingDir, made when missing
+
+    class Store:
+        def get(self, name):
+            return Image(name=name, layers=("x" * 8,), suite="oci", packages=(), created=0,
+                         origin="oci:/i", oci={"config": {
+                             "Entrypoint": ["sh", "-c"], "WorkingDir": str(wd),
+                             "Cmd": ['echo image $(id -u):$(id -g) $(pwd)'],
+                             "User": "nobody"}})
+    lab = tmp_path / "lab.clab.yml"
+    lab.write_text("""
+name: docker
+topology:
+  defaults: {kind: linux}
+  groups: {oci: {image: "oci:/i"}}
+  nodes:
+    img: {group: oci}
+    cmd: {group: oci, cmd: "'echo cmd $(id -u)'"}
+    ep: {group: oci, entrypoint: "sh -c 'echo ep $(id -u) $0' from-ep"}
+    root: {group: oci, user: "0"}
+    uid: {group: oci, user: "4321"}
+    group: {group: oci, user: "nobody:4321"}
+    plain: {entrypoint: echo, cmd: "plain  node", user: nobody}
+""")
+    exp = oci.apply(load(str(lab)), Store())
+    said = {}
+    for n in exp.nodes:
+        r = subprocess.run(["sh", "-c", n.startcmd], capture_output=True, text=True,
+                           cwd="/", timeout=30)
+        said[n.name] = r.stdout.strip()
+    assert said == {"img": f"image 65534:65534 {wd}", "cmd": "cmd 65534",
+                    "ep": "ep 65534 from-ep", "root": f"image 0:0 {wd}",
+                    "uid": f"image 4321:0 {wd}", "group": f"image 65534:4321 {wd}",
+                    "plain": "plain node"}
+    assert exp.nodes[-1].image is None and any("wanlab exec, shell and programs run as root"
+                                               in w for w in exp.warnings)
