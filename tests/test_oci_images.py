@@ -346,6 +346,8 @@ def test_layers_are_shared_whited_out_and_moved_by_digest(tmp_path):
 def test_pull_import_and_list_from_the_command_line(tmp_path):
     base = _tar([("etc", None), ("etc/issue", b"base\n")])
     _small_layout(str(tmp_path / "l"), {"a": [base]})
+    _small_layout(str(tmp_path / "l2"), {"b": [base, _tar([("opt", None),
+                                                           ("opt/b", b"b" * 50_000)])]})
     subprocess.run(["tar", "-C", str(tmp_path / "l"), "-cf", str(tmp_path / "a.tar"), "."],
                    check=True)
     env = {**os.environ, "WANLAB_IMAGES": str(tmp_path / "images"),
@@ -358,13 +360,22 @@ def test_pull_import_and_list_from_the_command_line(tmp_path):
     assert r.returncode == 0, r.stderr
     r = wanlab("image", "import", str(tmp_path / "a.tar"))
     assert r.returncode == 0 and "oci-archive:" in r.stdout, r.stderr
+    assert wanlab("image", "pull", f"oci:{tmp_path}/l2:b").returncode == 0
     rows = json.loads(wanlab("image", "list", "--json").stdout)
+    b = next(x for x in rows if x["origin"].endswith("l2:b"))
+    rows = [x for x in rows if x is not b]
     assert sorted(x["origin"] for x in rows) == [f"oci-archive:{tmp_path}/a.tar",
                                                  f"oci:{tmp_path}/l:a"]
     assert len({x["digest"] for x in rows}) == 1 and rows[0]["digest"].startswith("sha256:")
     assert len({x["layers"][0] for x in rows}) == 1          # one layer for both
+    # sizes: the base layer is shared by all three; b's own layer is b's alone
+    a = rows[0]
+    assert a["size"] == a["shared"] > 0 and a["unique"] == 0
+    assert b["shared"] == a["size"] and b["unique"] >= 50_000
+    assert b["size"] == b["unique"] + b["shared"]
     out = wanlab("image", "list").stdout
     assert f"oci:{tmp_path}/l:a" in out and rows[0]["digest"][:19] in out
+    assert "UNIQUE" in out.splitlines()[0] and "3 images, 2 layers: " in out
 
 
 def test_the_config_is_folded_in_once():
