@@ -151,7 +151,9 @@ def _child(dirfd: int, go: int, ready: int, limit: int) -> None:
     os.setgroups([])
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.unshare(CLONE_NEWUSER) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER)")
+        e = ctypes.get_errno()
+        raise OSError(e, f"this kernel gives no user namespace ({os.strerror(e)}): image "
+                         f"layers are unpacked in one")
     os.write(ready, b"u")
     os.close(ready)
     if os.read(go, 1) != b"m":

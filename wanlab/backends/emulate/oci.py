@@ -281,12 +281,12 @@ def _unpack(store: Images, src: _Source, name: str, diff_id: str, say: Say) -> s
         try:
             with src.open(name) as raw:
                 for chunk in _layer_chunks(raw):
-                    h.update(chunk)        # all of it, for the digest, whatever the child
-                    if alive:
-                        try:
-                            p.stdin.write(chunk)
-                        except BrokenPipeError:
-                            alive = False  # the child stopped: its error is below
+                    h.update(chunk)
+                    try:
+                        p.stdin.write(chunk)
+                    except BrokenPipeError:
+                        alive = False      # the child failed (it reads all on success):
+                        break              # its error is below
             # an end of archive, for layers written without one (umoci's whiteout-only
             # layers); after a complete archive tarfile reads no further
             with contextlib.suppress(BrokenPipeError):
