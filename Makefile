@@ -5,8 +5,9 @@ PYTHON ?= python3
 APT_PACKAGES = iproute2 tcl iperf3 iperf iptables iputils-ping tcpdump procps util-linux frr traceroute \
 	chromium chromium-driver mmdebstrap etcd-server etcd-client
 # without their recommends: wireguard-tools recommends a kernel image (WireGuard runs here as
-# wireguard-go, in user space; docs/edge.md); skopeo and umoci: OCI images (docs/oci-images.md)
-APT_BARE = nftables wireguard-tools wireguard-go skopeo umoci
+# wireguard-go, in user space; docs/edge.md); skopeo, umoci and zstd: OCI images
+# (docs/oci-images.md)
+APT_BARE = nftables wireguard-tools wireguard-go skopeo umoci zstd
 PY := $(shell command -v $(PYTHON))
 
 .PHONY: install deps engine python web demo test lint test-engine test-python validate bench-swap bench-sim clean

@@ -604,22 +604,30 @@ def cmd_image(lab, a) -> int:
               f"{len(img.layers)} layers)")
     elif a.action == "list":
         rows = store.list()
+        sizes, total = images.sizes(store, rows)
         if a.json:
-            print(json.dumps([{**i.__dict__, "size": images.disk_usage(store.layer_path(
-                i.layers[0])), "digest": (i.oci or {}).get("digest")} for i in rows],
-                indent=2))
+            print(json.dumps([{**i.__dict__, **sizes[i.name],
+                               "digest": (i.oci or {}).get("digest")} for i in rows], indent=2))
             return 0
         if not rows:
             print(f"no images in {store.root} (wanlab image build NAME --packages ..., "
                   f"wanlab image pull REF)")
+            return 0
+        # SIZE: all of its layers; UNIQUE: those no other image uses (what rm frees);
+        # SHARED: those it shares with other images
+        print(f"{'NAME':28s} {'SUITE':8s} {'SIZE':>9s} {'UNIQUE':>9s} {'SHARED':>9s}  "
+              f"DIGEST / PACKAGES / ORIGIN")
         for i in rows:
             if i.oci:
                 what = f"{i.oci.get('digest', '')[:19]}  {i.origin}"
             else:
                 what = f"saved from {i.origin}" if i.origin else \
                     ", ".join(i.packages) or "base"
-            print(f"{i.name:20s} {i.suite:10s} "
-                  f"{_size(images.disk_usage(store.layer_path(i.layers[0]))):>9s}  {what}")
+            z = sizes[i.name]
+            print(f"{i.name:28s} {i.suite:8s} {_size(z['size']):>9s} {_size(z['unique']):>9s} "
+                  f"{_size(z['shared']):>9s}  {what}")
+        layers = {x for i in rows for x in i.layers}
+        print(f"{len(rows)} images, {len(layers)} layers: {_size(total)} on disk")
     elif a.action == "rm":
         store.remove(a.image)
         print(f"{a.image}: removed")

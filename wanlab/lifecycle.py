@@ -401,6 +401,9 @@ class Lab:
             self._need_not_degraded(row)
             new = replace(new, name=name)
             make_plan(new, row.short)           # an impossible plan fails before any change
+            # as at create: OCI images pulled now (one that cannot be fetched fails before
+            # any change), their config folded in (so an unchanged node compares equal)
+            new = oci.apply(new, self.images(), self.say)
             if row.state != ACTIVE:
                 self.store.set_ir(row.id, new)
                 return self.store.get(name)

@@ -119,6 +119,9 @@ def modify(store: Store, name: str, new: Experiment, say=print) -> None:
         raise WanlabError(f"experiment {name!r} is {row.state}: modify takes an active or "
                           f"swapped one" + (f" ('wanlab swapin --repair {name}' first)"
                                             if row.state == DEGRADED else ""))
+    # as at create: OCI images pulled on the controller, their config folded in
+    from wanlab.backends.emulate import images, oci
+    new = oci.apply(new, images.Images(images.images_dir(store.home)), say)
     new = _wide_area(row.ir, new)
     info = experiment._cluster(store)
     at = experiment.where_of(store, name)

@@ -279,7 +279,8 @@ class ExperimentBuilder:
              external: str | None = None, cpu: Any = None, memory: Any = None,
              pids: Any = None, cpus: Any = None, cpu_weight: Any = None,
              egress: Any = False, wide_area: bool = False,
-             copies: Any = (), env: Any = None, source: ir.Source | None = None) -> str:
+             copies: Any = (), env: Any = None, entrypoint: Any = None, cmd: Any = None,
+             user: str | None = None, source: ir.Source | None = None) -> str:
         """Declare a node; returns its name. ``image``: its own root file system (a
         ``wanlab image``; ``os`` maps an Emulab OS name to one); ``tarfiles``: pairs
         (folder in its root, tarball) unpacked there; ``packages``: Debian packages (or
@@ -294,7 +295,10 @@ class ExperimentBuilder:
         ``egress``: a route out of the experiment through its edge gateway (docs/edge.md).
         ``wide_area``: on a cluster the node runs on a wide-area machine chosen by
         wanassign, and its links to other wide-area nodes are wanlinks, requests for the
-        real path's delay and bandwidth (docs/cluster.md)."""
+        real path's delay and bandwidth (docs/cluster.md).
+
+        ``entrypoint``, ``cmd`` (argument lists) and ``user`` override an OCI image's own by
+        docker's rules (docs/oci-images.md)."""
         src = source or _caller_source()
         if not isinstance(wide_area, bool):
             raise SpecError(f"node {name}: wide_area is true or false, not {wide_area!r}",
@@ -334,7 +338,11 @@ class ExperimentBuilder:
         self._nodes[name] = dict(name=name, kind=kind, os=os, hardware=hardware, env=pairs,
                                  startcmd=startcmd, routes=[], source=src, image=img,
                                  tarfiles=tuple(tars), packages=tuple(pkgs),
-                                 external=_opt_str(external), wide_area=wide_area, **res)
+                                 external=_opt_str(external), wide_area=wide_area,
+                                 entrypoint=None if entrypoint is None else tuple(
+                                     str(x) for x in entrypoint),
+                                 cmd=None if cmd is None else tuple(str(x) for x in cmd),
+                                 user=None if user is None else str(user), **res)
         try:
             if egress is not None and edge_spec.on(egress, "egress", "egress"):
                 self._nodes[name]["egress"] = True

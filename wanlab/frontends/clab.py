@@ -9,7 +9,8 @@ A YAML document whose ``topology:`` holds ``nodes``, ``links``, ``kinds``, ``def
   reference); ``bridge`` and ``ovs-bridge`` nodes are LANs joining the nodes linked to them;
   the router kinds (SR Linux, cEOS, cRPD, XRd, ...) are Linux routers (IP forwarding, FRR's
   tools; their vendor image and startup-config are not used: one warning each).
-* ``cmd`` is the node's start command (none: an OCI image's own), ``exec`` a Program run at
+* ``cmd``, ``entrypoint`` and ``user`` are docker's, over an OCI image's own (a node on
+  another root runs ``entrypoint`` + ``cmd``); ``exec`` a Program run at
   t = 0 (every node up), its commands in turn; ``env`` and the labels (``CLAB_LABEL_*``)
   are the node's environment (start command, exec, ``wanlab exec`` and ``shell``).
 * ``binds`` (``SRC:DEST[:ro]``) are copies into the node's root, made at swap-in; SRC is
@@ -27,13 +28,14 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.frontends.builder import ExperimentBuilder
-from wanlab.model import ir
+from wanlab.model import imageref, ir
 from wanlab.model.names import is_valid
 
 LineOf = Callable[[list[Any]], int | None]
@@ -52,8 +54,8 @@ ROUTERS = ("nokia_srlinux", "srl", "nokia_sros", "vr-sros", "arista_ceos", "ceos
            "arista_veos", "6wind_vsr", "huawei_vrp", "keysight_ixia-c-one", "ostinato",
            "rare", "cumulus_cvx", "cvx", "generic_vm", "frr")
 # the node keys wanlab honours (the rest warn)
-HONOURED = ("kind", "group", "image", "cmd", "exec", "env", "binds", "labels", "cpu",
-            "memory", "cpu-set")
+HONOURED = ("kind", "group", "image", "cmd", "entrypoint", "user", "exec", "env", "binds",
+            "labels", "cpu", "memory", "cpu-set")
 # what wanlab does instead, for the keys it knows it leaves out
 WHY = {
     "mgmt-ipv4": "there is no management network (wanlab exec reaches every node)",
@@ -140,6 +142,32 @@ def _merge(layers: list[dict]) -> dict:
 
 def _env_name(k: str) -> str:
     return re.sub(r"[^A-Za-z0-9_]", "_", k).upper()
+
+
+def _run(r: _Reader, s: dict, p: list[Any]) -> dict[str, Any]:
+    """A node's ``cmd``, ``entrypoint`` and ``user`` as containerlab gives them to docker:
+    each command split as a shell would (an empty one is none), the user as it is; folded
+    over an image's own when the experiment is created (docs/oci-images.md)."""
+    out: dict[str, Any] = {}
+    for key in ("cmd", "entrypoint"):
+        v = s.get(key)
+        if v is None or v == "":
+            continue
+        if not isinstance(v, (str, int, float)):
+            raise r.err(p + [key], f"{key} is a command line (a string)")
+        try:
+            argv = shlex.split(str(v))
+        except ValueError as e:
+            raise r.err(p + [key], f"{key}: {e}") from None
+        if argv:
+            out[key] = tuple(argv)
+    if s.get("user") not in (None, ""):
+        user = str(s["user"])
+        if not ir.USER_RE.fullmatch(user):
+            raise r.err(p + ["user"], f"user {user!r} is not a user (a name or id, then ':' "
+                                      f"and a group's name or id if any)")
+        out["user"] = user
+    return out
 
 
 def environment(name: str, env: dict, labels: dict) -> dict[str, str]:
@@ -287,12 +315,15 @@ def load(doc: dict, file: str, default_name: str, line_of: LineOf) -> ir.Experim
         env = _mapping(r, s.get("env"), p + ["env"])
         labels = _mapping(r, s.get("labels"), p + ["labels"])
         copies = _binds(r, s["binds"], p + ["binds"]) if s.get("binds") else []
-        cmd = s.get("cmd")
+        run = _run(r, s, p)
+        if not (image and imageref.is_ref(str(image))):   # no image's own to go over:
+            argv = [*run.pop("entrypoint", ()), *run.pop("cmd", ())]   # the start command
+            if argv:
+                run["startcmd"] = shlex.join(argv)
         try:
             b.node(wname, image=image, copies=copies, cpu=s.get("cpu"),
                    memory=s.get("memory"), cpus=s.get("cpu-set"),
-                   startcmd=str(cmd) if cmd else None,
-                   env=environment(wname, env, labels), source=r.src(p))
+                   env=environment(wname, env, labels), source=r.src(p), **run)
             if execs:           # once the nodes are up, in turn
                 prog = b.program(wname, "\n".join(str(e) for e in execs),
                                  name=f"{wname}-exec", source=r.src(p + ["exec"]))

@@ -273,6 +273,11 @@ class Node:
     egress: bool = False
     # environment of every command in the node (an OCI image's Env), (name, value) pairs
     env: tuple[tuple[str, str], ...] = ()
+    # an OCI image's Entrypoint, Cmd and User as the node overrides them (containerlab's
+    # entrypoint, cmd, user; docker's rules: docs/oci-images.md); None: the image's own
+    entrypoint: tuple[str, ...] | None = None
+    cmd: tuple[str, ...] | None = None
+    user: str | None = None
 
 
 @dataclass(frozen=True)
@@ -695,6 +700,8 @@ class Experiment:
                               "tarfiles": tuple(tuple(t) for t in n.get("tarfiles", ())),
                               "packages": tuple(n.get("packages", ())),
                               "env": tuple(tuple(e) for e in n.get("env", ())),
+                              **{k: tuple(n[k]) for k in ("entrypoint", "cmd")
+                                 if n.get(k) is not None},
                               "source": src(n.get("source"))}) for n in d.get("nodes", ()))
         links = tuple(Link(**{**l, "ab": params(l.get("ab")), "ba": params(l.get("ba")),
                               "rules": tuple(LinkRule(r["dst"], params(r.get("ab")),
@@ -1186,6 +1193,13 @@ def _check_node_root(n: Node) -> None:
         if not _ENV_NAME.match(k) or "\x00" in v:
             raise _err(f"node {n.name}: environment variable {k!r} is not a name (letters, "
                        f"digits, '_') with a value", n.source, where + ".env")
+    if n.user is not None and not USER_RE.fullmatch(n.user):
+        raise _err(f"node {n.name}: user {n.user!r} is not a user (a name or id, then "
+                   f"':' and a group's name or id if any)", n.source, where + ".user")
+    for argv, what in ((n.entrypoint, "entrypoint"), (n.cmd, "cmd")):
+        if argv is not None and any("\x00" in a or "\n" in a for a in argv):
+            raise _err(f"node {n.name}: {what} has a newline or NUL", n.source,
+                       f"{where}.{what}")
     for p in n.packages:
         if not PACKAGE_RE.fullmatch(p) and not (p.startswith("/") and p.endswith(".deb")):
             raise _err(f"node {n.name}: {p!r} is neither a Debian package name nor the path "
@@ -1193,6 +1207,8 @@ def _check_node_root(n: Node) -> None:
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+# a container's user: NAME or UID, optionally :GROUP or :GID (becomes a setpriv argument)
+USER_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?")
 _IFNAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,14}$")
 
 

@@ -443,6 +443,24 @@ def disk_usage(path: str) -> int:
     return total
 
 
+def sizes(store: Images, imgs: list[Image]) -> tuple[dict[str, dict[str, int]], int]:
+    """Bytes on disk of each image of ``imgs``: ``size`` (all its layers), ``unique`` (its
+    layers no other image uses: what removing it frees) and ``shared`` (the rest); and of
+    all of them (each layer measured once)."""
+    users: dict[str, int] = {}
+    for i in imgs:
+        for layer in set(i.layers):
+            users[layer] = users.get(layer, 0) + 1
+    usage = {layer: disk_usage(store.layer_path(layer)) for layer in users}
+    out = {}
+    for i in imgs:
+        mine = set(i.layers)
+        unique = sum(usage[x] for x in mine if users[x] == 1)
+        shared = sum(usage[x] for x in mine if users[x] > 1)
+        out[i.name] = {"size": unique + shared, "unique": unique, "shared": shared}
+    return out, sum(usage.values())
+
+
 # -- moving layers by digest (a cluster's machines receive images from the controller) ----
 #
 # A layer's digest is the SHA-256 of its tar stream (:data:`TAR_CREATE`: members sorted by

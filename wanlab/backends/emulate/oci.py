@@ -35,14 +35,14 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from wanlab.backends.emulate import layer_sandbox
 from wanlab.backends.emulate.images import Image, Images, Say
 from wanlab.errors import WanlabError
 from wanlab.model import imageref
 from wanlab.model.ir import Experiment, Node
 
 _SHA = re.compile(r"^sha256:([0-9a-f]{64})$")
-LAYER_TAR = ("tar", "--numeric-owner", "--xattrs", "--xattrs-include=*", "--same-owner",
-             "-xpf", "-")
+USER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?")
 # the config keys a node honours; the rest of these are noted once each
 HONOURED = ("Env", "Entrypoint", "Cmd", "WorkingDir", "User")
 NOTED = {"Volumes": "volumes are not mounted (the node's files are its own layer)",
@@ -185,19 +185,58 @@ class _Source:
         return config, image_id, list(zip(files, diff_ids, strict=True))
 
 
-def _open_layer(f):
-    """A layer's tar stream from its file ``f`` (gzip unpacked here)."""
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def _layer_chunks(f):
+    """A layer's tar stream from its file ``f``, in chunks: gzip unpacked here, zstd by
+    the ``zstd`` program (Python's standard library has no zstd before 3.14)."""
     head = f.peek(4)[:4] if hasattr(f, "peek") else b""
     if not head:
         import io
         f = io.BufferedReader(f)
         head = f.peek(4)[:4]
-    if head[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=f, mode="rb")
-    if head == b"\x28\xb5\x2f\xfd":
-        raise WanlabError("a zstd-compressed layer: copy the image with gzip layers "
-                          "(skopeo copy --dest-compress-format gzip)")
-    return f
+    if head == ZSTD_MAGIC:
+        yield from _unzstd(f)
+        return
+    stream = gzip.GzipFile(fileobj=f, mode="rb") if head[:2] == b"\x1f\x8b" else f
+    while chunk := stream.read(1 << 20):
+        yield chunk
+
+
+def _unzstd(f):
+    import threading
+    exe = shutil.which("zstd")
+    if exe is None:
+        raise WanlabError("a zstd-compressed layer needs zstd (apt-get install zstd; "
+                          "'make install' does it)")
+    p = subprocess.Popen([exe, "-dcq"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+
+    def feed():
+        try:
+            while chunk := f.read(1 << 20):
+                p.stdin.write(chunk)
+        except (BrokenPipeError, OSError, ValueError):
+            pass                          # zstd stopped: its status says why
+        finally:
+            with contextlib.suppress(OSError):
+                p.stdin.close()
+    t = threading.Thread(target=feed, daemon=True)
+    t.start()
+    try:
+        while chunk := p.stdout.read(1 << 20):
+            yield chunk
+    finally:
+        p.stdout.close()
+        if p.poll() is None and t.is_alive():
+            p.kill()
+        p.wait()
+        t.join()
+        err = p.stderr.read().decode(errors="replace").strip()
+        p.stderr.close()
+    if p.returncode != 0:
+        raise WanlabError(f"zstd: {err[-200:] or f'exit status {p.returncode}'}")
 
 
 def _whiteouts(top: str) -> None:
@@ -231,29 +270,42 @@ def _unpack(store: Images, src: _Source, name: str, diff_id: str, say: Say) -> s
     tmp = f"{final}.tmp-{uuid.uuid4().hex[:12]}"
     os.mkdir(tmp, 0o700)
     try:
-        p = subprocess.Popen([*LAYER_TAR, "-C", tmp], stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        assert p.stdin is not None and p.stderr is not None
+        # the layer is unpacked by an unprivileged child confined to tmp (layer_sandbox)
+        try:
+            p = layer_sandbox.start(tmp)
+        except layer_sandbox.SandboxError as e:
+            raise WanlabError(f"unpacking image layer {diff_id[7:19]}: {e}") from None
+        assert p.stdin is not None
         h = hashlib.sha256()
+        alive = True
         try:
             with src.open(name) as raw:
-                stream = _open_layer(raw)
-                while chunk := stream.read(1 << 20):
+                for chunk in _layer_chunks(raw):
                     h.update(chunk)
-                    p.stdin.write(chunk)
+                    try:
+                        p.stdin.write(chunk)
+                    except BrokenPipeError:
+                        alive = False      # the child failed (it reads all on success):
+                        break              # its error is below
             # an end of archive, for layers written without one (umoci's whiteout-only
-            # layers); after a complete archive tar reads no further
-            p.stdin.write(b"\0" * 10240)
-        except BrokenPipeError:
-            pass
-        finally:
+            # layers); after a complete archive tarfile reads no further
             with contextlib.suppress(BrokenPipeError):
-                p.stdin.close()
-        err = p.stderr.read().decode(errors="replace").strip()
-        if p.wait() != 0:
-            raise WanlabError(f"unpacking image layer {diff_id[7:19]}: {err[-300:]}")
+                if alive:
+                    p.stdin.write(b"\0" * 10240)
+        except BaseException:
+            p.kill()
+            p.wait()
+            raise
+        try:
+            left = layer_sandbox.finish(p, tmp)
+        except layer_sandbox.SandboxError as e:
+            raise WanlabError(f"unpacking image layer {diff_id[7:19]}: {e}") from None
         if "sha256:" + h.hexdigest() != diff_id:
             raise WanlabError(f"image layer {diff_id[7:19]} does not match its digest")
+        for key, what in (("devices", "device nodes left out"),
+                          ("owners", "files owned by ids above 65535 given to root")):
+            if left.get(key):
+                say(f"  layer {diff_id[7:19]}: {left[key]} {what}")
         _whiteouts(tmp)
         os.chmod(tmp, 0o755)
         os.rename(tmp, final)
@@ -334,35 +386,54 @@ def ensure(store: Images, ref: str, say: Say | None = None) -> Image:
 
 # -- a node on an OCI image ----------------------------------------------------------------
 
-def start_command(cfg: dict, given: str | None) -> tuple[str | None, list[str]]:
-    """The node's start command under image config ``cfg``: the spec's ``given`` one, else
-    the image's ``Entrypoint`` + ``Cmd``, run in ``WorkingDir`` as ``User``; and notes."""
+def run_config(cfg: dict, node: Node) -> tuple[list[str], str | None]:
+    """The argv and user the node runs by docker's rules: its own ``entrypoint`` replaces
+    the image's Entrypoint and drops the image's Cmd; its own ``cmd`` replaces the image's
+    Cmd; its own ``user`` the image's User."""
+    if node.entrypoint is not None:
+        argv = [*node.entrypoint, *(node.cmd or ())]
+    else:
+        argv = [*(cfg.get("Entrypoint") or []),
+                *(node.cmd if node.cmd is not None else cfg.get("Cmd") or [])]
+    return argv, node.user or cfg.get("User") or None
+
+
+def start_command(cfg: dict, node: Node) -> tuple[str | None, list[str]]:
+    """The node's start command under image config ``cfg`` (``{}``: no OCI image): its
+    ``startcmd`` if it has one, else the argv of :func:`run_config`; run in the image's
+    ``WorkingDir`` (made if missing) as the user of :func:`run_config`; and notes."""
     notes = []
-    argv = [*(cfg.get("Entrypoint") or []), *(cfg.get("Cmd") or [])]
-    if given is None and not argv:
+    argv, user = run_config(cfg, node)
+    if node.startcmd is None and not argv:
+        if node.user:
+            notes.append(f"user {node.user}: there is no start command to run as it")
         return None, notes
-    body = given if given is not None else shlex.join(argv)
+    body = node.startcmd if node.startcmd is not None else shlex.join(argv)
     wd = cfg.get("WorkingDir")
-    user = cfg.get("User")
     if user and user not in ("root", "0", "0:0"):
         uid, _, gid = str(user).partition(":")
-        if not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$", uid) or (
-                gid and not re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$", gid)):
+        if not USER.fullmatch(str(user)):
             notes.append(f"User {user!r} is not a user name or id; it runs as root")
         else:
-            # setpriv from the image (util-linux); without it, root, said in its log
-            ids = f"--reuid={uid} --regid={gid or uid}"
-            body = (f"if command -v setpriv >/dev/null; then exec setpriv {ids} "
-                    f"--clear-groups sh -c {shlex.quote(body)}; else echo 'wanlab: the image "
-                    f"has no setpriv: running as root, not {user}' >&2; fi; {body}")
-            notes.append(f"User {user}: the start command runs as it (setpriv); wanlab exec "
-                         f"and shell run as root")
+            # setpriv (util-linux) from the image, as docker runs a user: the group given,
+            # else the user's own (0 if the image does not know it), its groups if known;
+            # without setpriv, root, said in its log
+            u = shlex.quote(uid)
+            group = shlex.quote(gid) if gid else f'"$(id -g -- {u} 2>/dev/null || echo 0)"'
+            body = (f"if command -v setpriv >/dev/null; then g={group}; "
+                    f"if id -- {u} >/dev/null 2>&1; then s=--init-groups; "
+                    f"else s=--clear-groups; fi; exec setpriv --reuid={u} --regid=\"$g\" $s "
+                    f"sh -c {shlex.quote(body)}; else echo 'wanlab: the image has no "
+                    f"setpriv: running as root, not {user}' >&2; fi; {body}")
+            notes.append(f"User {user}: the start command runs as it (setpriv); wanlab exec, "
+                         f"shell and programs run as root")
     if wd:
-        body = f"cd {shlex.quote(wd)} && {body}"
+        body = f"mkdir -p -- {shlex.quote(wd)} && cd -- {shlex.quote(wd)} && {body}"
     return body, notes
 
 
-# the first line of a start command made from an image's config (so it is made once)
+# the first line of a start command made from an image's config or the node's Entrypoint,
+# Cmd and User (so it is made once)
 APPLIED = "# wanlab: the start command of image "
 
 
@@ -370,27 +441,34 @@ def apply(exp: Experiment, store: Images, say: Say | None = None) -> Experiment:
     """``exp`` with every node on an OCI image given that image (pulled now, so a reference
     that cannot be fetched fails before anything is built) and its config: ``Env`` (the
     node's environment), ``Entrypoint``/``Cmd`` (its start command unless it has one),
-    ``WorkingDir``, ``User``; a note for each part of the config that cannot apply."""
+    ``WorkingDir``, ``User``, under the node's own ``entrypoint``, ``cmd`` and ``user``
+    (which a node on another root gets too); a note for each part that cannot apply."""
     nodes: list[Node] = []
     notes: list[str] = []
     seen: dict[str, Image] = {}
+    changed = False
     for n in exp.nodes:
-        if not (n.image and imageref.is_ref(n.image)) or (
+        oci = bool(n.image and imageref.is_ref(n.image))
+        if not (oci or n.user or n.entrypoint is not None or n.cmd is not None) or (
                 n.startcmd or "").startswith(APPLIED):
-            nodes.append(n)        # no OCI image, or its config is in already (a part of
-            continue               # a cluster's experiment, created again on its machine)
-        img = seen.get(n.image) or ensure(store, n.image, say)
-        seen[n.image] = img
-        cfg = (img.oci or {}).get("config") or {}
+            nodes.append(n)        # nothing to fold in, or it is in already (a part of a
+            continue               # cluster's experiment, created again on its machine)
+        cfg: dict = {}
+        if oci:
+            img = seen.get(n.image) or ensure(store, n.image, say)
+            seen[n.image] = img
+            cfg = (img.oci or {}).get("config") or {}
         env = tuple(tuple(e.split("=", 1)) for e in cfg.get("Env") or [] if "=" in e)
         mine = dict(n.env)
         env = tuple((k, v) for k, v in env if k not in mine) + n.env
-        cmd, why = start_command(cfg, n.startcmd)
-        cmd = f"{APPLIED}{n.image}\n{cmd}" if cmd else cmd
+        cmd, why = start_command(cfg, n)
+        cmd = f"{APPLIED}{n.image or 'of the node'}\n{cmd}" if cmd else cmd
         for w in why + [NOTED[k] for k in cfg.get("noted") or []]:
-            notes.append(f"node {n.name}: image {n.image}: {w}")
+            notes.append(f"node {n.name}: image {n.image}: {w}" if oci else
+                         f"node {n.name}: {w}")
         nodes.append(replace(n, env=env, startcmd=cmd))
-    if not seen:
+        changed = True
+    if not changed:
         return exp
     return replace(exp, nodes=tuple(nodes), warnings=exp.warnings + tuple(notes))
 
