@@ -12,7 +12,7 @@ use wanlab_engine::control::topology::build_topology;
 use wanlab_engine::driver::virtual_time::VirtualTime;
 use wanlab_engine::model::network::Network;
 use wanlab_engine::model::sim::agent::AgentStats;
-use wanlab_engine::model::sim::host::{Host, HostConfig};
+use wanlab_engine::model::sim::host::{Family, Host, HostConfig};
 use wanlab_engine::time::Instant;
 use wanlab_engine::wire::ethernet::Address;
 
@@ -381,9 +381,12 @@ fn protocol() {
 fn host() -> Host {
     Host::new(HostConfig {
         mac: Address([2, 0, 0, 0, 0, 1]),
-        ip: [10, 0, 0, 1],
-        prefix: 24,
-        gateway: Some([10, 0, 0, 254]),
+        v4: Some(Family {
+            ip: [10, 0, 0, 1],
+            prefix: 24,
+            gateway: Some([10, 0, 0, 254]),
+        }),
+        v6: None,
     })
 }
 

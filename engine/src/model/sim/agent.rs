@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::rng::Rng;
 use crate::time::Instant;
-use crate::wire::ipv4::Addr;
+use super::ip::Addr;
 
 /// Minimum CBR payload: sequence number + timestamp.
 pub const MIN_SIZE: usize = 16;
