@@ -202,3 +202,32 @@ def test_ipv6_frames_cross_matrix_channels_and_captures(lab):
     cbr = flows["cbr0"]
     assert cbr["packets"] > 0 and cbr["packets"] >= 0.95 * cbr["sent_packets"], cbr
     assert flows["ftp0"]["bytes"] > 0, flows["ftp0"]
+
+
+def test_ipv6_only_through_a_simulated_router(lab):
+    # a —2 ms— R (simulated, inside the engine) —2 ms— b, IPv6 only: R answers neighbour
+    # discovery and echo, forwards with the hop limit, and sends ICMPv6 errors
+    bld = ExperimentBuilder("sim6")
+    bld.ipv6("only")
+    bld.node("a")
+    bld.node("R", kind="simulated")
+    bld.node("b")
+    bld.link("a", "R", delay="2ms", name="aR")
+    bld.link("R", "b", delay="2ms", name="Rb")
+    lab.create(bld.build())
+    show = lab.show("sim6")["nodes"]
+    r_near = show["R"]["interfaces"][0]["ip6"].split("/")[0]
+    r_far = show["R"]["interfaces"][1]["ip6"].split("/")[0]
+    b_ip6 = show["b"]["interfaces"][0]["ip6"].split("/")[0]
+    for dst, least in ((r_near, 3.9), (r_far, 3.9), ("b", 7.9)):
+        rtts = ping6(lab, "sim6", "a", dst)
+        assert len(rtts) == 3 and min(rtts) >= least, (dst, rtts)
+    out = lab.exec("sim6", "a", ["ping", "-6", "-n", "-c", "1", "-t", "1", "-W", "2", b_ip6],
+                   capture_output=True, text=True).stdout
+    assert "Time exceeded" in out and r_near in out, out
+    # a's default route is R: R has no route to another prefix and says so
+    out = lab.exec("sim6", "a", ["ping", "-6", "-n", "-c", "1", "-W", "2", "fd7f:dead::1"],
+                   capture_output=True, text=True).stdout
+    assert "Destination unreachable" in out and r_near in out, out
+    sent, peer = iperf6(lab, "sim6", "b", "a", "b")
+    assert sent > 0 and peer == b_ip6

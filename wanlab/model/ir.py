@@ -1027,11 +1027,6 @@ def _check_ipv6(exp: Experiment) -> None:
         if lan.netmask or any(m.ip for m in lan.members):
             raise _err(f"LAN {lan.name!r} gives IPv4 addresses, but the experiment is IPv6 "
                        f"only", lan.source, f"lans.{lan.name}")
-    for n in exp.nodes:
-        if n.kind == "simulated":
-            raise _err(f"node {n.name} is simulated, and the engine's simulated nodes speak "
-                       f"IPv4: an IPv6-only experiment needs every node emulated", n.source,
-                       f"nodes.{n.name}.kind")
     if exp.edge is not None:
         raise _err("an edge (egress, forwards) reaches the outside over IPv4: not with ipv6 "
                    "only", exp.edge.source, "edge")

@@ -5,11 +5,11 @@
 use super::protocol::{AgentReq, OnOffDistSpec, OnOffReq, SinkReq, TcpReq, TcpSinkReq};
 use crate::model::network::{AgentKindSpec, AgentSpec};
 use crate::model::sim::agent::{CbrSpec, OnOffDist, Pattern, MIN_SIZE};
+use crate::model::sim::ip::{self, IpAddr};
 use crate::model::sim::tcp::sender::{
     Cc, TcpSpec, DEFAULT_INITIAL_WINDOW, DEFAULT_MIN_RTO_NS, DEFAULT_MSS, DEFAULT_WINDOW,
 };
 use crate::model::sim::tcp::MAX_MSS;
-use crate::model::sim::ip::{self, IpAddr};
 
 /// Longest mean ON/OFF time: one hour.
 const MAX_ONOFF_US: f64 = 3_600_000_000.0;

@@ -99,7 +99,13 @@ impl Header {
     /// As [`Header::emit`], with `opts` (a multiple of 4 bytes, at most 40) after the
     /// fixed header: `buf` is header + options + payload. Does nothing if the options do
     /// not fit or are not a multiple of 4 bytes.
-    pub fn emit_with_options(&self, buf: &mut [u8], opts: &[u8], src: impl AsRef<[u8]>, dst: impl AsRef<[u8]>) {
+    pub fn emit_with_options(
+        &self,
+        buf: &mut [u8],
+        opts: &[u8],
+        src: impl AsRef<[u8]>,
+        dst: impl AsRef<[u8]>,
+    ) {
         let hl = HEADER_LEN + opts.len();
         if buf.len() < hl || !opts.len().is_multiple_of(4) || opts.len() > 40 {
             return;

@@ -56,7 +56,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The checksum is absent (0) or correct for this pseudo-header.
     pub fn verify_checksum(&self, src: impl AsRef<[u8]>, dst: impl AsRef<[u8]>) -> bool {
         self.checksum() == 0
-            || checksum::transport(src.as_ref(), dst.as_ref(), PROTOCOL, &self.buffer.as_ref()[..self.len()]) == 0
+            || checksum::transport(
+                src.as_ref(),
+                dst.as_ref(),
+                PROTOCOL,
+                &self.buffer.as_ref()[..self.len()],
+            ) == 0
     }
 }
 
@@ -86,7 +91,13 @@ pub fn emit(buf: &mut [u8], src: impl AsRef<[u8]>, dst: impl AsRef<[u8]>, sport:
 }
 
 /// A datagram (header + `payload`) from `sport` to `dport` with its checksum.
-pub fn build(src: impl AsRef<[u8]>, dst: impl AsRef<[u8]>, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+pub fn build(
+    src: impl AsRef<[u8]>,
+    dst: impl AsRef<[u8]>,
+    sport: u16,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut d = Vec::with_capacity(HEADER_LEN + payload.len());
     d.extend_from_slice(&[0; HEADER_LEN]);
     d.extend_from_slice(payload);

@@ -286,25 +286,28 @@ impl Host {
                     None => self.counters.dropped_other += 1,
                 }
             }
-            Some(icmpv6::ECHO_REQUEST) if me.owns(dst) => {
-                match icmpv6::echo_reply(src, dst, msg) {
-                    Some(reply) => {
-                        self.counters.icmp_sent += 1;
-                        let write = |d: &mut [u8]| d.copy_from_slice(&reply);
-                        let to = IpAddr::V6(src);
-                        let len = reply.len();
-                        self.send_ip(to, ipv6::NEXT_ICMPV6, len, write, Vec::new(), out);
-                    }
-                    None => self.counters.dropped_other += 1,
+            Some(icmpv6::ECHO_REQUEST) if me.owns(dst) => match icmpv6::echo_reply(src, dst, msg) {
+                Some(reply) => {
+                    self.counters.icmp_sent += 1;
+                    let write = |d: &mut [u8]| d.copy_from_slice(&reply);
+                    let to = IpAddr::V6(src);
+                    let len = reply.len();
+                    self.send_ip(to, ipv6::NEXT_ICMPV6, len, write, Vec::new(), out);
                 }
-            }
+                None => self.counters.dropped_other += 1,
+            },
             _ => self.counters.dropped_other += 1,
         }
         None
     }
 
     /// A UDP datagram or TCP segment from `src` to `dst` (either family), for the agents.
-    fn up<'a>(&mut self, proto: u8, (src, dst): (IpAddr, IpAddr), body: &'a [u8]) -> Option<Up<'a>> {
+    fn up<'a>(
+        &mut self,
+        proto: u8,
+        (src, dst): (IpAddr, IpAddr),
+        body: &'a [u8],
+    ) -> Option<Up<'a>> {
         match proto {
             PROTO_UDP => {
                 let Ok(u) = udp::Packet::new_checked(body) else {
@@ -493,7 +496,13 @@ impl Host {
         };
         let header = ipv6::header(c.ip, dst, proto, TTL, len);
         if let Some(mac) = self.neighbours6.lookup(hop) {
-            out.push(in_frame(buf, (mac, me.mac, ipv6::ETHERTYPE), &header, len, write));
+            out.push(in_frame(
+                buf,
+                (mac, me.mac, ipv6::ETHERTYPE),
+                &header,
+                len,
+                write,
+            ));
             return true;
         }
         let pkt = in_packet(buf, &header, len, write);

@@ -158,7 +158,10 @@ pub fn validate_dual(
                     "interfaces[{i}].ip6: must be a unicast address with a prefix of 1..=128"
                 ));
             }
-            if ifaces[..i].iter().any(|g| g.ip6.is_some_and(|(b, _)| a == b)) {
+            if ifaces[..i]
+                .iter()
+                .any(|g| g.ip6.is_some_and(|(b, _)| a == b))
+            {
                 return Err(format!("interfaces[{i}].ip6: address appears twice"));
             }
         }
@@ -194,7 +197,10 @@ pub fn validate_dual(
                 "routes6[{j}].via: gateway is not on a connected subnet"
             ));
         }
-        if ifaces.iter().any(|f| f.ip6.is_some_and(|(a, _)| a == r.via)) {
+        if ifaces
+            .iter()
+            .any(|f| f.ip6.is_some_and(|(a, _)| a == r.via))
+        {
             return Err(format!(
                 "routes6[{j}].via: gateway is one of the router's own addresses"
             ));
@@ -993,7 +999,10 @@ mod tests {
         assert_eq!(*i, 1);
         assert_eq!(&req[..6], &[0x33, 0x33, 0xff, 0, 0, 9]);
         let (src, dst, msg) = icmp_of(req);
-        assert_eq!((src, dst), (a6("fd00:2::1"), ipv6::solicited_node(a6("fd00:2::9"))));
+        assert_eq!(
+            (src, dst),
+            (a6("fd00:2::1"), ipv6::solicited_node(a6("fd00:2::9")))
+        );
         let n = icmpv6::neighbour(src, dst, 255, &msg).unwrap();
         assert_eq!((n.kind, n.target), (135, a6("fd00:2::9")));
         // ... and the advertisement releases it, its hop limit one less.
@@ -1010,7 +1019,10 @@ mod tests {
         let out = r.receive(1, &frame6(r1, PEER_MAC, &pkt));
         assert_eq!(out.len(), 1);
         let (i, fwd) = &out[0];
-        assert_eq!((*i, &fwd[..6], &fwd[6..12]), (1, &PEER_MAC.0[..], &r1.0[..]));
+        assert_eq!(
+            (*i, &fwd[..6], &fwd[6..12]),
+            (1, &PEER_MAC.0[..], &r1.0[..])
+        );
         let mut want = udp6("fd00:9::7", 63);
         assert_eq!(&fwd[14..], &want[..]);
         assert_eq!(r.counters.forwarded, 1);
@@ -1036,10 +1048,16 @@ mod tests {
             assert_eq!((src, to, msg[0], msg[1]), (a6("fd00:1::1"), host, kind, 0));
             assert_eq!(&msg[8..], &want[..]);
         }
-        assert_eq!((r.counters.dropped_ttl, r.counters.dropped_no_route), (1, 1));
+        assert_eq!(
+            (r.counters.dropped_ttl, r.counters.dropped_no_route),
+            (1, 1)
+        );
         // No error about an error.
         let err = icmpv6::error(3, 0, 0, host, a6("fd00:77::1"), &want);
-        let out = r.receive(0, &frame6(R0, HOST_MAC, &icmp6(host, a6("fd00:77::1"), 64, &err)));
+        let out = r.receive(
+            0,
+            &frame6(R0, HOST_MAC, &icmp6(host, a6("fd00:77::1"), 64, &err)),
+        );
         assert!(out.is_empty());
 
         // An echo request to the far interface's address is answered from that address.
@@ -1050,7 +1068,10 @@ mod tests {
         let out = r.receive(0, &frame6(R0, HOST_MAC, &pkt));
         assert_eq!(out.len(), 1);
         let (src, to, msg) = icmp_of(&out[0].1);
-        assert_eq!((src, to, msg[0], &msg[4..]), (a6("fd00:2::1"), host, 129, &echo[4..]));
+        assert_eq!(
+            (src, to, msg[0], &msg[4..]),
+            (a6("fd00:2::1"), host, 129, &echo[4..])
+        );
         // IPv4 and ARP on an interface without an IPv4 address: dropped.
         let before = r.counters.dropped_other;
         let v4 = ethernet::build(R0, HOST_MAC, ETH_IPV4, &udp6("fd00:9::7", 64));

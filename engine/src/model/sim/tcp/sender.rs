@@ -58,8 +58,8 @@ use serde::Serialize;
 
 use super::cubic::Cubic;
 use super::{unwrap_seq, Segment, TcpSample, TxSeg, ACK, FIN, PSH, SYN};
-use crate::time::Instant;
 use crate::model::sim::ip::Addr;
+use crate::time::Instant;
 
 pub const DEFAULT_MSS: usize = 1000;
 pub const DEFAULT_WINDOW: u32 = 100_000;
@@ -1096,12 +1096,20 @@ mod tests {
                         continue;
                     }
                 }
-                k.receive(&to_seg(&t, Addr::V4([10, 0, 0, 1]), s.sport, 80), now, &mut replies);
+                k.receive(
+                    &to_seg(&t, Addr::V4([10, 0, 0, 1]), s.sport, 80),
+                    now,
+                    &mut replies,
+                );
             }
             now = now.add_nanos(1_000_000);
             k.on_timer(now, &mut replies);
             for (_, _, r) in replies {
-                s.receive(&to_seg(&r, Addr::V4([10, 0, 0, 2]), 80, s.sport), now, &mut out);
+                s.receive(
+                    &to_seg(&r, Addr::V4([10, 0, 0, 2]), 80, s.sport),
+                    now,
+                    &mut out,
+                );
             }
             if out.is_empty() {
                 if let Some(t) = s.poll_at() {

@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::{unwrap_seq, Sack, Segment, TxSeg, ACK, FIN, MAX_SACK_BLOCKS, RST, SYN};
-use crate::time::Instant;
 use crate::model::sim::ip::Addr;
+use crate::time::Instant;
 
 pub const DELACK_NS: u64 = 40_000_000;
 /// Out-of-order ranges buffered per connection (more are dropped, i.e. not buffered).
