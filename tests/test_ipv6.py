@@ -82,6 +82,19 @@ def test_dual_stack_static_routes_ping6_tcp_show_and_routes(lab):
     out = lab.exec("dual", "a", ["ping", "-6", "-n", "-c", "1", "-t", "1", "-W", "2",
                                  c_ip6], capture_output=True, text=True).stdout
     assert "Time exceeded" in out and r_ip6 in out, out
+    # modify: e behind a on a new link (the LAN after it is renumbered and rebuilt): e's
+    # addresses come from the experiment's prefix, and both families' routes reach it
+    b.node("e")
+    b.link("a", "e", delay="1ms", name="ae")
+    lab.modify("dual", b.build())
+    show = lab.show("dual")["nodes"]
+    e_ip6 = show["e"]["interfaces"][0]["ip6"]
+    assert e_ip6.split(":")[:3] == c_ip6.split(":")[:3] and e_ip6.endswith("/64"), e_ip6
+    rtts = ping6(lab, "dual", "c", "e")            # 1 + 1 + 2 + 1 ms each way
+    assert len(rtts) == 3 and min(rtts) >= 9.9, rtts
+    v4 = lab.exec("dual", "c", ["ping", "-4", "-n", "-c", "1", "-W", "2", "e"],
+                  capture_output=True, text=True)
+    assert v4.returncode == 0, v4.stdout
 
 
 def test_ipv6_only_ospf3_ring_reroutes_after_link_down(lab):
