@@ -973,7 +973,7 @@ def _check_unique_addresses(exp: Experiment) -> None:
 def _check_ipv6(exp: Experiment) -> None:
     """The address families: IPv6 addresses only with ``ipv6`` on, each a unicast address
     given once; the experiment's prefix holds /64s; an IPv6-only experiment gives no IPv4
-    addresses and has only emulated nodes (the engine's simulated nodes speak IPv4)."""
+    addresses and has no edge (it reaches the outside over IPv4)."""
     if exp.ipv6 not in IPV6_MODES:
         raise _err(f"ipv6 {exp.ipv6!r} unknown; write true (dual stack), only or false",
                    exp.source, "ipv6")
