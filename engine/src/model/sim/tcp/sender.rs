@@ -1048,7 +1048,7 @@ mod tests {
 
     fn spec(bytes: u64, mss: usize) -> TcpSpec {
         TcpSpec {
-            dst: Addr::V4([10, 0, 0, 2]),
+            dst: [10, 0, 0, 2].into(),
             dport: 80,
             cc: Cc::NewReno,
             mss,
@@ -1063,9 +1063,9 @@ mod tests {
         }
     }
 
-    fn to_seg(t: &TxSeg, src: Addr, sport: u16, dport: u16) -> Segment {
+    fn to_seg(t: &TxSeg, src: [u8; 4], sport: u16, dport: u16) -> Segment {
         Segment {
-            src,
+            src: src.into(),
             sport,
             dport,
             seq: t.seq,
@@ -1096,20 +1096,12 @@ mod tests {
                         continue;
                     }
                 }
-                k.receive(
-                    &to_seg(&t, Addr::V4([10, 0, 0, 1]), s.sport, 80),
-                    now,
-                    &mut replies,
-                );
+                k.receive(&to_seg(&t, [10, 0, 0, 1], s.sport, 80), now, &mut replies);
             }
             now = now.add_nanos(1_000_000);
             k.on_timer(now, &mut replies);
             for (_, _, r) in replies {
-                s.receive(
-                    &to_seg(&r, Addr::V4([10, 0, 0, 2]), 80, s.sport),
-                    now,
-                    &mut out,
-                );
+                s.receive(&to_seg(&r, [10, 0, 0, 2], 80, s.sport), now, &mut out);
             }
             if out.is_empty() {
                 if let Some(t) = s.poll_at() {

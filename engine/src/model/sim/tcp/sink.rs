@@ -237,7 +237,7 @@ mod tests {
 
     fn seg(seq: u32, flags: u8, len: usize) -> Segment {
         Segment {
-            src: Addr::V4([10, 0, 0, 1]),
+            src: [10, 0, 0, 1].into(),
             sport: 4000,
             dport: 80,
             seq,
