@@ -219,7 +219,8 @@ def test_ipv6_frames_cross_matrix_channels_and_captures(lab):
 
 def test_ipv6_only_through_a_simulated_router(lab):
     # a —2 ms— R (simulated, inside the engine) —2 ms— b, IPv6 only: R answers neighbour
-    # discovery and echo, forwards with the hop limit, and sends ICMPv6 errors
+    # discovery and echo, forwards with the hop limit, and sends ICMPv6 errors; the
+    # simulated host h behind R answers too
     bld = ExperimentBuilder("sim6")
     bld.ipv6("only")
     bld.node("a")
@@ -227,12 +228,15 @@ def test_ipv6_only_through_a_simulated_router(lab):
     bld.node("b")
     bld.link("a", "R", delay="2ms", name="aR")
     bld.link("R", "b", delay="2ms", name="Rb")
+    bld.node("h", kind="simulated")
+    bld.link("R", "h", delay="1ms", name="Rh")
     lab.create(bld.build())
     show = lab.show("sim6")["nodes"]
     r_near = show["R"]["interfaces"][0]["ip6"].split("/")[0]
     r_far = show["R"]["interfaces"][1]["ip6"].split("/")[0]
     b_ip6 = show["b"]["interfaces"][0]["ip6"].split("/")[0]
-    for dst, least in ((r_near, 3.9), (r_far, 3.9), ("b", 7.9)):
+    h_ip6 = show["h"]["interfaces"][0]["ip6"].split("/")[0]
+    for dst, least in ((r_near, 3.9), (r_far, 3.9), ("b", 7.9), (h_ip6, 5.9)):
         rtts = ping6(lab, "sim6", "a", dst)
         assert len(rtts) == 3 and min(rtts) >= least, (dst, rtts)
     out = lab.exec("sim6", "a", ["ping", "-6", "-n", "-c", "1", "-t", "1", "-W", "2", b_ip6],
