@@ -82,6 +82,19 @@ def test_dual_stack_static_routes_ping6_tcp_show_and_routes(lab):
     out = lab.exec("dual", "a", ["ping", "-6", "-n", "-c", "1", "-t", "1", "-W", "2",
                                  c_ip6], capture_output=True, text=True).stdout
     assert "Time exceeded" in out and r_ip6 in out, out
+    # modify: e behind a on a new link (the LAN after it is renumbered and rebuilt): e's
+    # addresses come from the experiment's prefix, and both families' routes reach it
+    b.node("e")
+    b.link("a", "e", delay="1ms", name="ae")
+    lab.modify("dual", b.build())
+    show = lab.show("dual")["nodes"]
+    e_ip6 = show["e"]["interfaces"][0]["ip6"]
+    assert e_ip6.split(":")[:3] == c_ip6.split(":")[:3] and e_ip6.endswith("/64"), e_ip6
+    rtts = ping6(lab, "dual", "c", "e")            # 1 + 1 + 2 + 1 ms each way
+    assert len(rtts) == 3 and min(rtts) >= 9.9, rtts
+    v4 = lab.exec("dual", "c", ["ping", "-4", "-n", "-c", "1", "-W", "2", "e"],
+                  capture_output=True, text=True)
+    assert v4.returncode == 0, v4.stdout
 
 
 def test_ipv6_only_ospf3_ring_reroutes_after_link_down(lab):
@@ -202,3 +215,36 @@ def test_ipv6_frames_cross_matrix_channels_and_captures(lab):
     cbr = flows["cbr0"]
     assert cbr["packets"] > 0 and cbr["packets"] >= 0.95 * cbr["sent_packets"], cbr
     assert flows["ftp0"]["bytes"] > 0, flows["ftp0"]
+
+
+def test_ipv6_only_through_a_simulated_router(lab):
+    # a —2 ms— R (simulated, inside the engine) —2 ms— b, IPv6 only: R answers neighbour
+    # discovery and echo, forwards with the hop limit, and sends ICMPv6 errors; the
+    # simulated host h behind R answers too
+    bld = ExperimentBuilder("sim6")
+    bld.ipv6("only")
+    bld.node("a")
+    bld.node("R", kind="simulated")
+    bld.node("b")
+    bld.link("a", "R", delay="2ms", name="aR")
+    bld.link("R", "b", delay="2ms", name="Rb")
+    bld.node("h", kind="simulated")
+    bld.link("R", "h", delay="1ms", name="Rh")
+    lab.create(bld.build())
+    show = lab.show("sim6")["nodes"]
+    r_near = show["R"]["interfaces"][0]["ip6"].split("/")[0]
+    r_far = show["R"]["interfaces"][1]["ip6"].split("/")[0]
+    b_ip6 = show["b"]["interfaces"][0]["ip6"].split("/")[0]
+    h_ip6 = show["h"]["interfaces"][0]["ip6"].split("/")[0]
+    for dst, least in ((r_near, 3.9), (r_far, 3.9), ("b", 7.9), (h_ip6, 5.9)):
+        rtts = ping6(lab, "sim6", "a", dst)
+        assert len(rtts) == 3 and min(rtts) >= least, (dst, rtts)
+    out = lab.exec("sim6", "a", ["ping", "-6", "-n", "-c", "1", "-t", "1", "-W", "2", b_ip6],
+                   capture_output=True, text=True).stdout
+    assert "Time exceeded" in out and r_near in out, out
+    # a's default route is R: R has no route to another prefix and says so
+    out = lab.exec("sim6", "a", ["ping", "-6", "-n", "-c", "1", "-W", "2", "fd7f:dead::1"],
+                   capture_output=True, text=True).stdout
+    assert "Destination unreachable" in out and r_near in out, out
+    sent, peer = iperf6(lab, "sim6", "b", "a", "b")
+    assert sent > 0 and peer == b_ip6

@@ -4,6 +4,7 @@ routine for both families."""
 
 import ipaddress
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -97,15 +98,7 @@ def test_bad_ipv6_input_names_the_file_and_line(change, message):
         make_plan(yaml_spec.loads(text, file="v6.yaml"), "abcd")
 
 
-def test_ipv6_only_refuses_ipv4_addresses_and_simulated_nodes():
-    b = ExperimentBuilder("x")
-    b.ipv6("only")
-    b.node("a")
-    b.node("b", kind="simulated")
-    b.link("a", "b")
-    with pytest.raises(SpecError, match="simulated.*IPv6-only experiment needs every node "
-                                        "emulated"):
-        b.build()
+def test_ipv6_only_refuses_ipv4_addresses():
     b = ExperimentBuilder("x")
     b.ipv6("only")
     b.node("a")
@@ -115,18 +108,60 @@ def test_ipv6_only_refuses_ipv4_addresses_and_simulated_nodes():
         b.build()
     with pytest.raises(SpecError, match="ipv6 'sometimes' unknown"):
         b.ipv6("sometimes")
-    # nor simulated as a whole; dual stack is, with a warning (IPv4 only crosses them)
-    b = ExperimentBuilder("x")
-    b.ipv6("only")
-    for n in "ab":
-        b.node(n)
-    b.link("a", "b")
-    exp = b.build()
-    with pytest.raises(SpecError, match="IPv6-only experiment cannot be simulated"):
-        make_plan(exp, "abcd", simulate_all=True)
-    from dataclasses import replace
-    plan = make_plan(replace(exp, ipv6="dual"), "abcd", simulate_all=True)
-    assert any("simulated nodes forward IPv4 only" in w for w in plan.warnings)
+
+
+CHAIN6 = """set ns [new Simulator]
+source tb_compat.tcl
+tb-set-ipv6 only
+set s [$ns node]
+$ns make-simulated {
+    set r1 [$ns node]
+}
+set r2 [$ns node]
+set d [$ns node]
+$ns duplex-link $s $r1 10Mb 5ms DropTail
+$ns duplex-link $r1 $r2 10Mb 5ms DropTail
+$ns duplex-link $r2 $d 10Mb 5ms DropTail
+set udp [new Agent/UDP]
+$ns attach-agent $s $udp
+set null [new Agent/Null]
+$ns attach-agent $d $null
+$ns connect $udp $null
+set cbr [new Application/Traffic/CBR]
+$cbr attach-agent $udp
+$ns run
+"""
+
+
+def test_simulated_nodes_get_both_families(tmp_path):
+    """Simulated routers and hosts take the plan's IPv6 addresses and routes to the engine:
+    IPv6 alone when IPv6 only (agents then send to the sink's IPv6 address), both in dual
+    stack (agents use IPv4)."""
+    from wanlab.engine.encode import apply
+    p = tmp_path / "chain.tcl"
+    p.write_text(CHAIN6)
+    exp = load(str(p))
+    assert [n.kind for n in exp.nodes if n.name == "r1"] == ["simulated"]
+    for mode in ("only", "dual"):
+        plan = make_plan(replace(exp, ipv6=mode), "abcd", simulate_all=True)
+        assert not plan.warnings
+        a = apply(plan).to_json()
+        hosts = {h["host"]: h for h in a["hosts"]}
+        routers = {r["router"]: r for r in a["routers"]}
+        assert set(hosts) == {"s", "d"} and set(routers) == {"r1", "r2"}
+        d6 = plan.nodes["d"].interfaces[0].ip6
+        assert hosts["d"]["ip6"] == f"{d6}/64"
+        assert hosts["s"]["gateway6"] == plan.nodes["r1"].interfaces[0].ip6
+        assert ("ip" in hosts["s"]) == ("gateway" in hosts["s"]) == (mode == "dual")
+        r1 = routers["r1"]
+        assert all(("ip" in i) == (mode == "dual") and "ip6" in i for i in r1["interfaces"])
+        v6 = [r for r in r1["routes"] if ":" in r["via"]]
+        v4 = [r for r in r1["routes"] if ":" not in r["via"]]
+        assert v6 and all(r["dst"].endswith("/64") or r["dst"] == "::/0" for r in v6)
+        assert bool(v4) == (mode == "dual")
+        (src,) = [g for g in a["agents"] if g["kind"] == "cbr"]
+        d4 = plan.nodes["d"].interfaces[0].ip
+        assert src["dst"] == (f"[{d6}]:5000" if mode == "only" else f"{d4}:5000")
 
 
 def _random_dual(seed: int):

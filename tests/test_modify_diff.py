@@ -1,5 +1,9 @@
 """modify's diff (wanlab/plan/diff.py) on plans alone: no root, no kernel objects."""
 
+import ipaddress
+
+import pytest
+
 from wanlab.frontends.builder import ExperimentBuilder
 from wanlab.plan.diff import diff
 from wanlab.plan.plan import make_plan
@@ -96,3 +100,49 @@ def test_diff_is_pure():
     before = (repr(old), repr(new))
     assert diff(old, new) == diff(old, new)
     assert (repr(old), repr(new)) == before
+
+
+@pytest.mark.parametrize("mode", ["only", "dual"])
+def test_modify_of_an_ipv6_experiment_numbers_from_the_same_plan(mode):
+    # a - b - c, then d added behind c: its link takes the next /64 of the experiment's
+    # prefix, nothing else moves, and a and b get IPv6 routes to it through the old next hops
+    def plan(grown):
+        e = ExperimentBuilder("exp")
+        e.ipv6(mode)
+        for n in "abcd" if grown else "abc":
+            e.node(n)
+        e.link("a", "b", name="ab")
+        e.link("b", "c", name="bc")
+        if grown:
+            e.link("c", "d", name="cd")
+        return make_plan(e.build(), SHORT)
+    old, new = plan(False), plan(True)
+    d = diff(old, new)
+    assert d.networks_added == ["cd"] and d.networks_removed == [] and d.nodes_added == ["d"]
+    # (a's default route via b covers d; c has a new interface, b a new route)
+    assert set(d.routes) == {"b", "c", "d"}
+    for n in "abc":
+        assert new.nodes[n].interfaces[:len(old.nodes[n].interfaces)] == \
+            old.nodes[n].interfaces
+    net = {k: ipaddress.ip_network(v) for k, v in new.subnets6.items()}
+    assert net["cd"].supernet(new_prefix=48) == net["ab"].supernet(new_prefix=48)
+    assert int(net["cd"].network_address) - int(net["bc"].network_address) == \
+        int(net["bc"].network_address) - int(net["ab"].network_address)
+    (d_if,) = new.nodes["d"].interfaces
+    assert ipaddress.ip_address(d_if.ip6) in net["cd"] and bool(d_if.ip) == (mode == "dual")
+
+    def via(node, dst):
+        """The IPv6 next hop ``node`` uses for address ``dst``."""
+        best = None
+        for r in new.nodes[node].routes:
+            if not r.v6:
+                continue
+            p = ipaddress.ip_network("::/0" if r.dst == "default" else r.dst)
+            if ipaddress.ip_address(dst) in p and (best is None or p.prefixlen > best[0]):
+                best = (p.prefixlen, r.via)
+        return best and best[1]
+    b_ab = next(i.ip6 for i in new.nodes["b"].interfaces if i.network == "ab")
+    c_bc = next(i.ip6 for i in new.nodes["c"].interfaces if i.network == "bc")
+    c_cd = next(i.ip6 for i in new.nodes["c"].interfaces if i.network == "cd")
+    assert (via("a", d_if.ip6), via("b", d_if.ip6)) == (b_ab, c_bc)
+    assert via("d", old.nodes["a"].interfaces[0].ip6) == c_cd

@@ -212,10 +212,11 @@ proptest! {
             routers: vec![RouterSpec {
                 id: "r".into(),
                 interfaces: vec![
-                    ("rc".into(), Interface { mac: Address([2, 0, 0, 0, 0, 0x10]), ip: [10, 0, 0, 1], prefix: 8 }),
-                    ("rg".into(), Interface { mac: Address([2, 0, 0, 0, 0, 0x11]), ip: [192, 168, 0, 1], prefix: 24 }),
+                    ("rc".into(), Interface { mac: Address([2, 0, 0, 0, 0, 0x10]), ip: [10, 0, 0, 1], prefix: 8, ip6: None }),
+                    ("rg".into(), Interface { mac: Address([2, 0, 0, 0, 0, 0x11]), ip: [192, 168, 0, 1], prefix: 24, ip6: None }),
                 ],
                 routes: vec![Route { dst: [0, 0, 0, 0], prefix: 0, via: [10, 0, 0, 2] }],
+                routes6: vec![],
             }],
             ..Default::default()
         };

@@ -12,7 +12,7 @@ use wanlab_engine::control::topology::build_topology;
 use wanlab_engine::driver::virtual_time::VirtualTime;
 use wanlab_engine::model::network::Network;
 use wanlab_engine::model::sim::agent::AgentStats;
-use wanlab_engine::model::sim::host::{Host, HostConfig};
+use wanlab_engine::model::sim::host::{Family, Host, HostConfig};
 use wanlab_engine::time::Instant;
 use wanlab_engine::wire::ethernet::Address;
 
@@ -108,6 +108,44 @@ fn cbr_through_router_exact() {
     let hb = vt.net.host_counters("b").unwrap();
     assert_eq!(hb.udp_received, 625);
     assert_eq!(hb.dropped_other, 0);
+}
+
+/// [`topo`] over IPv6 only: a fd00:1::2, r fd00:1::1 and fd00:2::1, b fd00:2::2.
+fn topo6(l: Value, cbr: Value) -> Value {
+    let mut t = topo(l.clone(), l, cbr);
+    t["agents"][0]["dst"] = json!("[fd00:2::2]:5000");
+    t["hosts"] = json!([
+        {"host": "a", "port": "pa", "mac": "02:00:00:00:00:0a", "ip6": "fd00:1::2/64", "gateway6": "fd00:1::1"},
+        {"host": "b", "port": "pb", "mac": "02:00:00:00:00:0b", "ip6": "fd00:2::2/64", "gateway6": "fd00:2::1"}]);
+    t["routers"][0]["interfaces"] = json!([
+        {"port": "r0", "mac": "02:00:00:00:01:00", "ip6": "fd00:1::1/64"},
+        {"port": "r1", "mac": "02:00:00:00:01:01", "ip6": "fd00:2::1/64"}]);
+    t
+}
+
+/// The same CBR over IPv6: every datagram 20 bytes longer, neighbour discovery (86-byte
+/// solicitation and advertisement) where ARP was, and nothing else different.
+#[test]
+fn cbr_through_router_exact_over_ipv6() {
+    let l = json!({"bandwidth_bps": 10_000_000, "delay_us": 5000});
+    let mut vt = net(topo6(l, json!({"size": 1000, "rate_bps": 1_000_000})), 1);
+    vt.net.agent_action("cbr", true, Instant::ZERO).unwrap();
+    vt.run_until(Instant::from_nanos(5000 * MS - 1));
+    vt.net.agent_action("cbr", false, vt.now).unwrap();
+    vt.run_to_idle();
+    assert!(vt.take().is_empty(), "nothing leaves the simulation");
+    assert_eq!(sent(&vt), (625, 625_000));
+    let (pkts, bytes, lost, min, max) = sink(&vt);
+    assert_eq!((pkts, bytes, lost), (625, 625_000, 0));
+    // 1000 + 8 UDP + 40 IPv6 + 14 Ethernet = 1062 bytes; a neighbour solicitation or
+    // advertisement 14 + 40 + 32 = 86.
+    let d = 5 * MS + ser10(1062);
+    assert_eq!(min, Some((2 * d) as f64 / 1000.0));
+    let nd = 5 * MS + ser10(86);
+    assert_eq!(max, Some((4 * nd + 2 * d) as f64 / 1000.0));
+    assert_eq!(vt.net.router_counters("r").unwrap().forwarded, 625);
+    let hb = vt.net.host_counters("b").unwrap();
+    assert_eq!((hb.udp_received, hb.dropped_other), (625, 0));
 }
 
 /// A —10 Mbit/s, 1 ms— r —1 Mbit/s, 1 ms, DropTail 10— B with a 2 Mbit/s CBR for 2 s, then
@@ -269,6 +307,22 @@ fn protocol() {
             "hosts[0] (\"h\").mac",
         ),
         (
+            r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip6":"fd00::zz/64"}]}"#,
+            "hosts[0] (\"h\").ip6",
+        ),
+        (
+            r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip6":"fd00::1/64","gateway6":"fd00:9::1"}]}"#,
+            "hosts[0] (\"h\").gateway6",
+        ),
+        (
+            r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip":"10.0.0.1/24","gateway6":"fd00::9"}]}"#,
+            "hosts[0] (\"h\").gateway6",
+        ),
+        (
+            r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01"}]}"#,
+            "hosts[0] (\"h\").ip",
+        ),
+        (
             r#"{"cmd":"apply","hosts":[{"host":"h","port":"p","mac":"02:00:00:00:00:01","ip":"10.0.0.1/24","gateway":"10.9.0.1"}]}"#,
             "hosts[0] (\"h\").gateway",
         ),
@@ -381,9 +435,12 @@ fn protocol() {
 fn host() -> Host {
     Host::new(HostConfig {
         mac: Address([2, 0, 0, 0, 0, 1]),
-        ip: [10, 0, 0, 1],
-        prefix: 24,
-        gateway: Some([10, 0, 0, 254]),
+        v4: Some(Family {
+            ip: [10, 0, 0, 1],
+            prefix: 24,
+            gateway: Some([10, 0, 0, 254]),
+        }),
+        v6: None,
     })
 }
 

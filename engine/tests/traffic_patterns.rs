@@ -18,7 +18,7 @@ const MS: f64 = 1_000_000.0;
 /// 1000-byte payloads at 1 Mbit/s: period 8 ms.
 fn spec(pattern: Pattern) -> CbrSpec {
     CbrSpec {
-        dst: [10, 0, 0, 2],
+        dst: [10, 0, 0, 2].into(),
         dport: 9,
         size: 1000,
         period_num: 1000 * 8 * 1_000_000_000,

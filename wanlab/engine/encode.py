@@ -35,7 +35,7 @@ from wanlab.engine.protocol import (
 from wanlab.model import ir
 from wanlab.model.ir import LinkParams
 from wanlab.plan.sim_nodes import is_host
-from wanlab.plan.types import Plan, PortMap, SimFlow
+from wanlab.plan.types import Interface, Plan, PortMap, SimFlow
 
 
 def params(p: LinkParams) -> Params:
@@ -159,18 +159,30 @@ def _simulated_nodes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, A
         if is_host(np_):
             i = np_.interfaces[0]
             h: dict[str, Any] = {"host": np_.name, "port": i.port, "mac": i.mac,
-                                 "ip": f"{i.ip}/{i.prefixlen}"}
-            if np_.gateway:
+                                 **_addresses(i)}
+            if np_.gateway and i.ip:
                 h["gateway"] = np_.gateway
+            if np_.gateway6 and i.ip6:
+                h["gateway6"] = np_.gateway6
             hosts.append(h)
         else:
             routers.append({
                 "router": np_.name,
-                "interfaces": [{"port": i.port, "mac": i.mac, "ip": f"{i.ip}/{i.prefixlen}"}
+                "interfaces": [{"port": i.port, "mac": i.mac, **_addresses(i)}
                                for i in np_.interfaces],
-                "routes": [{"dst": "0.0.0.0/0" if r.dst == "default" else r.dst, "via": r.via}
-                           for r in np_.routes if not r.v6]})
+                "routes": [{"dst": ("::/0" if r.v6 else "0.0.0.0/0") if r.dst == "default"
+                            else r.dst, "via": r.via} for r in np_.routes]})
     return routers, hosts
+
+
+def _addresses(i: Interface) -> dict[str, str]:
+    """A simulated interface's ``ip`` and ``ip6`` (either may be absent)."""
+    out = {}
+    if i.ip:
+        out["ip"] = f"{i.ip}/{i.prefixlen}"
+    if i.ip6:
+        out["ip6"] = f"{i.ip6}/{i.prefixlen6}"
+    return out
 
 
 def agents(flows: list[SimFlow]) -> list[dict[str, Any]]:
@@ -188,7 +200,8 @@ def _sink(f: SimFlow) -> dict[str, Any]:
 
 def _source(f: SimFlow) -> dict[str, Any]:
     t, tp = f.traffic, f.transport
-    src: dict[str, Any] = {"agent": f.app, "host": f.src_node, "dst": f"{f.dst_ip}:{f.port}"}
+    dst = f"[{f.dst_ip}]" if ":" in f.dst_ip else f.dst_ip
+    src: dict[str, Any] = {"agent": f.app, "host": f.src_node, "dst": f"{dst}:{f.port}"}
     if f.kind == "tcp":
         src.update(kind="tcp", cc=tp.cc, trace_interval_us=10000,
                    mss=tp.mss if tp.mss is not None else ir.LINUX_MSS)

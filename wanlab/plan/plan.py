@@ -62,14 +62,6 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         warnings.append(f"routing {exp.rtproto!r} is simulated with static shortest-path "
                         f"routes (no routing daemons run in simulation)")
         exp = replace(exp, rtproto="static")
-    # the engine's simulated routers and hosts speak IPv4 (docs/routing.md, IPv6)
-    sims = sorted(n for n, np_ in nodes.items() if np_.simulated)
-    if sims and exp.ipv6 == "only":
-        raise SpecError("an IPv6-only experiment cannot be simulated: the engine's simulated "
-                        "nodes speak IPv4", field="ipv6")
-    if sims and exp.ipv6 == "dual":
-        warnings.append(f"simulated nodes forward IPv4 only: IPv6 packets do not cross "
-                        f"{', '.join(sims[:5])}{' ...' if len(sims) > 5 else ''}")
     # (manual: a cluster's part, whose routes are the whole plan's static ones)
     if any(np_.simulated for np_ in nodes.values()) and exp.rtproto not in ("static",
                                                                              "manual"):
@@ -265,6 +257,7 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     for n in simulated:
         if is_host(nodes[n]):
             nodes[n].gateway = gateway(nodes[n])
+            nodes[n].gateway6 = gateway(nodes[n], v6=True)
     plan = Plan(short=short, nodes=nodes, subnets={k: v[0] for k, v in addrs.items()},
                 hosts=hosts, warnings=warnings, exp=exp, ports=ports, links=links, lans=lans,
                 subnets6={k: v[0] for k, v in addrs6.items()})

@@ -98,5 +98,9 @@ def _flow(app: Agent, transport: Agent, peer: Agent, index: int, plan: Plan) -> 
               f"not {peer.kind}")
         kind = t.pattern if t.pattern in ("cbr", "poisson") else "onoff"
     assert tp is not None and pp is not None and transport.node and peer.node
-    return SimFlow(app.name, kind, transport.node, peer.node,
-                   plan.nodes[peer.node].interfaces[0].ip, BASE_PORT + index, t, tp, pp)
+    # IPv4 where the peer has it (dual stack too), else IPv6 (an IPv6-only experiment)
+    peer_if = plan.nodes[peer.node].interfaces[0]
+    dst_ip = peer_if.ip or peer_if.ip6
+    assert dst_ip is not None
+    return SimFlow(app.name, kind, transport.node, peer.node, dst_ip, BASE_PORT + index, t,
+                   tp, pp)

@@ -55,12 +55,12 @@ def is_host(np_: "NodePlan") -> bool:
     return len(np_.interfaces) == 1
 
 
-def gateway(np_: "NodePlan") -> str | None:
-    """The next hop of a single-interface node's default route (or of its only route);
-    IPv4 (the engine's simulated nodes speak IPv4)."""
-    routes = [r for r in np_.routes if not r.v6]
+def gateway(np_: "NodePlan", v6: bool = False) -> str | None:
+    """The next hop of a single-interface node's default route (or of its only route),
+    of IPv4 or (``v6``) IPv6."""
+    routes = [r for r in np_.routes if r.v6 == v6]
     for r in routes:
-        if r.dst in ("default", "0.0.0.0/0"):
+        if r.dst in ("default", "0.0.0.0/0", "::/0"):
             return r.via
     vias = {r.via for r in routes}
     if len(vias) == 1:

@@ -49,6 +49,7 @@ class NodePlan:
     simulated: bool = False          # a router inside the engine: no namespace
     remote: bool = False             # a cluster neighbour's stub: a namespace for a tunnel
     gateway: str | None = None       # a simulated host's next hop for everything off-link
+    gateway6: str | None = None      # ... and for IPv6
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@
 use super::protocol::{AgentReq, OnOffDistSpec, OnOffReq, SinkReq, TcpReq, TcpSinkReq};
 use crate::model::network::{AgentKindSpec, AgentSpec};
 use crate::model::sim::agent::{CbrSpec, OnOffDist, Pattern, MIN_SIZE};
+use crate::model::sim::ip::{self, IpAddr};
 use crate::model::sim::tcp::sender::{
     Cc, TcpSpec, DEFAULT_INITIAL_WINDOW, DEFAULT_MIN_RTO_NS, DEFAULT_MSS, DEFAULT_WINDOW,
 };
 use crate::model::sim::tcp::MAX_MSS;
-use crate::wire::ipv4;
 
 /// Longest mean ON/OFF time: one hour.
 const MAX_ONOFF_US: f64 = 3_600_000_000.0;
@@ -38,20 +38,12 @@ pub fn build_agent(g: &AgentReq) -> Result<AgentSpec, String> {
     })
 }
 
-/// `"a.b.c.d:port"` to a unicast address and a port 1..=65535.
-fn parse_dst(dst: &str) -> Result<(ipv4::Addr, u16), String> {
-    let (ip, port) = dst
-        .rsplit_once(':')
-        .ok_or_else(|| format!("dst: expected \"a.b.c.d:port\", got \"{dst}\""))?;
-    let ip = ipv4::parse_addr(ip).map_err(|e| format!("dst: {e}"))?;
-    if ipv4::is_special(ip) {
+/// `"a.b.c.d:port"` or `"[ipv6]:port"` to a unicast address and a port 1..=65535.
+fn parse_dst(dst: &str) -> Result<(IpAddr, u16), String> {
+    let (ip, dport) = ip::parse_socket(dst).map_err(|e| format!("dst: {e}"))?;
+    if ip.is_special() {
         return Err(format!("dst: must be a unicast address, got \"{dst}\""));
     }
-    let dport: u16 = port
-        .parse()
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| format!("dst: port must be 1..=65535, got \"{port}\""))?;
     Ok((ip, dport))
 }
 

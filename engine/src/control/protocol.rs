@@ -227,10 +227,16 @@ pub struct HostReq {
     pub host: String,
     pub port: String,
     pub mac: String,
-    /// `"a.b.c.d/len"`.
-    pub ip: String,
+    /// `"a.b.c.d/len"` (none: an IPv6-only host).
+    #[serde(default)]
+    pub ip: Option<String>,
     #[serde(default)]
     pub gateway: Option<String>,
+    /// `"addr/len"`, IPv6.
+    #[serde(default)]
+    pub ip6: Option<String>,
+    #[serde(default)]
+    pub gateway6: Option<String>,
 }
 
 /// A traffic agent on a simulated host (see `model/sim/agent.rs`), one variant per `kind`;
@@ -476,14 +482,18 @@ pub struct RouterReq {
 pub struct RouterIfaceReq {
     pub port: String,
     pub mac: String,
-    /// `"a.b.c.d/len"`.
-    pub ip: String,
+    /// `"a.b.c.d/len"` (none: an IPv6-only interface).
+    #[serde(default)]
+    pub ip: Option<String>,
+    /// `"addr/len"`, IPv6.
+    #[serde(default)]
+    pub ip6: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct RouteReq {
-    /// `"a.b.c.d/len"`.
+    /// `"a.b.c.d/len"`, or an IPv6 prefix with an IPv6 `via`.
     pub dst: String,
     pub via: String,
 }

@@ -14,10 +14,10 @@ use crate::model::network::{
     RulePrefix, TopologySpec,
 };
 use crate::model::params::LinkParams;
-use crate::model::sim::host::{self, HostConfig};
-use crate::model::sim::router::{self, Interface, Route};
+use crate::model::sim::host::{self, Family, HostConfig};
+use crate::model::sim::router::{self, Interface, Route, Route6};
 use crate::wire::ethernet::Address;
-use crate::wire::ipv4;
+use crate::wire::{ipv4, ipv6};
 
 /// A validated `apply`: the TAPs to create and the topology to add.
 #[derive(Debug, Clone, Default)]
@@ -256,22 +256,49 @@ fn build_router(
         let fctx = format!("{ctx}.interfaces[{j}]");
         seen.new_port(&f.port, &format!("{fctx}.port"))?;
         let mac = parse_mac(&f.mac).map_err(|e| format!("{fctx}.mac: {e}"))?;
-        let (ip, prefix) = ipv4::parse_cidr(&f.ip).map_err(|e| format!("{fctx}.ip: {e}"))?;
-        interfaces.push((f.port.clone(), Interface { mac, ip, prefix }));
+        let (ip, prefix) = match &f.ip {
+            Some(ip) => ipv4::parse_cidr(ip).map_err(|e| format!("{fctx}.ip: {e}"))?,
+            None => ([0; 4], 0),
+        };
+        if ip != [0; 4] && prefix == 0 {
+            return Err(format!("{fctx}.ip: the prefix length must be 1..=32"));
+        }
+        let ip6 = f
+            .ip6
+            .as_deref()
+            .map(ipv6::parse_cidr)
+            .transpose()
+            .map_err(|e| format!("{fctx}.ip6: {e}"))?;
+        interfaces.push((
+            f.port.clone(),
+            Interface {
+                mac,
+                ip,
+                prefix,
+                ip6,
+            },
+        ));
     }
-    let mut routes = Vec::new();
+    let (mut routes, mut routes6) = (Vec::new(), Vec::new());
     for (j, rt) in r.routes.iter().enumerate() {
-        let (dst, prefix) =
-            ipv4::parse_cidr(&rt.dst).map_err(|e| format!("{ctx}.routes[{j}].dst: {e}"))?;
-        let via = ipv4::parse_addr(&rt.via).map_err(|e| format!("{ctx}.routes[{j}].via: {e}"))?;
-        routes.push(Route { dst, prefix, via });
+        let field = |f: &str, e: String| format!("{ctx}.routes[{j}].{f}: {e}");
+        if rt.dst.contains(':') {
+            let (dst, prefix) = ipv6::parse_cidr(&rt.dst).map_err(|e| field("dst", e))?;
+            let via = ipv6::parse_addr(&rt.via).map_err(|e| field("via", e))?;
+            routes6.push(Route6 { dst, prefix, via });
+        } else {
+            let (dst, prefix) = ipv4::parse_cidr(&rt.dst).map_err(|e| field("dst", e))?;
+            let via = ipv4::parse_addr(&rt.via).map_err(|e| field("via", e))?;
+            routes.push(Route { dst, prefix, via });
+        }
     }
     let ifs: Vec<Interface> = interfaces.iter().map(|(_, f)| f.clone()).collect();
-    router::validate(&ifs, &routes).map_err(|e| format!("{ctx}.{e}"))?;
+    router::validate_dual(&ifs, &routes, &routes6).map_err(|e| format!("{ctx}.{e}"))?;
     Ok(RouterSpec {
         id: r.router.clone(),
         interfaces,
         routes,
+        routes6,
     })
 }
 
@@ -286,19 +313,47 @@ fn build_host(i: usize, h: &super::protocol::HostReq, seen: &mut Seen) -> Result
     }
     seen.new_port(&h.port, &format!("{ctx}.port"))?;
     let mac = parse_mac(&h.mac).map_err(|e| format!("{ctx}.mac: {e}"))?;
-    let (ip, prefix) = ipv4::parse_cidr(&h.ip).map_err(|e| format!("{ctx}.ip: {e}"))?;
-    let gateway = h
-        .gateway
-        .as_deref()
-        .map(ipv4::parse_addr)
-        .transpose()
-        .map_err(|e| format!("{ctx}.gateway: {e}"))?;
-    let cfg = HostConfig {
-        mac,
-        ip,
-        prefix,
-        gateway,
+    let v4 = match &h.ip {
+        Some(ip) => {
+            let (ip, prefix) = ipv4::parse_cidr(ip).map_err(|e| format!("{ctx}.ip: {e}"))?;
+            let gateway = h
+                .gateway
+                .as_deref()
+                .map(ipv4::parse_addr)
+                .transpose()
+                .map_err(|e| format!("{ctx}.gateway: {e}"))?;
+            Some(Family {
+                ip,
+                prefix,
+                gateway,
+            })
+        }
+        None if h.gateway.is_some() => {
+            return Err(format!("{ctx}.gateway: an IPv4 gateway needs an IPv4 ip"))
+        }
+        None => None,
     };
+    let v6 = match &h.ip6 {
+        Some(ip) => {
+            let (ip, prefix) = ipv6::parse_cidr(ip).map_err(|e| format!("{ctx}.ip6: {e}"))?;
+            let gateway = h
+                .gateway6
+                .as_deref()
+                .map(ipv6::parse_addr)
+                .transpose()
+                .map_err(|e| format!("{ctx}.gateway6: {e}"))?;
+            Some(Family {
+                ip,
+                prefix,
+                gateway,
+            })
+        }
+        None if h.gateway6.is_some() => {
+            return Err(format!("{ctx}.gateway6: an IPv6 gateway needs an ip6"))
+        }
+        None => None,
+    };
+    let cfg = HostConfig { mac, v4, v6 };
     host::validate(&cfg).map_err(|e| format!("{ctx}.{e}"))?;
     Ok(HostSpec {
         id: h.host.clone(),

@@ -1,9 +1,8 @@
 //! TCP (RFC 9293) headers: a view over a segment's bytes and an emitter of the 20-byte
 //! header, optionally followed by options (a multiple of 4 bytes). `Packet::new_checked` refuses a buffer shorter than 20 bytes or
 //! than its data offset (and an offset below 20), so the accessors never panic. The
-//! checksum covers the IPv4 pseudo-header ([`super::checksum`]).
+//! checksum covers the IPv4 or IPv6 pseudo-header ([`super::checksum`]).
 use super::checksum;
-use super::ipv4::Addr;
 
 pub const HEADER_LEN: usize = 20;
 pub const PROTOCOL: u8 = 6;
@@ -73,8 +72,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn options(&self) -> &[u8] {
         &self.buffer.as_ref()[HEADER_LEN..self.header_len()]
     }
-    pub fn verify_checksum(&self, src: Addr, dst: Addr) -> bool {
-        checksum::transport(&src, &dst, PROTOCOL, self.buffer.as_ref()) == 0
+    pub fn verify_checksum(&self, src: impl AsRef<[u8]>, dst: impl AsRef<[u8]>) -> bool {
+        checksum::transport(src.as_ref(), dst.as_ref(), PROTOCOL, self.buffer.as_ref()) == 0
     }
 }
 
@@ -93,14 +92,20 @@ impl Header {
     /// Write the header into `buf` (header + payload, payload already in place) and the
     /// checksum over the pseudo-header and all of `buf`. Does nothing if `buf` is shorter
     /// than the header.
-    pub fn emit(&self, buf: &mut [u8], src: Addr, dst: Addr) {
+    pub fn emit(&self, buf: &mut [u8], src: impl AsRef<[u8]>, dst: impl AsRef<[u8]>) {
         self.emit_with_options(buf, &[], src, dst);
     }
 
     /// As [`Header::emit`], with `opts` (a multiple of 4 bytes, at most 40) after the
     /// fixed header: `buf` is header + options + payload. Does nothing if the options do
     /// not fit or are not a multiple of 4 bytes.
-    pub fn emit_with_options(&self, buf: &mut [u8], opts: &[u8], src: Addr, dst: Addr) {
+    pub fn emit_with_options(
+        &self,
+        buf: &mut [u8],
+        opts: &[u8],
+        src: impl AsRef<[u8]>,
+        dst: impl AsRef<[u8]>,
+    ) {
         let hl = HEADER_LEN + opts.len();
         if buf.len() < hl || !opts.len().is_multiple_of(4) || opts.len() > 40 {
             return;
@@ -114,7 +119,7 @@ impl Header {
         buf[13] = self.flags;
         buf[14..16].copy_from_slice(&self.window.to_be_bytes());
         buf[16..20].copy_from_slice(&[0; 4]);
-        let c = checksum::transport(&src, &dst, PROTOCOL, buf);
+        let c = checksum::transport(src.as_ref(), dst.as_ref(), PROTOCOL, buf);
         buf[16..18].copy_from_slice(&c.to_be_bytes());
     }
 }
@@ -122,6 +127,7 @@ impl Header {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ipv4::Addr;
 
     const A: Addr = [10, 0, 0, 1];
     const B: Addr = [10, 0, 0, 2];

@@ -2,10 +2,9 @@
 //!
 //! `Packet::new_checked` refuses a buffer shorter than the header or than its length field
 //! (and a length field below 8), so the accessors never panic; `payload()` stops at the
-//! length field. The checksum covers the IPv4 pseudo-header ([`super::checksum`]); a
+//! length field. The checksum covers the IPv4 or IPv6 pseudo-header ([`super::checksum`]); a
 //! computed 0 is sent as 0xffff, and a received 0 means "no checksum".
 use super::checksum;
-use super::ipv4::Addr;
 
 pub const HEADER_LEN: usize = 8;
 pub const PROTOCOL: u8 = 17;
@@ -55,9 +54,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
         &self.buffer.as_ref()[HEADER_LEN..self.len()]
     }
     /// The checksum is absent (0) or correct for this pseudo-header.
-    pub fn verify_checksum(&self, src: Addr, dst: Addr) -> bool {
+    pub fn verify_checksum(&self, src: impl AsRef<[u8]>, dst: impl AsRef<[u8]>) -> bool {
         self.checksum() == 0
-            || checksum::transport(&src, &dst, PROTOCOL, &self.buffer.as_ref()[..self.len()]) == 0
+            || checksum::transport(
+                src.as_ref(),
+                dst.as_ref(),
+                PROTOCOL,
+                &self.buffer.as_ref()[..self.len()],
+            ) == 0
     }
 }
 
@@ -70,7 +74,7 @@ impl<'a> Packet<&'a [u8]> {
 
 /// Write the header of the datagram in `buf` (header + payload, payload already in place)
 /// and its checksum. `buf` must hold at least the header; a length above 65535 is capped.
-pub fn emit(buf: &mut [u8], src: Addr, dst: Addr, sport: u16, dport: u16) {
+pub fn emit(buf: &mut [u8], src: impl AsRef<[u8]>, dst: impl AsRef<[u8]>, sport: u16, dport: u16) {
     if buf.len() < HEADER_LEN {
         return;
     }
@@ -79,7 +83,7 @@ pub fn emit(buf: &mut [u8], src: Addr, dst: Addr, sport: u16, dport: u16) {
     let len = buf.len().min(0xffff) as u16;
     buf[4..6].copy_from_slice(&len.to_be_bytes());
     buf[6..8].copy_from_slice(&[0, 0]);
-    let c = match checksum::transport(&src, &dst, PROTOCOL, buf) {
+    let c = match checksum::transport(src.as_ref(), dst.as_ref(), PROTOCOL, buf) {
         0 => 0xffff,
         c => c,
     };
@@ -87,7 +91,13 @@ pub fn emit(buf: &mut [u8], src: Addr, dst: Addr, sport: u16, dport: u16) {
 }
 
 /// A datagram (header + `payload`) from `sport` to `dport` with its checksum.
-pub fn build(src: Addr, dst: Addr, sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+pub fn build(
+    src: impl AsRef<[u8]>,
+    dst: impl AsRef<[u8]>,
+    sport: u16,
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
     let mut d = Vec::with_capacity(HEADER_LEN + payload.len());
     d.extend_from_slice(&[0; HEADER_LEN]);
     d.extend_from_slice(payload);
@@ -98,6 +108,7 @@ pub fn build(src: Addr, dst: Addr, sport: u16, dport: u16, payload: &[u8]) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::wire::ipv4::Addr;
 
     const A: Addr = [10, 0, 0, 1];
     const B: Addr = [10, 0, 0, 2];

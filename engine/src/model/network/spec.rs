@@ -3,7 +3,7 @@
 use crate::model::params::LinkParams;
 use crate::model::sim::agent::CbrSpec;
 use crate::model::sim::host::HostConfig;
-use crate::model::sim::router::{Interface, Route};
+use crate::model::sim::router::{Interface, Route, Route6};
 use crate::model::sim::tcp::sender::TcpSpec;
 use crate::wire::{ipv4, ipv6};
 
@@ -101,6 +101,7 @@ pub struct RouterSpec {
     pub id: String,
     pub interfaces: Vec<(String, Interface)>,
     pub routes: Vec<Route>,
+    pub routes6: Vec<Route6>,
 }
 
 /// A simulated host; it creates the simulated port `port`.

@@ -7,9 +7,9 @@ use super::{AgentKind, Network};
 use crate::model::packet::Packet;
 use crate::model::sim::agent::AgentStats;
 use crate::model::sim::host::PROTO_TCP;
+use crate::model::sim::ip::Addr;
 use crate::model::sim::tcp::{Segment, TcpSample, TxSeg};
 use crate::time::Instant;
-use crate::wire::ipv4::Addr;
 
 impl Network {
     /// A TCP sender's trace (`None` if `id` is not a TCP sender).

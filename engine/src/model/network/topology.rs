@@ -91,7 +91,7 @@ impl Network {
                 ports.push(self.new_port(p, Some((ri, j)), None));
                 ifs.push(f);
             }
-            let router = Router::new(ifs, &r.routes);
+            let router = Router::new_dual(ifs, &r.routes, &r.routes6);
             self.routers.insert(
                 r.id.clone(),
                 SimRouter {

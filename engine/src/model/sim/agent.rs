@@ -13,9 +13,9 @@
 use flowstats::SeqTracker;
 use serde::Serialize;
 
+use super::ip::Addr;
 use crate::rng::Rng;
 use crate::time::Instant;
-use crate::wire::ipv4::Addr;
 
 /// Minimum CBR payload: sequence number + timestamp.
 pub const MIN_SIZE: usize = 16;

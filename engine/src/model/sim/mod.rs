@@ -4,6 +4,7 @@
 pub mod addr_hash;
 pub mod agent;
 pub mod host;
+pub mod ip;
 pub mod neighbours;
 pub mod router;
 pub mod tcp;

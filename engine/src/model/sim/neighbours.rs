@@ -1,15 +1,22 @@
-//! The ARP neighbour cache of one IPv4 interface, shared by simulated hosts and routers.
+//! The neighbour cache of one interface, shared by simulated hosts and routers: ARP for
+//! IPv4, neighbour discovery (RFC 4861, its address resolution only) for IPv6.
 //!
 //! No clock and no timer, so it stays deterministic: entries never expire. A packet for an
 //! unresolved next hop waits in a queue of [`ARP_QUEUE`] packets per next hop (more are
 //! dropped); each of the first [`ARP_REQUESTS`] waiting packets broadcasts a request (no
 //! timer retransmits: traffic does); a reply — or any ARP whose sender is on the
 //! interface's subnet — teaches the entry and releases the queue in order.
+//!
+//! IPv6 works the same way with neighbour solicitations (to the solicited-node group, hop
+//! limit 255) for requests and advertisements for replies: a solicitation for the
+//! interface's address or its link-local one is answered, its sender learned; an
+//! advertisement teaches its target. No neighbour unreachability detection, no duplicate
+//! address detection, no router advertisements (routes are static).
 use std::collections::BTreeMap;
 
-use crate::wire::arp;
 use crate::wire::ethernet::{self, Address};
 use crate::wire::ipv4::{self, Addr};
+use crate::wire::{arp, icmpv6, ipv6};
 
 /// Packets queued per unresolved next hop (Linux's `unres_qlen` default is 101): enough for
 /// an initial TCP window plus cross traffic while the first ARP exchange is under way.
@@ -24,6 +31,35 @@ pub struct Iface {
     pub ip: Addr,
     pub prefix: u8,
 }
+
+/// The IPv6 side of an interface: its address and prefix, its link-local address (from the
+/// MAC), and whether it advertises as a router.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Iface6 {
+    pub mac: Address,
+    pub ip: ipv6::Addr,
+    pub prefix: u8,
+    pub router: bool,
+}
+
+impl Iface6 {
+    pub fn link_local(&self) -> ipv6::Addr {
+        ipv6::link_local(self.mac.0)
+    }
+    /// One of the interface's own addresses (global or link-local).
+    pub fn owns(&self, a: ipv6::Addr) -> bool {
+        a == self.ip || a == self.link_local()
+    }
+    /// A multicast group the interface listens to: all-nodes and its solicited-node groups.
+    pub fn listens(&self, g: ipv6::Addr) -> bool {
+        g == ALL_NODES
+            || g == ipv6::solicited_node(self.ip)
+            || g == ipv6::solicited_node(self.link_local())
+    }
+}
+
+/// ff02::1.
+pub const ALL_NODES: ipv6::Addr = [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 
 /// What became of a packet handed to [`NeighbourCache::resolve`].
 #[derive(Debug, PartialEq, Eq)]
@@ -47,16 +83,17 @@ pub struct ArpInput<T> {
     pub ignored: bool,
 }
 
+/// The cache of one family: `K` is its address (IPv4 by default).
 #[derive(Debug)]
-pub struct NeighbourCache<T> {
-    entries: BTreeMap<Addr, Address>,
+pub struct NeighbourCache<T, K = Addr> {
+    entries: BTreeMap<K, Address>,
     /// The entry learned last, also in `entries`: a host's only neighbour (its gateway or
     /// peer) without a search of the map for every packet it sends.
-    recent: Option<(Addr, Address)>,
-    pending: BTreeMap<Addr, Vec<T>>,
+    recent: Option<(K, Address)>,
+    pending: BTreeMap<K, Vec<T>>,
 }
 
-impl<T> Default for NeighbourCache<T> {
+impl<T, K> Default for NeighbourCache<T, K> {
     fn default() -> Self {
         NeighbourCache {
             entries: BTreeMap::new(),
@@ -66,16 +103,16 @@ impl<T> Default for NeighbourCache<T> {
     }
 }
 
-impl<T> NeighbourCache<T> {
-    pub fn lookup(&self, ip: Addr) -> Option<Address> {
+impl<T, K: Ord + Copy> NeighbourCache<T, K> {
+    pub fn lookup(&self, ip: K) -> Option<Address> {
         match self.recent {
             Some((a, mac)) if a == ip => Some(mac),
             _ => self.entries.get(&ip).copied(),
         }
     }
 
-    /// Send `item` to `hop` from interface `me`: now, or after ARP resolution.
-    pub fn resolve(&mut self, me: &Iface, hop: Addr, item: T) -> Resolved<T> {
+    /// `item` for `hop`: now, or queued (the first few asking with `request()`).
+    fn hold(&mut self, hop: K, item: T, request: impl FnOnce() -> Vec<u8>) -> Resolved<T> {
         if let Some(mac) = self.lookup(hop) {
             return Resolved::Now(mac, item);
         }
@@ -84,11 +121,25 @@ impl<T> NeighbourCache<T> {
             return Resolved::Dropped;
         }
         q.push(item);
-        let request = (q.len() <= ARP_REQUESTS).then(|| {
+        let request = (q.len() <= ARP_REQUESTS).then(request);
+        Resolved::Queued { request }
+    }
+
+    /// `ip` is at `mac`: the packets that waited for it, in order.
+    fn learn(&mut self, ip: K, mac: Address) -> Vec<T> {
+        self.entries.insert(ip, mac);
+        self.recent = Some((ip, mac));
+        self.pending.remove(&ip).unwrap_or_default()
+    }
+}
+
+impl<T> NeighbourCache<T> {
+    /// Send `item` to `hop` from interface `me`: now, or after ARP resolution.
+    pub fn resolve(&mut self, me: &Iface, hop: Addr, item: T) -> Resolved<T> {
+        self.hold(hop, item, || {
             let req = arp::build(arp::OP_REQUEST, me.mac, me.ip, Address([0; 6]), hop);
             ethernet::build(Address::BROADCAST, me.mac, arp::ETHERTYPE, &req)
-        });
-        Resolved::Queued { request }
+        })
     }
 
     /// An ARP packet arrived on interface `me`; `None` if it is malformed or neither a
@@ -109,16 +160,85 @@ impl<T> NeighbourCache<T> {
             ignored: false,
         };
         if valid_sender {
-            self.entries.insert(sip, smac);
-            self.recent = Some((sip, smac));
-            let waiting = self.pending.remove(&sip).unwrap_or_default();
-            input.released = Some((smac, waiting));
+            input.released = Some((smac, self.learn(sip, smac)));
         }
         if op == arp::OP_REQUEST && a.target_ip() == me.ip && !smac.is_multicast() {
             let reply = arp::build(arp::OP_REPLY, me.mac, me.ip, smac, sip);
             input.reply = Some(ethernet::build(smac, me.mac, arp::ETHERTYPE, &reply));
         } else if !valid_sender {
             input.ignored = true;
+        }
+        Some(input)
+    }
+}
+
+impl<T> NeighbourCache<T, ipv6::Addr> {
+    /// Send `item` to `hop` from interface `me`: now, or after a neighbour solicitation.
+    pub fn resolve_nd(&mut self, me: &Iface6, hop: ipv6::Addr, item: T) -> Resolved<T> {
+        self.hold(hop, item, || {
+            let group = ipv6::solicited_node(hop);
+            let msg = icmpv6::solicitation(me.ip, hop, me.mac.0);
+            let mut pkt = ipv6::header(
+                me.ip,
+                group,
+                ipv6::NEXT_ICMPV6,
+                icmpv6::ND_HOP_LIMIT,
+                msg.len(),
+            )
+            .to_vec();
+            pkt.extend_from_slice(&msg);
+            let mac = Address(ipv6::multicast_mac(group));
+            ethernet::build(mac, me.mac, ipv6::ETHERTYPE, &pkt)
+        })
+    }
+
+    /// An ICMPv6 message `msg` from `src` to `dst` (hop limit `hops`) arrived on `me` from
+    /// the MAC `eth_src`; `None` if it is not a valid solicitation or advertisement.
+    pub fn receive_nd(
+        &mut self,
+        me: &Iface6,
+        (src, dst, hops): (ipv6::Addr, ipv6::Addr, u8),
+        eth_src: Address,
+        msg: &[u8],
+    ) -> Option<ArpInput<T>> {
+        let nd = icmpv6::neighbour(src, dst, hops, msg)?;
+        let near = |a: ipv6::Addr| {
+            !me.owns(a)
+                && (ipv6::is_link_local(a) || ipv6::in_subnet(a, me.ip, me.prefix))
+                && !ipv6::is_multicast(a)
+        };
+        let mut input = ArpInput {
+            released: None,
+            reply: None,
+            ignored: false,
+        };
+        let unspecified = src == [0; 16];
+        // The neighbour that spoke: a solicitation's sender, an advertisement's target.
+        let (who, mac) = if nd.kind == icmpv6::NEIGHBOUR_SOLICITATION {
+            (src, nd.mac)
+        } else {
+            (nd.target, nd.mac.or(Some(eth_src.0)))
+        };
+        match mac.map(Address).filter(|m| !m.is_multicast()) {
+            Some(m) if !unspecified && near(who) => input.released = Some((m, self.learn(who, m))),
+            _ => input.ignored = true,
+        }
+        // Answer a solicitation for one of our addresses (not duplicate address detection,
+        // whose sender has no address yet).
+        if nd.kind == icmpv6::NEIGHBOUR_SOLICITATION && me.owns(nd.target) && !unspecified {
+            let to = Address(nd.mac.unwrap_or(eth_src.0));
+            let msg = icmpv6::advertisement(nd.target, src, nd.target, me.mac.0, true, me.router);
+            let mut pkt = ipv6::header(
+                nd.target,
+                src,
+                ipv6::NEXT_ICMPV6,
+                icmpv6::ND_HOP_LIMIT,
+                msg.len(),
+            )
+            .to_vec();
+            pkt.extend_from_slice(&msg);
+            input.reply = Some(ethernet::build(to, me.mac, ipv6::ETHERTYPE, &pkt));
+            input.ignored = false;
         }
         Some(input)
     }

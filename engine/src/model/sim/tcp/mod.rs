@@ -1,5 +1,5 @@
 //! Simulated TCP on simulated hosts (ns-2 `Agent/TCP/*` + `Application/FTP` and
-//! `Agent/TCPSink`), with real TCP/IPv4 segments on the wire.
+//! `Agent/TCPSink`), with real TCP segments over IPv4 or IPv6 on the wire.
 //!
 //! * Wire format ([`build`], [`parse`], over [`crate::wire::tcp`]): a 20-byte TCP header,
 //!   the only options SACK-permitted on a SYN and SYN/ACK and SACK blocks on an ACK
@@ -18,7 +18,7 @@
 use serde::ser::SerializeTuple;
 use serde::Serialize;
 
-use crate::wire::ipv4::Addr;
+use crate::model::sim::ip::Addr;
 use crate::wire::tcp;
 
 pub mod cubic;
@@ -130,7 +130,13 @@ fn parse_options(opts: &[u8], seg: &mut Segment) {
 }
 
 /// The TCP header + options + payload (zeros) of `seg`, with its checksum.
-pub fn build(src: Addr, dst: Addr, sport: u16, dport: u16, seg: &TxSeg) -> Vec<u8> {
+pub fn build(
+    src: impl Into<Addr>,
+    dst: impl Into<Addr>,
+    sport: u16,
+    dport: u16,
+    seg: &TxSeg,
+) -> Vec<u8> {
     let opts = options(seg);
     let mut t = vec![0u8; HEADER_LEN + opts.len() + seg.len.min(MAX_MSS - opts.len())];
     let h = tcp::Header {
@@ -141,12 +147,13 @@ pub fn build(src: Addr, dst: Addr, sport: u16, dport: u16, seg: &TxSeg) -> Vec<u
         flags: seg.flags,
         window: ADVERTISED_WINDOW,
     };
-    h.emit_with_options(&mut t, &opts, src, dst);
+    h.emit_with_options(&mut t, &opts, src.into(), dst.into());
     t
 }
 
-/// Parse and check (header length, checksum) the TCP part of an IPv4 packet.
-pub fn parse(src: Addr, dst: Addr, t: &[u8]) -> Option<Segment> {
+/// Parse and check (header length, checksum) the TCP part of an IPv4 or IPv6 packet.
+pub fn parse(src: impl Into<Addr>, dst: impl Into<Addr>, t: &[u8]) -> Option<Segment> {
+    let (src, dst) = (src.into(), dst.into());
     let p = tcp::Packet::new_checked(t).ok()?;
     if !p.verify_checksum(src, dst) {
         return None;

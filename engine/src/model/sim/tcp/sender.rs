@@ -58,8 +58,8 @@ use serde::Serialize;
 
 use super::cubic::Cubic;
 use super::{unwrap_seq, Segment, TcpSample, TxSeg, ACK, FIN, PSH, SYN};
+use crate::model::sim::ip::Addr;
 use crate::time::Instant;
-use crate::wire::ipv4::Addr;
 
 pub const DEFAULT_MSS: usize = 1000;
 pub const DEFAULT_WINDOW: u32 = 100_000;
@@ -1048,7 +1048,7 @@ mod tests {
 
     fn spec(bytes: u64, mss: usize) -> TcpSpec {
         TcpSpec {
-            dst: [10, 0, 0, 2],
+            dst: [10, 0, 0, 2].into(),
             dport: 80,
             cc: Cc::NewReno,
             mss,
@@ -1063,9 +1063,9 @@ mod tests {
         }
     }
 
-    fn to_seg(t: &TxSeg, src: Addr, sport: u16, dport: u16) -> Segment {
+    fn to_seg(t: &TxSeg, src: [u8; 4], sport: u16, dport: u16) -> Segment {
         Segment {
-            src,
+            src: src.into(),
             sport,
             dport,
             seq: t.seq,

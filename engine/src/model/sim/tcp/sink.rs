@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::{unwrap_seq, Sack, Segment, TxSeg, ACK, FIN, MAX_SACK_BLOCKS, RST, SYN};
+use crate::model::sim::ip::Addr;
 use crate::time::Instant;
-use crate::wire::ipv4::Addr;
 
 pub const DELACK_NS: u64 = 40_000_000;
 /// Out-of-order ranges buffered per connection (more are dropped, i.e. not buffered).
@@ -237,7 +237,7 @@ mod tests {
 
     fn seg(seq: u32, flags: u8, len: usize) -> Segment {
         Segment {
-            src: [10, 0, 0, 1],
+            src: [10, 0, 0, 1].into(),
             sport: 4000,
             dport: 80,
             seq,
