@@ -55,3 +55,20 @@ def test_impairments_on_the_wire_and_in_force(tmp_path):
         assert any(w.startswith("jitter 4ms normal") for w in info["ba"]["impair"]), info
         exp.set_link("link0", "ab", corrupt=0)
         assert "0% packet loss" in ping(exp, 20)
+        # one direction by tevc's last word: a fixed rate ends ab's trace, ba keeps its own;
+        # a schedule started now on ab (100 ms of delay from its time 0), then ended
+        assert exp.tevc("link0", "bandwidth", "100Mb", "ab", wait=True)["outcome"] == "ok"
+        sched = tmp_path / "sat.csv"
+        sched.write_text("time,delay\n0,100ms\n3600,100ms\n")
+        r = exp.tevc("link0", "schedule", str(sched), "ab", wait=True)
+        assert r["outcome"] == "ok", r
+        info = exp.show()["links"][0]
+        assert not any(w.startswith("trace ") for w in info["ab"]["impair"]), info
+        assert any(w.startswith("trace ") for w in info["ba"]["impair"]), info
+        assert any(w.startswith("schedule ") for w in info["ab"]["impair"]), info
+        assert not any(w.startswith("schedule ") for w in info["ba"]["impair"]), info
+        mn = float(re.search(r"= ([\d.]+)/", ping(exp, 5)).group(1))
+        assert mn >= 100, mn             # 100 ms scheduled on ab + 5 ms on ba
+        assert exp.tevc("link0", "schedule", "none", "ab", wait=True)["outcome"] == "ok"
+        mn = float(re.search(r"= ([\d.]+)/", ping(exp, 5)).group(1))
+        assert mn < 100, mn

@@ -380,3 +380,29 @@ def test_a_schedule_is_checked_in_its_csv_and_in_the_ir(tmp_path):
                                        "delay_s": [0.01, 0.02]}
     with pytest.raises(SpecError, match="schedule sat.csv: point 2"):
         ir.validate(ir.Experiment.from_json(j))
+
+
+def test_a_schedule_or_trace_at_run_time_on_one_direction(tmp_path):
+    """ns events and tevc's words start a schedule (or end it) on one direction named by
+    the last word; the event carries the series read from the file."""
+    (tmp_path / "s.csv").write_text("time,delay\n0,100ms\n2,5ms\n")
+    (tmp_path / "s.ns").write_text(
+        "set ns [new Simulator]\nset a [$ns node]\nset b [$ns node]\n"
+        "set l0 [$ns duplex-link $a $b 10Mb 10ms DropTail]\n"
+        "$ns at 1 \"$l0 schedule s.csv linear ab\"\n"
+        "$ns at 2 \"$l0 schedule none ab\"\n"
+        f"$ns at 3 \"$l0 bandwidth trace {CELL} ba\"\n$ns run\n")
+    exp = ns.parse(str(tmp_path / "s.ns"))
+    on, off, tr = (e for e in exp.events if e.target == "l0")
+    assert (on.action, on.dir, off.dir, tr.dir) == ("impair", "ab", "ab", "ba")
+    assert ir.impair_params(on.value).schedule == ir.Schedule(
+        "s.csv", (0.0, 2.0), delay_s=(0.1, 0.005), linear=True)
+    assert off.value == {"schedule": None} and tr.value["trace"]["ms"]
+    assert encode.impair_patch({"schedule": None}) == {"schedule": {"t_ns": []}}
+    ev = normalize.event(exp, 0.0, "l0", "delay", ["5ms", "ba"])
+    assert (ev.dir, ev.value) == ("ba", 0.005)
+    for words, msg in ((["s.csv", "fast", "ab"], "takes FILE"), ([], "takes FILE"),
+                       (["nothere.csv"], "cannot read")):
+        with pytest.raises(SpecError, match=msg):
+            normalize.event(exp, 0.0, "l0", "schedule", words,
+                            ir.Source(str(tmp_path / "s.ns"), 9))

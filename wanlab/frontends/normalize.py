@@ -25,7 +25,7 @@ from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.frontends import impair as impair_spec
-from wanlab.frontends import traces, units
+from wanlab.frontends import schedules, traces, units
 from wanlab.model import imageref, ir, names
 
 # ns-2 queue parameter -> IR queue field (``queue_in_bytes_`` is an old spelling)
@@ -247,6 +247,10 @@ def event(exp: ir.Experiment, time_s: float, target: str, action: str, args: Seq
     kinds = kinds if kinds is not None else exp.kinds()
     kind = kinds.get(target)
     words = [str(a) for a in args]
+    if kind == "link" and dir is None and action != "drop" and len(words) >= 2 \
+            and words[-1] in ("ab", "ba") and words != ["trace", words[-1]]:
+        # tevc's one direction: a link event's last word (drop has its own)
+        dir, words = words[-1], words[:-1]
     e = ir.Event(time_s=time_s, target=target, action=action, dir=dir, member=member,
                  source=src)
     if kind is None:
@@ -277,6 +281,16 @@ def event(exp: ir.Experiment, time_s: float, target: str, action: str, args: Seq
                 raise
             raise _err(f"{what}: {err.message}", src, err.field) from None
         e = replace(e, action="impair", value={"trace": traces.plain(t)})
+    elif kind in ("link", "lan") and action == "schedule":
+        # a schedule started now (or ended: none), its file found as a trace's
+        base = os.path.dirname(src.file) if src.file else None
+        try:
+            sc = schedules.from_words(words, base)
+        except SpecError as err:
+            if err.file:
+                raise
+            raise _err(f"{what}: {err.message}", src, err.field) from None
+        e = replace(e, action="impair", value={"schedule": schedules.plain(sc)})
     elif kind in ("link", "lan") and impair_spec.is_verb(action, words):
         try:
             value = impair_spec.from_words(action, words)

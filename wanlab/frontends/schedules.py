@@ -112,3 +112,24 @@ def spec(v: Mapping[str, Any], base_dir: Any, field: str = "schedule") -> ir.Sch
                        linear=how == "linear",
                        loop=units.parse_bool(v.get("loop", False), "loop",
                                              field=f"{field}.loop"))
+
+
+def from_words(words: list[str], base_dir: Any, field: str = "schedule") -> ir.Schedule | None:
+    """``FILE [linear] [loop]`` (tevc, ns events; None for ``none``: the schedule ends)."""
+    usage = "takes FILE [linear] [loop], or none"
+    if words == ["none"]:
+        return None
+    if not words or len(words) > 3 or any(w not in ("linear", "step", "loop", "noloop")
+                                          for w in words[1:]):
+        raise SpecError(usage, field=field)
+    return spec({"csv": words[0], "interpolate": "linear" if "linear" in words[1:] else "step",
+                 "loop": "loop" in words[1:]}, base_dir, field)
+
+
+def plain(s: ir.Schedule | None) -> dict[str, Any] | None:
+    """A schedule as an event carries it (JSON)."""
+    if s is None:
+        return None
+    return {"file": s.file, "times_s": list(s.times_s), "linear": s.linear, "loop": s.loop,
+            **{c: list(v) for c in ("delay_s", "bandwidth_bps", "loss")
+               if (v := getattr(s, c)) is not None}}
