@@ -406,3 +406,19 @@ def test_a_schedule_or_trace_at_run_time_on_one_direction(tmp_path):
         with pytest.raises(SpecError, match=msg):
             normalize.event(exp, 0.0, "l0", "schedule", words,
                             ir.Source(str(tmp_path / "s.ns"), 9))
+
+
+def test_the_api_starts_a_trace_or_schedule_on_one_direction(tmp_path):
+    """``set_link``'s events: ``bandwidth={"trace": FILE}`` and ``schedule={"csv": FILE}``
+    (or ``"none"``) in one impair event on the direction asked for."""
+    (tmp_path / "s.csv").write_text("time,loss\n0,1%\n")
+    exp = yaml_spec.loads("name: s\nnodes: [a, b]\nlinks:\n  - {name: l0, nodes: [a, b]}\n")
+    (ev,) = normalize.link_change(exp, "l0", "ab", bandwidth={"trace": CELL},
+                                  schedule={"csv": str(tmp_path / "s.csv")})
+    assert (ev.action, ev.dir) == ("impair", "ab")
+    p = ir.impair_params(ev.value)
+    assert p.trace.ms[:2] and p.schedule.loss == (0.01,) and p.schedule.times_s == (0.0,)
+    (ev,) = normalize.link_change(exp, "l0", "ba", schedule="none")
+    assert (ev.dir, ev.value) == ("ba", {"schedule": None})
+    with pytest.raises(SpecError, match="no such trace file"):
+        normalize.link_change(exp, "l0", bandwidth={"trace": str(tmp_path / "none")})

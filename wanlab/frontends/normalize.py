@@ -377,14 +377,15 @@ def link_change(exp: ir.Experiment, target: str, dir: str = "both", *,
                 bandwidth: Any = None, delay: Any = None, loss: Any = None,
                 jitter: Any = None, duplicate: Any = None, corrupt: Any = None,
                 reorder: Any = None, overhead: Any = None, cellsize: Any = None,
-                cell_overhead: Any = None) -> list[ir.Event]:
+                cell_overhead: Any = None, schedule: Any = None) -> list[ir.Event]:
     """Events now for the API's ``set_link``: the same meaning as tevc's (a LAN's delay
     and plain loss are member-to-member); netem's impairments (and a loss model, a
-    mapping) as one ``impair`` event."""
+    mapping; a capacity trace, ``bandwidth={"trace": FILE}``; a ``schedule``, ``{"csv":
+    FILE}`` or None to end it) as one ``impair`` event, a trace or schedule starting now."""
     d = None if dir == "both" else dir
     out = []
     for action, v in (("bandwidth", bandwidth), ("delay", delay), ("plr", loss)):
-        if v is not None and not (action == "plr" and isinstance(v, Mapping)):
+        if v is not None and not (action in ("plr", "bandwidth") and isinstance(v, Mapping)):
             out.append(event(exp, 0.0, target, action, [v], dir=d))
     try:
         ch = impair_spec.fields(dict(jitter=jitter, duplicate=duplicate, corrupt=corrupt,
@@ -392,6 +393,11 @@ def link_change(exp: ir.Experiment, target: str, dir: str = "both", *,
                                      cell_overhead=cell_overhead))
         if isinstance(loss, Mapping):
             ch.update(impair_spec.loss(loss))
+        if isinstance(bandwidth, Mapping):
+            ch["trace"] = traces.plain(traces.spec(bandwidth, None))
+        if schedule is not None:
+            ch["schedule"] = schedules.plain(schedules.spec(schedule, None)) \
+                if schedule != "none" else None
     except SpecError as e:
         raise _err(f"{target}: {e.message}", None, e.field) from None
     if ch:
