@@ -23,6 +23,7 @@ import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import fidelity_impair  # noqa: E402
 import measure as M  # noqa: E402
 from netlab import (  # noqa: E402
     ENGINE,
@@ -284,6 +285,13 @@ class Suite:
         except Exception as e:
             self.error("loss reset", e)
 
+    # ---- impairments -------------------------------------------------
+    def run_impair(self):
+        if not self.engine_ok:
+            return
+        log("== impairments")
+        fidelity_impair.run(self)
+
     # ---- capacity -----------------------------------------------------
     def paths(self):
         ps = ["veth", "router"]
@@ -490,7 +498,7 @@ class Suite:
                 os.path.getmtime(ENGINE)).isoformat(timespec="seconds")
         meta["loadavg_start"] = os.getloadavg()
         t0 = time.monotonic()
-        for name in ["delay", "bandwidth", "loss", "capacity", "scale"]:
+        for name in ["delay", "bandwidth", "loss", "impair", "capacity", "scale"]:
             if self.only and name not in self.only:
                 continue
             t1 = time.monotonic()
@@ -524,7 +532,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="reduced set, < 3 minutes")
-    ap.add_argument("--only", help="comma-separated subset: delay,bandwidth,loss,capacity,scale")
+    ap.add_argument("--only", help="comma-separated subset: delay,bandwidth,loss,impair,capacity,"
+                    "scale")
     ap.add_argument("--out", default=RESULTS, help="results directory")
     ap.add_argument("--no-save", action="store_true", help="print only")
     ap.add_argument("--ipv6", action="store_true",

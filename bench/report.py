@@ -81,6 +81,13 @@ def markdown(res):
                      f"{fmt(_pct(r['engine_measured']), 3)}"
                      f" | {pf(r.get('engine_inside'))} | {r['engine_drop_queue']} |")
         L.append("")
+    if res.get("impair"):
+        L += ["## Impairments (one engine link, measured on the wire)", "",
+              "Each goal is its row's error bound (bench/fidelity_impair.py).", "",
+              "| impairment | measured | goal | |", "|---|---|---|---|"]
+        for r in res["impair"]:
+            L.append(f"| {r['row']} | {r['measured']} | {r['goal']} | {pf(r['ok'])} |")
+        L.append("")
     if res["capacity"]:
         L += ["## Capacity: 64-byte frames, wanlab-gen send --max (median of 3)", "",
               "Goal (engine): >= 1 Mpps and >= kernel router.", "",

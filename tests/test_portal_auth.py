@@ -290,3 +290,25 @@ def test_a_claim_outlives_no_experiment(portal):
     assert client.get("/api/experiments", headers=a).json() == []
     mine = client.get("/api/experiments", headers=bearer(tokens["admin"])).json()
     assert [(x["name"], x["project"], x["owner"]) for x in mine] == [("blue-exp", None, "root")]
+
+
+def test_the_link_form_checks_each_field_and_names_it(portal):
+    """netem's fields of the link form are typed before anything is sent: a bad one is a
+    400 naming its field; good ones (one direction here) go on to the experiment, which,
+    stored and not swapped in, refuses them for that reason only."""
+    _, client, tokens, _ = portal
+    url, who = "/api/experiments/blue-exp/links/link0", bearer(tokens["alice"])
+    for body, field in (({"jitter": "5xs"}, "jitter"), ({"jitter": "5ms bogus"}, "jitter"),
+                        ({"duplicate": "150%"}, "duplicate"), ({"corrupt": "-1%"}, "corrupt"),
+                        ({"reorder": "25% gap 0"}, "reorder"), ({"loss": "gemodel 2"}, "loss"),
+                        ({"jitter": "5ms", "duplicate": "x", "dir": "ab"}, "duplicate"),
+                        ({"delay": "soon"}, "delay")):
+        r = client.post(url, json=body, headers=who)
+        assert r.status_code == 400 and r.json().get("field") == field, (body, r.text)
+    assert client.post(url, json={"jitter": "5ms", "dir": "up"}, headers=who).status_code \
+        == 422
+    r = client.post(url, headers=who, json={"jitter": "5ms normal 25%", "duplicate": "1%",
+                                            "corrupt": "0.1%", "reorder": "25% gap 5",
+                                            "loss": "gemodel 1% 30%", "dir": "ab"})
+    assert r.status_code == 400 and "field" not in r.json(), r.text
+    assert "not active" in r.json()["error"], r.text

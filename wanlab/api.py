@@ -137,22 +137,24 @@ class Experiment:
         return self._site().popen(self.name, node, argv, **kw)
 
     # links
-    def set_link(self, link: str, dir: str = "both", *, bandwidth: str | int | None = None,
+    def set_link(self, link: str, dir: str = "both", *, bandwidth: Any = None,
                  delay: str | float | None = None, loss: Any = None, jitter: Any = None,
                  duplicate: Any = None, corrupt: Any = None, reorder: Any = None,
                  overhead: int | None = None, cellsize: int | None = None,
-                 cell_overhead: int | None = None) -> None:
+                 cell_overhead: int | None = None, schedule: Any = None) -> None:
         """Change a link's (or LAN's) parameters at run time, e.g. ``delay="50ms"``: the
         same meaning as ``tevc`` (``dir`` ``ab``/``ba`` for one direction of a link; a
         LAN's delay and loss are member-to-member, so each half gets D/2). ``loss`` is a
         probability or a loss model (``{"model": "gilbert-elliott", "p": 0.01, ...}``);
         ``jitter`` (``"5ms"`` or ``{"value", "distribution", "correlation"}``),
         ``duplicate``, ``corrupt``, ``reorder`` and the framing are netem's impairments
-        (docs/impairments.md). Only what is given changes."""
+        (docs/impairments.md). ``bandwidth={"trace": FILE, "offset", "loop"}`` and
+        ``schedule={"csv": FILE, "interpolate", "loop"}`` (``"none"``: ended) start a
+        capacity trace or a schedule now. Only what is given changes."""
         change = {k: v for k, v in dict(
             bandwidth=bandwidth, delay=delay, loss=loss, jitter=jitter, duplicate=duplicate,
             corrupt=corrupt, reorder=reorder, overhead=overhead, cellsize=cellsize,
-            cell_overhead=cell_overhead).items() if v is not None}
+            cell_overhead=cell_overhead, schedule=schedule).items() if v is not None}
         self._site().set_link(self.name, link, dir, **change)
 
     def link_down(self, link: str) -> None:

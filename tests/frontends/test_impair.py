@@ -342,3 +342,93 @@ def test_a_schedule_from_yaml_and_ns_and_its_errors(tmp_path):
         with pytest.raises(SpecError) as e:
             load(str(tmp_path / "exp.yaml"))
         assert e.value.file.endswith("s.csv") and e.value.line == line, str(e.value)
+
+
+def test_a_schedule_is_checked_in_its_csv_and_in_the_ir(tmp_path):
+    """A schedule's faults name the file and line (CSV) or the file and point (a schedule
+    given in the IR, which the CSV reader never saw): unknown columns, times going back,
+    negative or out-of-range values."""
+    (tmp_path / "exp.yaml").write_text(
+        "name: s\nnodes: [a, b]\nlinks:\n  - nodes: [a, b]\n"
+        "    ab: {schedule: {csv: s.csv, loop: true}}\n")
+    from wanlab.frontends import load
+    for text, line, words in (
+            ("time,delay,jitter\n0,1ms,1ms\n", 1, "unknown column 'jitter'"),
+            ("time,delay\n0,1ms\n-1,2ms\n", 3, "negative"),
+            ("time,delay\n0,1ms\n3,2ms\n2,1ms\n", 4, "before the previous"),
+            ("time,loss\n0,1%\n1,-2%\n", 3, "negative"),
+            ("time,bandwidth\n0,-1Mb\n", 2, "negative"),
+            ("time,delay\n0,1ms\n1,11s\n", 3, "out of range"),
+            ("time,delay\n0,1ms\n1e9,1ms\n", 3, "beyond")):
+        (tmp_path / "s.csv").write_text(text)
+        with pytest.raises(SpecError) as e:
+            load(str(tmp_path / "exp.yaml"))
+        assert e.value.file.endswith("s.csv") and words in e.value.message, str(e.value)
+        assert e.value.line == line, str(e.value)
+    # looping a series that ends at 0 is the description's fault: its line is named
+    (tmp_path / "s.csv").write_text("time,delay\n0,1ms\n")
+    with pytest.raises(SpecError, match=r"exp.yaml:5: .*schedule s.csv: point 1: .*period"):
+        load(str(tmp_path / "exp.yaml"))
+    good = ir.Schedule("sat.csv", (0.0, 1.0), delay_s=(0.01, 0.02))
+    ir.check_impairments(ir.LinkParams(schedule=good))
+    for bad, words in (
+            (dataclasses.replace(good, times_s=(1.0, 0.5)), "point 2: time 0.5 s comes before"),
+            (dataclasses.replace(good, times_s=(-1.0, 0.5)), "point 1: time -1.0"),
+            (dataclasses.replace(good, delay_s=(0.01, -0.02)), "point 2: delay -0.02"),
+            (dataclasses.replace(good, delay_s=None, loss=(0.0, 1.5)), "point 2: loss 1.5"),
+            (dataclasses.replace(good, delay_s=None, bandwidth_bps=(0, 10)), "point 1: band"),
+            (dataclasses.replace(good, delay_s=(0.01,)), "2 times but the delay column"),
+            (dataclasses.replace(good, delay_s=None), "no column")):
+        with pytest.raises(SpecError) as e:
+            ir.check_impairments(ir.LinkParams(schedule=bad), "links.l0.ab")
+        assert e.value.field == "links.l0.ab.schedule" and "schedule sat.csv: " + words \
+            in e.value.message, str(e.value)
+    # a whole experiment read from JSON is checked the same way
+    exp = yaml_spec.loads("name: s\nnodes: [a, b]\nlinks:\n  - {name: l0, nodes: [a, b]}\n")
+    j = exp.to_json()
+    j["links"][0]["ab"]["schedule"] = {"file": "sat.csv", "times_s": [2, 1],
+                                       "delay_s": [0.01, 0.02]}
+    with pytest.raises(SpecError, match="schedule sat.csv: point 2"):
+        ir.validate(ir.Experiment.from_json(j))
+
+
+def test_a_schedule_or_trace_at_run_time_on_one_direction(tmp_path):
+    """ns events and tevc's words start a schedule (or end it) on one direction named by
+    the last word; the event carries the series read from the file."""
+    (tmp_path / "s.csv").write_text("time,delay\n0,100ms\n2,5ms\n")
+    (tmp_path / "s.ns").write_text(
+        "set ns [new Simulator]\nset a [$ns node]\nset b [$ns node]\n"
+        "set l0 [$ns duplex-link $a $b 10Mb 10ms DropTail]\n"
+        "$ns at 1 \"$l0 schedule s.csv linear ab\"\n"
+        "$ns at 2 \"$l0 schedule none ab\"\n"
+        f"$ns at 3 \"$l0 bandwidth trace {CELL} ba\"\n$ns run\n")
+    exp = ns.parse(str(tmp_path / "s.ns"))
+    on, off, tr = (e for e in exp.events if e.target == "l0")
+    assert (on.action, on.dir, off.dir, tr.dir) == ("impair", "ab", "ab", "ba")
+    assert ir.impair_params(on.value).schedule == ir.Schedule(
+        "s.csv", (0.0, 2.0), delay_s=(0.1, 0.005), linear=True)
+    assert off.value == {"schedule": None} and tr.value["trace"]["ms"]
+    assert encode.impair_patch({"schedule": None}) == {"schedule": {"t_ns": []}}
+    ev = normalize.event(exp, 0.0, "l0", "delay", ["5ms", "ba"])
+    assert (ev.dir, ev.value) == ("ba", 0.005)
+    for words, msg in ((["s.csv", "fast", "ab"], "takes FILE"), ([], "takes FILE"),
+                       (["nothere.csv"], "cannot read")):
+        with pytest.raises(SpecError, match=msg):
+            normalize.event(exp, 0.0, "l0", "schedule", words,
+                            ir.Source(str(tmp_path / "s.ns"), 9))
+
+
+def test_the_api_starts_a_trace_or_schedule_on_one_direction(tmp_path):
+    """``set_link``'s events: ``bandwidth={"trace": FILE}`` and ``schedule={"csv": FILE}``
+    (or ``"none"``) in one impair event on the direction asked for."""
+    (tmp_path / "s.csv").write_text("time,loss\n0,1%\n")
+    exp = yaml_spec.loads("name: s\nnodes: [a, b]\nlinks:\n  - {name: l0, nodes: [a, b]}\n")
+    (ev,) = normalize.link_change(exp, "l0", "ab", bandwidth={"trace": CELL},
+                                  schedule={"csv": str(tmp_path / "s.csv")})
+    assert (ev.action, ev.dir) == ("impair", "ab")
+    p = ir.impair_params(ev.value)
+    assert p.trace.ms[:2] and p.schedule.loss == (0.01,) and p.schedule.times_s == (0.0,)
+    (ev,) = normalize.link_change(exp, "l0", "ba", schedule="none")
+    assert (ev.dir, ev.value) == ("ba", {"schedule": None})
+    with pytest.raises(SpecError, match="no such trace file"):
+        normalize.link_change(exp, "l0", bandwidth={"trace": str(tmp_path / "none")})

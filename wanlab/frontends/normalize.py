@@ -25,7 +25,7 @@ from typing import Any
 
 from wanlab.errors import SpecError
 from wanlab.frontends import impair as impair_spec
-from wanlab.frontends import traces, units
+from wanlab.frontends import schedules, traces, units
 from wanlab.model import imageref, ir, names
 
 # ns-2 queue parameter -> IR queue field (``queue_in_bytes_`` is an old spelling)
@@ -247,6 +247,10 @@ def event(exp: ir.Experiment, time_s: float, target: str, action: str, args: Seq
     kinds = kinds if kinds is not None else exp.kinds()
     kind = kinds.get(target)
     words = [str(a) for a in args]
+    if kind == "link" and dir is None and action != "drop" and len(words) >= 2 \
+            and words[-1] in ("ab", "ba") and words != ["trace", words[-1]]:
+        # tevc's one direction: a link event's last word (drop has its own)
+        dir, words = words[-1], words[:-1]
     e = ir.Event(time_s=time_s, target=target, action=action, dir=dir, member=member,
                  source=src)
     if kind is None:
@@ -277,6 +281,16 @@ def event(exp: ir.Experiment, time_s: float, target: str, action: str, args: Seq
                 raise
             raise _err(f"{what}: {err.message}", src, err.field) from None
         e = replace(e, action="impair", value={"trace": traces.plain(t)})
+    elif kind in ("link", "lan") and action == "schedule":
+        # a schedule started now (or ended: none), its file found as a trace's
+        base = os.path.dirname(src.file) if src.file else None
+        try:
+            sc = schedules.from_words(words, base)
+        except SpecError as err:
+            if err.file:
+                raise
+            raise _err(f"{what}: {err.message}", src, err.field) from None
+        e = replace(e, action="impair", value={"schedule": schedules.plain(sc)})
     elif kind in ("link", "lan") and impair_spec.is_verb(action, words):
         try:
             value = impair_spec.from_words(action, words)
@@ -363,14 +377,15 @@ def link_change(exp: ir.Experiment, target: str, dir: str = "both", *,
                 bandwidth: Any = None, delay: Any = None, loss: Any = None,
                 jitter: Any = None, duplicate: Any = None, corrupt: Any = None,
                 reorder: Any = None, overhead: Any = None, cellsize: Any = None,
-                cell_overhead: Any = None) -> list[ir.Event]:
+                cell_overhead: Any = None, schedule: Any = None) -> list[ir.Event]:
     """Events now for the API's ``set_link``: the same meaning as tevc's (a LAN's delay
     and plain loss are member-to-member); netem's impairments (and a loss model, a
-    mapping) as one ``impair`` event."""
+    mapping; a capacity trace, ``bandwidth={"trace": FILE}``; a ``schedule``, ``{"csv":
+    FILE}`` or None to end it) as one ``impair`` event, a trace or schedule starting now."""
     d = None if dir == "both" else dir
     out = []
     for action, v in (("bandwidth", bandwidth), ("delay", delay), ("plr", loss)):
-        if v is not None and not (action == "plr" and isinstance(v, Mapping)):
+        if v is not None and not (action in ("plr", "bandwidth") and isinstance(v, Mapping)):
             out.append(event(exp, 0.0, target, action, [v], dir=d))
     try:
         ch = impair_spec.fields(dict(jitter=jitter, duplicate=duplicate, corrupt=corrupt,
@@ -378,6 +393,11 @@ def link_change(exp: ir.Experiment, target: str, dir: str = "both", *,
                                      cell_overhead=cell_overhead))
         if isinstance(loss, Mapping):
             ch.update(impair_spec.loss(loss))
+        if isinstance(bandwidth, Mapping):
+            ch["trace"] = traces.plain(traces.spec(bandwidth, None))
+        if schedule is not None:
+            ch["schedule"] = schedules.plain(schedules.spec(schedule, None)) \
+                if schedule != "none" else None
     except SpecError as e:
         raise _err(f"{target}: {e.message}", None, e.field) from None
     if ch:

@@ -53,8 +53,11 @@ def read(text: str, file: str) -> tuple[tuple[float, ...], dict[str, tuple[Any, 
         raise SpecError("the schedule has no header row (time, delay, bandwidth, loss)",
                         file=file)
     hline, head = rows[0]
-    if not head or head[0] != "time" or len(head) < 2 or any(
-            c not in COLUMNS for c in head[1:]) or len(set(head)) != len(head):
+    unknown = [c for c in head[1:] if c not in COLUMNS]
+    if unknown:
+        raise SpecError(f"unknown column {unknown[0]!r}: a schedule's columns are time and "
+                        f"any of {', '.join(COLUMNS)}", file=file, line=hline)
+    if not head or head[0] != "time" or len(head) < 2 or len(set(head)) != len(head):
         raise SpecError(f"the header must be time and any of {', '.join(COLUMNS)} (each "
                         f"once), got {', '.join(head)}", file=file, line=hline)
     times: list[float] = []
@@ -62,6 +65,9 @@ def read(text: str, file: str) -> tuple[tuple[float, ...], dict[str, tuple[Any, 
     for n, r in rows[1:]:
         if len(r) != len(head):
             raise SpecError(f"{len(r)} cells, the header has {len(head)}", file=file, line=n)
+        if r[0].startswith("-"):
+            raise SpecError(f"time {r[0]} is negative: times count from the start, 0 or "
+                            f"more", file=file, line=n)
         t = float(_value("time", r[0], file, n))
         if times and t < times[-1]:
             raise SpecError(f"time {r[0]} comes before the previous point's", file=file,
@@ -71,7 +77,13 @@ def read(text: str, file: str) -> tuple[tuple[float, ...], dict[str, tuple[Any, 
             cols[c].append(_value(c, v, file, n))
     if not times:
         raise SpecError("the schedule has no point", file=file, line=hline)
-    return tuple(times), {c: tuple(v) for c, v in cols.items()}
+    out = {c: tuple(v) for c, v in cols.items()}
+    bad = ir.schedule_fault(ir.Schedule(file, tuple(times), out.get("delay"),
+                                        out.get("bandwidth"), out.get("loss")))
+    if bad is not None:     # the IR's own ranges (a time past the horizon, a delay > 10 s)
+        i, msg = bad
+        raise SpecError(msg, file=file, line=rows[1 + i][0] if i >= 0 else hline)
+    return tuple(times), out
 
 
 def spec(v: Mapping[str, Any], base_dir: Any, field: str = "schedule") -> ir.Schedule:
@@ -104,3 +116,24 @@ def spec(v: Mapping[str, Any], base_dir: Any, field: str = "schedule") -> ir.Sch
                        linear=how == "linear",
                        loop=units.parse_bool(v.get("loop", False), "loop",
                                              field=f"{field}.loop"))
+
+
+def from_words(words: list[str], base_dir: Any, field: str = "schedule") -> ir.Schedule | None:
+    """``FILE [linear] [loop]`` (tevc, ns events; None for ``none``: the schedule ends)."""
+    usage = "takes FILE [linear] [loop], or none"
+    if words == ["none"]:
+        return None
+    if not words or len(words) > 3 or any(w not in ("linear", "step", "loop", "noloop")
+                                          for w in words[1:]):
+        raise SpecError(usage, field=field)
+    return spec({"csv": words[0], "interpolate": "linear" if "linear" in words[1:] else "step",
+                 "loop": "loop" in words[1:]}, base_dir, field)
+
+
+def plain(s: ir.Schedule | None) -> dict[str, Any] | None:
+    """A schedule as an event carries it (JSON)."""
+    if s is None:
+        return None
+    return {"file": s.file, "times_s": list(s.times_s), "linear": s.linear, "loop": s.loop,
+            **{c: list(v) for c in ("delay_s", "bandwidth_bps", "loss")
+               if (v := getattr(s, c)) is not None}}

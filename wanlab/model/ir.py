@@ -850,6 +850,13 @@ def check_impairments(p: LinkParams, where: str = "", src: Source | None = None)
                        "after 0")
         if not 0 <= t.offset_s <= HORIZON_S:
             raise fail("bandwidth.offset", f"trace offset {t.offset_s!r} s out of range")
+    if p.schedule is not None:
+        bad = schedule_fault(p.schedule)
+        if bad is not None:
+            i, msg = bad
+            name = getattr(p.schedule, "file", "?")
+            raise fail("schedule", f"schedule {name}: " + (f"point {i + 1}: " if i >= 0 else "")
+                       + msg)
     m = p.loss_model
     if m is not None:
         if m.model not in LOSS_MODELS:
@@ -862,6 +869,51 @@ def check_impairments(p: LinkParams, where: str = "", src: Source | None = None)
             raise fail("loss", "p13 + p14 and p31 + p32 must each be at most 1")
         if p.loss or p.loss_correlation:
             raise fail("loss", "a loss model replaces the plain loss rate: give one")
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def schedule_fault(s: Any) -> tuple[int, str] | None:
+    """The first fault of a schedule as (point index, what), the index -1 for the whole
+    series; None when it is sound: times from 0 up to the horizon, never decreasing, at
+    least one column, each with a value per point in its range."""
+    if not isinstance(s, Schedule):
+        return -1, "not a schedule"
+    if not isinstance(s.times_s, tuple) or not s.times_s:
+        return -1, "no point"
+    cols = {c: getattr(s, c) for c in ("delay_s", "bandwidth_bps", "loss")
+            if getattr(s, c) is not None}
+    if not cols:
+        return -1, "no column: give delay, bandwidth or loss"
+    if not isinstance(s.linear, bool) or not isinstance(s.loop, bool):
+        return -1, "linear and loop are true or false"
+    for c, v in cols.items():
+        if not isinstance(v, tuple) or len(v) != len(s.times_s):
+            return -1, f"{len(s.times_s)} times but the {c.split('_')[0]} column has " \
+                       f"{len(v) if isinstance(v, tuple) else 'no'} values"
+    last = 0.0
+    for i, t in enumerate(s.times_s):
+        if not _num(t) or t < 0:
+            return i, f"time {t!r} is not a time since the start (0 or more seconds)"
+        if t > HORIZON_S:
+            return i, f"time {t!r} s is beyond {HORIZON_S:.0f} s"
+        if t < last:
+            return i, f"time {t!r} s comes before the previous point's ({last!r} s)"
+        last = t
+        if s.loop and i == len(s.times_s) - 1 and t <= 0:
+            return i, "a looped schedule's last time is its period: it must be after 0"
+        for c, v in cols.items():
+            x = v[i]
+            if c == "delay_s" and not (_num(x) and 0 <= x <= MAX_DELAY_S):
+                return i, f"delay {x!r} s out of range 0..10s"
+            if c == "bandwidth_bps" and not (isinstance(x, int) and not isinstance(x, bool)
+                                             and 0 < x <= MAX_BANDWIDTH_BPS):
+                return i, f"bandwidth {x!r} bit/s out of range (above 0, at most 100Gb)"
+            if c == "loss" and not (_prob_ok(x) and _num(x)):
+                return i, f"loss {x!r} is not a probability in 0..1"
+    return None
 
 
 def _check_params(p: LinkParams, where: str, src: Source) -> None:

@@ -30,9 +30,9 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
 from wanlab import site as sites
-from wanlab.errors import WanlabError
+from wanlab.errors import SpecError, WanlabError
 from wanlab.frontends import impair as impair_spec
-from wanlab.frontends import traces
+from wanlab.frontends import normalize, traces
 from wanlab.lifecycle import Lab
 from wanlab.plan.plan import make_plan
 from wanlab.portal import audit, auth, consoles, files, hostres, live, projects, specs, tables
@@ -101,6 +101,8 @@ class LinkChange(BaseModel):
     corrupt: str | None = Field(None, examples=["0.1%"])
     reorder: str | None = Field(None, examples=["25%", "25% gap 5"])
     state: Literal["up", "down"] | None = None
+    dir: Literal["both", "ab", "ba"] = Field("both", description="a link's one direction "
+                                             "(ab leaves its first node); LANs: both")
 
 
 class Event(BaseModel):
@@ -242,6 +244,12 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
     @app.exception_handler(WanlabError)
     async def _user_error(request: Request, e: WanlabError):
         return JSONResponse({"error": str(e)}, status_code=400)
+
+    @app.exception_handler(SpecError)
+    async def _spec_error(request: Request, e: SpecError):
+        # a form's field named, for the page to mark
+        return JSONResponse({"error": str(e), **({"field": e.field} if e.field else {})},
+                            status_code=400)
 
     # -- who ---------------------------------------------------------------------
     @app.post("/api/login", tags=["auth"])
@@ -574,11 +582,17 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                 ("delay", body.delay), ("bandwidth", body.bandwidth), ("loss", body.loss),
                 ("jitter", body.jitter), ("duplicate", body.duplicate),
                 ("corrupt", body.corrupt), ("reorder", body.reorder)) if v is not None]
+            if body.dir != "both":
+                if kind != "link":
+                    raise SpecError("a LAN's change applies to all of it: dir is both",
+                                    field="dir")
+                words = [[*w, body.dir] for w in words]
             if body.state:
                 words.append([body.state])
             if not words:
                 raise WanlabError("nothing to change: give delay, bandwidth, loss, jitter, "
                                   "duplicate, corrupt, reorder or state")
+            _check_link_words(c.lab.get(name).ir, link, words)
             rid = c.audit("link", name, f"{link} " + " ".join(" ".join(w) for w in words))
             replies = []
             try:
@@ -758,6 +772,20 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                                 "install</code> (npm builds web/ into "
                                 "wanlab/portal/static). The API is at /api/.</p>")
     return app
+
+
+def _check_link_words(exp: Any, link: str, words: list[list[str]]) -> None:
+    """The link form's fields typed as tevc types them, before anything is sent: a bad
+    value is an error naming its field (the form's name for it)."""
+    for action, *args in words:
+        if action in ("up", "down"):
+            continue
+        try:
+            with traces.confined_here():
+                normalize.event(exp, 0.0, link, action, args)
+        except SpecError as e:
+            raise SpecError(e.message.removeprefix(f"{link} {action}: "),
+                            field=action) from None
 
 
 def topology(lab: Lab, name: str) -> dict[str, Any]:

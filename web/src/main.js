@@ -432,25 +432,44 @@ function linkPanel(exp, topo, sel, series, now) {
   const last = series[series.length - 1];
   const params = linkParams(topo, sel, now);
   const change = async (body) => {
-    const r = await guard(() => api('POST', `/experiments/${enc(exp)}/links/${enc(sel.name)}`,
-                                    body));
+    for (const el of document.querySelectorAll('#link-form [aria-invalid]')) {
+      el.removeAttribute('aria-invalid');
+    }
+    const r = await guard(async () => {
+      try {
+        return await api('POST', `/experiments/${enc(exp)}/links/${enc(sel.name)}`, body);
+      } catch (e) {     // the server names the field it refused: mark it
+        const el = e instanceof ApiError && e.body.field && $(`#link-${e.body.field}`);
+        if (el) el.setAttribute('aria-invalid', 'true');
+        throw e;
+      }
+    });
     if (r) flash(`${sel.name}: ${Object.entries(body).map(([k, v]) => `${k} ${v}`).join(', ')}`,
                  false);
   };
+  // netem's words, as tevc takes them (docs/impairments.md); a link's one direction
+  const link = sel.type === 'link' ? topo.links.find((k) => k.name === sel.name) : null;
+  const fields = [['delay', 'e.g. 50ms', 8], ['bandwidth', 'e.g. 10Mb', 8],
+    ['loss', 'e.g. 0.01, gemodel 1% 30%', 12], ['jitter', 'e.g. 5ms normal 25%', 12],
+    ['duplicate', 'e.g. 1%', 6], ['corrupt', 'e.g. 0.1%', 6], ['reorder', 'e.g. 25% gap 5', 10]];
   const form = h('form', { id: 'link-form' },
-    h('label', {}, 'delay ', h('input', { id: 'link-delay', placeholder: 'e.g. 50ms', size: 8 })),
-    h('label', {}, 'bandwidth ', h('input', { id: 'link-bandwidth', placeholder: 'e.g. 10Mb',
-                                             size: 8 })),
-    h('label', {}, 'loss ', h('input', { id: 'link-loss', placeholder: 'e.g. 0.01', size: 6 })),
+    ...fields.map(([k, hint, size]) => h('label', {}, `${k} `,
+      h('input', { id: `link-${k}`, placeholder: hint, size }))),
+    link ? h('label', {}, 'direction ', h('select', { id: 'link-dir' },
+      h('option', { value: 'both' }, 'both'),
+      h('option', { value: 'ab' }, `${link.a} → ${link.b}`),
+      h('option', { value: 'ba' }, `${link.b} → ${link.a}`))) : '',
     h('button', { type: 'submit', id: 'link-apply' }, 'apply'));
   form.addEventListener('submit', (ev) => {
     ev.preventDefault();
     const body = {};
-    for (const k of ['delay', 'bandwidth', 'loss']) {
+    for (const [k] of fields) {
       const v = $(`#link-${k}`).value.trim();
       if (v) body[k] = v;
     }
-    if (Object.keys(body).length) change(body);
+    const dir = $('#link-dir');
+    if (Object.keys(body).length) change(dir && dir.value !== 'both' ? { ...body, dir: dir.value }
+                                                                     : body);
   });
   const canvas = h('canvas', { id: 'series', width: 320, height: 140 });
   setTimeout(() => drawSeries(canvas, series), 0);

@@ -29,6 +29,7 @@
 //! carried TCP at the engine's per-frame ceiling (1.9 Gbit/s on a 100 Gbit/s link here).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use super::delay::Delay;
 use super::loss::Loss;
@@ -38,7 +39,8 @@ use super::params::QueueParams;
 use super::params::{LinkParams, LossParams};
 use super::queue::Queue;
 use super::rate::{serialization_ns, Rate};
-use super::trace::Cursor;
+use super::schedule::Schedule;
+use super::trace::{Cursor, Trace};
 use crate::rng::Rng;
 use crate::stats::{Counters, Histogram};
 use crate::time::{min_deadline, Instant};
@@ -161,10 +163,12 @@ impl Pipeline {
         self.advance(now);
         let limit = params.limit();
         self.queue.reconfigure(params.queue, limit);
-        if params.schedule != self.params.schedule {
+        // A trace or schedule a request carries starts now, even one equal to the one in
+        // force (tevc restarting it); one merged in from before is the same allocation.
+        if !same_schedule(&params.schedule, &self.params.schedule) {
             self.sched_origin = now; // a new schedule starts now
         }
-        if params.trace != self.params.trace {
+        if !same_trace(&params.trace, &self.params.trace) {
             // a new trace starts now, from its offset
             self.rate.origin = now;
             self.rate.cursor = Default::default();
@@ -725,6 +729,26 @@ impl Pipeline {
     }
 }
 
+/// The same trace: the one set before (shared, not an equal one set again).
+fn same_trace(a: &Option<Trace>, b: &Option<Trace>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => {
+            Arc::ptr_eq(&x.ms, &y.ms) && x.offset_ms == y.offset_ms && x.looped == y.looped
+        }
+        _ => false,
+    }
+}
+
+/// The same schedule: the one set before (shared, not an equal one set again).
+fn same_schedule(a: &Option<Schedule>, b: &Option<Schedule>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(x), Some(y)) => Arc::ptr_eq(&x.t_ns, &y.t_ns) && x == y,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -962,6 +986,43 @@ mod tests {
         let mut n = 0;
         p.poll(Instant::from_millis(51), |_| n += 1);
         assert_eq!(n, 1 + 6); // the frame in service, then two opportunities
+    }
+
+    #[test]
+    fn a_trace_sent_again_starts_over_and_one_merged_in_goes_on() {
+        use super::super::trace::Trace;
+        use std::sync::Arc;
+        let trace = || Trace {
+            ms: Arc::new(vec![1, 1, 3, 3, 3, 4]),
+            offset_ms: 0,
+            looped: true,
+        };
+        let with = |t: Trace, limit: u32| LinkParams {
+            trace: Some(t),
+            queue: QueueParams {
+                limit: Some(limit),
+                ..Default::default()
+            },
+            ..params(0, 0)
+        };
+        let mut p = Pipeline::new(with(trace(), 10_000), 1, Instant::ZERO);
+        for _ in 0..3000 {
+            p.enqueue(vec![0u8; 500], Instant::ZERO);
+        }
+        let bytes = |p: &mut Pipeline, ms: u64| {
+            let mut b = 0;
+            p.poll(Instant::from_millis(ms), |f| b += f.len() as u64);
+            b
+        };
+        bytes(&mut p, 42);
+        // an equal trace sent again at 42 ms starts over: the frame in service, then its
+        // 1 ms (two opportunities) at 43, not the first trace's 3 ms (three)
+        p.set_params(with(trace(), 10_000), Instant::from_millis(42));
+        assert_eq!(bytes(&mut p, 43), 500 + 3000);
+        // another change keeps the trace in force (a patch merges it in): 3 ms at 45
+        let same = p.params().trace.clone().unwrap();
+        p.set_params(with(same, 9_000), Instant::from_millis(44));
+        assert_eq!(bytes(&mut p, 45), 4500);
     }
 
     #[test]
