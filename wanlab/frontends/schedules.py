@@ -98,7 +98,7 @@ def spec(v: Mapping[str, Any], base_dir: Any, field: str = "schedule") -> ir.Sch
     p = traces.path(v.get("csv"), base_dir, f"{field}.csv")
     shown = str(p)
     try:
-        if not p.is_file():         # a FIFO or /dev/zero would be read without end
+        if p.exists() and not p.is_file():    # a FIFO or /dev/zero: read without end
             raise SpecError("the schedule is not a regular file", file=shown)
         with open(p, "rb") as f:
             data = f.read(MAX_CSV_BYTES + 1)
