@@ -131,6 +131,11 @@ impl Governor {
         }
     }
 
+    /// Whether the thread runs at real-time priority now.
+    pub fn realtime(&self) -> bool {
+        self.want > 0 && !self.lowered
+    }
+
     /// Given the thread's cumulative wall and busy time (ns), the change due now, if any.
     pub fn check(&mut self, wall_ns: u64, busy_ns: u64) -> Option<Change> {
         if self.want == 0 {
