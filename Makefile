@@ -3,7 +3,7 @@
 
 PYTHON ?= python3
 APT_PACKAGES = iproute2 tcl iperf3 iperf iptables iputils-ping tcpdump procps util-linux frr traceroute \
-	chromium chromium-driver mmdebstrap etcd-server etcd-client
+	chromium chromium-driver mmdebstrap etcd-server etcd-client ethtool
 # without their recommends: wireguard-tools recommends a kernel image (WireGuard runs here as
 # wireguard-go, in user space; docs/edge.md); skopeo, umoci and zstd: OCI images
 # (docs/oci-images.md)

@@ -167,12 +167,47 @@ class Suite:
                         log(f"  {kind} {d}ms {fr}B rtt {obs:.1f} us (exp {exp:.0f})")
                     except Exception as e:
                         self.error(f"delay {kind} {d}ms {fr}", e)
+            if kind == "engine":
+                self.delay_at_low_rates(t)
             try:
                 t.set()
             except Exception as e:
                 self.error("delay reset", e)
             if kind == "engine-busypoll":
                 self.drop_topo(kind)  # a spinning engine would skew every later test
+
+    def delay_at_low_rates(self, t):
+        """Delay rows at the rates people ping at (1, 5 and 50 per second), where the engine
+        sleeps between frames: its wake-ups, not its polling, set the error. veth is measured
+        at each rate in the same run for the base-RTT goal."""
+        fr = 64
+        for rate in LOW_RATES:
+            # at least ~8 round trips (1/s: 8 s; 5/s and 50/s: a few seconds)
+            dur = max(2.0, (6 if self.quick else 10) / rate)
+            try:
+                v = M.rtt(self.lab, self.topo("veth"), fr, rate, dur)
+                self.res["delay"].append({"path": "veth", "delay_ms": 0, "frame": fr,
+                                          "rate_pps": rate, "rtt_us": v["rtt_avg_us"],
+                                          "stdev_us": v["rtt_stdev_us"], "p50_us": v["rtt_p50_us"],
+                                          "lost": v["lost"], "n": v["rtt_n"]})
+                log(f"  veth {rate}/s {fr}B rtt {v['rtt_avg_us']:.1f} us")
+            except Exception as e:
+                self.error(f"delay veth {rate}/s", e)
+                v = None
+            base = None
+            for d in LOW_RATE_DELAYS:
+                try:
+                    t.set(delay_us=d * 1000, queue=10000)
+                    time.sleep(0.05)
+                    r = M.rtt(self.lab, t, fr, rate, dur, wait=1.0 + 2 * d / 1000)
+                    row = low_rate_row(r, d, fr, rate, base, v)
+                    if d == 0:
+                        base = r["rtt_avg_us"]
+                    self.res["delay"].append(row)
+                    log(f"  engine {rate}/s {d}ms {fr}B rtt {r['rtt_avg_us']:.1f} us "
+                        f"(exp {2 * d * 1000})")
+                except Exception as e:
+                    self.error(f"delay engine {rate}/s {d}ms", e)
 
     # ---- bandwidth ----------------------------------------------------------
     def run_bandwidth(self):
@@ -510,6 +545,33 @@ class Suite:
             meta[f"{name}_s"] = round(time.monotonic() - t1, 1)
         meta["total_s"] = round(time.monotonic() - t0, 1)
         meta["loadavg_end"] = os.getloadavg()
+
+
+# Rates (pings per second) and one-way delays (ms) of the low-rate delay rows.
+LOW_RATES = [1, 5, 50]
+LOW_RATE_DELAYS = [0, 10]
+
+
+def low_rate_row(r, delay_ms, frame, rate, base_us, veth):
+    """A low-rate delay row from a ping report ``r``: the 0 ms row holds the base-RTT goal
+    (veth at the same rate + 30 us); the others the delay goal on the RTT less that base."""
+    obs, exp = r["rtt_avg_us"], 2 * delay_ms * 1000.0
+    row = {"path": "engine", "family": 4, "delay_ms": delay_ms, "frame": frame,
+           "rate_pps": rate, "rtt_us": obs, "stdev_us": r["rtt_stdev_us"],
+           "p50_us": r["rtt_p50_us"], "min_us": r["rtt_min_us"], "max_us": r["rtt_max_us"],
+           "lost": r["lost"], "n": r["rtt_n"], "expected_us": exp}
+    if obs is None:
+        return row
+    row["error_pct"] = (obs - exp) / exp * 100 if exp else None
+    if delay_ms == 0:
+        if veth and veth.get("rtt_avg_us") is not None:
+            row["veth_rtt_us"] = veth["rtt_avg_us"]
+            row["base_goal"] = obs <= veth["rtt_avg_us"] + 30
+    elif base_us is not None:
+        adj = obs - base_us
+        row.update(adj_rtt_us=adj, adj_error_pct=(adj - exp) / exp * 100,
+                   adj_error_us=adj - exp, goal=abs(adj - exp) <= max(0.005 * exp, 50.0))
+    return row
 
 
 def frames_of(kind, frames):

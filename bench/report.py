@@ -37,18 +37,21 @@ def markdown(res):
          f"{fmt((m.get('loadavg_end') or [None])[0], 2)} "
          "(other work on the host skews capacity numbers)", ""]
     if res["delay"]:
-        L += ["## Delay (RTT through one link, wanlab-gen ping at 1000 pps)", "",
-              "Goal: adjusted error <= max(0.5 %, 50 us); engine base RTT <= veth RTT + 30 us.", "",
-              "| path | one-way delay (ms) | frame (B) | observed RTT (ms) | stdev (ms) | error % "
-              "| adjusted RTT (ms) | adjusted error % | goal |",
-              "|---|---|---|---|---|---|---|---|---|"]
+        L += ["## Delay (RTT through one link, wanlab-gen ping; 1000 pps unless a rate is given)",
+              "",
+              "Goal: adjusted error <= max(0.5 %, 50 us); engine base RTT <= veth RTT + 30 us "
+              "(veth at the same rate).", "",
+              "| path | rate (pps) | one-way delay (ms) | frame (B) | observed RTT (ms) "
+              "| stdev (ms) | error % | adjusted RTT (ms) | adjusted error % | goal |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
         for r in res["delay"]:
             if r.get("delay_ms") == 0:
                 veth = r.get("veth_rtt_us")
                 goal = pf(r.get("base_goal")) + (f" (veth {fmt(veth / 1e3, 4)})" if veth else "")
             else:
                 goal = pf(r.get("goal"))
-            L.append(f"| {r['path']} | {r['delay_ms']} | {r['frame']} | "
+            L.append(f"| {r['path']} | {r.get('rate_pps', 1000)} | {r['delay_ms']} "
+                     f"| {r['frame']} | "
                      f"{fmt(_scaled(r['rtt_us'], 1e3), 4)} "
                      f"| {fmt(_scaled(r['stdev_us'], 1e3), 4)} | "
                      f"{fmt(r.get('error_pct'), 3)} | {fmt(_scaled(r.get('adj_rtt_us'), 1e3), 4)} "

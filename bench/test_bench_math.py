@@ -57,7 +57,7 @@ def test_markdown_renders_all_sections():
     for h in ["## Delay", "## Bandwidth", "## Loss", "## Capacity", "## TCP", "## Scale",
               "## Errors"]:
         assert h in md
-    assert "| engine | 5 | 64 | 10.0300 |" in md
+    assert "| engine | 1000 | 5 | 64 | 10.0300 |" in md
     assert "56 kbit/s" in md
 
 
@@ -66,3 +66,19 @@ def test_payload_for_frame_over_ipv6_and_hostport():
     assert M.payload_for_frame(1518, ipv6=True) == 1456
     assert M.hostport("fd77::2", 5) == "[fd77::2]:5"
     assert M.hostport("10.77.0.2", 5) == "10.77.0.2:5"
+
+
+def test_low_rate_rows_hold_the_base_and_delay_goals():
+    import fidelity
+    ping = {"rtt_avg_us": 110.0, "rtt_stdev_us": 9.0, "rtt_p50_us": 105.0, "rtt_min_us": 90.0,
+            "rtt_max_us": 150.0, "lost": 0, "rtt_n": 10}
+    base = fidelity.low_rate_row(ping, 0, 64, 5, None, {"rtt_avg_us": 70.0})
+    assert base["rate_pps"] == 5 and base["veth_rtt_us"] == 70.0
+    assert base["base_goal"] is False       # 40 us over veth at the same rate
+    far = dict(ping, rtt_avg_us=20_110.0 + 60)
+    row = fidelity.low_rate_row(far, 10, 64, 5, 110.0, None)
+    assert row["adj_error_us"] == 60.0 and row["goal"] is True   # 60 us <= 0.5 % of 20 ms
+    late = dict(ping, rtt_avg_us=20_110.0 + 101)
+    assert fidelity.low_rate_row(late, 10, 64, 5, 110.0, None)["goal"] is False
+    # no base measured: no adjusted error, no goal claimed
+    assert "goal" not in fidelity.low_rate_row(far, 10, 64, 5, None, None)

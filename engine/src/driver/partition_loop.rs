@@ -43,6 +43,12 @@
 //!   loop polling. (At 2 %, the default for a while, a 1000 pps ping through one link ran out
 //!   of budget and its RTT grew by ~30 µs, over the delay goal at 5 ms; 10 × 10 Mbit/s costs
 //!   the same CPU at 2 and 10 %, `bench/engine_cpu.py`);
+//! * at real-time priority, waiting for traffic (lingering, anticipation) naps in steps of
+//!   at most [`NAP_NS`] instead of polling: a real-time thread's `sched_yield` lets no
+//!   normal task run, and the answering program is usually woken on the engine's own core,
+//!   so polling held the answer back until the window closed (~100 µs more per round trip
+//!   of a ping at a few per second); napping, the core runs it and its frame wakes the
+//!   engine at once;
 //! * with `--busy-poll`: never sleep (lowest latency, one core at 100 %).
 //!
 //! Each partition thread runs at `SCHED_RR` priority `--rt-priority` (0 = off; see
@@ -114,6 +120,9 @@ pub struct Options {
 
 /// Polling for traffic needs at least this much budget left.
 const POLL_QUANTUM_NS: u64 = 5_000;
+
+/// Longest nap of a real-time partition waiting for traffic (see [`Part::turn`]).
+const NAP_NS: u64 = 50_000;
 
 /// Polling time toward deadlines that may be banked (see [`SpinBudget`]).
 const SPIN_BANK_NS: u64 = 2_000_000;
@@ -486,10 +495,17 @@ impl Part {
         let lead = t.oversleep.estimate_ns().saturating_add(opts.spin_ns);
         // Polling for an answer or an expected burst draws on the same budget as polling
         // toward a deadline: where traffic is dense, it would otherwise never stop.
-        let poll_for_traffic = (waiting || in_window) && t.budget.allows(now, POLL_QUANTUM_NS) && {
+        let want_poll = (waiting || in_window) && t.budget.allows(now, POLL_QUANTUM_NS);
+        // At real-time priority a poll cannot give way: `sched_yield` yields only to other
+        // real-time tasks, and the program whose answer (or next frame) is awaited was most
+        // likely woken on this very core (a TAP write wakes its reader with a sync wake-up,
+        // which places it on the writer's core). Polling would hold it off until the window
+        // closed. Nap instead: the core runs that program, whose write wakes us at once.
+        let nap = want_poll && self.gov.realtime() && t.pwait2;
+        let poll_for_traffic = want_poll && !nap;
+        if poll_for_traffic {
             t.spinning_since = Some(now);
-            true
-        };
+        }
         let mut sleep_until = None;
         let timeout = if opts.busy_poll || poll_for_traffic || busy {
             0
@@ -544,6 +560,10 @@ impl Part {
                 }
             }
         };
+        if nap && timeout != 0 {
+            let end = now.add_nanos(NAP_NS);
+            sleep_until = Some(sleep_until.map_or(end, |w: Instant| w.min(end)));
+        }
         let before = clock.now();
         let mut n = None;
         if let Some(w) = sleep_until {

@@ -131,6 +131,11 @@ impl Governor {
         }
     }
 
+    /// Whether the thread runs at real-time priority now.
+    pub fn realtime(&self) -> bool {
+        self.want > 0 && !self.lowered
+    }
+
     /// Given the thread's cumulative wall and busy time (ns), the change due now, if any.
     pub fn check(&mut self, wall_ns: u64, busy_ns: u64) -> Option<Change> {
         if self.want == 0 {
@@ -197,6 +202,7 @@ mod tests {
             Some(Change::Lower { busy_pct: 95 })
         );
         assert!(g.lowered);
+        assert!(!g.realtime(), "lowered: polls as a normal thread");
         // still busy: nothing more to do
         assert_eq!(g.check(3 * S, S / 2 + S * 95 / 100 + S), None);
         // 70 % is under the lowering mark but not under the raising one: stays lowered
@@ -213,12 +219,14 @@ mod tests {
             })
         );
         assert!(!g.lowered);
+        assert!(g.realtime());
         assert_eq!(g.lowerings, 1);
     }
 
     #[test]
     fn a_thread_at_normal_priority_is_never_governed() {
         let mut g = Governor::new(0);
+        assert!(!g.realtime());
         assert_eq!(g.check(S, S), None);
         assert_eq!(g.check(10 * S, 10 * S), None);
         assert!(!g.lowered);
