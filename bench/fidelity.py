@@ -44,7 +44,12 @@ from netlab import (  # noqa: E402
     static_neigh,
 )
 
+from wanlab.backends.emulate.engine import rt_priority as engine_rt_priority  # noqa: E402
+
 RESULTS = os.path.join(ROOT, "bench", "results")
+# the engine as an experiment runs it: its packet thread at wanlab's real-time priority
+# (WANLAB_ENGINE_RT=off measures it at normal priority)
+AS_WANLAB = ["--rt-priority", str(engine_rt_priority())]
 
 
 def log(*a):
@@ -75,15 +80,15 @@ class Suite:
         elif kind == "relay":
             t = RelayTopo(self.lab)
         elif kind == "engine":
-            t = EngineTopo(self.lab, suffix="e")
+            t = EngineTopo(self.lab, engine_args=AS_WANLAB, suffix="e")
         elif kind == "engine-busypoll":
-            t = EngineTopo(self.lab, engine_args=["--busy-poll"], suffix="p")
+            t = EngineTopo(self.lab, engine_args=[*AS_WANLAB, "--busy-poll"], suffix="p")
         elif kind == "engine-ipv6":
             # the same link, its ends addressed over IPv6 only
-            t = EngineTopo(self.lab, suffix="6", ipv6=True)
+            t = EngineTopo(self.lab, engine_args=AS_WANLAB, suffix="6", ipv6=True)
         elif kind == "engine-2t":
             # two partitions: each end's port (each direction of the link) on its own core
-            t = EngineTopo(self.lab, engine_args=["--threads", "2"], suffix="t")
+            t = EngineTopo(self.lab, engine_args=[*AS_WANLAB, "--threads", "2"], suffix="t")
         else:
             raise ValueError(kind)
         self.topos[kind] = t
