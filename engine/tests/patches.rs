@@ -22,8 +22,8 @@ fn host(name: &str, n: u8) -> Value {
 
 /// LAN s1 {h1, h2, t1} and LAN s2 {h3, h4, t2}, patch t = (t1, t2); `trunk` shapes both
 /// directions of the trunk (each side's `from_lan` towards the patch). CBR flows of
-/// `rate_bps` h1 -> h3 and, with `two`, h2 -> h4.
-fn topo(trunk: Value, rate_bps: u64, two: bool) -> VirtualTime {
+/// `rate_bps` h1 -> h3 and, with `two`, h2 -> h4: the `apply` request.
+fn apply(trunk: Value, rate_bps: u64, two: bool) -> Value {
     let cbr = |name: &str, from: &str, dst: &str| {
         json!({"agent": name, "host": from, "kind": "cbr", "dst": format!("{dst}:5000"),
                "size": 1000, "rate_bps": rate_bps})
@@ -37,7 +37,7 @@ fn topo(trunk: Value, rate_bps: u64, two: bool) -> VirtualTime {
         agents.push(cbr("c2", "h2", "10.0.0.4"));
     }
     let member = |p: &str| json!({"port": p});
-    let req = json!({
+    json!({
         "hosts": [host("h1", 1), host("h2", 2), host("h3", 3), host("h4", 4)],
         "patches": [{"patch": "t", "ports": ["t1", "t2"]}],
         "lans": [
@@ -46,8 +46,12 @@ fn topo(trunk: Value, rate_bps: u64, two: bool) -> VirtualTime {
             {"lan": "s2", "members": [member("ph3"), member("ph4"),
                                       {"port": "t2", "from_lan": trunk}]}],
         "agents": agents,
-    });
-    let a: ApplyReq = serde_json::from_value(req).unwrap();
+    })
+}
+
+/// [`apply`] run for 2 s of virtual time.
+fn topo(trunk: Value, rate_bps: u64, two: bool) -> VirtualTime {
+    let a: ApplyReq = serde_json::from_value(apply(trunk, rate_bps, two)).unwrap();
     let spec = build_topology(&a).unwrap();
     let mut net = Network::new(1);
     check_topology(&net, &spec).unwrap();
@@ -120,4 +124,45 @@ fn patch_ids_and_ports_are_checked() {
     assert!(err.unwrap_err().contains("ports[1]"));
     let err = run(&mut e, r#"{"cmd":"remove","ports":["a"]}"#);
     assert!(err.unwrap_err().contains("belongs to a patch"));
+}
+
+#[test]
+fn joined_lans_stay_on_one_partition() {
+    // the patch is a node of both LANs' groups: on 2 threads they are not cut apart, and
+    // the run is the run of one thread
+    let d = std::env::temp_dir().join(format!("wl-patch-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    let mut req = apply(json!({"bandwidth_bps": 10_000_000}), 8_000_000, true);
+    req["at_ns"] = json!(0);
+    req["cmd"] = json!("apply");
+    let start =
+        |c: &str| json!({"at_ns": 1_000_000, "cmd": "agent", "agent": c, "action": "start"});
+    let sc = json!({"seed": 3, "until_ns": S, "requests": [req, start("c1"), start("c2")]});
+    let path = d.join("sc.json");
+    std::fs::write(&path, sc.to_string()).unwrap();
+    let mut out = Vec::new();
+    for t in ["1", "2"] {
+        let res = d.join(format!("t{t}.json"));
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
+            .args([
+                "simulate",
+                path.to_str().unwrap(),
+                "--out",
+                res.to_str().unwrap(),
+            ])
+            .args(["--threads", t])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        // one group of nodes (h1, h2, t, h3, h4): nothing to cut, one thread
+        assert!(err.contains(" 1 thread(s)"), "{err}");
+        out.push(std::fs::read(&res).unwrap());
+    }
+    assert!(out[0] == out[1], "1 and 2 threads differ");
+    let r: Value = serde_json::from_slice(&out[0]).unwrap();
+    let k3 = r["stats"]["agents"]["k3"]["bytes"].as_u64().unwrap();
+    let k4 = r["stats"]["agents"]["k4"]["bytes"].as_u64().unwrap();
+    assert!(k3 > 100_000 && k4 > 100_000, "{k3} {k4}");
+    let _ = std::fs::remove_dir_all(&d);
 }
