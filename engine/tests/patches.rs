@@ -128,16 +128,32 @@ fn patch_ids_and_ports_are_checked() {
 
 #[test]
 fn joined_lans_stay_on_one_partition() {
-    // the patch is a node of both LANs' groups: on 2 threads they are not cut apart, and
-    // the run is the run of one thread
+    // a pair x -5 ms- y beside them gives the partitioner a cut: on 2 threads the pair goes
+    // to one partition and the LANs joined by the patch (a node of both LANs' groups) to
+    // the other, never apart, so the run is the run of one thread
     let d = std::env::temp_dir().join(format!("wl-patch-{}", std::process::id()));
     std::fs::create_dir_all(&d).unwrap();
     let mut req = apply(json!({"bandwidth_bps": 10_000_000}), 8_000_000, true);
     req["at_ns"] = json!(0);
     req["cmd"] = json!("apply");
+    let pair = |n: &str, i: u8| {
+        json!({"host": n, "port": format!("p{n}"), "mac": format!("02:00:00:00:01:{i:02x}"),
+               "ip": format!("10.9.0.{i}/24")})
+    };
+    let hosts = req["hosts"].as_array_mut().unwrap();
+    hosts.extend([pair("x", 1), pair("y", 2)]);
+    let l = json!({"delay_us": 5000});
+    req["links"] = json!([{"link": "xy", "a": "px", "b": "py", "ab": l, "ba": l}]);
+    let agents = req["agents"].as_array_mut().unwrap();
+    agents.push(
+        json!({"agent": "cx", "host": "x", "kind": "cbr", "dst": "10.9.0.2:5000",
+                       "size": 500, "rate_bps": 1_000_000}),
+    );
+    agents.push(json!({"agent": "ky", "host": "y", "kind": "sink", "port": 5000}));
     let start =
         |c: &str| json!({"at_ns": 1_000_000, "cmd": "agent", "agent": c, "action": "start"});
-    let sc = json!({"seed": 3, "until_ns": S, "requests": [req, start("c1"), start("c2")]});
+    let sc = json!({"seed": 3, "until_ns": S,
+                    "requests": [req, start("c1"), start("c2"), start("cx")]});
     let path = d.join("sc.json");
     std::fs::write(&path, sc.to_string()).unwrap();
     let mut out = Vec::new();
@@ -155,14 +171,13 @@ fn joined_lans_stay_on_one_partition() {
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "{err}");
-        // one group of nodes (h1, h2, t, h3, h4): nothing to cut, one thread
-        assert!(err.contains(" 1 thread(s)"), "{err}");
+        assert!(err.contains(&format!(" {t} thread(s)")), "{err}");
         out.push(std::fs::read(&res).unwrap());
     }
-    assert!(out[0] == out[1], "1 and 2 threads differ");
     let r: Value = serde_json::from_slice(&out[0]).unwrap();
     let k3 = r["stats"]["agents"]["k3"]["bytes"].as_u64().unwrap();
     let k4 = r["stats"]["agents"]["k4"]["bytes"].as_u64().unwrap();
     assert!(k3 > 100_000 && k4 > 100_000, "{k3} {k4}");
+    assert!(out[0] == out[1], "1 and 2 threads differ");
     let _ = std::fs::remove_dir_all(&d);
 }
