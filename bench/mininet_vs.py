@@ -5,11 +5,13 @@ Mininet is never installed: Debian's ``mininet`` package is fetched (``apt-get d
 mininet``) and extracted (``dpkg-deb -x``) into a temporary folder, and its ``mininet``
 package and ``mnexec`` are used from there. Its switches are Open vSwitch bridges with the
 userspace (netdev) datapath (``OVSBridge(datapath='user')``, standalone: MAC learning,
-no controller), run by a private ``ovsdb-server``/``ovs-vswitchd`` whose state lives in the
-temporary folder (``OVS_RUNDIR``): this kernel has no openvswitch module. That needs
+no controller): this kernel has no openvswitch module. Each Mininet run takes place in a
+network namespace of the bench's own (``wlb-mnvs-<pid>-<k>``, Mininet's "root" namespace
+there), with an ``ovsdb-server``/``ovs-vswitchd`` of its own (state in the temporary
+folder, ``OVS_RUNDIR``); deleting the namespace removes whatever the run made, even when
+it timed out. That needs
 Debian's ``openvswitch-switch`` (``apt-get install --no-install-recommends
-openvswitch-switch``) and ``telnet`` (Mininet's ``iperf`` waits for the server with it);
-without Open vSwitch only wanlab is measured.
+openvswitch-switch``); without it only wanlab is measured.
 
 The same script (below) runs under ``python3`` with Debian's Mininet first on the path and
 under ``wanlab mininet``, where ``OVSBridge`` is the engine's learning switch. Per case it
@@ -23,7 +25,7 @@ Cases (``--full``: the sizes of the issue, 1024 and 100 hosts; default a quarter
 * ``single,2`` with ``TCLink(delay='10ms')`` on both links: the RTT should be 40 ms
   (4 link crossings). Mininet's ``tc netem`` fails here (the kernel has no ``sch_netem``):
   what it prints is recorded;
-* ``single,2`` with ``TCLink(bw=10)``: TCP ``iperf`` (Mininet's ``htb`` works here).
+* ``single,2`` with ``TCLink(bw=10)``: 5 s of TCP ``iperf`` (Mininet's ``htb`` works here).
 
 Usage: ``sudo python3 bench/mininet_vs.py [--full] [--runs N] [--no-save]``. Writes
 bench/results/mininet-vs-DATE.{md,json} and mininet-vs-latest.{md,json}.
@@ -36,6 +38,7 @@ import glob
 import json
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -84,8 +87,13 @@ else:
     h1, h2 = net.get("h1", "h2")
     h1.cmd("ping -c2 -i0.2", h2.IP())
     if case == "bw":
-        r = net.iperf([h1, h2], seconds=5)
-        out["iperf"] = r
+        # iperf by hand: Mininet's net.iperf waits for the server with telnet
+        h2.cmd("iperf -s -p 5001 > /dev/null 2>&1 &")
+        time.sleep(1)
+        o = h1.cmd("iperf -f m -t 5 -p 5001 -c", h2.IP())
+        m = re.findall(r"([\d.]+) Mbits/sec", o)
+        out["iperf"] = [m[-1] + " Mbits/sec"] if m else [o.strip()[-80:]]
+        h2.cmd("kill %iperf")
     else:
         p = h1.cmd("ping -c", arg, "-i0.05", h2.IP())
         m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+)", p)
@@ -107,34 +115,49 @@ def fetch_mininet(tmp: str) -> str:
     return root
 
 
-class PrivateOVS:
-    """ovsdb-server and ovs-vswitchd of our own, their sockets and database in ``d``;
-    stopped by the PIDs they wrote."""
+class MininetRoom:
+    """A network namespace of the bench's own (``wlb-mnvs-<pid>-<k>``) where one Mininet run
+    takes the host's place: its switches' interfaces and an ``ovsdb-server``/``ovs-vswitchd``
+    of our own (state in ``d``) live there, so deleting it takes everything the run made,
+    even after a timeout. The daemons are stopped by the PIDs they wrote."""
 
-    def __init__(self, d: str):
-        self.d = d
+    def __init__(self, d: str, k: int):
+        self.d, self.ns = d, f"wlb-mnvs-{os.getpid()}-{k}"
         os.makedirs(d, exist_ok=True)
         self.env = {**os.environ, "OVS_RUNDIR": d, "OVS_DBDIR": d, "OVS_LOGDIR": d}
 
-    def start(self) -> None:
-        d, env = self.d, self.env
-        subprocess.run(["ovsdb-tool", "create", f"{d}/conf.db",
-                        "/usr/share/openvswitch/vswitch.ovsschema"], check=True, env=env)
-        subprocess.run(["ovsdb-server", f"{d}/conf.db", f"--remote=punix:{d}/db.sock",
-                        f"--pidfile={d}/ovsdb.pid", "--detach", f"--log-file={d}/ovsdb.log",
-                        f"--unixctl={d}/ovsdb.ctl"], check=True, env=env)
-        subprocess.run(["ovs-vsctl", "--no-wait", "init"], check=True, env=env)
-        subprocess.run(["ovs-vswitchd", f"--pidfile={d}/vswitchd.pid", "--detach",
-                        f"--log-file={d}/vswitchd.log", f"--unixctl={d}/vswitchd.ctl"],
-                       check=True, env=env)
+    def cmd(self, *args: str) -> list[str]:
+        return ["ip", "netns", "exec", self.ns, *args]
 
-    def stop(self) -> None:
+    def __enter__(self) -> "MininetRoom":
+        d, env = self.d, self.env
+        subprocess.run(["ip", "netns", "add", self.ns], check=True)
+        try:
+            subprocess.run(self.cmd("ip", "link", "set", "lo", "up"), check=True)
+            subprocess.run(["ovsdb-tool", "create", f"{d}/conf.db",
+                            "/usr/share/openvswitch/vswitch.ovsschema"], check=True, env=env)
+            subprocess.run(self.cmd("ovsdb-server", f"{d}/conf.db",
+                                    f"--remote=punix:{d}/db.sock", f"--pidfile={d}/ovsdb.pid",
+                                    "--detach", f"--log-file={d}/ovsdb.log",
+                                    f"--unixctl={d}/ovsdb.ctl"), check=True, env=env)
+            subprocess.run(["ovs-vsctl", "--no-wait", "init"], check=True, env=env)
+            subprocess.run(self.cmd("ovs-vswitchd", f"--pidfile={d}/vswitchd.pid", "--detach",
+                                    f"--log-file={d}/vswitchd.log",
+                                    f"--unixctl={d}/vswitchd.ctl"), check=True, env=env)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
         for name in ("vswitchd", "ovsdb"):
             try:
                 with open(f"{self.d}/{name}.pid") as f:
                     os.kill(int(f.read().strip()), 15)
             except (OSError, ValueError):
                 pass
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True)
+        shutil.rmtree(self.d, ignore_errors=True)
 
 
 def run_one(cmd: list[str], env: dict[str, str], timeout: float) -> dict:
@@ -163,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topos", nargs="*", help="e.g. tree,2,8 linear,25 (default by --full)")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--pings", type=int, default=50)
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     ap.add_argument("--no-save", action="store_true")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
@@ -171,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     topos = a.topos or (["tree,2,32", "linear,100"] if a.full else ["tree,2,8", "linear,25"])
     cases = [("topo", t) for t in topos] + [("plain", str(a.pings)),
                                             ("delay", str(a.pings)), ("bw", "0")]
+    # a SIGTERM (timeout, kill) ends the bench through its finally clauses
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     tmp = tempfile.mkdtemp(prefix="wlb-mnvs-")
-    ovs = None
     results: dict[str, list] = {"wanlab": [], "mininet": []}
     try:
         script = os.path.join(tmp, "mnbench.py")
@@ -187,23 +212,25 @@ def main(argv: list[str] | None = None) -> int:
                    f"apt-get install --no-install-recommends openvswitch-switch")
         else:
             mn = fetch_mininet(tmp)
-            ovs = PrivateOVS(os.path.join(tmp, "ovs"))
-            ovs.start()
-            mn_env = {**ovs.env,
-                      "PYTHONPATH": os.path.join(mn, "usr/lib/python3/dist-packages"),
+            mn_env = {"PYTHONPATH": os.path.join(mn, "usr/lib/python3/dist-packages"),
                       "PATH": os.path.join(mn, "usr/bin") + ":" + os.environ["PATH"]}
             systems["mininet"] = ([sys.executable, script], mn_env)
+        k = 0
         for case, arg in cases:
             for name, (cmd, env) in systems.items():
                 for _ in range(a.runs):
-                    r = run_one([*cmd, case, arg], env, timeout=900)
+                    if name == "mininet":
+                        k += 1
+                        with MininetRoom(os.path.join(tmp, f"ovs{k}"), k) as room:
+                            r = run_one(room.cmd(*cmd, case, arg), {**room.env, **env},
+                                        timeout=a.timeout)
+                    else:
+                        r = run_one([*cmd, case, arg], env, timeout=a.timeout)
                     r.setdefault("case", case)
                     r.setdefault("arg", arg)
                     results[name].append(r)
                     print(name, json.dumps(r), file=sys.stderr, flush=True)
     finally:
-        if ovs:
-            ovs.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     md = table(results, why)
     print(md)
