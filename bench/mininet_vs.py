@@ -171,8 +171,10 @@ def run_one(cmd: list[str], env: dict[str, str], timeout: float) -> dict:
         if ln.startswith("RESULT "):
             r = json.loads(ln[7:])
             r["wall_s"] = wall
-            errs = [x for x in (p.stdout + p.stderr).splitlines()
-                    if "rror" in x or "netem" in x]
+            lines = (p.stdout + p.stderr).splitlines()
+            # what the kernel refused first (netem), then other complaints
+            errs = [x for x in lines if "qdisc" in x] + \
+                [x for x in lines if "rror" in x and "qdisc" not in x]
             if errs:
                 r["messages"] = errs[:3]
             return r
@@ -260,7 +262,10 @@ def _cell(rs: list[dict], what: str) -> str:
         return (f"build {_med(ok, 'build_s')} s, pingall {_med(ok, 'pingall_s')} s "
                 f"({ok[0].get('loss_pct')} % lost), stop {_med(ok, 'stop_s')} s")
     if what == "bw":
-        return "iperf " + " / ".join(ok[0].get("iperf") or ["-"])
+        got = " / ".join(ok[0].get("iperf") or ["-"])
+        if "Mbits/sec" not in got:
+            return "TCP iperf fails: " + " ".join(got.split())[:80]
+        return "iperf " + got
     rtts = [r["rtt_ms"] for r in ok if r.get("rtt_ms")]
     if not rtts:
         return "no ping result"
