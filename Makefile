@@ -10,7 +10,7 @@ APT_PACKAGES = iproute2 tcl iperf3 iperf iptables iputils-ping tcpdump procps ut
 APT_BARE = nftables wireguard-tools wireguard-go skopeo umoci zstd
 PY := $(shell command -v $(PYTHON))
 
-.PHONY: install deps engine python web demo test lint test-engine test-python validate bench-swap bench-sim clean
+.PHONY: install deps engine python web demo test lint test-engine test-python validate bench-swap bench-mininet bench-sim clean
 
 install: deps engine python web
 
@@ -73,6 +73,14 @@ bench-swap: install
 	@dpkg -s mininet bridge-utils >/dev/null 2>&1 || \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mininet bridge-utils
 	$(PY) bench/swap.py
+
+# Mininet scripts on wanlab against Debian's Mininet (extracted by the bench, never installed;
+# its switches need Open vSwitch's userspace datapath)
+bench-mininet: install
+	@dpkg -s openvswitch-switch >/dev/null 2>&1 || \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		openvswitch-switch
+	$(PY) bench/mininet_vs.py
 
 # simulation speed against ns-3 (the PyPI wheel, ~70 MB) and real-time scale
 bench-sim: install

@@ -86,6 +86,7 @@ class Apply(Request):
     links: list[dict[str, Any]] = field(default_factory=list)
     lans: list[dict[str, Any]] = field(default_factory=list)
     routers: list[dict[str, Any]] = field(default_factory=list)
+    patches: list[dict[str, Any]] = field(default_factory=list)
     hosts: list[dict[str, Any]] = field(default_factory=list)
     agents: list[dict[str, Any]] = field(default_factory=list)
 

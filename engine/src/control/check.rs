@@ -10,10 +10,16 @@ use crate::model::network::{Network, TopologySpec};
 /// Number of items [`check_item`] knows in `cmd`.
 pub fn item_count(cmd: &ApplyCmd) -> usize {
     let t = &cmd.topo;
-    t.ports.len() + t.routers.len() + t.hosts.len() + t.agents.len() + t.links.len() + t.lans.len()
+    t.ports.len()
+        + t.routers.len()
+        + t.patches.len()
+        + t.hosts.len()
+        + t.agents.len()
+        + t.links.len()
+        + t.lans.len()
 }
 
-/// Check item `k` of `cmd` (ports, then routers, hosts, agents, links, LANs).
+/// Check item `k` of `cmd` (ports, then routers, patches, hosts, agents, links, LANs).
 pub fn check_item(net: &Network, cmd: &ApplyCmd, k: usize) -> Result<(), String> {
     let t = &cmd.topo;
     let mut k = k;
@@ -26,6 +32,15 @@ pub fn check_item(net: &Network, cmd: &ApplyCmd, k: usize) -> Result<(), String>
         return router(net, cmd, k);
     }
     k -= t.routers.len();
+    if let Some(x) = t.patches.get(k) {
+        let ctx = format!("patches[{k}] (\"{}\")", x.id);
+        net_id_is_free(net, &x.id, &format!("{ctx}.patch"))?;
+        for (j, p) in x.ports.iter().enumerate() {
+            port_is_free(net, p, &format!("{ctx}.ports[{j}]"))?;
+        }
+        return Ok(());
+    }
+    k -= t.patches.len();
     if k < t.hosts.len() {
         let h = &t.hosts[k];
         let ctx = format!("hosts[{k}] (\"{}\")", h.id);
@@ -74,6 +89,9 @@ pub fn check_topology(net: &Network, topo: &TopologySpec) -> Result<(), String> 
         cmd.new_ports
             .extend(r.interfaces.iter().map(|(p, _)| p.clone()));
     }
+    for x in &topo.patches {
+        cmd.new_ports.extend(x.ports.iter().cloned());
+    }
     for h in &topo.hosts {
         cmd.new_ports.insert(h.port.clone());
         cmd.new_hosts.insert(h.id.clone());
@@ -90,7 +108,7 @@ fn port_is_free(net: &Network, p: &str, field: &str) -> Result<(), String> {
 
 /// Links, LANs and routers share one id space.
 fn net_id_is_free(net: &Network, id: &str, field: &str) -> Result<(), String> {
-    if net.has_link(id) || net.has_lan(id) || net.has_router(id) {
+    if net.has_link(id) || net.has_lan(id) || net.has_router(id) || net.has_patch(id) {
         return Err(format!(
             "{field}: id \"{id}\" already exists (routers, links and lans share ids)"
         ));

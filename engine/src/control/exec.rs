@@ -161,7 +161,7 @@ enum Stage {
     Check(usize),
     Taps,
     /// Adding the topology; the spec's lists are reversed so pieces pop off the end.
-    Add(TopologySpec),
+    Add(Box<TopologySpec>),
 }
 
 impl ApplyJob {
@@ -240,7 +240,7 @@ impl ApplyJob {
                     };
                     e.net.apply(ports, now);
                     reverse_all(&mut topo);
-                    self.stage = Stage::Add(topo);
+                    self.stage = Stage::Add(Box::new(topo));
                 }
                 Stage::Add(topo) => match next_piece(topo, STEP_ITEMS) {
                     Some(piece) => e.net.apply(piece, now),
@@ -262,6 +262,7 @@ impl ApplyJob {
 fn reverse_all(t: &mut TopologySpec) {
     t.ports.reverse();
     t.routers.reverse();
+    t.patches.reverse();
     t.hosts.reverse();
     t.agents.reverse();
     t.links.reverse();
@@ -270,7 +271,7 @@ fn reverse_all(t: &mut TopologySpec) {
 }
 
 /// Up to `n` items off the end of the first non-empty list of a reversed spec, in the order
-/// `Network::apply` adds them (routers, hosts, agents, links, their rules, LANs).
+/// `Network::apply` adds them (routers, patches, hosts, agents, links, their rules, LANs).
 fn next_piece(t: &mut TopologySpec, n: usize) -> Option<TopologySpec> {
     fn take<T>(v: &mut Vec<T>, n: usize) -> Vec<T> {
         let k = v.len().saturating_sub(n);
@@ -281,6 +282,8 @@ fn next_piece(t: &mut TopologySpec, n: usize) -> Option<TopologySpec> {
     let mut p = TopologySpec::default();
     if !t.routers.is_empty() {
         p.routers = take(&mut t.routers, n);
+    } else if !t.patches.is_empty() {
+        p.patches = take(&mut t.patches, n);
     } else if !t.hosts.is_empty() {
         p.hosts = take(&mut t.hosts, n);
     } else if !t.agents.is_empty() {

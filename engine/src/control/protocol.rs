@@ -215,6 +215,8 @@ pub struct ApplyReq {
     #[serde(default)]
     pub routers: Vec<RouterReq>,
     #[serde(default)]
+    pub patches: Vec<PatchReq>,
+    #[serde(default)]
     pub hosts: Vec<HostReq>,
     #[serde(default)]
     pub agents: Vec<AgentReq>,
@@ -465,6 +467,15 @@ pub enum AgentAction {
 pub struct AgentCmdReq {
     pub agent: String,
     pub action: AgentAction,
+}
+
+/// A patch: two new simulated ports joined back to back (a frame delivered to one enters
+/// the other's ingress at the same instant), e.g. a trunk between two LANs.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PatchReq {
+    pub patch: String,
+    pub ports: [String; 2],
 }
 
 /// A simulated router (see `model/sim/router.rs`).

@@ -10,8 +10,8 @@ use super::params::merge_params;
 use super::protocol::{ApplyReq, PortReq};
 use crate::io::tap::check_ifname;
 use crate::model::network::{
-    AgentKindSpec, HostSpec, LanSpec, LinkRuleSpec, LinkSpec, MemberSpec, PairSpec, RouterSpec,
-    RulePrefix, TopologySpec,
+    AgentKindSpec, HostSpec, LanSpec, LinkRuleSpec, LinkSpec, MemberSpec, PairSpec, PatchSpec,
+    RouterSpec, RulePrefix, TopologySpec,
 };
 use crate::model::params::LinkParams;
 use crate::model::sim::host::{self, Family, HostConfig};
@@ -102,6 +102,17 @@ pub fn build_apply(a: ApplyReq) -> Result<ApplyCmd, String> {
     }
     for (i, r) in a.routers.iter().enumerate() {
         topo.routers.push(build_router(i, r, &mut seen)?);
+    }
+    for (i, x) in a.patches.iter().enumerate() {
+        let ctx = format!("patches[{i}] (\"{}\")", x.patch);
+        seen.new_net(&x.patch, &format!("{ctx}.patch"))?;
+        for (j, port) in x.ports.iter().enumerate() {
+            seen.new_port(port, &format!("{ctx}.ports[{j}]"))?;
+        }
+        topo.patches.push(PatchSpec {
+            id: x.patch.clone(),
+            ports: x.ports.clone(),
+        });
     }
     for (i, h) in a.hosts.iter().enumerate() {
         topo.hosts.push(build_host(i, h, &mut seen)?);

@@ -20,6 +20,11 @@ impl Network {
         match sink {
             Sink::Port(port) => {
                 let p = self.ports.get(port);
+                if let Some((_, other)) = p.and_then(|p| p.patch) {
+                    // through the patch into whatever the other port is attached to
+                    self.receive_packet(other, f, at);
+                    return;
+                }
                 match (p.and_then(|p| p.sim), p.and_then(|p| p.host)) {
                     (Some((r, iface)), _) => self.route(r, iface, f, at),
                     (None, Some(h)) => self.host_receive(h, f, at),

@@ -52,7 +52,7 @@ mod udp_agents;
 use partition::owns;
 pub use spec::{
     AgentKindSpec, AgentSpec, HostSpec, LanSpec, LinkRuleSpec, LinkSpec, MemberSpec, PairSpec,
-    RouterSpec, RulePrefix, TopologySpec,
+    PatchSpec, RouterSpec, RulePrefix, TopologySpec,
 };
 pub use stats::{DirStats, LinkStats, MemberStats, StatsBody};
 pub use targets::Dir;
@@ -126,6 +126,9 @@ struct Port {
     sim: Option<(usize, usize)>,
     /// A simulated host's port: frames delivered to it go to that host.
     host: Option<usize>,
+    /// A patch's port: (patch, the other port); frames delivered to it enter the other
+    /// port's ingress at the same instant.
+    patch: Option<(usize, PortIdx)>,
     /// Frames that arrived on an unattached port (or too short for an unattached port).
     unattached_drops: u64,
     /// Per-destination rules of the link direction this port feeds, longest prefix first.
@@ -205,6 +208,19 @@ struct Agent {
     lazy: bool,
 }
 
+impl Port {
+    /// A port of the outside world (a TAP), not of a simulated node or a patch.
+    fn plain(&self) -> bool {
+        self.sim.is_none() && self.host.is_none() && self.patch.is_none()
+    }
+}
+
+/// Two simulated ports joined back to back (a trunk between two LANs, say).
+#[derive(Debug)]
+struct Patch {
+    id: String,
+}
+
 #[derive(Debug)]
 struct SimRouter {
     id: String,
@@ -238,6 +254,7 @@ pub struct Network {
     lans: Arena<Lan>,
     pipes: Arena<PipeSlot>,
     routers: Arena<SimRouter>,
+    patches: Arena<Patch>,
     hosts: Arena<SimHost>,
     agents: Arena<Agent>,
     /// (host, IP protocol, local port) → the agent that receives there (UDP sinks, TCP sinks
@@ -339,6 +356,7 @@ impl Network {
             lans: Arena::new(),
             pipes: Arena::new(),
             routers: Arena::new(),
+            patches: Arena::new(),
             hosts: Arena::new(),
             agents: Arena::new(),
             bound: HashMap::default(),
@@ -465,6 +483,9 @@ impl Network {
     }
     pub fn has_router(&self, id: &str) -> bool {
         self.routers.contains_id(id)
+    }
+    pub fn has_patch(&self, id: &str) -> bool {
+        self.patches.contains_id(id)
     }
     pub fn has_agent(&self, id: &str) -> bool {
         self.agents.contains_id(id)

@@ -123,6 +123,7 @@ impl Network {
             return 0;
         };
         let node = match (p.sim, p.host) {
+            _ if p.patch.is_some() => self.port_node(port),
             (Some((r, _)), _) => self.routers.get(r).map(|r| r.id.as_str()),
             (None, Some(h)) => self.hosts.get(h).map(|h| h.id.as_str()),
             (None, None) => {
@@ -151,10 +152,7 @@ impl Network {
     /// Whether frames for plain port `p` are written by whoever carries them.
     fn delivers_direct(&self, p: PortIdx) -> bool {
         self.part.as_ref().is_some_and(|x| x.direct_ports)
-            && self
-                .ports
-                .get(p)
-                .is_some_and(|p| p.sim.is_none() && p.host.is_none())
+            && self.ports.get(p).is_some_and(|p| p.plain())
     }
 
     /// Whether this replica reads port `p` (its TAP) and runs what its frames enter.
@@ -214,7 +212,7 @@ impl Network {
         }
         self.ports
             .iter_indexed()
-            .filter(|(_, p)| p.sim.is_none() && p.host.is_none())
+            .filter(|(_, p)| p.plain())
             .map(|(i, p)| PlainPort {
                 id: p.id.clone(),
                 lan: lan_of.get(&i).map(|s| s.to_string()),
@@ -251,6 +249,9 @@ impl Network {
     /// The node (router or host id) behind a port.
     fn port_node(&self, port: PortIdx) -> Option<&str> {
         let p = self.ports.get(port)?;
+        if let Some((x, _)) = p.patch {
+            return self.patches.get(x).map(|x| x.id.as_str());
+        }
         match (p.sim, p.host) {
             (Some((r, _)), _) => self.routers.get(r).map(|r| r.id.as_str()),
             (None, Some(h)) => self.hosts.get(h).map(|h| h.id.as_str()),
@@ -267,6 +268,10 @@ impl Network {
         }
         for h in self.hosts.iter() {
             weight.insert(&h.id, 1);
+        }
+        // a patch is a node of the LANs it joins: they stay on one partition with it
+        for x in self.patches.iter() {
+            weight.insert(&x.id, 1);
         }
         for a in self.agents.iter() {
             if let Some(h) = self.hosts.get(a.host) {
@@ -371,7 +376,7 @@ impl Network {
         }
         self.ports
             .iter_indexed()
-            .filter(|(i, p)| p.sim.is_none() && p.host.is_none() && self.owns_port(*i))
+            .filter(|(i, p)| p.plain() && self.owns_port(*i))
             .map(|(i, p)| (p.id.clone(), by_port.get(&i).copied().unwrap_or(0)))
             .collect()
     }

@@ -94,11 +94,7 @@ impl Network {
         self.plain_fed = self
             .pipes
             .iter_indexed()
-            .filter(|(_, s)| {
-                self.ports
-                    .get(s.from)
-                    .is_some_and(|p| p.sim.is_none() && p.host.is_none())
-            })
+            .filter(|(_, s)| self.ports.get(s.from).is_some_and(|p| p.plain()))
             .map(|(i, _)| i)
             .collect();
         let me = self.part.as_ref().map(|p| p.me);

@@ -104,6 +104,13 @@ pub struct RouterSpec {
     pub routes6: Vec<Route6>,
 }
 
+/// A patch: it creates the two simulated ports `ports`, joined back to back.
+#[derive(Debug, Clone)]
+pub struct PatchSpec {
+    pub id: String,
+    pub ports: [String; 2],
+}
+
 /// A simulated host; it creates the simulated port `port`.
 #[derive(Debug, Clone)]
 pub struct HostSpec {
@@ -144,6 +151,7 @@ pub struct TopologySpec {
     pub link_rules: Vec<LinkRuleSpec>,
     pub lans: Vec<LanSpec>,
     pub routers: Vec<RouterSpec>,
+    pub patches: Vec<PatchSpec>,
     pub hosts: Vec<HostSpec>,
     pub agents: Vec<AgentSpec>,
 }

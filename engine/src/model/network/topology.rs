@@ -2,8 +2,8 @@
 use std::collections::HashSet;
 
 use super::{
-    Agent, AgentKind, AgentKindSpec, Link, LinkRuleSpec, Network, PipeIdx, PipeSlot, Port, PortIdx,
-    PortRule, SimHost, SimRouter, Sink, TopologySpec,
+    Agent, AgentKind, AgentKindSpec, Link, LinkRuleSpec, Network, Patch, PipeIdx, PipeSlot, Port,
+    PortIdx, PortRule, SimHost, SimRouter, Sink, TopologySpec,
 };
 use crate::model::lan::{Lan, Member};
 use crate::model::params::LinkParams;
@@ -63,6 +63,7 @@ impl Network {
                 ingress: None,
                 sim,
                 host,
+                patch: None,
                 unattached_drops: 0,
                 rules: Vec::new(),
                 tunnel: false,
@@ -100,6 +101,16 @@ impl Network {
                     router,
                 },
             );
+        }
+        for x in spec.patches {
+            let pi = self.patches.next_index();
+            let [a, b] = x.ports.map(|p| self.new_port(p, None, None));
+            for (p, other) in [(a, b), (b, a)] {
+                if let Some(port) = self.ports.get_mut(p) {
+                    port.patch = Some((pi, other));
+                }
+            }
+            self.patches.insert(x.id.clone(), Patch { id: x.id });
         }
         for h in spec.hosts {
             let hi = self.hosts.next_index();
@@ -346,6 +357,11 @@ impl Network {
             if port.is_some_and(|x| x.sim.is_some()) {
                 return Err(format!(
                     "ports: port \"{p}\" belongs to a simulated router; remove the router"
+                ));
+            }
+            if port.is_some_and(|x| x.patch.is_some()) {
+                return Err(format!(
+                    "ports: port \"{p}\" belongs to a patch (patches cannot be removed yet)"
                 ));
             }
             if port.is_some_and(|x| x.host.is_some()) {
