@@ -1043,7 +1043,7 @@ impl TcpSender {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sink::TcpSink;
+    use super::super::sink::{Acks, TcpSink, DELACK_NS};
     use super::*;
 
     fn spec(bytes: u64, mss: usize) -> TcpSpec {
@@ -1118,7 +1118,7 @@ mod tests {
         // 5 GB in 65495-byte segments crosses 2³² in both directions' ACK numbers.
         let bytes = 5_000_000_000;
         let mut s = TcpSender::new(spec(bytes, MAX_MSS_TEST), 49152);
-        let mut k = TcpSink::new(80, false, false);
+        let mut k = TcpSink::new(80, Acks::Each, false);
         pump(&mut s, &mut k, |_| false);
         assert_eq!(s.state(), State::Done);
         assert_eq!(k.bytes, bytes);
@@ -1130,7 +1130,7 @@ mod tests {
     fn losses_across_the_wrap_are_recovered() {
         let bytes = 4_400_000_000;
         let mut s = TcpSender::new(spec(bytes, MAX_MSS_TEST), 49152);
-        let mut k = TcpSink::new(80, true, false);
+        let mut k = TcpSink::new(80, Acks::Delayed(DELACK_NS), false);
         // Lose every 5000th data segment (one near the wrap at 2³²/65495 ≈ 65578).
         pump(&mut s, &mut k, |i| i % 5000 == 0 || i == 65578);
         assert_eq!(s.state(), State::Done);
@@ -1155,7 +1155,7 @@ mod tests {
         // 30 segments lost in one window (a slow-start overshoot): with SACK each is sent
         // again exactly once, in one recovery, without a timeout.
         let mut s = TcpSender::new(sack_spec(1_000_000), 49152);
-        let mut k = TcpSink::new(80, false, true);
+        let mut k = TcpSink::new(80, Acks::Each, true);
         pump(&mut s, &mut k, |i| (40..70).contains(&i));
         assert_eq!(s.state(), State::Done);
         assert_eq!(k.bytes, 1_000_000);
@@ -1168,7 +1168,7 @@ mod tests {
         // segment 50 lost, then its retransmission (the 2nd transmission of it) too: RACK
         // sees later segments delivered and sends it a third time, still without a timeout
         let mut s = TcpSender::new(sack_spec(400_000), 49152);
-        let mut k = TcpSink::new(80, false, true);
+        let mut k = TcpSink::new(80, Acks::Each, true);
         let n = pump(&mut s, &mut k, |i| i == 50 || i == 65);
         assert_eq!(k.bytes, 400_000);
         assert_eq!(k.dup_pkts, 0);
@@ -1185,7 +1185,7 @@ mod tests {
         // and only the unSACKed segments are sent again (one earlier loss was recovered
         // by fast retransmit)
         let mut s = TcpSender::new(sack_spec(100_000), 49152);
-        let mut k = TcpSink::new(80, false, true);
+        let mut k = TcpSink::new(80, Acks::Each, true);
         pump(&mut s, &mut k, |i| i == 50 || (96..=100).contains(&i));
         assert_eq!(k.bytes, 100_000);
         assert_eq!((s.retransmits, s.timeouts), (6, 1));
@@ -1198,7 +1198,7 @@ mod tests {
         // max(SRTT + 4·RTTVAR, 200 ms) is 200 ms; Linux's is 201 ms, so the timer does
         // not fire as soon as a deep queue's delay grows.
         let mut s = TcpSender::new(spec(200_000, 1000), 49152);
-        let mut k = TcpSink::new(80, false, false);
+        let mut k = TcpSink::new(80, Acks::Each, false);
         pump(&mut s, &mut k, |_| false);
         let srtt = s.srtt_us().unwrap();
         assert!((srtt - 1000.0).abs() < 1.0, "{srtt}");
