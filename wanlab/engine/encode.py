@@ -181,8 +181,13 @@ def agents(flows: list[SimFlow]) -> list[dict[str, Any]]:
 
 def _sink(f: SimFlow) -> dict[str, Any]:
     if f.kind == "tcp":
-        return {"agent": f.sink_id, "host": f.dst_node, "kind": "tcp_sink", "port": f.port,
-                "delayed_ack": f.sink.delayed_ack}
+        # Linux's receiver ACKs (the emulated sink's), or ns-2 DelAck's when the script gives
+        # its interval_
+        k = {"agent": f.sink_id, "host": f.dst_node, "kind": "tcp_sink", "port": f.port,
+             "acks": "linux"}
+        if f.sink.delack_s is not None:
+            k.update(acks="delayed", delack_us=max(1, round(f.sink.delack_s * 1e6)))
+        return k
     return {"agent": f.sink_id, "host": f.dst_node, "kind": "sink", "port": f.port}
 
 
