@@ -22,6 +22,7 @@ use crate::wire::ipv4::Addr;
 use crate::wire::tcp;
 
 pub mod cubic;
+pub mod hystart;
 pub mod sender;
 pub mod sink;
 
