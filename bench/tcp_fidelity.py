@@ -14,6 +14,11 @@ within 0.05. Cells that miss are listed with the numbers that missed.
     python3 bench/tcp_fidelity.py            # the whole grid (360 cells: hours)
     python3 bench/tcp_fidelity.py --quick    # 7 cells, a few minutes
     python3 bench/tcp_fidelity.py --cell deep-2mbit --cell compare-test
+    python3 bench/tcp_fidelity.py --quick --against bench/results/tcp-fidelity-latest-quick.json
+
+``--against RESULT.json`` runs only the simulated half (virtual time: the same numbers on any
+machine) and judges it against the emulated numbers an earlier run measured for the same
+cells, so a change to the simulated TCP is measured without the noise of a new emulated run.
 
 Grid: bandwidth {1, 2, 10, 50, 200} Mbit/s x delay {5, 20, 80} ms x queue {0.5, 1, 4} BDP
 x flows {1, 4} x loss {0, 1 %} x {reno, cubic}. Named cells: ``deep-2mbit`` (one NewReno
@@ -192,14 +197,23 @@ def judge(emu: dict, sim: dict, cap: float | None = None) -> tuple[float | None,
     return ratio, misses
 
 
-def run_cell(lab: Lab, name: str, text: str, tmp: str) -> dict[str, Any]:
+def run_cell(lab: Lab, name: str, text: str, tmp: str,
+             emulated: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Both halves, or only the simulated one judged against ``emulated`` (an earlier
+    run's numbers)."""
+    from wanlab.report import compare
     path = os.path.join(tmp, f"{name.replace('.', '_')}.tcl")
     with open(path, "w") as f:
         f.write(text)
     exp = load(path)
     out = os.path.join(tmp, "out-" + name)
-    r = lab.compare(exp.with_name("tcpfid"), out=out, source_path=path)
-    emu, sim = side(r["flows"], "emulated"), side(r["flows"], "simulated")
+    if emulated is not None:
+        s = lab.simulate(exp.with_name("tcpfid"), out)
+        r = {"flows": compare.table({}, s), "simulation_speed": s["engine"]}
+        emu, sim = emulated, side(r["flows"], "simulated")
+    else:
+        r = lab.compare(exp.with_name("tcpfid"), out=out, source_path=path)
+        emu, sim = side(r["flows"], "emulated"), side(r["flows"], "simulated")
     ratio, misses = judge(emu, sim, capacity_mbps(name))
     shutil.rmtree(out, ignore_errors=True)
     return {"cell": name, "emulated": emu, "simulated": sim,
@@ -213,7 +227,9 @@ def markdown(res: dict[str, Any]) -> str:
              f"`python3 bench/tcp_fidelity.py {' '.join(m['argv'])}`; {m['duration_s']} s per "
              f"flow; load average at the start {m['loadavg']} on {m['cpus']} CPUs"
              + (" (a loaded machine: the emulated half runs in real time)"
-                if m["loadavg"][0] > 0.5 * m["cpus"] else "") + ".", "",
+                if m["loadavg"][0] > 0.5 * m["cpus"] else "") + "."
+             + (f" Simulated only; emulated numbers from {m['against']}." if m.get("against")
+                else ""), "",
              "Goals: goodput within 5 %, retransmissions within 1.5x (+5), Jain's fairness "
              "within 0.05.", "",
              "| cell | emu Mbit/s | sim Mbit/s | sim/emu | retx emu/sim | RTT ms emu/sim | "
@@ -241,7 +257,14 @@ def main() -> int:
                     help="run only this cell (a grid cell's name or deep-2mbit, compare-test)")
     ap.add_argument("--duration", type=float, default=None,
                     help="seconds per flow (default 20, --quick 10)")
+    ap.add_argument("--against", metavar="RESULT.json",
+                    help="simulate only; judge against this earlier run's emulated numbers")
     a = ap.parse_args()
+    measured: dict[str, Any] = {}
+    if a.against:
+        with open(a.against) as f:
+            measured = {c["cell"]: c["emulated"] for c in json.load(f)["cells"]
+                        if "emulated" in c}
     if os.geteuid() != 0:
         print("tcp_fidelity: needs root (the emulated half builds namespaces)", file=sys.stderr)
         return 1
@@ -262,14 +285,16 @@ def main() -> int:
     res: dict[str, Any] = {"meta": {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "argv": sys.argv[1:], "duration_s": dur, "loadavg": list(os.getloadavg()),
-        "cpus": os.cpu_count()}, "cells": []}
+        "cpus": os.cpu_count(), "against": a.against}, "cells": []}
     lab = Lab(progress=False)
     tmp = tempfile.mkdtemp(prefix="tcp-fidelity-")
     try:
         for name, text in cells:
+            if a.against and name not in measured:
+                continue
             print(f"tcp_fidelity: {name}", file=sys.stderr, flush=True)
             try:
-                row = run_cell(lab, name, text, tmp)
+                row = run_cell(lab, name, text, tmp, measured.get(name))
             except Exception as e:  # one failed cell must not lose the others
                 row = {"cell": name, "error": f"{type(e).__name__}: {e}"}
             res["cells"].append(row)
@@ -278,7 +303,7 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(RESULTS, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M")
-    suffix = "-quick" if a.quick else ""
+    suffix = ("-quick" if a.quick else "") + ("-simulated" if a.against else "")
     text = markdown(res)
     for base in (f"tcp-fidelity-{stamp}{suffix}", f"tcp-fidelity-latest{suffix}"):
         with open(os.path.join(RESULTS, base + ".json"), "w") as f:

@@ -235,10 +235,13 @@ def test_ftp_bulk_transfer_fills_the_link(lab, tmp_path):
     body = ("set tcp0 [new Agent/TCP]\n$ns attach-agent $a $tcp0\n"
             "set sink0 [new Agent/TCPSink]\n$ns attach-agent $b $sink0\n"
             "$ns connect $tcp0 $sink0\nset ftp0 [new Application/FTP]\n"
-            "$ftp0 attach-agent $tcp0\n"
+            "$ftp0 attach-agent $tcp0\n$tcp0 set windowInit_ 4\n$tcp0 set minrto_ 0.3\n"
             '$ns at 0.3 "$ftp0 start"\n$ns at 3.3 "$ftp0 stop"\n')
     create(lab, tmp_path, body, "ftp")
     (f,) = wait_for(lambda: lab.flows("ftp"))
+    # windowInit_ and minrto_ on the sender's route to the sink, where Linux reads them
+    routes = lab.exec("ftp", "a", ["ip", "route"], capture_output=True, text=True).stdout
+    assert re.search(r"initcwnd 4 rto_min lock 300ms", routes), routes
     got = f["result"]["bytes"]
     # 10 Mbit/s for ~3 s: TCP goodput between 80 % and 100 % of the link rate
     assert 0.8 * 10e6 * 3 / 8 * 0.9 <= got <= 10e6 * 3.2 / 8, got

@@ -204,9 +204,10 @@ def test_tcp_variables_honoured_in_simulation_or_warned():
     # one note per variable the emulated Linux cannot follow, naming it; none for the
     # two both back ends realise
     joined = "\n".join(notes)
-    for var in ("maxburst_", "tcpTick_", "windowInit_", "fid_"):
+    for var in ("maxburst_", "tcpTick_", "fid_"):
         assert sum(var in n for n in notes) == 1, (var, notes)
     assert "packetSize_" not in joined and "window_ " not in joined
+    assert "windowInit_" not in joined      # the emulated sender's route's initcwnd
     assert "fid_ is not realised" in joined
     with pytest.raises(SpecError, match="maxburst_"):
         normalize.agent("t", "Agent/TCP/Newreno", params={"maxburst_": "lots"})
@@ -220,3 +221,29 @@ def test_tcp_variables_honoured_in_simulation_or_warned():
     assert (src["mss"], src["max_burst"], src["tcp_tick_us"]) == (1000, 4, 10000)
     plain = agents([SimFlow(**{**flow.__dict__, "transport": ir.Transport("tcp")})])[1]
     assert plain["mss"] == ir.LINUX_MSS and "max_burst" not in plain
+    # emulated: windowInit_ and minrto_ as metrics of the sender's route
+    from wanlab.backends.emulate import tcp_route
+    assert tcp_route.metrics(2, 0.05) == ["initcwnd", "2", "rto_min", "50ms"]
+    assert tcp_route.metrics(None, None) == []
+
+
+def test_tcp_sinks_ack_as_linux_or_as_ns2_delack():
+    from wanlab.engine.encode import agents
+    from wanlab.plan.types import SimFlow
+    plain, notes = normalize.agent("k", "Agent/TCPSink")
+    delack, _ = normalize.agent("k", "Agent/TCPSink/DelAck")
+    timed, tnotes = normalize.agent("k", "Agent/TCPSink/DelAck", params={"interval_": "100ms"})
+    assert notes == [] and timed.transport.delack_s == 0.1
+    assert sum("interval_" in n and "simulation only" in n for n in tnotes) == 1, tnotes
+    with pytest.raises(SpecError, match="interval_"):
+        normalize.agent("k", "Agent/TCPSink/DelAck", params={"interval_": "soon"})
+
+    def sink(t: ir.Transport) -> dict:
+        return agents([SimFlow(app="ftp", kind="tcp", src_node="a", dst_node="b",
+                               dst_ip="10.0.0.2", port=5000, traffic=ir.Traffic(pattern="ftp"),
+                               transport=ir.Transport("tcp"), sink=t)])[0]
+    # ns-2's TCPSink ACKs each segment; DelAck ACKs as Linux does, unless the script sets
+    # ns-2 DelAck's timer
+    assert (sink(plain.transport)["acks"], sink(delack.transport)["acks"]) == ("each", "linux")
+    k = sink(timed.transport)
+    assert (k["acks"], k["delack_us"]) == ("delayed", 100_000)

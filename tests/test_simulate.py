@@ -251,7 +251,9 @@ def test_deep_queue_tcp_retransmits_only_what_was_dropped(lab, tmp_path):
     (f,) = s["flows"]
     r = f["result"]
     drops = s["links"]["bott"]["ab"]["drop_queue"]
-    assert drops > 20 and r["retransmits"] == drops and r["timeouts"] == 0, (drops, r)
+    # (a segment dropped in the last round trip before the stop is not resent yet)
+    assert drops > 20 and r["retransmits"] <= drops <= r["retransmits"] + 2, (drops, r)
+    assert r["timeouts"] == 0, r
     assert r["bytes"] * 8 / 10 > 1.85e6, r["bytes"]
     scenario = json.loads((tmp_path / "out" / "scenario.json").read_text())
     apply = next(q for q in scenario["requests"] if q["cmd"] == "apply")

@@ -431,6 +431,45 @@ fn delayed_ack_sink() {
     assert!(hb.tcp_sent < 70, "{hb:?}");
 }
 
+#[test]
+fn linux_acks_sink() {
+    // Linux's receiver: 16 quick ACKs, then one per two segments; ns-2's DelAck with a
+    // 100 ms interval_ waits that long for a lone last segment
+    let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 5_000});
+    let mut got = Vec::new();
+    for acks in [
+        json!({"acks": "linux"}),
+        json!({"acks": "delayed", "delack_us": 100_000}),
+    ] {
+        let mut s = sink("s1", 5001);
+        s.as_object_mut()
+            .unwrap()
+            .extend(acks.as_object().unwrap().clone());
+        let mut vt = net(
+            topo(
+                fast(),
+                lb.clone(),
+                vec![
+                    sender("t1", 5001, json!({"bytes": 30 * 1448 + 1, "mss": 1448})),
+                    s,
+                ],
+            ),
+            1,
+        );
+        vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
+        vt.run_until(Instant::from_nanos(10 * SEC));
+        let t = stats(&vt, "t1");
+        assert_eq!(t["state"], "done");
+        let k = stats(&vt, "s1");
+        assert_eq!(u(&k, "bytes"), 30 * 1448 + 1);
+        assert_eq!((u(&t, "retransmits"), u(&k, "ooo_pkts")), (0, 0));
+        got.push(u(&k, "acks"));
+    }
+    // Linux: 16 quick, 14/2, the 1-byte last one by the timer, the FIN; DelAck: 30/2,
+    // the last one by the timer, the FIN
+    assert_eq!(got, [16 + 7 + 1 + 1, 15 + 1 + 1]);
+}
+
 fn exec(
     e: &mut Engine,
     line: &str,
@@ -479,7 +518,7 @@ fn protocol() {
     assert_eq!(st["agents"]["t1"]["sent_pkts"], 100);
     assert_eq!(
         st["agents"]["s1"],
-        json!({"kind": "tcp_sink", "port": 5001, "pkts": 100, "bytes": 50_000, "dup_pkts": 0, "ooo_pkts": 0})
+        json!({"kind": "tcp_sink", "port": 5001, "pkts": 100, "bytes": 50_000, "dup_pkts": 0, "ooo_pkts": 0, "acks": 101})
     );
     assert_eq!(
         st["hosts"]["b"]["tcp_received"], 103,
@@ -556,6 +595,18 @@ fn protocol() {
         (
             r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"cc":"reno"}"#,
             "agents[0] (\"x\").cc",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"acks":"sometimes"}"#,
+            "agents[0] (\"x\").acks: must be each, delayed or linux",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"acks":"linux","delayed_ack":true}"#,
+            "agents[0] (\"x\").acks",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"acks":"linux","delack_us":100}"#,
+            "agents[0] (\"x\").delack_us",
         ),
         (
             r#"{"agent":"x","host":"h","kind":"sink","port":9,"mss":100}"#,

@@ -193,8 +193,15 @@ def agents(flows: list[SimFlow]) -> list[dict[str, Any]]:
 
 def _sink(f: SimFlow) -> dict[str, Any]:
     if f.kind == "tcp":
-        return {"agent": f.sink_id, "host": f.dst_node, "kind": "tcp_sink", "port": f.port,
-                "delayed_ack": f.sink.delayed_ack}
+        # ns-2's TCPSink ACKs each segment; a DelAck sink ACKs as Linux's receiver does (the
+        # emulated sink's), or with ns-2 DelAck's timer when the script gives its interval_.
+        # (Linux's ACKs for every sink made CUBIC's slow start overshoot where Linux's does
+        # not: bench/results/tcp-fidelity-20261127-delayed-acks.md.)
+        k = {"agent": f.sink_id, "host": f.dst_node, "kind": "tcp_sink", "port": f.port,
+             "acks": "linux" if f.sink.delayed_ack else "each"}
+        if f.sink.delack_s is not None:
+            k.update(acks="delayed", delack_us=max(1, round(f.sink.delack_s * 1e6)))
+        return k
     return {"agent": f.sink_id, "host": f.dst_node, "kind": "sink", "port": f.port}
 
 

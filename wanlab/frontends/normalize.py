@@ -57,9 +57,9 @@ UDP_SINKS = ("Agent/Null", "Agent/LossMonitor")
 TCP_SINKS = ("Agent/TCPSink", "Agent/TCPSink/DelAck")
 # TCP agent variables both back ends follow (packetSize_ as iperf3's MSS, window_ as its
 # socket buffers), and those only the simulation can (Linux's value instead in emulation)
-TCP_BOTH = ("packetSize_", "window_", "select_ca")
-TCP_SIM_ONLY = {"windowInit_": "its initial window (10)", "minrto_": "its 200 ms minimum RTO",
-                "maxburst_": "no burst limit", "tcpTick_": "its own clock"}
+# (windowInit_ and minrto_ as the initcwnd and rto_min of the sender's route to the sink)
+TCP_BOTH = ("packetSize_", "window_", "select_ca", "windowInit_", "minrto_")
+TCP_SIM_ONLY = {"maxburst_": "no burst limit", "tcpTick_": "its own clock"}
 TIME_VERBS = ("up", "down", "start", "stop", "kill", "run", "reset", "reboot", "halt",
               "terminate", "swapout", "stoprun")
 
@@ -184,7 +184,14 @@ def _transport(name: str, kind: str, p: dict[str, str], src: ir.Source,
     if kind in UDP_SINKS:
         return ir.Transport(protocol="udp_sink")
     if kind in TCP_SINKS:
-        return ir.Transport(protocol="tcp_sink", delayed_ack=kind.endswith("DelAck"))
+        delack = kind.endswith("DelAck")
+        t = ir.Transport(protocol="tcp_sink", delayed_ack=delack,
+                         delack_s=num("interval_", float) if delack else None)
+        if t.delack_s is not None:
+            notes.append(f"{kind} {name}: interval_ is honoured in simulation only; emulated "
+                         f"Linux keeps its delayed-ACK timer (40-200 ms, from the RTT)")
+        ir.check_agent(ir.Agent(name=name, kind=kind, transport=t, source=src))
+        return t
     if kind.startswith("Agent/TCP"):
         cc = TCP_CC.get(kind)
         if kind == "Agent/TCP/Linux":

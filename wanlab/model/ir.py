@@ -480,7 +480,8 @@ class Transport:
     min_rto_s: float | None = None
     max_burst: int | None = None     # packets per ACK (ns maxburst_; 0 = no limit)
     tcp_tick_s: float | None = None  # RTT measurement granularity (ns tcpTick_)
-    delayed_ack: bool = False        # tcp_sink: ACK every other segment
+    delayed_ack: bool = False        # tcp_sink: ns-2 DelAck (ACK every other segment)
+    delack_s: float | None = None    # tcp_sink: DelAck's timer (ns interval_); None = Linux's
 
 
 @dataclass(frozen=True)
@@ -1530,6 +1531,8 @@ def check_agent(a: Agent) -> None:
                        src)
         if t.tcp_tick_s is not None and not _num_ok(t.tcp_tick_s, float, 0, 1):
             raise _err(f"agent {a.name!r}: tcp_tick_s {t.tcp_tick_s!r} out of range 0..1", src)
+        if t.delack_s is not None and not _num_ok(t.delack_s, float, 1e-6, 60):
+            raise _err(f"agent {a.name!r}: delack_s {t.delack_s!r} out of range 1e-06..60", src)
     tr = a.traffic
     if tr is not None:
         if tr.pattern not in PATTERNS:

@@ -12,7 +12,9 @@ applied by the front ends):
   ``newreno`` use Linux ``reno`` (which recovers as NewReno), ``cubic`` and
   other Linux names themselves; ``tahoe`` (plain ``Agent/TCP``) has no Linux
   equivalent and keeps the host's default. ``mss`` sets the MSS and ``window``
-  the socket buffers (window × MSS bytes). The result keeps Linux's cwnd and
+  the socket buffers (window × MSS bytes); ``window_init`` and ``min_rto_s``
+  become the ``initcwnd`` and ``rto_min`` of the sender's route to the sink
+  (:mod:`wanlab.backends.emulate.tcp_route`). The result keeps Linux's cwnd and
   RTT every 0.1 s from the sender's report.
 * ``poisson``, ``exponential`` and ``pareto`` traffic: wanlab-gen with
   ``--pattern`` (the engine's rules for its simulated sources: exponential
@@ -49,7 +51,7 @@ import zlib
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from wanlab.backends.emulate import netns, nodes
+from wanlab.backends.emulate import netns, nodes, tcp_route
 from wanlab.engine.binary import engine_binary
 from wanlab.model import ir
 from wanlab.model.ir import Agent, Traffic
@@ -242,6 +244,11 @@ class TrafficAgent:
         prepares it at the same moment): then the client is started again, for a while."""
         argv = ["iperf3", "-c", self._dst_ip(), "-p", str(self.port), *self._amount(), "-J",
                 "-i", "0.1", *self._tcp_args()]
+        tp = self.transport.transport
+        if tp is not None:
+            # windowInit_ and minrto_: Linux takes them from the route to the destination
+            tcp_route.apply(self.rt.plan.nodes[self.transport.node or ""].netns,
+                            self._dst_ip(), tcp_route.metrics(tp.window_init, tp.min_rto_s))
         deadline = time.monotonic() + (0 if self.receive_here else REMOTE_WAIT_S)
         while True:
             self.sender = self._spawn(self.transport.node or "", argv,

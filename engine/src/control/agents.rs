@@ -9,6 +9,7 @@ use crate::model::sim::ip::{self, IpAddr};
 use crate::model::sim::tcp::sender::{
     Cc, TcpSpec, DEFAULT_INITIAL_WINDOW, DEFAULT_MIN_RTO_NS, DEFAULT_MSS, DEFAULT_WINDOW,
 };
+use crate::model::sim::tcp::sink::{Acks, DELACK_NS};
 use crate::model::sim::tcp::MAX_MSS;
 
 /// Longest mean ON/OFF time: one hour.
@@ -147,9 +148,24 @@ fn sink(s: &SinkReq) -> Result<AgentKindSpec, String> {
 }
 
 fn tcp_sink(s: &TcpSinkReq) -> Result<AgentKindSpec, String> {
+    let delayed = s.delayed_ack.unwrap_or(false);
+    let acks = match (s.acks.as_deref(), delayed) {
+        (None, false) | (Some("each"), false) => Acks::Each,
+        (None, true) | (Some("delayed"), _) => Acks::Delayed(
+            in_range(s.delack_us, "delack_us", 1, 60_000_000, DELACK_NS / 1000)? * 1000,
+        ),
+        (Some("linux"), false) => Acks::Linux,
+        (Some(a @ ("each" | "linux")), true) => {
+            return Err(format!("acks: {a:?} contradicts delayed_ack: true"))
+        }
+        (Some(a), _) => return Err(format!("acks: must be each, delayed or linux, got {a:?}")),
+    };
+    if s.delack_us.is_some() && !matches!(acks, Acks::Delayed(_)) {
+        return Err("delack_us: only with acks \"delayed\"".into());
+    }
     Ok(AgentKindSpec::TcpSink {
         port: port(s.port)?,
-        delayed_ack: s.delayed_ack.unwrap_or(false),
+        acks,
         sack: s.sack.unwrap_or(true),
     })
 }

@@ -377,8 +377,15 @@ pub struct TcpSinkReq {
     pub agent: String,
     pub host: String,
     pub port: u64,
+    /// ns-2 `DelAck` (the same as `acks: "delayed"`).
     #[serde(default)]
     pub delayed_ack: Option<bool>,
+    /// When to ACK: `each` segment (default), `delayed` (ns-2 `DelAck`) or `linux`.
+    #[serde(default)]
+    pub acks: Option<String>,
+    /// The delayed-ACK interval of `acks: "delayed"` (ns-2 `interval_`; default 40 ms).
+    #[serde(default)]
+    pub delack_us: Option<u64>,
     /// Permit SACK (default true, as Linux).
     #[serde(default)]
     pub sack: Option<bool>,

@@ -187,6 +187,7 @@ pub(super) fn stats(kind: &AgentKind) -> AgentStats {
             bytes: s.bytes,
             dup_pkts: s.dup_pkts,
             ooo_pkts: s.ooo_pkts,
+            acks: s.acks_sent,
         },
         _ => unreachable!("tcp_agents::stats of a non-TCP agent"),
     }

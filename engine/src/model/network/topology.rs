@@ -140,11 +140,9 @@ impl Network {
                 AgentKindSpec::Tcp(t) => {
                     AgentKind::Tcp(Box::new(TcpSender::new(t, agent_sport(ai))))
                 }
-                AgentKindSpec::TcpSink {
-                    port,
-                    delayed_ack,
-                    sack,
-                } => AgentKind::TcpSink(TcpSink::new(port, delayed_ack, sack)),
+                AgentKindSpec::TcpSink { port, acks, sack } => {
+                    AgentKind::TcpSink(TcpSink::new(port, acks, sack))
+                }
             };
             let local = match &kind {
                 AgentKind::Sink(s) => Some((PROTO_UDP, s.port)),

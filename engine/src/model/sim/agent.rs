@@ -329,5 +329,7 @@ pub enum AgentStats {
         bytes: u64,
         dup_pkts: u64,
         ooo_pkts: u64,
+        /// ACKs sent (not SYN/ACKs).
+        acks: u64,
     },
 }

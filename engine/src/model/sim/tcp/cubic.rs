@@ -8,7 +8,7 @@
 //! (W_cubic(t) < W_est) cwnd = W_est, where W_est grows by α·acked/cwnd with
 //! α = 3(1 − β)/(1 + β), and α = 1 once W_est ≥ W_max. A reduction multiplies cwnd by
 //! β = 0.7; with fast convergence, W_max is lowered to cwnd·(1 + β)/2 when a loss happens
-//! below the previous W_max. No HyStart (slow start is the standard one).
+//! below the previous W_max. HyStart is [`super::hystart`].
 use crate::time::Instant;
 
 pub const C: f64 = 0.4;
@@ -35,6 +35,11 @@ impl Cubic {
         };
         self.epoch = None;
         (cwnd * BETA).max(2.0)
+    }
+
+    /// When the current congestion-avoidance epoch began (`None` outside one).
+    pub fn epoch(&self) -> Option<Instant> {
+        self.epoch
     }
 
     /// A new ACK for `acked` segments in congestion avoidance at `now`; returns the new cwnd.

@@ -10,8 +10,8 @@
 //!   and an RFC 6298 retransmission timer; with SACK (when both ends permit it) Linux's loss
 //!   recovery: a scoreboard, RACK-style loss marking and PRR. **No timestamps, no window
 //!   scaling**; the receiver's advertised window is ignored (the sink advertises 65535).
-//! * [`sink::TcpSink`]: cumulative ACKs, SACK blocks, out-of-order buffering, optional
-//!   delayed ACK.
+//! * [`sink::TcpSink`]: cumulative ACKs, SACK blocks, out-of-order buffering; an ACK per
+//!   segment (ns-2), ns-2's delayed ACK, or Linux's receiver ACKs ([`sink::Acks`]).
 //!
 //! Both are pure state machines driven by the network: segments in, segments out, and one
 //! deadline each (`poll_at`) that the network keeps in its timer heap — never a wall clock.
@@ -22,6 +22,7 @@ use crate::model::sim::ip::Addr;
 use crate::wire::tcp;
 
 pub mod cubic;
+pub mod hystart;
 pub mod sender;
 pub mod sink;
 

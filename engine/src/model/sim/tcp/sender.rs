@@ -14,7 +14,7 @@
 //!   SYN had to be retransmitted (and then the RTO is at least 3 s until the first sample).
 //! * Slow start: cwnd += min(acked segments, 2) per new ACK (RFC 3465, L = 2); congestion
 //!   avoidance: cwnd += acked/cwnd (Reno family) or CUBIC ([`super::cubic`]). CUBIC leaves
-//!   slow start early, as Linux does (HyStart: ACK train and delay increase, [`HyStart`]).
+//!   slow start early, as Linux does (HyStart: ACK train and delay increase, [`super::hystart`]).
 //! * Three duplicate ACKs (an ACK with no payload, no SYN/FIN, equal to snd_una, while data
 //!   is outstanding) trigger fast retransmit of snd_una, unless snd_una has not passed
 //!   `recover` (the highest sequence sent at the last reduction, RFC 6582 §3.2 step 2; for
@@ -57,6 +57,7 @@ use std::collections::VecDeque;
 use serde::Serialize;
 
 use super::cubic::Cubic;
+use super::hystart::{self, HyStart};
 use super::{unwrap_seq, Segment, TcpSample, TxSeg, ACK, FIN, PSH, SYN};
 use crate::model::sim::ip::Addr;
 use crate::time::Instant;
@@ -216,26 +217,6 @@ pub struct TcpSender {
     last_sample: Option<Instant>,
     hystart: HyStart,
 }
-
-/// HyStart (CUBIC only, as Linux's default `hystart_detect` = ACK train + delay): leaves
-/// slow start (ssthresh = cwnd) before the queue overflows, once cwnd ≥
-/// [`HYSTART_LOW_WINDOW`], when in one round of data either
-/// * the train of closely spaced ACKs (gaps ≤ [`HYSTART_ACK_DELTA_NS`]) since the round's
-///   start lasts half the minimum RTT (the window fills the path), or
-/// * the least of the round's first [`HYSTART_SAMPLES`] RTT samples exceeds the
-///   connection's minimum RTT by clamp(min/8, 4 ms, 16 ms) (a queue is building).
-#[derive(Debug, Default)]
-struct HyStart {
-    round_end: u64,
-    round_start: Instant,
-    last_ack: Instant,
-    round_min_ns: Option<u64>,
-    samples: u32,
-}
-
-const HYSTART_ACK_DELTA_NS: u64 = 2_000_000;
-const HYSTART_SAMPLES: u32 = 8;
-const HYSTART_LOW_WINDOW: f64 = 16.0;
 
 impl TcpSender {
     pub fn new(spec: TcpSpec, sport: u16) -> Self {
@@ -414,37 +395,46 @@ impl TcpSender {
         self.rto_ns = (rto as u64).clamp(self.spec.min_rto_ns, MAX_RTO_NS);
     }
 
-    /// HyStart (see [`HyStart`]): a new ACK in slow start, with its RTT sample if any.
-    fn hystart(&mut self, now: Instant, rtt_ns: Option<u64>) {
-        if self.spec.cc != Cc::Cubic || self.cwnd >= self.ssthresh || self.in_recovery {
+    /// CUBIC's per-ACK hook (Linux's `cubictcp_acked`, before loss recovery and window
+    /// growth): HyStart with the ACK's RTT sample, if any.
+    fn hystart_acked(&mut self, now: Instant, rtt_ns: Option<u64>) {
+        let Some(rtt_ns) = rtt_ns.filter(|_| self.spec.cc == Cc::Cubic) else {
+            return;
+        };
+        // Linux ignores samples in the first second of a congestion-avoidance epoch
+        if self
+            .cubic
+            .epoch()
+            .is_some_and(|e| now.nanos_since(e) < 1_000_000_000)
+        {
             return;
         }
-        let h = &mut self.hystart;
-        if self.snd_una >= h.round_end {
-            // a new round: the data sent from now on
-            h.round_end = self.snd_max;
-            h.round_start = now;
-            h.last_ack = now;
-            h.round_min_ns = None;
-            h.samples = 0;
-        }
-        if let Some(r) = rtt_ns.filter(|_| h.samples < HYSTART_SAMPLES) {
-            h.samples += 1;
-            h.round_min_ns = Some(h.round_min_ns.map_or(r, |m| m.min(r)));
-        }
-        let Some(base) = self.min_rtt_ns else { return };
-        if self.cwnd < HYSTART_LOW_WINDOW {
-            return;
-        }
-        let mut exit = false;
-        if now.nanos_since(h.last_ack) <= HYSTART_ACK_DELTA_NS {
-            h.last_ack = now;
-            exit |= now.nanos_since(h.round_start) >= base / 2;
-        }
-        let eta = (base / 8).clamp(4_000_000, 16_000_000);
-        exit |= h.samples >= HYSTART_SAMPLES && h.round_min_ns.is_some_and(|m| m >= base + eta);
-        if exit {
+        let active = self.cwnd < self.ssthresh && self.cwnd >= hystart::LOW_WINDOW;
+        // Linux's slow-start pacing rate: twice cwnd (or the flight) per SRTT
+        let rate = match self.srtt_ns {
+            Some(s) if s > 0.0 => {
+                2.0 * self.cwnd.max(self.sent.len() as f64) * self.mss() as f64 / (s / 1e9)
+            }
+            _ => 0.0,
+        };
+        let (una, nxt) = (self.snd_una, self.snd_max);
+        if self.hystart.acked(
+            now.nanos() / 1000,
+            rtt_ns / 1000,
+            una,
+            nxt,
+            active,
+            hystart::ack_delay_us(rate),
+        ) {
             self.ssthresh = self.cwnd;
+        }
+    }
+
+    /// CUBIC's slow-start growth on a new ACK starts HyStart's next round when due.
+    fn hystart_round(&mut self, now: Instant) {
+        if self.spec.cc == Cc::Cubic && self.cwnd < self.ssthresh {
+            self.hystart
+                .slow_start_ack(now.nanos() / 1000, self.snd_una, self.snd_max);
         }
     }
 
@@ -675,6 +665,7 @@ impl TcpSender {
         }
         self.snd_una = ack;
         self.snd_nxt = self.snd_nxt.max(ack);
+        self.hystart_acked(now, rtt);
         let acked_segs = acked as f64 / self.mss() as f64;
         let mut restart_timer = true;
         if self.in_recovery {
@@ -699,7 +690,7 @@ impl TcpSender {
             }
         } else {
             self.dupacks = 0;
-            self.hystart(now, rtt);
+            self.hystart_round(now);
             self.grow(acked_segs, now);
         }
         if ack >= self.limit() {
@@ -828,6 +819,7 @@ impl TcpSender {
             rtt = Some(now.nanos_since(t));
             self.rtt_sample(now.nanos_since(t));
         }
+        self.hystart_acked(now, rtt);
         let done = self.recover.is_none_or(|r| ack >= r);
         if self.in_recovery && done {
             // Linux's tcp_end_cwnd_reduction
@@ -850,7 +842,7 @@ impl TcpSender {
         if self.in_recovery {
             self.prr(delivered);
         } else if delivered > 0 {
-            self.hystart(now, rtt);
+            self.hystart_round(now);
             self.grow_linux(delivered as f64, now);
         }
         if ack >= self.limit() {
@@ -954,7 +946,7 @@ impl TcpSender {
         self.cwnd = 1.0;
         self.in_recovery = false;
         self.in_loss = true;
-        self.hystart = HyStart::default();
+        self.hystart = HyStart::new(now.nanos() / 1000, self.snd_max);
         self.recover = Some(self.snd_max);
         for e in self.sent.iter_mut() {
             if !e.sacked && !e.lost {
@@ -1028,7 +1020,7 @@ impl TcpSender {
                 }
                 self.cwnd = 1.0;
                 self.in_recovery = false;
-                self.hystart = HyStart::default();
+                self.hystart = HyStart::new(now.nanos() / 1000, self.snd_max);
                 self.dupacks = 0;
                 self.recover = Some(self.snd_max);
                 self.snd_nxt = self.snd_una;
@@ -1043,7 +1035,7 @@ impl TcpSender {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sink::TcpSink;
+    use super::super::sink::{Acks, TcpSink, DELACK_NS};
     use super::*;
 
     fn spec(bytes: u64, mss: usize) -> TcpSpec {
@@ -1118,7 +1110,7 @@ mod tests {
         // 5 GB in 65495-byte segments crosses 2³² in both directions' ACK numbers.
         let bytes = 5_000_000_000;
         let mut s = TcpSender::new(spec(bytes, MAX_MSS_TEST), 49152);
-        let mut k = TcpSink::new(80, false, false);
+        let mut k = TcpSink::new(80, Acks::Each, false);
         pump(&mut s, &mut k, |_| false);
         assert_eq!(s.state(), State::Done);
         assert_eq!(k.bytes, bytes);
@@ -1130,7 +1122,7 @@ mod tests {
     fn losses_across_the_wrap_are_recovered() {
         let bytes = 4_400_000_000;
         let mut s = TcpSender::new(spec(bytes, MAX_MSS_TEST), 49152);
-        let mut k = TcpSink::new(80, true, false);
+        let mut k = TcpSink::new(80, Acks::Delayed(DELACK_NS), false);
         // Lose every 5000th data segment (one near the wrap at 2³²/65495 ≈ 65578).
         pump(&mut s, &mut k, |i| i % 5000 == 0 || i == 65578);
         assert_eq!(s.state(), State::Done);
@@ -1155,7 +1147,7 @@ mod tests {
         // 30 segments lost in one window (a slow-start overshoot): with SACK each is sent
         // again exactly once, in one recovery, without a timeout.
         let mut s = TcpSender::new(sack_spec(1_000_000), 49152);
-        let mut k = TcpSink::new(80, false, true);
+        let mut k = TcpSink::new(80, Acks::Each, true);
         pump(&mut s, &mut k, |i| (40..70).contains(&i));
         assert_eq!(s.state(), State::Done);
         assert_eq!(k.bytes, 1_000_000);
@@ -1168,7 +1160,7 @@ mod tests {
         // segment 50 lost, then its retransmission (the 2nd transmission of it) too: RACK
         // sees later segments delivered and sends it a third time, still without a timeout
         let mut s = TcpSender::new(sack_spec(400_000), 49152);
-        let mut k = TcpSink::new(80, false, true);
+        let mut k = TcpSink::new(80, Acks::Each, true);
         let n = pump(&mut s, &mut k, |i| i == 50 || i == 65);
         assert_eq!(k.bytes, 400_000);
         assert_eq!(k.dup_pkts, 0);
@@ -1185,7 +1177,7 @@ mod tests {
         // and only the unSACKed segments are sent again (one earlier loss was recovered
         // by fast retransmit)
         let mut s = TcpSender::new(sack_spec(100_000), 49152);
-        let mut k = TcpSink::new(80, false, true);
+        let mut k = TcpSink::new(80, Acks::Each, true);
         pump(&mut s, &mut k, |i| i == 50 || (96..=100).contains(&i));
         assert_eq!(k.bytes, 100_000);
         assert_eq!((s.retransmits, s.timeouts), (6, 1));
@@ -1198,7 +1190,7 @@ mod tests {
         // max(SRTT + 4·RTTVAR, 200 ms) is 200 ms; Linux's is 201 ms, so the timer does
         // not fire as soon as a deep queue's delay grows.
         let mut s = TcpSender::new(spec(200_000, 1000), 49152);
-        let mut k = TcpSink::new(80, false, false);
+        let mut k = TcpSink::new(80, Acks::Each, false);
         pump(&mut s, &mut k, |_| false);
         let srtt = s.srtt_us().unwrap();
         assert!((srtt - 1000.0).abs() < 1.0, "{srtt}");

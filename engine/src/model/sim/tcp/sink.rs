@@ -1,26 +1,174 @@
-//! The TCP sink (ns-2 `Agent/TCPSink`, `Agent/TCPSink/DelAck`).
+//! The TCP sink (ns-2 `Agent/TCPSink`, `Agent/TCPSink/DelAck`, or a Linux receiver).
 //!
 //! One connection per (source address, source port); a SYN (re)starts it and is answered
 //! with SYN/ACK (the sink's ISS is 0), permitting SACK if the sink does SACK and the SYN
-//! asked for it. Every data segment is answered with a cumulative ACK;
-//! out-of-order segments are buffered (up to [`MAX_OOO`] ranges per connection) and
-//! answered at once with a duplicate ACK, so the ACK jumps when the hole is filled. With
-//! SACK, every ACK while data is buffered out of order carries SACK blocks (RFC 2018): the
-//! block holding the latest segment first, then the blocks of the previous arrivals.
-//! With `delayed_ack`, an in-order segment that does not fill a hole is acknowledged with
-//! the second such segment or 40 ms after it arrived, whichever comes first. A FIN in
-//! sequence is acknowledged (the sink does not close its side). The advertised window is
-//! always 65535 and ignored by the sender. RST drops the connection. Segments for an
-//! unknown connection are ignored.
+//! asked for it. Out-of-order segments are buffered (up to [`MAX_OOO`] ranges per
+//! connection), so the ACK jumps when the hole is filled. With SACK, every ACK while data
+//! is buffered out of order carries SACK blocks (RFC 2018): the block holding the latest
+//! segment first, then the blocks of the previous arrivals. When ACKs are sent is the
+//! [`Acks`] policy:
+//!
+//! * [`Acks::Each`] (ns-2 `TCPSink`): every data segment at once.
+//! * [`Acks::Delayed`] (ns-2 `DelAck`, `interval_`): an in-order segment that does not fill
+//!   a hole is acknowledged with the second such segment or `interval` after it arrived,
+//!   whichever comes first; out-of-order segments, hole fills and FIN at once.
+//! * [`Acks::Linux`] (Linux's receiver, `tcp_input.c`): quick ACKs (every segment) for the
+//!   first 16 ACKs of a connection, again after an idle gap longer than the receiver's RTO
+//!   and after a duplicate segment; otherwise an ACK once more than one full segment
+//!   (the largest seen, at least 536 bytes) is unacknowledged, else the delayed-ACK timer:
+//!   `ato` starts at 40 ms, follows the gaps between in-order arrivals (halved plus the gap,
+//!   at most the RTO), doubles when the timer fires, is bounded by max(SRTT, 40 ms) of the
+//!   handshake when above 40 ms and by 200 ms. A segment that fills the last hole is
+//!   acknowledged at once; while data is out of order the first three ACKs for each value
+//!   of the cumulative ACK go at once and further ones are compressed (SACK compression:
+//!   one ACK min(1 ms, SRTT/20) later, or at the 44th held back).
+//!
+//! A FIN in sequence is acknowledged at once (the sink does not close its side). The
+//! advertised window is always 65535 and ignored by the sender. RST drops the connection.
+//! Segments for an unknown connection are ignored.
 use std::collections::{BTreeMap, VecDeque};
 
 use super::{unwrap_seq, Sack, Segment, TxSeg, ACK, FIN, MAX_SACK_BLOCKS, RST, SYN};
 use crate::model::sim::ip::Addr;
 use crate::time::Instant;
 
+/// The engine's delayed-ACK interval for [`Acks::Delayed`] when none is given.
 pub const DELACK_NS: u64 = 40_000_000;
 /// Out-of-order ranges buffered per connection (more are dropped, i.e. not buffered).
 pub const MAX_OOO: usize = 4096;
+
+/// When the sink acknowledges (see the module's documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Acks {
+    #[default]
+    Each,
+    /// Every second in-order segment, or this many ns after the first.
+    Delayed(u64),
+    Linux,
+}
+
+// Linux's constants (include/net/tcp.h, net/ipv4/tcp_input.c; HZ-independent in ns).
+const MS: u64 = 1_000_000;
+/// TCP_ATO_MIN = TCP_DELACK_MIN: the delayed-ACK timeout's floor.
+const ATO_MIN_NS: u64 = 40 * MS;
+/// TCP_DELACK_MAX.
+const DELACK_MAX_NS: u64 = 200 * MS;
+/// HZ / 2: the bound on `ato` above the floor, before the RTT's.
+const ATO_MAX_NS: u64 = 500 * MS;
+/// TCP_MAX_QUICKACKS.
+const MAX_QUICKACKS: u32 = 16;
+/// TCP_MSS_DEFAULT: the receiver's estimate of the sender's MSS before the first segment.
+const RCV_MSS_DEFAULT: u64 = 536;
+/// TCP_TIMEOUT_INIT: the receiver's RTO before an RTT sample.
+const RTO_INIT_NS: u64 = 1_000 * MS;
+const RTO_MIN_NS: u64 = 200 * MS;
+/// sysctl tcp_comp_sack_nr, tcp_comp_sack_delay_ns.
+const COMP_SACK_NR: u32 = 44;
+const COMP_SACK_DELAY_NS: u64 = MS;
+/// TCP_FASTRETRANS_THRESH: ACKs per cumulative ACK value not compressed.
+const FASTRETRANS_THRESH: u32 = 3;
+
+/// Linux's receiver-side ACK state of one connection.
+#[derive(Debug, Default)]
+struct LinuxAck {
+    /// In-order offset at the last ACK sent (`rcv_wup`).
+    wup: u64,
+    /// The receiver's estimate of the sender's MSS (`icsk_ack.rcv_mss`).
+    rcv_mss: u64,
+    last_seg: u64,
+    /// Quick ACKs left (`icsk_ack.quick`).
+    quick: u32,
+    /// The delayed-ACK timeout (`icsk_ack.ato`); 0 before the first data.
+    ato_ns: u64,
+    /// Last in-order data arrival (`icsk_ack.lrcvtime`).
+    lrcv: Instant,
+    /// Send the next ACK at once (`ICSK_ACK_NOW`).
+    now: bool,
+    /// The SYN/ACK's send time, until the handshake's RTT is measured.
+    synack_at: Option<Instant>,
+    srtt_ns: Option<u64>,
+    /// SACK compression: the cumulative ACK the counter is for, ACKs sent for it, ACKs
+    /// held back and the compressed ACK's deadline.
+    comp_rcv: u64,
+    dup_acks: u32,
+    compressed: u32,
+    comp_at: Option<Instant>,
+}
+
+impl LinuxAck {
+    /// The receiver's RTO: Linux's from the handshake sample (SRTT + max(4·RTTVAR, 200 ms)
+    /// with RTTVAR = SRTT/2), 1 s without one.
+    fn rto_ns(&self) -> u64 {
+        self.srtt_ns
+            .map_or(RTO_INIT_NS, |s| s + (2 * s).max(RTO_MIN_NS))
+    }
+
+    /// `tcp_incr_quickack`: quick ACKs for half the advertised window, at most 16.
+    fn incr_quick(&mut self) {
+        let q = (u64::from(super::ADVERTISED_WINDOW) / (2 * self.rcv_mss.max(1))) as u32;
+        let q = if q == 0 { 2 } else { q.min(MAX_QUICKACKS) };
+        self.quick = self.quick.max(q);
+    }
+
+    /// `tcp_measure_rcv_mss`: the largest segment, or a smaller size seen twice in a row.
+    fn measure(&mut self, len: u64) {
+        if len >= self.rcv_mss || len == self.last_seg {
+            self.rcv_mss = len.max(1);
+        }
+        self.last_seg = len;
+    }
+
+    /// `tcp_event_data_recv`: in-order data arrived at `now`.
+    fn data_recv(&mut self, now: Instant) {
+        if self.ato_ns == 0 {
+            self.incr_quick();
+            self.ato_ns = ATO_MIN_NS;
+        } else {
+            let m = now.nanos_since(self.lrcv);
+            if m <= ATO_MIN_NS / 2 {
+                self.ato_ns = self.ato_ns / 2 + ATO_MIN_NS / 2;
+            } else if m < self.ato_ns {
+                self.ato_ns = (self.ato_ns / 2 + m).min(self.rto_ns());
+            } else if m > self.rto_ns() {
+                self.incr_quick();
+            }
+        }
+        self.lrcv = now;
+    }
+
+    /// `tcp_send_delayed_ack`'s timeout from `now`.
+    fn delack_timeout(&self) -> u64 {
+        let mut ato = self.ato_ns;
+        if ato > ATO_MIN_NS {
+            let mut max_ato = ATO_MAX_NS;
+            if let Some(s) = self.srtt_ns {
+                max_ato = max_ato.min(s.max(ATO_MIN_NS));
+            }
+            ato = ato.min(max_ato);
+        }
+        ato.min(DELACK_MAX_NS)
+    }
+
+    /// The SACK-compression delay: 5 % of the RTT, at most 1 ms.
+    fn comp_delay(&self) -> u64 {
+        self.srtt_ns
+            .map_or(COMP_SACK_DELAY_NS, |s| (s / 20).min(COMP_SACK_DELAY_NS))
+    }
+
+    /// An ACK for received data was sent (`tcp_event_ack_sent`).
+    fn sent(&mut self, rcv: u64) {
+        self.wup = rcv;
+        self.now = false;
+        self.compressed = 0;
+        self.comp_at = None;
+        if self.quick > 0 {
+            self.quick -= 1;
+            if self.quick == 0 {
+                self.ato_ns = ATO_MIN_NS;
+            }
+        }
+    }
+}
 
 #[derive(Debug)]
 struct Conn {
@@ -30,9 +178,12 @@ struct Conn {
     fin: bool,
     /// Out-of-order data: disjoint, non-adjacent ranges start → end.
     ooo: BTreeMap<u64, u64>,
+    /// In-order segments not yet acknowledged ([`Acks::Delayed`]).
     pending: u32,
+    /// The delayed-ACK timer.
     ack_at: Option<Instant>,
     sack_ok: bool,
+    lx: LinuxAck,
     /// Offsets of the latest out-of-order arrivals, newest first (for SACK blocks).
     recent: VecDeque<u64>,
 }
@@ -44,6 +195,7 @@ impl Conn {
     fn ack(&mut self) -> TxSeg {
         self.pending = 0;
         self.ack_at = None;
+        self.lx.sent(self.rcv);
         let mut sack = Sack::default();
         if self.sack_ok {
             let mut seen: Vec<u64> = Vec::new();
@@ -93,7 +245,7 @@ impl Conn {
 #[derive(Debug, Default)]
 pub struct TcpSink {
     pub port: u16,
-    pub delayed_ack: bool,
+    pub acks: Acks,
     /// Permit SACK when the sender asks for it.
     pub sack: bool,
     conns: BTreeMap<(Addr, u16), Conn>,
@@ -103,30 +255,57 @@ pub struct TcpSink {
     pub bytes: u64,
     pub dup_pkts: u64,
     pub ooo_pkts: u64,
+    /// ACKs sent (SYN/ACKs not counted).
+    pub acks_sent: u64,
 }
 
 /// A segment to send to (address, port).
 pub type Reply = (Addr, u16, TxSeg);
 
+/// What arrived, for the ACK policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    /// Data already received (or beyond a FIN).
+    Old,
+    OutOfOrder,
+    /// In-order data; whether it filled a hole (`had_hole`) and the last one (`closed`).
+    InOrder {
+        had_hole: bool,
+        closed: bool,
+    },
+    /// A FIN without data.
+    Fin,
+}
+
 impl TcpSink {
-    pub fn new(port: u16, delayed_ack: bool, sack: bool) -> Self {
+    pub fn new(port: u16, acks: Acks, sack: bool) -> Self {
         TcpSink {
             port,
-            delayed_ack,
+            acks,
             sack,
             ..Default::default()
         }
     }
 
     pub fn poll_at(&self) -> Option<Instant> {
-        self.conns.values().filter_map(|c| c.ack_at).min()
+        self.conns
+            .values()
+            .flat_map(|c| [c.ack_at, c.lx.comp_at])
+            .flatten()
+            .min()
     }
 
-    /// Delayed ACKs due by `now`.
+    /// Delayed (and compressed) ACKs due by `now`.
     pub fn on_timer(&mut self, now: Instant, out: &mut Vec<Reply>) {
         for (&(a, p), c) in self.conns.iter_mut() {
-            if c.ack_at.is_some_and(|t| t <= now) {
+            let delack = c.ack_at.is_some_and(|t| t <= now);
+            if delack && self.acks == Acks::Linux {
+                // tcp_delack_timer_handler: the timer fired, the gaps are longer than ato
+                c.lx.ato_ns = (c.lx.ato_ns * 2).min(c.lx.rto_ns());
+            }
+            if delack || c.lx.comp_at.is_some_and(|t| t <= now) {
                 out.push((a, p, c.ack()));
+                self.acks_sent += 1;
             }
         }
     }
@@ -155,6 +334,11 @@ impl TcpSink {
                         ack_at: None,
                         sack_ok,
                         recent: VecDeque::new(),
+                        lx: LinuxAck {
+                            rcv_mss: RCV_MSS_DEFAULT,
+                            synack_at: Some(now),
+                            ..Default::default()
+                        },
                     },
                 );
             }
@@ -174,60 +358,157 @@ impl TcpSink {
         let Some(c) = self.conns.get_mut(&key) else {
             return;
         };
+        if seg.flags & ACK != 0 && seg.ack == 1 {
+            // the handshake's RTT, as Linux's passive side measures it
+            if let Some(t) = c.lx.synack_at.take() {
+                c.lx.srtt_ns = Some(now.nanos_since(t));
+            }
+        }
         let has_fin = seg.flags & FIN != 0;
         if seg.payload_len == 0 && !has_fin {
             return; // pure ACK
         }
         let start = unwrap_seq(c.rcv, c.wire(c.rcv), seg.seq);
         let len = seg.payload_len as u64;
-        let mut immediate = true;
+        let mut arrival = Arrival::Fin;
         if len > 0 {
             self.pkts += 1;
-            match start {
-                Some(s) if s + len <= c.rcv || c.fin => self.dup_pkts += 1,
-                None => self.dup_pkts += 1,
-                Some(s) if s > c.rcv => {
+            arrival = match start {
+                Some(s) if s + len <= c.rcv || c.fin => Arrival::Old,
+                None => Arrival::Old,
+                Some(s) if s > c.rcv => Arrival::OutOfOrder,
+                Some(_) => {
+                    let had_hole = !c.ooo.is_empty();
+                    Arrival::InOrder {
+                        had_hole,
+                        closed: false,
+                    }
+                }
+            };
+            match (arrival, start) {
+                (Arrival::Old, _) => self.dup_pkts += 1,
+                (Arrival::OutOfOrder, Some(s)) => {
                     self.ooo_pkts += 1;
                     c.insert_ooo(s, s + len);
                     c.recent.retain(|&x| x != s);
                     c.recent.push_front(s);
                     c.recent.truncate(2 * MAX_SACK_BLOCKS);
                 }
-                Some(s) => {
-                    let had_hole = !c.ooo.is_empty();
-                    let end = s + len;
-                    self.bytes += end - c.rcv;
-                    c.rcv = end;
-                    while let Some((&os, &oe)) = c.ooo.first_key_value() {
-                        if os > c.rcv {
-                            break;
-                        }
-                        c.ooo.pop_first();
-                        if oe > c.rcv {
-                            self.bytes += oe - c.rcv;
-                            c.rcv = oe;
-                        }
-                    }
-                    let rcv = c.rcv;
-                    c.recent.retain(|&x| x >= rcv);
-                    if self.delayed_ack && !had_hole && !has_fin {
-                        c.pending += 1;
-                        if c.pending < 2 {
-                            immediate = false;
-                            if c.ack_at.is_none() {
-                                c.ack_at = Some(now.add_nanos(DELACK_NS));
-                            }
-                        }
-                    }
+                (Arrival::InOrder { had_hole, .. }, Some(s)) => {
+                    self.bytes += c.deliver(s + len);
+                    arrival = Arrival::InOrder {
+                        had_hole,
+                        closed: had_hole && c.ooo.is_empty(),
+                    };
                 }
+                _ => {}
             }
         }
         if has_fin && !c.fin && start.is_some_and(|s| s + len == c.rcv) {
             c.fin = true;
         }
-        if immediate {
+        let now_ack = match self.acks {
+            Acks::Each => true,
+            Acks::Delayed(interval) => c.ns2_delack(arrival, has_fin, now, interval),
+            Acks::Linux => c.linux_ack(arrival, has_fin, len, now),
+        };
+        if now_ack {
             out.push((seg.src, seg.sport, c.ack()));
+            self.acks_sent += 1;
         }
+    }
+}
+
+impl Conn {
+    /// In-order data up to `end`: the offset advances over the buffered ranges it reaches.
+    /// Returns the bytes delivered.
+    fn deliver(&mut self, end: u64) -> u64 {
+        let before = self.rcv;
+        self.rcv = end;
+        while let Some((&os, &oe)) = self.ooo.first_key_value() {
+            if os > self.rcv {
+                break;
+            }
+            self.ooo.pop_first();
+            self.rcv = self.rcv.max(oe);
+        }
+        let rcv = self.rcv;
+        self.recent.retain(|&x| x >= rcv);
+        rcv - before
+    }
+
+    /// ns-2 DelAck: whether to ACK now, else the timer is armed.
+    fn ns2_delack(&mut self, a: Arrival, fin: bool, now: Instant, interval: u64) -> bool {
+        if !matches!(
+            a,
+            Arrival::InOrder {
+                had_hole: false,
+                ..
+            }
+        ) || fin
+        {
+            return true;
+        }
+        self.pending += 1;
+        if self.pending >= 2 {
+            return true;
+        }
+        if self.ack_at.is_none() {
+            self.ack_at = Some(now.add_nanos(interval));
+        }
+        false
+    }
+
+    /// Linux (`tcp_data_queue`, `__tcp_ack_snd_check`): whether to ACK now, else a delayed
+    /// or compressed ACK is scheduled.
+    fn linux_ack(&mut self, a: Arrival, fin: bool, len: u64, now: Instant) -> bool {
+        let lx = &mut self.lx;
+        match a {
+            Arrival::Old => {
+                // a retransmission of data we had: tcp_enter_quickack_mode
+                lx.incr_quick();
+                lx.ato_ns = ATO_MIN_NS;
+            }
+            Arrival::InOrder { closed, .. } => {
+                lx.measure(len);
+                lx.data_recv(now);
+                lx.now |= closed;
+            }
+            Arrival::OutOfOrder | Arrival::Fin => {}
+        }
+        if fin || self.rcv - lx.wup > lx.rcv_mss || lx.quick > 0 || lx.now {
+            return true;
+        }
+        if self.ooo.is_empty() {
+            // tcp_send_delayed_ack
+            let ato = lx.delack_timeout();
+            let mut at = now.add_nanos(ato);
+            if let Some(t) = self.ack_at {
+                if t <= now.add_nanos(ato / 4) {
+                    return true;
+                }
+                at = at.min(t);
+            }
+            self.ack_at = Some(at);
+            return false;
+        }
+        // data out of order: SACK compression
+        if !self.sack_ok || lx.compressed >= COMP_SACK_NR {
+            return true;
+        }
+        if lx.comp_rcv != self.rcv {
+            lx.comp_rcv = self.rcv;
+            lx.dup_acks = 0;
+        }
+        if lx.dup_acks < FASTRETRANS_THRESH {
+            lx.dup_acks += 1;
+            return true;
+        }
+        lx.compressed += 1;
+        if lx.comp_at.is_none() {
+            lx.comp_at = Some(now.add_nanos(lx.comp_delay()));
+        }
+        false
     }
 }
 
@@ -254,7 +535,7 @@ mod tests {
 
     #[test]
     fn cumulative_and_out_of_order() {
-        let mut s = TcpSink::new(80, false, false);
+        let mut s = TcpSink::new(80, Acks::Each, false);
         let mut out = Vec::new();
         let t = Instant::ZERO;
         s.receive(&seg(100, SYN, 0), t, &mut out);
@@ -280,7 +561,7 @@ mod tests {
 
     #[test]
     fn delayed_ack() {
-        let mut s = TcpSink::new(80, true, false);
+        let mut s = TcpSink::new(80, Acks::Delayed(DELACK_NS), false);
         let mut out = Vec::new();
         s.receive(&seg(0, SYN, 0), Instant::ZERO, &mut out);
         out.clear();
@@ -302,7 +583,7 @@ mod tests {
 
     #[test]
     fn sack_blocks() {
-        let mut s = TcpSink::new(80, false, true);
+        let mut s = TcpSink::new(80, Acks::Each, true);
         let mut out = Vec::new();
         let t = Instant::ZERO;
         let syn = Segment {
@@ -333,10 +614,200 @@ mod tests {
             [(61, 91), (41, 51)]
         );
         // a sink without SACK, or a SYN without SACK-permitted: no blocks
-        let mut plain = TcpSink::new(80, false, true);
+        let mut plain = TcpSink::new(80, Acks::Each, true);
         out.clear();
         plain.receive(&seg(0, SYN, 0), t, &mut out);
         plain.receive(&seg(21, ACK, 10), t, &mut out);
         assert!(!out[0].2.sack_permitted && out[1].2.sack.n == 0);
+    }
+
+    /// A Linux sink after a handshake with a 10 ms RTT (SYN at 0, its ACK at 10 ms).
+    fn linux_sink(sack: bool) -> TcpSink {
+        let mut s = TcpSink::new(80, Acks::Linux, true);
+        let mut out = Vec::new();
+        let syn = Segment {
+            sack_permitted: sack,
+            ..seg(0, SYN, 0)
+        };
+        s.receive(&syn, Instant::ZERO, &mut out);
+        s.receive(&seg(1, ACK, 0), Instant::from_millis(10), &mut out);
+        assert_eq!(out.len(), 1);
+        s
+    }
+
+    const MSS: u32 = 1448;
+
+    /// Full segment `i` (0-based) at `ms`.
+    fn data(s: &mut TcpSink, i: u32, ms: u64, out: &mut Vec<Reply>) {
+        s.receive(
+            &seg(1 + i * MSS, ACK, MSS as usize),
+            Instant::from_millis(ms),
+            out,
+        );
+    }
+
+    #[test]
+    fn linux_quick_acks_then_every_second_segment() {
+        let mut s = linux_sink(false);
+        let mut out = Vec::new();
+        // 16 quick ACKs (half the 65535-byte window in segments, at most 16), one per segment
+        for i in 0..16 {
+            data(&mut s, i, 20 + u64::from(i), &mut out);
+        }
+        assert_eq!(
+            acks(&out),
+            (1..=16).map(|i| 1 + i * MSS).collect::<Vec<_>>()
+        );
+        out.clear();
+        // then one ACK per two full segments, none pending after an even count
+        for i in 16..40 {
+            data(&mut s, i, 20 + u64::from(i), &mut out);
+        }
+        assert_eq!(
+            acks(&out),
+            (9..=20).map(|i| 1 + 2 * i * MSS).collect::<Vec<_>>()
+        );
+        assert_eq!(s.poll_at(), None);
+        assert_eq!(s.acks_sent, 28);
+    }
+
+    #[test]
+    fn linux_delayed_ack_timer() {
+        let mut s = linux_sink(false);
+        let mut out = Vec::new();
+        for i in 0..16 {
+            data(&mut s, i, 20, &mut out);
+        }
+        out.clear();
+        // a lone segment waits for the 40 ms timer (ato's floor)
+        data(&mut s, 16, 30, &mut out);
+        assert!(out.is_empty());
+        assert_eq!(s.poll_at(), Some(Instant::from_millis(70)));
+        s.on_timer(Instant::from_millis(69), &mut out);
+        assert!(out.is_empty());
+        s.on_timer(Instant::from_millis(70), &mut out);
+        assert_eq!(acks(&out), [1 + 17 * MSS]);
+        // the timer fired: ato doubles to 80 ms, but above 40 ms it is bounded by
+        // max(SRTT, 40 ms) = 40 ms with a 10 ms handshake RTT
+        out.clear();
+        data(&mut s, 17, 100, &mut out);
+        assert_eq!(s.poll_at(), Some(Instant::from_millis(140)));
+        // a second segment: ACK at once, the timer is cancelled
+        data(&mut s, 18, 101, &mut out);
+        assert_eq!(acks(&out), [1 + 19 * MSS]);
+        assert_eq!(s.poll_at(), None);
+    }
+
+    #[test]
+    fn linux_ato_follows_the_rtt_when_segments_are_sparse() {
+        // a 300 ms handshake RTT: the receiver's RTO is 900 ms; segments 100 ms apart make
+        // ato grow past 40 ms (ato/2 + gap), the delayed ACK then waits up to the SRTT
+        let mut s = TcpSink::new(80, Acks::Linux, false);
+        let mut out = Vec::new();
+        s.receive(&seg(0, SYN, 0), Instant::ZERO, &mut out);
+        s.receive(&seg(1, ACK, 0), Instant::from_millis(300), &mut out);
+        for i in 0..16 {
+            data(&mut s, i, 300, &mut out);
+        }
+        out.clear();
+        data(&mut s, 16, 310, &mut out);
+        s.on_timer(Instant::from_millis(350), &mut out); // ato 40 -> 80 ms
+        data(&mut s, 17, 400, &mut out); // gap 90 ms >= ato: ato stays 80 ms
+        assert_eq!(s.poll_at(), Some(Instant::from_millis(480)));
+        s.on_timer(Instant::from_millis(480), &mut out); // ato 160 ms
+        data(&mut s, 18, 600, &mut out); // gap 200 ms: ato stays 160, below SRTT
+        assert_eq!(s.poll_at(), Some(Instant::from_millis(760)));
+        s.on_timer(Instant::from_millis(760), &mut out); // ato 320 ms
+        data(&mut s, 19, 1000, &mut out); // bounded by SRTT 300 ms... and 200 ms
+        assert_eq!(s.poll_at(), Some(Instant::from_millis(1200)));
+        // an idle gap longer than the receiver's RTO (900 ms): quick ACKs again
+        s.on_timer(Instant::from_millis(1200), &mut out);
+        out.clear();
+        data(&mut s, 20, 2200, &mut out);
+        data(&mut s, 21, 2201, &mut out);
+        data(&mut s, 22, 2202, &mut out);
+        assert_eq!(acks(&out), [1 + 21 * MSS, 1 + 22 * MSS, 1 + 23 * MSS]);
+    }
+
+    #[test]
+    fn linux_out_of_order_hole_fill_and_sack_compression() {
+        let mut s = linux_sink(true);
+        let mut out = Vec::new();
+        for i in 0..16 {
+            data(&mut s, i, 20, &mut out);
+        }
+        data(&mut s, 16, 21, &mut out); // delayed
+        out.clear();
+        // segment 17 lost: 18.. arrive out of order, 0.1 ms apart
+        let mut t = Instant::from_millis(22);
+        for i in 18..26 {
+            s.receive(&seg(1 + i * MSS, ACK, MSS as usize), t, &mut out);
+            t = t.add_nanos(100_000);
+        }
+        // the first three for this cumulative ACK at once (with SACK blocks), the rest held
+        assert_eq!(acks(&out), [1 + 17 * MSS; 3]);
+        assert!(out.iter().all(|r| r.2.sack.n > 0));
+        // compressed: one ACK 5 % of the 10 ms RTT (0.5 ms) after the first held back
+        let due = s.poll_at().unwrap();
+        assert_eq!(due, Instant::from_millis(22).add_nanos(300_000 + 500_000));
+        s.on_timer(due, &mut out);
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[3].2.sack.blocks[0], (1 + 18 * MSS, 1 + (18 + 8) * MSS));
+        out.clear();
+        // the retransmission fills the hole: ACK at once, up to all buffered data
+        data(&mut s, 17, 30, &mut out);
+        assert_eq!(acks(&out), [1 + 26 * MSS]);
+        assert_eq!(s.poll_at(), None);
+        // without SACK every out-of-order segment is answered at once (a duplicate ACK)
+        let mut p = linux_sink(false);
+        out.clear();
+        for i in 0..16 {
+            data(&mut p, i, 20, &mut out);
+        }
+        out.clear();
+        for i in 17..25 {
+            data(&mut p, i, 21, &mut out);
+        }
+        assert_eq!(acks(&out), [1 + 16 * MSS; 8]);
+    }
+
+    #[test]
+    fn linux_duplicate_segment_restarts_quick_acks() {
+        let mut s = linux_sink(false);
+        let mut out = Vec::new();
+        for i in 0..20 {
+            data(&mut s, i, 20, &mut out);
+        }
+        out.clear();
+        data(&mut s, 3, 25, &mut out); // a spurious retransmission: ACK at once
+        assert_eq!(acks(&out), [1 + 20 * MSS]);
+        for i in 20..25 {
+            data(&mut s, i, 26, &mut out); // and quick ACKs again, one per segment
+        }
+        assert_eq!(out.len(), 6);
+    }
+
+    #[test]
+    fn linux_small_segments_ack_every_second_one() {
+        // 500-byte segments: the MSS estimate follows them (the same size twice), so
+        // two of them make more than one "full" segment
+        let mut s = linux_sink(false);
+        let mut out = Vec::new();
+        for i in 0..16u32 {
+            s.receive(
+                &seg(1 + i * 500, ACK, 500),
+                Instant::from_millis(20),
+                &mut out,
+            );
+        }
+        out.clear();
+        for i in 16..20u32 {
+            s.receive(
+                &seg(1 + i * 500, ACK, 500),
+                Instant::from_millis(21),
+                &mut out,
+            );
+        }
+        assert_eq!(acks(&out), [1 + 18 * 500, 1 + 20 * 500]);
     }
 }
