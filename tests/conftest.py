@@ -5,10 +5,15 @@ in its own temporary WANLAB_HOME and is cleaned up at the end, even when the
 test fails.
 """
 
+import dataclasses
+import importlib.util
 import os
+import pathlib
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 
 import pytest
 
@@ -20,7 +25,7 @@ ENGINE = os.path.join(ROOT, "target", "release", "wanlab-engine")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
 
 # Fixtures that build experiments on the host (namespaces, engines, images)
-HOST_FIXTURES = frozenset({"lab", "test_image", "default_image"})
+HOST_FIXTURES = frozenset({"lab", "test_image", "default_image", "shared_cluster"})
 
 
 def _on_host(item) -> bool:
@@ -40,12 +45,15 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
     """Pure tests first (a minute or two), then the host's: a broken build fails fast. The
-    sort is stable, so each phase keeps the files' order and a module's tests stay together
+    modules on the session's cluster come last, one after the other, so that its Ray
+    daemons idle through no other test and go down once their last test is over. The sort
+    is stable, so each phase keeps the files' order and a module's tests stay together
     (its module fixtures are built once)."""
+    on_cluster = {i.module for i in items if "shared_cluster" in i.fixturenames}
     for i in items:
         if _on_host(i):
             i.add_marker("host")
-    items.sort(key=_on_host)
+    items.sort(key=lambda i: (_on_host(i), getattr(i, "module", None) in on_cluster))
     pure = [i for i in items if not _on_host(i)]
     config._wl_last_pure = pure[-1] if pure and len(pure) < len(items) else None
 
@@ -111,6 +119,63 @@ def lab(tmp_path):
         lab.cleanup(row.name)
         lab.terminate(row.name)
     lab.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    """The session's local test cluster: its controller's home, its id, and the folder
+    under /tmp it was brought up from."""
+
+    home: pathlib.Path
+    cid: str
+    cwd: pathlib.Path
+    machines: int = 3
+
+    def clear(self) -> None:
+        """Clean up and terminate every experiment of its home: what a module (or a test
+        that failed half-way) left, before the next module's tests."""
+        listed = wanlab_cli(self.home, "list", check=False, cwd="/").stdout
+        for row in listed.splitlines()[1:]:
+            name = row.split()[0]
+            wanlab_cli(self.home, "cleanup", name, check=False, cwd="/")
+            wanlab_cli(self.home, "terminate", name, check=False, cwd="/")
+
+
+def netns_names() -> set[str]:
+    return set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
+                              check=False).stdout.split())
+
+
+@pytest.fixture(scope="session")
+def shared_cluster(tmp_path_factory):
+    """One local test cluster of 3 machines (network namespaces, each with its Ray worker
+    and its host agent) for every test that runs experiments on a cluster: bringing Ray's
+    daemons up and down costs tens of seconds each time. The tests of ``cluster up`` and
+    ``down`` themselves, and of a cluster joined by address with shaped paths, keep their
+    own. Brought up as a user would: from a folder under /tmp (which nodes see as their
+    own, empty /tmp), its store under wanlab's state folder (/var/lib/wanlab, which nodes
+    see hidden). Its modules run last, one after the other (the sort above)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    if importlib.util.find_spec("ray") is None:
+        pytest.skip("ray is installed by make install")
+    os.makedirs("/var/lib/wanlab", mode=0o711, exist_ok=True)
+    home = pathlib.Path(tempfile.mkdtemp(prefix="test-cluster-", dir="/var/lib/wanlab"))
+    cwd = tmp_path_factory.mktemp("from-tmp")
+    assert str(cwd).startswith("/tmp/"), cwd
+    before = netns_names()
+    cid = None
+    try:
+        p = wanlab_cli(home, "cluster", "up", "--local", "3", timeout=900, cwd=cwd)
+        cid = re.search(r"cluster (\w+): 3 machines up", p.stdout + p.stderr).group(1)
+        cluster = Cluster(home, cid, cwd)
+        yield cluster
+        cluster.clear()
+    finally:
+        wanlab_cli(home, "cluster", "down", check=False, timeout=300, cwd="/")
+        shutil.rmtree(home, ignore_errors=True)
+    left = {n for n in netns_names() - before if n.startswith(f"wlc{cid}")}
+    assert not left, left
 
 
 def _own_children() -> list[int]:

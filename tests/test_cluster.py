@@ -55,22 +55,49 @@ def wl(home, *args, check=True, timeout=600):
 
 
 def netns_names():
-    return set(subprocess.run(["ip", "netns", "list"], capture_output=True, text=True,
-                              check=False).stdout.split())
+    from conftest import netns_names
+    return netns_names()
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    home = tmp_path_factory.mktemp("cluster") / "home"
-    before = netns_names()
-    try:
-        p = wl(home, "cluster", "up", "--local", "3", timeout=900)
-        cid = re.search(r"cluster (\w+): 3 machines up", p.stdout + p.stderr).group(1)
-        yield home, cid
-    finally:
-        wl(home, "cluster", "down", check=False, timeout=300)
-    left = {n for n in netns_names() - before if n.startswith(f"wlc{cid}")}
-    assert not left, left
+def cluster(shared_cluster):
+    """The session's cluster of 3 machines (tests/conftest.py), as (home, cluster id)."""
+    yield shared_cluster.home, shared_cluster.cid
+    shared_cluster.clear()
+
+
+def _stored(home, name, table="event_log"):
+    """Every machine's own rows of ``name`` (its event log's latest run, or its flows),
+    read from the machines' stores here: a wait on them costs no command."""
+    from wanlab.store.db import Store
+    out = []
+    for db in sorted(home.glob("machines/m*/wanlab.db")):
+        store = Store(str(db.parent), create=False)
+        try:
+            row = store.find(name)
+            if row is not None:
+                rows = store.event_log(row.id) if table == "event_log" else \
+                    store.flows(row.id)
+                out += [{**r, "machine": db.parent.name} for r in rows]
+        finally:
+            store.close()
+    return out
+
+
+def _wait_stored(home, name, done, table="event_log", timeout=120.0):
+    """Wait until ``done(rows)`` holds for :func:`_stored`'s rows."""
+    import time
+    deadline = time.monotonic() + timeout
+    while not done(rows := _stored(home, name, table)):
+        assert time.monotonic() < deadline, rows
+        time.sleep(0.2)
+    return rows
+
+
+def _timeline_fired(rows, since=0.0):
+    """The timeline's delay events fired in a run started after ``since`` (epoch s)."""
+    return sum(1 for r in rows if r["origin"] == "timeline" and r["action"] == "delay"
+               and r["t0"] >= since and r["fired_s"] is not None)
 
 
 def test_status_finds_an_agent_in_each_machines_namespace(cluster):
@@ -290,7 +317,9 @@ def test_events_tevc_captures_swap_and_modify_across_machines(cluster, tmp_path)
     ends = [("n0", "n1"), ("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n5")]
     cut = next(f"l{i}" for i, (a, b) in enumerate(ends) if where[a] != where[b])
     import time
-    time.sleep(1.5)
+    # the timeline (t = 1 s): 5 delays, a cut link's on both of its machines
+    fires = sum(len({where[a], where[b]}) for a, b in ends)
+    _wait_stored(home, "ev", lambda rows: _timeline_fired(rows) == fires)
     # the timeline: 5 links of 10 ms and the LAN's 2 ms, each way
     assert 104.0 <= _rtt_min(home, "ev", "n0", "h1") < 120.0
     # tevc on a cut link: down, then up, then 20 ms (its two directions on two machines)
@@ -340,8 +369,9 @@ def test_events_tevc_captures_swap_and_modify_across_machines(cluster, tmp_path)
     # swap-out and in: every part, on its machine; the timeline plays again
     wl(home, "swapout", "ev")
     assert re.search(r"^ev\s+\w+\s+swapped", wl(home, "list").stdout, re.M)
+    since = time.time()
     wl(home, "swapin", "ev")
-    time.sleep(1.5)
+    _wait_stored(home, "ev", lambda rows: _timeline_fired(rows, since) == fires)
     assert 104.0 <= _rtt_min(home, "ev", "n0", "h1") < 120.0
     # modify: the cut link at 30 ms (a parameter change, in place on both machines; the
     # other links keep the 10 ms the timeline gave them)
@@ -456,8 +486,9 @@ def test_follow_repair_and_the_python_api_on_a_cluster_experiment(cluster, tmp_p
         where = json.loads(wl(home, "show", "fol", "--json").stdout)["machine_of"]
         ends = [("n0", "n1"), ("n1", "n2"), ("n2", "n3"), ("n3", "n4"), ("n4", "n5")]
         cut = next(f"l{i}" for i, (a, b) in enumerate(ends) if where[a] != where[b])
-        import time
-        time.sleep(8)           # the timeline is over (t = 6 s), held back 1 s by follow
+        # the timeline is over (t = 6 s): 5 delays, a cut link's on both of its machines
+        fires = sum(len({where[a], where[b]}) for a, b in ends)
+        _wait_stored(home, "fol", lambda rows: _timeline_fired(rows) == fires)
         # the API: a cut link's delay on the machine that shapes each direction, down and
         # up, its counters from both machines
         script = tmp_path / "api.py"
@@ -738,8 +769,13 @@ def test_portal_consoles_captures_and_simulated_flows_on_a_cluster(cluster, tmp_
     where = json.loads(wl(home, "show", "simflows", "--json").stdout)["machine_of"]
     assert where == {"a": "m0", "r1": "m1", "r2": "m1", "s1": "m1", "s2": "m1",
                      "b": "m2"}, where
-    import time
-    time.sleep(4)               # the flows ran from t = 1 s to 3 s
+    # the flows ran from t = 1 s to 3 s: each stopped on every machine holding an end
+    stops = {("cbr0", "m0"), ("cbr0", "m2"), ("cbr1", "m1"), ("ftp2", "m1")}
+    _wait_stored(home, "simflows", lambda rows: stops <= {
+        (r["target"], r["machine"]) for r in rows if r["action"] == "stop"
+        and r["fired_s"] is not None})
+    _wait_stored(home, "simflows", lambda rows: {"cbr0", "cbr1", "ftp2"} <= {
+        r["agent"] for r in rows}, table="flows")
     flows = {f["agent"]: f for f in json.loads(wl(home, "flows", "simflows",
                                                   "--json").stdout)}
     assert set(flows) == {"cbr0", "cbr1", "ftp2"}, flows
@@ -1231,8 +1267,7 @@ def test_repair_moves_a_lost_machines_part_to_a_free_machine(cluster, tmp_path):
 
 def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(cluster,
                                                                               tmp_path):
-    """Last in this file: it kills one machine of the module's cluster (and starts it
-    again)."""
+    """It kills one machine of the session's cluster (and starts it again)."""
     home, _ = cluster
     spec = tmp_path / "chain.yaml"
     spec.write_text(CHAIN.format(name="lose"))
@@ -1279,19 +1314,11 @@ def test_a_lost_machine_degrades_the_experiment_and_the_others_keep_running(clus
     kept = {n for n in netns_names() if n.startswith(f"wl-{short}-")}
     assert kept, "the lost machine's namespaces outlive its Ray worker"
     # the machine comes back (its Ray worker started again, as after a reboot); its new
-    # agent finds the part in the machine's own store, and cleanup removes exactly that
-    from wanlab.cluster import local
-    store = Store(str(home))
-    try:
-        local.rejoin(store, victim)
-    finally:
-        store.close()
-    import time
-    deadline = time.monotonic() + 300
-    while not re.search(rf"^\s+{victim}\s+\S+\s+up\b",
-                        wl(home, "cluster", "status", check=False).stdout, re.M):
-        assert time.monotonic() < deadline, "the machine did not come back"
-        time.sleep(2)
+    # agent finds the part in the machine's own store, and cleanup removes exactly that.
+    # (Started from a child: a worker of this test's would be stopped after it, the
+    # machine lost to the session's next tests.)
+    _child(KILL_AND_REJOIN, home, victim, "rejoin")
+    _wait_up(home, victim)
     wl(home, "cleanup", "lose")
     assert "lose" not in wl(home, "list").stdout
     assert _parts_made(home, "lose") == {}

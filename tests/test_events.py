@@ -277,7 +277,9 @@ def test_node_reboot_restarts_its_processes(lab, tmp_path):
 
 def test_halt_cancels_the_rest_of_the_timeline(lab, tmp_path):
     create(lab, tmp_path, '$ns at 0.5 "$ns halt"\n$ns at 1.5 "$link0 down"\n', "halt")
-    time.sleep(2.0)
+    # both events logged: the halt, and the down it cancelled (due at 1.5 s)
+    wait_for(lambda: len(lab.event_log("halt")) == 2)
+    time.sleep(max(0.0, t0_of(lab, "halt") + 1.6 - time.time()))   # past the down's time
     log = {(e["target"], e["action"]): e["outcome"] for e in lab.event_log("halt")}
     assert log == {("ns", "halt"): "ok", ("link0", "down"): "cancelled"}
     assert len(ping_rtts(lab, "halt", "a", "b", count=1)) == 1

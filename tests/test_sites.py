@@ -1,8 +1,7 @@
 """Every front door (the CLI, the Python API, the portal's REST API, the facility's idle
 swap and batch daemon) drives every verb of the site boundary (:mod:`wanlab.site`) on an
-experiment of this host and on one placed on a local test cluster of 2 machines, with the
-same outcome. One cluster and one experiment per site for the module; the verbs in
-sequence.
+experiment of this host and on one placed on the session's local test cluster, with the
+same outcome. One experiment per site for the module; the verbs in sequence.
 
 Each door runs in a child process (as a user's would: the cluster's controller attaches
 to Ray there, never in the test process) and reports what it saw as JSON. What a swap-out
@@ -121,30 +120,16 @@ def assert_stopped(home, name, site, namespaces):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    """A local test cluster of 2 machines; its home holds both sites' experiments."""
-    home = tmp_path_factory.mktemp("sites") / "home"
-    spec = home.parent / "three.tcl"
+def world(shared_cluster, tmp_path_factory):
+    """The session's local test cluster (tests/conftest.py); its home holds both sites'
+    experiments."""
+    home, specs = shared_cluster.home, tmp_path_factory.mktemp("sites")
+    spec = specs / "three.tcl"
     spec.write_text(SPEC % "5ms")
-    changed = home.parent / "three-modified.tcl"
+    changed = specs / "three-modified.tcl"
     changed.write_text(SPEC % "10ms")
-    before = netns_names()
-    try:
-        p = wl(home, "cluster", "up", "--local", "2", timeout=900)
-        cid = re.search(r"cluster (\w+): 2 machines up", p.stdout + p.stderr).group(1)
-        yield home, spec, changed
-    finally:
-        from wanlab.lifecycle import Lab
-        lab = Lab(str(home))
-        try:
-            for r in lab.store.list():
-                wl(home, "cleanup", r.name, check=False)
-                wl(home, "terminate", r.name, check=False)
-        finally:
-            lab.close()
-        wl(home, "cluster", "down", check=False, timeout=300)
-    left = {n for n in netns_names() - before if n.startswith(f"wlc{cid}")}
-    assert not left, left
+    yield home, spec, changed
+    shared_cluster.clear()
 
 
 API = """\
@@ -172,7 +157,10 @@ out["captures"] = [c["file"] for c in exp.captures()]
 out["capture_files"] = files
 out["capture_bytes"] = len(open(exp.capture_file(files[0]), "rb").read())
 import time
-time.sleep(3)                   # the CBR flow (t = 1..2 s) is over
+deadline = time.monotonic() + 120           # until the CBR flow (t = 1..2 s) is over
+while not any((e["target"], e["action"]) == ("cbr0", "stop") for e in exp.events()):
+    assert time.monotonic() < deadline, exp.events()
+    time.sleep(0.3)
 out["events"] = sorted({e["target"] for e in exp.events()})
 exp.swapout()
 out["flows"] = [f["agent"] for f in exp.flows()]
@@ -433,6 +421,9 @@ def test_cluster_down_refuses_while_an_operation_holds_one_of_its_experiments(wo
     leaves the cluster and its experiments as they were."""
     from wanlab.lifecycle import Lab
     home, *_ = world
+    machines = re.findall(r"^\s+m\d+\s+\S+\s+up\b", wl(home, "cluster", "status").stdout,
+                          re.M)
+    assert machines, "no machine up"
     lab = Lab(str(home), create=False)
     try:
         with lab.locked("api-cluster"):
@@ -442,7 +433,8 @@ def test_cluster_down_refuses_while_an_operation_holds_one_of_its_experiments(wo
     assert p.returncode == 2, p.stdout + p.stderr
     assert f"api-cluster is busy: pid {os.getpid()} (" in p.stderr, p.stderr
     assert "nothing removed" in p.stderr and "Traceback" not in p.stderr, p.stderr
-    assert "2 machines" in wl(home, "cluster", "status").stdout
+    assert re.findall(r"^\s+m\d+\s+\S+\s+up\b", wl(home, "cluster", "status").stdout,
+                      re.M) == machines
     assert "api-cluster" in wl(home, "list").stdout
 
 

@@ -151,21 +151,6 @@ def cmd_cluster(lab, a) -> int:
     return 0 if all(r["state"] == "up" for r in rows) else 1
 
 
-def print_placed(info: dict) -> None:
-    """``wanlab show`` of a cluster experiment (its site's ``show``): where each node runs,
-    each machine's part's fault, the wide-area mapping."""
-    from wanlab.cluster import wide
-    print(f"experiment {info['name']}: {info['state']} on the cluster")
-    by_machine: dict[str, list[str]] = {}
-    for node, m in sorted(info["machine_of"].items()):
-        by_machine.setdefault(m, []).append(node)
-    for m, nodes in sorted(by_machine.items()):
-        err = info["parts"].get(m, {}).get("error")
-        print(f"  machine {m}: {', '.join(nodes)}" + (f"  ({err})" if err else ""))
-    for line in wide.lines(info["wide_area"]) if info.get("wide_area") else []:
-        print("  " + line)
-
-
 def register(add) -> None:
     sp = add("cluster", cmd_cluster, "the cluster experiments are placed on: wanlab cluster "
              "up --local N | up HOST:PORT | join [--local] | measure | status | down")

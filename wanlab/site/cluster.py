@@ -26,6 +26,7 @@ from wanlab.errors import Interrupted, WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.model.ir import Event, Experiment, validate
 from wanlab.model.states import ACTIVE, TRANSIENT
+from wanlab.site.show_text import placed_lines
 from wanlab.store import lock
 from wanlab.store.db import ExperimentRow
 
@@ -141,9 +142,11 @@ class ClusterSite:
         except WanlabError:                 # terminated meanwhile
             return row
 
-    def show(self, name: str) -> dict[str, Any]:
+    def show(self, name: str, node: str | None = None, links: bool = False
+             ) -> dict[str, Any]:
         """Where each node runs and each part's own ``show`` (from its machine); the
-        wide-area mapping if wanassign placed it."""
+        wide-area mapping if wanassign placed it. (Each part's report is whole: ``node``
+        and ``links`` select nothing here.)"""
         row = self.store.get(name)
         info = experiment.show(self.store, name)
         info.update(id=row.short, error=row.error, site=self.kind)
@@ -152,6 +155,10 @@ class ClusterSite:
         if mapped:
             info["wide_area"] = mapped
         return info
+
+    def show_text(self, info: dict[str, Any], summary: bool = True) -> list[str]:
+        """``show``'s report as text: the placement (each machine's nodes and fault)."""
+        return placed_lines(info)
 
     def routes(self, name: str, node: str | None = None) -> dict[str, str]:
         return experiment.routes(self.store, name, node)

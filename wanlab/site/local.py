@@ -11,6 +11,7 @@ from typing import Any
 from wanlab.errors import WanlabError
 from wanlab.lifecycle import Lab
 from wanlab.model.ir import Event, Experiment
+from wanlab.site.show_text import local_lines, select
 from wanlab.store.db import ExperimentRow
 
 
@@ -64,8 +65,15 @@ class LocalSite:
         transient state by a killed operation, becomes degraded."""
         return self.lab._check_health(row)
 
-    def show(self, name: str) -> dict[str, Any]:
-        return self.lab.show(name)
+    def show(self, name: str, node: str | None = None, links: bool = False
+             ) -> dict[str, Any]:
+        """The report of ``show``; ``node`` or ``links``: only that node (its links and
+        LANs) or only the links and LANs."""
+        return select(self.lab.show(name), node, links)
+
+    def show_text(self, info: dict[str, Any], summary: bool = True) -> list[str]:
+        """``show``'s report as text (``summary``: counts and first rows of a large one)."""
+        return local_lines(info, summary)
 
     def routes(self, name: str, node: str | None = None) -> dict[str, str]:
         return self.lab.routes(name, node)

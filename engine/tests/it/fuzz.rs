@@ -1,5 +1,5 @@
 //! Property tests: arbitrary frames (also into a simulated router on the LAN) and arbitrary
-//! control input never panic. More router fuzzing: `tests/sim_router.rs`.
+//! control input never panic. More router fuzzing: `tests/it/sim_router.rs`.
 
 use proptest::prelude::*;
 use serde_json::{json, Value};
