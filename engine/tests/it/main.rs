@@ -8,6 +8,7 @@ mod integration;
 mod lan_pairs;
 mod link_rules;
 mod offload;
+mod patches;
 mod port_move;
 mod realtime_behind;
 mod sim_hosts;
