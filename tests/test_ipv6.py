@@ -186,14 +186,15 @@ events:
 def test_ipv6_frames_cross_matrix_channels_and_captures(lab):
     from wanlab.frontends import yaml_spec
     lab.create(yaml_spec.loads(MATRIX6))
-    # neighbour discovery (multicast) and the pings cross each pair's own channel
+    # neighbour discovery (multicast) and the pings cross each pair's own channel (the FTP
+    # flow from d to a fills the queues it crosses meanwhile: a ping there may be dropped)
     for x, y, one_way in (("a", "b", 3), ("a", "c", 12), ("b", "c", 6)):
-        rtts = ping6(lab, "mx6", x, f"{y}-wan")
-        assert len(rtts) == 3 and 2 * one_way - 0.1 <= min(rtts) <= 2 * one_way * 1.05 + 4, \
+        rtts = ping6(lab, "mx6", x, f"{y}-wan", count=5)
+        assert len(rtts) >= 3 and 2 * one_way - 0.1 <= min(rtts) <= 2 * one_way * 1.05 + 4, \
             (x, y, rtts)
     # a link's capture holds the IPv6 frames that crossed it (routed a -> c -> d)
     lab.tevc("mx6", "now", "cd", "trace", ["start"], wait=True)
-    assert len(ping6(lab, "mx6", "a", "d-cd")) == 3
+    assert len(ping6(lab, "mx6", "a", "d-cd", count=5)) >= 3
     lab.tevc("mx6", "now", "cd", "trace", ["stop"], wait=True)
     folder = lab.show("mx6")["folder"]
     frames = []

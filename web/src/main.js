@@ -358,8 +358,9 @@ function modifyForm(name) {
     const r = await guard(async () => api('POST', `/experiments/${enc(name)}/modify`, {
       filename: filename.value, text: text.value, files: await attached(attach.files) }));
     if (r) {
+      // the page is rebuilt first: "done" shows once its buttons are the new page's
+      await experimentPage(name);
       flash(`${name}: modify done`, false);
-      experimentPage(name);
     }
   });
   return form;
