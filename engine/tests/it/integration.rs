@@ -521,7 +521,14 @@ fn a_port_behind_a_long_queue_is_read_without_wake_ups_of_its_own() {
     assert_eq!(ab["drop_queue"], json!(0), "{ab}");
     let replies = out.lines().filter(|l| l.contains("time=")).count();
     assert_eq!(replies, 20, "{out}");
-    assert_eq!(ab["in_pkts"], ab["out_pkts"], "{ab}");
+    // none lost: what went in came out, but for the namespace's own background frames (IPv6
+    // solicitations, ARP) of which one may still be on the wire when the stats are read
+    let (inp, outp) = (
+        ab["in_pkts"].as_u64().unwrap(),
+        ab["out_pkts"].as_u64().unwrap(),
+    );
+    let queued = ab["qlen_pkts"].as_u64().unwrap();
+    assert!(outp <= inp && inp - outp <= queued + 1, "{ab}");
 }
 
 /// A long queue of frames that serialize fast (250 Mbit/s: 46 µs per 1442-byte frame, under
