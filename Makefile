@@ -62,9 +62,10 @@ lint:
 test-engine:
 	cargo test --profile release-test --workspace
 
-# pure tests first, then those on the host (tests/conftest.py); the slowest are listed
+# pure tests first, then the clusters' tests beside the host's others (tests/run_parts.py);
+# the slowest of each part are listed
 test-python:
-	$(PY) -m pytest -q tests --durations=20
+	$(PY) tests/run_parts.py
 
 validate: install
 	$(PY) bench/fidelity.py

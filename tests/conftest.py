@@ -54,8 +54,35 @@ def pytest_collection_modifyitems(session, config, items):
         if _on_host(i):
             i.add_marker("host")
     items.sort(key=lambda i: (_on_host(i), getattr(i, "module", None) in on_cluster))
+    part = os.environ.get("WANLAB_TEST_PART")
+    if part:
+        _keep_part(config, items, part, on_cluster)
     pure = [i for i in items if not _on_host(i)]
     config._wl_last_pure = pure[-1] if pure and len(pure) < len(items) else None
+
+
+# The suite's parts (tests/run_parts.py runs the pure part, then the other two side by side):
+# the clusters' tests mostly wait on Ray and on CLI children, so the host's other tests fill
+# that time.
+PARTS = ("pure", "cluster", "host")
+
+
+def _part_of(item, on_cluster) -> str:
+    if not _on_host(item):
+        return "pure"
+    mod = getattr(item, "module", None)
+    if mod in on_cluster or os.path.basename(str(item.fspath)).startswith("test_cluster"):
+        return "cluster"
+    return "host"
+
+
+def _keep_part(config, items, part: str, on_cluster) -> None:
+    """Keep only the tests of ``part`` (``WANLAB_TEST_PART``), the rest deselected."""
+    if part not in PARTS:
+        raise pytest.UsageError(f"WANLAB_TEST_PART={part!r}: one of {', '.join(PARTS)}")
+    keep = [i for i in items if _part_of(i, on_cluster) == part]
+    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+    items[:] = keep
 
 
 @pytest.hookimpl(hookwrapper=True)

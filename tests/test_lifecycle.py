@@ -133,17 +133,26 @@ def test_kill_cli_during_create_then_cleanup(tmp_path):
         lab.close()
 
 
-def _ours():
-    return {n for n in os.listdir("/run/netns") if n.startswith("wl-")}
+def _shorts_made(lab, monkeypatch):
+    """The short ids of the experiments ``lab`` adds (other tests may run beside this one,
+    so what is left is looked for by id, never by comparing the host's namespaces)."""
+    made, add = [], lab.store.add_experiment
+
+    def recording(*a, **kw):
+        row = add(*a, **kw)
+        made.append(row.short)
+        return row
+    monkeypatch.setattr(lab.store, "add_experiment", recording)
+    return made
 
 
 def test_failed_swapin_leaves_nothing_and_says_why(lab, monkeypatch):
-    before = _ours()
+    made = _shorts_made(lab, monkeypatch)
     monkeypatch.setenv("WANLAB_ENGINE", "/bin/false")
     with pytest.raises(WanlabError, match="engine exited"):
         lab.create(pair())
     assert lab.list() == []
-    assert _ours() == before
+    assert len(made) == 1 and leftovers(made[0]) == []
 
 
 def test_failure_midway_removes_namespaces_taps_and_engine(lab, monkeypatch):
@@ -155,14 +164,13 @@ def test_failure_midway_removes_namespaces_taps_and_engine(lab, monkeypatch):
         raise WanlabError("injected failure while configuring " + node.name)
 
     monkeypatch.setattr(netconf, "configure", broken)
-    before = _ours()
     lab.store.add_experiment(pair(), None)
     with pytest.raises(WanlabError, match="injected failure"):
         lab.swapin("pair")
     row = lab.get("pair")
     assert calls == ["a"]
     assert row.state == "new" and "injected" in row.error
-    assert leftovers(row.short) == [] and _ours() == before
+    assert leftovers(row.short) == []
     engines = [r for r in lab.store.resources(row.id, live_only=False) if r.kind == "engine"]
     assert engines and not procs.alive(engines[0].detail["pid"], engines[0].detail["started"])
 
