@@ -114,6 +114,32 @@ def test_status_finds_an_agent_in_each_machines_namespace(cluster):
         assert ino != os.stat("/proc/self/ns/net").st_ino
 
 
+def test_an_agent_that_answers_late_is_waited_for_while_its_machine_lives(cluster, tmp_path):
+    """A machine loaded far beyond its cores answers late: its agent, stopped for longer
+    than one hello's wait, holds up a create that then succeeds (before, the machine was
+    taken for lost: "does not answer", exit 2)."""
+    import signal
+    import threading
+
+    from wanlab.cluster.experiment import HELLO_TIMEOUT_S
+    home, _ = cluster
+    rows = [x.split() for x in wl(home, "cluster", "status").stdout.splitlines()[1:]]
+    m1 = next(r for r in rows if r[0] == "m1")
+    pid = int(m1[m1.index("pid") + 1])
+    spec = tmp_path / "late.yaml"
+    spec.write_text("name: late\nnodes: [a, b]\nlinks:\n  - {nodes: [a, b], delay: 1ms}\n")
+    os.kill(pid, signal.SIGSTOP)
+    wake = threading.Timer(HELLO_TIMEOUT_S + 5, os.kill, (pid, signal.SIGCONT))
+    wake.start()
+    try:
+        p = wl(home, "create", str(spec), "--cluster", check=False)
+    finally:
+        wake.cancel()
+        os.kill(pid, signal.SIGCONT)
+    assert p.returncode == 0, p.stderr
+    wl(home, "terminate", "late")
+
+
 def test_a_chain_and_a_lan_spread_over_three_machines(cluster, tmp_path):
     home, _ = cluster
     spec = tmp_path / "chain.yaml"

@@ -37,6 +37,7 @@ import contextlib
 import dataclasses
 import secrets
 import shutil
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -44,7 +45,7 @@ from typing import Any
 from wanlab.backends.emulate import oplock
 from wanlab.cluster import agent as agents
 from wanlab.cluster import connect, events, layers, local
-from wanlab.cluster.info import ClusterInfo
+from wanlab.cluster.info import ClusterInfo, alive
 from wanlab.errors import WanlabError
 from wanlab.model.ir import (
     Experiment,
@@ -62,7 +63,11 @@ from wanlab.store import lock
 from wanlab.store.db import Store
 
 CALL_TIMEOUT_S = 600.0
+# An agent's hello is asked again every HELLO_TIMEOUT_S while Ray counts its machine's node
+# alive (a machine loaded far beyond its cores answers late), up to HELLO_PATIENCE_S; a
+# machine whose node is dead is lost at once.
 HELLO_TIMEOUT_S = 15.0
+HELLO_PATIENCE_S = 180.0
 
 
 def _get(ref: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
@@ -81,15 +86,30 @@ def _get(ref: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
                           ) from None
 
 
-def hellos(handles: dict[str, Any], op: str) -> dict[str, dict[str, Any]]:
+def hello(info: ClusterInfo, machine: str, handle: Any, ref: Any = None) -> dict[str, Any]:
+    """Machine ``machine``'s agent's ``hello`` (``ref``: one already asked). Raises as Ray
+    does for a lost machine: at once when the actor or its node is dead; after
+    HELLO_PATIENCE_S when the node lives but the agent never answers."""
+    import ray
+    ref = handle.hello.remote() if ref is None else ref
+    m = next(x for x in info.machines if x.name == machine)
+    deadline = time.monotonic() + HELLO_PATIENCE_S
+    while True:
+        try:
+            return ray.get(ref, timeout=HELLO_TIMEOUT_S)
+        except ray.exceptions.GetTimeoutError:
+            if time.monotonic() >= deadline or not alive(m):
+                raise
+
+
+def hellos(info: ClusterInfo, handles: dict[str, Any], op: str) -> dict[str, dict[str, Any]]:
     """Each machine's agent's ``hello``; a machine whose agent does not answer is named
     (Ray's own exception is no message for a user)."""
-    import ray
     refs = {m: h.hello.remote() for m, h in handles.items()}
     out, silent = {}, []
     for m, ref in refs.items():
         try:
-            out[m] = ray.get(ref, timeout=HELLO_TIMEOUT_S)
+            out[m] = hello(info, m, handles[m], ref)
         except Exception:               # noqa: BLE001 - Ray raises many kinds for a lost agent
             silent.append(m)
     if silent:
@@ -338,7 +358,7 @@ def create(store: Store, exp: Experiment, source_path: str | None,
     with connect.session(info):
         handles = {m.name: agents.agent(info, m, agents.machine_home(store.home, m.name))
                    for m in info.machines}
-        hello = hellos(handles, f"create of {exp.name}")
+        hello = hellos(info, handles, f"create of {exp.name}")
         machines = [Machine(m.name, m.cores, hello[m.name]["memory_bytes"])
                     for m in info.machines]
         # a LAN (one switch) and a piece of simulated nodes (one engine's) stay whole
@@ -411,13 +431,12 @@ def _remove_parts(store: Store, info: ClusterInfo, name: str, handles: dict[str,
                   op: str) -> list[str]:
     """``terminate`` (or ``cleanup``) every recorded part; a part whose machine does not
     answer stays recorded (removed when it returns); returns those machines."""
-    import ray
     lost = []
     for r in parts_of(store, name) + moved_of(store, name):
         m = r.detail["machine"]
         try:
             # a lost machine is found out quickly, not after the long call's deadline
-            ray.get(handles[m].hello.remote(), timeout=HELLO_TIMEOUT_S)
+            hello(info, m, handles[m])
             _get(handles[m].run_part.remote(op, name, r.detail.get("token")))
             rec.removed(store, r.id)
         except WanlabError as e:        # the agent answered: say what it said
@@ -493,12 +512,11 @@ def _part_states(store: Store, info: ClusterInfo, name: str, machines: list[str]
         except (agents.NoAgentHere, WanlabError):   # Ray tells a lost machine from an error
             by_ray.append(m)
     if by_ray:
-        import ray
         with connect.session(info):
             for m in by_ray:
                 try:
                     handle = _handle(store, info, m)
-                    ray.get(handle.hello.remote(), timeout=HELLO_TIMEOUT_S)
+                    hello(info, m, handle)
                     out[m] = _get(handle.run_part.remote("state", name))
                 except WanlabError as e:        # the agent answered: its part is not well
                     out[m] = {"state": "unknown", "broken": [str(e)], "error": str(e)}
@@ -557,7 +575,6 @@ def _start_clocks(handles: dict[str, Any], name: str, machines: list[str],
     """t = 0 on every machine at one moment (wall clock: the machines' clocks are assumed
     synchronised, as they are on the local test cluster, which shares this host's); the
     moment is kept in the parts' records (tevc times events on several machines by it)."""
-    import time
     at = time.time() + CLOCK_LEAD_S
     t0s = _each(handles, machines, "go", name, at)
     for r in parts_of(store, name) if store is not None else []:
@@ -584,7 +601,6 @@ def _conduct(store: Store, handles: dict[str, Any], name: str, t0s: dict[str, fl
 def _shared_time(store: Store, name: str, time_spec: str) -> str:
     """``now`` or ``+S`` as one time since t = 0 for every machine, a little ahead (the
     parts would otherwise each fire at the moment the request reached them)."""
-    import time
     t0 = next((r.detail["t0"] for r in parts_of(store, name) if "t0" in r.detail), None)
     if t0 is None or not (time_spec == "now" or time_spec.startswith("+")):
         return time_spec

@@ -63,6 +63,17 @@ def node_of(m: MachineInfo, nodes: list[dict[str, Any]] | None = None) -> str:
     return same[0]["NodeID"] if len(same) == 1 else m.node_id
 
 
+def alive(m: MachineInfo) -> bool:
+    """Whether Ray counts machine ``m``'s node alive (inside a session): by its recorded
+    node (or the node come back at its address) on a cluster joined by address, by the
+    machine's custom resource on the local test cluster."""
+    import ray
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    if m.node_id:
+        return any(n["NodeID"] == node_of(m, nodes) for n in nodes)
+    return any(MACHINE_RESOURCE + m.name in (n.get("Resources") or {}) for n in nodes)
+
+
 def current(store: Store) -> ClusterInfo | None:
     """The store's current cluster, or None."""
     from wanlab.store import cluster as rec

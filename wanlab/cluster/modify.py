@@ -78,7 +78,7 @@ def _place(name: str, new: Experiment, handles: dict[str, Any], info,
            before: dict[str, str]) -> dict[str, str]:
     """Where every node (and ``lan:NAME``) of ``new`` goes: kept nodes where they run."""
     kept = _kept(name, new, before)
-    hello = experiment.hellos(handles, f"modify of {name}")
+    hello = experiment.hellos(info, handles, f"modify of {name}")
     machines = [Machine(m.name, m.cores, hello[m.name]["memory_bytes"])
                 for m in info.machines]
     try:

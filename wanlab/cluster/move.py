@@ -76,7 +76,7 @@ def move_lost(store: Store, name: str, lost: list[str],
     def answers(m: str) -> bool:
         try:
             handles[m] = ex._handle(store, info, m)
-            ray.get(handles[m].hello.remote(), timeout=ex.HELLO_TIMEOUT_S)
+            ex.hello(info, m, handles[m])
             return True
         except Exception:           # noqa: BLE001 - a lost machine: Ray says it many ways
             return False
