@@ -357,4 +357,6 @@ def test_real_etcd_commits_after_its_leaders_quorum_rtt(tmp_path):
         assert len(lat) == 5
         # never faster than the network allows; generous slack above for a loaded machine
         assert want <= min(lat) and statistics.median(lat) < want + 30, (leader, want, lat)
-    assert statistics.median(commits["c"]) > max(commits["a"]) - 5
+    # c's quorum is 20 ms farther than a's: its typical commit is later (a first write can
+    # take longer on a loaded machine, so medians, not a's slowest)
+    assert statistics.median(commits["c"]) > statistics.median(commits["a"]), commits
