@@ -98,6 +98,38 @@ def test_bad_ipv6_input_names_the_file_and_line(change, message):
         make_plan(yaml_spec.loads(text, file="v6.yaml"), "abcd")
 
 
+NS_BAD = """set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+set c [$ns node]
+set l [$ns duplex-link $a $b 10Mb 1ms DropTail]
+set lan [$ns make-lan "$a $b $c" 10Mb 1ms]
+tb-set-ipv6 true
+tb-set-ip6-link $a $l fd00:1::1
+{bad}
+$ns run
+"""
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("tb-set-ip6-lan $c $lan fd00:2::zz", r"bad.tcl:10: 'fd00:2::zz' is not an IPv6 address"),
+    ("tb-set-ip6-lan $c $lan fd00:1::1", r"bad.tcl:7: .*address fd00:1::1 of c on LAN lan is "
+                                         r"already the address of a on link l \(.*bad.tcl:6\)"),
+    ("tb-set-ip6-link $b $l fd00:2::1", r"bad.tcl:6: .*fd00:1::1 and fd00:2::1 of 'l' are not "
+                                        r"in one /64"),
+    ("tb-set-ip6-lan $c $lan fe80::1", r"bad.tcl:7: .*fe80::1 is not a global or unique-local"),
+    ("tb-set-ip6-prefix fd00:9::/80", r"bad.tcl:10: tb-set-ip6-prefix fd00:9::/80 does not "
+                                      r"fit: .* /64 or shorter"),
+    ("tb-set-ip6-prefix 10.0.0.0/8", r"bad.tcl:10: .*'10.0.0.0/8' is not an IPv6 prefix"),
+])
+def test_bad_ipv6_input_in_ns_names_the_file_and_line(tmp_path, bad, message):
+    f = tmp_path / "bad.tcl"
+    f.write_text(NS_BAD.format(bad=bad))
+    with pytest.raises(SpecError, match=message):
+        make_plan(load(str(f)), "abcd")
+
+
 def test_ipv6_only_refuses_ipv4_addresses():
     b = ExperimentBuilder("x")
     b.ipv6("only")
