@@ -87,3 +87,24 @@ def test_ipv6_only_over_cut_links_and_a_simulated_core(home, tmp_path):
     finally:
         wl(home, "terminate", "core6")
     assert "core6" not in wl(home, "list").stdout
+
+
+def test_an_ipv6_only_simulation_over_the_machines_gives_the_bytes_of_one_engine(home,
+                                                                                 tmp_path):
+    """``run --simulate --cluster`` of an IPv6-only experiment: the agents' IPv6 packets
+    cross the machines' engines (synchronised over their bridge) as within one engine."""
+    from test_simulate_parallel import THREE_SITES
+    spec = tmp_path / "three6.tcl"
+    spec.write_text(THREE_SITES.replace("source tb_compat.tcl\n",
+                                        "source tb_compat.tcl\ntb-set-ipv6 only\n"))
+    one, many = tmp_path / "one", tmp_path / "many"
+    wl(home, "run", str(spec), "--simulate", "--seed", "5", "--out", str(one))
+    p = wl(home, "run", str(spec), "--simulate", "--cluster", "--seed", "5", "--out",
+           str(many))
+    assert re.search(r"^3 machines: m0 \(\d+ nodes\)", p.stdout, re.M), p.stdout
+    assert json.loads((many / "summary.json").read_text())["engine"]["engines"] == 3
+    result = (one / "result.json").read_bytes()
+    assert result == (many / "result.json").read_bytes()
+    # every flow crosses the core (between the machines): the TCPs and the CBR delivered
+    flows = json.loads((many / "summary.json").read_text())["flows"]
+    assert len(flows) == 4 and all(f["result"]["bytes"] > 0 for f in flows), flows
