@@ -247,19 +247,17 @@ class ExperimentBuilder:
             raise SpecError(f"ipv6 {mode!r} unknown; write true (dual stack), only or false")
         self._ipv6 = words[key]
         if prefix is not None:
+            if self._ipv6 == "off":
+                raise SpecError("an IPv6 prefix is given but the experiment has no IPv6 "
+                                "(ipv6: true or only)")
             self.ipv6_prefix(prefix)
 
     def ipv6_prefix(self, prefix: str) -> None:
         """The IPv6 prefix the networks' /64s are taken from (/64 or shorter)."""
-        try:
-            net = ipaddress.IPv6Network(str(prefix))
-        except ValueError:
-            raise SpecError(f"{prefix!r} is not an IPv6 prefix (e.g. fd12:3456:789a::/48)"
-                            ) from None
-        if net.prefixlen > 64:
-            raise SpecError(f"IPv6 prefix {net} does not fit: every link and LAN gets a /64 "
-                            f"of it, so it must be /64 or shorter")
-        self._ipv6_prefix = str(net)
+        problem = ir.ipv6_prefix_problem(str(prefix))
+        if problem:
+            raise SpecError(problem)
+        self._ipv6_prefix = str(ipaddress.IPv6Network(str(prefix)))
 
     def bgp_as(self, node: str, asn: int) -> None:
         """Give ``node`` a BGP AS number (it then runs bgpd)."""

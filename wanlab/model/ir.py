@@ -1030,6 +1030,21 @@ def _check_unique_addresses(exp: Experiment) -> None:
         used[ip] = (who, src)
 
 
+def ipv6_prefix_problem(text: str) -> str | None:
+    """Why ``text`` cannot be an experiment's IPv6 prefix (None: it can): every link and LAN
+    takes a /64 of it, so it is a unicast (global or unique-local) prefix of /64 or shorter."""
+    try:
+        net = ipaddress.IPv6Network(text)
+    except ValueError:
+        return f"{text!r} is not an IPv6 prefix (e.g. fd12:3456:789a::/48)"
+    if net.prefixlen > 64:
+        return (f"IPv6 prefix {net} does not fit: every link and LAN gets a /64 of it, so it "
+                f"must be /64 or shorter")
+    if net.is_multicast or net.is_link_local or net.supernet_of(ipaddress.IPv6Network("::/96")):
+        return f"IPv6 prefix {net} is not a global or unique-local unicast prefix"
+    return None
+
+
 def _check_ipv6(exp: Experiment) -> None:
     """The address families: IPv6 addresses only with ``ipv6`` on, each a unicast address
     given once; the experiment's prefix holds /64s; an IPv6-only experiment gives no IPv4
@@ -1054,14 +1069,9 @@ def _check_ipv6(exp: Experiment) -> None:
                        f"true or only)", src, where)
         return
     if exp.ipv6_prefix is not None:
-        try:
-            net = ipaddress.IPv6Network(exp.ipv6_prefix)
-        except ValueError:
-            raise _err(f"{exp.ipv6_prefix!r} is not an IPv6 prefix (e.g. fd12:3456:789a::/48)",
-                       exp.source, "ipv6_prefix") from None
-        if net.prefixlen > 64:
-            raise _err(f"IPv6 prefix {net} does not fit: every link and LAN gets a /64 of it, "
-                       f"so it must be /64 or shorter", exp.source, "ipv6_prefix")
+        problem = ipv6_prefix_problem(exp.ipv6_prefix)
+        if problem:
+            raise _err(problem, exp.source, "ipv6_prefix")
     used: dict[ipaddress.IPv6Address, tuple[str, Source]] = {}
     for ip, who, where, src in given:
         try:
