@@ -59,7 +59,7 @@ set lan [$ns make-lan "$a $b $c" 10Mb 1ms]
 tb-set-ipv6 only
 tb-set-ip6-prefix fd12:3456:789a::/56
 tb-set-ip6-interface $b $a fd12:3456:789a:20::b
-tb-set-ip6-lan $c $lan fd12:3456:789a:30::c
+tb-set-ip6 $c fd12:3456:789a:30::c
 $ns run
 """)
     exp = load(str(f))
@@ -122,6 +122,8 @@ $ns run
                                          r"already the address of a on link l \(.*bad.tcl:6\)"),
     ("tb-set-ip6-link $b $l fd00:2::1", r"bad.tcl:6: .*fd00:1::1 and fd00:2::1 of 'l' are not "
                                         r"in one /64"),
+    ("tb-set-ip6 $b fd00:1::9", r"bad.tcl:10: tb-set-ip6: node b has 2 links or LANs at this "
+                                r"point of the script; tb-set-ip6 needs exactly one"),
     ("tb-set-ip6-lan $c $lan fe80::1", r"bad.tcl:7: .*fe80::1 is not a global or unique-local"),
     ("tb-set-ip6-prefix fd00:9::/80", r"bad.tcl:10: tb-set-ip6-prefix: IPv6 prefix "
                                       r"fd00:9::/80 does not fit: .* /64 or shorter"),
