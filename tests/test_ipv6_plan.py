@@ -95,6 +95,7 @@ $ns run
     (("ipv6: true", "ipv6: only\nnodes: [a, b, c]\nlinks: [{nodes: [a, b], ips: [10.0.0.1, "
                     "null]}]\nx:"), r"unknown key|IPv4 addresses, but the experiment is IPv6"),
     (("fd00:6::c", "ff02::1"), r"v6.yaml:8: .*ff02::1 is not a global or unique-local"),
+    (("fd00:6::c", "fd00:6::"), r"v6.yaml:8: .*fd00:6:: is not a host address of fd00:6::/64"),
 ])
 def test_bad_ipv6_input_names_the_file_and_line(change, message):
     text = DUAL.replace(*change)
