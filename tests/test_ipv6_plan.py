@@ -89,7 +89,7 @@ $ns run
     (("ipv6: true", "ipv6_prefix: fd00:9::/48"),
      r"v6.yaml:2: ipv6_prefix: an IPv6 prefix is given but the experiment has no IPv6"),
     (("ipv6: true", "ipv6: true\nipv6_prefix: fd00:9::/64"),
-     r"v6.yaml: ipv6_prefix: IPv6 prefix fd00:9::/64 does not fit: it holds 1 /64s"),
+     r"v6.yaml:3: ipv6_prefix: IPv6 prefix fd00:9::/64 does not fit: it holds 1 /64s"),
     (("ipv6: true", "ipv6: false"), r"v6.yaml:5: .*IPv6 address fd00:5::a is given but the "
                                     r"experiment has no IPv6"),
     (("ipv6: true", "ipv6: only\nnodes: [a, b, c]\nlinks: [{nodes: [a, b], ips: [10.0.0.1, "
@@ -128,6 +128,8 @@ $ns run
     ("tb-set-ip6-lan $c $lan fe80::1", r"bad.tcl:7: .*fe80::1 is not a global or unique-local"),
     ("tb-set-ip6-prefix fd00:9::/80", r"bad.tcl:10: tb-set-ip6-prefix: IPv6 prefix "
                                       r"fd00:9::/80 does not fit: .* /64 or shorter"),
+    ("tb-set-ip6-prefix fd00:9::/64", r"bad.tcl:10: .*IPv6 prefix fd00:9::/64 does not fit: it "
+                                      r"holds 1 /64s, and the loopbacks and 1 links and LANs"),
     ("tb-set-ip6-prefix fe80::/48", r"bad.tcl:10: .*fe80::/48 is not a global or unique-local "
                                     r"unicast prefix"),
     ("tb-set-ip6-prefix 10.0.0.0/8", r"bad.tcl:10: .*'10.0.0.0/8' is not an IPv6 prefix"),

@@ -391,6 +391,7 @@ class _Records:
             if problem:
                 raise self.err(f"tb-set-ip6-prefix: {problem}", f, line)
             out["ipv6_prefix"] = str(ipaddress.IPv6Network(v))
+            out["ipv6_source"] = ir.Source(f, line)
         return out
 
     def engine_threads(self, eng: dict[str, Any]) -> int:

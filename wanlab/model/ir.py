@@ -634,6 +634,7 @@ class Experiment:
     ipv6: str = "off"                   # IPV6_MODES: IPv4 only, dual stack or IPv6 only
     # the prefix every network's /64 is taken from (None: a ULA /48 derived from the name)
     ipv6_prefix: str | None = None
+    ipv6_source: Source = field(default_factory=Source)     # where the prefix was given
     # "auto": the planner addresses every interface; "none": no address on the links' and
     # LANs' interfaces, the nodes' own commands give them (a containerlab file's)
     addressing: str = "auto"
@@ -739,7 +740,7 @@ class Experiment:
                    bgp_sessions=tuple(BgpSession(**x) for x in d.get("bgp_sessions", ())),
                    parameters=tuple(Parameter(**x) for x in d.get("parameters", ())),
                    swap=SwapPolicy(**(d.get("swap") or {})),
-                   source=src(d.get("source")))
+                   source=src(d.get("source")), ipv6_source=src(d.get("ipv6_source")))
         if d.get("edge"):
             e = d["edge"]
             top["edge"] = Edge(**{**e, "forwards": tuple(
@@ -1062,7 +1063,8 @@ def _check_ipv6(exp: Experiment) -> None:
     if exp.ipv6 == "off":
         if exp.ipv6_prefix is not None:
             raise _err("an IPv6 prefix is given but the experiment has no IPv6 (ipv6: true "
-                       "or only)", exp.source, "ipv6_prefix")
+                       "or only)", exp.ipv6_source if exp.ipv6_source.file else exp.source,
+                       "ipv6_prefix")
         if given:
             ip, _, where, src = given[0]
             raise _err(f"IPv6 address {ip} is given but the experiment has no IPv6 (ipv6: "
@@ -1071,7 +1073,8 @@ def _check_ipv6(exp: Experiment) -> None:
     if exp.ipv6_prefix is not None:
         problem = ipv6_prefix_problem(exp.ipv6_prefix)
         if problem:
-            raise _err(problem, exp.source, "ipv6_prefix")
+            raise _err(problem, exp.ipv6_source if exp.ipv6_source.file else exp.source,
+                       "ipv6_prefix")
     used: dict[ipaddress.IPv6Address, tuple[str, Source]] = {}
     for ip, who, where, src in given:
         try:

@@ -86,6 +86,8 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         members[lan.name] = [m.node for m in lan.members]
         costs[lan.name] = lan.cost
     src_of = {x.name: x.source for x in (*exp.links, *exp.lans)}
+    if exp.ipv6_source.file:
+        src_of.setdefault("ipv6_prefix", exp.ipv6_source)
 
     def located(msg: str, net: str) -> None:
         src = src_of.get(net)
