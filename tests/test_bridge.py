@@ -94,8 +94,13 @@ def test_bridge_shapes_the_path_and_gives_the_interfaces_back(tmp_path, outside)
     cli = [sys.executable, "-m", "wanlab.cli", "--home", str(tmp_path / "h")]
     # a second address behind R answers through a per-destination rule (+50 ms each way)
     ip("-n", right, "addr", "add", "192.168.77.66/24", "dev", "out0")
+    # and IPv6 alike: neighbour discovery crosses the wire, a prefix rule takes ::66
+    for ns, addrs in ((left, ("fd00:77::1",)), (right, ("fd00:77::2", "fd00:77::66"))):
+        for a in addrs:
+            ip("-n", ns, "addr", "add", f"{a}/64", "dev", "out0", "nodad")
     p = subprocess.run([*cli, "bridge", end_a, end_b, "--delay", "15ms", "--name", "box",
-                        "--rule", "192.168.77.64/26:delay=65ms"],
+                        "--rule", "192.168.77.64/26:delay=65ms",
+                        "--rule", "fd00:77::40/122:delay=65ms"],
                        capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
     # the interfaces left the host's namespace for the box
@@ -104,6 +109,10 @@ def test_bridge_shapes_the_path_and_gives_the_interfaces_back(tmp_path, outside)
     assert len(rtts) >= 3 and 30 <= min(rtts) < 40, rtts
     # to .66 the request takes the rule (65 ms), the reply to .1 the wire (15 ms)
     rtts = ping(left, "192.168.77.66")
+    assert len(rtts) >= 3 and 80 <= min(rtts) < 90, rtts
+    rtts = ping(left, "fd00:77::2")
+    assert len(rtts) >= 3 and 30 <= min(rtts) < 40, rtts
+    rtts = ping(left, "fd00:77::66")
     assert len(rtts) >= 3 and 80 <= min(rtts) < 90, rtts
     # tevc on the wire, counters
     p = subprocess.run([*cli, "tevc", "-w", "box", "now", "wire", "delay", "40ms"],
@@ -122,6 +131,7 @@ def test_bridge_shapes_the_path_and_gives_the_interfaces_back(tmp_path, outside)
         lab.close()
     assert wire["ab"]["out_pkts"] >= 8
     assert wire["rules"]["192.168.77.64/26"]["ab"]["out_pkts"] >= 3
+    assert wire["rules"]["fd00:77::40/122"]["ab"]["out_pkts"] >= 3
     p = subprocess.run([*cli, "terminate", "box"], capture_output=True, text=True, env=env)
     assert p.returncode == 0, p.stderr
     # back in the host's namespace, exactly as they were

@@ -58,13 +58,14 @@ def test_yaml_egress_and_forwards_become_a_gateway_on_a_shaped_lan():
 
 def test_egress_node_routes_out_through_the_gateway_and_the_edge_lan_is_no_transit():
     b = ExperimentBuilder("t")
+    b.ipv6(True)                 # dual stack: the edge carries IPv4 only (docs/edge.md)
     for n in ("a", "b", "c"):
         b.node(n, egress=n != "b")
     b.link("a", "b")
     b.link("b", "c")
     plan = make_plan(b.build(), "00aa")
     gw_ip = next(i.ip for i in plan.nodes["edge"].interfaces)
-    routes = {r.dst: r.via for r in plan.nodes["a"].routes}
+    routes = {r.dst: r.via for r in plan.nodes["a"].routes if not r.v6}
     assert routes["default"] == gw_ip
     # c's subnet goes through b, not across the edge LAN (a and c are both on it)
     b_ip = next(i.ip for i in plan.nodes["b"].interfaces if i.network == "link0")
@@ -73,6 +74,13 @@ def test_egress_node_routes_out_through_the_gateway_and_the_edge_lan_is_no_trans
     assert plan.nodes["edge"].routes == []
     # b has no egress: its routes never name the gateway
     assert gw_ip not in {r.via for r in plan.nodes["b"].routes}
+    # IPv6: the edge LAN is addressed like every LAN, but no node routes through it (no
+    # NAT66, no routed prefix): a reaches c's /64 through b (the one way it has)
+    gw_ip6 = next(i.ip6 for i in plan.nodes["edge"].interfaces)
+    assert gw_ip6 and gw_ip6 not in {r.via for n in plan.nodes.values() for r in n.routes}
+    six = {r.dst: r.via for r in plan.nodes["a"].routes if r.v6}
+    b_ip6 = next(i.ip6 for i in plan.nodes["b"].interfaces if i.network == "link0")
+    assert six.get(str(plan.subnets6["link1"]), six.get("default")) == b_ip6, six
 
 
 @pytest.mark.parametrize("text, field, words", [
@@ -92,6 +100,7 @@ def test_egress_node_routes_out_through_the_gateway_and_the_edge_lan_is_no_trans
      "via: 9.9.9.9}}\n", "edge.uplink.via", "not another address"),
     ("nodes: [{name: a, egress: true}]\nedge: {dealy: 1ms}\n", "edge.dealy", "unknown key"),
     ("nodes: [{name: a, egress: true}]\nrouting: ospf\n", "edge", "static or manual"),
+    ("ipv6: only\nnodes: [{name: a, egress: true}]\n", "edge", "not with ipv6 only"),
 ])
 def test_bad_edge_input_is_an_error_naming_the_file_line_and_field(text, field, words):
     with pytest.raises(SpecError) as e:

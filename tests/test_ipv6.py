@@ -59,6 +59,12 @@ def test_dual_stack_static_routes_ping6_tcp_show_and_routes(lab):
     from wanlab.portal.app import topology
     view = {n["name"]: n["addresses"] for n in topology(lab, "dual")["nodes"]}
     assert view["a"][:2] == [a0["ip"], "fd00:aa::10/64"], view
+    # and `wanlab show`'s text: the IPv6 address under the IPv4 one, routes of both
+    from wanlab.site.show_text import local_lines
+    text = "\n".join(local_lines(lab.show("dual")))
+    assert re.search(rf"^    eth0 +{re.escape(a0['ip'])} .*\n +fd00:aa::10/64$", text,
+                     re.M), text
+    assert re.search(r"^    route default via fd\S+ dev eth0$", text, re.M), text
     c_ip6 = show["c"]["interfaces"][0]["ip6"].split("/")[0]
     # the names resolve to both families (A and AAAA); c is two hops away
     hosts = lab.exec("dual", "a", ["getent", "ahostsv6", "c-lan"], capture_output=True,

@@ -59,7 +59,7 @@ set lan [$ns make-lan "$a $b $c" 10Mb 1ms]
 tb-set-ipv6 only
 tb-set-ip6-prefix fd12:3456:789a::/56
 tb-set-ip6-interface $b $a fd12:3456:789a:20::b
-tb-set-ip6-lan $c $lan fd12:3456:789a:30::c
+tb-set-ip6 $c fd12:3456:789a:30::c
 $ns run
 """)
     exp = load(str(f))
@@ -84,18 +84,61 @@ $ns run
                                   r"not in one /64"),
     (("ipv6: true", "ipv6: true\nipv6_prefix: fd00:9::/80"),
      r"v6.yaml:3: ipv6_prefix: IPv6 prefix fd00:9::/80 does not fit: .* /64 or shorter"),
+    (("ipv6: true", "ipv6: true\nipv6_prefix: ff0e::/48"),
+     r"v6.yaml:3: ipv6_prefix: IPv6 prefix ff0e::/48 is not a global or unique-local unicast"),
+    (("ipv6: true", "ipv6_prefix: fd00:9::/48"),
+     r"v6.yaml:2: ipv6_prefix: an IPv6 prefix is given but the experiment has no IPv6"),
     (("ipv6: true", "ipv6: true\nipv6_prefix: fd00:9::/64"),
-     r"v6.yaml: ipv6_prefix: IPv6 prefix fd00:9::/64 does not fit: it holds 1 /64s"),
+     r"v6.yaml:3: ipv6_prefix: IPv6 prefix fd00:9::/64 does not fit: it holds 1 /64s"),
     (("ipv6: true", "ipv6: false"), r"v6.yaml:5: .*IPv6 address fd00:5::a is given but the "
                                     r"experiment has no IPv6"),
     (("ipv6: true", "ipv6: only\nnodes: [a, b, c]\nlinks: [{nodes: [a, b], ips: [10.0.0.1, "
                     "null]}]\nx:"), r"unknown key|IPv4 addresses, but the experiment is IPv6"),
     (("fd00:6::c", "ff02::1"), r"v6.yaml:8: .*ff02::1 is not a global or unique-local"),
+    (("fd00:6::c", "fd00:6::"), r"v6.yaml:8: .*fd00:6:: is not a host address of fd00:6::/64"),
 ])
 def test_bad_ipv6_input_names_the_file_and_line(change, message):
     text = DUAL.replace(*change)
     with pytest.raises(SpecError, match=message):
         make_plan(yaml_spec.loads(text, file="v6.yaml"), "abcd")
+
+
+NS_BAD = """set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+set c [$ns node]
+set l [$ns duplex-link $a $b 10Mb 1ms DropTail]
+set lan [$ns make-lan "$a $b $c" 10Mb 1ms]
+tb-set-ipv6 true
+tb-set-ip6-link $a $l fd00:1::1
+{bad}
+$ns run
+"""
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("tb-set-ip6-lan $c $lan fd00:2::zz", r"bad.tcl:10: 'fd00:2::zz' is not an IPv6 address"),
+    ("tb-set-ip6-lan $c $lan fd00:1::1", r"bad.tcl:7: .*address fd00:1::1 of c on LAN lan is "
+                                         r"already the address of a on link l \(.*bad.tcl:6\)"),
+    ("tb-set-ip6-link $b $l fd00:2::1", r"bad.tcl:6: .*fd00:1::1 and fd00:2::1 of 'l' are not "
+                                        r"in one /64"),
+    ("tb-set-ip6 $b fd00:1::9", r"bad.tcl:10: tb-set-ip6: node b has 2 links or LANs at this "
+                                r"point of the script; tb-set-ip6 needs exactly one"),
+    ("tb-set-ip6-lan $c $lan fe80::1", r"bad.tcl:7: .*fe80::1 is not a global or unique-local"),
+    ("tb-set-ip6-prefix fd00:9::/80", r"bad.tcl:10: tb-set-ip6-prefix: IPv6 prefix "
+                                      r"fd00:9::/80 does not fit: .* /64 or shorter"),
+    ("tb-set-ip6-prefix fd00:9::/64", r"bad.tcl:10: .*IPv6 prefix fd00:9::/64 does not fit: it "
+                                      r"holds 1 /64s, and the loopbacks and 1 links and LANs"),
+    ("tb-set-ip6-prefix fe80::/48", r"bad.tcl:10: .*fe80::/48 is not a global or unique-local "
+                                    r"unicast prefix"),
+    ("tb-set-ip6-prefix 10.0.0.0/8", r"bad.tcl:10: .*'10.0.0.0/8' is not an IPv6 prefix"),
+])
+def test_bad_ipv6_input_in_ns_names_the_file_and_line(tmp_path, bad, message):
+    f = tmp_path / "bad.tcl"
+    f.write_text(NS_BAD.format(bad=bad))
+    with pytest.raises(SpecError, match=message):
+        make_plan(load(str(f)), "abcd")
 
 
 def test_ipv6_only_refuses_ipv4_addresses():

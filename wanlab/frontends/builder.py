@@ -235,7 +235,8 @@ class ExperimentBuilder:
                             f"session, ospf, bgp", field="routing")
         self.rtproto = r
 
-    def ipv6(self, mode: Any = True, prefix: str | None = None) -> None:
+    def ipv6(self, mode: Any = True, prefix: str | None = None,
+             source: ir.Source | None = None) -> None:
         """Address families: ``True`` (dual stack: every interface also gets an IPv6 address),
         ``"only"`` (IPv6 only) or ``False`` (IPv4 only, the default); ``prefix``: the IPv6
         prefix (/64 or shorter) the networks' /64s are taken from (default: a unique-local
@@ -247,19 +248,18 @@ class ExperimentBuilder:
             raise SpecError(f"ipv6 {mode!r} unknown; write true (dual stack), only or false")
         self._ipv6 = words[key]
         if prefix is not None:
-            self.ipv6_prefix(prefix)
+            if self._ipv6 == "off":
+                raise SpecError("an IPv6 prefix is given but the experiment has no IPv6 "
+                                "(ipv6: true or only)")
+            self.ipv6_prefix(prefix, source=source or _caller_source())
 
-    def ipv6_prefix(self, prefix: str) -> None:
+    def ipv6_prefix(self, prefix: str, source: ir.Source | None = None) -> None:
         """The IPv6 prefix the networks' /64s are taken from (/64 or shorter)."""
-        try:
-            net = ipaddress.IPv6Network(str(prefix))
-        except ValueError:
-            raise SpecError(f"{prefix!r} is not an IPv6 prefix (e.g. fd12:3456:789a::/48)"
-                            ) from None
-        if net.prefixlen > 64:
-            raise SpecError(f"IPv6 prefix {net} does not fit: every link and LAN gets a /64 "
-                            f"of it, so it must be /64 or shorter")
-        self._ipv6_prefix = str(net)
+        problem = ir.ipv6_prefix_problem(str(prefix))
+        if problem:
+            raise SpecError(problem)
+        self._ipv6_prefix = str(ipaddress.IPv6Network(str(prefix)))
+        self._ipv6_source = source or _caller_source()
 
     def bgp_as(self, node: str, asn: int) -> None:
         """Give ``node`` a BGP AS number (it then runs bgpd)."""
@@ -689,6 +689,7 @@ class ExperimentBuilder:
                             engine_threads=self._engine_threads,
                             ipv6=getattr(self, "_ipv6", "off"),
                             ipv6_prefix=getattr(self, "_ipv6_prefix", None),
+                            ipv6_source=getattr(self, "_ipv6_source", ir.Source()),
                             warnings=tuple(self._warnings))
         exp = edge_spec.expand(exp, self._edge)
         kinds = exp.kinds()

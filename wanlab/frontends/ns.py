@@ -387,15 +387,11 @@ class _Records:
             v, f, line = v6["prefix"]
             if out.get("ipv6", "off") == "off":
                 raise self.err("tb-set-ip6-prefix needs tb-set-ipv6 true or only", f, line)
-            try:
-                net = ipaddress.IPv6Network(v)
-            except ValueError:
-                raise self.err(f"tb-set-ip6-prefix {v!r} is not an IPv6 prefix (e.g. "
-                               f"fd12:3456:789a::/48)", f, line) from None
-            if net.prefixlen > 64:
-                raise self.err(f"tb-set-ip6-prefix {net} does not fit: every link and LAN "
-                               f"gets a /64 of it, so it must be /64 or shorter", f, line)
-            out["ipv6_prefix"] = str(net)
+            problem = ir.ipv6_prefix_problem(v)
+            if problem:
+                raise self.err(f"tb-set-ip6-prefix: {problem}", f, line)
+            out["ipv6_prefix"] = str(ipaddress.IPv6Network(v))
+            out["ipv6_source"] = ir.Source(f, line)
         return out
 
     def engine_threads(self, eng: dict[str, Any]) -> int:

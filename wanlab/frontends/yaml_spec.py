@@ -354,8 +354,9 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
         call(["engine", "threads"], b.engine, threads=(doc["engine"] or {}).get("threads"))
     if "ipv6" in doc:
         call(["ipv6"], b.ipv6, doc["ipv6"])
-    if "ipv6_prefix" in doc:
-        call(["ipv6_prefix"], b.ipv6_prefix, doc["ipv6_prefix"])
+    if "ipv6_prefix" in doc:          # (refused at its line when the experiment has no IPv6)
+        call(["ipv6_prefix"], b.ipv6, doc.get("ipv6", False), doc["ipv6_prefix"],
+             source=at(["ipv6_prefix"]))
     if "ospf" in doc:
         call(["ospf"], b.ospf_timers, doc["ospf"].get("hello", 1), doc["ospf"].get("dead", 4))
     for node, asn in (doc.get("bgp", {}).get("as") or {}).items():

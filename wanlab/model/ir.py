@@ -634,6 +634,7 @@ class Experiment:
     ipv6: str = "off"                   # IPV6_MODES: IPv4 only, dual stack or IPv6 only
     # the prefix every network's /64 is taken from (None: a ULA /48 derived from the name)
     ipv6_prefix: str | None = None
+    ipv6_source: Source = field(default_factory=Source)     # where the prefix was given
     # "auto": the planner addresses every interface; "none": no address on the links' and
     # LANs' interfaces, the nodes' own commands give them (a containerlab file's)
     addressing: str = "auto"
@@ -739,7 +740,7 @@ class Experiment:
                    bgp_sessions=tuple(BgpSession(**x) for x in d.get("bgp_sessions", ())),
                    parameters=tuple(Parameter(**x) for x in d.get("parameters", ())),
                    swap=SwapPolicy(**(d.get("swap") or {})),
-                   source=src(d.get("source")))
+                   source=src(d.get("source")), ipv6_source=src(d.get("ipv6_source")))
         if d.get("edge"):
             e = d["edge"]
             top["edge"] = Edge(**{**e, "forwards": tuple(
@@ -1030,6 +1031,21 @@ def _check_unique_addresses(exp: Experiment) -> None:
         used[ip] = (who, src)
 
 
+def ipv6_prefix_problem(text: str) -> str | None:
+    """Why ``text`` cannot be an experiment's IPv6 prefix (None: it can): every link and LAN
+    takes a /64 of it, so it is a unicast (global or unique-local) prefix of /64 or shorter."""
+    try:
+        net = ipaddress.IPv6Network(text)
+    except ValueError:
+        return f"{text!r} is not an IPv6 prefix (e.g. fd12:3456:789a::/48)"
+    if net.prefixlen > 64:
+        return (f"IPv6 prefix {net} does not fit: every link and LAN gets a /64 of it, so it "
+                f"must be /64 or shorter")
+    if net.is_multicast or net.is_link_local or net.supernet_of(ipaddress.IPv6Network("::/96")):
+        return f"IPv6 prefix {net} is not a global or unique-local unicast prefix"
+    return None
+
+
 def _check_ipv6(exp: Experiment) -> None:
     """The address families: IPv6 addresses only with ``ipv6`` on, each a unicast address
     given once; the experiment's prefix holds /64s; an IPv6-only experiment gives no IPv4
@@ -1047,21 +1063,18 @@ def _check_ipv6(exp: Experiment) -> None:
     if exp.ipv6 == "off":
         if exp.ipv6_prefix is not None:
             raise _err("an IPv6 prefix is given but the experiment has no IPv6 (ipv6: true "
-                       "or only)", exp.source, "ipv6_prefix")
+                       "or only)", exp.ipv6_source if exp.ipv6_source.file else exp.source,
+                       "ipv6_prefix")
         if given:
             ip, _, where, src = given[0]
             raise _err(f"IPv6 address {ip} is given but the experiment has no IPv6 (ipv6: "
                        f"true or only)", src, where)
         return
     if exp.ipv6_prefix is not None:
-        try:
-            net = ipaddress.IPv6Network(exp.ipv6_prefix)
-        except ValueError:
-            raise _err(f"{exp.ipv6_prefix!r} is not an IPv6 prefix (e.g. fd12:3456:789a::/48)",
-                       exp.source, "ipv6_prefix") from None
-        if net.prefixlen > 64:
-            raise _err(f"IPv6 prefix {net} does not fit: every link and LAN gets a /64 of it, "
-                       f"so it must be /64 or shorter", exp.source, "ipv6_prefix")
+        problem = ipv6_prefix_problem(exp.ipv6_prefix)
+        if problem:
+            raise _err(problem, exp.ipv6_source if exp.ipv6_source.file else exp.source,
+                       "ipv6_prefix")
     used: dict[ipaddress.IPv6Address, tuple[str, Source]] = {}
     for ip, who, where, src in given:
         try:

@@ -176,6 +176,11 @@ def assign6(networks: list[NetworkSpec], prefix: ipaddress.IPv6Network
         if stray is not None:
             raise SpecError(f"IPv6 addresses {fixed[0]} and {stray} of {net.name!r} are not in "
                             f"one /{SUBNET6}", field=net.name)
+        # as IPv4's network address: the subnet-router anycast address, every router's
+        anycast = next((ip for ip in fixed if ipaddress.IPv6Address(ip) == subnet[0]), None)
+        if anycast is not None:
+            raise SpecError(f"{anycast} is not a host address of {subnet} (it is the "
+                            f"subnet-router anycast address)", field=net.name)
         if subnet in taken:
             raise SpecError(f"IPv6 subnet {subnet} of {net.name!r} is also that of "
                             f"{taken[subnet]}", field=net.name)

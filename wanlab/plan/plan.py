@@ -86,6 +86,8 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         members[lan.name] = [m.node for m in lan.members]
         costs[lan.name] = lan.cost
     src_of = {x.name: x.source for x in (*exp.links, *exp.lans)}
+    if exp.ipv6_source.file:
+        src_of.setdefault("ipv6_prefix", exp.ipv6_source)
 
     def located(msg: str, net: str) -> None:
         src = src_of.get(net)
@@ -202,7 +204,8 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         gw = next(i for i in nodes[exp.edge.gateway].interfaces if i.network == edge_lan)
         for n in sorted(egress):
             mine = next(i for i in nodes[n].interfaces if i.network == edge_lan)
-            if not any(r.dst == "default" for r in nodes[n].routes):
+            # (an IPv6 default is no reason to skip: the edge carries IPv4 only)
+            if not any(r.dst == "default" and not r.v6 for r in nodes[n].routes):
                 nodes[n].routes.append(RouteEntry("default", gw.ip, mine.ifname))
 
     # With dynamic routing every node also gets a loopback address (10.255.0.0/16, in

@@ -72,6 +72,22 @@ proc ::wl::set_link_ip6 {link node ip what} {
     } else { ::wl::fail "$what: [::wl::N $node] is not an end of link [::wl::N $link]" }
 }
 
+# as tb-set-ip: the node's one link or LAN at this point of the script
+proc tb-set-ip6 {node ip} {
+    set h [::wl::need $node Node tb-set-ip6]
+    set ifs $::wl::ifaces($h)
+    if {[llength $ifs] != 1} {
+        set n [llength $ifs]
+        ::wl::fail "tb-set-ip6: node $node has [expr {$n ? $n : "no"}] link[expr {$n == 1 ? "" : "s"}] or LANs at this point of the script; tb-set-ip6 needs exactly one (use tb-set-ip6-link, tb-set-ip6-lan or tb-set-ip6-interface)"
+    }
+    lassign [lindex $ifs 0] kind obj
+    if {$kind eq "link"} {
+        ::wl::set_link_ip6 $obj $h $ip tb-set-ip6
+    } else {
+        ::wl::set_attr $obj m,$h,ip6 $ip
+    }
+}
+
 proc tb-set-ip6-interface {src dst ip} {
     set link [::wl::link_between $src $dst tb-set-ip6-interface]
     ::wl::set_link_ip6 $link [::wl::H $src] $ip tb-set-ip6-interface
