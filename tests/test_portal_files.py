@@ -107,6 +107,20 @@ def test_traces_and_schedules_come_from_the_upload_and_the_link_form_picks_among
                  {"bandwidth": "10Mb", "dir": "ab"}):
         r = client.post(url, json=body, headers=bearer(alice))
         assert r.status_code == 400 and "not active" in r.json()["error"], (body, r.text)
+    # a modify reads its description beside the kept files (a file sent again replaces
+    # its copy), and keeps them all
+    mod = "/api/experiments/cell/modify"
+    r = client.post(mod, headers=bearer(alice), json={
+        "filename": "x.yaml", "text": TRACED.format(name="cell").replace("10ms", "20ms")})
+    assert r.status_code == 200, r.text
+    r = client.post(mod, headers=bearer(alice), json={
+        "filename": "x.yaml", "text": TRACED.format(name="cell"),
+        "files": {"cell.down": b64(b"2\n4\n")}})
+    assert r.status_code == 200, r.text
+    x = client.get("/api/experiments/cell", headers=bearer(alice)).json()
+    assert x["uploads"] == ["bad.down", "cell.down", "other.up", "sat.csv"]
+    assert x["topology"]["links"][0]["ab"]["impair"][0].startswith(
+        "trace cell.down (2 opportunities"), x["topology"]
     # tevc's own door types its words under the same resolver: kept names, no path
     lab = Lab(home)
     try:

@@ -504,13 +504,18 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         """Apply a changed description (an uploaded ns or YAML text), as ``wanlab modify``:
         a running experiment changes only what differs."""
         def go(c: Ctx) -> None:
-            exp, _, base = specs.parse(body.filename, body.text, name, body.files)
             own = projects.owner(c.db, name)
+            # a project's: the files kept with it, and those sent now (a new one replaces
+            # a kept one of its name), within an upload's bounds
+            sent = body.files if own is None else \
+                {**files.kept_given(c.lab.store.folder(name)), **body.files}
+            given = files.decode(sent)
+            exp, _, base = specs.parse(body.filename, body.text, name, sent)
             if own is None:     # root's (an administrator's upload): no host resource either,
                 exp = confined(c, exp, body.filename, None)    # and no project's files
             else:               # a project's: the same bounds as its create
                 attached = files.Attached(home, own["project"], base,
-                                          c.lab.store.folder(name), files.decode(body.files))
+                                          c.lab.store.folder(name), given)
                 exp = confined(c, exp, body.filename, attached)
                 attached.save()
             sites.of(c.lab, name).modify(name, exp)

@@ -353,6 +353,21 @@ def kept(folder: str) -> list[str]:
     return sorted(out)
 
 
+def kept_given(folder: str) -> dict[str, str]:
+    """The files sent with the experiment in ``folder`` and kept there, as an upload
+    carries them (name -> base64): a modify reads its description beside them."""
+    out = {}
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        gfd = _open_dir(os.path.join(folder, SUBFOLDER, "given"))
+        try:
+            for name in sorted(os.listdir(gfd)):
+                with contextlib.suppress(FileError, OSError):
+                    out[name] = base64.b64encode(_read(gfd, name, FILE_BYTES)).decode()
+        finally:
+            os.close(gfd)
+    return out
+
+
 def resolver(folder: str):
     """How a run-time request of a portal user names a trace or schedule file: ``NAME`` or
     ``project:NAME`` of those :func:`kept` for the experiment in ``folder``, never a path
