@@ -474,3 +474,28 @@ def test_a_change_beside_a_running_trace_or_schedule_leaves_it_in_phase(tmp_path
             params = req.to_json()["params"]
             assert "trace" not in params and ("schedule" not in params
                                               or params["schedule"] == {"t_ns": []}), params
+
+
+def test_a_python_specs_trace_and_schedule_are_relative_to_its_folder(tmp_path, request,
+                                                                      monkeypatch):
+    """As a YAML or ns file's: a ``.py`` spec run from elsewhere finds them beside it
+    (in a folder others may read: root's child runs the spec as nobody)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from wanlab.frontends import load
+    spec = Path(tempfile.mkdtemp(prefix="wanlab-pyspec-", dir="/tmp"))
+    spec.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(spec, ignore_errors=True))
+    (spec / "t.trace").write_text("0\n1\n5\n")
+    (spec / "s.csv").write_text("time,delay\n0,10ms\n1s,50ms\n")
+    (spec / "exp.py").write_text(
+        "from wanlab.frontends.builder import ExperimentBuilder\n"
+        "b = ExperimentBuilder('pys')\nb.node('a')\nb.node('b')\n"
+        "b.link('a', 'b', name='l0', bandwidth={'trace': 't.trace'}, "
+        "schedule={'csv': 's.csv'})\nexperiment = b\n")
+    monkeypatch.chdir(tmp_path)
+    exp = load(str(spec / "exp.py"))
+    assert exp.links[0].ab.trace.ms == (0, 1, 5)
+    assert exp.links[0].ba.schedule.delay_s == (0.01, 0.05)
