@@ -432,7 +432,9 @@ function linkParams(topo, sel, now) {
        h('p', { class: 'link-ab' }, now ? fmtInForce(now)
          : `${l.bandwidth_bps ? fmtRate(l.bandwidth_bps) + 'b/s' : 'unlimited'}, `
            + `${(l.delay_s * 1000).toFixed(2)} ms, loss ${l.loss}`),
-       now && now.varies ? h('p', {}, `differs between members: ${now.varies.join(', ')}`) : ''];
+       now && now.varies ? h('p', {}, `differs between members: ${now.varies.join(', ')}`) : '',
+       now && now.member_impair ? h('p', {}, 'each member receives: ' + Object.entries(
+         now.member_impair).map(([m, w]) => `${m}: ${w.join(', ')}`).join('; ')) : ''];
 }
 
 function linkPanel(exp, topo, sel, series, now) {
