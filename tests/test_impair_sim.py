@@ -157,3 +157,18 @@ def test_a_schedule_changes_the_bandwidth_at_its_times(tmp_path):
     got = [round(bins.get(k, 0) / 1e6, 1) for k in range(3, 12)]
     want = [8, 8, 2, 2, 2, 4, 4, 4, 4]
     assert all(abs(g - w) <= 0.1 for g, w in zip(got, want, strict=True)), got
+
+
+def test_framing_overhead_and_cells_set_the_serialization(tmp_path):
+    """netem's rate ... packetoverhead cellsize celloverhead: a saturated 8 Mbit/s
+    direction sends a 1000-byte frame as (1000 + 24) bytes in 48-byte cells of 53 bytes
+    on the wire: 22 cells, 1166 bytes, one frame every 1.166 ms."""
+    spec = TRACE_SPEC.replace(
+        "ab: {bandwidth: {trace: small.trace}}",
+        "ab: {bandwidth: 8Mb, overhead: 24, cellsize: 48, cell_overhead: 5}")
+    (tmp_path / "exp.yaml").write_text(spec)
+    simulate(load(str(tmp_path / "exp.yaml")), str(tmp_path / "out"), seed=1, threads=1)
+    (pcap,) = (tmp_path / "out" / "traces").glob("cell-ab*.pcap")
+    times = [t for t, n in pcap_times(pcap) if n == 1000]
+    gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False))
+    assert len(gaps) > 500 and gaps[len(gaps) // 2] == 1_166_000, gaps[len(gaps) // 2]
