@@ -2,6 +2,7 @@
 several parameters checked on the wire with ping, changed at run time, and ``show``."""
 
 import re
+import time
 
 from conftest import needs_root
 
@@ -71,6 +72,18 @@ def test_impairments_on_the_wire_and_in_force(tmp_path):
         assert mn >= 100, mn             # 100 ms scheduled on ab + 5 ms on ba
         assert exp.tevc("link0", "schedule", "none", "ab", wait=True)["outcome"] == "ok"
         mn = float(re.search(r"= ([\d.]+)/", ping(exp, 5)).group(1))
+        assert mn < 100, mn
+        # a schedule's step at its own time, in the engine: 300 ms for its first 2.5 s, then
+        # 1 ms (ping's summary line: at least 300 ms first, then below 100 ms)
+        sched.write_text("time,delay\n0,300ms\n2.5s,1ms\n")
+        r = exp.tevc("link0", "schedule", str(sched), "ab", wait=True)
+        assert r["outcome"] == "ok", r
+        began = time.monotonic()
+        mn = float(re.search(r"= ([\d.]+)/", ping(exp, 1)).group(1))
+        if time.monotonic() - began < 1.5:          # (a host too busy to ping in time: skip)
+            assert mn >= 300, mn
+        time.sleep(max(0.0, began + 2.8 - time.monotonic()))
+        mn = float(re.search(r"= ([\d.]+)/", ping(exp, 2)).group(1))
         assert mn < 100, mn
 
 

@@ -18,7 +18,9 @@ nodes:
   - {name: r1, kind: simulated}
   - {name: h1, kind: simulated}
 links:
-  - {nodes: [h0, r0], bandwidth: 100Mb, delay: 1ms}
+  # a trace with room for the stream, and a schedule of the middle's delay: the same on
+  # any thread count too
+  - {nodes: [h0, r0], bandwidth: 100Mb, delay: 1ms, ab: {bandwidth: {trace: fast.trace}}}
   - name: mid
     nodes: [r0, r1]
     bandwidth: 20Mb
@@ -28,6 +30,7 @@ links:
     corrupt: 2%
     reorder: {probability: 10%, gap: 2}
     loss: {model: gilbert-elliott, p: 1%, r: 25%, h: 0.1}
+    ab: {schedule: {csv: delay.csv, interpolate: linear, loop: true}}
   - {nodes: [r1, h1], bandwidth: 100Mb, delay: 1ms}
 agents:
   - {kind: Agent/UDP, node: h0, name: udp, peer: sink}
@@ -49,7 +52,12 @@ def within(k: float, n: float, p: float, z: float = 2.576) -> bool:
 def runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("impsim")
     (d / "exp.yaml").write_text(SPEC)
+    # 36 Mbit/s in bursts: two opportunities each ms, four every third
+    (d / "fast.trace").write_text("".join(f"{ms}\n" * (4 if ms % 3 == 0 else 2)
+                                          for ms in range(1, 301)))
+    (d / "delay.csv").write_text("time,delay\n0,18ms\n700ms,22ms\n1.3s,18ms\n")
     exp = load(str(d / "exp.yaml"))
+    assert exp.links[0].ab.trace is not None and exp.links[1].ab.schedule is not None
     return {t: (simulate(exp, str(d / f"t{t}"), seed=5, threads=t), d / f"t{t}")
             for t in (1, 3)}
 
@@ -149,3 +157,18 @@ def test_a_schedule_changes_the_bandwidth_at_its_times(tmp_path):
     got = [round(bins.get(k, 0) / 1e6, 1) for k in range(3, 12)]
     want = [8, 8, 2, 2, 2, 4, 4, 4, 4]
     assert all(abs(g - w) <= 0.1 for g, w in zip(got, want, strict=True)), got
+
+
+def test_framing_overhead_and_cells_set_the_serialization(tmp_path):
+    """netem's rate ... packetoverhead cellsize celloverhead: a saturated 8 Mbit/s
+    direction sends a 1000-byte frame as (1000 + 24) bytes in 48-byte cells of 53 bytes
+    on the wire: 22 cells, 1166 bytes, one frame every 1.166 ms."""
+    spec = TRACE_SPEC.replace(
+        "ab: {bandwidth: {trace: small.trace}}",
+        "ab: {bandwidth: 8Mb, overhead: 24, cellsize: 48, cell_overhead: 5}")
+    (tmp_path / "exp.yaml").write_text(spec)
+    simulate(load(str(tmp_path / "exp.yaml")), str(tmp_path / "out"), seed=1, threads=1)
+    (pcap,) = (tmp_path / "out" / "traces").glob("cell-ab*.pcap")
+    times = [t for t, n in pcap_times(pcap) if n == 1000]
+    gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False))
+    assert len(gaps) > 500 and gaps[len(gaps) // 2] == 1_166_000, gaps[len(gaps) // 2]

@@ -160,3 +160,27 @@ def test_show_gives_a_lans_values_in_force_and_the_members_that_differ(tmp_path)
     c = got["changed_members"]["c"]
     assert (c["to_lan"]["delay_s"], c["from_lan"]["delay_s"]) == (0.005, 0.015)
     assert c["to_lan"]["configured"] == {"bandwidth_bps": 100_000_000, "delay_s": 0.002}
+
+
+def test_show_gives_a_lans_impairments_in_force(tmp_path):
+    """A LAN's netem impairments (on the receiving halves) in force: LAN-wide when every
+    member has the same, with the configured ones where they differ; else per member."""
+    from wanlab.lifecycle import _describe_lan
+    from wanlab.site.show_text import local_lines
+    folder, exp = str(tmp_path), build()
+    in_force.reset(folder, make_plan(exp, "abcd").port_map())
+    lan = exp.lans[0]
+    record(folder, exp, [normalize.event(exp, 0.0, "lan0", "duplicate", ["2%"])])
+    got = _describe_lan(lan, in_force.current(folder, exp))
+    assert got["impair"] == ["duplicate 0.02"] and got["configured"] == {"impair": []}
+    record(folder, exp, [normalize.event(exp, 0.0, "lan0", "corrupt", ["1%"], member="d",
+                                         dir="from_lan")])
+    got = _describe_lan(lan, in_force.current(folder, exp))
+    assert "impair" not in got and got["varies"] == ["impair"]
+    assert got["member_impair"] == {"b": ["duplicate 0.02"], "c": ["duplicate 0.02"],
+                                    "d": ["duplicate 0.02", "corrupt 0.01"]}
+    assert set(got["changed_members"]) == {"b", "c", "d"}
+    text = local_lines({"name": "x", "id": "abcd", "state": "active", "error": None,
+                        "folder": folder, "nodes": {}, "links": [], "lans": [got]},
+                       summary=False)
+    assert "    d receives: duplicate 0.02, corrupt 0.01" in text, text

@@ -1,7 +1,8 @@
 """The portal in a real browser (Debian's headless Chromium driven by Selenium), against a
 real ``wanlab serve`` and a real experiment: log in, create Netbed's Figure 2 from the
 page's form, see its topology, open a console on ``source`` and ping ``dest``, click
-``link1`` and set it down, watch the ping stop, set it up, watch it resume; terminate from
+``link1`` and set it down, watch the ping stop, set it up, watch it resume; switch one
+direction to a trace uploaded with it and back to a fixed rate; terminate from
 the page. The audit log then holds who did it.
 
 Screenshots of the topology and console go to $WANLAB_PORTAL_SHOTS when it is set
@@ -158,6 +159,10 @@ def test_log_in_create_see_topology_set_a_link_down_and_up_under_a_console_ping(
     assert not d.find_element(By.ID, "spec-cluster").is_selected()
     d.execute_script("document.getElementById('spec-text').value = arguments[0];"
                      "document.getElementById('spec-filename').value = 'figure2.tcl';", spec)
+    # with a capacity trace the description does not name: kept for the link form
+    trace = tmp_path / "cell.down"
+    trace.write_text("".join(f"{ms}\n" for ms in range(1, 101)))
+    d.find_element(By.ID, "spec-attach").send_keys(str(trace))
     d.find_element(By.ID, "spec-create").click()
     wait(d, lambda d: d.current_url.endswith("#/exp/figure2"), timeout=180,
          message="the experiment page did not open")
@@ -226,6 +231,21 @@ def test_log_in_create_see_topology_set_a_link_down_and_up_under_a_console_ping(
         "30.00 ms (configured 20.00 ms)") == 2, timeout=30,
         message="the link panel does not show the delay in force")
 
+    # one direction to the uploaded trace, then back to a fixed rate
+    ab = lambda d: d.find_element(By.CSS_SELECTOR, "#link-params .link-ab").text  # noqa: E731
+    d.find_element(By.ID, "link-delay").clear()
+    d.execute_script("document.getElementById('link-trace').value = 'cell.down';"
+                     "document.getElementById('link-dir').value = 'ab';")
+    d.find_element(By.ID, "link-apply").click()
+    wait(d, lambda d: "trace cell.down (100 opportunities" in ab(d), timeout=30,
+         message="the link panel does not show the trace in force")
+    assert "trace" not in d.find_element(By.CSS_SELECTOR, "#link-params .link-ba").text
+    d.execute_script("document.getElementById('link-trace').value = 'fixed';")
+    d.find_element(By.ID, "link-bandwidth").send_keys("5Mb")
+    d.find_element(By.ID, "link-apply").click()
+    wait(d, lambda d: "trace" not in ab(d) and "5" in ab(d).split(",")[0], timeout=30,
+         message="the link panel still shows the trace")
+
     # a command in a node, and the routing tables
     d.execute_script("document.getElementById('exec-node').value = 'dest'")
     d.find_element(By.ID, "exec-argv").send_keys("hostname")
@@ -247,7 +267,7 @@ def test_log_in_create_see_topology_set_a_link_down_and_up_under_a_console_ping(
     actions = [(r["action"], r["experiment"]) for r in
                reversed(json.load(urllib.request.urlopen(req, timeout=30)))]
     assert ("create", "figure2") in actions and ("console", "figure2") in actions
-    assert [a for a, e in actions if a == "link"] == ["link"] * 3
+    assert [a for a, e in actions if a == "link"] == ["link"] * 5
     assert ("exec", "figure2") in actions
 
     # clean up from the page (it ends swapped), then modify the stored description

@@ -21,6 +21,8 @@ pytest.importorskip("httpx")
 from test_portal_auth import PASSWORD, bearer  # noqa: E402
 from test_portal_security import site, upload  # noqa: E402, F401
 
+from wanlab.errors import SpecError  # noqa: E402
+from wanlab.frontends import normalize, traces  # noqa: E402
 from wanlab.lifecycle import Lab  # noqa: E402
 from wanlab.portal import admin, files, projects  # noqa: E402
 
@@ -54,6 +56,84 @@ nodes:
 def put(client, token, project, name, data):
     return client.put(f"/api/projects/{project}/files/{name}", headers=bearer(token),
                       content=data)
+
+
+TRACED = """name: {name}
+nodes: [a, b]
+links:
+  - name: link0
+    nodes: [a, b]
+    delay: 10ms
+    ab: {{bandwidth: {{trace: cell.down}}}}
+"""
+
+
+def test_traces_and_schedules_come_from_the_upload_and_the_link_form_picks_among_them(
+        site):  # noqa: F811
+    """A description's trace is read from the files sent with it; every file sent is kept
+    in the experiment, and the link form switches a direction to one of them (a trace or
+    a schedule) by its plain name, never by a host path. Stored, not swapped in: what the
+    form accepts goes on to the experiment, which refuses it for that reason only."""
+    app, client, tokens, home = site
+    alice = tokens["alice"]
+    sent = {"cell.down": b64(b"0\n1\n1\n5\n"), "other.up": b64(b"3\n7\n"),
+            "sat.csv": b64(b"time,delay\n0,20ms\n2s,600ms\n"), "bad.down": b64(b"1\nx\n")}
+    # without the file, the description's trace cannot be read
+    r = upload(client, alice, TRACED.format(name="cell"), check_only=True)
+    assert r.status_code == 400 and "cell.down" in r.json()["error"], r.text
+    r = upload(client, alice, TRACED.format(name="cell"), files=sent)
+    assert r.status_code == 200, r.text
+    assert r.json()["warnings"] == [
+        f"file {n} was uploaded but the description does not name it (it is kept: the "
+        f"link form can switch to it)" for n in ("bad.down", "other.up", "sat.csv")]
+    x = client.get("/api/experiments/cell", headers=bearer(alice)).json()
+    assert x["uploads"] == ["bad.down", "cell.down", "other.up", "sat.csv"]
+    assert x["topology"]["links"][0]["ab"]["impair"][0].startswith(
+        "trace cell.down (4 opportunities"), x["topology"]
+    url = "/api/experiments/cell/links/link0"
+    for body, field, words in (
+            ({"trace": "/etc/hostname"}, "trace", "a plain file name"),
+            ({"trace": "../../cell/uploads/given/cell.down"}, "trace", "a plain file name"),
+            ({"trace": "nosuch.down", "dir": "ab"}, "trace", "no file 'nosuch.down'"),
+            ({"trace": "bad.down"}, "trace", "bad.down:2: 'x' is not a whole number"),
+            ({"trace": "cell.down", "bandwidth": "10Mb"}, "trace", "give one of them"),
+            ({"schedule": "cell.down"}, "schedule", "cell.down"),
+            ({"schedule": "/etc/passwd linear"}, "schedule", "a plain file name")):
+        r = client.post(url, json=body, headers=bearer(alice))
+        assert r.status_code == 400 and r.json().get("field") == field, (body, r.text)
+        assert words in r.json()["error"] and home not in r.json()["error"], (body, r.text)
+    for body in ({"trace": "other.up 1s noloop", "dir": "ba"},
+                 {"schedule": "sat.csv linear loop", "dir": "ab"}, {"schedule": "none"},
+                 {"bandwidth": "10Mb", "dir": "ab"}):
+        r = client.post(url, json=body, headers=bearer(alice))
+        assert r.status_code == 400 and "not active" in r.json()["error"], (body, r.text)
+    # a modify reads its description beside the kept files (a file sent again replaces
+    # its copy), and keeps them all
+    mod = "/api/experiments/cell/modify"
+    r = client.post(mod, headers=bearer(alice), json={
+        "filename": "x.yaml", "text": TRACED.format(name="cell").replace("10ms", "20ms")})
+    assert r.status_code == 200, r.text
+    r = client.post(mod, headers=bearer(alice), json={
+        "filename": "x.yaml", "text": TRACED.format(name="cell"),
+        "files": {"cell.down": b64(b"2\n4\n")}})
+    assert r.status_code == 200, r.text
+    x = client.get("/api/experiments/cell", headers=bearer(alice)).json()
+    assert x["uploads"] == ["bad.down", "cell.down", "other.up", "sat.csv"]
+    assert x["topology"]["links"][0]["ab"]["impair"][0].startswith(
+        "trace cell.down (2 opportunities"), x["topology"]
+    # tevc's own door types its words under the same resolver: kept names, no path
+    lab = Lab(home)
+    try:
+        exp, kept = lab.get("cell").ir, files.resolver(lab.store.folder("cell"))
+    finally:
+        lab.close()
+    with traces.confined_here(kept):
+        ev = normalize.event(exp, 0.0, "link0", "bandwidth", ["trace", "other.up", "ab"])
+        assert ev.value["trace"]["ms"] == [3, 7] and ev.value["trace"]["file"] == "other.up"
+        with pytest.raises(SpecError, match="a plain file name"):
+            normalize.event(exp, 0.0, "link0", "bandwidth", ["trace", "/etc/hostname"])
+    with traces.confined_here(), pytest.raises(SpecError, match="only in the experiment's"):
+        normalize.event(exp, 0.0, "link0", "schedule", ["sat.csv"])
 
 
 def test_file_names_are_plain_and_only_uploaded_or_stored_files_are_named(site):  # noqa: F811

@@ -147,15 +147,39 @@ def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
         elif values and values != {w[f] for w in was.values()}:
             differ[f] = out[f]
             out[f] = values.pop()
+    # netem's impairments, a trace, a schedule (a LAN-wide one is on the receiving halves):
+    # LAN-wide when every member has the same, else each member's
+    imp = {m.node: _member_impair(*halves[m.node]) for m in lan.members}
+    imp_was = {m.node: _member_impair(m.to_lan, m.from_lan) for m in lan.members}
+    same, same_was = set(imp.values()), set(imp_was.values())
+    if len(same) == 1:
+        words = same.pop()
+        if words:
+            out["impair"] = list(words)
+        if len(same_was) != 1 or same_was != {words}:
+            differ["impair"] = list(same_was.pop()) if len(same_was) == 1 else []
+    else:
+        out["member_impair"] = {n: list(w) for n, w in imp.items() if w}
+        if imp != imp_was:
+            varies.append("impair")
     if differ:
         out["configured"] = differ
     if varies:
+        changed = {"impair": lambda n: imp[n] != imp_was[n]}
         out["varies"] = varies
         out["changed_members"] = {
             m.node: {"to_lan": _direction(halves[m.node][0], m.to_lan),
                      "from_lan": _direction(halves[m.node][1], m.from_lan)}
-            for m in lan.members if any(wide[m.node][f] != was[m.node][f] for f in varies)}
+            for m in lan.members
+            if any(changed[f](m.node) if f in changed else wide[m.node][f] != was[m.node][f]
+                   for f in varies)}
     return out
+
+
+def _member_impair(to_lan: LinkParams, from_lan: LinkParams) -> tuple[str, ...]:
+    """A member's impairments: its receiving half's, then its sending half's (named)."""
+    return (*impair_spec.describe(from_lan),
+            *(f"to_lan {w}" for w in impair_spec.describe(to_lan)))
 
 
 def _quote_logs(message: str, folder: str) -> str:

@@ -432,3 +432,70 @@ def test_the_api_starts_a_trace_or_schedule_on_one_direction(tmp_path):
     assert (ev.dir, ev.value) == ("ba", {"schedule": None})
     with pytest.raises(SpecError, match="no such trace file"):
         normalize.link_change(exp, "l0", bandwidth={"trace": str(tmp_path / "none")})
+
+
+def test_a_change_beside_a_running_trace_or_schedule_leaves_it_in_phase(tmp_path):
+    """The engine starts a trace or schedule over only when a request carries one (it
+    merges a patch into what runs). So a modify, tevc or set_link that changes another
+    field of a traced direction must not carry it, and a modify that changes it must."""
+    from wanlab.backends.emulate.modify import param_requests
+    from wanlab.frontends import load
+    from wanlab.plan.diff import diff
+    (tmp_path / "t.trace").write_text("0\n1\n5\n")
+    (tmp_path / "s.csv").write_text("time,delay\n0,10ms\n1s,50ms\n")
+    spec = ("name: tr\nnodes: [a, b]\nlinks:\n  - name: l0\n    nodes: [a, b]\n"
+            "    bandwidth: 10Mb\n    delay: {delay}\n    queue: {{limit: {limit}}}\n"
+            "    ab: {{bandwidth: {{trace: {trace}}}}}\n    ba: {{schedule: {{csv: s.csv}}}}\n")
+
+    def modify(old, new):
+        (tmp_path / "old.yaml").write_text(spec.format(**old))
+        (tmp_path / "new.yaml").write_text(spec.format(**new))
+        a, b = load(str(tmp_path / "old.yaml")), load(str(tmp_path / "new.yaml"))
+        a = ir.Experiment.from_json(a.to_json())          # as the store keeps it
+        return {r.dir: r.params for r in
+                param_requests(diff(make_plan(a, "0001"), make_plan(b, "0001")))}
+    base = {"delay": "10ms", "limit": 50, "trace": "t.trace"}
+    assert modify(base, {**base, "delay": "20ms", "limit": 80}) == {
+        d: {"delay_us": 20_000.0, "queue": {"limit": 80}} for d in ("ab", "ba")}
+    assert modify(base, base) == {}
+    (tmp_path / "u.trace").write_text("0\n2\n5\n")
+    assert modify(base, {**base, "trace": "u.trace"}) == {
+        "ab": {"trace": {"ms": [0, 2, 5], "offset_ms": 0, "loop": True}}}
+    # tevc and set_link: another field alone, one direction or both
+    exp = load(str(tmp_path / "old.yaml"))
+    ports = make_plan(exp, "0001").port_map()
+    evs = [normalize.event(exp, 0.0, "l0", "delay", ["30ms"]),
+           normalize.event(exp, 0.0, "l0", "jitter", ["5ms", "ab"]),
+           normalize.event(exp, 0.0, "l0", "schedule", ["none", "ab"]),
+           *normalize.link_change(exp, "l0", "ba", loss={"model": "gilbert-elliott",
+                                                         "p": 0.01}, delay="5ms")]
+    for ev in evs:
+        for req in encode.event_requests(ev, "link", ports, ""):
+            params = req.to_json()["params"]
+            assert "trace" not in params and ("schedule" not in params
+                                              or params["schedule"] == {"t_ns": []}), params
+
+
+def test_a_python_specs_trace_and_schedule_are_relative_to_its_folder(tmp_path, request,
+                                                                      monkeypatch):
+    """As a YAML or ns file's: a ``.py`` spec run from elsewhere finds them beside it
+    (in a folder others may read: root's child runs the spec as nobody)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from wanlab.frontends import load
+    spec = Path(tempfile.mkdtemp(prefix="wanlab-pyspec-", dir="/tmp"))
+    spec.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(spec, ignore_errors=True))
+    (spec / "t.trace").write_text("0\n1\n5\n")
+    (spec / "s.csv").write_text("time,delay\n0,10ms\n1s,50ms\n")
+    (spec / "exp.py").write_text(
+        "from wanlab.frontends.builder import ExperimentBuilder\n"
+        "b = ExperimentBuilder('pys')\nb.node('a')\nb.node('b')\n"
+        "b.link('a', 'b', name='l0', bandwidth={'trace': 't.trace'}, "
+        "schedule={'csv': 's.csv'})\nexperiment = b\n")
+    monkeypatch.chdir(tmp_path)
+    exp = load(str(spec / "exp.py"))
+    assert exp.links[0].ab.trace.ms == (0, 1, 5)
+    assert exp.links[0].ba.schedule.delay_s == (0.01, 0.05)

@@ -51,6 +51,9 @@ QueueSpec = "str | Mapping[str, Any] | ir.Queue | None"
 # Template parameter values for builders made without ``params`` (set by the Python front
 # end's child for a ``.py`` spec given ``-p NAME=VALUE``).
 _OVERRIDES: dict[str, str] = {}
+# The folder of the ``.py`` spec being run (set by its child): a builder's trace and
+# schedule files are relative to it, as a YAML or ns file's are to theirs.
+_SPEC_DIR: str | None = None
 
 
 def _caller_source(depth: int = 2) -> ir.Source:
@@ -134,7 +137,7 @@ class ExperimentBuilder:
         self._counters: dict[str, int] = {}
         self._edge = edge_spec.EdgeSpec()
         # the folder trace files are relative to (None: the working directory)
-        self.base_dir: str | None = None
+        self.base_dir: str | None = _SPEC_DIR
 
     # -- template parameters and the swap policy ------------------------------
     def parameter(self, name: str, default: Any, description: str = "") -> str:

@@ -152,6 +152,7 @@ def run_in_process(path: str, display: str, source: bytes | None = None) -> ir.E
     from wanlab.frontends import builder
     from wanlab.frontends.builder import ExperimentBuilder
     builder._OVERRIDES.update(json.loads(os.environ.get(PARAMS_ENV) or "{}"))
+    builder._SPEC_DIR = os.path.dirname(os.path.abspath(path))   # its traces, schedules
     sys.path.insert(0, os.path.dirname(path))     # the spec may import its neighbours
     try:
         if source is None:

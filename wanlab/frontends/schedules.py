@@ -96,7 +96,7 @@ def spec(v: Mapping[str, Any], base_dir: Any, field: str = "schedule") -> ir.Sch
             raise SpecError(f"unknown key; a schedule takes {', '.join(KEYS)}",
                             field=f"{field}.{k}")
     p = traces.path(v.get("csv"), base_dir, f"{field}.csv")
-    shown = str(p)
+    shown = traces.shown(p, v.get("csv"), base_dir)
     try:
         if p.exists() and not p.is_file():    # a FIFO or /dev/zero: read without end
             raise SpecError("the schedule is not a regular file", file=shown)

@@ -9,7 +9,8 @@ path, and a malformed file is an error naming its line.
 Where a file may be: a spec's trace is relative to the spec's folder. An absolute path,
 or one leading out of that folder, is refused when the description comes from someone
 else (the portal's parse, :mod:`wanlab.frontends.bounds`) or for a request from another user
-(:func:`confined_here`); root's own CLI may name any file.
+(:func:`confined_here`), where a run-time name means only what that user's resolver makes
+of it (the portal's: a file uploaded with the experiment); root's own CLI may name any file.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -30,16 +31,22 @@ MAX_TRACE_BYTES = 64 << 20
 KEYS = ("trace", "offset", "loop")
 _confined: contextvars.ContextVar[bool] = contextvars.ContextVar("traces_confined",
                                                                  default=False)
+# (name, field) -> the file a confined run-time request means by ``name``
+Resolver = Callable[[str, str], Path]
+_resolve: contextvars.ContextVar[Resolver | None] = contextvars.ContextVar("traces_resolve",
+                                                                          default=None)
 
 
 @contextlib.contextmanager
-def confined_here() -> Iterator[None]:
+def confined_here(resolve: Resolver | None = None) -> Iterator[None]:
     """Within: the request comes from another user: trace files only inside a spec's
-    folder, and none named at run time."""
-    token = _confined.set(True)
+    folder; one named at run time only through ``resolve`` (none without it), which
+    checks the name and says where that file is, or raises SpecError."""
+    token, rtoken = _confined.set(True), _resolve.set(resolve)
     try:
         yield
     finally:
+        _resolve.reset(rtoken)
         _confined.reset(token)
 
 
@@ -56,8 +63,11 @@ def path(name: Any, base_dir: str | os.PathLike[str] | None, field: str = "trace
     if not confined():
         return p if p.is_absolute() else Path(base_dir or os.getcwd()) / p
     if base_dir is None:
-        raise SpecError("a trace file can be named only in the experiment's description "
-                        "here", field=field)
+        resolve = _resolve.get()
+        if resolve is None:
+            raise SpecError("a trace file can be named only in the experiment's "
+                            "description here", field=field)
+        return resolve(name, field)
     if p.is_absolute() or ".." in p.parts:
         raise SpecError(f"the trace file {name!r} must be a relative path inside the spec's "
                         f"folder (no '..', not absolute)", field=field)
@@ -67,6 +77,12 @@ def path(name: Any, base_dir: str | os.PathLike[str] | None, field: str = "trace
         raise SpecError(f"the trace file {name!r} leads outside the spec's folder (a "
                         f"symbolic link?)", field=field)
     return full
+
+
+def shown(p: Path, name: Any, base_dir: Any) -> str:
+    """How errors name file ``p``: a run-time request's as it named it (the file's place
+    is the host's business), else its path."""
+    return str(name) if base_dir is None and _resolve.get() is not None else str(p)
 
 
 def read(p: Path, display: str | None = None) -> tuple[int, ...]:
@@ -126,7 +142,8 @@ def spec(v: Mapping[str, Any], base_dir: Any, field: str = "bandwidth") -> ir.Ba
     p = path(name, base_dir, f"{field}.trace")
     offset = units.parse_delay(v.get("offset", 0), field=f"{field}.offset", what="offset")
     loop = units.parse_bool(v.get("loop", True), "loop", field=f"{field}.loop")
-    return ir.BandwidthTrace(file=str(name), ms=read(p), offset_s=offset, loop=loop)
+    return ir.BandwidthTrace(file=str(name), ms=read(p, shown(p, name, base_dir)),
+                             offset_s=offset, loop=loop)
 
 
 def from_words(words: list[str], base_dir: Any, field: str = "bandwidth") -> ir.BandwidthTrace:

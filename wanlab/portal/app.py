@@ -100,6 +100,13 @@ class LinkChange(BaseModel):
     duplicate: str | None = Field(None, examples=["1%"])
     corrupt: str | None = Field(None, examples=["0.1%"])
     reorder: str | None = Field(None, examples=["25%", "25% gap 5"])
+    trace: str | None = Field(None, description="a capacity trace uploaded with the "
+                              "experiment, started now (NAME [OFFSET] [noloop]); a "
+                              "bandwidth instead ends it", examples=["cell.down",
+                                                                    "cell.down 10s noloop"])
+    schedule: str | None = Field(None, description="a schedule uploaded with the experiment, "
+                                 "started now (NAME [linear] [loop]), or none to end it",
+                                 examples=["sat.csv linear loop", "none"])
     state: Literal["up", "down"] | None = None
     dir: Literal["both", "ab", "ba"] = Field("both", description="a link's one direction "
                                              "(ab leaves its first node); LANs: both")
@@ -431,12 +438,13 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         with session(request) as c:
             pid = projects.may_create_in(c.db, c.user, body.project)
             given = files.decode(body.files)
-            exp, warnings, base = specs.parse(body.filename, body.text, body.name)
+            exp, warnings, base = specs.parse(body.filename, body.text, body.name, body.files)
             attached = files.Attached(home, body.project, base, c.lab.store.folder(exp.name),
                                       given)
             exp = confined(c, exp, body.filename, attached)   # (the child made its plan)
-            warnings += [f"file {n} was uploaded but the description does not name it"
-                         for n in attached.unused()]
+            warnings += [f"file {n} was uploaded but the description does not name it (it "
+                         f"is kept: the link form can switch to it)"
+                         for n in attached.unused(series_files(exp))]
             summary = {"name": exp.name, "nodes": len(exp.nodes), "links": len(exp.links),
                        "lans": len(exp.lans), "events": len(exp.events),
                        "warnings": warnings}
@@ -496,13 +504,18 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
         """Apply a changed description (an uploaded ns or YAML text), as ``wanlab modify``:
         a running experiment changes only what differs."""
         def go(c: Ctx) -> None:
-            exp, _, base = specs.parse(body.filename, body.text, name)
             own = projects.owner(c.db, name)
+            # a project's: the files kept with it, and those sent now (a new one replaces
+            # a kept one of its name), within an upload's bounds
+            sent = body.files if own is None else \
+                {**files.kept_given(c.lab.store.folder(name)), **body.files}
+            given = files.decode(sent)
+            exp, _, base = specs.parse(body.filename, body.text, name, sent)
             if own is None:     # root's (an administrator's upload): no host resource either,
                 exp = confined(c, exp, body.filename, None)    # and no project's files
             else:               # a project's: the same bounds as its create
                 attached = files.Attached(home, own["project"], base,
-                                          c.lab.store.folder(name), files.decode(body.files))
+                                          c.lab.store.folder(name), given)
                 exp = confined(c, exp, body.filename, attached)
                 attached.save()
             sites.of(c.lab, name).modify(name, exp)
@@ -560,6 +573,8 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             out = sites.of(c.lab, name).show(name)
             out.pop("folder", None)       # the state folder is root's business
             out["topology"] = topology(c.lab, name)
+            # what the link form may switch a direction to (a trace, a schedule)
+            out["uploads"] = files.kept(c.lab.store.folder(name))
             out["owner"] = c.owner
             return out
 
@@ -577,28 +592,38 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
             kind = c.lab.get(name).ir.kinds().get(link)
             if kind not in ("link", "lan"):
                 raise NotFound(f"{link!r} is not a link or LAN of experiment {name!r}")
-            # tevc's words; a loss model and netem's impairments take several
-            words = [[w, *v.split()] for w, v in (
-                ("delay", body.delay), ("bandwidth", body.bandwidth), ("loss", body.loss),
-                ("jitter", body.jitter), ("duplicate", body.duplicate),
-                ("corrupt", body.corrupt), ("reorder", body.reorder)) if v is not None]
+            if body.trace is not None and body.bandwidth is not None:
+                raise SpecError("a bandwidth (a fixed rate) ends a trace: give one of them",
+                                field="trace")
+            # tevc's words, each with the form's field; a loss model and netem's
+            # impairments take several; a trace is the bandwidth's
+            fields = [(f, w, v) for f, w, v in (
+                ("delay", "delay", body.delay), ("bandwidth", "bandwidth", body.bandwidth),
+                ("loss", "loss", body.loss), ("jitter", "jitter", body.jitter),
+                ("duplicate", "duplicate", body.duplicate),
+                ("corrupt", "corrupt", body.corrupt), ("reorder", "reorder", body.reorder),
+                ("trace", "bandwidth", None if body.trace is None else "trace " + body.trace),
+                ("schedule", "schedule", body.schedule)) if v is not None]
+            words = [(f, [w, *v.split()]) for f, w, v in fields]
             if body.dir != "both":
                 if kind != "link":
                     raise SpecError("a LAN's change applies to all of it: dir is both",
                                     field="dir")
-                words = [[*w, body.dir] for w in words]
+                words = [(f, [*w, body.dir]) for f, w in words]
             if body.state:
-                words.append([body.state])
+                words.append(("state", [body.state]))
             if not words:
                 raise WanlabError("nothing to change: give delay, bandwidth, loss, jitter, "
-                                  "duplicate, corrupt, reorder or state")
-            _check_link_words(c.lab.get(name).ir, link, words)
-            rid = c.audit("link", name, f"{link} " + " ".join(" ".join(w) for w in words))
+                                  "duplicate, corrupt, reorder, trace, schedule or state")
+            # a trace or schedule: a file kept with the experiment, never a path
+            kept = files.resolver(c.lab.store.folder(name))
+            _check_link_words(c.lab.get(name).ir, link, words, kept)
+            rid = c.audit("link", name, f"{link} " + " ".join(" ".join(w) for _, w in words))
             replies = []
             try:
                 on = sites.of(c.lab, name)      # this host's, or the cluster's machines
-                for action, *args in words:
-                    with traces.confined_here():    # no trace file named by a request
+                for _, (action, *args) in words:
+                    with traces.confined_here(kept):
                         replies.append(on.tevc(name, "now", link, action, args, wait=True))
             except BaseException as e:
                 audit.failed(c.db, rid, str(e))
@@ -616,7 +641,8 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
                                                   *body.args]))
             try:
                 wait = body.time == "now"
-                with traces.confined_here():        # no trace file named by a request
+                # a trace or schedule: a file kept with the experiment, never a path
+                with traces.confined_here(files.resolver(c.lab.store.folder(name))):
                     return sites.of(c.lab, name).tevc(name, body.time, body.object,
                                                       body.event, body.args, wait=wait)
             except BaseException as e:
@@ -774,18 +800,28 @@ def make_app(home: str | None = None, static_dir: str = STATIC) -> FastAPI:
     return app
 
 
-def _check_link_words(exp: Any, link: str, words: list[list[str]]) -> None:
+def _check_link_words(exp: Any, link: str, words: list[tuple[str, list[str]]],
+                      kept: traces.Resolver) -> None:
     """The link form's fields typed as tevc types them, before anything is sent: a bad
     value is an error naming its field (the form's name for it)."""
-    for action, *args in words:
+    for field, (action, *args) in words:
         if action in ("up", "down"):
             continue
         try:
-            with traces.confined_here():
+            with traces.confined_here(kept):
                 normalize.event(exp, 0.0, link, action, args)
         except SpecError as e:
-            raise SpecError(e.message.removeprefix(f"{link} {action}: "),
-                            field=action) from None
+            where = f"{e.file}:{e.line}: " if e.file and e.line else \
+                f"{e.file}: " if e.file else ""
+            raise SpecError(where + e.message.removeprefix(f"{link} {action}: "),
+                            field=field) from None
+
+
+def series_files(exp: Any) -> set[str]:
+    """The files description ``exp`` read as capacity traces or schedules."""
+    dirs = [d for l in exp.links for d in (l.ab, l.ba)]
+    dirs += [d for lan in exp.lans for m in lan.members for d in (m.to_lan, m.from_lan)]
+    return {x.file for d in dirs for x in (d.trace, d.schedule) if x is not None}
 
 
 def topology(lab: Lab, name: str) -> dict[str, Any]:

@@ -19,7 +19,9 @@ path (absolute, or leading out with ``..``) names a host file and is refused by
 writes them there (root-only, each created with ``O_EXCL | O_NOFOLLOW`` beneath a folder
 descriptor) before the life cycle sees the description; a project's file is copied, so a
 later change to the store does not change the experiment. Setup then unpacks them in the
-node's root, confined as the node is (:mod:`wanlab.backends.emulate.rootfs`).
+node's root, confined as the node is (:mod:`wanlab.backends.emulate.rootfs`). Every file
+sent with the description is kept there, named or not: the link form may switch a direction
+to a capacity trace or a schedule among them later (:func:`kept`, :func:`resolver`).
 
 The store of project P lives under the portal's state, ``<home>/portal/files/P/NAME``
 (folders 0700, files 0600, root's), at most :data:`STORE_FILES` files and
@@ -38,11 +40,12 @@ import re
 import secrets
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from wanlab.errors import WanlabError
+from wanlab.errors import SpecError, WanlabError
 from wanlab.portal.projects import check_name as check_project
 from wanlab.store.db import make_private_dir
 
@@ -287,12 +290,17 @@ class Attached:
         up = os.path.join(self.folder, SUBFOLDER)
         return text.replace(up + "/given/", "").replace(up + "/project/", PROJECT_PREFIX)
 
-    def unused(self) -> list[str]:
-        return sorted(set(self.given) - {n for k, n in self.used if k == "given"})
+    def unused(self, read: Collection[str] = ()) -> list[str]:
+        """Files sent with it that the description names nowhere (``read``: the names it
+        read as traces or schedules)."""
+        return sorted(set(self.given) - {n for k, n in self.used if k == "given"} - set(read))
 
     def save(self) -> None:
-        """Write the referenced files into the experiment's folder (root-only, new files
-        only); a folder left by an earlier attempt is replaced."""
+        """Write the referenced files, and every file sent with it, into the experiment's
+        folder (root-only, new files only); a folder left by an earlier attempt is
+        replaced."""
+        for name, data in self.given.items():
+            self.used.setdefault(("given", name), data)
         if not self.used:
             return
         make_private_dir(self.folder)
@@ -329,3 +337,57 @@ class Attached:
                 os.close(ffd)
             with contextlib.suppress(OSError):
                 os.rmdir(self.folder)          # only when empty: nothing else of it there
+
+
+# -- an experiment's kept files, at run time -------------------------------------------
+def kept(folder: str) -> list[str]:
+    """The files kept in experiment folder ``folder`` as a description names them:
+    ``NAME`` (sent with it) and ``project:NAME`` (copied from the project's store)."""
+    out = []
+    for kind, prefix in (("given", ""), ("project", PROJECT_PREFIX)):
+        where = os.path.join(folder, SUBFOLDER, kind)
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            for e in os.scandir(where):
+                if e.is_file(follow_symlinks=False):
+                    out.append(prefix + e.name)
+    return sorted(out)
+
+
+def kept_given(folder: str) -> dict[str, str]:
+    """The files sent with the experiment in ``folder`` and kept there, as an upload
+    carries them (name -> base64): a modify reads its description beside them."""
+    out = {}
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        gfd = _open_dir(os.path.join(folder, SUBFOLDER, "given"))
+        try:
+            for name in sorted(os.listdir(gfd)):
+                with contextlib.suppress(FileError, OSError):
+                    out[name] = base64.b64encode(_read(gfd, name, FILE_BYTES)).decode()
+        finally:
+            os.close(gfd)
+    return out
+
+
+def resolver(folder: str):
+    """How a run-time request of a portal user names a trace or schedule file: ``NAME`` or
+    ``project:NAME`` of those :func:`kept` for the experiment in ``folder``, never a path
+    (for :func:`wanlab.frontends.traces.confined_here`)."""
+    def resolve(word: str, field: str) -> Path:
+        kind, name = ("project", word[len(PROJECT_PREFIX):]) \
+            if word.startswith(PROJECT_PREFIX) else ("given", word)
+        try:
+            check_name(name)
+        except FileError as e:
+            raise SpecError(f"{e}; name a file uploaded with the experiment", field=field
+                            ) from None
+        p = os.path.join(folder, SUBFOLDER, kind, name)
+        try:
+            ok = stat.S_ISREG(os.lstat(p).st_mode)
+        except OSError:
+            ok = False
+        if not ok:
+            raise SpecError(f"no file {word!r} was uploaded with this experiment (the "
+                            f"files it keeps: {', '.join(kept(folder)) or 'none'})",
+                            field=field)
+        return Path(p)
+    return resolve

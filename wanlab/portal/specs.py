@@ -25,6 +25,7 @@ file's name in place of the temporary path.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -62,11 +63,13 @@ class Busy(WanlabError):
     """Every parse child is taken: try again shortly (503)."""
 
 
-def parse(filename: str, text: str, name: str | None = None
-          ) -> tuple[Experiment, list[str], str]:
+def parse(filename: str, text: str, name: str | None = None,
+          files: dict[str, str] | None = None) -> tuple[Experiment, list[str], str]:
     """The IR of an uploaded description, its warnings (citing the uploaded name), and the
     child's folder the description was read in: a file named by a plain name (a file sent
-    with the upload, :mod:`wanlab.portal.files`) resolved to a path in it."""
+    with the upload, :mod:`wanlab.portal.files`) resolved to a path in it. ``files`` (plain
+    name -> base64, checked by the caller) are written beside the description there, so
+    a capacity trace or schedule it names, read into the IR, is read from them."""
     shown = os.path.basename(filename or "") or "upload"
     ext = os.path.splitext(shown)[1].lower()
     if ext not in FORMATS:
@@ -83,7 +86,8 @@ def parse(filename: str, text: str, name: str | None = None
     if not _slots.acquire(timeout=QUEUE_S):
         raise Busy(f"the portal is busy reading {PARSES} other uploads; try again shortly")
     try:
-        out = _run_child({"file": stem + FORMATS[ext], "text": text}, shown)
+        out = _run_child({"file": stem + FORMATS[ext], "text": text, "files": files or {}},
+                         shown)
     finally:
         _slots.release()
     if "error" in out:
@@ -159,6 +163,18 @@ def child(request: dict) -> dict:
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
             f.write(request["text"])
         shown = request["file"]
+        for fname, data in (request.get("files") or {}).items():
+            # plain names (the server checked them): the files sent with the description
+            if os.path.basename(fname) != fname or fname in (".", ".."):
+                return {"error": f"{fname!r} is not a plain file name", "line": None}
+            try:
+                fd = os.open(os.path.join(d, fname),
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            except FileExistsError:
+                return {"error": f"a file sent with it is named {fname}, as the description "
+                                 f"is read here: rename it", "line": None}
+            with open(fd, "wb") as f:
+                f.write(base64.b64decode(data))
 
         def hide(text: str) -> str:          # the upload's temporary folder is the host's
             return text.replace(path, shown).replace(d, ".")
@@ -167,8 +183,13 @@ def child(request: dict) -> dict:
                 exp = load(path)
             make_plan(exp, "0000")        # addresses and routes: the plan can be made
         except SpecError as e:
-            return {"error": hide(e.message if e.field is None else f"{e.field}: {e.message}"),
-                    "line": e.line}
+            msg = hide(e.message if e.field is None else f"{e.field}: {e.message}")
+            if e.file and os.path.abspath(e.file) != path:     # a trace or schedule sent
+                other = os.path.relpath(e.file, d) if e.file.startswith(d + "/") \
+                    else hide(e.file)
+                return {"error": f"{other}" + (f":{e.line}" if e.line else "") + f": {msg}",
+                        "line": None}
+            return {"error": msg, "line": e.line}
         except WanlabError as e:
             return {"error": hide(str(e)), "line": None}
         except MemoryError:

@@ -79,6 +79,8 @@ def local_lines(info: dict[str, Any], summary: bool = True) -> list[str]:
                            for f in l.get("varies") or ())
         out.append(f"  {l['name']}: {' '.join(l['members'])}  [{_shaping(l)}]"
                    + (f"  {varies} set per member:" if varies else ""))
+        for m, words in (l.get("member_impair") or {}).items():
+            out.append(f"    {m} receives: {', '.join(words)}")
         for m, halves in (l.get("changed_members") or {}).items():
             out.append(f"    {m}: " + "  ".join(f"[{d}: {_shaping(halves[d])}]"
                                                 for d in ("to_lan", "from_lan")))

@@ -196,6 +196,7 @@ async function experimentPage(name) {
   const x = await guard(() => api('GET', `/experiments/${enc(name)}`));
   if (!x) return;
   const topo = x.topology;
+  topo.uploads = x.uploads || [];   // files kept with it: traces and schedules to switch to
   const side = h('aside', { id: 'side', class: 'card' }, h('p', { class: 'hint' },
     'Click a link for its parameters and traffic, a node for its console.'));
   const graph = h('div', { id: 'cy' });
@@ -400,7 +401,7 @@ function tevcForm(name, topo) {
 function fmtParams(p) {
   return `${p.bandwidth_bps ? fmtRate(p.bandwidth_bps) + 'b/s' : 'unlimited'}, `
     + `${(p.delay_s * 1000).toFixed(2)} ms, loss ${p.loss}, ${p.queue}`
-    + (p.limit ? ` (${p.limit})` : '');
+    + (p.limit ? ` (${p.limit})` : '') + fmtImpair(p.impair);
 }
 
 // Values in force (as `wanlab show` prints them): each with the configured value where
@@ -411,7 +412,12 @@ function fmtInForce(p) {
   const ms = (v) => `${(v * 1000).toFixed(2)} ms`;
   const was = (k, f) => (k in cfg ? ` (configured ${f(cfg[k])})` : '');
   return `${bw(p.bandwidth_bps)}${was('bandwidth_bps', bw)}, ${ms(p.delay_s)}`
-    + `${was('delay_s', ms)}, loss ${p.loss}${was('loss', String)}`;
+    + `${was('delay_s', ms)}, loss ${p.loss}${was('loss', String)}${fmtImpair(p.impair)}`;
+}
+
+// netem's impairments, a trace and a schedule, as `wanlab show` words them
+function fmtImpair(words) {
+  return words && words.length ? `; ${words.join('; ')}` : '';
 }
 
 // A link's or LAN's values: those in force once the live stream gave them, else the
@@ -426,7 +432,9 @@ function linkParams(topo, sel, now) {
        h('p', { class: 'link-ab' }, now ? fmtInForce(now)
          : `${l.bandwidth_bps ? fmtRate(l.bandwidth_bps) + 'b/s' : 'unlimited'}, `
            + `${(l.delay_s * 1000).toFixed(2)} ms, loss ${l.loss}`),
-       now && now.varies ? h('p', {}, `differs between members: ${now.varies.join(', ')}`) : ''];
+       now && now.varies ? h('p', {}, `differs between members: ${now.varies.join(', ')}`) : '',
+       now && now.member_impair ? h('p', {}, 'each member receives: ' + Object.entries(
+         now.member_impair).map(([m, w]) => `${m}: ${w.join(', ')}`).join('; ')) : ''];
 }
 
 function linkPanel(exp, topo, sel, series, now) {
@@ -456,6 +464,17 @@ function linkPanel(exp, topo, sel, series, now) {
   const form = h('form', { id: 'link-form' },
     ...fields.map(([k, hint, size]) => h('label', {}, `${k} `,
       h('input', { id: `link-${k}`, placeholder: hint, size }))),
+    // a capacity trace or a schedule: one of the files uploaded with the experiment
+    h('label', {}, 'capacity ', h('select', { id: 'link-trace' },
+      h('option', { value: '' }, 'unchanged'),
+      h('option', { value: 'fixed' }, 'fixed rate (bandwidth)'),
+      ...topo.uploads.map((f) => h('option', { value: f }, `trace ${f}`))),
+    h('input', { id: 'link-trace-opts', placeholder: 'offset, noloop', size: 10 })),
+    h('label', {}, 'schedule ', h('select', { id: 'link-schedule' },
+      h('option', { value: '' }, 'unchanged'),
+      h('option', { value: 'none' }, 'none (end it)'),
+      ...topo.uploads.map((f) => h('option', { value: f }, f))),
+    h('input', { id: 'link-schedule-opts', placeholder: 'linear loop', size: 10 })),
     link ? h('label', {}, 'direction ', h('select', { id: 'link-dir' },
       h('option', { value: 'both' }, 'both'),
       h('option', { value: 'ab' }, `${link.a} → ${link.b}`),
@@ -468,6 +487,16 @@ function linkPanel(exp, topo, sel, series, now) {
       const v = $(`#link-${k}`).value.trim();
       if (v) body[k] = v;
     }
+    const opts = (k) => $(`#link-${k}-opts`).value.trim();
+    const trace = $('#link-trace').value;
+    if (trace === 'fixed' && !body.bandwidth) {   // back to a fixed rate: which one
+      $('#link-bandwidth').setAttribute('aria-invalid', 'true');
+      flash('a fixed rate: give the bandwidth', true);
+      return;
+    }
+    if (trace && trace !== 'fixed') body.trace = `${trace} ${opts('trace')}`.trim();
+    const sched = $('#link-schedule').value;
+    if (sched) body.schedule = sched === 'none' ? 'none' : `${sched} ${opts('schedule')}`.trim();
     const dir = $('#link-dir');
     if (Object.keys(body).length) change(dir && dir.value !== 'both' ? { ...body, dir: dir.value }
                                                                      : body);
