@@ -3,12 +3,16 @@ and its refusal messages; no namespaces)."""
 
 import os
 import sys
+from dataclasses import replace
 
 import pytest
 
+from wanlab.engine import encode
 from wanlab.errors import SpecError
 from wanlab.mininet import COMPAT
 from wanlab.mininet.build import MnIntf, MnLink, Shaping, build, shaping
+from wanlab.model import ir
+from wanlab.plan.plan import make_plan
 
 
 def link(a, ai, b, bi, sa=None, sb=None):
@@ -55,29 +59,38 @@ def test_host_to_host_link_shapes_each_direction_from_its_sender():
     assert m.where[("h2", "h2-eth0")].out_dir == "ba"
 
 
-def test_a_tree_of_switches_is_one_lan_and_shaped_trunks_become_pair_channels():
+def test_a_tree_of_switches_is_one_lan_whose_trunks_are_engine_patches():
     tc = shaping({"bw": 100, "delay": "30ms", "loss": 10})
     links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h2", "h2-eth0", "s2", "s2-eth1"),
              link("h3", "h3-eth0", "s3", "s3-eth1"),
-             link("s1", "s1-eth2", "s2", "s2-eth2", tc, tc),
-             link("s2", "s2-eth3", "s3", "s3-eth2", shaping({"bw": 50, "delay": "10ms"}),
-                  shaping({"bw": 50, "delay": "10ms"}))]
+             link("s1", "s1-eth2", "s2", "s2-eth2", tc, shaping({"delay": "1ms"})),
+             link("s2", "s2-eth3", "s3", "s3-eth2", shaping({"bw": 50, "max_queue_size": 20}))]
     m = build("t", hosts("h1", "h2", "h3"), ["s1", "s2", "s3"], links)
     (lan,) = m.experiment.lans
     assert m.lan_of_switch == {"s1": "s1", "s2": "s1", "s3": "s1"}
-    pairs = {(p.src, p.dst): p.params for p in lan.pairs}
-    assert len(pairs) == 6
-    p13 = pairs[("h1", "h3")]
-    assert p13.bandwidth_bps == 50_000_000 and p13.delay_s == pytest.approx(0.04)
-    assert p13.loss == pytest.approx(0.1)
-    assert pairs[("h2", "h3")].loss == 0.0
-
-
-def test_unshaped_trunks_need_no_pair_channels():
-    links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h2", "h2-eth0", "s2", "s2-eth1"),
-             link("s1", "s1-eth2", "s2", "s2-eth2")]
-    (lan,) = build("t", hosts("h1", "h2"), ["s1", "s2"], links).experiment.lans
-    assert lan.pairs == ()
+    assert lan.switches == ("s1", "s2", "s3") and lan.pairs == ()
+    assert {x.node: x.switch for x in lan.members} == {"h1": "s1", "h2": "s2", "h3": "s3"}
+    t12, t23 = lan.trunks
+    assert (t12.a, t12.b, t12.ab.bandwidth_bps, t12.ab.delay_s, t12.ab.loss) == \
+        ("s1", "s2", 100_000_000, 0.03, pytest.approx(0.1))
+    assert (t12.ba.bandwidth_bps, t12.ba.delay_s) == (0, 0.001)
+    assert (t23.ab.queue.limit, t23.ba.bandwidth_bps) == (20, 0)
+    # the engine: a LAN per switch, a patch per trunk whose ports are members of both LANs
+    # with the sending switch's shaping on their from_lan (one queue per direction)
+    req = encode.apply(make_plan(m.experiment, "x1")).to_json()
+    assert [p["patch"] for p in req["patches"]] == ["s1/s1-s2", "s1/s2-s3"]
+    lans = {x["lan"]: x["members"] for x in req["lans"]}
+    assert set(lans) == {"s1", "s1/s2", "s1/s3"}
+    assert [x["port"] for x in lans["s1/s2"]] == ["h2:eth0", "s1/s1-s2:s2", "s1/s2-s3:s2"]
+    into12 = next(x for x in lans["s1"] if x["port"] == "s1/s1-s2:s1")
+    assert (into12["from_lan"]["bandwidth_bps"], into12["from_lan"]["delay_us"]) == \
+        (100_000_000, 30_000)
+    # run-time changes on a trunk's interface go to its patch port, the sender's direction
+    w = m.where[("s2", "s2-eth2")]
+    assert (w.kind, w.target, w.member, w.out_dir) == ("trunk", "s1/s2", "s1/s1-s2:s2",
+                                                       "from_lan")
+    assert m.where[("h3", "h3-eth0")].target == "s1/s3"
+    assert ir.Experiment.from_json(m.experiment.to_json()) == m.experiment
 
 
 def test_a_loop_of_switches_is_refused_naming_the_link_that_closes_it():
@@ -152,3 +165,30 @@ def test_mn_refuses_bad_options_in_one_line(mininet_pkg):
         mn.main(["--controller", "remote"])
     with pytest.raises(Unsupported, match=r"spanning tree is not supported yet"):
         mn.main(["--switch", "lxbr,stp=1"])
+
+
+def test_the_ir_refuses_a_loop_of_trunks_and_a_member_on_no_switch():
+    links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h2", "h2-eth0", "s2", "s2-eth1"),
+             link("s1", "s1-eth2", "s2", "s2-eth2")]
+    exp = build("t", hosts("h1", "h2"), ["s1", "s2"], links).experiment
+    (lan,) = exp.lans
+    loop = replace(lan, trunks=lan.trunks + (ir.Trunk("s2", "s1"),))
+    with pytest.raises(SpecError, match="trunk s2-s1 closes a loop of switches"):
+        ir.validate(replace(exp, lans=(loop,)))
+    lost = replace(lan, members=(replace(lan.members[0], switch="s9"), lan.members[1]))
+    with pytest.raises(SpecError, match="member 'h1' is on no switch of the LAN"):
+        ir.validate(replace(exp, lans=(lost,)))
+
+
+def test_events_on_a_lan_of_switches_go_to_each_member_s_switch():
+    links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h2", "h2-eth0", "s2", "s2-eth1"),
+             link("s1", "s1-eth2", "s2", "s2-eth2")]
+    ports = make_plan(build("t", hosts("h1", "h2"), ["s1", "s2"], links).experiment,
+                      "x1").port_map()
+    assert type(ports).from_json(ports.to_json()) == ports
+    one = encode.event_requests(ir.Event(0, "s1", "bandwidth", value=10**6, member="h2"),
+                                "lan", ports, "")
+    assert [(r.target, r.member) for r in one] == [("s1/s2", "h2:eth0")]
+    # a LAN-wide change reaches every host's port on its own switch (not the trunk)
+    every = encode.event_requests(ir.Event(0, "s1", "down"), "lan", ports, "")
+    assert [(r.target, r.member) for r in every] == [("s1", "h1:eth0"), ("s1/s2", "h2:eth0")]

@@ -36,6 +36,9 @@ def left_in(home):
 
 SCRIPT = r'''
 import re
+import subprocess
+import sys
+import time
 from mininet.net import Mininet
 from mininet.topo import Topo
 from mininet.link import TCLink
@@ -46,8 +49,9 @@ class T(Topo):
         h1, h2, h3 = self.addHost("h1"), self.addHost("h2"), self.addHost("h3")
         self.addLink(h1, s1, cls=TCLink, delay="5ms")
         self.addLink(h2, s1)
-        self.addLink(s1, s2, cls=TCLink, delay="10ms")
+        self.addLink(s1, s2, cls=TCLink, delay="10ms", bw=10)
         self.addLink(h3, s2)
+        self.addLink(self.addHost("h4"), s2)
 
 def rtt(a, b):
     out = a.cmd("ping -c3 -i0.2", b.IP())
@@ -62,6 +66,29 @@ print("SHELL", h1.cmd("echo $PWD $X").strip())
 print("ADDR", h1.IP(), h3.IP(), h1.MAC(), h1.intfNames(), net["s1"].intfNames())
 print("LINK", h1.cmd("ip -o addr show dev h1-eth0").split()[3])
 print("RTT13", rtt(h1, h3))
+h4 = net.get("h4")
+# two UDP flows of 15 Mbit/s each cross the 10 Mbit/s trunk s1 -> s2: they share it
+srv = [h.popen(["iperf", "-u", "-s"]) for h in (h3, h4)]
+time.sleep(0.5)
+cli = [a.popen(["iperf", "-u", "-f", "m", "-c", b.IP(), "-b", "15M", "-t", "2"])
+       for a, b in ((h1, h3), (h2, h4))]
+outs = [p.communicate()[0].decode() for p in cli]
+for p in srv:
+    p.terminate()
+    p.wait()
+print("SHARED", *[re.findall(r"([\d.]+) Mbits/sec", o.split("Server Report")[-1])[0]
+                  for o in outs])
+# run-time changes on the trunk: its s1 side now sends with 40 ms; then down and up
+net["s1"].connectionsTo(net["s2"])[0][0].config(delay="40ms")
+print("RTT13T", rtt(h1, h3))
+net.configLinkStatus("s1", "s2", "down")
+print("TDOWN", net.ping([h1, h3], timeout=1), net.ping([h1, h2], timeout=1))
+net.configLinkStatus("s2", "s1", "up")
+print("TUP", net.ping([h1, h3]))
+show = subprocess.run([sys.executable, "-m", "wanlab.cli", "show", net.exp.name],
+                      capture_output=True, text=True).stdout
+print("SHOW", " | ".join(ln.strip() for ln in show.splitlines()
+                         if ln.strip().startswith(("switches:", "trunk "))))
 h1.intf().config(delay="25ms")
 print("RTT12", rtt(h1, h2))
 net.configLinkStatus("h2", "s1", "down")
@@ -108,6 +135,24 @@ def test_hosts_have_mininet_s_names_addresses_and_macs(own_script):
 def test_link_delays_add_up_across_a_tree_of_switches(own_script):
     # h1 -> s1 5 ms, s1 -> s2 10 ms, and back: 30 ms (the engine adds nothing measurable)
     assert 30 <= float(value(own_script[0], "RTT13")) < 40
+
+
+def test_flows_crossing_a_shaped_trunk_share_it(own_script):
+    # 2 x 15 Mbit/s offered into one 10 Mbit/s trunk: about 10 in all (per-pair channels
+    # would give each flow its own 10, about 20 in all)
+    a, b = (float(x) for x in value(own_script[0], "SHARED").split())
+    assert a > 1 and b > 1 and a + b < 13.5, (a, b)
+
+
+def test_trunk_config_and_status_change_at_run_time(own_script):
+    r, _ = own_script
+    # s1 -> s2 now 40 ms (bandwidth cleared, as Mininet's config), s2 -> s1 still 10 ms
+    assert 60 <= float(value(r, "RTT13T")) < 70
+    # the trunk down cuts h1 from h3 only; up again
+    assert value(r, "TDOWN") == "100.0 0.0"
+    assert float(value(r, "TUP")) == 0.0
+    assert value(r, "SHOW") == ("switches: s1 (h1 h2)  s2 (h3 h4) | trunk s1 <-> s2  "
+                                "[s1->s2: 10Mb, 10 ms, loss 0]  [s2->s1: 10Mb, 10 ms, loss 0]")
 
 
 def test_intf_config_reshapes_at_run_time(own_script):

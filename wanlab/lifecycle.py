@@ -149,6 +149,11 @@ def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
             out[f] = values.pop()
     if differ:
         out["configured"] = differ
+    if lan.switches:        # a tree of switches (Mininet's): where each member is, the trunks
+        out["switches"] = {s: [m.node for m in lan.members if m.switch == s]
+                           for s in lan.switches}
+        out["trunks"] = [{"name": t.name, "a": t.a, "b": t.b, "ab": _params(t.ab),
+                          "ba": _params(t.ba)} for t in lan.trunks]
     if varies:
         out["varies"] = varies
         out["changed_members"] = {

@@ -9,13 +9,12 @@ a ``NAT``) and switches; its links join two interfaces. wanlab realises them so:
   interface's ``TCIntf`` parameters), ``ba`` what the second sends;
 * switches are the engine's learning switches. The switches joined by switch-to-switch links
   form one switched domain (a tree: a loop is refused, naming the link that closes it), and
-  each domain with hosts on it is one engine LAN named after its first switch. Each host's
-  link to a switch of the domain is a LAN member: ``to_lan`` carries the host interface's
-  shaping, ``from_lan`` the switch interface's. A shaped switch-to-switch link becomes the
-  per-pair channels of the hosts whose path crosses it: the pair (i, j) carries the
-  composition of the switch-to-switch links on the path from i's switch to j's (delays add,
-  the narrowest bandwidth, losses compound). What a pair channel cannot model is sharing:
-  two flows whose paths share a trunk each get the trunk's bandwidth.
+  each domain with hosts on it is one IR LAN named after its first switch, whose
+  ``switches`` are the domain's and whose ``trunks`` its switch-to-switch links (each
+  direction shaped by the sending switch interface's parameters; the engine makes each
+  switch a LAN and each trunk a patch, whose directions every crossing flow shares). Each
+  host's link to a switch is a LAN member on that switch: ``to_lan`` carries the host
+  interface's shaping, ``from_lan`` the switch interface's.
 
 Addresses, MACs and interface names are Mininet's, set on the running nodes; the IR's own
 addresses are not used (``rtproto`` manual: no routes but the connected ones, as Mininet).
@@ -24,9 +23,10 @@ addresses are not used (``rtproto`` manual: no routes but the connected ones, as
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from wanlab.engine import encode
 from wanlab.errors import SpecError
 from wanlab.frontends import units
 from wanlab.frontends.builder import ExperimentBuilder
@@ -107,9 +107,10 @@ class MnLink:
 
 @dataclass
 class Where:
-    """Where a host interface lives in the engine: a link direction pair or a LAN member."""
+    """Where an interface lives in the engine: a link direction pair, a LAN member or a
+    trunk's end (the member of a switch's engine LAN that is the trunk's patch port)."""
 
-    kind: str                    # "link" or "lan"
+    kind: str                    # "link", "lan" or "trunk" (a patch port's LAN member)
     target: str                  # the link's or LAN's name
     ifname: str                  # wanlab's interface name in the node (eth0, ...)
     out_dir: str                 # the direction that carries what this interface sends
@@ -212,8 +213,11 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
             ifn = f"eth{ifcount[e.node]}"
             ifcount[e.node] += 1
             where[(e.node, e.name)] = Where("link", lname, ifn, out, inn)
+    domain: dict[str, tuple[tuple[str, ...], tuple[ir.Trunk, ...], dict[str, str]]] = {}
     for lan, ms in members.items():
         b.lan([h.node for _, h, _ in ms], name=_free(b, lan))
+        sws = tuple(s for s in switches if lan_of_switch[s] == lan)
+        on = {}
         for swname, h, s in ms:
             ifn = f"eth{ifcount[h.node]}"
             ifcount[h.node] += 1
@@ -221,12 +225,32 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
             ph, ps = h.shaping.params(), s.shaping.params()
             b.lan_member(lan, h.node,
                          to_lan=_spec(ph), from_lan=_spec(ps))
-            where[(h.node, h.name)] = Where("lan", lan, ifn, "to_lan", "from_lan", port)
-            where[(swname, s.name)] = Where("lan", lan, ifn, "from_lan", "to_lan", port)
-        pairs = _pairs(ms, [t for t in trunks if lan_of_switch[t.a.node] == lan])
-        if pairs:
-            b._lans[lan]["pairs"] = tuple(pairs)
-    return Mapped(b.build(), where, lan_of_switch)
+            target = encode.switch_lan(lan, sws, swname)
+            where[(h.node, h.name)] = Where("lan", target, ifn, "to_lan", "from_lan", port)
+            where[(swname, s.name)] = Where("lan", target, ifn, "from_lan", "to_lan", port)
+            on[h.node] = swname
+        ts = []
+        for t in trunks:
+            if lan_of_switch[t.a.node] != lan:
+                continue
+            tr = ir.Trunk(t.a.node, t.b.node, t.a.shaping.params(), t.b.shaping.params(),
+                          source=t.source)
+            ts.append(tr)
+            pa, pb = encode.trunk_ports(lan, tr)
+            # the trunk's direction a -> b is the from_lan of a's port (what a sends)
+            where[(t.a.node, t.a.name)] = Where("trunk", encode.switch_lan(lan, sws, t.a.node),
+                                                "", "from_lan", "to_lan", pa)
+            where[(t.b.node, t.b.name)] = Where("trunk", encode.switch_lan(lan, sws, t.b.node),
+                                                "", "from_lan", "to_lan", pb)
+        domain[lan] = (sws, tuple(ts), on)
+    exp = b.build()
+    if any(len(sws) > 1 for sws, _, _ in domain.values()):
+        exp = ir.validate(replace(exp, lans=tuple(
+            replace(x, switches=domain[x.name][0], trunks=domain[x.name][1],
+                    members=tuple(replace(m, switch=domain[x.name][2][m.node])
+                                  for m in x.members))
+            if len(domain.get(x.name, ((),))[0]) > 1 else x for x in exp.lans)))
+    return Mapped(exp, where, lan_of_switch)
 
 
 def _spec(p: ir.LinkParams) -> dict[str, Any]:
@@ -240,47 +264,6 @@ def _free(b: ExperimentBuilder, want: str) -> str:
         n = f"{want[:28]}-{i}"
         i += 1
     return n
-
-
-def _pairs(ms: list[tuple[str, MnIntf, MnIntf]], trunks: list[MnLink]) -> list[ir.LanPair]:
-    """Per-pair channels for the shaped trunks of one switched domain (a tree)."""
-    if not any(t.a.shaping.shaped() or t.b.shaping.shaped() for t in trunks):
-        return []
-    adj: dict[str, list[tuple[str, Shaping]]] = {}
-    for t in trunks:
-        adj.setdefault(t.a.node, []).append((t.b.node, t.a.shaping))
-        adj.setdefault(t.b.node, []).append((t.a.node, t.b.shaping))
-
-    def paths_from(s: str) -> dict[str, list[Shaping]]:
-        out = {s: []}
-        todo = [s]
-        while todo:
-            x = todo.pop()
-            for y, sh in adj.get(x, []):
-                if y not in out:
-                    out[y] = out[x] + [sh]
-                    todo.append(y)
-        return out
-    pairs = []
-    cache: dict[str, dict[str, list[Shaping]]] = {}
-    for si, hi, _ in ms:
-        paths = cache.setdefault(si, paths_from(si))
-        for sj, hj, _ in ms:
-            if hi.node == hj.node:
-                continue
-            path = paths.get(sj, [])
-            if not any(x.shaped() for x in path):
-                continue
-            bws = [x.bandwidth_bps for x in path if x.bandwidth_bps]
-            keep = 1.0
-            for x in path:
-                keep *= 1.0 - x.loss
-            limits = [x.limit for x in path if x.limit]
-            q = ir.Queue(limit=min(limits)) if limits else ir.Queue()
-            pairs.append(ir.LanPair(hi.node, hj.node, ir.LinkParams(
-                bandwidth_bps=min(bws) if bws else 0,
-                delay_s=sum(x.delay_s for x in path), loss=1.0 - keep, queue=q)))
-    return pairs
 
 
 def jitter_requests(m: Mapped, shaped: dict[tuple[str, str], Shaping]) -> list[dict[str, Any]]:

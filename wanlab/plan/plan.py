@@ -249,8 +249,10 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     for lan in exp.lans:
         port = {m.node: i.port for m, i in zip(lan.members, ports_of[lan.name], strict=True)}
         lans.append(LanPlan(lan.name, tuple(
-            LanMemberPlan(m.node, port[m.node], m.to_lan, m.from_lan) for m in lan.members),
-            tuple(LanPairPlan(port[p.src], port[p.dst], p.params) for p in lan.pairs)))
+            LanMemberPlan(m.node, port[m.node], m.to_lan, m.from_lan, m.switch)
+            for m in lan.members),
+            tuple(LanPairPlan(port[p.src], port[p.dst], p.params) for p in lan.pairs),
+            lan.switches, lan.trunks))
     # simulated nodes are the engine's own hosts and routers (ports without TAPs), and
     # applications between simulated nodes its traffic agents
     simulated = {n for n, np_ in nodes.items() if np_.simulated}

@@ -362,9 +362,8 @@ class Mininet:
     def _where(self, intf):
         w = self.mapped.where.get((intf.node.name, intf.name))
         if w is None:
-            raise refuse(f"{intf.name}: run-time change", "this interface is on a link "
-                         "between switches, whose shaping is folded into per-pair channels; "
-                         "changing it at run time is not supported yet")
+            raise refuse(f"{intf.name}: run-time change", "this interface is on switches "
+                         "that no host is plugged into: nothing of it was built")
         return w
 
     def _reshape(self, intf):
@@ -398,12 +397,16 @@ class Mininet:
             w = self.mapped.where.get((ia.node.name, ia.name)) or \
                 self.mapped.where.get((ib.node.name, ib.name))
             if w is None:
-                raise refuse(f"link {src} {dst} {status}", "a link between two switches "
-                             "cannot be brought down yet")
-            req = {"target": w.target}
-            if w.member:
-                req["member"] = w.member
-            self.exp.engine_call(status, **req)
+                raise refuse(f"link {src} {dst} {status}", "these switches have no host "
+                             "plugged into them: nothing of it was built")
+            # a trunk has a patch port at each end: both follow (so either side's name
+            # brings it back)
+            ws = [w, self.mapped.where[(ib.node.name, ib.name)]] if w.kind == "trunk" else [w]
+            for w in ws:
+                req = {"target": w.target}
+                if w.member:
+                    req["member"] = w.member
+                self.exp.engine_call(status, **req)
             ia.up = ib.up = status == "up"
 
     # -- tests --------------------------------------------------------------------------
