@@ -100,10 +100,19 @@ def test_a_loop_of_switches_is_refused_naming_the_link_that_closes_it():
         build("t", hosts("h1"), ["s1", "s2", "s3"], links)
 
 
-def test_two_links_of_a_host_into_one_switched_network_are_refused():
-    links = [link("s1", "s1-eth1", "h1", "h1-eth0"), link("s1", "s1-eth2", "h1", "h1-eth1")]
-    with pytest.raises(SpecError, match="h1 already has a link into the switched network"):
-        build("t", hosts("h1"), ["s1"], links)
+def test_two_links_of_a_host_into_one_switch_are_two_ports_on_its_lan():
+    # Mininet's multilink: each of h1's links is a member (a port) of its own
+    links = [link("s1", "s1-eth1", "h1", "h1-eth0"), link("s1", "s1-eth2", "h2", "h2-eth0"),
+             link("s1", "s1-eth3", "h1", "h1-eth1", sb=shaping({"delay": "2ms"}))]
+    m = build("t", hosts("h1", "h2"), ["s1"], links)
+    (lan,) = m.experiment.lans
+    assert [(x.node, x.to_lan.delay_s) for x in lan.members] == \
+        [("h1", 0.0), ("h2", 0.0), ("h1", 0.002)]
+    assert [m.where[("h1", f"h1-eth{k}")].member for k in (0, 1)] == ["h1:eth0", "h1:eth1"]
+    req = encode.apply(make_plan(m.experiment, "x1")).to_json()
+    (one,) = req["lans"]
+    assert [x["port"] for x in one["members"]] == ["h1:eth0", "h2:eth0", "h1:eth1"]
+    assert one["members"][2]["to_lan"]["delay_us"] == 2000
 
 
 def test_names_wanlab_cannot_take_are_refused():

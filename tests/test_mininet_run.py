@@ -227,6 +227,10 @@ RUNS = {
     "natnet": ([], "h1 ping -c1 h0\nh1 ping -c1 -W1 192.168.2.100\nexit\n",
                [r"from 10\.0\.0\.1: icmp_seq=1 ttl=63",
                 r"From 192\.168\.1\.1 icmp_seq=1 Destination Net Unreachable"]),
+    # two links from each host into s1: four ports of one switch
+    "multilink": ([], "net\nh2 ping -c1 h1\nexit\n",
+                  [r"s1 s1-eth1:h1-eth0 s1-eth2:h2-eth0 s1-eth3:h1-eth1 s1-eth4:h2-eth1",
+                   r"1 packets transmitted, 1 received"]),
     "linuxrouter": ([], "h1 ping -c1 h3\nexit\n",
                     [r"192\.168\.1\.0 .*r0-eth1", r"from 10\.0\.0\.100: icmp_seq=1 ttl=63"]),
 }

@@ -200,38 +200,31 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
             plain.append((lk, lname))
             continue
         host, swi = (lk.b, lk.a) if a_sw else (lk.a, lk.b)
-        lan = lan_of_switch[swi.node]
-        for _, h0, _ in members.get(lan, []):
-            if h0.node == host.node:
-                raise SpecError(
-                    f"link {lk.a.name}<->{lk.b.name}: {host.node} already has a link into "
-                    f"the switched network of {lan}; wanlab gives a node one port per "
-                    f"switched network", file=lk.source.file, line=lk.source.line)
-        members.setdefault(lan, []).append((swi.node, host, swi))
+        members.setdefault(lan_of_switch[swi.node], []).append((swi.node, host, swi))
     for lk, lname in plain:
         for e, out, inn in ((lk.a, "ab", "ba"), (lk.b, "ba", "ab")):
             ifn = f"eth{ifcount[e.node]}"
             ifcount[e.node] += 1
             where[(e.node, e.name)] = Where("link", lname, ifn, out, inn)
-    domain: dict[str, tuple[tuple[str, ...], tuple[ir.Trunk, ...], dict[str, str]]] = {}
-    for lan, ms in members.items():
-        b.lan([h.node for _, h, _ in ms], name=_free(b, lan))
-        sws = tuple(s for s in switches if lan_of_switch[s] == lan)
-        on = {}
+    # each switched network: one LAN of its switches and trunks; a host may have several
+    # ports on it (Mininet's multilink), each a member of its own
+    domain: dict[str, ir.Lan] = {}
+    for key, ms in members.items():
+        lan = b.lan(list(dict.fromkeys(h.node for _, h, _ in ms)), name=_free(b, key))
+        sws = tuple(s for s in switches if lan_of_switch[s] == key)
+        mem = []
         for swname, h, s in ms:
             ifn = f"eth{ifcount[h.node]}"
             ifcount[h.node] += 1
             port = f"{h.node}:{ifn}"
-            ph, ps = h.shaping.params(), s.shaping.params()
-            b.lan_member(lan, h.node,
-                         to_lan=_spec(ph), from_lan=_spec(ps))
+            mem.append(ir.LanMember(h.node, to_lan=h.shaping.params(),
+                                    from_lan=s.shaping.params(), switch=swname))
             target = encode.switch_lan(lan, sws, swname)
             where[(h.node, h.name)] = Where("lan", target, ifn, "to_lan", "from_lan", port)
             where[(swname, s.name)] = Where("lan", target, ifn, "from_lan", "to_lan", port)
-            on[h.node] = swname
         ts = []
         for t in trunks:
-            if lan_of_switch[t.a.node] != lan:
+            if t.a.node not in sws:
                 continue
             tr = ir.Trunk(t.a.node, t.b.node, t.a.shaping.params(), t.b.shaping.params(),
                           source=t.source)
@@ -242,20 +235,12 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
                                                 "", "from_lan", "to_lan", pa)
             where[(t.b.node, t.b.name)] = Where("trunk", encode.switch_lan(lan, sws, t.b.node),
                                                 "", "from_lan", "to_lan", pb)
-        domain[lan] = (sws, tuple(ts), on)
+        domain[lan] = ir.Lan(lan, tuple(mem), switches=sws, trunks=tuple(ts))
     exp = b.build()
-    if any(len(sws) > 1 for sws, _, _ in domain.values()):
-        exp = ir.validate(replace(exp, lans=tuple(
-            replace(x, switches=domain[x.name][0], trunks=domain[x.name][1],
-                    members=tuple(replace(m, switch=domain[x.name][2][m.node])
-                                  for m in x.members))
-            if len(domain.get(x.name, ((),))[0]) > 1 else x for x in exp.lans)))
+    exp = ir.validate(replace(exp, lans=tuple(
+        replace(x, members=domain[x.name].members, switches=domain[x.name].switches,
+                trunks=domain[x.name].trunks) for x in exp.lans)))
     return Mapped(exp, where, lan_of_switch)
-
-
-def _spec(p: ir.LinkParams) -> dict[str, Any]:
-    return {"bandwidth": p.bandwidth_bps, "delay": p.delay_s, "loss": p.loss,
-            "queue": p.queue}
 
 
 def _free(b: ExperimentBuilder, want: str) -> str:

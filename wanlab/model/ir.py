@@ -1421,7 +1421,8 @@ def validate(exp: Experiment) -> Experiment:
         if len(lan.members) < 1:
             raise _err(f"LAN {lan.name!r} has no members", lan.source)
         members = [m.node for m in lan.members]
-        if len(set(members)) != len(members):
+        if len(set(members)) != len(members) and not lan.switches:
+            # (a LAN of switches may have several ports of one node: Mininet's multilink)
             raise _err(f"LAN {lan.name!r} lists a node twice", lan.source)
         for m in lan.members:
             if m.node not in nodes:
