@@ -172,8 +172,6 @@ def test_mn_refuses_bad_options_in_one_line(mininet_pkg):
         mn.main(["--topo", "foo", "--test", "build"])
     with pytest.raises(Unsupported, match=r"mn --controller remote: OpenFlow"):
         mn.main(["--controller", "remote"])
-    with pytest.raises(Unsupported, match=r"spanning tree is not supported yet"):
-        mn.main(["--switch", "lxbr,stp=1"])
 
 
 def test_the_ir_refuses_a_loop_of_trunks_and_a_member_on_no_switch():
@@ -201,3 +199,29 @@ def test_events_on_a_lan_of_switches_go_to_each_member_s_switch():
     # a LAN-wide change reaches every host's port on its own switch (not the trunk)
     every = encode.event_requests(ir.Event(0, "s1", "down"), "lan", ports, "")
     assert [(r.target, r.member) for r in every] == [("s1", "h1:eth0"), ("s1/s2", "h2:eth0")]
+
+
+def test_a_loop_of_switches_with_stp_builds_802_1d_s_tree_and_blocks_the_rest():
+    # a square s1-s2-s3-s4-s1 plus a second s1-s2 link; bridge ids: s2 lowest
+    links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h3", "h3-eth0", "s3", "s3-eth1"),
+             link("s1", "s1-eth2", "s2", "s2-eth1"), link("s2", "s2-eth2", "s3", "s3-eth2"),
+             link("s3", "s3-eth3", "s4", "s4-eth1"), link("s4", "s4-eth2", "s1", "s1-eth3"),
+             link("s1", "s1-eth4", "s2", "s2-eth3", shaping({"delay": "1ms"}))]
+    sw = ["s1", "s2", "s3", "s4"]
+    with pytest.raises(SpecError, match=r"s4-eth2<->s1-eth3 closes a loop of switches, and "
+                                        r"s1 runs no spanning tree: give the switches stp"):
+        build("t", hosts("h1", "h3"), sw, links, {"s2": 2, "s3": 3, "s4": 4})
+    m = build("t", hosts("h1", "h3"), sw, links, {"s1": 5, "s2": 2, "s3": 3, "s4": 4})
+    (lan,) = m.experiment.lans
+    # root s2: s1's root port s1-eth2 (the lower port number of the two links to s2), s3's
+    # s3-eth2; s4 is two hops away both ways: via s3 (bridge id 3 < 5)
+    assert [(t.ifnames) for t in lan.trunks] == [("s1-eth2", "s2-eth1"),
+                                                 ("s2-eth2", "s3-eth2"),
+                                                 ("s3-eth3", "s4-eth1")]
+    # blocked: s4-s1 at s4 (farther from the root), the second s1-s2 link at s1
+    assert sorted((t.ifnames[1], t.ifnames[0]) for t in lan.blocked) == [
+        ("s1-eth4", "s2-eth3"), ("s4-eth2", "s1-eth3")]
+    req = encode.apply(make_plan(m.experiment, "x1")).to_json()
+    assert len(req["patches"]) == 3          # no loop reaches the engine
+    assert m.where[("s1", "s1-eth4")].kind == "blocked"
+    assert m.where[("s1", "s1-eth2")].spanning

@@ -154,6 +154,9 @@ def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
                            for s in lan.switches}
         out["trunks"] = [{"name": t.name, "a": t.a, "b": t.b, "ab": _params(t.ab),
                           "ba": _params(t.ba)} for t in lan.trunks]
+        if lan.blocked:     # the spanning tree's blocked ports (at each link's b)
+            out["blocked"] = [{"switch": t.b, "port": t.ifnames[1] or t.b,
+                               "peer": t.ifnames[0] or t.a} for t in lan.blocked]
     if varies:
         out["varies"] = varies
         out["changed_members"] = {

@@ -110,12 +110,15 @@ class Where:
     """Where an interface lives in the engine: a link direction pair, a LAN member or a
     trunk's end (the member of a switch's engine LAN that is the trunk's patch port)."""
 
-    kind: str                    # "link", "lan" or "trunk" (a patch port's LAN member)
+    # "link", "lan", "trunk" (a patch port's LAN member) or "blocked" (by the spanning
+    # tree: not built)
+    kind: str
     target: str                  # the link's or LAN's name
     ifname: str                  # wanlab's interface name in the node (eth0, ...)
     out_dir: str                 # the direction that carries what this interface sends
     in_dir: str                  # ... and what it receives
     member: str | None = None    # the LAN member's port id (``node:ifname``)
+    spanning: bool = False       # a trunk of a network whose spanning tree was computed
 
 
 @dataclass
@@ -135,9 +138,11 @@ def check_name(name: str, what: str, src: ir.Source | None = None) -> None:
 
 
 def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
-          links: list[MnLink]) -> Mapped:
+          links: list[MnLink], stp: dict[str, int] | None = None) -> Mapped:
     """The experiment of a Mininet graph. ``hosts``: name -> ``{"cpu_cores": float|None,
-    "source": ir.Source}``; ``switches``: names in declaration order."""
+    "source": ir.Source}``; ``switches``: names in declaration order; ``stp``: the switches
+    that run a spanning tree, with their bridge ids (a loop of them is allowed)."""
+    stp = stp or {}
     b = ExperimentBuilder(name, routing="manual")
     sw = set(switches)
     for h, info in hosts.items():
@@ -158,6 +163,7 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
             s = parent[s]
         return s
     trunks: list[MnLink] = []
+    loops: list[MnLink] = []
     for lk in links:
         for e in (lk.a, lk.b):
             if e.node not in sw and e.node not in hosts:
@@ -169,16 +175,31 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
                                 f"itself (a loop)", file=lk.source.file, line=lk.source.line)
             ra, rb = root(lk.a.node), root(lk.b.node)
             if ra == rb:
-                raise SpecError(
-                    f"link {lk.a.name}<->{lk.b.name} closes a loop of switches; wanlab's "
-                    f"switches do not run a spanning tree yet: remove a link to make a tree",
-                    file=lk.source.file, line=lk.source.line)
+                loops.append(lk)
             parent[ra] = rb
             trunks.append(lk)
     first = {}
     for s in switches:
         first.setdefault(root(s), s)
     lan_of_switch = {s: first[root(s)] for s in switches}
+    # a loop needs every switch of its network to run a spanning tree; then the tree is
+    # computed here, once, and the links it blocks are not built
+    blocked: list[tuple[MnLink, bool]] = []
+    for lk in loops:
+        lan = lan_of_switch[lk.a.node]
+        plain_sw = [s for s in switches if lan_of_switch[s] == lan and s not in stp]
+        if plain_sw:
+            raise SpecError(
+                f"link {lk.a.name}<->{lk.b.name} closes a loop of switches, and "
+                f"{plain_sw[0]} runs no spanning tree: give the switches stp=True (or "
+                f"remove a link to make a tree)", file=lk.source.file, line=lk.source.line)
+    for lan in dict.fromkeys(lan_of_switch[lk.a.node] for lk in loops):
+        sws = [s for s in switches if lan_of_switch[s] == lan]
+        mine = [t for t in trunks if lan_of_switch[t.a.node] == lan]
+        tree, off = spanning_tree(sws, mine, stp)
+        trunks = [t for t in trunks if lan_of_switch[t.a.node] != lan or
+                  any(t is x for x in tree)]
+        blocked += off
 
     ifcount: dict[str, int] = {h: 0 for h in hosts}
     where: dict[tuple[str, str], Where] = {}
@@ -227,20 +248,75 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
             if t.a.node not in sws:
                 continue
             tr = ir.Trunk(t.a.node, t.b.node, t.a.shaping.params(), t.b.shaping.params(),
-                          source=t.source)
+                          source=t.source, ifnames=(t.a.name, t.b.name))
             ts.append(tr)
             pa, pb = encode.trunk_ports(lan, tr)
             # the trunk's direction a -> b is the from_lan of a's port (what a sends)
+            looped = any(t2.a.node in sws for t2, _ in blocked)
             where[(t.a.node, t.a.name)] = Where("trunk", encode.switch_lan(lan, sws, t.a.node),
-                                                "", "from_lan", "to_lan", pa)
+                                                "", "from_lan", "to_lan", pa, looped)
             where[(t.b.node, t.b.name)] = Where("trunk", encode.switch_lan(lan, sws, t.b.node),
-                                                "", "from_lan", "to_lan", pb)
-        domain[lan] = ir.Lan(lan, tuple(mem), switches=sws, trunks=tuple(ts))
+                                                "", "from_lan", "to_lan", pb, looped)
+        for t, _ in blocked:
+            if t.a.node in sws:
+                for e in (t.a, t.b):
+                    where[(e.node, e.name)] = Where("blocked", "", "", "", "", None, True)
+        off = tuple(_blocked_trunk(t, at_a) for t, at_a in blocked if t.a.node in sws)
+        domain[lan] = ir.Lan(lan, tuple(mem), switches=sws, trunks=tuple(ts), blocked=off)
     exp = b.build()
     exp = ir.validate(replace(exp, lans=tuple(
         replace(x, members=domain[x.name].members, switches=domain[x.name].switches,
-                trunks=domain[x.name].trunks) for x in exp.lans)))
+                trunks=domain[x.name].trunks, blocked=domain[x.name].blocked)
+        for x in exp.lans)))
     return Mapped(exp, where, lan_of_switch)
+
+
+def _blocked_trunk(t: MnLink, at_a: bool) -> ir.Trunk:
+    """A link the spanning tree blocks, as the IR keeps it: its blocked port at ``b``."""
+    x, y = (t.b, t.a) if at_a else (t.a, t.b)
+    return ir.Trunk(x.node, y.node, x.shaping.params(), y.shaping.params(), source=t.source,
+                    ifnames=(x.name, y.name))
+
+
+def port_number(intf: str) -> int:
+    """Mininet's port number of a switch interface (``s1-eth3``: 3)."""
+    m = re.search(r"(\d+)$", intf)
+    return int(m.group(1)) if m else 0
+
+
+def spanning_tree(switches: list[str], links: list[MnLink], bid: dict[str, int]
+                  ) -> tuple[list[MnLink], list[tuple[MnLink, bool]]]:
+    """802.1D's spanning tree of a network of switches, as it settles (every link costs
+    the same): the root is the lowest bridge id; each other switch's root port leads to the
+    root in the fewest hops, ties going to the lowest neighbour bridge id, then the lowest
+    port number there, then its own. Returns the tree's links and the others, each with
+    whether its blocked port is at ``a`` (the end farther from the root; ties: the higher
+    bridge id, then the higher port number)."""
+    root = min(switches, key=lambda s: (bid[s], s))
+    dist = {root: 0}
+    todo = [root]
+    while todo:
+        nxt = []
+        for x in todo:
+            for lk in links:
+                for u, v in ((lk.a, lk.b), (lk.b, lk.a)):
+                    if u.node == x and v.node not in dist:
+                        dist[v.node] = dist[x] + 1
+                        nxt.append(v.node)
+        todo = nxt
+
+    def rank(e: MnIntf) -> tuple[int, int, str, int]:
+        return dist[e.node], bid[e.node], e.node, port_number(e.name)
+    tree: list[MnLink] = []
+    for s in switches:
+        if s == root:
+            continue
+        ends = [(v, u, lk) for lk in links for u, v in ((lk.a, lk.b), (lk.b, lk.a))
+                if u.node == s and v.node != s]
+        _, _, best = min(ends, key=lambda e: (rank(e[0]), port_number(e[1].name)))
+        tree.append(best)
+    off = [(lk, rank(lk.a) > rank(lk.b)) for lk in links if not any(lk is t for t in tree)]
+    return tree, off
 
 
 def _free(b: ExperimentBuilder, want: str) -> str:

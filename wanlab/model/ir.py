@@ -336,6 +336,7 @@ class Trunk:
     ab: LinkParams = field(default_factory=LinkParams)
     ba: LinkParams = field(default_factory=LinkParams)
     source: Source = field(default_factory=Source)
+    ifnames: tuple[str | None, str | None] = (None, None)   # the ports' names at a and b
 
     @property
     def name(self) -> str:
@@ -377,6 +378,7 @@ class Lan:
     gateway: str | None = None
     switches: tuple[str, ...] = ()
     trunks: tuple[Trunk, ...] = ()
+    blocked: tuple[Trunk, ...] = ()  # links a spanning tree blocks (at b): not built
 
 
 @dataclass(frozen=True)
@@ -740,9 +742,10 @@ class Experiment:
             "pairs": tuple(LanPair(**{**p, "params": params(p.get("params"))})
                            for p in l.get("pairs", ())),
             "switches": tuple(l.get("switches", ())),
-            "trunks": tuple(Trunk(**{**t, "ab": params(t.get("ab")), "ba": params(t.get("ba")),
-                                     "source": src(t.get("source"))})
-                            for t in l.get("trunks", ())),
+            **{k: tuple(Trunk(**{**t, "ab": params(t.get("ab")), "ba": params(t.get("ba")),
+                                 "ifnames": tuple(t.get("ifnames") or (None, None)),
+                                 "source": src(t.get("source"))}) for t in l.get(k, ()))
+               for k in ("trunks", "blocked")},
             "source": src(l.get("source"))}) for l in d.get("lans", ()))
         if d.get("version", 1) != IR_VERSION:
             raise SpecError(f"IR version {d.get('version', 1)} is not {IR_VERSION}; "
@@ -1002,7 +1005,7 @@ def _check_switches(lan: Lan) -> None:
     """A LAN of several switches: every member on one of them, the trunks a tree spanning
     them (a loop would flood broadcast frames for ever), no per-pair channels."""
     if not lan.switches:
-        if lan.trunks or any(m.switch for m in lan.members):
+        if lan.trunks or lan.blocked or any(m.switch for m in lan.members):
             raise _err(f"LAN {lan.name!r} has trunks or members on switches but no switches",
                        lan.source)
         return
@@ -1032,6 +1035,10 @@ def _check_switches(lan: Lan) -> None:
         if ra == rb:
             raise _err(f"LAN {lan.name!r}: trunk {t.name} closes a loop of switches", t.source)
         parent[ra] = rb
+    for t in lan.blocked:
+        if t.a not in sw or t.b not in sw:
+            raise _err(f"LAN {lan.name!r}: blocked link {t.name} joins a switch not of the "
+                       f"LAN", t.source)
     if len(lan.trunks) != len(sw) - 1:
         raise _err(f"LAN {lan.name!r}: its switches are not all joined by trunks", lan.source)
 

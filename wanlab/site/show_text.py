@@ -88,6 +88,9 @@ def local_lines(info: dict[str, Any], summary: bool = True) -> list[str]:
         for t in l.get("trunks") or ():
             out.append(f"    trunk {t['a']} <-> {t['b']}  [{t['a']}->{t['b']}: "
                        f"{_shaping(t['ab'])}]  [{t['b']}->{t['a']}: {_shaping(t['ba'])}]")
+        if l.get("blocked"):
+            out.append("    blocked by the spanning tree: " + ", ".join(
+                f"{b['port']} (to {b['peer']})" for b in l["blocked"]))
     edge = info.get("edge")
     if edge:
         out.append(f"edge: gateway {edge['gateway']} on {edge['lan']}, reached from outside at "
