@@ -10,7 +10,7 @@ import pytest
 from wanlab.engine import encode
 from wanlab.errors import SpecError
 from wanlab.mininet import COMPAT
-from wanlab.mininet.build import MnIntf, MnLink, Shaping, build, shaping
+from wanlab.mininet.build import MnIntf, MnLink, Shaping, build, jitter_requests, shaping
 from wanlab.model import ir
 from wanlab.plan.plan import make_plan
 
@@ -225,3 +225,8 @@ def test_a_loop_of_switches_with_stp_builds_802_1d_s_tree_and_blocks_the_rest():
     assert len(req["patches"]) == 3          # no loop reaches the engine
     assert m.where[("s1", "s1-eth4")].kind == "blocked"
     assert m.where[("s1", "s1-eth2")].spanning
+    # jitter (set after the build) goes to a trunk's patch port, never to a blocked link
+    j = shaping({"jitter": "1ms"})
+    reqs = jitter_requests(m, {("s1", "s1-eth2"): j, ("s1", "s1-eth4"): j})
+    assert reqs == [{"target": "s1", "dir": "from_lan", "member": "s1/s1-s2:s1",
+                     "params": {"jitter_us": 1000.0}}]

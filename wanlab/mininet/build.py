@@ -8,8 +8,9 @@ a ``NAT``) and switches; its links join two interfaces. wanlab realises them so:
 * a host-to-host link is an engine link: ``ab`` shapes what the first node sends (its
   interface's ``TCIntf`` parameters), ``ba`` what the second sends;
 * switches are the engine's learning switches. The switches joined by switch-to-switch links
-  form one switched domain (a tree: a loop is refused, naming the link that closes it), and
-  each domain with hosts on it is one IR LAN named after its first switch, whose
+  form one switched domain (a tree; a loop is refused, naming the link that closes it,
+  unless its switches run a spanning tree: then the links 802.1D would block are left out),
+  and each domain with hosts on it is one IR LAN named after its first switch, whose
   ``switches`` are the domain's and whose ``trunks`` its switch-to-switch links (each
   direction shaped by the sending switch interface's parameters; the engine makes each
   switch a LAN and each trunk a patch, whose directions every crossing flow shares). Each
@@ -332,7 +333,7 @@ def jitter_requests(m: Mapped, shaped: dict[tuple[str, str], Shaping]) -> list[d
     out = []
     for key, s in shaped.items():
         w = m.where.get(key)
-        if w is None or not s.jitter_s:
+        if w is None or w.kind == "blocked" or not s.jitter_s:
             continue
         req: dict[str, Any] = {"target": w.target, "dir": w.out_dir,
                                "params": {"jitter_us": s.jitter_s * 1e6}}
