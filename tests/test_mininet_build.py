@@ -230,3 +230,13 @@ def test_a_loop_of_switches_with_stp_builds_802_1d_s_tree_and_blocks_the_rest():
     reqs = jitter_requests(m, {("s1", "s1-eth2"): j, ("s1", "s1-eth4"): j})
     assert reqs == [{"target": "s1", "dir": "from_lan", "member": "s1/s1-s2:s1",
                      "params": {"jitter_us": 1000.0}}]
+
+
+def test_a_cluster_refuses_a_lan_of_switches():
+    from wanlab.cluster.experiment import create
+    from wanlab.errors import WanlabError
+    links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h2", "h2-eth0", "s2", "s2-eth1"),
+             link("s1", "s1-eth2", "s2", "s2-eth2")]
+    exp = build("t", hosts("h1", "h2"), ["s1", "s2"], links).experiment
+    with pytest.raises(WanlabError, match="LAN s1 is a tree of switches .* one machine"):
+        create(None, exp, None)
