@@ -3,12 +3,16 @@ and its refusal messages; no namespaces)."""
 
 import os
 import sys
+from dataclasses import replace
 
 import pytest
 
+from wanlab.engine import encode
 from wanlab.errors import SpecError
 from wanlab.mininet import COMPAT
-from wanlab.mininet.build import MnIntf, MnLink, Shaping, build, shaping
+from wanlab.mininet.build import MnIntf, MnLink, Shaping, build, jitter_requests, shaping
+from wanlab.model import ir
+from wanlab.plan.plan import make_plan
 
 
 def link(a, ai, b, bi, sa=None, sb=None):
@@ -55,29 +59,38 @@ def test_host_to_host_link_shapes_each_direction_from_its_sender():
     assert m.where[("h2", "h2-eth0")].out_dir == "ba"
 
 
-def test_a_tree_of_switches_is_one_lan_and_shaped_trunks_become_pair_channels():
+def test_a_tree_of_switches_is_one_lan_whose_trunks_are_engine_patches():
     tc = shaping({"bw": 100, "delay": "30ms", "loss": 10})
     links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h2", "h2-eth0", "s2", "s2-eth1"),
              link("h3", "h3-eth0", "s3", "s3-eth1"),
-             link("s1", "s1-eth2", "s2", "s2-eth2", tc, tc),
-             link("s2", "s2-eth3", "s3", "s3-eth2", shaping({"bw": 50, "delay": "10ms"}),
-                  shaping({"bw": 50, "delay": "10ms"}))]
+             link("s1", "s1-eth2", "s2", "s2-eth2", tc, shaping({"delay": "1ms"})),
+             link("s2", "s2-eth3", "s3", "s3-eth2", shaping({"bw": 50, "max_queue_size": 20}))]
     m = build("t", hosts("h1", "h2", "h3"), ["s1", "s2", "s3"], links)
     (lan,) = m.experiment.lans
     assert m.lan_of_switch == {"s1": "s1", "s2": "s1", "s3": "s1"}
-    pairs = {(p.src, p.dst): p.params for p in lan.pairs}
-    assert len(pairs) == 6
-    p13 = pairs[("h1", "h3")]
-    assert p13.bandwidth_bps == 50_000_000 and p13.delay_s == pytest.approx(0.04)
-    assert p13.loss == pytest.approx(0.1)
-    assert pairs[("h2", "h3")].loss == 0.0
-
-
-def test_unshaped_trunks_need_no_pair_channels():
-    links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h2", "h2-eth0", "s2", "s2-eth1"),
-             link("s1", "s1-eth2", "s2", "s2-eth2")]
-    (lan,) = build("t", hosts("h1", "h2"), ["s1", "s2"], links).experiment.lans
-    assert lan.pairs == ()
+    assert lan.switches == ("s1", "s2", "s3") and lan.pairs == ()
+    assert {x.node: x.switch for x in lan.members} == {"h1": "s1", "h2": "s2", "h3": "s3"}
+    t12, t23 = lan.trunks
+    assert (t12.a, t12.b, t12.ab.bandwidth_bps, t12.ab.delay_s, t12.ab.loss) == \
+        ("s1", "s2", 100_000_000, 0.03, pytest.approx(0.1))
+    assert (t12.ba.bandwidth_bps, t12.ba.delay_s) == (0, 0.001)
+    assert (t23.ab.queue.limit, t23.ba.bandwidth_bps) == (20, 0)
+    # the engine: a LAN per switch, a patch per trunk whose ports are members of both LANs
+    # with the sending switch's shaping on their from_lan (one queue per direction)
+    req = encode.apply(make_plan(m.experiment, "x1")).to_json()
+    assert [p["patch"] for p in req["patches"]] == ["s1/s1-s2", "s1/s2-s3"]
+    lans = {x["lan"]: x["members"] for x in req["lans"]}
+    assert set(lans) == {"s1", "s1/s2", "s1/s3"}
+    assert [x["port"] for x in lans["s1/s2"]] == ["h2:eth0", "s1/s1-s2:s2", "s1/s2-s3:s2"]
+    into12 = next(x for x in lans["s1"] if x["port"] == "s1/s1-s2:s1")
+    assert (into12["from_lan"]["bandwidth_bps"], into12["from_lan"]["delay_us"]) == \
+        (100_000_000, 30_000)
+    # run-time changes on a trunk's interface go to its patch port, the sender's direction
+    w = m.where[("s2", "s2-eth2")]
+    assert (w.kind, w.target, w.member, w.out_dir) == ("trunk", "s1/s2", "s1/s1-s2:s2",
+                                                       "from_lan")
+    assert m.where[("h3", "h3-eth0")].target == "s1/s3"
+    assert ir.Experiment.from_json(m.experiment.to_json()) == m.experiment
 
 
 def test_a_loop_of_switches_is_refused_naming_the_link_that_closes_it():
@@ -87,10 +100,19 @@ def test_a_loop_of_switches_is_refused_naming_the_link_that_closes_it():
         build("t", hosts("h1"), ["s1", "s2", "s3"], links)
 
 
-def test_two_links_of_a_host_into_one_switched_network_are_refused():
-    links = [link("s1", "s1-eth1", "h1", "h1-eth0"), link("s1", "s1-eth2", "h1", "h1-eth1")]
-    with pytest.raises(SpecError, match="h1 already has a link into the switched network"):
-        build("t", hosts("h1"), ["s1"], links)
+def test_two_links_of_a_host_into_one_switch_are_two_ports_on_its_lan():
+    # Mininet's multilink: each of h1's links is a member (a port) of its own
+    links = [link("s1", "s1-eth1", "h1", "h1-eth0"), link("s1", "s1-eth2", "h2", "h2-eth0"),
+             link("s1", "s1-eth3", "h1", "h1-eth1", sb=shaping({"delay": "2ms"}))]
+    m = build("t", hosts("h1", "h2"), ["s1"], links)
+    (lan,) = m.experiment.lans
+    assert [(x.node, x.to_lan.delay_s) for x in lan.members] == \
+        [("h1", 0.0), ("h2", 0.0), ("h1", 0.002)]
+    assert [m.where[("h1", f"h1-eth{k}")].member for k in (0, 1)] == ["h1:eth0", "h1:eth1"]
+    req = encode.apply(make_plan(m.experiment, "x1")).to_json()
+    (one,) = req["lans"]
+    assert [x["port"] for x in one["members"]] == ["h1:eth0", "h2:eth0", "h1:eth1"]
+    assert one["members"][2]["to_lan"]["delay_us"] == 2000
 
 
 def test_names_wanlab_cannot_take_are_refused():
@@ -150,5 +172,71 @@ def test_mn_refuses_bad_options_in_one_line(mininet_pkg):
         mn.main(["--topo", "foo", "--test", "build"])
     with pytest.raises(Unsupported, match=r"mn --controller remote: OpenFlow"):
         mn.main(["--controller", "remote"])
-    with pytest.raises(Unsupported, match=r"spanning tree is not supported yet"):
-        mn.main(["--switch", "lxbr,stp=1"])
+
+
+def test_the_ir_refuses_a_loop_of_trunks_and_a_member_on_no_switch():
+    links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h2", "h2-eth0", "s2", "s2-eth1"),
+             link("s1", "s1-eth2", "s2", "s2-eth2")]
+    exp = build("t", hosts("h1", "h2"), ["s1", "s2"], links).experiment
+    (lan,) = exp.lans
+    loop = replace(lan, trunks=lan.trunks + (ir.Trunk("s2", "s1"),))
+    with pytest.raises(SpecError, match="trunk s2-s1 closes a loop of switches"):
+        ir.validate(replace(exp, lans=(loop,)))
+    lost = replace(lan, members=(replace(lan.members[0], switch="s9"), lan.members[1]))
+    with pytest.raises(SpecError, match="member 'h1' is on no switch of the LAN"):
+        ir.validate(replace(exp, lans=(lost,)))
+
+
+def test_events_on_a_lan_of_switches_go_to_each_member_s_switch():
+    links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h2", "h2-eth0", "s2", "s2-eth1"),
+             link("s1", "s1-eth2", "s2", "s2-eth2")]
+    ports = make_plan(build("t", hosts("h1", "h2"), ["s1", "s2"], links).experiment,
+                      "x1").port_map()
+    assert type(ports).from_json(ports.to_json()) == ports
+    one = encode.event_requests(ir.Event(0, "s1", "bandwidth", value=10**6, member="h2"),
+                                "lan", ports, "")
+    assert [(r.target, r.member) for r in one] == [("s1/s2", "h2:eth0")]
+    # a LAN-wide change reaches every host's port on its own switch (not the trunk)
+    every = encode.event_requests(ir.Event(0, "s1", "down"), "lan", ports, "")
+    assert [(r.target, r.member) for r in every] == [("s1", "h1:eth0"), ("s1/s2", "h2:eth0")]
+
+
+def test_a_loop_of_switches_with_stp_builds_802_1d_s_tree_and_blocks_the_rest():
+    # a square s1-s2-s3-s4-s1 plus a second s1-s2 link; bridge ids: s2 lowest
+    links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h3", "h3-eth0", "s3", "s3-eth1"),
+             link("s1", "s1-eth2", "s2", "s2-eth1"), link("s2", "s2-eth2", "s3", "s3-eth2"),
+             link("s3", "s3-eth3", "s4", "s4-eth1"), link("s4", "s4-eth2", "s1", "s1-eth3"),
+             link("s1", "s1-eth4", "s2", "s2-eth3", shaping({"delay": "1ms"}))]
+    sw = ["s1", "s2", "s3", "s4"]
+    with pytest.raises(SpecError, match=r"s4-eth2<->s1-eth3 closes a loop of switches, and "
+                                        r"s1 runs no spanning tree: give the switches stp"):
+        build("t", hosts("h1", "h3"), sw, links, {"s2": 2, "s3": 3, "s4": 4})
+    m = build("t", hosts("h1", "h3"), sw, links, {"s1": 5, "s2": 2, "s3": 3, "s4": 4})
+    (lan,) = m.experiment.lans
+    # root s2: s1's root port s1-eth2 (the lower port number of the two links to s2), s3's
+    # s3-eth2; s4 is two hops away both ways: via s3 (bridge id 3 < 5)
+    assert [(t.ifnames) for t in lan.trunks] == [("s1-eth2", "s2-eth1"),
+                                                 ("s2-eth2", "s3-eth2"),
+                                                 ("s3-eth3", "s4-eth1")]
+    # blocked: s4-s1 at s4 (farther from the root), the second s1-s2 link at s1
+    assert sorted((t.ifnames[1], t.ifnames[0]) for t in lan.blocked) == [
+        ("s1-eth4", "s2-eth3"), ("s4-eth2", "s1-eth3")]
+    req = encode.apply(make_plan(m.experiment, "x1")).to_json()
+    assert len(req["patches"]) == 3          # no loop reaches the engine
+    assert m.where[("s1", "s1-eth4")].kind == "blocked"
+    assert m.where[("s1", "s1-eth2")].spanning
+    # jitter (set after the build) goes to a trunk's patch port, never to a blocked link
+    j = shaping({"jitter": "1ms"})
+    reqs = jitter_requests(m, {("s1", "s1-eth2"): j, ("s1", "s1-eth4"): j})
+    assert reqs == [{"target": "s1", "dir": "from_lan", "member": "s1/s1-s2:s1",
+                     "params": {"jitter_us": 1000.0}}]
+
+
+def test_a_cluster_refuses_a_lan_of_switches():
+    from wanlab.cluster.experiment import create
+    from wanlab.errors import WanlabError
+    links = [link("h1", "h1-eth0", "s1", "s1-eth1"), link("h2", "h2-eth0", "s2", "s2-eth1"),
+             link("s1", "s1-eth2", "s2", "s2-eth2")]
+    exp = build("t", hosts("h1", "h2"), ["s1", "s2"], links).experiment
+    with pytest.raises(WanlabError, match="LAN s1 is a tree of switches .* one machine"):
+        create(None, exp, None)

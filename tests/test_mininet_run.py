@@ -36,9 +36,13 @@ def left_in(home):
 
 SCRIPT = r'''
 import re
+import subprocess
+import sys
+import time
 from mininet.net import Mininet
 from mininet.topo import Topo
 from mininet.link import TCLink
+from mininet.node import LinuxBridge
 
 class T(Topo):
     def build(self):
@@ -46,8 +50,9 @@ class T(Topo):
         h1, h2, h3 = self.addHost("h1"), self.addHost("h2"), self.addHost("h3")
         self.addLink(h1, s1, cls=TCLink, delay="5ms")
         self.addLink(h2, s1)
-        self.addLink(s1, s2, cls=TCLink, delay="10ms")
+        self.addLink(s1, s2, cls=TCLink, delay="10ms", bw=10)
         self.addLink(h3, s2)
+        self.addLink(self.addHost("h4"), s2)
 
 def rtt(a, b):
     out = a.cmd("ping -c3 -i0.2", b.IP())
@@ -62,6 +67,29 @@ print("SHELL", h1.cmd("echo $PWD $X").strip())
 print("ADDR", h1.IP(), h3.IP(), h1.MAC(), h1.intfNames(), net["s1"].intfNames())
 print("LINK", h1.cmd("ip -o addr show dev h1-eth0").split()[3])
 print("RTT13", rtt(h1, h3))
+h4 = net.get("h4")
+# two UDP flows of 15 Mbit/s each cross the 10 Mbit/s trunk s1 -> s2: they share it
+srv = [h.popen(["iperf", "-u", "-s"]) for h in (h3, h4)]
+time.sleep(0.5)
+cli = [a.popen(["iperf", "-u", "-f", "m", "-c", b.IP(), "-b", "15M", "-t", "2"])
+       for a, b in ((h1, h3), (h2, h4))]
+outs = [p.communicate()[0].decode() for p in cli]
+for p in srv:
+    p.terminate()
+    p.wait()
+print("SHARED", *[re.findall(r"([\d.]+) Mbits/sec", o.split("Server Report")[-1])[0]
+                  for o in outs])
+# run-time changes on the trunk: its s1 side now sends with 40 ms; then down and up
+net["s1"].connectionsTo(net["s2"])[0][0].config(delay="40ms")
+print("RTT13T", rtt(h1, h3))
+net.configLinkStatus("s1", "s2", "down")
+print("TDOWN", net.ping([h1, h3], timeout=1), net.ping([h1, h2], timeout=1))
+net.configLinkStatus("s2", "s1", "up")
+print("TUP", net.ping([h1, h3]))
+show = subprocess.run([sys.executable, "-m", "wanlab.cli", "show", net.exp.name],
+                      capture_output=True, text=True).stdout
+print("SHOW", " | ".join(ln.strip() for ln in show.splitlines()
+                         if ln.strip().startswith(("switches:", "trunk "))))
 h1.intf().config(delay="25ms")
 print("RTT12", rtt(h1, h2))
 net.configLinkStatus("h2", "s1", "down")
@@ -75,6 +103,21 @@ h1.sendCmd("sleep 0.3; echo later")
 print("SEND", h1.waitOutput().strip())
 print("BG", h2.cmd("sleep 30 & echo $!").split()[-1])
 net.stop()
+
+class Ring(Topo):
+    def build(self):
+        s = [self.addSwitch(f"s{i}", stp=True) for i in (1, 2, 3)]
+        for i in range(3):
+            self.addLink(s[i], s[(i + 1) % 3])
+            self.addLink(self.addHost(f"h{i + 1}"), s[i])
+
+ring = Mininet(topo=Ring(), switch=LinuxBridge)
+ring.start()
+print("RING", ring.pingAll(timeout=1))
+show = subprocess.run([sys.executable, "-m", "wanlab.cli", "show", ring.exp.name],
+                      capture_output=True, text=True).stdout
+print("BLOCKED", *[ln.strip() for ln in show.splitlines() if "spanning tree" in ln])
+ring.stop()
 '''
 
 
@@ -108,6 +151,31 @@ def test_hosts_have_mininet_s_names_addresses_and_macs(own_script):
 def test_link_delays_add_up_across_a_tree_of_switches(own_script):
     # h1 -> s1 5 ms, s1 -> s2 10 ms, and back: 30 ms (the engine adds nothing measurable)
     assert 30 <= float(value(own_script[0], "RTT13")) < 40
+
+
+def test_flows_crossing_a_shaped_trunk_share_it(own_script):
+    # 2 x 15 Mbit/s offered into one 10 Mbit/s trunk: about 10 in all (per-pair channels
+    # would give each flow its own 10, about 20 in all)
+    a, b = (float(x) for x in value(own_script[0], "SHARED").split())
+    assert a > 1 and b > 1 and a + b < 13.5, (a, b)
+
+
+def test_trunk_config_and_status_change_at_run_time(own_script):
+    r, _ = own_script
+    # s1 -> s2 now 40 ms (bandwidth cleared, as Mininet's config), s2 -> s1 still 10 ms
+    assert 60 <= float(value(r, "RTT13T")) < 70
+    # the trunk down cuts h1 from h3 only; up again
+    assert value(r, "TDOWN") == "100.0 0.0"
+    assert float(value(r, "TUP")) == 0.0
+    assert value(r, "SHOW") == ("switches: s1 (h1 h2)  s2 (h3 h4) | trunk s1 <-> s2  "
+                                "[s1->s2: 10Mb, 10 ms, loss 0]  [s2->s1: 10Mb, 10 ms, loss 0]")
+
+
+def test_a_ring_of_stp_switches_forwards_over_its_spanning_tree(own_script):
+    r, _ = own_script
+    # no broadcast storm: every ping answers; s2-s3 is blocked at s3 (s1 is the root)
+    assert float(value(r, "RING")) == 0.0
+    assert value(r, "BLOCKED") == "blocked by the spanning tree: s3-eth1 (to s2-eth2)"
 
 
 def test_intf_config_reshapes_at_run_time(own_script):
@@ -182,6 +250,10 @@ RUNS = {
     "natnet": ([], "h1 ping -c1 h0\nh1 ping -c1 -W1 192.168.2.100\nexit\n",
                [r"from 10\.0\.0\.1: icmp_seq=1 ttl=63",
                 r"From 192\.168\.1\.1 icmp_seq=1 Destination Net Unreachable"]),
+    # two links from each host into s1: four ports of one switch
+    "multilink": ([], "net\nh2 ping -c1 h1\nexit\n",
+                  [r"s1 s1-eth1:h1-eth0 s1-eth2:h2-eth0 s1-eth3:h1-eth1 s1-eth4:h2-eth1",
+                   r"1 packets transmitted, 1 received"]),
     "linuxrouter": ([], "h1 ping -c1 h3\nexit\n",
                     [r"192\.168\.1\.0 .*r0-eth1", r"from 10\.0\.0\.100: icmp_seq=1 ttl=63"]),
 }

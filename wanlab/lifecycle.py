@@ -164,6 +164,14 @@ def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
             varies.append("impair")
     if differ:
         out["configured"] = differ
+    if lan.switches:        # a tree of switches (Mininet's): where each member is, the trunks
+        out["switches"] = {s: [m.node for m in lan.members if m.switch == s]
+                           for s in lan.switches}
+        out["trunks"] = [{"name": t.name, "a": t.a, "b": t.b, "ab": _params(t.ab),
+                          "ba": _params(t.ba)} for t in lan.trunks]
+        if lan.blocked:     # the spanning tree's blocked ports (at each link's b)
+            out["blocked"] = [{"switch": t.b, "port": t.ifnames[1] or t.b,
+                               "peer": t.ifnames[0] or t.a} for t in lan.blocked]
     if varies:
         changed = {"impair": lambda n: imp[n] != imp_was[n]}
         out["varies"] = varies

@@ -344,6 +344,10 @@ def create(store: Store, exp: Experiment, source_path: str | None,
            say=print, fixed: dict[str, str] | None = None) -> dict[str, Any]:
     """Place ``exp`` on the current cluster and build every part; returns the placement.
     ``fixed`` pins nodes to machines (``tb-fix-node``)."""
+    for lan in exp.lans:
+        if lan.switches:        # its trunks are patches between LANs of one engine
+            raise WanlabError(f"--cluster: LAN {lan.name} is a tree of switches joined by "
+                              f"trunks, which runs on one machine")
     info = _cluster(store)
     validate(exp)
     if store.find(exp.name) is not None:

@@ -16,6 +16,7 @@ another way. A LAN's delay and loss are member-to-member: each half gets
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Collection
 from typing import Any
@@ -35,7 +36,7 @@ from wanlab.engine.protocol import (
 from wanlab.model import ir
 from wanlab.model.ir import LinkParams
 from wanlab.plan.sim_nodes import is_host
-from wanlab.plan.types import Interface, Plan, PortMap, SimFlow
+from wanlab.plan.types import Interface, LanPlan, Plan, PortMap, SimFlow, switch_lan
 
 
 def params(p: LinkParams) -> Params:
@@ -133,9 +134,13 @@ def apply(plan: Plan, *, with_ports: bool = True,
         if l.rules:
             links[-1]["rules"] = [{"dst": r.dst, "ab": params(r.ab), "ba": params(r.ba)}
                                   for r in l.rules]
-    lans = []
+    lans: list[dict[str, Any]] = []
+    patches: list[dict[str, Any]] = []
     for lan in plan.lans:
         if nets is not None and lan.name not in nets:
+            continue
+        if lan.switches:
+            _switched(lan, lans, patches)
             continue
         lans.append({"lan": lan.name, "members": [
             {"port": m.port, "to_lan": params(m.to_lan), "from_lan": params(m.from_lan)}
@@ -144,10 +149,38 @@ def apply(plan: Plan, *, with_ports: bool = True,
             lans[-1]["pairs"] = [{"from": p.src, "to": p.dst, "params": params(p.params)}
                                  for p in lan.pairs]
     if nets is not None:
-        return Apply(ports=ports if with_ports else [], links=links, lans=lans)
+        return Apply(ports=ports if with_ports else [], links=links, lans=lans,
+                     patches=patches)
     routers, hosts = _simulated_nodes(plan)
     return Apply(ports=ports if with_ports else [], links=links, lans=lans, routers=routers,
-                 hosts=hosts, agents=agents(plan.flows))
+                 patches=patches, hosts=hosts, agents=agents(plan.flows))
+
+
+def engine_lans(lan: LanPlan) -> list[str]:
+    """The engine LANs of a LAN: itself, or one per switch."""
+    return [switch_lan(lan.name, lan.switches, s) for s in lan.switches] or [lan.name]
+
+
+def trunk_ports(lan: str, trunk: ir.Trunk) -> tuple[str, str]:
+    """The patch ports of a trunk: the one in ``a``'s engine LAN, the one in ``b``'s."""
+    return f"{lan}/{trunk.name}:{trunk.a}", f"{lan}/{trunk.name}:{trunk.b}"
+
+
+def _switched(lan: LanPlan, lans: list[dict[str, Any]], patches: list[dict[str, Any]]) -> None:
+    """A LAN of several switches: one engine LAN per switch, one patch per trunk. A trunk's
+    direction a -> b is the ``from_lan`` of its port in a's LAN (what a sends into it): one
+    queue, shared by every flow that crosses the trunk that way."""
+    members: dict[str, list[dict[str, Any]]] = {s: [] for s in lan.switches}
+    for m in lan.members:
+        members[m.switch or lan.switches[0]].append(
+            {"port": m.port, "to_lan": params(m.to_lan), "from_lan": params(m.from_lan)})
+    for t in lan.trunks:
+        pa, pb = trunk_ports(lan.name, t)
+        patches.append({"patch": f"{lan.name}/{t.name}", "ports": [pa, pb]})
+        members[t.a].append({"port": pa, "from_lan": params(t.ab)})
+        members[t.b].append({"port": pb, "from_lan": params(t.ba)})
+    for s in lan.switches:
+        lans.append({"lan": switch_lan(lan.name, lan.switches, s), "members": members[s]})
 
 
 def _simulated_nodes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -243,7 +276,7 @@ def remove(plan: Plan, networks: Collection[str]) -> Remove:
     """The ``remove`` of ``networks`` (links and LANs of ``plan``) with their TAPs."""
     nets = set(networks)
     return Remove(links=[l.name for l in plan.links if l.name in nets],
-                  lans=[l.name for l in plan.lans if l.name in nets],
+                  lans=[x for l in plan.lans if l.name in nets for x in engine_lans(l)],
                   ports=[p.id for p in plan.ports if p.netns is not None and p.network in nets])
 
 
@@ -294,7 +327,23 @@ def loss(p: float, correlation: float = 0.0, model: ir.LossModel | None = None
 
 def event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str) -> list[Request]:
     """The requests of a link or LAN event (``kind`` is ``link`` or ``lan``); ``ports``
-    names a LAN member's port."""
+    names a LAN member's port. On a LAN of several switches each request goes to the engine
+    LAN of the member it names, and one naming no member to every member (trunks keep
+    their shaping)."""
+    reqs = _event_requests(ev, kind, ports, trace_dir)
+    lan_of = ports.switched.get(ev.target) if kind == "lan" else None
+    if not lan_of:
+        return reqs
+    out: list[Request] = []
+    for r in reqs:
+        m = getattr(r, "member", None)
+        for p in [m] if m else ports.ports(ev.target):
+            out.append(dataclasses.replace(r, target=lan_of[p], member=p))  # type: ignore
+    return out
+
+
+def _event_requests(ev: ir.Event, kind: str, ports: PortMap, trace_dir: str
+                    ) -> list[Request]:
     lan = kind == "lan"
     member = ports.port(ev.target, ev.member) if ev.member else None
     a, v = ev.action, ev.value

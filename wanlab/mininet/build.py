@@ -8,14 +8,14 @@ a ``NAT``) and switches; its links join two interfaces. wanlab realises them so:
 * a host-to-host link is an engine link: ``ab`` shapes what the first node sends (its
   interface's ``TCIntf`` parameters), ``ba`` what the second sends;
 * switches are the engine's learning switches. The switches joined by switch-to-switch links
-  form one switched domain (a tree: a loop is refused, naming the link that closes it), and
-  each domain with hosts on it is one engine LAN named after its first switch. Each host's
-  link to a switch of the domain is a LAN member: ``to_lan`` carries the host interface's
-  shaping, ``from_lan`` the switch interface's. A shaped switch-to-switch link becomes the
-  per-pair channels of the hosts whose path crosses it: the pair (i, j) carries the
-  composition of the switch-to-switch links on the path from i's switch to j's (delays add,
-  the narrowest bandwidth, losses compound). What a pair channel cannot model is sharing:
-  two flows whose paths share a trunk each get the trunk's bandwidth.
+  form one switched domain (a tree; a loop is refused, naming the link that closes it,
+  unless its switches run a spanning tree: then the links 802.1D would block are left out),
+  and each domain with hosts on it is one IR LAN named after its first switch, whose
+  ``switches`` are the domain's and whose ``trunks`` its switch-to-switch links (each
+  direction shaped by the sending switch interface's parameters; the engine makes each
+  switch a LAN and each trunk a patch, whose directions every crossing flow shares). Each
+  host's link to a switch is a LAN member on that switch: ``to_lan`` carries the host
+  interface's shaping, ``from_lan`` the switch interface's.
 
 Addresses, MACs and interface names are Mininet's, set on the running nodes; the IR's own
 addresses are not used (``rtproto`` manual: no routes but the connected ones, as Mininet).
@@ -24,9 +24,10 @@ addresses are not used (``rtproto`` manual: no routes but the connected ones, as
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from wanlab.engine import encode
 from wanlab.errors import SpecError
 from wanlab.frontends import units
 from wanlab.frontends.builder import ExperimentBuilder
@@ -107,14 +108,18 @@ class MnLink:
 
 @dataclass
 class Where:
-    """Where a host interface lives in the engine: a link direction pair or a LAN member."""
+    """Where an interface lives in the engine: a link direction pair, a LAN member or a
+    trunk's end (the member of a switch's engine LAN that is the trunk's patch port)."""
 
-    kind: str                    # "link" or "lan"
+    # "link", "lan", "trunk" (a patch port's LAN member) or "blocked" (by the spanning
+    # tree: not built)
+    kind: str
     target: str                  # the link's or LAN's name
     ifname: str                  # wanlab's interface name in the node (eth0, ...)
     out_dir: str                 # the direction that carries what this interface sends
     in_dir: str                  # ... and what it receives
     member: str | None = None    # the LAN member's port id (``node:ifname``)
+    spanning: bool = False       # a trunk of a network whose spanning tree was computed
 
 
 @dataclass
@@ -134,9 +139,11 @@ def check_name(name: str, what: str, src: ir.Source | None = None) -> None:
 
 
 def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
-          links: list[MnLink]) -> Mapped:
+          links: list[MnLink], stp: dict[str, int] | None = None) -> Mapped:
     """The experiment of a Mininet graph. ``hosts``: name -> ``{"cpu_cores": float|None,
-    "source": ir.Source}``; ``switches``: names in declaration order."""
+    "source": ir.Source}``; ``switches``: names in declaration order; ``stp``: the switches
+    that run a spanning tree, with their bridge ids (a loop of them is allowed)."""
+    stp = stp or {}
     b = ExperimentBuilder(name, routing="manual")
     sw = set(switches)
     for h, info in hosts.items():
@@ -157,6 +164,7 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
             s = parent[s]
         return s
     trunks: list[MnLink] = []
+    loops: list[MnLink] = []
     for lk in links:
         for e in (lk.a, lk.b):
             if e.node not in sw and e.node not in hosts:
@@ -168,16 +176,31 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
                                 f"itself (a loop)", file=lk.source.file, line=lk.source.line)
             ra, rb = root(lk.a.node), root(lk.b.node)
             if ra == rb:
-                raise SpecError(
-                    f"link {lk.a.name}<->{lk.b.name} closes a loop of switches; wanlab's "
-                    f"switches do not run a spanning tree yet: remove a link to make a tree",
-                    file=lk.source.file, line=lk.source.line)
+                loops.append(lk)
             parent[ra] = rb
             trunks.append(lk)
     first = {}
     for s in switches:
         first.setdefault(root(s), s)
     lan_of_switch = {s: first[root(s)] for s in switches}
+    # a loop needs every switch of its network to run a spanning tree; then the tree is
+    # computed here, once, and the links it blocks are not built
+    blocked: list[tuple[MnLink, bool]] = []
+    for lk in loops:
+        lan = lan_of_switch[lk.a.node]
+        plain_sw = [s for s in switches if lan_of_switch[s] == lan and s not in stp]
+        if plain_sw:
+            raise SpecError(
+                f"link {lk.a.name}<->{lk.b.name} closes a loop of switches, and "
+                f"{plain_sw[0]} runs no spanning tree: give the switches stp=True (or "
+                f"remove a link to make a tree)", file=lk.source.file, line=lk.source.line)
+    for lan in dict.fromkeys(lan_of_switch[lk.a.node] for lk in loops):
+        sws = [s for s in switches if lan_of_switch[s] == lan]
+        mine = [t for t in trunks if lan_of_switch[t.a.node] == lan]
+        tree, off = spanning_tree(sws, mine, stp)
+        trunks = [t for t in trunks if lan_of_switch[t.a.node] != lan or
+                  any(t is x for x in tree)]
+        blocked += off
 
     ifcount: dict[str, int] = {h: 0 for h in hosts}
     where: dict[tuple[str, str], Where] = {}
@@ -199,39 +222,102 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
             plain.append((lk, lname))
             continue
         host, swi = (lk.b, lk.a) if a_sw else (lk.a, lk.b)
-        lan = lan_of_switch[swi.node]
-        for _, h0, _ in members.get(lan, []):
-            if h0.node == host.node:
-                raise SpecError(
-                    f"link {lk.a.name}<->{lk.b.name}: {host.node} already has a link into "
-                    f"the switched network of {lan}; wanlab gives a node one port per "
-                    f"switched network", file=lk.source.file, line=lk.source.line)
-        members.setdefault(lan, []).append((swi.node, host, swi))
+        members.setdefault(lan_of_switch[swi.node], []).append((swi.node, host, swi))
     for lk, lname in plain:
         for e, out, inn in ((lk.a, "ab", "ba"), (lk.b, "ba", "ab")):
             ifn = f"eth{ifcount[e.node]}"
             ifcount[e.node] += 1
             where[(e.node, e.name)] = Where("link", lname, ifn, out, inn)
-    for lan, ms in members.items():
-        b.lan([h.node for _, h, _ in ms], name=_free(b, lan))
+    # each switched network: one LAN of its switches and trunks; a host may have several
+    # ports on it (Mininet's multilink), each a member of its own
+    domain: dict[str, ir.Lan] = {}
+    for key, ms in members.items():
+        lan = b.lan(list(dict.fromkeys(h.node for _, h, _ in ms)), name=_free(b, key))
+        sws = tuple(s for s in switches if lan_of_switch[s] == key)
+        mem = []
         for swname, h, s in ms:
             ifn = f"eth{ifcount[h.node]}"
             ifcount[h.node] += 1
             port = f"{h.node}:{ifn}"
-            ph, ps = h.shaping.params(), s.shaping.params()
-            b.lan_member(lan, h.node,
-                         to_lan=_spec(ph), from_lan=_spec(ps))
-            where[(h.node, h.name)] = Where("lan", lan, ifn, "to_lan", "from_lan", port)
-            where[(swname, s.name)] = Where("lan", lan, ifn, "from_lan", "to_lan", port)
-        pairs = _pairs(ms, [t for t in trunks if lan_of_switch[t.a.node] == lan])
-        if pairs:
-            b._lans[lan]["pairs"] = tuple(pairs)
-    return Mapped(b.build(), where, lan_of_switch)
+            mem.append(ir.LanMember(h.node, to_lan=h.shaping.params(),
+                                    from_lan=s.shaping.params(), switch=swname))
+            target = encode.switch_lan(lan, sws, swname)
+            where[(h.node, h.name)] = Where("lan", target, ifn, "to_lan", "from_lan", port)
+            where[(swname, s.name)] = Where("lan", target, ifn, "from_lan", "to_lan", port)
+        ts = []
+        for t in trunks:
+            if t.a.node not in sws:
+                continue
+            tr = ir.Trunk(t.a.node, t.b.node, t.a.shaping.params(), t.b.shaping.params(),
+                          source=t.source, ifnames=(t.a.name, t.b.name))
+            ts.append(tr)
+            pa, pb = encode.trunk_ports(lan, tr)
+            # the trunk's direction a -> b is the from_lan of a's port (what a sends)
+            looped = any(t2.a.node in sws for t2, _ in blocked)
+            where[(t.a.node, t.a.name)] = Where("trunk", encode.switch_lan(lan, sws, t.a.node),
+                                                "", "from_lan", "to_lan", pa, looped)
+            where[(t.b.node, t.b.name)] = Where("trunk", encode.switch_lan(lan, sws, t.b.node),
+                                                "", "from_lan", "to_lan", pb, looped)
+        for t, _ in blocked:
+            if t.a.node in sws:
+                for e in (t.a, t.b):
+                    where[(e.node, e.name)] = Where("blocked", "", "", "", "", None, True)
+        off = tuple(_blocked_trunk(t, at_a) for t, at_a in blocked if t.a.node in sws)
+        domain[lan] = ir.Lan(lan, tuple(mem), switches=sws, trunks=tuple(ts), blocked=off)
+    exp = b.build()
+    exp = ir.validate(replace(exp, lans=tuple(
+        replace(x, members=domain[x.name].members, switches=domain[x.name].switches,
+                trunks=domain[x.name].trunks, blocked=domain[x.name].blocked)
+        for x in exp.lans)))
+    return Mapped(exp, where, lan_of_switch)
 
 
-def _spec(p: ir.LinkParams) -> dict[str, Any]:
-    return {"bandwidth": p.bandwidth_bps, "delay": p.delay_s, "loss": p.loss,
-            "queue": p.queue}
+def _blocked_trunk(t: MnLink, at_a: bool) -> ir.Trunk:
+    """A link the spanning tree blocks, as the IR keeps it: its blocked port at ``b``."""
+    x, y = (t.b, t.a) if at_a else (t.a, t.b)
+    return ir.Trunk(x.node, y.node, x.shaping.params(), y.shaping.params(), source=t.source,
+                    ifnames=(x.name, y.name))
+
+
+def port_number(intf: str) -> int:
+    """Mininet's port number of a switch interface (``s1-eth3``: 3)."""
+    m = re.search(r"(\d+)$", intf)
+    return int(m.group(1)) if m else 0
+
+
+def spanning_tree(switches: list[str], links: list[MnLink], bid: dict[str, int]
+                  ) -> tuple[list[MnLink], list[tuple[MnLink, bool]]]:
+    """802.1D's spanning tree of a network of switches, as it settles (every link costs
+    the same): the root is the lowest bridge id; each other switch's root port leads to the
+    root in the fewest hops, ties going to the lowest neighbour bridge id, then the lowest
+    port number there, then its own. Returns the tree's links and the others, each with
+    whether its blocked port is at ``a`` (the end farther from the root; ties: the higher
+    bridge id, then the higher port number)."""
+    root = min(switches, key=lambda s: (bid[s], s))
+    dist = {root: 0}
+    todo = [root]
+    while todo:
+        nxt = []
+        for x in todo:
+            for lk in links:
+                for u, v in ((lk.a, lk.b), (lk.b, lk.a)):
+                    if u.node == x and v.node not in dist:
+                        dist[v.node] = dist[x] + 1
+                        nxt.append(v.node)
+        todo = nxt
+
+    def rank(e: MnIntf) -> tuple[int, int, str, int]:
+        return dist[e.node], bid[e.node], e.node, port_number(e.name)
+    tree: list[MnLink] = []
+    for s in switches:
+        if s == root:
+            continue
+        ends = [(v, u, lk) for lk in links for u, v in ((lk.a, lk.b), (lk.b, lk.a))
+                if u.node == s and v.node != s]
+        _, _, best = min(ends, key=lambda e: (rank(e[0]), port_number(e[1].name)))
+        tree.append(best)
+    off = [(lk, rank(lk.a) > rank(lk.b)) for lk in links if not any(lk is t for t in tree)]
+    return tree, off
 
 
 def _free(b: ExperimentBuilder, want: str) -> str:
@@ -242,53 +328,12 @@ def _free(b: ExperimentBuilder, want: str) -> str:
     return n
 
 
-def _pairs(ms: list[tuple[str, MnIntf, MnIntf]], trunks: list[MnLink]) -> list[ir.LanPair]:
-    """Per-pair channels for the shaped trunks of one switched domain (a tree)."""
-    if not any(t.a.shaping.shaped() or t.b.shaping.shaped() for t in trunks):
-        return []
-    adj: dict[str, list[tuple[str, Shaping]]] = {}
-    for t in trunks:
-        adj.setdefault(t.a.node, []).append((t.b.node, t.a.shaping))
-        adj.setdefault(t.b.node, []).append((t.a.node, t.b.shaping))
-
-    def paths_from(s: str) -> dict[str, list[Shaping]]:
-        out = {s: []}
-        todo = [s]
-        while todo:
-            x = todo.pop()
-            for y, sh in adj.get(x, []):
-                if y not in out:
-                    out[y] = out[x] + [sh]
-                    todo.append(y)
-        return out
-    pairs = []
-    cache: dict[str, dict[str, list[Shaping]]] = {}
-    for si, hi, _ in ms:
-        paths = cache.setdefault(si, paths_from(si))
-        for sj, hj, _ in ms:
-            if hi.node == hj.node:
-                continue
-            path = paths.get(sj, [])
-            if not any(x.shaped() for x in path):
-                continue
-            bws = [x.bandwidth_bps for x in path if x.bandwidth_bps]
-            keep = 1.0
-            for x in path:
-                keep *= 1.0 - x.loss
-            limits = [x.limit for x in path if x.limit]
-            q = ir.Queue(limit=min(limits)) if limits else ir.Queue()
-            pairs.append(ir.LanPair(hi.node, hj.node, ir.LinkParams(
-                bandwidth_bps=min(bws) if bws else 0,
-                delay_s=sum(x.delay_s for x in path), loss=1.0 - keep, queue=q)))
-    return pairs
-
-
 def jitter_requests(m: Mapped, shaped: dict[tuple[str, str], Shaping]) -> list[dict[str, Any]]:
     """Engine ``set`` requests for what the IR has no field for (jitter), per interface."""
     out = []
     for key, s in shaped.items():
         w = m.where.get(key)
-        if w is None or not s.jitter_s:
+        if w is None or w.kind == "blocked" or not s.jitter_s:
             continue
         req: dict[str, Any] = {"target": w.target, "dir": w.out_dir,
                                "params": {"jitter_us": s.jitter_s * 1e6}}

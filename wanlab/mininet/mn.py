@@ -103,9 +103,6 @@ def main(argv: list[str]) -> int:
     if cname == "remote":
         raise Unsupported("mn --controller remote: OpenFlow controllers are not supported "
                           "yet (wanlab's switches are learning switches)")
-    sname, _, skw = splitArgs(a.switch)
-    if skw.get("stp"):
-        raise Unsupported(f"mn --switch {a.switch}: spanning tree is not supported yet")
     def made(option, value, f):
         try:
             return f()

@@ -322,6 +322,25 @@ class LanMember:
     ip: str | None = None
     ip6: str | None = None           # its IPv6 address (tb-set-ip6-lan), in the LAN's /64
     ifname: str | None = None        # the member's interface name; None: the next ethN
+    switch: str | None = None        # the switch it is plugged into (a LAN of ``switches``)
+
+
+@dataclass(frozen=True)
+class Trunk:
+    """A link between two switches of one LAN (Mininet's switch-to-switch link): ``ab``
+    shapes the frames switch ``a`` sends to ``b``, ``ba`` the reverse. Each direction is one
+    queue, shared by every flow that crosses it."""
+
+    a: str
+    b: str
+    ab: LinkParams = field(default_factory=LinkParams)
+    ba: LinkParams = field(default_factory=LinkParams)
+    source: Source = field(default_factory=Source)
+    ifnames: tuple[str | None, str | None] = (None, None)   # the ports' names at a and b
+
+    @property
+    def name(self) -> str:
+        return f"{self.a}-{self.b}"
 
 
 @dataclass(frozen=True)
@@ -341,7 +360,11 @@ class Lan:
 
     ``pairs`` are per-pair channels (docs/yaml.md, "Latency matrices"): the front ends
     expand a ``matrix`` (every ordered pair) or a ``gateway`` (the pairs to and/or from the
-    gateway node, hitbox's gateway mode; ``gateway`` names it) into them."""
+    gateway node, hitbox's gateway mode; ``gateway`` names it) into them.
+
+    ``switches`` (Mininet's): the LAN is a tree of learning switches joined by ``trunks``
+    (one broadcast domain, one subnet); each member names the switch it is plugged into.
+    Empty: the LAN is one switch."""
 
     name: str
     members: tuple[LanMember, ...]
@@ -353,6 +376,9 @@ class Lan:
     source: Source = field(default_factory=Source)
     pairs: tuple[LanPair, ...] = ()
     gateway: str | None = None
+    switches: tuple[str, ...] = ()
+    trunks: tuple[Trunk, ...] = ()
+    blocked: tuple[Trunk, ...] = ()  # links a spanning tree blocks (at b): not built
 
 
 @dataclass(frozen=True)
@@ -716,6 +742,11 @@ class Experiment:
                          "from_lan": params(m.get("from_lan"))}) for m in l["members"]),
             "pairs": tuple(LanPair(**{**p, "params": params(p.get("params"))})
                            for p in l.get("pairs", ())),
+            "switches": tuple(l.get("switches", ())),
+            **{k: tuple(Trunk(**{**t, "ab": params(t.get("ab")), "ba": params(t.get("ba")),
+                                 "ifnames": tuple(t.get("ifnames") or (None, None)),
+                                 "source": src(t.get("source"))}) for t in l.get(k, ()))
+               for k in ("trunks", "blocked")},
             "source": src(l.get("source"))}) for l in d.get("lans", ()))
         if d.get("version", 1) != IR_VERSION:
             raise SpecError(f"IR version {d.get('version', 1)} is not {IR_VERSION}; "
@@ -969,6 +1000,48 @@ def _check_externals(exp: Experiment) -> None:
         if nets != 1:
             raise _err(f"a node holding a host interface needs exactly one link or LAN "
                        f"(it is bridged with it), {n.name!r} has {nets}", n.source, where)
+
+
+def _check_switches(lan: Lan) -> None:
+    """A LAN of several switches: every member on one of them, the trunks a tree spanning
+    them (a loop would flood broadcast frames for ever), no per-pair channels."""
+    if not lan.switches:
+        if lan.trunks or lan.blocked or any(m.switch for m in lan.members):
+            raise _err(f"LAN {lan.name!r} has trunks or members on switches but no switches",
+                       lan.source)
+        return
+    sw = set(lan.switches)
+    if len(sw) != len(lan.switches):
+        raise _err(f"LAN {lan.name!r} lists a switch twice", lan.source)
+    if lan.pairs:
+        raise _err(f"LAN {lan.name!r} of several switches cannot have pair channels",
+                   lan.source)
+    for m in lan.members:
+        if m.switch not in sw:
+            raise _err(f"LAN {lan.name!r}: member {m.node!r} is on no switch of the LAN",
+                       lan.source)
+    parent = {s: s for s in lan.switches}
+
+    def root(s: str) -> str:
+        while parent[s] != s:
+            s = parent[s]
+        return s
+    for t in lan.trunks:
+        if t.a not in sw or t.b not in sw:
+            raise _err(f"LAN {lan.name!r}: trunk {t.name} joins a switch not of the LAN",
+                       t.source)
+        for d in ("ab", "ba"):
+            _check_params(getattr(t, d), f"lans.{lan.name}.trunks.{t.name}.{d}", t.source)
+        ra, rb = root(t.a), root(t.b)
+        if ra == rb:
+            raise _err(f"LAN {lan.name!r}: trunk {t.name} closes a loop of switches", t.source)
+        parent[ra] = rb
+    for t in lan.blocked:
+        if t.a not in sw or t.b not in sw:
+            raise _err(f"LAN {lan.name!r}: blocked link {t.name} joins a switch not of the "
+                       f"LAN", t.source)
+    if len(lan.trunks) != len(sw) - 1:
+        raise _err(f"LAN {lan.name!r}: its switches are not all joined by trunks", lan.source)
 
 
 def _check_pairs(lan: Lan, members: set[str]) -> None:
@@ -1368,7 +1441,8 @@ def validate(exp: Experiment) -> Experiment:
         if len(lan.members) < 1:
             raise _err(f"LAN {lan.name!r} has no members", lan.source)
         members = [m.node for m in lan.members]
-        if len(set(members)) != len(members):
+        if len(set(members)) != len(members) and not lan.switches:
+            # (a LAN of switches may have several ports of one node: Mininet's multilink)
             raise _err(f"LAN {lan.name!r} lists a node twice", lan.source)
         for m in lan.members:
             if m.node not in nodes:
@@ -1378,6 +1452,7 @@ def validate(exp: Experiment) -> Experiment:
             _check_ip(m.ip, f"lans.{lan.name}.{m.node}.ip", lan.source)
         _check_mask(lan.netmask, f"lans.{lan.name}.netmask", lan.source)
         _check_pairs(lan, set(members))
+        _check_switches(lan)
     simulated = {n.name for n in exp.nodes if n.kind == "simulated"}
     for n in exp.nodes:
         if n.startcmd and n.name in simulated:

@@ -250,10 +250,12 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         links.append(LinkPlan(l.name, a.port, b.port, l.ab, l.ba, l.rules))
     lans = []
     for lan in exp.lans:
-        port = {m.node: i.port for m, i in zip(lan.members, ports_of[lan.name], strict=True)}
+        mine = list(zip(lan.members, ports_of[lan.name], strict=True))
+        port = {m.node: i.port for m, i in mine}
         lans.append(LanPlan(lan.name, tuple(
-            LanMemberPlan(m.node, port[m.node], m.to_lan, m.from_lan) for m in lan.members),
-            tuple(LanPairPlan(port[p.src], port[p.dst], p.params) for p in lan.pairs)))
+            LanMemberPlan(m.node, i.port, m.to_lan, m.from_lan, m.switch) for m, i in mine),
+            tuple(LanPairPlan(port[p.src], port[p.dst], p.params) for p in lan.pairs),
+            lan.switches, lan.trunks))
     # simulated nodes are the engine's own hosts and routers (ports without TAPs), and
     # applications between simulated nodes its traffic agents
     simulated = {n for n, np_ in nodes.items() if np_.simulated}

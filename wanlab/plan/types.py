@@ -12,10 +12,11 @@ these types and not the planner that calls them.
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from wanlab.model.ir import Experiment, LinkParams, LinkRule, Traffic, Transport
+from wanlab.model.ir import Experiment, LinkParams, LinkRule, Traffic, Transport, Trunk
 from wanlab.plan.routes import RouteEntry
 
 
@@ -87,6 +88,7 @@ class LanMemberPlan:
     port: str
     to_lan: LinkParams
     from_lan: LinkParams
+    switch: str | None = None        # the switch it is on, in a LAN of several
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,14 @@ class LanPlan:
     name: str
     members: tuple[LanMemberPlan, ...]
     pairs: tuple[LanPairPlan, ...] = ()
+    switches: tuple[str, ...] = ()   # a tree of switches joined by trunks (ir.Lan's)
+    trunks: tuple[Trunk, ...] = ()
+
+
+def switch_lan(lan: str, switches: Sequence[str], switch: str) -> str:
+    """The engine LAN of ``switch`` in a LAN of several switches: the first switch's is the
+    LAN's own id (so a LAN of one switch and its first switch are named alike)."""
+    return lan if switch == switches[0] else f"{lan}/{switch}"
 
 
 @dataclass(frozen=True)
@@ -112,6 +122,8 @@ class PortMap:
     experiment, so that a change needs no new plan (:mod:`wanlab.engine.portmap`)."""
 
     networks: dict[str, dict[str, str]]      # network -> node -> port id
+    # a LAN of several switches: network -> port id -> the engine LAN the port is on
+    switched: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def port(self, network: str, node: str) -> str:
         """The engine port of ``node``'s attachment to ``network``."""
@@ -125,12 +137,13 @@ class PortMap:
         return list(self.networks.get(network, {}).values())
 
     def to_json(self) -> dict[str, Any]:
-        return {"networks": self.networks}
+        return {"networks": self.networks, **({"switched": self.switched}
+                                              if self.switched else {})}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> PortMap:
-        return cls({str(n): {str(k): str(v) for k, v in m.items()}
-                    for n, m in d["networks"].items()})
+        return cls(*({str(n): {str(k): str(v) for k, v in m.items()}
+                      for n, m in d.get(key, {}).items()} for key in ("networks", "switched")))
 
 
 @dataclass(frozen=True)
@@ -172,4 +185,7 @@ class Plan:
         out: dict[str, dict[str, str]] = {}
         for p in self.ports:
             out.setdefault(p.network, {}).setdefault(p.node, p.id)
-        return PortMap(out)
+        switched = {lan.name: {m.port: switch_lan(lan.name, lan.switches, m.switch or "")
+                               for m in lan.members}
+                    for lan in self.lans if lan.switches}
+        return PortMap(out, switched)

@@ -84,6 +84,15 @@ def local_lines(info: dict[str, Any], summary: bool = True) -> list[str]:
         for m, halves in (l.get("changed_members") or {}).items():
             out.append(f"    {m}: " + "  ".join(f"[{d}: {_shaping(halves[d])}]"
                                                 for d in ("to_lan", "from_lan")))
+        if l.get("switches"):
+            out.append("    switches: " + "  ".join(f"{s} ({' '.join(ms) or 'no hosts'})"
+                                                   for s, ms in l["switches"].items()))
+        for t in l.get("trunks") or ():
+            out.append(f"    trunk {t['a']} <-> {t['b']}  [{t['a']}->{t['b']}: "
+                       f"{_shaping(t['ab'])}]  [{t['b']}->{t['a']}: {_shaping(t['ba'])}]")
+        if l.get("blocked"):
+            out.append("    blocked by the spanning tree: " + ", ".join(
+                f"{b['port']} (to {b['peer']})" for b in l["blocked"]))
     edge = info.get("edge")
     if edge:
         out.append(f"edge: gateway {edge['gateway']} on {edge['lan']}, reached from outside at "

@@ -200,8 +200,11 @@ class Mininet:
         Mininet._count += 1
         name = f"mn{os.getpid()}-{Mininet._count}"
         hosts, switches, links, shaped = self._graph()
+        # the switches that run a spanning tree, with their bridge ids (the datapath id)
+        stp = {s.name: _bridge_id(s, k) for k, s in enumerate(self.switches)
+               if getattr(s, "stp", False)}
         try:
-            self.mapped = mapping.build(name, hosts, switches, links)
+            self.mapped = mapping.build(name, hosts, switches, links, stp)
         except SpecError as e:
             raise refuse("Mininet network", e.message) from None
         info("*** Creating network (wanlab experiment %s)\n" % name)
@@ -362,9 +365,8 @@ class Mininet:
     def _where(self, intf):
         w = self.mapped.where.get((intf.node.name, intf.name))
         if w is None:
-            raise refuse(f"{intf.name}: run-time change", "this interface is on a link "
-                         "between switches, whose shaping is folded into per-pair channels; "
-                         "changing it at run time is not supported yet")
+            raise refuse(f"{intf.name}: run-time change", "this interface is on switches "
+                         "that no host is plugged into: nothing of it was built")
         return w
 
     def _reshape(self, intf):
@@ -372,6 +374,8 @@ class Mininet:
         as Mininet's ``config`` rebuilds its qdiscs."""
         w = self._where(intf)
         s = mapping.shaping({k: v for k, v in intf.tc.items() if v is not None}, intf.name)
+        if w.kind == "blocked":     # no frame crosses it: nothing to reshape
+            return
         params = {"bandwidth_bps": s.bandwidth_bps, "delay_us": s.delay_s * 1e6,
                   "jitter_us": s.jitter_s * 1e6,
                   "loss": {"kind": "bernoulli", "p": s.loss} if s.loss else {"kind": "none"}}
@@ -398,12 +402,20 @@ class Mininet:
             w = self.mapped.where.get((ia.node.name, ia.name)) or \
                 self.mapped.where.get((ib.node.name, ib.name))
             if w is None:
-                raise refuse(f"link {src} {dst} {status}", "a link between two switches "
-                             "cannot be brought down yet")
-            req = {"target": w.target}
-            if w.member:
-                req["member"] = w.member
-            self.exp.engine_call(status, **req)
+                raise refuse(f"link {src} {dst} {status}", "these switches have no host "
+                             "plugged into them: nothing of it was built")
+            if w.spanning:
+                raise refuse(f"link {src} {dst} {status}", "these switches run a spanning "
+                             "tree, computed once when the network was built: it is not "
+                             "recomputed when a link between them changes")
+            # a trunk has a patch port at each end: both follow (so either side's name
+            # brings it back)
+            ws = [w, self.mapped.where[(ib.node.name, ib.name)]] if w.kind == "trunk" else [w]
+            for w in ws:
+                req = {"target": w.target}
+                if w.member:
+                    req["member"] = w.member
+                self.exp.engine_call(status, **req)
             ia.up = ib.up = status == "up"
 
     # -- tests --------------------------------------------------------------------------
@@ -590,3 +602,12 @@ class MininetWithControlNet(Mininet):
 
 
 atexit.register(Mininet.stopAll)
+
+
+def _bridge_id(switch, k):
+    """A switch's bridge id for the spanning tree: its datapath id (Mininet's is hex),
+    else its place among the switches."""
+    try:
+        return int(str(switch.dpid), 16)
+    except (TypeError, ValueError):
+        return k

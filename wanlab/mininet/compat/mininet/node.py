@@ -454,7 +454,12 @@ class IVSSwitch(Switch):
 
 
 class LinuxBridge(Switch):
-    pass
+    """Mininet's Linux bridge; ``stp=True`` makes its network's loops allowed (a spanning
+    tree, computed when the network is built)."""
+
+    def __init__(self, name, stp=False, prio=None, **params):
+        super().__init__(name, **params)
+        self.stp, self.prio = stp, prio
 
 
 class Controller(Node):

@@ -34,7 +34,7 @@ def TreeNet(depth=1, fanout=2, **kwargs):
 
 
 class TorusTopo(Topo):
-    "A 2-D torus: it has loops, which wanlab's switches refuse without a spanning tree."
+    "A 2-D torus: it has loops, which need switches with stp=True (a spanning tree)."
 
     def build(self, x, y, n=1):
         for i in irange(1, x):
