@@ -346,8 +346,15 @@ class Switch(Node):
     def defaultDpid(self, dpid=None):
         return self.dpid
 
+    def _fabric(self):
+        return getattr(self.net, "_fabric", None)
+
     def cmd(self, *args, **kwargs):
         c = " ".join(str(a) for a in args)
+        if self._fabric() is not None:
+            # an OpenFlow switch: in the switches' node, with its Open vSwitch
+            r = self._fabric().ovs.run(["sh", "-c", c + " 2>&1"])
+            return r.stdout
         if re.match(r"\s*(ovs-|dpctl|ovs_)", c):
             raise refuse(f"{self.name}.cmd({c.split()[0]} ...)",
                          "Open vSwitch is not used by wanlab's switches (they are the "
@@ -371,9 +378,19 @@ class Switch(Node):
             shlex.split(args[0]) if len(args) == 1 else [str(a) for a in args]
         kw = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         kw.update({k: v for k, v in kwargs.items() if k != "mncmd"})
+        f = self._fabric()
+        if f is not None:
+            return subprocess.Popen(f.ovs.enter + list(argv), env=f.ovs.env, **kw)
         return subprocess.Popen(argv, **kw)
 
     def start(self, controllers):
+        f = self._fabric()
+        if f is not None:
+            for c in controllers or []:
+                if not isinstance(c, RemoteController):
+                    f.run_controller(c)
+            f.connect(self.name, [f.target(c) for c in controllers or []])
+            return
         for c in controllers or []:
             if isinstance(c, RemoteController):
                 raise refuse(f"{self.name}.start([{c.name}]) with RemoteController",
@@ -384,7 +401,8 @@ class Switch(Node):
         pass
 
     def connected(self):
-        return True
+        f = self._fabric()
+        return f.connected(self.name) if f is not None else True
 
     def attach(self, intf):
         raise refuse(f"{self.name}.attach({intf})", "moving a link to another switch port at "
@@ -393,6 +411,8 @@ class Switch(Node):
     detach = attach
 
     def dpctl(self, *args):
+        if self._fabric() is not None:
+            return self.cmd("ovs-ofctl", args[0], self.name, *args[1:])
         raise refuse(f"{self.name}.dpctl", "wanlab's switches have no OpenFlow flow table "
                      "(they are learning switches); OpenFlow is not supported yet")
 
@@ -418,12 +438,14 @@ class Switch(Node):
 
 class OVSSwitch(Switch):
     """Asked for Open vSwitch: with Mininet's default controller it behaves as a learning
-    switch, which is what wanlab gives it; flows and ``ovs-*`` commands are refused."""
+    switch, which is what wanlab gives it. In a network that asks for OpenFlow
+    (wanlab.mininet.openflow) it is an Open vSwitch bridge, userspace datapath."""
 
     def __init__(self, name, failMode="secure", datapath="kernel", inband=False,
                  protocols=None, reconnectms=1000, stp=False, batch=False, **params):
         super().__init__(name, **params)
         self.failMode, self.datapath, self.stp = failMode, datapath, stp
+        self.protocols = protocols
 
     @classmethod
     def batchStartup(cls, switches, run=None):
@@ -465,9 +487,18 @@ class Controller(Node):
                  cdir=None, ip="127.0.0.1", port=6653, protocol="tcp", **params):
         super().__init__(name, inNamespace=inNamespace, **params)
         self.ip, self.port, self.protocol = ip, port, protocol
+        self.command, self.cargs = command, cargs
+        Controller.made.append(self)
+
+    made = []      # every controller the script constructed (wanlab.mininet.openflow.reason)
+
+    def _fabric(self):
+        return getattr(self.net, "_fabric", None)
 
     def start(self):
-        pass
+        f = self._fabric()
+        if f is not None and not isinstance(self, RemoteController):
+            f.run_controller(self)
 
     def stop(self, *args, **kwargs):
         pass
@@ -482,7 +513,11 @@ class Controller(Node):
         return True
 
     def cmd(self, *args, **kwargs):
-        return ""
+        f = self._fabric()
+        if f is None:
+            return ""
+        # a controller of OpenFlow switches runs in their node (Mininet's root namespace)
+        return f.ovs.run(["sh", "-c", " ".join(str(a) for a in args) + " 2>&1"]).stdout
 
     def __repr__(self):
         return f"<{self.__class__.__name__} {self.name}: {self.ip}:{self.port} pid=None> "
