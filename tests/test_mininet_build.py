@@ -148,7 +148,5 @@ def test_mn_refuses_bad_options_in_one_line(mininet_pkg):
     from wanlab.mininet.refuse import Unsupported
     with pytest.raises(Unsupported, match=r"mn --topo foo: Invalid topo name foo"):
         mn.main(["--topo", "foo", "--test", "build"])
-    with pytest.raises(Unsupported, match=r"mn --controller remote: OpenFlow"):
-        mn.main(["--controller", "remote"])
     with pytest.raises(Unsupported, match=r"spanning tree is not supported yet"):
         mn.main(["--switch", "lxbr,stp=1"])
