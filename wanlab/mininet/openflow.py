@@ -270,7 +270,9 @@ class Fabric:
             return
         command = getattr(c, "command", "controller") or "controller"
         if command.split()[0] in REFERENCE:
-            argv = [TESTCONTROLLER, f"ptcp:{c.port}:127.0.0.1"]
+            # Mininet's reference controller speaks OpenFlow 1.0 (a table miss goes to the
+            # controller, so a script may delete every flow: mobility.py does)
+            argv = [TESTCONTROLLER, "-O", "OpenFlow10", f"ptcp:{c.port}:127.0.0.1"]
         else:
             cargs = getattr(c, "cargs", "") or ""
             argv = ["sh", "-c", f"exec {command} {cargs % c.port if '%' in cargs else cargs}"]

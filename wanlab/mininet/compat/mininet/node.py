@@ -405,10 +405,19 @@ class Switch(Node):
         return f.connected(self.name) if f is not None else True
 
     def attach(self, intf):
+        if self._fabric() is not None:
+            self.cmd(f"ovs-vsctl add-port {self.name} {intf} -- set Interface {intf} "
+                     f"ofport_request={self.ports[intf]}")
+            return
         raise refuse(f"{self.name}.attach({intf})", "moving a link to another switch port at "
-                     "run time is not supported by wanlab's switches yet")
+                     "run time is not supported by wanlab's learning switches (an OpenFlow "
+                     "network's are Open vSwitch: docs/mininet.md)")
 
-    detach = attach
+    def detach(self, intf):
+        if self._fabric() is not None:
+            self.cmd(f"ovs-vsctl del-port {self.name} {intf}")
+            return
+        self.attach(intf)
 
     def dpctl(self, *args):
         if self._fabric() is not None:
