@@ -127,6 +127,7 @@ print("LOSS", net.pingAll())
 print("IPERF", net.iperf(seconds=1))
 print("FLOWS", s1.cmd("ovs-ofctl dump-flows s1").replace("\n", " | "))
 print("OFPORT", s1.cmd("ovs-vsctl get Interface s1-eth2 ofport").strip())
+print("PORTADDR", s1.cmd("ip -o addr show dev s1-eth1").strip() or "none")
 net.stop()
 '''
 
@@ -166,6 +167,8 @@ def test_the_controller_installed_flows_and_ports_have_mininet_s_numbers(with_co
     assert m and int(m.group(1)) > 100, flows
     assert re.search(r"icmp,in_port=2,[^|]* actions=output:1", flows), flows
     assert value(r, "OFPORT") == "2"
+    # a switch port has no address of its own node's
+    assert value(r, "PORTADDR") == "none"
 
 
 @needs

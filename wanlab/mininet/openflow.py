@@ -242,11 +242,14 @@ class Fabric:
             sh.append(f"ip link add {a.name} type veth peer name {b.name}")
         names = [p.name for ps in self.layout.ports.values() for p in ps]
         for n in names:
-            # the userspace datapath forwards frames as they come: no offloads on its ports
-            sh.append(f"ip link set dev {n} up && ethtool -K {n} tx off tso off gso off "
-                      f">/dev/null 2>&1; ip link set dev {n} up")
+            # a port is the switch's only: no address of the node's own (wanlab's plan gave
+            # the link ends some), no IPv6 of its own; and the userspace datapath forwards
+            # frames as they come: no offloads
+            sh.append(f"ip addr flush dev {n} && echo 1 > /proc/sys/net/ipv6/conf/{n}/"
+                      f"disable_ipv6 && (ethtool -K {n} tx off tso off gso off >/dev/null 2>&1 "
+                      f"|| true) && ip link set dev {n} up")
         if sh:
-            r = self.ovs.run(["sh", "-ec", "; ".join(sh)])
+            r = self.ovs.run(["sh", "-ec", " && ".join(sh)])
             if r.returncode != 0:
                 raise RuntimeError(f"OpenFlow ports: {r.stderr.strip()}")
 
