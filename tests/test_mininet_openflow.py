@@ -73,12 +73,18 @@ def test_switch_ports_are_engine_links_into_the_switches_node():
     assert h3.ba.bandwidth_bps == 10**7 and h3.ab.bandwidth_bps == 0
 
 
-def test_a_shaped_link_between_openflow_switches_is_refused_by_line():
+def test_shaped_links_and_loops_between_openflow_switches_are_refused():
     lk = _link("s1", "s1-eth1", "s2", "s2-eth1", sa=Shaping(delay_s=0.01))
     with pytest.raises(SpecError, match=r"s1-eth1<->s2-eth1: a link between two OpenFlow "
                        r"switches .* cannot be shaped"):
         openflow.build("x", {}, ["s1", "s2"], [lk], {("s1", "s1-eth1"): 1,
                                                       ("s2", "s2-eth1"): 1})
+    ring = [_link("s1", "s1-eth1", "s2", "s2-eth1"), _link("s2", "s2-eth2", "s3", "s3-eth1"),
+            _link("s3", "s3-eth2", "s1", "s1-eth2")]
+    nums = {(lk.a.node, lk.a.name): 1 for lk in ring} | {(lk.b.node, lk.b.name): 1
+                                                          for lk in ring}
+    with pytest.raises(SpecError, match=r"s3-eth2<->s1-eth2 closes a loop"):
+        openflow.build("x", {}, ["s1", "s2", "s3"], ring, nums)
 
 
 # -- real runs -----------------------------------------------------------------------------

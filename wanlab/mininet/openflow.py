@@ -13,7 +13,8 @@ a switch is an engine link from the host to that node (shaped as any link, its t
 directions the two interfaces' ``TCIntf`` parameters); its end in that node carries the
 switch interface's Mininet name (``s1-eth1``) and is a port of the netdev bridge named after
 the switch, with ``ofport_request`` = Mininet's port number. Links between two switches are
-veth pairs inside the node (unshaped: a shaped one is refused). One ``ovsdb-server`` and
+veth pairs inside the node (unshaped: a shaped one is refused; as with learning switches,
+a loop is refused). One ``ovsdb-server`` and
 ``ovs-vswitchd`` run there (wanlab.backends.emulate.ovs). The node stands in for Mininet's
 root namespace: a ``Controller`` is ``ovs-testcontroller`` listening on its loopback, and a
 ``RemoteController(ip, port)`` is reached from the host's namespace (where Mininet's
@@ -93,6 +94,12 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
     node = mapping._free(b, "openflow")
     b.node(node)
     lay = Layout(node, {s: [] for s in switches})
+    parent = {s: s for s in switches}
+
+    def root(s: str) -> str:
+        while parent[s] != s:
+            s = parent[s]
+        return s
     ifcount: dict[str, int] = {h: 0 for h in hosts}
     where: dict[tuple[str, str], mapping.Where] = {}
     for lk in links:
@@ -107,6 +114,12 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
                 raise SpecError(f"link {lk.a.name}<->{lk.b.name}: a link between two OpenFlow "
                                 f"switches is a veth pair in their node and cannot be shaped "
                                 f"yet", file=src.file, line=src.line)
+            ra, rb = root(lk.a.node), root(lk.b.node)
+            if ra == rb:
+                raise SpecError(f"link {lk.a.name}<->{lk.b.name} closes a loop of switches; "
+                                f"wanlab refuses loops (no spanning tree is run for them): "
+                                f"remove a link to make a tree", file=src.file, line=src.line)
+            parent[ra] = rb
             pa = Port(lk.a.node, lk.a.name, numbers[(lk.a.node, lk.a.name)])
             pb = Port(lk.b.node, lk.b.name, numbers[(lk.b.node, lk.b.name)])
             lay.ports[lk.a.node].append(pa)
