@@ -116,33 +116,58 @@ def gone(procs_line):
     return not any(procs.alive(pid, st) for pid, st in pairs)
 
 
-CONTROLLER = r'''
+SCRIPT = r'''
+import os, sys
 from mininet.net import Mininet
-from mininet.node import Controller
-from mininet.topo import SingleSwitchTopo
+from mininet.node import Controller, OVSSwitch, RemoteController
+from mininet.topo import LinearTopo
 from mininet.log import setLogLevel
 
 setLogLevel("info")
-net = Mininet(topo=SingleSwitchTopo(2), controller=Controller, waitConnected=True)
+remote = RemoteController("c1", ip="127.0.0.1", port=int(sys.argv[1]))
+
+class Split(OVSSwitch):
+    """s1 on Mininet's Controller (c0), s2 on the test's controller on the host (c1)."""
+    def start(self, controllers):
+        OVSSwitch.start(self, controllers if self.name == "s1" else [remote])
+
+net = Mininet(topo=LinearTopo(2), switch=Split, controller=Controller, waitConnected=True)
 net.start()
-s1 = net["s1"]
-print("PROCS", " ".join(f"{e['pid']}:{e['started']}" for e in net._fabric.ovs.procs))
-print("WHAT", ",".join(e["what"] for e in net._fabric.ovs.procs))
-print("MODE", oct(__import__("os").stat(net._fabric.ovs.dir).st_mode & 0o777))
+s1, s2 = net.get("s1", "s2")
+procs = net._fabric.ovs.procs
+print("PROCS", " ".join(f"{e['pid']}:{e['started']}" for e in procs))
+print("WHAT", ",".join(e["what"] for e in procs))
+print("MODE", oct(os.stat(net._fabric.ovs.dir).st_mode & 0o777))
+print("CONNECTED", s1.connected(), s2.connected())
 print("LOSS", net.pingAll())
 print("IPERF", net.iperf(seconds=1))
-print("FLOWS", s1.cmd("ovs-ofctl dump-flows s1").replace("\n", " | "))
+print("FLOWS1", s1.cmd("ovs-ofctl dump-flows s1").replace("\n", " | "))
+print("FLOWS2", s2.dpctl("dump-flows").replace("\n", " | "))
 print("OFPORT", s1.cmd("ovs-vsctl get Interface s1-eth2 ofport").strip())
 print("PORTADDR", s1.cmd("ip -o addr show dev s1-eth1").strip() or "none")
-net.stop()
+sys.exit(3)      # no net.stop(): what the script leaves is terminated at its end
 '''
 
 
 @pytest.fixture(scope="module")
-def with_controller(tmp_path_factory):
+def openflow_run(tmp_path_factory):
+    """One run: s1 on ovs-testcontroller (Mininet's Controller) in the switches' node, s2 on
+    a RemoteController the test runs on the host's loopback."""
     d = tmp_path_factory.mktemp("of")
-    (d / "ctl.py").write_text(CONTROLLER)
-    r = run(d / "ctl.py", d / "home")
+    (d / "of.py").write_text(SCRIPT)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    (d / "ctl").mkdir()
+    ctl = subprocess.Popen(["ovs-testcontroller", f"ptcp:{port}:127.0.0.1"],
+                           env={**os.environ, "OVS_RUNDIR": str(d / "ctl")},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        r = run(d / "of.py", d / "home", str(port))
+    finally:
+        ctl.terminate()
+        ctl.wait(timeout=10)
     return r, d / "home"
 
 
@@ -153,80 +178,35 @@ def value(r, key):
 
 
 @needs
-def test_controller_switch_forwards_ping_and_tcp(with_controller):
-    r, _ = with_controller
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    assert "OpenFlow switches (the script runs ovs-ofctl)" in r.stdout
+def test_both_controllers_connect_and_the_switches_forward_ping_and_tcp(openflow_run):
+    r, _ = openflow_run
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "OpenFlow switches (RemoteController c1)" in r.stdout
+    assert value(r, "CONNECTED") == "True True"
     assert value(r, "LOSS") == "0.0"
     rates = re.findall(r"([\d.]+) ([KMG])bits/sec", value(r, "IPERF"))
     assert len(rates) == 2 and all(float(x) > 0 for x, _ in rates), r.stdout
 
 
 @needs
-def test_the_controller_installed_flows_and_ports_have_mininet_s_numbers(with_controller):
-    r, _ = with_controller
-    flows = value(r, "FLOWS")
-    # the exact-match flows ovs-testcontroller installed (OpenFlow 1.0, as Mininet's
-    # reference controller), the iperf connection's among them, carrying its packets
-    m = re.search(r"n_packets=(\d+),[^|]*tcp,in_port=1,[^|]*tp_dst=5001 actions=output:2",
-                  flows)
-    assert m and int(m.group(1)) > 100, flows
-    assert re.search(r"icmp,in_port=2,[^|]* actions=output:1", flows), flows
+def test_each_controller_installed_flows_and_ports_have_mininet_s_numbers(openflow_run):
+    r, _ = openflow_run
+    # the exact-match flows the controllers installed, the iperf connection's among them,
+    # carrying its packets (s1: h1 on port 1, s2 on port 2; s2: h2 on port 1, s1 on port 2)
+    for key, inp, out in (("FLOWS1", 1, 2), ("FLOWS2", 2, 1)):
+        flows = value(r, key)
+        m = re.search(rf"n_packets=(\d+),[^|]*tcp,in_port={inp},[^|]*tp_dst=5001 "
+                      rf"actions=output:{out}", flows)
+        assert m and int(m.group(1)) > 100, flows
     assert value(r, "OFPORT") == "2"
     # a switch port has no address of its own node's
     assert value(r, "PORTADDR") == "none"
 
 
 @needs
-def test_ovs_processes_are_recorded_private_and_stopped(with_controller):
-    r, home = with_controller
+def test_ovs_processes_are_recorded_private_and_stopped(openflow_run):
+    r, home = openflow_run
     assert value(r, "WHAT") == "ovsdb-server,ovs-vswitchd,controller c0"
     assert value(r, "MODE") == "0o700"
     assert gone(value(r, "PROCS"))
     assert left_in(home) == []
-
-
-REMOTE = r'''
-import sys
-from mininet.net import Mininet
-from mininet.node import RemoteController
-from mininet.topo import LinearTopo
-from mininet.log import setLogLevel
-
-setLogLevel("info")
-net = Mininet(topo=LinearTopo(2), controller=None, build=False)
-net.addController("c0", controller=RemoteController, ip="127.0.0.1", port=int(sys.argv[1]))
-net.build()
-net.start()
-print("PROCS", " ".join(f"{e['pid']}:{e['started']}" for e in net._fabric.ovs.procs))
-print("CONNECTED", net.waitConnected(timeout=30))
-print("LOSS", net.pingAll())
-print("FLOWS", net["s2"].dpctl("dump-flows").replace("\n", " | "))
-sys.exit(3)      # no net.stop(): what the script leaves is terminated at its end
-'''
-
-
-@needs
-def test_remote_controller_on_the_host_drives_two_switches(tmp_path):
-    (tmp_path / "remote.py").write_text(REMOTE)
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    run_dir = tmp_path / "ctl"
-    run_dir.mkdir()
-    ctl = subprocess.Popen(["ovs-testcontroller", f"ptcp:{port}:127.0.0.1"],
-                           env={**os.environ, "OVS_RUNDIR": str(run_dir)},
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        r = run(tmp_path / "remote.py", tmp_path / "home", str(port))
-    finally:
-        ctl.terminate()
-        ctl.wait(timeout=10)
-    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
-    assert "OpenFlow switches (RemoteController c0)" in r.stdout
-    assert value(r, "CONNECTED") == "True"
-    assert value(r, "LOSS") == "0.0"
-    assert re.search(r"priority=1,.*actions=output:", value(r, "FLOWS"))
-    assert gone(value(r, "PROCS"))
-    assert left_in(tmp_path / "home") == []
