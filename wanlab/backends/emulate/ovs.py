@@ -17,12 +17,20 @@ import subprocess
 import time
 
 from wanlab.backends.emulate import procs
+from wanlab.errors import WanlabError
 
 SCHEMA = "/usr/share/openvswitch/vswitch.ovsschema"
-NEEDS = ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl")
+NEEDS = ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl",
+         "ovs-testcontroller")
 
 
-class OvsError(Exception):
+def missing() -> list[str]:
+    """The Open vSwitch programs this machine lacks."""
+    import shutil
+    return [p for p in NEEDS if not shutil.which(p)]
+
+
+class OvsError(WanlabError):
     """Open vSwitch could not be started in the node."""
 
 

@@ -203,6 +203,12 @@ class Mininet:
         name = f"mn{os.getpid()}-{Mininet._count}"
         hosts, switches, links, shaped = self._graph()
         why = openflow.reason(Controller.made, _script_text())
+        if why:
+            from wanlab.backends.emulate import ovs
+            if ovs.missing():
+                raise refuse("OpenFlow network", f"{why}, which needs Open vSwitch: "
+                             f"{', '.join(ovs.missing())} not found (apt-get install "
+                             f"openvswitch-switch openvswitch-testcontroller)")
         try:
             if why:
                 numbers = {(s.name, i.name): p for s in self.switches
