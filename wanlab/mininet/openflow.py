@@ -30,6 +30,7 @@ import os
 import re
 import select
 import socket
+import subprocess
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -278,6 +279,18 @@ class Fabric:
             args += ["--", "add-port", name, p.name, "--", "set", "interface", p.name,
                      f"ofport_request={p.number}"]
         self.ovs.vsctl(*args)
+
+    def shell(self, command: str) -> str:
+        """A script's command for a switch or controller, run in the node (``sh``, output and
+        errors together). One ending in ``&`` runs on in the background, its output in the
+        run directory's ``background.log``; the node's cgroup ends it at teardown."""
+        if command.rstrip().endswith("&"):
+            with open(os.path.join(self.ovs.dir, "background.log"), "ab") as log:
+                subprocess.Popen(self.ovs.enter + ["sh", "-c", command], env=self.ovs.env,
+                                 stdin=subprocess.DEVNULL, stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+            return ""
+        return self.ovs.run(["sh", "-c", command + " 2>&1"]).stdout
 
     def run_controller(self, c: Any) -> None:
         """A controller of the network in the node: ``ovs-testcontroller`` for Mininet's

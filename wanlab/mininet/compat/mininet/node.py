@@ -353,8 +353,7 @@ class Switch(Node):
         c = " ".join(str(a) for a in args)
         if self._fabric() is not None:
             # an OpenFlow switch: in the switches' node, with its Open vSwitch
-            r = self._fabric().ovs.run(["sh", "-c", c + " 2>&1"])
-            return r.stdout
+            return self._fabric().shell(c)
         if re.match(r"\s*(ovs-|dpctl|ovs_)", c):
             raise refuse(f"{self.name}.cmd({c.split()[0]} ...)",
                          "Open vSwitch is not used by wanlab's switches (they are the "
@@ -526,7 +525,7 @@ class Controller(Node):
         if f is None:
             return ""
         # a controller of OpenFlow switches runs in their node (Mininet's root namespace)
-        return f.ovs.run(["sh", "-c", " ".join(str(a) for a in args) + " 2>&1"]).stdout
+        return f.shell(" ".join(str(a) for a in args))
 
     def __repr__(self):
         return f"<{self.__class__.__name__} {self.name}: {self.ip}:{self.port} pid=None> "
