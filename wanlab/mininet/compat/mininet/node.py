@@ -1,5 +1,6 @@
 """Mininet's nodes over wanlab nodes: a host's shell runs in its wanlab node (its network
-namespace and cgroup); switches are the engine's learning switches (docs/mininet.md)."""
+namespace and cgroup); switches are the engine's learning switches, or Open vSwitch bridges
+in a network that asks for OpenFlow (wanlab.mininet.openflow; docs/mininet.md)."""
 
 import os
 import re
@@ -331,6 +332,10 @@ class CPULimitedHost(Host):
         return r
 
 
+ASK_OPENFLOW = ("; a script gets Open vSwitch and OpenFlow with a RemoteController, a controller "
+                "class of its own, or ovs-vsctl/ovs-ofctl/dpctl in its text (docs/mininet.md)")
+
+
 class Switch(Node):
     """A switch: in the engine (an engine learning switch), not a process."""
 
@@ -356,8 +361,8 @@ class Switch(Node):
             return self._fabric().shell(c)
         if re.match(r"\s*(ovs-|dpctl|ovs_)", c):
             raise refuse(f"{self.name}.cmd({c.split()[0]} ...)",
-                         "Open vSwitch is not used by wanlab's switches (they are the "
-                         "engine's learning switches); OpenFlow is not supported yet")
+                         "this network's switches are the engine's learning switches, not "
+                         "Open vSwitch" + ASK_OPENFLOW)
         # a switch is no process: its commands run on the host, as Mininet's root-namespace
         # switches' do
         r = subprocess.run(["sh", "-c", c], stdout=subprocess.PIPE,
@@ -371,6 +376,9 @@ class Switch(Node):
     def waitOutput(self, verbose=False, findPid=True):
         self.waiting = False
         return getattr(self, "_last", "")
+
+    def monitor(self, timeoutms=None, findPid=True):
+        return self.waitOutput()
 
     def popen(self, *args, **kwargs):
         argv = args[0] if len(args) == 1 and isinstance(args[0], list) else \
@@ -393,7 +401,8 @@ class Switch(Node):
         for c in controllers or []:
             if isinstance(c, RemoteController):
                 raise refuse(f"{self.name}.start([{c.name}]) with RemoteController",
-                             "OpenFlow controllers are not supported yet: wanlab's switches "
+                             "a RemoteController made after the network was built; wanlab's "
+                             "switches "
                              "are learning switches (as under Mininet's default controller)")
 
     def stop(self, deleteIntfs=True):
@@ -421,8 +430,8 @@ class Switch(Node):
     def dpctl(self, *args):
         if self._fabric() is not None:
             return self.cmd("ovs-ofctl", args[0], self.name, *args[1:])
-        raise refuse(f"{self.name}.dpctl", "wanlab's switches have no OpenFlow flow table "
-                     "(they are learning switches); OpenFlow is not supported yet")
+        raise refuse(f"{self.name}.dpctl", "this network's switches are the engine's learning "
+                     "switches, with no flow table" + ASK_OPENFLOW)
 
     def setIP(self, *a, **k):
         return None
@@ -489,7 +498,8 @@ class LinuxBridge(Switch):
 
 class Controller(Node):
     """Mininet's reference controller makes switches learning switches: in wanlab that is
-    the engine's switch itself, so a Controller runs nothing."""
+    the engine's switch itself, so a Controller runs nothing, except in an OpenFlow network
+    (``ovs-testcontroller``, or the class's own command, in the switches' node)."""
 
     def __init__(self, name, inNamespace=False, command="controller", cargs="-v ptcp:%d",
                  cdir=None, ip="127.0.0.1", port=6653, protocol="tcp", **params):
