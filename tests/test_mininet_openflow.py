@@ -37,6 +37,7 @@ def test_what_makes_a_network_openflow():
     assert openflow.reason([ref, _ctl("RemoteController", "mininet.node")], "") == \
         "RemoteController c0"
     assert openflow.reason([_ctl("POX", "__main__")], "") == "controller class POX"
+    assert openflow.reason([_ctl("Ryu", "mininetlab")], "") == "controller class Ryu"
     assert openflow.reason([ref], "s1.cmd('ovs-vsctl show')") == "the script runs ovs-vsctl"
     assert openflow.reason([], "s1.dpctl('dump-flows')") == "the script runs dpctl"
     assert openflow.reason([], "# ovs-vsctlx") is None

@@ -53,7 +53,7 @@ def reason(controllers: list[Any], script_text: str) -> str | None:
         cls = type(c)
         if cls.__name__ == "RemoteController" and cls.__module__ == "mininet.node":
             return f"RemoteController {c.name}"
-        if not cls.__module__.startswith("mininet"):
+        if cls.__module__ != "mininet" and not cls.__module__.startswith("mininet."):
             return f"controller class {cls.__name__}"
     m = OVS_WORDS.search(script_text or "")
     if m:
