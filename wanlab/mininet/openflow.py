@@ -246,7 +246,7 @@ class Fabric:
         self.layout = layout
         self.netns_path = netns_path
         self.ovs = Ovs(folder, enter)
-        self.relays: list[Relay] = []
+        self.relays: dict[tuple[str, int], Relay] = {}     # by the controller's address
         self.listening: dict[int, Any] = {}     # port on the node's loopback -> controller
 
     def start(self) -> None:
@@ -310,11 +310,12 @@ class Fabric:
 
     def target(self, c: Any) -> str:
         """The address a switch in the node connects to for controller ``c``."""
-        remote = type(c).__name__ == "RemoteController"
+        remote = any(k.__name__ == "RemoteController" for k in type(c).__mro__)
         if not remote or (c.ip in ("127.0.0.1", "localhost") and c.port in self.listening):
             return f"tcp:127.0.0.1:{c.port}"
-        relay = Relay(self.netns_path, c.ip, c.port)
-        self.relays.append(relay)
+        relay = self.relays.get((c.ip, c.port))
+        if relay is None:
+            relay = self.relays[(c.ip, c.port)] = Relay(self.netns_path, c.ip, c.port)
         return f"tcp:127.0.0.1:{relay.local_port}"
 
     def connect(self, switch: str, targets: list[str]) -> None:
@@ -341,6 +342,6 @@ class Fabric:
         return False
 
     def stop(self) -> None:
-        for r in self.relays:
+        for r in self.relays.values():
             r.close()
         self.ovs.stop()
