@@ -6,8 +6,10 @@ APT_PACKAGES = iproute2 tcl iperf3 iperf iptables iputils-ping tcpdump procps ut
 	chromium chromium-driver mmdebstrap etcd-server etcd-client ethtool
 # without their recommends: wireguard-tools recommends a kernel image (WireGuard runs here as
 # wireguard-go, in user space; docs/edge.md); skopeo, umoci and zstd: OCI images
-# (docs/oci-images.md)
-APT_BARE = nftables wireguard-tools wireguard-go skopeo umoci zstd
+# (docs/oci-images.md); Open vSwitch (userspace datapath) for OpenFlow Mininet scripts
+# (docs/mininet.md)
+APT_BARE = nftables wireguard-tools wireguard-go skopeo umoci zstd openvswitch-switch \
+	openvswitch-testcontroller
 PY := $(shell command -v $(PYTHON))
 
 .PHONY: install deps engine python web demo test lint test-engine test-python validate bench-swap bench-mininet bench-sim clean

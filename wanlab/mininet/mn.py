@@ -100,9 +100,6 @@ def main(argv: list[str]) -> int:
         raise Unsupported("mn --nat: a NAT to the host's network is wanlab's edge gateway "
                           "(docs/edge.md), not mapped from mn yet")
     cname = splitArgs(a.controller)[0]
-    if cname == "remote":
-        raise Unsupported("mn --controller remote: OpenFlow controllers are not supported "
-                          "yet (wanlab's switches are learning switches)")
     def made(option, value, f):
         try:
             return f()

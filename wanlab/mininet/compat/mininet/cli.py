@@ -111,6 +111,22 @@ class CLI(cmd.Cmd):
         else:
             self.mn.configLinkStatus(*args)
 
+    def do_dpctl(self, line):
+        """``dpctl CMD [ARGS]``: ``ovs-ofctl CMD SWITCH ARGS`` on every switch (an OpenFlow
+        network's; a learning switch has no flow table, and says so)."""
+        args = line.split()
+        if not args:
+            error("usage: dpctl command [arg1] [arg2] ...\n")
+            return
+        from wanlab.mininet.refuse import Unsupported
+        for sw in self.mn.switches:
+            output(f"*** {sw.name} {'-' * 72}\n")
+            try:
+                output(sw.dpctl(*args))
+            except Unsupported as e:
+                error(f"*** {e}\n")
+                return
+
     def do_sh(self, line):
         subprocess.call(line, shell=True)
 
@@ -139,8 +155,10 @@ class CLI(cmd.Cmd):
                 return
             node = self.mn[first]
             rest = args.split(" ")
-            rest = [self.mn[a].IP() if a in self.mn.nameToNode and self.mn[a].IP() else a
-                    for a in rest]
+            # a host's name becomes its address (a switch's stays its name, as on Mininet,
+            # whose switch interfaces have none: `s1 ovs-ofctl dump-flows s1`)
+            rest = [self.mn[a].IP() if a in self.mn.nameToNode and self.mn[a] in self.mn.hosts
+                    and self.mn[a].IP() else a for a in rest]
             node.sendCmd(" ".join(rest))
             try:
                 while node.waiting:

@@ -12,6 +12,7 @@ from mininet.node import Controller, Host, Node, OVSSwitch
 from mininet.util import ipAdd, macColonHex, netParse
 from wanlab.errors import SpecError
 from wanlab.mininet import build as mapping
+from wanlab.mininet import openflow
 from wanlab.mininet.refuse import refuse
 from wanlab.mininet.shell import Shell
 
@@ -42,6 +43,7 @@ class Mininet:
         self.nameToNode = {}
         self.exp = None
         self.mapped = None
+        self._fabric = self._layout = None     # OpenFlow switches (wanlab.mininet.openflow)
         self.built = False
         if xterms:
             raise refuse("Mininet(xterms=True)", "wanlab opens no terminals; use 'wanlab "
@@ -203,8 +205,21 @@ class Mininet:
         # the switches that run a spanning tree, with their bridge ids (the datapath id)
         stp = {s.name: _bridge_id(s, k) for k, s in enumerate(self.switches)
                if getattr(s, "stp", False)}
+        why = openflow.reason(Controller.made, _script_text())
+        if why:
+            from wanlab.backends.emulate import ovs
+            if ovs.missing():
+                raise refuse("OpenFlow network", f"{why}, which needs Open vSwitch: "
+                             f"{', '.join(ovs.missing())} not found (apt-get install "
+                             f"openvswitch-switch openvswitch-testcontroller)")
         try:
-            self.mapped = mapping.build(name, hosts, switches, links, stp)
+            if why:
+                numbers = {(s.name, i.name): p for s in self.switches
+                           for p, i in s.intfs.items()}
+                self.mapped, self._layout = openflow.build(name, hosts, switches, links,
+                                                           numbers)
+            else:
+                self.mapped = mapping.build(name, hosts, switches, links, stp)
         except SpecError as e:
             raise refuse("Mininet network", e.message) from None
         info("*** Creating network (wanlab experiment %s)\n" % name)
@@ -233,6 +248,29 @@ class Mininet:
         info("\n")
         if self.autoStaticArp:
             self.staticArp()
+        if why:
+            self._start_openflow(why)
+
+    def _start_openflow(self, why):
+        """Open vSwitch in the switches' node, a netdev bridge per switch."""
+        from wanlab.backends.emulate import netns
+        from wanlab.plan.plan import make_plan
+        info(f"*** OpenFlow switches ({why}): Open vSwitch, userspace datapath\n")
+        lab = self.exp.lab
+        row = lab.store.get(self.exp.name)
+        plan = make_plan(row.ir, row.short)
+        node = self._layout.node
+        self._fabric = openflow.Fabric(self._layout, lab.store.folder(self.exp.name),
+                                       self._argv(node), netns.path(plan.nodes[node].netns))
+        self._fabric.start()
+        for h in self.hosts:
+            # the userspace datapath forwards what it gets: TCP needs checksums filled in
+            names = " ".join(i.name for i in h.intfList())
+            if names:
+                h.cmd(f"for i in {names}; do ethtool -K $i tx off >/dev/null 2>&1; done")
+        for s in self.switches:
+            self._fabric.add_switch(s.name, s.dpid, getattr(s, "failMode", "secure"),
+                                    getattr(s, "protocols", None), getattr(s, "stp", False))
 
     def _prepare_argv(self):
         from wanlab.backends.emulate import cgroups, netns
@@ -302,6 +340,9 @@ class Mininet:
             raise refuse("Mininet.start()", "a network without hosts has nothing for wanlab "
                          "to build")
         info("*** Starting controller\n" + " ".join(c.name for c in self.controllers) + "\n")
+        for c in self.controllers:
+            c.net = self
+            c.start()
         info("*** Starting %s switches\n" % len(self.switches))
         for s in self.switches:
             s.start(self.controllers)
@@ -312,8 +353,21 @@ class Mininet:
 
     def waitConnected(self, timeout=None, delay=0.5):
         info("*** Waiting for switches to connect\n")
-        info(" ".join(s.name for s in self.switches) + "\n")
-        return True
+        remaining = list(self.switches)
+        end = time.time() + (timeout if timeout is not None else 60)
+        while True:
+            for s in list(remaining):
+                if s.connected():
+                    info(f"{s} ")
+                    remaining.remove(s)
+            if not remaining or time.time() > end:
+                break
+            time.sleep(delay)
+        info("\n")
+        if remaining:
+            error(f"*** Timed out after {time.time() - end + (timeout or 60):.0f} seconds; "
+                  f"not connected: {' '.join(str(s) for s in remaining)}\n")
+        return not remaining
 
     def stop(self):
         """Terminate the experiment: nothing of it is left behind (even when saying so
@@ -333,6 +387,12 @@ class Mininet:
                 h.terminate()
             except Exception as e:  # a subclass's terminate failing must not leave the rest
                 error(f"*** {h.name}: terminate: {e}\n")
+        if self._fabric is not None:
+            fabric, self._fabric = self._fabric, None
+            try:
+                fabric.stop()
+            except Exception as e:  # the experiment's teardown below ends its cgroup anyway
+                error(f"*** OpenFlow switches: stop: {e}\n")
         if self.exp is not None:
             exp, self.exp = self.exp, None
             if self in Mininet.live:
@@ -590,6 +650,17 @@ def _source():
     while f is not None and os.path.abspath(f.f_code.co_filename).startswith(_PKG + os.sep):
         f = f.f_back
     return ir.Source(f.f_code.co_filename, f.f_lineno) if f else ir.Source()
+
+
+def _script_text():
+    """The running script's text (its ``ovs-*`` commands make a network OpenFlow)."""
+    import sys
+    path = sys.argv[0] if sys.argv else ""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
 
 
 def _ir_source():

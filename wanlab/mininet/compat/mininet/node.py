@@ -1,5 +1,6 @@
 """Mininet's nodes over wanlab nodes: a host's shell runs in its wanlab node (its network
-namespace and cgroup); switches are the engine's learning switches (docs/mininet.md)."""
+namespace and cgroup); switches are the engine's learning switches, or Open vSwitch bridges
+in a network that asks for OpenFlow (wanlab.mininet.openflow; docs/mininet.md)."""
 
 import os
 import re
@@ -331,6 +332,10 @@ class CPULimitedHost(Host):
         return r
 
 
+ASK_OPENFLOW = ("; a script gets Open vSwitch and OpenFlow with a RemoteController, a controller "
+                "class of its own, or ovs-vsctl/ovs-ofctl/dpctl in its text (docs/mininet.md)")
+
+
 class Switch(Node):
     """A switch: in the engine (an engine learning switch), not a process."""
 
@@ -346,12 +351,18 @@ class Switch(Node):
     def defaultDpid(self, dpid=None):
         return self.dpid
 
+    def _fabric(self):
+        return getattr(self.net, "_fabric", None)
+
     def cmd(self, *args, **kwargs):
         c = " ".join(str(a) for a in args)
+        if self._fabric() is not None:
+            # an OpenFlow switch: in the switches' node, with its Open vSwitch
+            return self._fabric().shell(c)
         if re.match(r"\s*(ovs-|dpctl|ovs_)", c):
             raise refuse(f"{self.name}.cmd({c.split()[0]} ...)",
-                         "Open vSwitch is not used by wanlab's switches (they are the "
-                         "engine's learning switches); OpenFlow is not supported yet")
+                         "this network's switches are the engine's learning switches, not "
+                         "Open vSwitch" + ASK_OPENFLOW)
         # a switch is no process: its commands run on the host, as Mininet's root-namespace
         # switches' do
         r = subprocess.run(["sh", "-c", c], stdout=subprocess.PIPE,
@@ -366,35 +377,61 @@ class Switch(Node):
         self.waiting = False
         return getattr(self, "_last", "")
 
+    def monitor(self, timeoutms=None, findPid=True):
+        return self.waitOutput()
+
     def popen(self, *args, **kwargs):
         argv = args[0] if len(args) == 1 and isinstance(args[0], list) else \
             shlex.split(args[0]) if len(args) == 1 else [str(a) for a in args]
         kw = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         kw.update({k: v for k, v in kwargs.items() if k != "mncmd"})
+        f = self._fabric()
+        if f is not None:
+            return subprocess.Popen(f.ovs.enter + list(argv), env=f.ovs.env, **kw)
         return subprocess.Popen(argv, **kw)
 
     def start(self, controllers):
+        f = self._fabric()
+        if f is not None:
+            for c in controllers or []:
+                if not isinstance(c, RemoteController):
+                    f.run_controller(c)
+            f.connect(self.name, [f.target(c) for c in controllers or []])
+            return
         for c in controllers or []:
             if isinstance(c, RemoteController):
                 raise refuse(f"{self.name}.start([{c.name}]) with RemoteController",
-                             "OpenFlow controllers are not supported yet: wanlab's switches "
+                             "a RemoteController made after the network was built; wanlab's "
+                             "switches "
                              "are learning switches (as under Mininet's default controller)")
 
     def stop(self, deleteIntfs=True):
         pass
 
     def connected(self):
-        return True
+        f = self._fabric()
+        return f.connected(self.name) if f is not None else True
 
     def attach(self, intf):
+        if self._fabric() is not None:
+            self.cmd(f"ovs-vsctl add-port {self.name} {intf} -- set Interface {intf} "
+                     f"ofport_request={self.ports[intf]}")
+            return
         raise refuse(f"{self.name}.attach({intf})", "moving a link to another switch port at "
-                     "run time is not supported by wanlab's switches yet")
+                     "run time is not supported by wanlab's learning switches (an OpenFlow "
+                     "network's are Open vSwitch: docs/mininet.md)")
 
-    detach = attach
+    def detach(self, intf):
+        if self._fabric() is not None:
+            self.cmd(f"ovs-vsctl del-port {self.name} {intf}")
+            return
+        self.attach(intf)
 
     def dpctl(self, *args):
-        raise refuse(f"{self.name}.dpctl", "wanlab's switches have no OpenFlow flow table "
-                     "(they are learning switches); OpenFlow is not supported yet")
+        if self._fabric() is not None:
+            return self.cmd("ovs-ofctl", args[0], self.name, *args[1:])
+        raise refuse(f"{self.name}.dpctl", "this network's switches are the engine's learning "
+                     "switches, with no flow table" + ASK_OPENFLOW)
 
     def setIP(self, *a, **k):
         return None
@@ -418,12 +455,14 @@ class Switch(Node):
 
 class OVSSwitch(Switch):
     """Asked for Open vSwitch: with Mininet's default controller it behaves as a learning
-    switch, which is what wanlab gives it; flows and ``ovs-*`` commands are refused."""
+    switch, which is what wanlab gives it. In a network that asks for OpenFlow
+    (wanlab.mininet.openflow) it is an Open vSwitch bridge, userspace datapath."""
 
     def __init__(self, name, failMode="secure", datapath="kernel", inband=False,
                  protocols=None, reconnectms=1000, stp=False, batch=False, **params):
         super().__init__(name, **params)
         self.failMode, self.datapath, self.stp = failMode, datapath, stp
+        self.protocols = protocols
 
     @classmethod
     def batchStartup(cls, switches, run=None):
@@ -464,15 +503,25 @@ class LinuxBridge(Switch):
 
 class Controller(Node):
     """Mininet's reference controller makes switches learning switches: in wanlab that is
-    the engine's switch itself, so a Controller runs nothing."""
+    the engine's switch itself, so a Controller runs nothing, except in an OpenFlow network
+    (``ovs-testcontroller``, or the class's own command, in the switches' node)."""
 
     def __init__(self, name, inNamespace=False, command="controller", cargs="-v ptcp:%d",
                  cdir=None, ip="127.0.0.1", port=6653, protocol="tcp", **params):
         super().__init__(name, inNamespace=inNamespace, **params)
         self.ip, self.port, self.protocol = ip, port, protocol
+        self.command, self.cargs = command, cargs
+        Controller.made.append(self)
+
+    made = []      # every controller the script constructed (wanlab.mininet.openflow.reason)
+
+    def _fabric(self):
+        return getattr(self.net, "_fabric", None)
 
     def start(self):
-        pass
+        f = self._fabric()
+        if f is not None and not isinstance(self, RemoteController):
+            f.run_controller(self)
 
     def stop(self, *args, **kwargs):
         pass
@@ -487,7 +536,11 @@ class Controller(Node):
         return True
 
     def cmd(self, *args, **kwargs):
-        return ""
+        f = self._fabric()
+        if f is None:
+            return ""
+        # a controller of OpenFlow switches runs in their node (Mininet's root namespace)
+        return f.shell(" ".join(str(a) for a in args))
 
     def __repr__(self):
         return f"<{self.__class__.__name__} {self.name}: {self.ip}:{self.port} pid=None> "

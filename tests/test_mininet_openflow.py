@@ -1,0 +1,213 @@
+"""OpenFlow Mininet scripts: when a network is OpenFlow, how it maps (pure), and real runs:
+Open vSwitch on the userspace datapath in the switches' node, with ``ovs-testcontroller`` for
+Mininet's ``Controller`` and, for a ``RemoteController``, a controller this test runs on the
+host's loopback. Mininet's own OpenFlow examples run in tests/test_mininet_run.py."""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from wanlab.errors import SpecError
+from wanlab.mininet import openflow
+from wanlab.mininet.build import MnIntf, MnLink, Shaping
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# -- when, and how it maps (pure) ----------------------------------------------------------
+
+class _C:
+    def __init__(self, name):
+        self.name = name
+
+
+def _ctl(cls_name, module):
+    cls = type(cls_name, (_C,), {"__module__": module})
+    return cls("c0")
+
+
+def test_what_makes_a_network_openflow():
+    ref = _ctl("Controller", "mininet.node")
+    assert openflow.reason([ref], "net.pingAll()") is None
+    assert openflow.reason([ref, _ctl("RemoteController", "mininet.node")], "") == \
+        "RemoteController c0"
+    assert openflow.reason([_ctl("POX", "__main__")], "") == "controller class POX"
+    assert openflow.reason([_ctl("Ryu", "mininetlab")], "") == "controller class Ryu"
+    assert openflow.reason([ref], "s1.cmd('ovs-vsctl show')") == "the script runs ovs-vsctl"
+    assert openflow.reason([], "s1.dpctl('dump-flows')") == "the script runs dpctl"
+    assert openflow.reason([], "# ovs-vsctlx") is None
+
+
+def _link(a, ai, b, bi, sa=None, sb=None):
+    return MnLink(MnIntf(a, ai, sa or Shaping()), MnIntf(b, bi, sb or Shaping()))
+
+
+def test_switch_ports_are_engine_links_into_the_switches_node():
+    links = [_link("h1", "h1-eth0", "s1", "s1-eth1", sa=Shaping(delay_s=0.005)),
+             _link("h2", "h2-eth0", "s1", "s1-eth9"),
+             _link("s1", "s1-eth10", "s2", "s2-eth1"),
+             _link("h3", "h3-eth0", "s2", "s2-eth2", sb=Shaping(bandwidth_bps=10**7))]
+    numbers = {("s1", "s1-eth1"): 1, ("s1", "s1-eth9"): 9, ("s1", "s1-eth10"): 10,
+               ("s2", "s2-eth1"): 1, ("s2", "s2-eth2"): 2}
+    m, lay = openflow.build("x", {h: {} for h in ("h1", "h2", "h3")}, ["s1", "s2"], links,
+                            numbers)
+    assert lay.node == "openflow"
+    assert {n.name for n in m.experiment.nodes} == {"h1", "h2", "h3", "openflow"}
+    assert not m.experiment.lans
+    assert [(p.name, p.number) for p in lay.ports["s1"]] == \
+        [("s1-eth1", 1), ("s1-eth9", 9), ("s1-eth10", 10)]
+    assert [(a.name, b.name) for a, b in lay.trunks] == [("s1-eth10", "s2-eth1")]
+    w = m.where[("h1", "h1-eth0")]
+    assert (w.kind, w.ifname, w.out_dir) == ("link", "eth0", "ab")
+    assert m.where[("s1", "s1-eth1")].ifname == "s1-eth1"
+    assert m.where[("s1", "s1-eth1")].out_dir == "ba"
+    by = {lk.name: lk for lk in m.experiment.links}
+    h1 = by[w.target]
+    assert (h1.a, h1.b) == ("h1", "openflow")
+    assert h1.ab.delay_s == 0.005 and h1.ba.delay_s == 0
+    h3 = by[m.where[("h3", "h3-eth0")].target]
+    assert h3.ba.bandwidth_bps == 10**7 and h3.ab.bandwidth_bps == 0
+
+
+def test_shaped_links_and_loops_between_openflow_switches_are_refused():
+    lk = _link("s1", "s1-eth1", "s2", "s2-eth1", sa=Shaping(delay_s=0.01))
+    with pytest.raises(SpecError, match=r"s1-eth1<->s2-eth1: a link between two OpenFlow "
+                       r"switches .* cannot be shaped"):
+        openflow.build("x", {}, ["s1", "s2"], [lk], {("s1", "s1-eth1"): 1,
+                                                      ("s2", "s2-eth1"): 1})
+    ring = [_link("s1", "s1-eth1", "s2", "s2-eth1"), _link("s2", "s2-eth2", "s3", "s3-eth1"),
+            _link("s3", "s3-eth2", "s1", "s1-eth2")]
+    nums = {(lk.a.node, lk.a.name): 1 for lk in ring} | {(lk.b.node, lk.b.name): 1
+                                                          for lk in ring}
+    with pytest.raises(SpecError, match=r"s3-eth2<->s1-eth2 closes a loop"):
+        openflow.build("x", {}, ["s1", "s2", "s3"], ring, nums)
+
+
+# -- real runs -----------------------------------------------------------------------------
+
+needs = pytest.mark.skipif(
+    os.geteuid() != 0 or not all(shutil.which(x) for x in (
+        "ovs-vswitchd", "ovsdb-server", "ovs-vsctl", "ovs-testcontroller")),
+    reason="needs root and Open vSwitch (openvswitch-switch, openvswitch-testcontroller)")
+
+
+def run(script, home, *args, timeout=180):
+    env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
+    return subprocess.run([sys.executable, "-m", "wanlab.mininet.main", str(script), *args],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def left_in(home):
+    env = {**os.environ, "WANLAB_HOME": str(home), "PYTHONPATH": ROOT}
+    out = subprocess.run([sys.executable, "-m", "wanlab.cli", "list"], capture_output=True,
+                         text=True, env=env).stdout
+    return [ln.split()[0] for ln in out.splitlines()[1:] if ln.strip()]
+
+
+def gone(procs_line):
+    """True when none of the processes printed as ``pid:start`` runs any more."""
+    from wanlab.backends.emulate import procs
+    pairs = [tuple(int(x) for x in p.split(":")) for p in procs_line.split()]
+    assert pairs
+    return not any(procs.alive(pid, st) for pid, st in pairs)
+
+
+SCRIPT = r'''
+import os, sys
+from mininet.net import Mininet
+from mininet.node import Controller, OVSSwitch, RemoteController
+from mininet.topo import LinearTopo
+from mininet.log import setLogLevel
+
+setLogLevel("info")
+remote = RemoteController("c1", ip="127.0.0.1", port=int(sys.argv[1]))
+
+class Split(OVSSwitch):
+    """s1 on Mininet's Controller (c0), s2 on the test's controller on the host (c1)."""
+    def start(self, controllers):
+        OVSSwitch.start(self, controllers if self.name == "s1" else [remote])
+
+net = Mininet(topo=LinearTopo(2), switch=Split, controller=Controller, waitConnected=True)
+net.start()
+s1, s2 = net.get("s1", "s2")
+procs = net._fabric.ovs.procs
+print("PROCS", " ".join(f"{e['pid']}:{e['started']}" for e in procs))
+print("WHAT", ",".join(e["what"] for e in procs))
+print("MODE", oct(os.stat(net._fabric.ovs.dir).st_mode & 0o777))
+print("CONNECTED", s1.connected(), s2.connected())
+print("LOSS", net.pingAll())
+print("IPERF", net.iperf(seconds=1))
+print("FLOWS1", s1.cmd("ovs-ofctl dump-flows s1").replace("\n", " | "))
+print("FLOWS2", s2.dpctl("dump-flows").replace("\n", " | "))
+print("OFPORT", s1.cmd("ovs-vsctl get Interface s1-eth2 ofport").strip())
+print("PORTADDR", s1.cmd("ip -o addr show dev s1-eth1").strip() or "none")
+sys.exit(3)      # no net.stop(): what the script leaves is terminated at its end
+'''
+
+
+@pytest.fixture(scope="module")
+def openflow_run(tmp_path_factory):
+    """One run: s1 on ovs-testcontroller (Mininet's Controller) in the switches' node, s2 on
+    a RemoteController the test runs on the host's loopback."""
+    d = tmp_path_factory.mktemp("of")
+    (d / "of.py").write_text(SCRIPT)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    (d / "ctl").mkdir()
+    ctl = subprocess.Popen(["ovs-testcontroller", f"ptcp:{port}:127.0.0.1"],
+                           env={**os.environ, "OVS_RUNDIR": str(d / "ctl")},
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        r = run(d / "of.py", d / "home", str(port))
+    finally:
+        ctl.terminate()
+        ctl.wait(timeout=10)
+    return r, d / "home"
+
+
+def value(r, key):
+    m = re.search(rf"^{key} (.*)$", r.stdout, re.M)
+    assert m, r.stdout[-3000:] + r.stderr[-3000:]
+    return m.group(1)
+
+
+@needs
+def test_both_controllers_connect_and_the_switches_forward_ping_and_tcp(openflow_run):
+    r, _ = openflow_run
+    assert r.returncode == 3, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "OpenFlow switches (RemoteController c1)" in r.stdout
+    assert value(r, "CONNECTED") == "True True"
+    assert value(r, "LOSS") == "0.0"
+    rates = re.findall(r"([\d.]+) ([KMG])bits/sec", value(r, "IPERF"))
+    assert len(rates) == 2 and all(float(x) > 0 for x, _ in rates), r.stdout
+
+
+@needs
+def test_each_controller_installed_flows_and_ports_have_mininet_s_numbers(openflow_run):
+    r, _ = openflow_run
+    # the exact-match flows the controllers installed, the iperf connection's among them,
+    # carrying its packets (s1: h1 on port 1, s2 on port 2; s2: h2 on port 1, s1 on port 2)
+    for key, inp, out in (("FLOWS1", 1, 2), ("FLOWS2", 2, 1)):
+        flows = value(r, key)
+        m = re.search(rf"n_packets=(\d+),[^|]*tcp,in_port={inp},[^|]*tp_dst=5001 "
+                      rf"actions=output:{out}", flows)
+        assert m and int(m.group(1)) > 100, flows
+    assert value(r, "OFPORT") == "2"
+    # a switch port has no address of its own node's
+    assert value(r, "PORTADDR") == "none"
+
+
+@needs
+def test_ovs_processes_are_recorded_private_and_stopped(openflow_run):
+    r, home = openflow_run
+    assert value(r, "WHAT") == "ovsdb-server,ovs-vswitchd,controller c0"
+    assert value(r, "MODE") == "0o700"
+    assert gone(value(r, "PROCS"))
+    assert left_in(home) == []
