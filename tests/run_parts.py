@@ -1,7 +1,8 @@
 """Run the suite in its three parts (tests/conftest.py, ``WANLAB_TEST_PART``): the pure
-tests first, so a broken build fails in a minute or two; then the clusters' tests and the
-rest of the host's tests side by side. The clusters' tests spend most of their time waiting
-on Ray and on the CLI children they start, which the host's other tests fill.
+tests, so a broken build fails in a minute or two, beside the clusters' tests (the longest
+part, stopped when a pure test fails); then the rest of the host's tests beside what is
+left of the clusters'. The clusters' tests spend most of their time waiting on Ray and on
+the CLI children they start, which the other parts fill.
 
 Each side's output goes to a log, printed whole when that side ends (with its time), so the
 two never interleave. The exit status is the first non-zero one. Extra arguments go to every
@@ -51,35 +52,40 @@ def _interrupted(signum, frame):
 
 
 def main(args: list[str]) -> int:
-    signal.signal(signal.SIGTERM, _interrupted)     # a CI's timeout: stop both sides cleanly
+    signal.signal(signal.SIGTERM, _interrupted)     # a CI's timeout: stop every part cleanly
     start = time.monotonic()
-    pure = _pytest("pure", args)
-    try:
-        rc = pure.wait()
-    except KeyboardInterrupt:
-        _stop([pure])
-        return 130
-    print(f"== pure tests: rc {rc}, {time.monotonic() - start:.0f} s", flush=True)
-    if rc not in (0, 5):            # 5: none collected (a -k that selects none here)
-        return rc
-    logs, procs = {}, {}
+    logs, procs, codes = {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="wanlab-suite-") as tmp:
-        begun = time.monotonic()
+
+        def logged(part: str) -> None:
+            logs[part] = open(os.path.join(tmp, part + ".log"), "w+")
+            procs[part] = _pytest(part, args, stdout=logs[part], stderr=subprocess.STDOUT)
+
+        def report(part: str) -> None:
+            logs[part].seek(0)
+            print(f"\n== {part} tests: rc {codes[part]}, {time.monotonic() - start:.0f} s",
+                  flush=True)
+            sys.stdout.write(logs[part].read())
+            sys.stdout.flush()
+
         try:
-            for part in SIDE_BY_SIDE:
-                logs[part] = open(os.path.join(tmp, part + ".log"), "w+")
-                procs[part] = _pytest(part, args, stdout=logs[part], stderr=subprocess.STDOUT)
-            print(f"== {' and '.join(SIDE_BY_SIDE)} tests: running side by side", flush=True)
-            codes = {}
-            while len(codes) < len(procs):
-                for part, p in procs.items():
-                    if part not in codes and p.poll() is not None:
-                        codes[part] = p.returncode
-                        logs[part].seek(0)
-                        print(f"\n== {part} tests: rc {p.returncode}, "
-                              f"{time.monotonic() - begun:.0f} s", flush=True)
-                        sys.stdout.write(logs[part].read())
-                        sys.stdout.flush()
+            # the clusters' part is the longest: it starts with the pure tests, and is
+            # stopped if one of those fails
+            logged("cluster")
+            pure = _pytest("pure", args)
+            procs["pure"] = pure
+            rc = pure.wait()
+            print(f"== pure tests: rc {rc}, {time.monotonic() - start:.0f} s", flush=True)
+            if rc not in (0, 5):        # 5: none collected (a -k that selects none here)
+                _stop([procs["cluster"]])
+                return rc
+            logged("host")
+            print("== cluster and host tests: running side by side", flush=True)
+            while len(codes) < len(SIDE_BY_SIDE):
+                for part in SIDE_BY_SIDE:
+                    if part not in codes and procs[part].poll() is not None:
+                        codes[part] = procs[part].returncode
+                        report(part)
                 time.sleep(1)
         except KeyboardInterrupt:
             _stop(list(procs.values()))
