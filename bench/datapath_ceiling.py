@@ -52,8 +52,13 @@ from netlab import (  # noqa: E402
 )
 
 XDP_RELAY = os.path.join(ROOT, "target", "release", "examples", "xdp_relay")
+URING_RELAY = os.path.join(ROOT, "target", "release", "examples", "uring_relay")
 RESULTS = os.path.join(ROOT, "bench", "results")
-PATHS = ["veth", "veth-nocsum", "tap", "xdp", "engine"]
+# The batched TAP relays: path -> (uring_relay's options, TAP/namespace suffix).
+BATCHED = {"tap-uring": (["--io", "uring"], "u"),
+           "tap-mq2": (["--queues", "2"], "m"),
+           "tap-mq2-uring": (["--queues", "2", "--io", "uring"], "q")}
+PATHS = ["veth", "veth-nocsum", "tap", *BATCHED, "xdp", "engine"]
 
 
 def log(*a):
@@ -111,6 +116,9 @@ def build(lab, kind):
         return NoCsumVethTopo(lab)
     if kind == "tap":
         return RelayTopo(lab)
+    if kind in BATCHED:
+        opts, suffix = BATCHED[kind]
+        return RelayTopo(lab, suffix=suffix, relay=[URING_RELAY, *opts])
     if kind == "xdp":
         return XdpTopo(lab)
     return EngineTopo(lab)
@@ -188,7 +196,8 @@ def main():
         log("datapath_ceiling.py must run as root (network namespaces, XDP)")
         return 1
     r = subprocess.run(["cargo", "build", "--release", "-p", "wanlab-engine", "--example",
-                        "tap_relay", "--example", "xdp_relay"], cwd=ROOT)
+                        "tap_relay", "--example", "xdp_relay", "--example", "uring_relay"],
+                       cwd=ROOT)
     if r.returncode != 0 or not os.path.exists(RELAY):
         return 1
     paths = [p for p in args.paths.split(",") if p]
