@@ -34,7 +34,8 @@ const BUF: usize = (vnet::LEN + MAX_FRAME + 4095) & !4095;
 const WRITE: u64 = 1 << 32;
 
 static STOP: AtomicBool = AtomicBool::new(false);
-static MOVED: AtomicU64 = AtomicU64::new(0);
+/// Frames relayed per queue pair, and frames not written whole (any queue).
+static MOVED: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -89,7 +90,7 @@ fn main() {
     let mut workers = Vec::new();
     for (i, (a, b)) in taps_a.into_iter().zip(taps_b).enumerate() {
         let ring = if uring {
-            Some(Relay::new(a.as_raw_fd(), b.as_raw_fd()).unwrap_or_else(|e| fail(e)))
+            Some(Relay::new(a.as_raw_fd(), b.as_raw_fd(), i).unwrap_or_else(|e| fail(e)))
         } else {
             None
         };
@@ -99,7 +100,7 @@ fn main() {
             }
             match ring {
                 Some(mut r) => r.run(),
-                None => plain(&[a, b]),
+                None => plain(&[a, b], i),
             }
         }));
     }
@@ -109,9 +110,13 @@ fn main() {
     while !STOP.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
+    let per_queue: Vec<u64> = MOVED[..queues]
+        .iter()
+        .map(|m| m.load(Ordering::Relaxed))
+        .collect();
     eprintln!(
-        "uring_relay: {} frames relayed, {} not written whole",
-        MOVED.load(Ordering::Relaxed),
+        "uring_relay: {} frames relayed (per queue pair {per_queue:?}), {} not written whole",
+        per_queue.iter().sum::<u64>(),
         DROPPED.load(Ordering::Relaxed)
     );
     std::process::exit(0);
@@ -127,7 +132,7 @@ fn pin(cpu: usize) {
 }
 
 /// `tap_relay`'s loop over one pair of TAP handles.
-fn plain(taps: &[Tap; 2]) {
+fn plain(taps: &[Tap; 2], queue: usize) {
     // SAFETY: epoll_create1 has no pointer arguments.
     let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
     assert!(ep >= 0, "epoll_create1");
@@ -166,7 +171,7 @@ fn plain(taps: &[Tap; 2]) {
                 }
             }
         }
-        MOVED.fetch_add(moved, Ordering::Relaxed);
+        MOVED[queue].fetch_add(moved, Ordering::Relaxed);
         DROPPED.fetch_add(dropped, Ordering::Relaxed);
     }
 }
@@ -176,12 +181,13 @@ fn plain(taps: &[Tap; 2]) {
 struct Relay {
     ring: IoUring,
     fds: [i32; 2],
+    queue: usize,
     mem: Vec<u8>,
     len: Vec<u32>,
 }
 
 impl Relay {
-    fn new(a: i32, b: i32) -> Result<Relay, String> {
+    fn new(a: i32, b: i32, queue: usize) -> Result<Relay, String> {
         for fd in [a, b] {
             // SAFETY: fcntl on an open fd; clearing O_NONBLOCK makes io_uring wait on poll.
             unsafe {
@@ -204,6 +210,7 @@ impl Relay {
         Ok(Relay {
             ring,
             fds: [a, b],
+            queue,
             mem,
             len: vec![0; 2 * DEPTH],
         })
@@ -262,7 +269,7 @@ impl Relay {
                     self.read(i);
                 }
             }
-            MOVED.fetch_add(moved, Ordering::Relaxed);
+            MOVED[self.queue].fetch_add(moved, Ordering::Relaxed);
             DROPPED.fetch_add(dropped, Ordering::Relaxed);
         }
     }
