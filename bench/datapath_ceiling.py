@@ -191,12 +191,14 @@ def table(res, meta):
             x = med.get(p)
             if not x:
                 continue
-            r = {m: x[m] / t[m] for m in ("pps", "tcp1", "tcp8") if x[m] and t[m]}
-            L += ["", f"{p} / tap: " + ", ".join(
-                f"{name} {r[m]:.2f}x" for name, m in
-                (("64 B frames/s", "pps"), ("TCP 1", "tcp1"), ("TCP 8", "tcp8")) if m in r)
-                + (" (>= 1.3x: " + ", ".join(m for m in r if r[m] >= 1.3) + ")"
-                   if any(v >= 1.3 for v in r.values()) else " (none >= 1.3x)")]
+            r = {name: x[m] / t[m] for name, m in
+                 (("64 B frames/s", "pps"), ("TCP 1", "tcp1"), ("TCP 8", "tcp8")) if x[m] and t[m]}
+            over = [name for name, v in r.items() if v >= 1.3]
+            cpu = (x["cpu_us_per_frame"] / t["cpu_us_per_frame"]
+                   if x["cpu_us_per_frame"] and t["cpu_us_per_frame"] else None)
+            L += ["", f"{p} / tap: " + ", ".join(f"{name} {v:.2f}x" for name, v in r.items())
+                  + (f" (>= 1.3x: {', '.join(over)})" if over else " (none >= 1.3x)")
+                  + (f"; relay CPU per 64 B frame {cpu:.2f}x" if cpu else "")]
     return "\n".join(L) + "\n"
 
 
