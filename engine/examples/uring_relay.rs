@@ -1,10 +1,10 @@
-//! `uring_relay [--queues N] [--io plain|uring] A B`: TAP relays with batched I/O, as ceilings
+//! `uring_relay [--queues N] [--io plain|uring] [--depth D] A B`: TAP relays with batched I/O, as ceilings
 //! beside `tap_relay` (`bench/datapath_ceiling.py`).
 //!
 //! Like `tap_relay` it creates TAPs `A` and `B` as the engine does (vnet header, offloads) and
 //! copies every frame from one to the other with nothing in between. Two ways of batching:
 //!
-//! * `--io uring`: io_uring, with 64 reads in flight on each TAP. Each read lands in a
+//! * `--io uring`: io_uring, with `D` (default 64) reads in flight on each TAP. Each read lands in a
 //!   registered buffer (vnet header and frame together); when it completes, the same buffer is
 //!   written to the other TAP, and when that write completes, the read is posted again. One
 //!   `io_uring_enter` submits everything queued since the last one and waits for at least one
@@ -26,7 +26,7 @@ use io_uring::{opcode, types, IoUring};
 use wanlab_engine::io::tap::{Tap, MAX_FRAME};
 use wanlab_engine::wire::vnet;
 
-/// Reads in flight on each TAP (io_uring), and reads per ready TAP (plain).
+/// Reads in flight on each TAP (io_uring, `--depth`), and reads per ready TAP (plain).
 const DEPTH: usize = 64;
 /// One registered buffer: a vnet header and the largest frame.
 const BUF: usize = (vnet::LEN + MAX_FRAME + 4095) & !4095;
@@ -49,13 +49,19 @@ fn fail(msg: String) -> ! {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let (mut queues, mut uring, mut names) = (1usize, false, Vec::new());
+    let (mut queues, mut uring, mut depth, mut names) = (1usize, false, DEPTH, Vec::new());
     while let Some(a) = args.next() {
         match a.as_str() {
             "--queues" => {
                 queues = match args.next().and_then(|v| v.parse().ok()) {
                     Some(n @ 1..=16) => n,
                     _ => fail("--queues takes 1 to 16".into()),
+                }
+            }
+            "--depth" => {
+                depth = match args.next().and_then(|v| v.parse().ok()) {
+                    Some(n @ 1..=256) => n,
+                    _ => fail("--depth takes 1 to 256".into()),
                 }
             }
             "--io" => {
@@ -69,7 +75,7 @@ fn main() {
         }
     }
     if names.len() != 2 {
-        eprintln!("usage: uring_relay [--queues N] [--io plain|uring] TAP_A TAP_B");
+        eprintln!("usage: uring_relay [--queues N] [--io plain|uring] [--depth D] TAP_A TAP_B");
         std::process::exit(2);
     }
     let open = |n: &String| {
@@ -90,7 +96,7 @@ fn main() {
     let mut workers = Vec::new();
     for (i, (a, b)) in taps_a.into_iter().zip(taps_b).enumerate() {
         let ring = if uring {
-            Some(Relay::new(a.as_raw_fd(), b.as_raw_fd(), i).unwrap_or_else(|e| fail(e)))
+            Some(Relay::new(a.as_raw_fd(), b.as_raw_fd(), i, depth).unwrap_or_else(|e| fail(e)))
         } else {
             None
         };
@@ -176,18 +182,19 @@ fn plain(taps: &[Tap; 2], queue: usize) {
     }
 }
 
-/// One io_uring relaying between two TAP fds: buffers `0..DEPTH` read from `fds[0]`,
-/// `DEPTH..2*DEPTH` from `fds[1]`.
+/// One io_uring relaying between two TAP fds: buffers `0..depth` read from `fds[0]`,
+/// `depth..2*depth` from `fds[1]`.
 struct Relay {
     ring: IoUring,
     fds: [i32; 2],
     queue: usize,
+    depth: usize,
     mem: Vec<u8>,
     len: Vec<u32>,
 }
 
 impl Relay {
-    fn new(a: i32, b: i32, queue: usize) -> Result<Relay, String> {
+    fn new(a: i32, b: i32, queue: usize, depth: usize) -> Result<Relay, String> {
         for fd in [a, b] {
             // SAFETY: fcntl on an open fd; clearing O_NONBLOCK makes io_uring wait on poll.
             unsafe {
@@ -195,8 +202,8 @@ impl Relay {
                 libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_NONBLOCK);
             }
         }
-        let ring = IoUring::new((4 * DEPTH) as u32).map_err(|e| format!("io_uring: {e}"))?;
-        let mut mem = vec![0u8; 2 * DEPTH * BUF];
+        let ring = IoUring::new((4 * depth) as u32).map_err(|e| format!("io_uring: {e}"))?;
+        let mut mem = vec![0u8; 2 * depth * BUF];
         let iovs: Vec<libc::iovec> = mem
             .chunks_mut(BUF)
             .map(|c| libc::iovec {
@@ -211,24 +218,25 @@ impl Relay {
             ring,
             fds: [a, b],
             queue,
+            depth,
             mem,
-            len: vec![0; 2 * DEPTH],
+            len: vec![0; 2 * depth],
         })
     }
 
     fn read(&mut self, i: usize) {
-        let fd = self.fds[i / DEPTH];
+        let fd = self.fds[i / self.depth];
         let ptr = self.mem[i * BUF..].as_mut_ptr();
         let e = opcode::ReadFixed::new(types::Fd(fd), ptr, BUF as u32, i as u16)
             .build()
             .user_data(i as u64);
         // SAFETY: the buffer is registered and idle until this read completes. The ring
-        // holds 4 * DEPTH entries and at most 2 * DEPTH operations are ever pending.
+        // holds 4 * depth entries and at most 2 * depth operations are ever pending.
         unsafe { self.ring.submission().push(&e) }.expect("submission queue full");
     }
 
     fn write(&mut self, i: usize) {
-        let fd = self.fds[1 - i / DEPTH];
+        let fd = self.fds[1 - i / self.depth];
         let ptr = self.mem[i * BUF..].as_mut_ptr();
         let e = opcode::WriteFixed::new(types::Fd(fd), ptr, self.len[i], i as u16)
             .build()
@@ -238,10 +246,10 @@ impl Relay {
     }
 
     fn run(&mut self) {
-        for i in 0..2 * DEPTH {
+        for i in 0..2 * self.depth {
             self.read(i);
         }
-        let mut done = Vec::with_capacity(4 * DEPTH);
+        let mut done = Vec::with_capacity(4 * self.depth);
         loop {
             match self.ring.submit_and_wait(1) {
                 Ok(_) => {}

@@ -365,4 +365,25 @@ mod tests {
         assert!(check_ifname("a b").is_err());
         assert!(check_ifname("..").is_err());
     }
+
+    #[test]
+    fn multi_queue_tap_has_a_handle_per_queue_and_goes_with_them() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // creating a TAP needs root
+        }
+        let name = format!("wlt{}mq", std::process::id() % 100_000);
+        let queues = Tap::create_queues(&name, 2).unwrap();
+        assert_eq!(queues.len(), 2);
+        let flags = std::fs::read_to_string(format!("/sys/class/net/{name}/tun_flags")).unwrap();
+        let flags = i64::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap();
+        assert_ne!(
+            flags & i64::from(IFF_MULTI_QUEUE),
+            0,
+            "tun_flags {flags:#x}"
+        );
+        assert_ne!(flags & i64::from(IFF_VNET_HDR), 0, "tun_flags {flags:#x}");
+        drop(queues);
+        assert!(!std::path::Path::new(&format!("/sys/class/net/{name}")).exists());
+    }
 }
