@@ -10,6 +10,14 @@ Paths (two namespaces ``a`` and ``b``, addressed 10.77.0.1 and .2):
   and a UMEM frame holds at most 2 KB): the fair baseline for ``xdp``.
 * ``tap``: ``engine/examples/tap_relay.rs``, every frame read from one TAP and written to the
   other (vnet headers, offloads: the engine's TAPs), up to 64 reads per wake-up.
+* ``tap-uring``: ``engine/examples/uring_relay.rs --io uring``, the same TAPs moved with
+  io_uring: 64 reads in flight on each TAP into registered buffers, each completed read
+  written to the other TAP from the same buffer, one ``io_uring_enter`` per batch.
+* ``tap-mq2``: ``uring_relay --queues 2``, multi-queue TAPs (``IFF_MULTI_QUEUE``) with two
+  queues and one thread per queue pair, each pinned to its CPU, each running ``tap``'s loop.
+  The sending kernel picks a queue per flow: the one-flow 64-byte flood uses one queue, the
+  eight TCP streams both.
+* ``tap-mq2-uring``: the same two queue pairs, each thread with its own io_uring.
 * ``xdp``: ``engine/examples/xdp_relay.rs``, two veth pairs whose far ends sit in a relay
   namespace; an XDP program on each (native on veth) redirects every frame to an AF_XDP
   socket (copy mode) and the relay copies it into the other socket's transmit ring.
@@ -19,7 +27,9 @@ Per path and repeat: 64-byte frames/s (``wanlab-gen send --max`` from ``a``, cou
 sink in ``b``), one and eight TCP streams (iperf3), and the relay's CPU per frame (its
 utime + stime over the 64-byte flood, divided by the frames received). Repeats interleave
 the paths; the table gives medians. Other work on the machine shifts every path alike in a
-run, so read the ratios, not the absolute numbers.
+run, so read the ratios, not the absolute numbers. Below the table: each batched TAP path
+and ``xdp`` against ``tap``, the ratio a new datapath must reach (1.3x on frames/s or TCP)
+to be worth adopting.
 
     sudo python3 bench/datapath_ceiling.py [--repeats 3] [--duration 3] [--no-save]
 
@@ -52,8 +62,13 @@ from netlab import (  # noqa: E402
 )
 
 XDP_RELAY = os.path.join(ROOT, "target", "release", "examples", "xdp_relay")
+URING_RELAY = os.path.join(ROOT, "target", "release", "examples", "uring_relay")
 RESULTS = os.path.join(ROOT, "bench", "results")
-PATHS = ["veth", "veth-nocsum", "tap", "xdp", "engine"]
+# The batched TAP relays: path -> (uring_relay's options, TAP/namespace suffix).
+BATCHED = {"tap-uring": (["--io", "uring"], "u"),
+           "tap-mq2": (["--queues", "2"], "m"),
+           "tap-mq2-uring": (["--queues", "2", "--io", "uring"], "q")}
+PATHS = ["veth", "veth-nocsum", "tap", *BATCHED, "xdp", "engine"]
 
 
 def log(*a):
@@ -111,6 +126,9 @@ def build(lab, kind):
         return NoCsumVethTopo(lab)
     if kind == "tap":
         return RelayTopo(lab)
+    if kind in BATCHED:
+        opts, suffix = BATCHED[kind]
+        return RelayTopo(lab, suffix=suffix, relay=[URING_RELAY, *opts])
     if kind == "xdp":
         return XdpTopo(lab)
     return EngineTopo(lab)
@@ -167,11 +185,20 @@ def table(res, meta):
         L.append(f"| {p} | {num(m['pps'], 1e6, 3)} | {ratio(p, 'pps')} | "
                  f"{num(m['tcp1'], 1e9, 2)} | {ratio(p, 'tcp1')} | {num(m['tcp8'], 1e9, 2)} | "
                  f"{ratio(p, 'tcp8')} | {num(m['cpu_us_per_frame'], 1, 2)} |")
-    if med.get("tap") and med.get("xdp"):
-        t, x = med["tap"], med["xdp"]
-        L += ["", "xdp / tap: " + ", ".join(
-            f"{name} {x[m] / t[m]:.2f}x" for name, m in
-            (("64 B frames/s", "pps"), ("TCP 1", "tcp1"), ("TCP 8", "tcp8")) if x[m] and t[m])]
+    t = med.get("tap")
+    if t:
+        for p in (*BATCHED, "xdp"):
+            x = med.get(p)
+            if not x:
+                continue
+            r = {name: x[m] / t[m] for name, m in
+                 (("64 B frames/s", "pps"), ("TCP 1", "tcp1"), ("TCP 8", "tcp8")) if x[m] and t[m]}
+            over = [name for name, v in r.items() if v >= 1.3]
+            cpu = (x["cpu_us_per_frame"] / t["cpu_us_per_frame"]
+                   if x["cpu_us_per_frame"] and t["cpu_us_per_frame"] else None)
+            L += ["", f"{p} / tap: " + ", ".join(f"{name} {v:.2f}x" for name, v in r.items())
+                  + (f" (>= 1.3x: {', '.join(over)})" if over else " (none >= 1.3x)")
+                  + (f"; relay CPU per 64 B frame {cpu:.2f}x" if cpu else "")]
     return "\n".join(L) + "\n"
 
 
@@ -188,7 +215,8 @@ def main():
         log("datapath_ceiling.py must run as root (network namespaces, XDP)")
         return 1
     r = subprocess.run(["cargo", "build", "--release", "-p", "wanlab-engine", "--example",
-                        "tap_relay", "--example", "xdp_relay"], cwd=ROOT)
+                        "tap_relay", "--example", "xdp_relay", "--example", "uring_relay"],
+                       cwd=ROOT)
     if r.returncode != 0 or not os.path.exists(RELAY):
         return 1
     paths = [p for p in args.paths.split(",") if p]

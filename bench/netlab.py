@@ -317,12 +317,13 @@ class EngineTopo(Topo):
 
 class RelayTopo(Topo):
     """Two namespaces joined by ``tap_relay``: the engine's TAP reads and writes with nothing
-    between them, the ceiling of any forwarder built on TAPs (a capacity baseline)."""
+    between them, the ceiling of any forwarder built on TAPs (a capacity baseline).
+    ``relay``: another relay's command (its TAP names are appended), the same way set up."""
     name = "relay"
 
-    def __init__(self, lab, suffix="y"):
+    def __init__(self, lab, suffix="y", relay=(RELAY,)):
         ta, tb = f"wlb{lab.tag[-5:]}{suffix}a", f"wlb{lab.tag[-5:]}{suffix}b"
-        self.proc = lab.popen([RELAY, ta, tb])
+        self.proc = lab.popen([*relay, ta, tb])
         if self.proc.stdout.readline().strip() != "ready":
             self.proc.wait(timeout=5)
             raise RuntimeError(f"tap_relay: {self.proc.stderr.read().strip()}")

@@ -31,6 +31,7 @@ use crate::wire::vnet::{self, VnetHdr};
 const IFF_TAP: libc::c_short = 0x0002;
 const IFF_NO_PI: libc::c_short = 0x1000;
 const IFF_VNET_HDR: libc::c_short = 0x4000;
+const IFF_MULTI_QUEUE: libc::c_short = 0x0100;
 /// `_IOW('T', 208, unsigned int)`
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
 /// `_IOW('T', 216, int)`
@@ -141,6 +142,19 @@ impl Tap {
 
     /// Create TAP `name` (fails if an interface of that name exists and is not a free TAP).
     pub fn create(name: &str) -> io::Result<Tap> {
+        Tap::open(name, 0)
+    }
+
+    /// Create multi-queue TAP `name` with `queues` queues (`IFF_MULTI_QUEUE`), one handle per
+    /// queue, each set up as [`Tap::create`] does. The node's kernel spreads the frames it
+    /// sends over the queues by flow; a frame written to any queue enters its stack alike.
+    pub fn create_queues(name: &str, queues: usize) -> io::Result<Vec<Tap>> {
+        (0..queues.max(1))
+            .map(|_| Tap::open(name, IFF_MULTI_QUEUE))
+            .collect()
+    }
+
+    fn open(name: &str, extra_flags: libc::c_short) -> io::Result<Tap> {
         check_ifname(name).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let path = CString::new("/dev/net/tun").expect("static path has no NUL");
         // SAFETY: plain open(2) with a valid C string.
@@ -157,7 +171,7 @@ impl Tap {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mut req = IfReq {
             name: [0; libc::IFNAMSIZ],
-            flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR,
+            flags: IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | extra_flags,
             _pad: [0; 22],
         };
         for (d, s) in req.name.iter_mut().zip(name.as_bytes()) {
@@ -350,5 +364,26 @@ mod tests {
         assert!(check_ifname("a/b").is_err());
         assert!(check_ifname("a b").is_err());
         assert!(check_ifname("..").is_err());
+    }
+
+    #[test]
+    fn multi_queue_tap_has_a_handle_per_queue_and_goes_with_them() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // creating a TAP needs root
+        }
+        let name = format!("wlt{}mq", std::process::id() % 100_000);
+        let queues = Tap::create_queues(&name, 2).unwrap();
+        assert_eq!(queues.len(), 2);
+        let flags = std::fs::read_to_string(format!("/sys/class/net/{name}/tun_flags")).unwrap();
+        let flags = i64::from_str_radix(flags.trim().trim_start_matches("0x"), 16).unwrap();
+        assert_ne!(
+            flags & i64::from(IFF_MULTI_QUEUE),
+            0,
+            "tun_flags {flags:#x}"
+        );
+        assert_ne!(flags & i64::from(IFF_VNET_HDR), 0, "tun_flags {flags:#x}");
+        drop(queues);
+        assert!(!std::path::Path::new(&format!("/sys/class/net/{name}")).exists());
     }
 }
