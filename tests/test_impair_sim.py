@@ -1,5 +1,6 @@
 """netem's impairments in virtual time: the engine does what the encoder asks, at the rates
-asked (99 % binomial intervals), and the same on any number of threads."""
+asked (99 % binomial intervals; the 4-state chain's rate and loss runs against its
+stationary values), and the same on any number of threads."""
 
 import filecmp
 import math
@@ -172,3 +173,57 @@ def test_framing_overhead_and_cells_set_the_serialization(tmp_path):
     times = [t for t, n in pcap_times(pcap) if n == 1000]
     gaps = sorted(b - a for a, b in zip(times, times[1:], strict=False))
     assert len(gaps) > 500 and gaps[len(gaps) // 2] == 1_166_000, gaps[len(gaps) // 2]
+
+
+# netem's 4-state model on one link: bursts (1 -> 3, ending with p31) and isolated losses
+# (1 -> 4, then always a reception); 100-byte datagrams every 50 us for 3 s
+STATE_SPEC = """name: statesim
+nodes:
+  - {name: h0, kind: simulated}
+  - {name: h1, kind: simulated}
+links:
+  - name: mid
+    nodes: [h0, h1]
+    bandwidth: 100Mb
+    delay: 5ms
+    ab: {loss: {model: 4-state, p13: 2%, p31: 40%, p32: 0, p23: 1, p14: 1%}}
+agents:
+  - {kind: Agent/UDP, node: h0, name: udp, peer: sink}
+  - {kind: Agent/Null, node: h1, name: sink, peer: udp}
+  - {kind: Application/Traffic/CBR, name: cbr, attached: udp,
+     params: {packetSize_: 100, rate_: 16Mb}}
+events:
+  - {at: 0.05, target: mid, action: trace, args: [start]}
+  - {at: 0.1, target: cbr, action: start}
+  - {at: 3.1, target: cbr, action: stop}
+  - {at: 3.2, target: mid, action: trace, args: [stop]}
+"""
+
+
+def test_four_state_loss_rate_and_bursts_in_virtual_time(tmp_path):
+    """The 4-state chain's stationary loss rate and its loss runs, read from the gaps
+    between the frames a capture after the loss stage saw (constant spacing, no queue)."""
+    (tmp_path / "exp.yaml").write_text(STATE_SPEC)
+    s = simulate(load(str(tmp_path / "exp.yaml")), str(tmp_path / "out"), seed=3, threads=1)
+    c = s["links"]["mid"]["ab"]
+    n = c["in_pkts"]
+    assert 59_000 <= n <= 61_000, c
+    p13, p31, p14 = 0.02, 0.4, 0.01
+    pi1 = 1 / (1 + p13 / p31 + p14)      # 3 is entered from 1 and left with p31; 4 for one
+    rate = pi1 * (p13 / p31 + p14)
+    assert abs(c["drop_loss"] / n - rate) <= 0.15 * rate, (c, rate)
+    (pcap,) = (tmp_path / "out" / "traces").glob("mid-ab*.pcap")
+    # the datagrams (not ARP), once the first ones held for ARP are through
+    times = [t for t, size in pcap_times(pcap) if size == 142]
+    times = [t for t in times if t >= times[0] + 20_000_000]
+    gaps = [round((b - a) / 50_000) for a, b in zip(times, times[1:], strict=False)]
+    assert min(gaps) == 1 and len(gaps) > 50_000, (min(gaps), len(gaps))
+    runs = [g - 1 for g in gaps if g > 1]        # the lengths of the loss runs
+    assert abs(sum(runs) / sum(gaps) - rate) <= 0.15 * rate, (sum(runs) / sum(gaps), rate)
+    # a run starts from state 1 with p13 (a burst, geometric of mean 1 / p31) or p14 (one)
+    mean = (p13 / p31 + p14) / (p13 + p14)
+    single = (p13 * p31 + p14) / (p13 + p14)
+    assert abs(sum(runs) / len(runs) - mean) <= 0.25, (sum(runs) / len(runs), mean)
+    assert abs(runs.count(1) / len(runs) - single) <= 0.07, (runs.count(1) / len(runs))
+    # runs of bursts reach well past what independent losses at that rate would give
+    assert max(runs) >= 8, max(runs)

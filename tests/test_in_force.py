@@ -184,3 +184,51 @@ def test_show_gives_a_lans_impairments_in_force(tmp_path):
                         "folder": folder, "nodes": {}, "links": [], "lans": [got]},
                        summary=False)
     assert "    d receives: duplicate 0.02, corrupt 0.01" in text, text
+
+
+def build_matrix():
+    b = ExperimentBuilder("x")
+    for n in "abc":
+        b.node(n)
+    b.lan(["a", "b", "c"], name="wan", matrix={
+        "delay": [[0, "10ms", "20ms"], ["10ms", 0, "30ms"], ["20ms", "30ms", 0]],
+        "pairs": [{"from": "c", "to": "a", "duplicate": "1%"}]})
+    return b.build()
+
+
+def test_pair_changes_are_in_force_and_shown_where_they_differ(tmp_path):
+    """Regression: a run-time change of one matrix pair (tevc LAN/SRC/DST, set_link on a
+    pair) was not recorded, so show printed the configured pair values."""
+    from wanlab.lifecycle import _describe_lan
+    from wanlab.site.show_text import local_lines
+    folder, exp = str(tmp_path), build_matrix()
+    in_force.reset(folder, make_plan(exp, "abcd").port_map())
+    lan = exp.lans[0]
+    # unchanged: only the pair with an impairment is shown (a big matrix stays short)
+    got = _describe_lan(lan, in_force.current(folder, exp))
+    assert [(p["from"], p["to"], p["impair"]) for p in got["pairs"]] == \
+        [("c", "a", ["duplicate 0.01"])]
+    assert "configured" not in got["pairs"][0]
+
+    def pair(evs, src, dst):
+        return [replace(ev, member=src, to=dst) for ev in evs]
+    record(folder, exp, pair([normalize.event(exp, 0.0, "wan", "delay", ["50ms"])], "a", "b"))
+    record(folder, exp, pair(normalize.link_change(
+        exp, "wan", loss={"model": "gilbert-elliott", "p": 0.01, "r": 0.3}), "a", "b"))
+    now = in_force.current(folder, exp)
+    ab = now[("wan", "a", in_force.pair_dir("b"))]
+    assert ab.delay_s == 0.05 and ab.loss_model.model == "gilbert-elliott"   # its own value
+    assert now[("wan", "b", in_force.pair_dir("a"))].delay_s == 0.01          # not the reverse
+    assert now[("wan", "a", "to_lan")] == in_force.configured(exp)[("wan", "a", "to_lan")]
+    got = _describe_lan(lan, now)
+    (ab,) = [p for p in got["pairs"] if (p["from"], p["to"]) == ("a", "b")]
+    assert ab["delay_s"] == 0.05 and ab["configured"] == {"delay_s": 0.01, "impair": []}
+    assert ab["impair"] == ["loss gilbert-elliott p=0.01 r=0.3 h=0 k=1"]
+    text = local_lines({"name": "x", "id": "abcd", "state": "active", "error": None,
+                        "folder": folder, "nodes": {}, "links": [], "lans": [got]},
+                       summary=False)
+    assert "    pair a -> b: [unlimited, 50 ms (configured 10 ms), loss 0, loss " \
+           "gilbert-elliott p=0.01 r=0.3 h=0 k=1 (configured no impairments)]" in text, text
+    # a modify that keeps the matrix keeps the pair's change
+    in_force.rebase(folder, exp, exp, make_plan(exp, "abcd").port_map(), rebuilt=())
+    assert in_force.current(folder, exp)[("wan", "a", in_force.pair_dir("b"))].delay_s == 0.05

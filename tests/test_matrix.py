@@ -13,6 +13,7 @@ from wanlab.engine import encode
 from wanlab.errors import SpecError
 from wanlab.frontends import load, yaml_spec
 from wanlab.frontends.builder import ExperimentBuilder
+from wanlab.model import ir
 from wanlab.plan.diff import diff
 from wanlab.plan.plan import make_plan
 
@@ -69,6 +70,67 @@ def test_bad_matrices_are_field_errors(matrix, field, words):
     assert e.value.field == field, str(e.value)
     assert words in e.value.message
     assert e.value.file == "m.yaml" and e.value.line == 6
+
+
+PAIRS = INLINE.replace("]]}}]", """]], pairs: [
+  {from: a, to: b, loss: {model: gilbert-elliott, p: 1%, r: 30%, h: 0.9}},
+  {from: b, to: c, reorder: {probability: 25%, gap: 5}, delay: 40ms,
+   jitter: {value: 2ms, distribution: normal, correlation: 10%}},
+  {from: c, to: a, loss: {model: 4-state, p13: 1%, p31: 90%}, duplicate: 1%}]}}]""")
+
+
+def test_matrix_pairs_give_one_pair_a_loss_model_reorder_and_jitter_distribution():
+    exp = yaml_spec.loads(PAIRS)
+    p = {(x.src, x.dst): x.params for x in exp.lans[0].pairs}
+    ge = p["a", "b"].loss_model
+    assert (ge.model, ge.p, ge.r, ge.h) == ("gilbert-elliott", 0.01, 0.3, 0.9)
+    assert p["a", "b"].delay_s == 0.01          # the matrix's cell, kept
+    bc = p["b", "c"]
+    assert (bc.reorder, bc.reorder_gap, bc.delay_s) == (0.25, 5, 0.04)
+    assert (bc.jitter_s, bc.jitter_dist, bc.jitter_correlation) == (0.002, "normal", 0.1)
+    assert p["c", "a"].loss_model.model == "4-state" and p["c", "a"].duplicate == 0.01
+    assert p["b", "a"] == ir.LinkParams(delay_s=0.01)     # untouched pairs
+    # the engine gets them on those pairs' channels
+    eng = encode.apply(make_plan(exp, "abcd")).lans[0]
+    by = {(x["from"], x["to"]): x["params"] for x in eng["pairs"]}
+    assert by["a:eth0", "b:eth0"]["loss"]["kind"] == "gilbert"
+    assert by["b:eth0", "c:eth0"]["reorder"] == 0.25
+    # the Python builder takes the same entries
+    b = ExperimentBuilder("mtest")
+    for n in "abc":
+        b.node(n)
+    b.lan(["a", "b", "c"], name="wan", matrix={
+        "delay": [[0, "10ms", "20ms"], ["10ms", 0, "30ms"], ["20ms", "30ms", 0]],
+        "pairs": [{"from": "a", "to": "b", "loss": {"model": "gilbert-elliott", "p": "1%",
+                                                    "r": "30%", "h": 0.9}},
+                  {"from": "b", "to": "c", "delay": "40ms", "reorder": {
+                      "probability": "25%", "gap": 5}, "jitter": {
+                      "value": "2ms", "distribution": "normal", "correlation": "10%"}},
+                  {"from": "c", "to": "a", "loss": {"model": "4-state", "p13": "1%",
+                                                    "p31": "90%"}, "duplicate": "1%"}]})
+    assert b.build().lans[0].pairs == exp.lans[0].pairs
+
+
+@pytest.mark.parametrize("entry, field, words", [
+    ("{from: a, to: b, jiter: 1ms}", "lans[0].matrix.pairs[0].jiter", "did you mean jitter"),
+    ("{from: a, to: d, jitter: 1ms}", "lans[0].matrix.pairs[0].to", "not a member"),
+    ("{from: a, to: a, jitter: 1ms}", "lans[0].matrix.pairs[0].to", "itself"),
+    ("{from: a, to: b, loss: {model: gilbert-elliott, r: 1%}}",
+     "lans[0].matrix.pairs[0].loss.p", "needs p"),
+    ("{from: a, to: b, reorder: {probability: 2, gap: 3}}",
+     "lans[0].matrix.pairs[0].reorder.probability", "probability"),
+    ("{from: a, to: b, jitter: {value: 1ms, distribution: cauchy}}",
+     "lans[0].matrix.pairs[0].jitter.distribution", "cauchy"),
+])
+def test_bad_matrix_pairs_are_field_errors(entry, field, words):
+    text = "name: m\nnodes: [a, b, c]\nlans:\n  - name: wan\n    nodes: [a, b, c]\n" \
+           "    matrix:\n      delay: [[0, 1ms, 1ms], [1ms, 0, 1ms], [1ms, 1ms, 0]]\n" \
+           f"      pairs:\n        - {entry}\n"
+    with pytest.raises(SpecError) as e:
+        yaml_spec.loads(text, file="m.yaml")
+    assert e.value.field == field, str(e.value)
+    assert words in e.value.message, str(e.value)
+    assert e.value.file == "m.yaml" and e.value.line == 9, str(e.value)
 
 
 def test_matrix_csv_relative_to_the_spec_file(tmp_path):

@@ -22,6 +22,8 @@ def description(link_bw="10Mb"):
         b.node(n)
     b.link("a", "b", name="link0", bandwidth=link_bw, delay="10ms")
     b.lan(["a", "b", "c"], name="lan0", bandwidth="100Mb", delay="4ms")
+    b.lan(["a", "b", "c"], name="wan", matrix={"delay": [[0, "1ms", "1ms"], ["1ms", 0, "1ms"],
+                                                         ["1ms", "1ms", 0]]})
     return b.build()
 
 
@@ -40,6 +42,8 @@ def test_show_prints_what_set_link_and_tevc_put_in_force(tmp_path):
         r = exp.tevc("link0", "plr", "0.25", wait=True)                   # the scheduler
         assert r["outcome"] == "ok", r
         exp.tevc("lan0", "delay", "30ms", wait=True)
+        exp.set_link("wan/a/b", delay="7ms", loss={"model": "4-state", "p13": 0.01})
+        assert exp.tevc("wan/b/a", "jitter", "2ms", wait=True)["outcome"] == "ok"
 
         info = exp.show()
         ab, ba = info["links"][0]["ab"], info["links"][0]["ba"]
@@ -47,9 +51,16 @@ def test_show_prints_what_set_link_and_tevc_put_in_force(tmp_path):
             assert (d["bandwidth_bps"], d["delay_s"], d["loss"]) == (20_000_000, 0.05, 0.25)
             assert d["configured"] == {"bandwidth_bps": 10_000_000, "delay_s": 0.01,
                                        "loss": 0.0}
-        (lan,) = info["lans"]
+        lan, wan = info["lans"]
         assert lan["delay_s"] == 0.03 and lan["configured"] == {"delay_s": 0.004}
         assert lan["bandwidth_bps"] == 100_000_000
+        # one matrix pair's channel each: only the changed pairs are listed
+        pairs = {(p["from"], p["to"]): p for p in wan["pairs"]}
+        assert set(pairs) == {("a", "b"), ("b", "a")}
+        assert pairs["a", "b"]["delay_s"] == 0.007 and pairs["a", "b"]["impair"][0].startswith(
+            "loss 4-state p13=0.01")
+        assert pairs["b", "a"]["impair"] == ["jitter 2ms"]
+        assert pairs["b", "a"]["configured"] == {"impair": []}
 
         assert json.loads(cli(home, "show", "--json", "inforce"))["links"] == info["links"]
         text = cli(home, "show", "inforce")
@@ -58,6 +69,8 @@ def test_show_prints_what_set_link_and_tevc_put_in_force(tmp_path):
                "(configured 0)]" in line, text
         line = next(x for x in text.splitlines() if x.strip().startswith("lan0:"))
         assert "30 ms (configured 4 ms)" in line, text
+        assert "    pair a -> b: [unlimited, 7 ms (configured 1 ms), loss 0, loss 4-state " \
+            "p13=0.01" in text, text
 
         # a modify of the bandwidth keeps the run-time delay and loss (the engine's patch)
         exp.modify(description(link_bw="40Mb"))

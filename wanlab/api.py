@@ -150,7 +150,8 @@ class Experiment:
         ``duplicate``, ``corrupt``, ``reorder`` and the framing are netem's impairments
         (docs/impairments.md). ``bandwidth={"trace": FILE, "offset", "loop"}`` and
         ``schedule={"csv": FILE, "interpolate", "loop"}`` (``"none"``: ended) start a
-        capacity trace or a schedule now. Only what is given changes."""
+        capacity trace or a schedule now. Only what is given changes. ``link``
+        ``"LAN/SRC/DST"`` changes one latency-matrix pair's channel (its own values)."""
         change = {k: v for k, v in dict(
             bandwidth=bandwidth, delay=delay, loss=loss, jitter=jitter, duplicate=duplicate,
             corrupt=corrupt, reorder=reorder, overhead=overhead, cellsize=cellsize,

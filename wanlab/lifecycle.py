@@ -129,7 +129,9 @@ def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
     """A LAN for ``show``: each LAN-wide value in force where every member has the same
     (``configured``: the description's where it differs); a value that differs between
     members is named in ``varies``, and each member whose value it is not the configured
-    one is in ``changed_members`` with its two halves in force."""
+    one is in ``changed_members`` with its two halves in force. ``pairs``: each per-pair
+    channel with impairments or changed at run time, its values in force (``configured``
+    as for a direction)."""
     out: dict[str, Any] = {"name": lan.name, "members": [m.node for m in lan.members],
                            "bandwidth_bps": lan.bandwidth_bps, "delay_s": lan.delay_s,
                            "loss": lan.loss}
@@ -164,6 +166,15 @@ def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
             varies.append("impair")
     if differ:
         out["configured"] = differ
+    # a matrix's (or gateway's) pairs: those with impairments or changed at run time (a big
+    # matrix of plain delays stays one line)
+    pairs = []
+    for p in lan.pairs:
+        cur = now.get((lan.name, p.src, in_force.pair_dir(p.dst)), p.params)
+        if cur != p.params or impair_spec.is_impaired(cur):
+            pairs.append({"from": p.src, "to": p.dst, **_direction(cur, p.params)})
+    if pairs:
+        out["pairs"] = pairs
     if lan.switches:        # a tree of switches (Mininet's): where each member is, the trunks
         out["switches"] = {s: [m.node for m in lan.members if m.switch == s]
                            for s in lan.switches}
@@ -666,10 +677,22 @@ class Lab:
 
     def set_link(self, name: str, target: str, dir: str = "both", **change: Any) -> None:
         """Change a link's or LAN's bandwidth/delay/loss now, with tevc's meaning (a LAN's
-        delay and loss are member-to-member), as patches through the one encoder."""
+        delay and loss are member-to-member; ``LAN/SRC/DST``: one matrix pair's channel,
+        its own values), as patches through the one encoder."""
         from wanlab.frontends.normalize import link_change
         row = self.store.get(name)
-        if row.ir.kinds().get(target) not in ("link", "lan"):
+        kinds = row.ir.kinds()
+        pair = target.split("/") if target not in kinds and target.count("/") == 2 else None
+        if pair and kinds.get(pair[0]) == "lan":
+            if dir != "both":
+                raise WanlabError(f"{target}: a pair channel has one direction (no dir)")
+            evs = [replace(ev, member=pair[1], to=pair[2])
+                   for ev in link_change(row.ir, pair[0], dir, **change)]
+            for ev in evs:
+                check_event(row.ir, ev, kinds)
+            self.apply(name, evs)
+            return
+        if kinds.get(target) not in ("link", "lan"):
             raise WanlabError(f"{target!r} is not a link or LAN of experiment {name!r}")
         self.apply(name, link_change(row.ir, target, dir, **change))
 

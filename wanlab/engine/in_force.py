@@ -5,16 +5,16 @@ Two files, both in the IR's units and names (never the wire format):
 * ``ports.json``: the plan's :class:`~wanlab.plan.types.PortMap`, written at swap-in and
   by modify, so that a run-time change of a LAN member (``set_link``) finds its port
   without planning the experiment again;
-* ``in_force.jsonl``: the fields of link and LAN directions changed at run time (by a
-  timeline or tevc event through the scheduler, or by ``set_link`` through the life
-  cycle), one line per change in the order the engine got them; every other field has
-  its configured value. Whoever sends a change to the engine appends it here (under a
-  lock: the scheduler and the life cycle are separate processes), without reading the
-  file or the description (the scheduler's copy may be older than a modify), so the
-  scheduler's inline events stay quick. Reading folds the lines (a LAN-wide change
-  overrides every member's earlier change of those fields, as in the engine); a long
-  file is folded and written again. Swap-in starts it empty, and modify drops the
-  fields the description changed (the engine got those as patches).
+* ``in_force.jsonl``: the fields of link and LAN directions (and latency-matrix pair
+  channels) changed at run time (by a timeline or tevc event through the scheduler, or by
+  ``set_link`` through the life cycle), one line per change in the order the engine got
+  them; every other field has its configured value. Whoever sends a change to the engine
+  appends it here (under a lock: the scheduler and the life cycle are separate processes),
+  without reading the file or the description (the scheduler's copy may be older than a
+  modify), so the scheduler's inline events stay quick. Reading folds the lines (a LAN-wide
+  change overrides every member's earlier change of those fields, as in the engine); a long
+  file is folded and written again. Swap-in starts it empty, and modify drops the fields the
+  description changed (the engine got those as patches).
 
 ``show`` reads it to print what is in force, and the configured value where it differs.
 A raw request sent with the API's ``engine_call`` is not seen here.
@@ -37,9 +37,18 @@ from wanlab.plan.types import PortMap
 PORTS, IN_FORCE = "ports.json", "in_force.jsonl"
 COMPACT_BYTES = 1 << 18      # fold the record when it grows past this
 
-# one direction: (network, LAN member node or None, dir)
+# one direction: (network, LAN member node or None, dir); a latency matrix pair's channel
+# is (LAN, its sender, pair_dir(its receiver))
 Key = tuple[str, str | None, str]
 ALL = "*"           # a change of every member of a LAN
+PAIR = "pair:"
+
+
+def pair_dir(dst: str) -> str:
+    """The ``dir`` of the pair channel to ``dst`` (member names hold no ``:``)."""
+    return PAIR + dst
+
+
 # a direction's fields: "bandwidth_bps", "delay_s", "loss", the impairments (a loss model
 # as a mapping) and "queue.<field>"
 Fields = dict[str, Any]
@@ -132,6 +141,8 @@ def configured(exp: Experiment) -> dict[Key, LinkParams]:
         for m in lan.members:
             out[(lan.name, m.node, "to_lan")] = m.to_lan
             out[(lan.name, m.node, "from_lan")] = m.from_lan
+        for p in lan.pairs:
+            out[(lan.name, p.src, pair_dir(p.dst))] = p.params
     return out
 
 
@@ -186,14 +197,16 @@ def change(ev: ir.Event, kind: str) -> Fields:
 
 def record(folder: str, evs: Iterable[tuple[ir.Event, str]]) -> None:
     """Note link and LAN events the engine has done, each with its kind (``link`` or
-    ``lan``). A pair channel's (``ev.to``) is not a direction of its own: left out."""
-    todo = [(ev, kind, change(ev, kind)) for ev, kind in evs if ev.to is None]
+    ``lan``). A pair channel's (``ev.to``) takes its own values, as a link's direction."""
+    todo = [(ev, kind, change(ev, "link" if ev.to is not None else kind)) for ev, kind in evs]
     todo = [t for t in todo if t[2]]
     if not todo:
         return
     lines: Held = {}
     for ev, kind, got in todo:
-        if kind == "link":
+        if ev.to is not None:
+            dirs, member = (pair_dir(ev.to),), str(ev.member)
+        elif kind == "link":
             dirs, member = (ev.dir,) if ev.dir else ("ab", "ba"), ""
         elif ev.action == "impair" and not ev.dir:    # the receiving half (encode)
             dirs, member = ("from_lan",), ev.member or ALL

@@ -43,6 +43,8 @@ from wanlab.model import ir
 QUEUE_KEYS = ("kind", "limit", "in_bytes", "thresh", "maxthresh", "q_weight", "linterm",
               "gentle", "mean_pktsize")
 PARAM_KEYS = ("bandwidth", "delay", "loss", "queue", *impair_spec.KEYS, "schedule")
+# a latency matrix pair's own settings (matrix.pairs entries): a direction's, no schedule
+PAIR_KEYS = ("bandwidth", "delay", "loss", "queue", *impair_spec.KEYS)
 _RTPROTO = {"static": "static", "manual": "manual", "session": "session", "ospf": "ospf",
             "bgp": "bgp"}
 
@@ -469,7 +471,7 @@ class ExperimentBuilder:
             pairs=(), gateway=None)
         if matrix is not None:
             m = dict(matrix)
-            self.lan_matrix(name, csv=m.pop("csv", None), **{
+            self.lan_matrix(name, csv=m.pop("csv", None), pairs=m.pop("pairs", None), **{
                 k: m.pop(k) for k in list(m) if k in lan_matrix.QUANTITIES}, _extra=m)
         if gateway is not None:
             g = dict(gateway)
@@ -488,17 +490,21 @@ class ExperimentBuilder:
     def lan_matrix(self, lan: str, *, delay: Any = None, bandwidth: Any = None,
                    loss: Any = None, csv: str | None = None, base_dir: Any = None,
                    jitter: Any = None, duplicate: Any = None, corrupt: Any = None,
+                   pairs: Iterable[Mapping[str, Any]] | None = None,
                    _extra: Mapping[str, Any] | None = None) -> None:
         """Per-pair channels on ``lan`` (a latency matrix, hitbox's point-to-point mode):
         ``delay`` (required), ``bandwidth``, ``loss``, ``jitter``, ``duplicate`` and
         ``corrupt`` are N x N lists of rows, rows and
         columns in the LAN's node order, 0 on the diagonal; or ``csv``, a matrix file
-        (:mod:`wanlab.frontends.matrix`), relative to ``base_dir`` if not absolute."""
+        (:mod:`wanlab.frontends.matrix`), relative to ``base_dir`` if not absolute.
+        ``pairs``: ``{"from": a, "to": b, ...}`` entries with a direction's keys
+        (bandwidth, delay, loss or a loss model, queue and netem's impairments), each over
+        its pair's matrix cells."""
         if lan not in self._lans:
             raise SpecError(f"{lan!r} is not a LAN of this experiment", field="lan")
         l = self._lans[lan]
         for k in _extra or {}:
-            raise SpecError(unknown_key(k, (*lan_matrix.QUANTITIES, "csv")),
+            raise SpecError(unknown_key(k, (*lan_matrix.QUANTITIES, "csv", "pairs")),
                             field=f"matrix.{k}")
         if l["pairs"]:
             raise SpecError(f"LAN {lan!r} already has per-pair channels (a matrix or a "
@@ -512,13 +518,54 @@ class ExperimentBuilder:
                 raise SpecError("csv must be a file name", field="matrix.csv")
             from pathlib import Path
             base = Path(base_dir) if base_dir is not None else None
-            l["pairs"] = lan_matrix.read_csv(l["order"],
-                                             lan_matrix.csv_path(csv, base))
-            return
-        rows = {k: v for k, v in (("delay", delay), ("bandwidth", bandwidth), ("loss", loss),
-                                  ("jitter", jitter), ("duplicate", duplicate),
-                                  ("corrupt", corrupt)) if v is not None}
-        l["pairs"] = lan_matrix.pairs_from_rows(l["order"], rows)
+            got = lan_matrix.read_csv(l["order"], lan_matrix.csv_path(csv, base))
+        else:
+            rows = {k: v for k, v in (("delay", delay), ("bandwidth", bandwidth),
+                                      ("loss", loss), ("jitter", jitter),
+                                      ("duplicate", duplicate), ("corrupt", corrupt))
+                    if v is not None}
+            got = lan_matrix.pairs_from_rows(l["order"], rows)
+        l["pairs"] = self._pair_settings(l["order"], got, pairs)
+
+    def _pair_settings(self, order: list[str], got: tuple[ir.LanPair, ...],
+                       entries: Iterable[Mapping[str, Any]] | None) -> tuple[ir.LanPair, ...]:
+        """A matrix's channels with ``matrix.pairs`` entries over their cells."""
+        if entries is None:
+            return got
+        if isinstance(entries, (str, bytes, Mapping)) or not isinstance(entries, Iterable):
+            raise SpecError("pairs must be a list of {from, to, ...} entries",
+                            field="matrix.pairs")
+        at = {(p.src, p.dst): i for i, p in enumerate(got)}
+        out, seen = list(got), set()
+        allowed = ("from", "to", *PAIR_KEYS)
+        for i, e in enumerate(entries):
+            f = f"matrix.pairs[{i}]"
+            if not isinstance(e, Mapping):
+                raise SpecError("a pair entry is a mapping {from: A, to: B, ...}", field=f)
+            for k in e:
+                if k not in allowed:
+                    raise SpecError(unknown_key(str(k), allowed), field=f"{f}.{k}")
+            for k in ("from", "to"):
+                if e.get(k) is None:
+                    raise SpecError(f"a pair entry needs {k} (a member of the LAN)",
+                                    field=f"{f}.{k}")
+                if str(e[k]) not in order:
+                    raise SpecError(f"{e[k]!r} is not a member of the LAN "
+                                    f"({', '.join(order)})", field=f"{f}.{k}")
+            key = (str(e["from"]), str(e["to"]))
+            if key[0] == key[1]:
+                raise SpecError(f"a pair needs two members ({key[0]} to itself)",
+                                field=f"{f}.to")
+            if key in seen:
+                raise SpecError(f"the pair {key[0]} -> {key[1]} is given twice",
+                                field=f"{f}.to")
+            seen.add(key)
+            p = out[at[key]]
+            params = self._params(e.get("bandwidth"), e.get("delay"), e.get("loss"),
+                                  e.get("queue"), base=p.params, field=f,
+                                  impair={k: e.get(k) for k in impair_spec.KEYS})
+            out[at[key]] = replace(p, params=params)
+        return tuple(out)
 
     def lan_gateway(self, lan: str, node: str, *, delay: Any = 0, bandwidth: Any = 0,
                     loss: Any = 0, queue: Any = None, direction: str = "to") -> None:

@@ -407,7 +407,7 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
                 b.lan_matrix(name, csv=mx.get("csv"), delay=mx.get("delay"),
                              bandwidth=mx.get("bandwidth"), loss=mx.get("loss"),
                              jitter=mx.get("jitter"), duplicate=mx.get("duplicate"),
-                             corrupt=mx.get("corrupt"),
+                             corrupt=mx.get("corrupt"), pairs=mx.get("pairs"),
                              base_dir=Path(file).parent if not file.startswith("<")
                              else Path("/nonexistent"))
             except SpecError as e:

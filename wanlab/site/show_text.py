@@ -84,6 +84,8 @@ def local_lines(info: dict[str, Any], summary: bool = True) -> list[str]:
         for m, halves in (l.get("changed_members") or {}).items():
             out.append(f"    {m}: " + "  ".join(f"[{d}: {_shaping(halves[d])}]"
                                                 for d in ("to_lan", "from_lan")))
+        for p in l.get("pairs") or ():
+            out.append(f"    pair {p['from']} -> {p['to']}: [{_shaping(p)}]")
         if l.get("switches"):
             out.append("    switches: " + "  ".join(f"{s} ({' '.join(ms) or 'no hosts'})"
                                                    for s, ms in l["switches"].items()))
