@@ -238,3 +238,23 @@ def test_a_cluster_refuses_a_lan_of_switches():
     exp = build("t", hosts("h1", "h2"), ["s1", "s2"], links).experiment
     with pytest.raises(WanlabError, match="LAN s1 is a tree of switches .* one machine"):
         create(None, exp, None)
+
+
+def test_a_change_to_a_link_with_no_engine_object_says_why(mininet_pkg):
+    from types import SimpleNamespace
+
+    from mininet.link import Intf
+    from mininet.net import Mininet
+    from mininet.node import OVSSwitch
+
+    from wanlab.mininet.refuse import Unsupported
+    net = Mininet(build=False)
+    net.mapped = SimpleNamespace(where={})
+    intf = Intf("s1-eth3", node=OVSSwitch("s1"))
+    with pytest.raises(Unsupported, match=r"s1-eth3: run-time change: it is between "
+                       r"learning switches that no host is plugged into"):
+        net._where(intf)
+    net._fabric = object()        # an OpenFlow network: switch-to-switch links are veths
+    with pytest.raises(Unsupported, match=r"s1-eth3: run-time change: it joins two OpenFlow "
+                       r"switches: a veth pair inside their Open vSwitch node"):
+        net._where(intf)

@@ -425,9 +425,16 @@ class Mininet:
     def _where(self, intf):
         w = self.mapped.where.get((intf.node.name, intf.name))
         if w is None:
-            raise refuse(f"{intf.name}: run-time change", "this interface is on switches "
-                         "that no host is plugged into: nothing of it was built")
+            raise refuse(f"{intf.name}: run-time change", self._unbuilt())
         return w
+
+    def _unbuilt(self):
+        """Why a link has no engine object to change."""
+        if self._fabric is not None:
+            return ("it joins two OpenFlow switches: a veth pair inside their Open vSwitch "
+                    "node, not an engine link (ovs-vsctl/ovs-ofctl change it there)")
+        return ("it is between learning switches that no host is plugged into: wanlab "
+                "builds no engine LAN or trunk for them")
 
     def _reshape(self, intf):
         """Apply an interface's TCIntf parameters now: the whole set replaces the old one,
@@ -462,8 +469,7 @@ class Mininet:
             w = self.mapped.where.get((ia.node.name, ia.name)) or \
                 self.mapped.where.get((ib.node.name, ib.name))
             if w is None:
-                raise refuse(f"link {src} {dst} {status}", "these switches have no host "
-                             "plugged into them: nothing of it was built")
+                raise refuse(f"link {src} {dst} {status}", self._unbuilt())
             if w.spanning:
                 raise refuse(f"link {src} {dst} {status}", "these switches run a spanning "
                              "tree, computed once when the network was built: it is not "
