@@ -258,3 +258,24 @@ def test_a_change_to_a_link_with_no_engine_object_says_why(mininet_pkg):
     with pytest.raises(Unsupported, match=r"s1-eth3: run-time change: it joins two OpenFlow "
                        r"switches: a veth pair inside their Open vSwitch node"):
         net._where(intf)
+
+
+def test_free_standing_root_namespace_nodes_need_an_openflow_network(mininet_pkg, tmp_path):
+    # (refused before anything is created: no root needed)
+    from mininet.net import Mininet
+
+    from wanlab.mininet.refuse import Unsupported
+    script = tmp_path / "scratch.py"
+    script.write_text("from mininet.node import Node\nfrom mininet.link import Link\n"
+                      "s0, h0 = Node('s0', inNamespace=False), Node('h0')\nLink(h0, s0)\n"
+                      "h0.cmd('true')\n")
+    try:
+        with pytest.raises(Unsupported) as e:
+            exec(compile(script.read_text(), str(script), "exec"), {})
+        assert str(e.value).startswith(
+            f"{script}:5: Node('s0', inNamespace=False) with links: wanlab maps free-standing "
+            "root-namespace nodes only as the switches' node of an OpenFlow network")
+        assert [lk.intf1.name for lk in Mininet.implicit.links] == ["h0-eth0"]
+        assert Mininet.implicit.exp is None
+    finally:
+        Mininet.implicit = None
