@@ -238,3 +238,44 @@ def test_a_cluster_refuses_a_lan_of_switches():
     exp = build("t", hosts("h1", "h2"), ["s1", "s2"], links).experiment
     with pytest.raises(WanlabError, match="LAN s1 is a tree of switches .* one machine"):
         create(None, exp, None)
+
+
+def test_a_change_to_a_link_with_no_engine_object_says_why(mininet_pkg):
+    from types import SimpleNamespace
+
+    from mininet.link import Intf
+    from mininet.net import Mininet
+    from mininet.node import OVSSwitch
+
+    from wanlab.mininet.refuse import Unsupported
+    net = Mininet(build=False)
+    net.mapped = SimpleNamespace(where={})
+    intf = Intf("s1-eth3", node=OVSSwitch("s1"))
+    with pytest.raises(Unsupported, match=r"s1-eth3: run-time change: it is between "
+                       r"learning switches that no host is plugged into"):
+        net._where(intf)
+    net._fabric = object()        # an OpenFlow network: switch-to-switch links are veths
+    with pytest.raises(Unsupported, match=r"s1-eth3: run-time change: it joins two OpenFlow "
+                       r"switches: a veth pair inside their Open vSwitch node"):
+        net._where(intf)
+
+
+def test_free_standing_root_namespace_nodes_need_an_openflow_network(mininet_pkg, tmp_path):
+    # (refused before anything is created: no root needed)
+    from mininet.net import Mininet
+
+    from wanlab.mininet.refuse import Unsupported
+    script = tmp_path / "scratch.py"
+    script.write_text("from mininet.node import Node\nfrom mininet.link import Link\n"
+                      "s0, h0 = Node('s0', inNamespace=False), Node('h0')\nLink(h0, s0)\n"
+                      "h0.cmd('true')\n")
+    try:
+        with pytest.raises(Unsupported) as e:
+            exec(compile(script.read_text(), str(script), "exec"), {})
+        assert str(e.value).startswith(
+            f"{script}:5: Node('s0', inNamespace=False) with links: wanlab maps free-standing "
+            "root-namespace nodes only as the switches' node of an OpenFlow network")
+        assert [lk.intf1.name for lk in Mininet.implicit.links] == ["h0-eth0"]
+        assert Mininet.implicit.exp is None
+    finally:
+        Mininet.implicit = None

@@ -211,3 +211,46 @@ def test_ovs_processes_are_recorded_private_and_stopped(openflow_run):
     assert value(r, "MODE") == "0o700"
     assert gone(value(r, "PROCS"))
     assert left_in(home) == []
+
+
+# free-standing nodes and links (Mininet's low-level API, as its scratchnet example uses):
+# their own network, built at the first command; the root-namespace nodes' shells are in
+# the switches' node, with Mininet's `controller` program and `ovs-vsctl add-br` mapped
+FREE = r'''
+from mininet.link import Link
+from mininet.node import Node
+from mininet.util import quietRun
+
+ctl, sw = Node("c0", inNamespace=False), Node("s0", inNamespace=False)
+a, b = Node("h0"), Node("h1")
+Link(a, sw)
+Link(b, sw)
+a.setIP("192.168.9.1/24")
+b.setIP("192.168.9.2/24")
+ctl.cmd("controller ptcp: &")
+sw.cmd("ovs-vsctl add-br br9")
+for i in sw.intfs.values():
+    sw.cmd("ovs-vsctl add-port br9 %s" % i)
+sw.cmd("ovs-vsctl set-controller br9 tcp:127.0.0.1:6633")
+print("DPTYPE", sw.cmd("ovs-vsctl get bridge br9 datapath_type").strip())
+print("LISTEN", ctl.cmd("ss -Hltn 'sport = :6633' | wc -l").strip())
+print("PING", a.cmd("LANG=C ping -c3 -i0.3 -W5 %s" % b.IP()).count("bytes from"))
+print("HOSTVIEW", quietRun("ovs-vsctl list-br").split())
+print("POPEN", sw.pexec("ovs-vsctl", "list-ports", "br9")[0].split())
+ctl.cmd("kill %controller; wait")
+print("KILLED", ctl.cmd("ss -Hltn 'sport = :6633' | wc -l").strip())
+'''
+
+
+@needs
+def test_free_standing_nodes_and_links_make_an_openflow_network(tmp_path):
+    (tmp_path / "free.py").write_text(FREE)
+    r = run(tmp_path / "free.py", tmp_path / "home")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert value(r, "DPTYPE") == "netdev"
+    assert value(r, "LISTEN") == "1"         # ovs-testcontroller on the old port, 6633
+    assert int(value(r, "PING")) >= 2, r.stdout
+    assert value(r, "HOSTVIEW") == "['br9']"
+    assert value(r, "POPEN") == "['s0-eth0', 's0-eth1']"
+    assert value(r, "KILLED") == "0"
+    assert left_in(tmp_path / "home") == []

@@ -21,6 +21,11 @@ root namespace: a ``Controller`` is ``ovs-testcontroller`` listening on its loop
 switches would connect from) through a relay that listens on the node's loopback, except
 for a loopback address with the port of one of the network's own ``Controller`` s, which is
 that controller.
+
+A script's free-standing nodes and links (Mininet's low-level API: ``Node('s0',
+inNamespace=False)``, ``Link(h0, s0)``) make a network of their own (``ImplicitNet``); its
+root-namespace nodes are switches here without a bridge of wanlab's: their shells run in the
+node, with Open vSwitch's tools (:data:`ROOT_RC`), and make their bridges themselves.
 """
 
 from __future__ import annotations
@@ -345,3 +350,46 @@ class Fabric:
         for r in self.relays.values():
             r.close()
         self.ovs.stop()
+
+
+# -- the root-namespace nodes' shell ------------------------------------------------------
+
+# Sourced by the shell of a free-standing root-namespace node (Mininet's scratchnet runs
+# its switch and controller by hand there). Mininet's reference ``controller`` program is
+# not in Debian: it is ovs-testcontroller speaking OpenFlow 1.0, as for a ``Controller``,
+# with the old program's port for a bare ``ptcp:`` (6633). A bridge made with ``add-br``
+# gets the userspace datapath (this kernel has no openvswitch module) and out-of-band
+# control; ``exec`` keeps each job's pid the program's, so ``kill %controller`` ends it.
+ROOT_RC = r"""
+if ! command -v controller >/dev/null; then
+  controller() {
+    local a=() x
+    for x in "$@"; do [ "$x" = ptcp: ] && x=ptcp:6633; a+=("$x"); done
+    exec ovs-testcontroller -O OpenFlow10 "${a[@]}"
+  }
+fi
+ovs-vsctl() {
+  local a=("$@") extra=() br= ctl= i
+  for ((i = 0; i < ${#a[@]}; i++)); do
+    case "${a[i]}" in
+      add-br) br=${a[i+1]}; extra+=(-- set bridge "$br" datapath_type=netdev
+                                    other-config:disable-in-band=true) ;;
+      set-controller) ctl=${a[i+1]} ;;
+    esac
+  done
+  command ovs-vsctl "${a[@]}" "${extra[@]}" || return
+  if [ -n "$ctl" ]; then
+    for i in $(command ovs-vsctl get bridge "$ctl" controller | tr -d '[],'); do
+      command ovs-vsctl set controller "$i" connection-mode=out-of-band max_backoff=1000
+    done
+  fi
+}
+"""
+
+
+def write_rc(folder: str) -> str:
+    """The root-namespace shells' definitions (:data:`ROOT_RC`), written in ``folder``."""
+    path = os.path.join(folder, "root.rc")
+    with open(path, "w") as f:
+        f.write(ROOT_RC)
+    return path

@@ -143,9 +143,25 @@ class Link:
                  addr1=None, addr2=None, intf=Intf, cls1=None, cls2=None, params1=None,
                  params2=None, fast=True, **params):
         net = getattr(node1, "net", None) or getattr(node2, "net", None)
-        if net is None:
-            raise refuse(f"Link({node1}, {node2})", "links are made by a Mininet network "
-                         "in wanlab (net.addLink), not between free-standing nodes")
+        implicit = net is None or getattr(net, "free_standing", False)
+        if implicit:
+            # free-standing nodes: their own network, built at their first command
+            from mininet.net import ImplicitNet, _source
+            net = ImplicitNet.get()
+            net.linking = True      # the interfaces' own set-up waits for the build
+        try:
+            self._make(net, node1, node2, port1, port2, intfName1, intfName2, addr1, addr2,
+                       intf, cls1, cls2, params1, params2, fast, params)
+        finally:
+            net.linking = False
+        if implicit:
+            net.adopt(node1)
+            net.adopt(node2)
+            self._source = _source()
+            net.links.append(self)
+
+    def _make(self, net, node1, node2, port1, port2, intfName1, intfName2, addr1, addr2,
+              intf, cls1, cls2, params1, params2, fast, params):
         if net.exp is not None:
             raise refuse(f"Link({node1}, {node2}) after the network started",
                          "wanlab builds the whole network at once; add links before "

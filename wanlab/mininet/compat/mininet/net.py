@@ -4,11 +4,12 @@ terminated by ``stop()`` (docs/mininet.md)."""
 import atexit
 import os
 import re
+import shlex
 import time
 
 from mininet.link import Intf, Link
 from mininet.log import error, info, output
-from mininet.node import Controller, Host, Node, OVSSwitch
+from mininet.node import ASK_OPENFLOW, Controller, Host, Node, OVSSwitch, Switch
 from mininet.util import ipAdd, macColonHex, netParse
 from wanlab.errors import SpecError
 from wanlab.mininet import build as mapping
@@ -24,6 +25,7 @@ class Mininet:
 
     live = []
     _count = 0
+    implicit = None     # free-standing nodes and links (ImplicitNet), when a script has some
 
     def __init__(self, topo=None, switch=OVSSwitch, host=Host, controller=Controller,
                  link=Link, intf=Intf, build=True, xterms=False, cleanup=False,
@@ -44,6 +46,7 @@ class Mininet:
         self.exp = None
         self.mapped = None
         self._fabric = self._layout = None     # OpenFlow switches (wanlab.mininet.openflow)
+        self.roots = []     # free-standing nodes in the root namespace (ImplicitNet)
         self.built = False
         if xterms:
             raise refuse("Mininet(xterms=True)", "wanlab opens no terminals; use 'wanlab "
@@ -195,7 +198,8 @@ class Mininet:
         for lk in self.links:
             links.append(mapping.MnLink(end(lk.intf1), end(lk.intf2),
                                         getattr(lk, "_source", None) or _ir_source()))
-        return hosts, [s.name for s in self.switches], links, shaped
+        # root-namespace nodes hold their link ends where the OpenFlow switches do
+        return hosts, [s.name for s in self.switches + self.roots], links, shaped
 
     def _create(self):
         from wanlab.api import Experiment
@@ -206,6 +210,11 @@ class Mininet:
         stp = {s.name: _bridge_id(s, k) for k, s in enumerate(self.switches)
                if getattr(s, "stp", False)}
         why = openflow.reason(Controller.made, _script_text())
+        if self.roots and not why:
+            r = self.roots[0]
+            raise refuse(f"Node({r.name!r}, inNamespace=False) with links", "wanlab maps "
+                         "free-standing root-namespace nodes only as the switches' node of an "
+                         "OpenFlow network" + ASK_OPENFLOW)
         if why:
             from wanlab.backends.emulate import ovs
             if ovs.missing():
@@ -214,7 +223,7 @@ class Mininet:
                              f"openvswitch-switch openvswitch-testcontroller)")
         try:
             if why:
-                numbers = {(s.name, i.name): p for s in self.switches
+                numbers = {(s.name, i.name): p for s in self.switches + self.roots
                            for p, i in s.intfs.items()}
                 self.mapped, self._layout = openflow.build(name, hosts, switches, links,
                                                            numbers)
@@ -271,6 +280,17 @@ class Mininet:
         for s in self.switches:
             self._fabric.add_switch(s.name, s.dpid, getattr(s, "failMode", "secure"),
                                     getattr(s, "protocols", None), getattr(s, "stp", False))
+        for r in self.roots:
+            self._root_shell(r)
+
+    def _root_shell(self, node):
+        """A root-namespace node's shell: in the switches' node, which stands in for
+        Mininet's root namespace, talking to its Open vSwitch (wanlab.mininet.openflow)."""
+        f = self._fabric
+        env = [f"{k}={f.ovs.env[k]}" for k in ("OVS_RUNDIR", "OVS_DBDIR", "OVS_LOGDIR",
+                                                "OVS_SYSCONFDIR")]
+        node._started(Shell(self._argv(self._layout.node) + ["env", *env], node.name))
+        node.cmd(f"source {shlex.quote(openflow.write_rc(f.ovs.dir))}")
 
     def _prepare_argv(self):
         from wanlab.backends.emulate import cgroups, netns
@@ -382,7 +402,7 @@ class Mininet:
         info("\n*** Done\n")
 
     def _teardown(self):
-        for h in self.hosts:
+        for h in self.hosts + self.roots:
             try:
                 h.terminate()
             except Exception as e:  # a subclass's terminate failing must not leave the rest
@@ -425,9 +445,16 @@ class Mininet:
     def _where(self, intf):
         w = self.mapped.where.get((intf.node.name, intf.name))
         if w is None:
-            raise refuse(f"{intf.name}: run-time change", "this interface is on switches "
-                         "that no host is plugged into: nothing of it was built")
+            raise refuse(f"{intf.name}: run-time change", self._unbuilt())
         return w
+
+    def _unbuilt(self):
+        """Why a link has no engine object to change."""
+        if self._fabric is not None:
+            return ("it joins two OpenFlow switches: a veth pair inside their Open vSwitch "
+                    "node, not an engine link (ovs-vsctl/ovs-ofctl change it there)")
+        return ("it is between learning switches that no host is plugged into: wanlab "
+                "builds no engine LAN or trunk for them")
 
     def _reshape(self, intf):
         """Apply an interface's TCIntf parameters now: the whole set replaces the old one,
@@ -462,8 +489,7 @@ class Mininet:
             w = self.mapped.where.get((ia.node.name, ia.name)) or \
                 self.mapped.where.get((ib.node.name, ib.name))
             if w is None:
-                raise refuse(f"link {src} {dst} {status}", "these switches have no host "
-                             "plugged into them: nothing of it was built")
+                raise refuse(f"link {src} {dst} {status}", self._unbuilt())
             if w.spanning:
                 raise refuse(f"link {src} {dst} {status}", "these switches run a spanning "
                              "tree, computed once when the network was built: it is not "
@@ -670,6 +696,54 @@ def _ir_source():
 
 class MininetWithControlNet(Mininet):
     pass
+
+
+class ImplicitNet(Mininet):
+    """The network of a script's free-standing nodes and links (``Link(h0, s0)`` outside a
+    ``Mininet``, as Mininet's scratchnet builds one): one wanlab experiment, built when the
+    script first runs a command in one of its nodes. Nodes in their own namespace are hosts;
+    nodes with ``inNamespace=False`` stand for Mininet's root namespace, which is the
+    switches' node of an OpenFlow network (wanlab.mininet.openflow)."""
+
+    free_standing = True
+    linking = False     # a Link is being made: its interfaces' commands wait for the build
+
+    @classmethod
+    def get(cls):
+        if Mininet.implicit is None:
+            Mininet.implicit = cls(build=False)
+        return Mininet.implicit
+
+    def adopt(self, node):
+        """Make a free-standing node part of this network."""
+        if node.net is not None:
+            return
+        if self.exp is not None and node.inNamespace:
+            raise refuse(f"{type(node).__name__}({node.name!r})", "a free-standing node made "
+                         "after its network was built (by the first command run in one of "
+                         "its nodes): wanlab builds the whole network at once")
+        node.net = self
+        self.nameToNode[node.name] = node
+        if isinstance(node, Controller):
+            self.controllers.append(node)
+        elif isinstance(node, Switch):
+            self.switches.append(node)
+        elif not node.inNamespace:
+            self.roots.append(node)
+            if self._fabric is not None:
+                self._root_shell(node)
+        else:
+            node._source = _source()
+            self.hosts.append(node)
+
+    def bring_up(self):
+        """Build the network now (a first command in one of its nodes)."""
+        if self.exp is None:
+            info("*** Building the free-standing nodes' network\n")
+            self.build()
+            if self.exp is None:
+                raise refuse("a free-standing node's command", "its network has no host to "
+                             "build")
 
 
 atexit.register(Mininet.stopAll)

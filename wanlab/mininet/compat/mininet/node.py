@@ -47,7 +47,22 @@ class Node:
         self.shell.send("set +m; unset HISTFILE")
         self.shell.read_until_prompt(30)
 
+    def _free_standing(self):
+        """A node outside any ``Mininet`` once the script made free-standing links: it
+        joins their network (mininet.net.ImplicitNet), which is built now. True when the
+        node then has its shell."""
+        import sys
+        mod = sys.modules.get("mininet.net")
+        imp = mod.Mininet.implicit if mod else None
+        if imp is None or imp.linking or (self.net is not None and self.net is not imp):
+            return False
+        imp.adopt(self)
+        imp.bring_up()
+        return self.shell is not None
+
     def _need_shell(self, what):
+        if self.shell is None and self._free_standing():
+            return
         if self.shell is None:
             raise refuse(f"{self.name}.{what}", "this node is not part of a started wanlab "
                          "network (wanlab builds nodes when their Mininet is built)")
@@ -73,7 +88,8 @@ class Node:
         """Send a command; read its output with ``waitOutput`` or ``monitor``."""
         cmd = " ".join(str(a) for a in args) if len(args) > 1 or not isinstance(
             args[0], list) else " ".join(str(a) for a in args[0])
-        if self.shell is None:
+        _refuse_reference_switch(cmd)
+        if self.shell is None and not self._free_standing():
             # before the network exists (a Host subclass's __init__): run at its start
             self.early.append(cmd)
             return
@@ -118,10 +134,9 @@ class Node:
     def cmd(self, *args, **kwargs):
         """Run a command in the node's shell; its output."""
         verbose = kwargs.get("verbose", False)
-        if self.shell is None:
-            self.sendCmd(*args, **kwargs)
-            return ""
         self.sendCmd(*args, **kwargs)
+        if self.shell is None:      # kept for the network's start
+            return ""
         return self.waitOutput(verbose)
 
     def cmdPrint(self, *args):
@@ -140,6 +155,9 @@ class Node:
         kwargs.pop("mncmd", None)
         kw = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
         kw.update(kwargs)
+        if self in self.net.roots:      # a root-namespace node: the switches' node
+            f = self.net._fabric
+            return subprocess.Popen(f.ovs.enter + argv, env=f.ovs.env, **kw)
         return subprocess.Popen(self.net._argv(self.name) + argv, **kw)
 
     def pexec(self, *args, **kwargs):
@@ -330,6 +348,17 @@ class CPULimitedHost(Host):
     def config(self, cpu=-1, cores=None, **params):
         r = Host.config(self, **params)
         return r
+
+
+REFERENCE_SWITCH = re.compile(r"(^|[;&|(]\s*)(ofdatapath|ofprotocol)\b")
+
+
+def _refuse_reference_switch(cmd):
+    m = REFERENCE_SWITCH.search(cmd)
+    if m:
+        raise refuse(f"cmd({m.group(2)} ...)", "Mininet's reference user-space switch "
+                     "(ofdatapath, ofprotocol) is not packaged in Debian; wanlab's OpenFlow "
+                     "switches are Open vSwitch (OVSSwitch, ovs-vsctl: docs/mininet.md)")
 
 
 ASK_OPENFLOW = ("; a script gets Open vSwitch and OpenFlow with a RemoteController, a controller "

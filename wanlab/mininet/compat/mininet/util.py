@@ -24,7 +24,27 @@ def run(cmd):
                           capture_output=True, text=True).stdout
 
 
+OVS_TOOLS = ("ovs-vsctl", "ovs-ofctl", "ovs-appctl", "ovs-dpctl")
+
+
+def _fabric_of(cmd):
+    """The Open vSwitch of the one running OpenFlow network, when ``cmd`` is one of its
+    tools: on the host, Mininet's scripts see their switches with them."""
+    import sys
+    words = cmd.split() if isinstance(cmd, str) else list(cmd)
+    if not words or os.path.basename(str(words[0])) not in OVS_TOOLS:
+        return None
+    mod = sys.modules.get("mininet.net")
+    fabrics = [n._fabric for n in (mod.Mininet.live if mod else []) if n._fabric is not None]
+    return fabrics[0] if len(fabrics) == 1 else None
+
+
 def _host(cmd, shell, stderr):
+    fabric = _fabric_of(cmd)
+    if fabric is not None:
+        argv = ["sh", "-c", cmd] if isinstance(cmd, str) else [str(c) for c in cmd]
+        return subprocess.run(fabric.ovs.enter + argv, env=fabric.ovs.env,
+                              stdout=subprocess.PIPE, stderr=stderr, text=True)
     if isinstance(cmd, str) and not shell:
         cmd = cmd.split()
     return subprocess.run(cmd, shell=shell, stdout=subprocess.PIPE, stderr=stderr, text=True)
