@@ -16,15 +16,19 @@ within 0.05. Cells that miss are listed with the numbers that missed.
     python3 bench/tcp_fidelity.py --cell deep-2mbit --cell compare-test
     python3 bench/tcp_fidelity.py --quick --against bench/results/tcp-fidelity-latest-quick.json
 
-``--against RESULT.json`` runs only the simulated half (virtual time: the same numbers on any
-machine) and judges it against the emulated numbers an earlier run measured for the same
-cells, so a change to the simulated TCP is measured without the noise of a new emulated run.
+``--sink TCPSink/DelAck`` gives the grid cells ns-2's DelAck sink, which the simulation runs as
+Linux's receiver (delayed ACKs, receive window and autotuning); the plain ``TCPSink`` ACKs
+every segment in simulation. ``--against RESULT.json`` runs only the simulated half (virtual
+time: the same numbers on any machine) and judges it against the emulated numbers an earlier
+run measured for the same cells, so a change to the simulated TCP is measured without the noise
+of a new emulated run.
 
 Grid: bandwidth {1, 2, 10, 50, 200} Mbit/s x delay {5, 20, 80} ms x queue {0.5, 1, 4} BDP
 x flows {1, 4} x loss {0, 1 %} x {reno, cubic}. Named cells: ``deep-2mbit`` (one NewReno
 flow, 2 Mbit/s, 20 ms, ns-2's 50-packet queue) and ``compare-test`` (the spec of
 tests/test_mixed.py's compare test: CBR and TCP through 5 Mbit/s). Writes
-bench/results/tcp-fidelity-<stamp>[-quick].{md,json} and tcp-fidelity-latest[-quick].*.
+bench/results/tcp-fidelity-<stamp>[-quick][-delack][-simulated].{md,json} and
+tcp-fidelity-latest[...].*.
 The emulated half runs in real time: on a loaded machine its numbers move (the report
 says the load average at the start).
 """
@@ -128,8 +132,8 @@ def bdp_packets(bw: float, delay: float) -> float:
     return bw * 1e6 * 2 * (delay + 1) / 1000 / (8 * 1500)
 
 
-def grid_spec(c: tuple, duration: float) -> str:
-    """The ns-2 script of a grid cell."""
+def grid_spec(c: tuple, duration: float, sink: str = "TCPSink") -> str:
+    """The ns-2 script of a grid cell (``sink``: ``TCPSink`` or ``TCPSink/DelAck``)."""
     bw, delay, q, n, loss, cc = c
     access = max(100, 5 * bw)
     queue = max(2, round(q * bdp_packets(bw, delay)))
@@ -142,7 +146,7 @@ def grid_spec(c: tuple, duration: float) -> str:
         lines.append(f"tb-set-link-loss $bott $r {loss}")
     for i in range(n):
         lines += [f"set tcp{i} [new Agent/TCP/Linux]", f"$tcp{i} select_ca {cc}",
-                  f"$ns attach-agent $s $tcp{i}", f"set sink{i} [new Agent/TCPSink]",
+                  f"$ns attach-agent $s $tcp{i}", f"set sink{i} [new Agent/{sink}]",
                   f"$ns attach-agent $d $sink{i}", f"$ns connect $tcp{i} $sink{i}",
                   f"set ftp{i} [new Application/FTP]", f"$ftp{i} attach-agent $tcp{i}",
                   f'$ns at 0.5 "$ftp{i} start"', f'$ns at {0.5 + duration} "$ftp{i} stop"']
@@ -257,6 +261,9 @@ def main() -> int:
                     help="run only this cell (a grid cell's name or deep-2mbit, compare-test)")
     ap.add_argument("--duration", type=float, default=None,
                     help="seconds per flow (default 20, --quick 10)")
+    ap.add_argument("--sink", choices=("TCPSink", "TCPSink/DelAck"), default="TCPSink",
+                    help="the grid cells' sink: ns-2's (an ACK per segment in simulation) or "
+                         "DelAck (Linux's receiver in simulation); Linux's in emulation either way")
     ap.add_argument("--against", metavar="RESULT.json",
                     help="simulate only; judge against this earlier run's emulated numbers")
     a = ap.parse_args()
@@ -273,9 +280,9 @@ def main() -> int:
                                                          CCS))
     cells = [("deep-2mbit", DEEP_2MBIT.replace("{stop}", f"{0.5 + dur:g}")),
              ("compare-test", COMPARE_TEST)]
-    cells += [(cell_name(c), grid_spec(c, dur)) for c in grid]
+    cells += [(cell_name(c), grid_spec(c, dur, a.sink)) for c in grid]
     if a.cell:
-        every = dict(cells + [(cell_name(c), grid_spec(c, dur)) for c in itertools.product(
+        every = dict(cells + [(cell_name(c), grid_spec(c, dur, a.sink)) for c in itertools.product(
             BWS, DELAYS, QUEUES, FLOWS, LOSSES, CCS)])
         unknown = [c for c in a.cell if c not in every]
         if unknown:
@@ -285,7 +292,7 @@ def main() -> int:
     res: dict[str, Any] = {"meta": {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "argv": sys.argv[1:], "duration_s": dur, "loadavg": list(os.getloadavg()),
-        "cpus": os.cpu_count(), "against": a.against}, "cells": []}
+        "cpus": os.cpu_count(), "against": a.against, "sink": a.sink}, "cells": []}
     lab = Lab(progress=False)
     tmp = tempfile.mkdtemp(prefix="tcp-fidelity-")
     try:
@@ -303,7 +310,8 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(RESULTS, exist_ok=True)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M")
-    suffix = ("-quick" if a.quick else "") + ("-simulated" if a.against else "")
+    suffix = ("-quick" if a.quick else "") + ("-delack" if a.sink != "TCPSink" else "") \
+        + ("-simulated" if a.against else "")
     text = markdown(res)
     for base in (f"tcp-fidelity-{stamp}{suffix}", f"tcp-fidelity-latest{suffix}"):
         with open(os.path.join(RESULTS, base + ".json"), "w") as f:

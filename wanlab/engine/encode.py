@@ -228,8 +228,9 @@ def _sink(f: SimFlow) -> dict[str, Any]:
     if f.kind == "tcp":
         # ns-2's TCPSink ACKs each segment; a DelAck sink ACKs as Linux's receiver does (the
         # emulated sink's), or with ns-2 DelAck's timer when the script gives its interval_.
-        # (Linux's ACKs for every sink made CUBIC's slow start overshoot where Linux's does
-        # not: bench/results/tcp-fidelity-20261127-delayed-acks.md.)
+        # (Not every sink's: the Linux sink's modelled receive window stops short of Linux's
+        # behind deep queues and at 200 Mbit/s x 80 ms,
+        # bench/results/tcp-fidelity-20261128-linux-receiver-window.md.)
         k = {"agent": f.sink_id, "host": f.dst_node, "kind": "tcp_sink", "port": f.port,
              "acks": "linux" if f.sink.delayed_ack else "each"}
         if f.sink.delack_s is not None:

@@ -808,3 +808,42 @@ fn captured_segments_are_valid_tcp() {
     // 14 data segments (13 × 1460 + 440) and their 14 ACKs, handshake, FIN and its ACK.
     assert_eq!(flags.len(), 3 + 14 + 14 + 2);
 }
+
+#[test]
+fn linux_sink_lets_cubic_leave_slow_start_in_time() {
+    // One CUBIC flow through 10 Mbit/s, 20 ms and a queue of one BDP (35 packets) into
+    // Linux's receiver. Its window grows by two segments per segment in slow start, and
+    // Linux ACKs every segment that grows it: an ACK train HyStart ends slow start on at
+    // about cwnd 60, as Linux does (61). With one ACK per two segments throughout, no
+    // train formed (ACKs 2.4 ms apart, HyStart's limit is 2 ms), slow start overshot to
+    // cwnd 142 and 544 segments were sent again.
+    let lb = json!({"bandwidth_bps": 10_000_000, "delay_us": 20_000, "queue": {"limit": 35}});
+    let mut s = sink("s1", 5001);
+    s["acks"] = json!("linux");
+    let req = topo(
+        fast(),
+        lb,
+        vec![
+            sender(
+                "t1",
+                5001,
+                json!({"cc": "cubic", "mss": 1448, "trace_interval_us": 10_000}),
+            ),
+            s,
+        ],
+    );
+    let mut vt = net(req, 1);
+    vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
+    vt.run_until(Instant::from_nanos(10 * SEC));
+    let trace = vt.net.agent_trace("t1").unwrap();
+    let exit = trace.iter().find(|x| x.ssthresh < 1e6).unwrap();
+    assert_eq!(
+        exit.retransmits, 0,
+        "slow start ended by HyStart, not a loss"
+    );
+    assert!((55.0..66.0).contains(&exit.ssthresh), "{exit:?}");
+    let (t, k) = (stats(&vt, "t1"), stats(&vt, "s1"));
+    assert!(u(&t, "retransmits") <= 10, "{t}");
+    let mbps = u(&k, "bytes") as f64 * 8.0 / 10e6;
+    assert!(mbps > 9.3, "{mbps} Mbit/s");
+}

@@ -8,8 +8,10 @@
 //! * [`sender::TcpSender`]: 3-way handshake, then bulk data (infinite or `bytes`-limited)
 //!   with Tahoe / Reno / NewReno (RFC 5681, RFC 6582) or CUBIC (RFC 9438) congestion control
 //!   and an RFC 6298 retransmission timer; with SACK (when both ends permit it) Linux's loss
-//!   recovery: a scoreboard, RACK-style loss marking and PRR. **No timestamps, no window
-//!   scaling**; the receiver's advertised window is ignored (the sink advertises 65535).
+//!   recovery: a scoreboard, RACK-style loss marking and PRR. **No timestamps.** The SYN
+//!   offers window scaling (RFC 7323); a sink that accepts it (Linux's receiver) advertises
+//!   its window and the sender keeps its flight within it; a sink that does not (ns-2's)
+//!   advertises 65535, which the sender ignores.
 //! * [`sink::TcpSink`]: cumulative ACKs, SACK blocks, out-of-order buffering; an ACK per
 //!   segment (ns-2), ns-2's delayed ACK, or Linux's receiver ACKs ([`sink::Acks`]).
 //!
@@ -29,12 +31,13 @@ pub mod sink;
 pub use crate::wire::tcp::{ACK, FIN, HEADER_LEN, PSH, RST, SYN};
 /// Largest payload of one segment in one IPv4 packet (65535 − 20 − 20).
 pub const MAX_MSS: usize = 65535 - 20 - HEADER_LEN;
-/// The window advertised in every segment (the sender ignores it).
+/// The window field of a sink that does not scale windows (the sender ignores it).
 pub const ADVERTISED_WINDOW: u16 = 65535;
 
 /// SACK blocks per ACK (Linux sends 3 beside its timestamp option).
 pub const MAX_SACK_BLOCKS: usize = 3;
 const OPT_NOP: u8 = 1;
+const OPT_WSCALE: u8 = 3;
 const OPT_SACK_PERMITTED: u8 = 4;
 const OPT_SACK: u8 = 5;
 
@@ -69,6 +72,10 @@ pub struct Segment {
     pub payload_len: usize,
     pub sack_permitted: bool,
     pub sack: Sack,
+    /// The window field (unscaled).
+    pub window: u16,
+    /// Window-scale option (SYN, SYN/ACK).
+    pub wscale: Option<u8>,
 }
 
 /// A segment to send (addresses and ports are the agent's).
@@ -81,11 +88,18 @@ pub struct TxSeg {
     /// SACK-permitted option (SYN, SYN/ACK).
     pub sack_permitted: bool,
     pub sack: Sack,
+    /// The window field; `None` = [`ADVERTISED_WINDOW`].
+    pub window: Option<u16>,
+    /// Window-scale option (SYN, SYN/ACK).
+    pub wscale: Option<u8>,
 }
 
 /// The option bytes of `seg` (NOP-padded to 4-byte words).
 fn options(seg: &TxSeg) -> Vec<u8> {
     let mut o = Vec::new();
+    if let Some(shift) = seg.wscale {
+        o.extend_from_slice(&[OPT_NOP, OPT_WSCALE, 3, shift]);
+    }
     if seg.sack_permitted {
         o.extend_from_slice(&[OPT_NOP, OPT_NOP, OPT_SACK_PERMITTED, 2]);
     }
@@ -99,7 +113,8 @@ fn options(seg: &TxSeg) -> Vec<u8> {
     o
 }
 
-/// Parse the options we know (SACK-permitted, SACK) into `seg`; others are skipped.
+/// Parse the options we know (window scale, SACK-permitted, SACK) into `seg`; others are
+/// skipped.
 fn parse_options(opts: &[u8], seg: &mut Segment) {
     let mut i = 0;
     while i < opts.len() {
@@ -115,6 +130,7 @@ fn parse_options(opts: &[u8], seg: &mut Segment) {
                 let body = &opts[i + 2..i + len];
                 match kind {
                     OPT_SACK_PERMITTED => seg.sack_permitted = true,
+                    OPT_WSCALE => seg.wscale = body.first().copied(),
                     OPT_SACK => {
                         for b in body.chunks_exact(8) {
                             let a = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
@@ -146,7 +162,7 @@ pub fn build(
         seq: seg.seq,
         ack: seg.ack,
         flags: seg.flags,
-        window: ADVERTISED_WINDOW,
+        window: seg.window.unwrap_or(ADVERTISED_WINDOW),
     };
     h.emit_with_options(&mut t, &opts, src.into(), dst.into());
     t
@@ -166,6 +182,7 @@ pub fn parse(src: impl Into<Addr>, dst: impl Into<Addr>, t: &[u8]) -> Option<Seg
         seq: p.seq(),
         ack: p.ack(),
         flags: p.flags(),
+        window: p.window(),
         payload_len: p.payload().len(),
         ..Default::default()
     };

@@ -9,7 +9,10 @@
 //! * ns-2 knobs: `max_burst` (`maxburst_`) caps the segments sent in response to one ACK
 //!   (and at the start); `tcp_tick_ns` (`tcpTick_`) rounds every RTT sample to the nearest
 //!   tick, at least one. Both off by default (Linux has neither).
-//! * Windows are in segments (f64), the usable window is ⌊min(cwnd, window)⌋ segments.
+//! * Windows are in segments (f64), the usable window is ⌊min(cwnd, window)⌋ segments,
+//!   and the flight stays within the peer's advertised window when it scales windows.
+//!   With SACK, cwnd grows only while it limits the sender (Linux's `tcp_is_cwnd_limited`:
+//!   in slow start while below twice the most segments in flight in the last round trip).
 //!   Initial ssthresh: 2³² − 1 segments ("infinite"). Initial cwnd `initial_window`, 1 if the
 //!   SYN had to be retransmitted (and then the RTO is at least 3 s until the first sample).
 //! * Slow start: cwnd += min(acked segments, 2) per new ACK (RFC 3465, L = 2); congestion
@@ -69,6 +72,8 @@ pub const DEFAULT_MIN_RTO_NS: u64 = 200_000_000;
 pub const MAX_RTO_NS: u64 = 60_000_000_000;
 pub const INITIAL_RTO_NS: u64 = 1_000_000_000;
 pub const INITIAL_SSTHRESH: f64 = 4_294_967_295.0;
+/// The window scale the sender offers in its SYN (its own receive window never matters).
+const SND_WSCALE: u8 = 7;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -216,6 +221,15 @@ pub struct TcpSender {
     trace: Vec<TcpSample>,
     last_sample: Option<Instant>,
     hystart: HyStart,
+    /// The peer's window scale, when it offered one (then its window limits the flight).
+    snd_wscale: Option<u8>,
+    /// The peer's receive window (bytes) when it scales windows.
+    snd_wnd: Option<u64>,
+    /// Linux's `tcp_cwnd_validate`: the most segments in flight since `cwnd_usage_seq`
+    /// and whether the last send was stopped by cwnd.
+    max_packets_out: u64,
+    cwnd_usage_seq: u64,
+    cwnd_limited: bool,
 }
 
 impl TcpSender {
@@ -266,6 +280,11 @@ impl TcpSender {
             trace: Vec::new(),
             last_sample: None,
             hystart: HyStart::default(),
+            snd_wscale: None,
+            snd_wnd: None,
+            max_packets_out: 0,
+            cwnd_usage_seq: 0,
+            cwnd_limited: true,
         }
     }
 
@@ -360,6 +379,7 @@ impl TcpSender {
             ack: 0,
             flags: SYN,
             sack_permitted: self.spec.sack && self.spec.cc != Cc::Tahoe,
+            wscale: Some(SND_WSCALE),
             ..Default::default()
         });
         self.arm(now);
@@ -490,8 +510,11 @@ impl TcpSender {
             self.sack_fill(now, out);
             return;
         }
-        let win = self.cwnd.min(f64::from(self.spec.window)).max(1.0).floor() as u64;
-        let allowed = self.snd_una.saturating_add(win.saturating_mul(self.mss()));
+        let win = self.cwnd.max(1.0).floor() as u64;
+        let allowed = self
+            .snd_una
+            .saturating_add(win.saturating_mul(self.mss()))
+            .min(self.rwnd_end());
         let limit = self.limit();
         let mut burst = self.burst();
         while self.snd_nxt < limit && self.snd_nxt < allowed && burst > 0 {
@@ -503,6 +526,32 @@ impl TcpSender {
         if self.rto_at.is_none() && self.snd_max > self.snd_una {
             self.arm(now);
         }
+    }
+
+    /// The end of the window the receiver allows: `window` segments (ns-2 `window_`),
+    /// and the peer's advertised window when it scales windows.
+    fn rwnd_end(&self) -> u64 {
+        let w = u64::from(self.spec.window).saturating_mul(self.mss());
+        self.snd_una
+            .saturating_add(self.snd_wnd.map_or(w, |r| r.min(w)))
+    }
+
+    /// Linux's `tcp_cwnd_validate` after sending: `stopped_by_cwnd` when the window, not
+    /// the data or the receiver, ended the send.
+    fn cwnd_validate(&mut self, stopped_by_cwnd: bool) {
+        let out = self.sent.len() as u64;
+        if self.snd_una >= self.cwnd_usage_seq || stopped_by_cwnd || out > self.max_packets_out {
+            self.max_packets_out = out;
+            self.cwnd_usage_seq = self.snd_nxt;
+            self.cwnd_limited = stopped_by_cwnd;
+        }
+    }
+
+    /// Linux's `tcp_is_cwnd_limited`: cwnd grows only while it limits the sender (in slow
+    /// start: while it is below twice the flight).
+    fn is_cwnd_limited(&self) -> bool {
+        self.cwnd_limited
+            || (self.cwnd < self.ssthresh && self.cwnd < 2.0 * self.max_packets_out as f64)
     }
 
     /// Segments one call of `fill` may send (ns-2 `maxburst_`).
@@ -558,6 +607,10 @@ impl TcpSender {
                 self.rcv_nxt = seg.seq.wrapping_add(1);
                 self.state = State::Established;
                 self.sack_ok = self.spec.sack && self.spec.cc != Cc::Tahoe && seg.sack_permitted;
+                // RFC 7323: windows are scaled when both SYNs carry the option; only then
+                // does the sender heed the peer's window (an ns-2 sink offers none)
+                self.snd_wscale = seg.wscale.map(|s| s.min(14));
+                self.snd_wnd = self.snd_wscale.map(|_| u64::from(seg.window));
                 if self.syn_retx {
                     // RFC 5681 §3.1 / RFC 6298 §5.7: after a lost SYN, IW = 1 and RTO ≥ 3 s
                     // until the first data RTT sample.
@@ -616,6 +669,9 @@ impl TcpSender {
         };
         if ack > self.snd_max {
             return;
+        }
+        if let (Some(shift), true) = (self.snd_wscale, ack >= self.snd_una) {
+            self.snd_wnd = Some(u64::from(seg.window) << shift);
         }
         let before = self.cwnd;
         if self.sack_ok {
@@ -887,6 +943,9 @@ impl TcpSender {
     /// Linux's growth by delivered segments: slow start up to ssthresh, the rest in
     /// congestion avoidance.
     fn grow_linux(&mut self, mut acked: f64, now: Instant) {
+        if !self.is_cwnd_limited() {
+            return;
+        }
         if self.cwnd < self.ssthresh {
             let room = self.ssthresh - self.cwnd;
             let ss = acked.min(room.max(0.0));
@@ -909,9 +968,7 @@ impl TcpSender {
     fn sack_fill(&mut self, now: Instant, out: &mut Vec<TxSeg>) {
         let cwnd = self.cwnd.max(1.0).floor() as u64;
         let limit = self.limit();
-        let rwnd_end = self
-            .snd_una
-            .saturating_add(u64::from(self.spec.window).saturating_mul(self.mss()));
+        let rwnd_end = self.rwnd_end();
         let mut burst = self.burst();
         while self.pipe() < cwnd && burst > 0 {
             burst -= 1;
@@ -931,6 +988,7 @@ impl TcpSender {
                 break;
             }
         }
+        self.cwnd_validate(self.pipe() >= cwnd);
         if self.rto_at.is_none() && self.snd_max > self.snd_una {
             self.arm(now);
         }
@@ -1066,6 +1124,8 @@ mod tests {
             payload_len: t.len,
             sack_permitted: t.sack_permitted,
             sack: t.sack,
+            window: t.window.unwrap_or(super::super::ADVERTISED_WINDOW),
+            wscale: t.wscale,
         }
     }
 
@@ -1223,6 +1283,30 @@ mod tests {
             assert_eq!(out.iter().filter(|t| t.len > 0).count(), 3, "sack {sack}");
             // the 1.2 ms handshake RTT is counted as one 10 ms tick
             assert_eq!(s.srtt_us(), Some(10_000.0));
+        }
+    }
+
+    #[test]
+    fn a_scaled_receive_window_limits_the_flight() {
+        // the SYN offers window scaling; a SYN/ACK that accepts it makes the peer's
+        // window a limit (here 4 segments of 1000 bytes: a SYN's window is not scaled),
+        // one that does not leaves the initial window (10) alone
+        for (wscale, window, sent) in [(Some(7), 4000, 4), (None, 4000, 10)] {
+            let mut s = TcpSender::new(sack_spec(100_000), 49152);
+            let mut out = Vec::new();
+            s.start(Instant::ZERO, &mut out);
+            assert_eq!(out[0].wscale, Some(SND_WSCALE));
+            let synack = Segment {
+                flags: SYN | ACK,
+                ack: 1,
+                sack_permitted: true,
+                wscale,
+                window,
+                ..Default::default()
+            };
+            out.clear();
+            s.receive(&synack, Instant::from_millis(1), &mut out);
+            assert_eq!(out.iter().filter(|t| t.len > 0).count(), sent, "{wscale:?}");
         }
     }
 

@@ -23,8 +23,17 @@
 //!   of the cumulative ACK go at once and further ones are compressed (SACK compression:
 //!   one ACK min(1 ms, SRTT/20) later, or at the 44th held back).
 //!
-//! A FIN in sequence is acknowledged at once (the sink does not close its side). The
-//! advertised window is always 65535 and ignored by the sender. RST drops the connection.
+//! A Linux sink whose sender offers window scaling answers with scale [`RCV_WSCALE`] and
+//! advertises Linux's receive window, with an application that reads at once: 64088 bytes
+//! (half of tcp_rmem[1] = 128 KiB, less a segment), growing by two segments per in-order
+//! segment up to a bound that autotuning raises once per handshake RTT to twice the bytes
+//! read in the last one plus 16 segments, more while that amount grows (at most half of
+//! tcp_rmem[2] = 6 MiB). **Every segment that grows the window is ACKed at once** (Linux's
+//! `tcp_grow_window` sets a quick ACK), so in slow start, while the window keeps growing,
+//! the receiver ACKs each segment, and one per two segments only once it has stopped.
+//!
+//! A FIN in sequence is acknowledged at once (the sink does not close its side). Other
+//! sinks advertise 65535, which the sender ignores. RST drops the connection.
 //! Segments for an unknown connection are ignored.
 use std::collections::{BTreeMap, VecDeque};
 
@@ -67,6 +76,14 @@ const COMP_SACK_NR: u32 = 44;
 const COMP_SACK_DELAY_NS: u64 = MS;
 /// TCP_FASTRETRANS_THRESH: ACKs per cumulative ACK value not compressed.
 const FASTRETRANS_THRESH: u32 = 3;
+/// The Linux receiver's MSS on a 1500-byte MTU (its `advmss`).
+const ADVMSS: u64 = 1448;
+/// sysctl tcp_rmem[1]: the initial receive buffer; half of it is window (tcp_adv_win_scale 1).
+const RMEM_DEFAULT: u64 = 131_072;
+/// sysctl tcp_rmem[2]: the most autotuning gives the receive buffer.
+const RMEM_MAX: u64 = 6_291_456;
+/// The window scale a Linux receiver with that buffer announces (ilog2(tcp_rmem[2]) − 15).
+pub const RCV_WSCALE: u8 = 7;
 
 /// Linux's receiver-side ACK state of one connection.
 #[derive(Debug, Default)]
@@ -93,6 +110,74 @@ struct LinuxAck {
     dup_acks: u32,
     compressed: u32,
     comp_at: Option<Instant>,
+    /// The receive window (only when the sender scales windows): the window offered
+    /// (`rcv_ssthresh`) and its bound (`window_clamp`), both bytes.
+    rwnd: Option<Rwnd>,
+}
+
+/// Linux's receive window and its autotuning (`tcp_grow_window`, `tcp_rcv_space_adjust`,
+/// `tcp_rcvbuf_grow`), with an application that reads every byte at once.
+#[derive(Debug, Clone, Copy)]
+struct Rwnd {
+    ssthresh: u64,
+    clamp: u64,
+    /// `rcvq_space`: the bytes read in the last measured round trip, where and when the
+    /// current measurement began.
+    space: u64,
+    space_seq: u64,
+    space_at: Instant,
+    /// The receiver's RTT estimate: the handshake's (Linux measures it with timestamps,
+    /// which the simulated segments do not carry).
+    rtt_ns: Option<u64>,
+}
+
+impl Rwnd {
+    /// `tcp_select_initial_window` + `tcp_init_buffer_space`: half the default buffer less
+    /// one segment, of which 10 segments count as read per round trip so far.
+    fn new(now: Instant) -> Self {
+        let clamp = RMEM_DEFAULT / 2 - ADVMSS;
+        Rwnd {
+            ssthresh: clamp,
+            clamp,
+            space: 10 * ADVMSS,
+            space_seq: 0,
+            space_at: now,
+            rtt_ns: None,
+        }
+    }
+
+    /// In-order data of `len` bytes arrived at `now`, `rcv` bytes are in order and read.
+    /// Returns whether the window grew (Linux then ACKs this segment at once).
+    fn data(&mut self, rcv: u64, len: u64, mss: u64, now: Instant) -> bool {
+        // tcp_grow_window: two segments more per full segment received
+        let grown = len >= 128 && self.ssthresh < self.clamp;
+        if grown {
+            self.ssthresh = (self.ssthresh + 2 * mss.max(len)).min(self.clamp);
+        }
+        // tcp_rcv_space_adjust, once per round trip: room for twice what was read in the
+        // last one plus 16 segments, more while that grows (slow start)
+        let Some(rtt) = self.rtt_ns else {
+            return grown;
+        };
+        if now.nanos_since(self.space_at) < rtt {
+            return grown;
+        }
+        let copied = rcv - self.space_seq;
+        if copied > self.space {
+            let mut win = 2 * copied + 16 * ADVMSS;
+            win += 2 * (win * (copied - self.space) / self.space.max(1));
+            self.clamp = self.clamp.max(win.min(RMEM_MAX / 2));
+            self.space = copied;
+        }
+        self.space_seq = rcv;
+        self.space_at = now;
+        grown
+    }
+
+    /// The window field of an ACK (scaled by [`RCV_WSCALE`]).
+    fn field(&self) -> u16 {
+        (self.ssthresh >> RCV_WSCALE).min(u64::from(u16::MAX)) as u16
+    }
 }
 
 impl LinuxAck {
@@ -217,6 +302,7 @@ impl Conn {
             ack: self.wire(self.rcv).wrapping_add(u32::from(self.fin)),
             flags: ACK,
             sack,
+            window: self.lx.rwnd.map(|r| r.field()),
             ..Default::default()
         }
     }
@@ -322,6 +408,9 @@ impl TcpSink {
             }
             let same = self.conns.get(&key).is_some_and(|c| c.irs == seg.seq);
             let sack_ok = self.sack && seg.sack_permitted;
+            // a Linux receiver scales its window when the sender offers to; then its
+            // window and autotuning limit the sender
+            let scaled = self.acks == Acks::Linux && seg.wscale.is_some();
             if !same {
                 self.conns.insert(
                     key,
@@ -337,6 +426,7 @@ impl TcpSink {
                         lx: LinuxAck {
                             rcv_mss: RCV_MSS_DEFAULT,
                             synack_at: Some(now),
+                            rwnd: scaled.then(|| Rwnd::new(now)),
                             ..Default::default()
                         },
                     },
@@ -350,6 +440,10 @@ impl TcpSink {
                     ack: seg.seq.wrapping_add(1),
                     flags: SYN | ACK,
                     sack_permitted: sack_ok,
+                    wscale: scaled.then_some(RCV_WSCALE),
+                    // a SYN's window is never scaled
+                    window: scaled
+                        .then_some((RMEM_DEFAULT / 2 - ADVMSS).min(u64::from(u16::MAX)) as u16),
                     ..Default::default()
                 },
             ));
@@ -362,6 +456,10 @@ impl TcpSink {
             // the handshake's RTT, as Linux's passive side measures it
             if let Some(t) = c.lx.synack_at.take() {
                 c.lx.srtt_ns = Some(now.nanos_since(t));
+                if let Some(r) = c.lx.rwnd.as_mut() {
+                    r.rtt_ns = Some(now.nanos_since(t).max(1));
+                    r.space_at = now;
+                }
             }
         }
         let has_fin = seg.flags & FIN != 0;
@@ -396,6 +494,17 @@ impl TcpSink {
                 }
                 (Arrival::InOrder { had_hole, .. }, Some(s)) => {
                     self.bytes += c.deliver(s + len);
+                    let mss = c.lx.rcv_mss;
+                    if c.lx
+                        .rwnd
+                        .as_mut()
+                        .is_some_and(|r| r.data(c.rcv, len, mss, now))
+                    {
+                        // tcp_grow_window: a segment that grows the window is ACKed at
+                        // once (`icsk_ack.quick |= 1`), so a receiver whose window still
+                        // grows, in slow start, ACKs every segment
+                        c.lx.quick = c.lx.quick.max(1);
+                    }
                     arrival = Arrival::InOrder {
                         had_hole,
                         closed: had_hole && c.ooo.is_empty(),
@@ -669,6 +778,55 @@ mod tests {
         );
         assert_eq!(s.poll_at(), None);
         assert_eq!(s.acks_sent, 28);
+    }
+
+    #[test]
+    fn linux_window_grows_and_acks_every_segment_while_it_does() {
+        // a sender that scales windows: the SYN/ACK offers Linux's scale and initial window
+        let mut s = TcpSink::new(80, Acks::Linux, true);
+        let mut out = Vec::new();
+        let syn = Segment {
+            wscale: Some(7),
+            ..seg(0, SYN, 0)
+        };
+        s.receive(&syn, Instant::ZERO, &mut out);
+        assert_eq!(out[0].2.wscale, Some(RCV_WSCALE));
+        assert_eq!(out[0].2.window, Some(64_088));
+        s.receive(&seg(1, ACK, 0), Instant::from_millis(10), &mut out);
+        out.clear();
+        for i in 0..16 {
+            data(&mut s, i, 20, &mut out);
+        }
+        // the window is at its initial bound: 64088 bytes in units of 128
+        assert_eq!(out.last().unwrap().2.window, Some(64_088 >> 7));
+        out.clear();
+        // one round trip (10 ms) later autotuning has seen 17 segments read where 10 were
+        // expected: the bound rises, the window grows by two segments per segment, and every
+        // segment that grows it is ACKed at once (the plain Linux sink ACKs every second one);
+        // the bound rises when the first of them has been read, after it was queued
+        for i in 16..40 {
+            data(&mut s, i, 31, &mut out);
+        }
+        assert_eq!(
+            acks(&out),
+            (18..=40).map(|i| 1 + i * MSS).collect::<Vec<_>>()
+        );
+        let w: Vec<u16> = out.iter().map(|r| r.2.window.unwrap()).collect();
+        assert!(w.windows(2).all(|p| p[1] > p[0]), "{w:?}");
+        // once the window reaches the new bound, one ACK per two segments again
+        for i in 40..200 {
+            data(&mut s, i, 32, &mut out);
+        }
+        out.clear();
+        for i in 200..210 {
+            data(&mut s, i, 32, &mut out);
+        }
+        assert_eq!(out.len(), 5);
+        // an ns-2 style SYN (no window scaling): no window, the sender's own limit applies
+        let mut p = TcpSink::new(80, Acks::Linux, true);
+        out.clear();
+        p.receive(&seg(0, SYN, 0), Instant::ZERO, &mut out);
+        assert_eq!((out[0].2.wscale, out[0].2.window), (None, None));
     }
 
     #[test]
