@@ -111,6 +111,39 @@ def test_matrix_pairs_give_one_pair_a_loss_model_reorder_and_jitter_distribution
     assert b.build().lans[0].pairs == exp.lans[0].pairs
 
 
+NS_PAIRS = """\
+set ns [new Simulator]
+source tb_compat.tcl
+set a [$ns node]
+set b [$ns node]
+set c [$ns node]
+set wan [$ns make-lan "$a $b $c" 100Mb 0ms]
+tb-set-lan-matrix $wan delay {{0 10ms 20ms} {10ms 0 40ms} {20ms 30ms 0}}
+tb-set-lan-pair-lossmodel $wan $a $b gemodel 1% 30% 10%
+tb-set-lan-pair-reorder $wan $b $c 25% gap 5
+tb-set-lan-pair-jitter $wan $b $c 2ms normal 10%
+tb-set-lan-pair-lossmodel $wan $c $a state 1% 90%
+tb-set-lan-pair-duplicate $wan $c $a 1%
+$ns run
+"""
+
+
+def test_ns_sets_one_pair_of_a_matrix_as_yaml_pairs_do(tmp_path):
+    f = tmp_path / "pairs.tcl"
+    f.write_text(NS_PAIRS)
+    got = {(x.src, x.dst): x.params for x in load(str(f)).lans[0].pairs}
+    want = {(x.src, x.dst): x.params for x in yaml_spec.loads(PAIRS).lans[0].pairs}
+    assert got == want
+    # a pair of a LAN without a matrix, or of a node outside the LAN: the command's line
+    f.write_text(NS_PAIRS.replace("tb-set-lan-matrix", "# "))
+    with pytest.raises(SpecError, match=r"pairs.tcl:8: .*LAN wan has no matrix") as e:
+        load(str(f))
+    f.write_text(NS_PAIRS.replace("$ns make-lan \"$a $b $c\"", "$ns make-lan \"$a $b\""))
+    with pytest.raises(SpecError, match=r"pairs.tcl:9: .*c is not a member of LAN wan") as e:
+        load(str(f))
+    assert "Traceback" not in str(e.value)
+
+
 @pytest.mark.parametrize("entry, field, words", [
     ("{from: a, to: b, jiter: 1ms}", "lans[0].matrix.pairs[0].jiter", "did you mean jitter"),
     ("{from: a, to: d, jitter: 1ms}", "lans[0].matrix.pairs[0].to", "not a member"),

@@ -651,6 +651,7 @@ class _Records:
                                      **half),
                 ip=self.val(o, f"m,{h},ip"), ip6=self.ip6(o, f"m,{h},ip6")))
         pairs, gateway = self.lan_pairs(o, [m.node for m in members])
+        pairs = self.pair_impairments(o, name, pairs)
         return ir.Lan(name=name, members=tuple(members), bandwidth_bps=bw, delay_s=delay,
                       loss=loss, netmask=self.val(o, "netmask"),
                       source=self.src(o["file"], o["line"]), pairs=pairs, gateway=gateway)
@@ -693,6 +694,26 @@ class _Records:
             at = a.get(f"matrix,{q},n", a[given[0]])
             return self.err(f"tb-set-lan-matrix: {msg}", at[1], at[2])
         return lan_matrix.pairs_from_rows(nodes, rows, err=located), None
+
+    def pair_impairments(self, o: dict[str, Any], lan: str, pairs: tuple[ir.LanPair, ...]
+                         ) -> tuple[ir.LanPair, ...]:
+        """``pairs`` with what ``tb-set-lan-pair-VERB`` set on single pairs (attributes
+        ``p,SRC,DST,imp,VERB``), over their matrix cells."""
+        given = sorted({tuple(k.split(",")[1:3]) for k in o["attrs"] if k.startswith("p,")})
+        if not given:
+            return pairs
+        at = {(p.src, p.dst): i for i, p in enumerate(pairs)}
+        out = list(pairs)
+        for src, dst in given:
+            key = (self.names[src], self.names[dst])
+            if key not in at:
+                first = next(v for k, v in o["attrs"].items()
+                             if k.startswith(f"p,{src},{dst},"))
+                raise self.err(f"tb-set-lan-pair: LAN {lan} has no matrix (give it one with "
+                               f"tb-set-lan-matrix first)", first[1], first[2])
+            p = out[at[key]]
+            out[at[key]] = replace(p, params=self.impairments(o, f"p,{src},{dst},", p.params))
+        return tuple(out)
 
     def program(self, o: dict[str, Any]) -> ir.Program:
         name = self.names[o["h"]]

@@ -454,6 +454,19 @@ foreach {_v _name} {jitter jitter duplicate duplicate corrupt corrupt reorder re
     }]
 }
 unset _v _name
+# one pair of a LAN's matrix (docs/ns-reference.md): tb-set-lan-pair-VERB LAN SRC DST ...
+foreach {_v _name} {jitter jitter duplicate duplicate corrupt corrupt reorder reorder
+                    lossmodel lossmodel overhead overhead cellsize cellsize
+                    cell_overhead cell-overhead} {
+    proc tb-set-lan-pair-$_name {lan src dst args} [string map [list @V $_v @N $_name] {
+        lassign [::wl::lan_member $src $lan tb-set-lan-pair-@N] src l
+        lassign [::wl::lan_member $dst $lan tb-set-lan-pair-@N] dst l
+        if {$src eq $dst} { ::wl::fail "tb-set-lan-pair-@N: a pair needs two members" }
+        if {![llength $args]} { ::wl::fail "tb-set-lan-pair-@N: needs a value" }
+        ::wl::set_attr $l p,$src,$dst,imp,@V $args
+    }]
+}
+unset _v _name
 
 ::wl::ignored tb-set-lan-protocol "ignored: every LAN is an Ethernet switch in the engine"
 ::wl::ignored tb-set-lan-setting "ignored: every LAN is an Ethernet switch in the engine"
