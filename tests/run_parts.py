@@ -53,6 +53,10 @@ def _interrupted(signum, frame):
 
 def main(args: list[str]) -> int:
     signal.signal(signal.SIGTERM, _interrupted)     # a CI's timeout: stop every part cleanly
+    # Ctrl-C as in a terminal, even when this was started with SIGINT ignored (a job put in
+    # the background by a non-interactive shell): the parts (which inherit a handler as the
+    # default) are stopped with it, and tests check the interrupt handling they find
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     start = time.monotonic()
     logs, procs, codes = {}, {}, {}
     with tempfile.TemporaryDirectory(prefix="wanlab-suite-") as tmp:
