@@ -127,3 +127,25 @@ def test_soak_verdict_is_flat_only_for_flat_series():
     assert not v["flat"] and 3500 < v["rss_slope_kib_per_h"] < 3700
     fdleak = [dict(s, fds=12 + s["t_s"] // 60) for s in flat]
     assert not soak.verdict(fdleak, 10, 1024, 1)["flat"]
+
+
+def test_a_process_with_a_kill_pending_is_doomed_before_it_runs_again():
+    """A node's holder killed on a loaded machine may not run (and begin to exit) for a
+    while; a command entering its PID namespace then would die with it (a repaired node's
+    new zebra did: "exited with signal 9"). So a pending SIGKILL counts as ending."""
+    import subprocess
+
+    from wanlab.backends.emulate import procs
+    status = "Name:\tx\nSigQ:\t0/1\nSigPnd:\t{}\nShdPnd:\t{}\nSigBlk:\t0000000000000000\n"
+    kill = format(1 << (signal.SIGKILL - 1), "016x")
+    term = format(1 << (signal.SIGTERM - 1), "016x")
+    assert procs.kill_pending(status.format("0" * 16, kill))
+    assert procs.kill_pending(status.format(kill, "0" * 16))
+    assert not procs.kill_pending(status.format(term, term))
+    p = subprocess.Popen(["sleep", "30"])
+    try:
+        assert not procs.doomed(p.pid)
+    finally:
+        p.kill()
+        p.wait()
+    assert not procs.doomed(p.pid)          # gone: not ending, and no holder either

@@ -180,14 +180,14 @@ def _holder_file(store: Store, row: ExperimentRow, node: str) -> str:
 
 
 def _live_holder(path: str) -> tuple[int, int] | None:
-    """The holder's (pid, start time), if it lives and is not ending (its PID namespace
-    then takes no new process)."""
+    """The holder's (pid, start time), if it lives and is not ending or killed (its PID
+    namespace would take a new process down with it)."""
     try:
         with open(path) as f:
             pid, started = (int(x) for x in f.read().split())
     except (OSError, ValueError):
         return None
-    if procs.alive(pid, started) and not procs.exiting(pid):
+    if procs.alive(pid, started) and not procs.doomed(pid):
         return pid, started
     return None
 
@@ -335,7 +335,7 @@ def popen(store: Store, row: ExperimentRow, ns: str, node: str, argv: list[str],
             with pidns.children_in(pid, started):
                 return subprocess.Popen(_enter_argv(store, row, node, pid, argv, keep), **kw)
         except OSError as e:
-            if attempt == 1 and not (procs.alive(pid, started) and not procs.exiting(pid)):
+            if attempt == 1 and not (procs.alive(pid, started) and not procs.doomed(pid)):
                 continue         # the holder ended just now: the next try starts a new one
             raise WanlabError(f"node {node}: cannot start {argv[0]!r} in it: {e}") from e
     raise AssertionError("unreachable")

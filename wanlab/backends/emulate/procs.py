@@ -140,6 +140,29 @@ def exiting(pid: int) -> bool:
     return bool(int(stat[stat.rindex(")") + 2:].split()[6]) & PF_EXITING)
 
 
+def kill_pending(status: str) -> bool:
+    """Whether ``/proc/PID/status`` text shows a SIGKILL not yet acted on (the process's own
+    or its group's pending set)."""
+    for line in status.splitlines():
+        if line.startswith(("SigPnd:", "ShdPnd:")) and \
+                int(line.split()[1], 16) & (1 << (signal.SIGKILL - 1)):
+            return True
+    return False
+
+
+def doomed(pid: int) -> bool:
+    """True once the process has begun to exit or has a SIGKILL pending: on a loaded
+    machine a killed process may not run (and so begin to exit) for a while, and a PID
+    namespace whose init is doomed takes its new processes down with it."""
+    if exiting(pid):
+        return True
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return kill_pending(f.read())
+    except FileNotFoundError:
+        return False
+
+
 def zombie(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:
