@@ -225,8 +225,11 @@ class Relay:
         pair = {conn: up, up: conn}
         try:
             while not self.closed:
-                r, _, _ = select.select(list(pair), [], [], 1.0)
-                for s in r:
+                poller = select.poll()          # not select: past 1024 descriptors
+                by_fd = {s.fileno(): s for s in pair}
+                for fd in by_fd:
+                    poller.register(fd, select.POLLIN | select.POLLHUP)
+                for s in (by_fd[fd] for fd, _ in poller.poll(1000)):
                     data = s.recv(65536)
                     if not data:
                         return

@@ -117,10 +117,10 @@ class Node:
         return out
 
     def waitReadable(self, timeoutms=None):
-        import select
-        r, _, _ = select.select([self.shell.fileno()], [], [],
-                                None if timeoutms is None else timeoutms / 1000.0)
-        return r
+        from wanlab.mininet.shell import readable
+        fd = self.shell.fileno()
+        return [fd] if readable(fd, None if timeoutms is None else timeoutms / 1000.0) \
+            else []
 
     def waitOutput(self, verbose=False, findPid=True):
         out = []
