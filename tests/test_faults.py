@@ -14,6 +14,7 @@ test's home on its command line, and the files of the home and /etc/netns.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -114,6 +115,13 @@ def snapshot(home, seen, marker):
         mounts = sorted(line.split()[4] for line in f
                         if any(f"wl-{s}-" in line for s in shorts))
     inodes = {r.detail.get("inode") for r in resources if r.kind == "netns"} - {None}
+    # a freed namespace's inode number is used again: one now named for another experiment
+    # (a test running beside this one) is not this experiment's
+    if os.path.isdir("/run/netns"):
+        for n in os.listdir("/run/netns"):
+            if not any(f"wl-{s}-" in n for s in shorts):
+                with contextlib.suppress(OSError):
+                    inodes.discard(os.stat(f"/run/netns/{n}").st_ino)
     pids = set()
     for r in resources:
         pid = r.detail.get("pid")
