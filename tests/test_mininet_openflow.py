@@ -50,7 +50,8 @@ def _link(a, ai, b, bi, sa=None, sb=None):
 def test_switch_ports_are_engine_links_into_the_switches_node():
     links = [_link("h1", "h1-eth0", "s1", "s1-eth1", sa=Shaping(delay_s=0.005)),
              _link("h2", "h2-eth0", "s1", "s1-eth9"),
-             _link("s1", "s1-eth10", "s2", "s2-eth1"),
+             _link("s1", "s1-eth10", "s2", "s2-eth1", sa=Shaping(delay_s=0.02),
+                   sb=Shaping(bandwidth_bps=10**6)),
              _link("h3", "h3-eth0", "s2", "s2-eth2", sb=Shaping(bandwidth_bps=10**7))]
     numbers = {("s1", "s1-eth1"): 1, ("s1", "s1-eth9"): 9, ("s1", "s1-eth10"): 10,
                ("s2", "s2-eth1"): 1, ("s2", "s2-eth2"): 2}
@@ -61,7 +62,7 @@ def test_switch_ports_are_engine_links_into_the_switches_node():
     assert not m.experiment.lans
     assert [(p.name, p.number) for p in lay.ports["s1"]] == \
         [("s1-eth1", 1), ("s1-eth9", 9), ("s1-eth10", 10)]
-    assert [(a.name, b.name) for a, b in lay.trunks] == [("s1-eth10", "s2-eth1")]
+    assert [(p.name, p.number) for p in lay.ports["s2"]] == [("s2-eth1", 1), ("s2-eth2", 2)]
     w = m.where[("h1", "h1-eth0")]
     assert (w.kind, w.ifname, w.out_dir) == ("link", "eth0", "ab")
     assert m.where[("s1", "s1-eth1")].ifname == "s1-eth1"
@@ -72,14 +73,20 @@ def test_switch_ports_are_engine_links_into_the_switches_node():
     assert h1.ab.delay_s == 0.005 and h1.ba.delay_s == 0
     h3 = by[m.where[("h3", "h3-eth0")].target]
     assert h3.ba.bandwidth_bps == 10**7 and h3.ab.bandwidth_bps == 0
+    # a link between two switches: an engine link from the node to itself, its ends the
+    # two switch interfaces, each direction shaped by the interface that sends into it
+    w1, w2 = m.where[("s1", "s1-eth10")], m.where[("s2", "s2-eth1")]
+    assert (w1.kind, w1.ifname, w1.out_dir, w2.ifname, w2.out_dir) == \
+        ("link", "s1-eth10", "ab", "s2-eth1", "ba")
+    trunk = by[w1.target]
+    assert w2.target == trunk.name
+    assert (trunk.a, trunk.b, trunk.ifnames) == ("openflow", "openflow",
+                                                 ("s1-eth10", "s2-eth1"))
+    assert (trunk.ab.delay_s, trunk.ab.bandwidth_bps) == (0.02, 0)
+    assert (trunk.ba.delay_s, trunk.ba.bandwidth_bps) == (0, 10**6)
 
 
-def test_shaped_links_and_loops_between_openflow_switches_are_refused():
-    lk = _link("s1", "s1-eth1", "s2", "s2-eth1", sa=Shaping(delay_s=0.01))
-    with pytest.raises(SpecError, match=r"s1-eth1<->s2-eth1: a link between two OpenFlow "
-                       r"switches .* cannot be shaped"):
-        openflow.build("x", {}, ["s1", "s2"], [lk], {("s1", "s1-eth1"): 1,
-                                                      ("s2", "s2-eth1"): 1})
+def test_loops_of_openflow_switches_are_refused():
     ring = [_link("s1", "s1-eth1", "s2", "s2-eth1"), _link("s2", "s2-eth2", "s3", "s3-eth1"),
             _link("s3", "s3-eth2", "s1", "s1-eth2")]
     nums = {(lk.a.node, lk.a.name): 1 for lk in ring} | {(lk.b.node, lk.b.name): 1
@@ -118,23 +125,39 @@ def gone(procs_line):
 
 
 SCRIPT = r'''
-import os, sys
+import os, re, sys
+from mininet.link import TCLink
 from mininet.net import Mininet
 from mininet.node import Controller, OVSSwitch, RemoteController
-from mininet.topo import LinearTopo
+from mininet.topo import Topo
 from mininet.log import setLogLevel
 
 setLogLevel("info")
 remote = RemoteController("c1", ip="127.0.0.1", port=int(sys.argv[1]))
+
+class Two(Topo):
+    """LinearTopo(2), its switch-to-switch link shaped (s2-eth2 <-> s1-eth2)."""
+    def build(self):
+        h1, s1, h2, s2 = (self.addHost("h1"), self.addSwitch("s1"), self.addHost("h2"),
+                          self.addSwitch("s2"))
+        self.addLink(h1, s1)
+        self.addLink(h2, s2)
+        self.addLink(s2, s1, cls=TCLink, delay="20ms", bw=10)
+
+def rtt(h1, h2):
+    """The lowest RTT of a few pings (ms), or the number of replies when none came."""
+    out = h1.cmd("LANG=C ping -c3 -i0.2 -W2 %s" % h2.IP())
+    m = re.search(r"rtt min/avg/max/mdev = ([\d.]+)", out)
+    return float(m.group(1)) if m else out.count("bytes from")
 
 class Split(OVSSwitch):
     """s1 on Mininet's Controller (c0), s2 on the test's controller on the host (c1)."""
     def start(self, controllers):
         OVSSwitch.start(self, controllers if self.name == "s1" else [remote])
 
-net = Mininet(topo=LinearTopo(2), switch=Split, controller=Controller, waitConnected=True)
+net = Mininet(topo=Two(), switch=Split, controller=Controller, waitConnected=True)
 net.start()
-s1, s2 = net.get("s1", "s2")
+s1, s2, h1, h2 = net.get("s1", "s2", "h1", "h2")
 procs = net._fabric.ovs.procs
 print("PROCS", " ".join(f"{e['pid']}:{e['started']}" for e in procs))
 print("WHAT", ",".join(e["what"] for e in procs))
@@ -146,6 +169,18 @@ print("FLOWS1", s1.cmd("ovs-ofctl dump-flows s1").replace("\n", " | "))
 print("FLOWS2", s2.dpctl("dump-flows").replace("\n", " | "))
 print("OFPORT", s1.cmd("ovs-vsctl get Interface s1-eth2 ofport").strip())
 print("PORTADDR", s1.cmd("ip -o addr show dev s1-eth1").strip() or "none")
+print("TRUNKPORTS", s1.cmd("ovs-vsctl list-ports s1").split(), s2.cmd(
+    "ovs-vsctl get Interface s2-eth2 ofport").strip())
+# the shaped switch-to-switch link: 20 ms each way, then what s1 sends 100 ms
+print("RTT", rtt(h1, h2))
+stats = net.exp.stats("s2-s1")["links"]["s2-s1"]
+print("COUNTED", stats["ab"]["in_pkts"], stats["ba"]["in_pkts"])
+s1.intf("s1-eth2").config(delay="100ms")
+print("\nRTT2", rtt(h1, h2))      # (after config's own "(100ms delay) ")
+net.configLinkStatus("s1", "s2", "down")
+print("DOWN", h1.cmd("ping -c2 -i0.3 -W1 %s" % h2.IP()).count("bytes from"))
+net.configLinkStatus("s2", "s1", "up")
+print("UP", rtt(h1, h2))
 sys.exit(3)      # no net.stop(): what the script leaves is terminated at its end
 '''
 
@@ -202,6 +237,20 @@ def test_each_controller_installed_flows_and_ports_have_mininet_s_numbers(openfl
     assert value(r, "OFPORT") == "2"
     # a switch port has no address of its own node's
     assert value(r, "PORTADDR") == "none"
+
+
+@needs
+def test_a_link_between_openflow_switches_is_shaped_by_the_engine(openflow_run):
+    r, _ = openflow_run
+    # its ends are the two bridges' ports 2, named as Mininet names them
+    assert value(r, "TRUNKPORTS") == "['s1-eth1', 's1-eth2'] 2"
+    # TCLink(delay='20ms') each way: at least 40 ms round trip
+    assert 35 < float(value(r, "RTT")), r.stdout[-2000:]
+    assert all(int(x) > 0 for x in value(r, "COUNTED").split())
+    # config(delay='100ms') on s1-eth2: what s1 sends into the link, 120 ms round trip
+    assert 110 < float(value(r, "RTT2")), r.stdout[-2000:]
+    assert value(r, "DOWN") == "0"
+    assert float(value(r, "UP")) > 110
 
 
 @needs

@@ -1,6 +1,7 @@
 """Planning: addresses, names and static routes are deterministic and correct."""
 
 import ipaddress
+from dataclasses import replace
 
 import pytest
 from conftest import chain, lan
@@ -197,3 +198,29 @@ def test_a_lan_with_addresses_in_two_subnets_routes_within_each():
     assert any("'lan0' are not in one subnet" in w for w in p.warnings)
     assert [i.ip for n in "abc" for i in p.nodes[n].interfaces] == \
         ["10.8.1.1", "10.8.1.2", "10.8.9.3"]
+
+
+def test_a_link_from_a_node_to_itself_joins_two_named_ports_without_addresses():
+    # static routing, IPv4 and IPv6: the loop link gets no address and no route crosses it
+    nodes = (Node("a"), Node("sw"), Node("b"))
+    loop = Link("sw-sw", "sw", "sw", ifnames=("s1-eth2", "s2-eth2"))
+    exp = validate(Experiment("x", nodes=nodes, ipv6="dual", links=(
+        Link("l0", "a", "sw"), loop, Link("l1", "sw", "b"))))
+    p = make_plan(exp, "abcd")
+    sw = {i.ifname: i for i in p.nodes["sw"].interfaces}
+    assert sorted(sw) == ["eth0", "eth3", "s1-eth2", "s2-eth2"]
+    assert (sw["s1-eth2"].ip, sw["s1-eth2"].ip6, sw["s2-eth2"].ip) == (None, None, None)
+    assert "sw-sw" not in p.subnets and "sw-sw" not in p.subnets6
+    assert [str(p.subnets[n]) for n in ("l0", "l1")] == ["10.1.0.0/24", "10.1.1.0/24"]
+    assert not any(r.dev in ("s1-eth2", "s2-eth2") for r in p.nodes["sw"].routes)
+    lk = next(lk for lk in p.links if lk.name == "sw-sw")
+    assert (lk.a, lk.b) == ("sw:s1-eth2", "sw:s2-eth2")
+    for bad, why in (
+            (Link("sw-sw", "sw", "sw"), "only a link that names its two interfaces"),
+            (replace(loop, ip_a="10.9.0.1"), "has no addresses"),
+            (replace(loop, a="b", b="b"), None)):
+        with pytest.raises(SpecError, match=why or "joins node 'b' to itself: only an emul"):
+            validate(Experiment("x", nodes=(*nodes[:2], Node("b", kind="simulated")),
+                                links=(bad,), rtproto="static"))
+    with pytest.raises(SpecError, match="routing ospf cannot run over such a link"):
+        validate(Experiment("x", nodes=nodes, links=(loop,), rtproto="ospf"))

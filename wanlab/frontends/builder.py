@@ -421,15 +421,24 @@ class ExperimentBuilder:
                   loss: Any = None, queue: Any = None, jitter: Any = None,
                   duplicate: Any = None, corrupt: Any = None, reorder: Any = None,
                   overhead: Any = None, cellsize: Any = None,
-                  cell_overhead: Any = None, schedule: Any = None) -> None:
+                  cell_overhead: Any = None, schedule: Any = None,
+                  ifname: str | None = None) -> None:
         """Change the shaping of one direction of ``link``, from node ``src``
-        (ns ``tb-set-link-simplex-params``, ``[[$ns link $src $dst] queue]``)."""
+        (ns ``tb-set-link-simplex-params``, ``[[$ns link $src $dst] queue]``); ``ifname``,
+        the sending interface, tells the directions of a link from a node to itself apart."""
         if link not in self._links:
             raise SpecError(f"{link!r} is not a link of this experiment", field="link")
         l = self._links[link]
         if src not in (l["a"], l["b"]):
             raise SpecError(f"{src!r} is not an end of link {link!r}", field="src")
-        d = "ab" if src == l["a"] else "ba"
+        if l["a"] == l["b"]:
+            if ifname is None or ifname not in l["ifnames"]:
+                raise SpecError(f"link {link!r} joins {src!r} to itself: name the sending "
+                                f"interface ({' or '.join(map(str, l['ifnames']))})",
+                                field="src")
+            d = "ab" if ifname == l["ifnames"][0] else "ba"
+        else:
+            d = "ab" if src == l["a"] else "ba"
         l[d] = self._params(bandwidth, delay, loss, queue, base=l[d], impair=dict(
             jitter=jitter, duplicate=duplicate, corrupt=corrupt, reorder=reorder,
             overhead=overhead, cellsize=cellsize, cell_overhead=cell_overhead,

@@ -12,9 +12,9 @@ OpenFlow switches, as Mininet's switches share the host's namespace. Every link 
 a switch is an engine link from the host to that node (shaped as any link, its two
 directions the two interfaces' ``TCIntf`` parameters); its end in that node carries the
 switch interface's Mininet name (``s1-eth1``) and is a port of the netdev bridge named after
-the switch, with ``ofport_request`` = Mininet's port number. Links between two switches are
-veth pairs inside the node (unshaped: a shaped one is refused; as with learning switches,
-a loop is refused). One ``ovsdb-server`` and
+the switch, with ``ofport_request`` = Mininet's port number. A link between two switches is an
+engine link from that node to itself, shaped the same way, its two ends the two switch
+interfaces (as with learning switches, a loop is refused). One ``ovsdb-server`` and
 ``ovs-vswitchd`` run there (wanlab.backends.emulate.ovs). The node stands in for Mininet's
 root namespace: a ``Controller`` is ``ovs-testcontroller`` listening on its loopback, and a
 ``RemoteController(ip, port)`` is reached from the host's namespace (where Mininet's
@@ -75,11 +75,11 @@ class Port:
 
 @dataclass
 class Layout:
-    """Where the OpenFlow switches are: the node, each switch's ports, the trunks."""
+    """Where the OpenFlow switches are: the node and each switch's ports (every one an
+    engine link's end in the node)."""
 
     node: str
     ports: dict[str, list[Port]] = field(default_factory=dict)
-    trunks: list[tuple[Port, Port]] = field(default_factory=list)
 
 
 def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
@@ -116,23 +116,22 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
                                 f"this network", file=src.file, line=src.line)
         a_sw, b_sw = lk.a.node in sw, lk.b.node in sw
         if a_sw and b_sw:
-            if lk.a.shaping.shaped() or lk.b.shaping.shaped():
-                raise SpecError(f"link {lk.a.name}<->{lk.b.name}: a link between two OpenFlow "
-                                f"switches is a veth pair in their node and cannot be shaped "
-                                f"yet", file=src.file, line=src.line)
+            # a cable between two bridges of the node: an engine link from the node to
+            # itself, shaped as any, its ends the two switch interfaces
             ra, rb = root(lk.a.node), root(lk.b.node)
             if ra == rb:
                 raise SpecError(f"link {lk.a.name}<->{lk.b.name} closes a loop of switches; "
                                 f"wanlab refuses loops (no spanning tree is run for them): "
                                 f"remove a link to make a tree", file=src.file, line=src.line)
             parent[ra] = rb
-            pa = Port(lk.a.node, lk.a.name, numbers[(lk.a.node, lk.a.name)])
-            pb = Port(lk.b.node, lk.b.name, numbers[(lk.b.node, lk.b.name)])
-            lay.ports[lk.a.node].append(pa)
-            lay.ports[lk.b.node].append(pb)
-            lay.trunks.append((pa, pb))
-            continue
-        if not a_sw and not b_sw:
+            _check_ifname(lk.a.name, src)
+            _check_ifname(lk.b.name, src)
+            lname = b.link(node, node, name=mapping._free(b, f"{lk.a.node}-{lk.b.node}"),
+                           ifnames=(lk.a.name, lk.b.name), source=src)
+            for e in (lk.a, lk.b):
+                lay.ports[e.node].append(Port(e.node, e.name, numbers[(e.node, e.name)]))
+            ends = ((lk.a, node, "ab", "ba"), (lk.b, node, "ba", "ab"))
+        elif not a_sw and not b_sw:
             lname = b.link(lk.a.node, lk.b.node, name=mapping._free(
                 b, f"{lk.a.node}-{lk.b.node}"), source=src)
             ends = ((lk.a, lk.a.node, "ab", "ba"), (lk.b, lk.b.node, "ba", "ab"))
@@ -146,7 +145,7 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
         for e, owner, out, inn in ends:
             p = e.shaping.params()
             b.direction(lname, owner, bandwidth=p.bandwidth_bps, delay=p.delay_s, loss=p.loss,
-                        queue=p.queue)
+                        queue=p.queue, ifname=e.name if owner == node else None)
             if owner == node:
                 ifn = e.name
             else:
@@ -260,8 +259,6 @@ class Fabric:
     def start(self) -> None:
         self.ovs.start()
         sh = []
-        for a, b in self.layout.trunks:
-            sh.append(f"ip link add {a.name} type veth peer name {b.name}")
         names = [p.name for ps in self.layout.ports.values() for p in ps]
         for n in names:
             # a port is the switch's only: no address of the node's own (wanlab's plan gave

@@ -293,7 +293,8 @@ class LinkRule:
 
 @dataclass(frozen=True)
 class Link:
-    """A duplex point-to-point link between nodes ``a`` and ``b``."""
+    """A duplex point-to-point link between nodes ``a`` and ``b``; ``a`` = ``b``: a cable
+    between two named ports of one node, without addresses (validate)."""
 
     name: str
     a: str
@@ -1366,6 +1367,26 @@ def _check_ifnames(exp: Experiment) -> None:
         mine[node].add(ifname)
 
 
+def _check_loop_link(exp: Experiment, l: Link) -> None:
+    """A link from a node to itself is a cable between two of its ports (the OpenFlow
+    switches that share one node, Mininet's switch-to-switch links): its two interfaces
+    named, no addresses (the planner gives it none), on an emulated node, with no routing
+    daemon to run over it."""
+    node = next(n for n in exp.nodes if n.name == l.a)
+    if not (l.ifnames[0] and l.ifnames[1]):
+        why = "only a link that names its two interfaces may (a cable between two ports)"
+    elif any((l.ip_a, l.ip_b, l.ip6_a, l.ip6_b, l.netmask)):
+        why = "such a link has no addresses (it joins two ports of one node)"
+    elif node.kind != "emulated" or node.external:
+        why = "only an emulated node without a host interface may have such a link"
+    elif exp.rtproto in DYNAMIC_RTPROTOS or l.rules:
+        why = (f"routing {exp.rtproto}" if not l.rules else "per-destination rules") + \
+            " cannot run over such a link (it has no addresses)"
+    else:
+        return
+    raise _err(f"link {l.name!r} joins node {l.a!r} to itself: {why}", l.source)
+
+
 def validate(exp: Experiment) -> Experiment:
     """Check an experiment is realizable; raise :class:`SpecError` naming the culprit."""
     seen: dict[str, str] = {}
@@ -1408,7 +1429,7 @@ def validate(exp: Experiment) -> Experiment:
             if end not in nodes:
                 raise _err(f"link {l.name!r} joins unknown node {end!r}", l.source)
         if l.a == l.b:
-            raise _err(f"link {l.name!r} joins node {l.a!r} to itself", l.source)
+            _check_loop_link(exp, l)
         pairs.add(frozenset((l.a, l.b)))
         for d in ("ab", "ba"):
             _check_params(getattr(l, d), f"links.{l.name}.{d}", l.source)

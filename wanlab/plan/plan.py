@@ -110,23 +110,28 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         raise SpecError("links without addresses (a containerlab file's) allow neither "
                         "routes given to wanlab nor simulated nodes")
     # interface names the description gives (a containerlab file's); the rest are ethN
-    named: dict[tuple[str, str], str] = {}
-    for l in exp.links:
-        for node, ifname in zip((l.a, l.b), l.ifnames, strict=True):
-            if ifname:
-                named[(l.name, node)] = ifname
-    for lan in exp.lans:
-        for m in lan.members:
-            if m.ifname:
-                named[(lan.name, m.node)] = m.ifname
+    # (by network and member: a link's two ends may be at one node)
+    named: dict[tuple[str, int], str] = {}
     taken_names: dict[str, set[str]] = {}
-    for (_net, node), ifname in named.items():
-        taken_names.setdefault(node, set()).add(ifname)
+    for l in exp.links:
+        for k, (node, ifname) in enumerate(zip((l.a, l.b), l.ifnames, strict=True)):
+            if ifname:
+                named[(l.name, k)] = ifname
+                taken_names.setdefault(node, set()).add(ifname)
+    for lan in exp.lans:
+        for k, m in enumerate(lan.members):
+            if m.ifname:
+                named[(lan.name, k)] = m.ifname
+                taken_names.setdefault(m.node, set()).add(m.ifname)
     # addressing "none" (a containerlab file's): the nodes' own commands address them
     auto = exp.addressing == "auto"
-    addrs = placed(assign, specs, located) if v4 and auto else {}
+    # a link from a node to itself joins two of its ports (OpenFlow switches sharing a
+    # node): its ends get no addresses, so no route crosses it
+    looped = {l.name for l in exp.links if l.a == l.b}
+    addressed = [x for x in specs if x.name not in looped]
+    addrs = placed(assign, addressed, located) if v4 and auto else {}
     prefix6 = experiment_prefix(exp.name, exp.ipv6_prefix) if v6 and auto else None
-    addrs6 = placed(assign6, [replace(x, fixed=fixed6[x.name]) for x in specs],
+    addrs6 = placed(assign6, [replace(x, fixed=fixed6[x.name]) for x in addressed],
                     prefix6) if prefix6 else {}
 
     port_no = 0
@@ -137,10 +142,10 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
     for spec in specs:
         subnet, ips = addrs.get(spec.name, (None, none))
         subnet6, ips6 = addrs6.get(spec.name, (None, none))
-        for node, ip, ip6 in zip(spec.members, ips, ips6, strict=False):
+        for member, (node, ip, ip6) in enumerate(zip(spec.members, ips, ips6, strict=False)):
             np_ = nodes[node]
             np_.ipv4 = v4
-            ifname = named.get((spec.name, node))
+            ifname = named.get((spec.name, member))
             if ifname is None:
                 k = len(np_.interfaces)
                 while f"eth{k}" in taken_names.get(node, ()):

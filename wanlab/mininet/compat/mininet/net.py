@@ -451,8 +451,8 @@ class Mininet:
     def _unbuilt(self):
         """Why a link has no engine object to change."""
         if self._fabric is not None:
-            return ("it joins two OpenFlow switches: a veth pair inside their Open vSwitch "
-                    "node, not an engine link (ovs-vsctl/ovs-ofctl change it there)")
+            return ("it was moved to another OpenFlow switch at run time: wanlab's engine "
+                    "knows it by the name it was built with")
         return ("it is between learning switches that no host is plugged into: wanlab "
                 "builds no engine LAN or trunk for them")
 
