@@ -254,9 +254,9 @@ def test_a_change_to_a_link_with_no_engine_object_says_why(mininet_pkg):
     with pytest.raises(Unsupported, match=r"s1-eth3: run-time change: it is between "
                        r"learning switches that no host is plugged into"):
         net._where(intf)
-    net._fabric = object()        # an OpenFlow network: switch-to-switch links are veths
-    with pytest.raises(Unsupported, match=r"s1-eth3: run-time change: it joins two OpenFlow "
-                       r"switches: a veth pair inside their Open vSwitch node"):
+    net._fabric = object()        # an OpenFlow network: only a port moved (attach) is unknown
+    with pytest.raises(Unsupported, match=r"s1-eth3: run-time change: it was moved to another "
+                       r"OpenFlow switch at run time"):
         net._where(intf)
 
 

@@ -172,9 +172,14 @@ print("PORTADDR", s1.cmd("ip -o addr show dev s1-eth1").strip() or "none")
 print("TRUNKPORTS", s1.cmd("ovs-vsctl list-ports s1").split(), s2.cmd(
     "ovs-vsctl get Interface s2-eth2 ofport").strip())
 # the shaped switch-to-switch link: 20 ms each way, then what s1 sends 100 ms
+net.exp.tevc("s2-s1", "trace", "start", wait=True)
 print("RTT", rtt(h1, h2))
+net.exp.tevc("s2-s1", "trace", "stop", wait=True)
 stats = net.exp.stats("s2-s1")["links"]["s2-s1"]
 print("COUNTED", stats["ab"]["in_pkts"], stats["ba"]["in_pkts"])
+traces = os.path.join(os.environ["WANLAB_HOME"], "exps", net.exp.name, "traces")
+print("CAPTURED", sorted((f, os.path.getsize(os.path.join(traces, f)) > 24 + 3 * 98)
+                         for f in os.listdir(traces)))
 s1.intf("s1-eth2").config(delay="100ms")
 print("\nRTT2", rtt(h1, h2))      # (after config's own "(100ms delay) ")
 net.configLinkStatus("s1", "s2", "down")
@@ -246,7 +251,9 @@ def test_a_link_between_openflow_switches_is_shaped_by_the_engine(openflow_run):
     assert value(r, "TRUNKPORTS") == "['s1-eth1', 's1-eth2'] 2"
     # TCLink(delay='20ms') each way: at least 40 ms round trip
     assert 35 < float(value(r, "RTT")), r.stdout[-2000:]
+    # counted and captured as any link (three pings: 98-byte frames each way)
     assert all(int(x) > 0 for x in value(r, "COUNTED").split())
+    assert value(r, "CAPTURED") == "[('s2-s1-ab.pcap', True), ('s2-s1-ba.pcap', True)]"
     # config(delay='100ms') on s1-eth2: what s1 sends into the link, 120 ms round trip
     assert 110 < float(value(r, "RTT2")), r.stdout[-2000:]
     assert value(r, "DOWN") == "0"
