@@ -224,3 +224,13 @@ def test_a_link_from_a_node_to_itself_joins_two_named_ports_without_addresses():
                                 links=(bad,), rtproto="static"))
     with pytest.raises(SpecError, match="routing ospf cannot run over such a link"):
         validate(Experiment("x", nodes=nodes, links=(loop,), rtproto="ospf"))
+    # the builder tells its two directions apart by the sending interface
+    from wanlab.frontends.builder import ExperimentBuilder
+    b = ExperimentBuilder("x")
+    b.node("sw")
+    b.link("sw", "sw", name="l", ifnames=("p1", "p2"))
+    b.direction("l", "sw", delay="5ms", ifname="p2")
+    with pytest.raises(SpecError, match="joins 'sw' to itself: name the sending interface"):
+        b.direction("l", "sw", delay="1ms")
+    lk = b.build().links[0]
+    assert (lk.ab.delay_s, lk.ba.delay_s) == (0, 0.005)
