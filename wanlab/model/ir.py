@@ -378,7 +378,7 @@ class Lan:
     gateway: str | None = None
     switches: tuple[str, ...] = ()
     trunks: tuple[Trunk, ...] = ()
-    blocked: tuple[Trunk, ...] = ()  # links a spanning tree blocks (at b): not built
+    blocked: tuple[Trunk, ...] = ()  # links a spanning tree blocks (at b): built, held down
 
 
 @dataclass(frozen=True)
