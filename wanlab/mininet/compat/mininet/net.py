@@ -551,12 +551,11 @@ class Mininet:
         opts = f"-W {timeout}" if timeout else ""
         for node in hosts:
             output(f"{node.name} -> ")
-            for dest in hosts:
-                if node is dest:
-                    continue
+            dests = [d for d in hosts if d is not node]
+            outs = self._pings(node, [d.IP() for d in dests if d.IP()], opts)
+            for dest in dests:
                 if dest.IP():
-                    r = node.cmd(f"LANG=C ping -c1 {opts} {dest.IP()}")
-                    s, rc = self._parsePing(r)
+                    s, rc = self._parsePing(next(outs))
                 else:
                     s, rc = 0, 0
                 sent += s
@@ -566,6 +565,22 @@ class Mininet:
         ploss = 100.0 * lost / sent if sent else 0
         output(f"*** Results: {round(ploss)}% dropped ({sent - lost}/{sent} received)\n")
         return ploss
+
+    PING_BATCH = 64     # pings per shell command
+
+    @staticmethod
+    def _pings(node, ips, opts):
+        """The output of ``ping -c1`` from ``node`` to each of ``ips``, one after another
+        as Mininet runs them, but up to PING_BATCH of them per command of the node's shell:
+        one round trip to the shell per batch, not per ping."""
+        for k in range(0, len(ips), Mininet.PING_BATCH):
+            batch = ips[k:k + Mininet.PING_BATCH]
+            out = node.cmd("; ".join(f"LANG=C ping -c1 {opts} {ip}; printf '\\036\\n'"
+                                     for ip in batch))
+            parts = out.split("\036\n")
+            yield from parts[:len(batch)]
+            # a batch cut short (the shell interrupted): the rest have no output
+            yield from [""] * (len(batch) - len(parts[:len(batch)]))
 
     def pingFull(self, hosts=None, timeout=None):
         hosts = hosts or self.hosts
