@@ -25,9 +25,20 @@ Cases (``--full``: the sizes of the issue, 1024 and 100 hosts; default a quarter
 * ``single,2`` with ``TCLink(delay='10ms')`` on both links: the RTT should be 40 ms
   (4 link crossings). Mininet's ``tc netem`` fails here (the kernel has no ``sch_netem``):
   what it prints is recorded;
-* ``single,2`` with ``TCLink(bw=10)``: 5 s of TCP ``iperf`` (Mininet's ``htb`` works here).
+* ``single,2`` with ``TCLink(bw=10)``: 5 s of TCP ``iperf`` (Mininet's ``htb`` works here);
+* ``single,2`` with ``TCLink(bw=10, delay='10ms', loss=1)`` on both links (``mn --link
+  tc,bw=10,delay=10ms,loss=1``): 2000 pings at 100/s (``--loss-pings``), RTT and loss
+  against what the links make (40 ms; a ping crosses four interfaces that each lose 1 %:
+  1 - 0.99^4 = 3.94 % of round trips, with a 99 % Wilson interval of the count), then 5 s
+  of UDP offered at 12 Mbit/s and 5 s of TCP.
 
-Usage: ``sudo python3 bench/mininet_vs.py [--full] [--runs N] [--no-save]``. Writes
+A pingAll of n hosts is n(n-1) pings (a million for 1024 hosts, on both tools): above
+``--sample-above`` hosts (128) the ``topo`` case pings among a sample, every k-th host
+(k = n/32 rounded up: one per edge switch of ``tree,2,32``) and the second host (the
+first's neighbour on its switch): 33 hosts, 1056 pings. ``linear,100`` gets its full
+pingAll (9900 pings).
+
+Usage: ``sudo python3 bench/mininet_vs.py [--full] [--runs N] [--only CASE...] [--no-save]``. Writes
 bench/results/mininet-vs-DATE.{md,json} and mininet-vs-latest.{md,json}.
 """
 
@@ -50,7 +61,7 @@ RESULTS = os.path.join(ROOT, "bench", "results")
 
 # One script for both: argv = case, topology arguments; prints one JSON line.
 SCRIPT = r'''
-import json, re, sys, time
+import json, os, re, sys, time
 from functools import partial
 from mininet.net import Mininet
 from mininet.node import OVSBridge
@@ -72,13 +83,22 @@ if case == "topo":
     net.start()
     t1 = time.time()
     out["hosts"] = len(net.hosts)
-    out["loss_pct"] = net.pingAll(timeout=2)
+    # a pingAll of n hosts is n(n-1) pings: above MAX hosts, a sample of them (every k-th,
+    # one per edge switch of a tree, and the first's neighbour, which shares its switch)
+    MAX = int(os.environ.get("MNVS_SAMPLE_ABOVE", "128"))
+    hosts = net.hosts
+    if len(hosts) > MAX:
+        k = -(-len(hosts) // 32)
+        hosts = hosts[::k] + ([hosts[1]] if k > 1 else [])
+    out["pinged_hosts"] = len(hosts)
+    out["loss_pct"] = net.ping(hosts=hosts, timeout=2)
     t2 = time.time()
     net.stop()
     t3 = time.time()
     out.update(build_s=t1 - t0, pingall_s=t2 - t1, stop_s=t3 - t2)
 else:
-    params = {"plain": {}, "delay": {"delay": "10ms"}, "bw": {"bw": 10}}[case]
+    params = {"plain": {}, "delay": {"delay": "10ms"}, "bw": {"bw": 10},
+              "tc": {"bw": 10, "delay": "10ms", "loss": 1}}[case]
     link = partial(TCLink, **params) if params else None
     kw = {"link": link} if link else {}
     net = Mininet(topo=SingleSwitchTopo(2), switch=switch, controller=None,
@@ -86,7 +106,24 @@ else:
     net.start()
     h1, h2 = net.get("h1", "h2")
     h1.cmd("ping -c2 -i0.2", h2.IP())
-    if case == "bw":
+    if case == "tc":
+        # mn --link tc,bw=10,delay=10ms,loss=1: every interface sends with those
+        p = h1.cmd("ping -q -c", arg, "-i0.01", h2.IP())
+        m = re.search(r"(\d+) packets transmitted, (\d+) received", p)
+        out["pings"] = [int(m.group(1)), int(m.group(2))] if m else None
+        m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+)", p)
+        out["rtt_ms"] = [float(x) for x in m.groups()] if m else None
+        h2.cmd("iperf -s -u -p 5002 > /dev/null 2>&1 &")
+        h2.cmd("iperf -s -p 5001 > /dev/null 2>&1 &")
+        time.sleep(1)
+        o = h1.cmd("iperf -u -f m -b 12M -t 5 -p 5002 -c", h2.IP())
+        m = re.findall(r"([\d.]+) Mbits/sec.*?\(([\d.e+-]+)%\)", o.split("Server Report")[-1])
+        out["udp"] = [float(m[-1][0]), float(m[-1][1])] if m else o.strip()[-80:]
+        o = h1.cmd("iperf -f m -t 5 -p 5001 -c", h2.IP())
+        m = re.findall(r"([\d.]+) Mbits/sec", o)
+        out["tcp"] = float(m[-1]) if m else o.strip()[-80:]
+        h2.cmd("kill %1 %2")
+    elif case == "bw":
         # iperf by hand: Mininet's net.iperf waits for the server with telnet
         h2.cmd("iperf -s -p 5001 > /dev/null 2>&1 &")
         time.sleep(1)
@@ -188,7 +225,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--topos", nargs="*", help="e.g. tree,2,8 linear,25 (default by --full)")
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--pings", type=int, default=50)
+    ap.add_argument("--loss-pings", type=int, default=2000,
+                    help="pings (100/s) of the loss case")
+    ap.add_argument("--only", nargs="*", choices=("topo", "plain", "delay", "bw", "tc"),
+                    help="only these cases")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per run")
+    ap.add_argument("--sample-above", type=int, default=128, metavar="N",
+                    help="pingall of a sample when a topology has more than N hosts")
     ap.add_argument("--no-save", action="store_true")
     a = ap.parse_args(argv)
     if os.geteuid() != 0:
@@ -196,9 +239,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     topos = a.topos or (["tree,2,32", "linear,100"] if a.full else ["tree,2,8", "linear,25"])
     cases = [("topo", t) for t in topos] + [("plain", str(a.pings)),
-                                            ("delay", str(a.pings)), ("bw", "0")]
+                                            ("delay", str(a.pings)), ("bw", "0"),
+                                            ("tc", str(a.loss_pings))]
+    if a.only:
+        cases = [c for c in cases if c[0] in a.only]
     # a SIGTERM (timeout, kill) ends the bench through its finally clauses
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    os.environ["MNVS_SAMPLE_ABOVE"] = str(a.sample_above)
     tmp = tempfile.mkdtemp(prefix="wlb-mnvs-")
     results: dict[str, list] = {"wanlab": [], "mininet": []}
     try:
@@ -252,6 +299,42 @@ def _med(rs: list[dict], key: str) -> str:
     return f"{statistics.median(xs):.2f}" if xs else "-"
 
 
+# the loss case: 1 % on every interface; a ping crosses four (h1's, s1's towards h2, h2's,
+# s1's towards h1), each dropping independently
+LOSS_CROSSINGS = 4
+LOSS_EXPECTED = 1 - 0.99 ** LOSS_CROSSINGS        # 3.94 % of round trips
+
+
+def wilson(lost: int, n: int, z: float = 2.576) -> tuple[float, float]:
+    """The Wilson score interval of a binomial proportion (99 % by default)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = lost / n
+    c = (p + z * z / (2 * n)) / (1 + z * z / n)
+    h = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return c - h, c + h
+
+
+def _tc_cell(r: dict) -> str:
+    out = []
+    if r.get("pings"):
+        n, got = r["pings"]
+        lo, hi = wilson(n - got, n)
+        inside = "holds" if lo <= LOSS_EXPECTED <= hi else "misses"
+        out.append(f"loss {100 * (n - got) / n:.2f} % of {n} pings (99 % interval "
+                   f"{100 * lo:.2f}-{100 * hi:.2f} %, {inside} {100 * LOSS_EXPECTED:.2f} %)")
+    if r.get("rtt_ms"):
+        out.append(f"RTT avg {r['rtt_ms'][1]:.3f} ms (mdev {r['rtt_ms'][3]:.3f})")
+    udp, tcp = r.get("udp"), r.get("tcp")
+    out.append(f"UDP {udp[0]:.2f} Mbit/s, {udp[1]:g} % lost" if isinstance(udp, list)
+               else "UDP fails: " + " ".join(str(udp).split())[:60])
+    out.append(f"TCP {tcp:.2f} Mbit/s" if isinstance(tcp, float)
+               else "TCP fails: " + " ".join(str(tcp).split())[:60])
+    if r.get("messages"):
+        out.append("says: " + r["messages"][0][:100])
+    return "; ".join(out)
+
+
 def _cell(rs: list[dict], what: str) -> str:
     if not rs:
         return "not run"
@@ -259,8 +342,14 @@ def _cell(rs: list[dict], what: str) -> str:
         return "fails: " + rs[0]["error"][:120]
     ok = [r for r in rs if "error" not in r]
     if what == "topo":
-        return (f"build {_med(ok, 'build_s')} s, pingall {_med(ok, 'pingall_s')} s "
-                f"({ok[0].get('loss_pct')} % lost), stop {_med(ok, 'stop_s')} s")
+        r0 = ok[0]
+        pinged = r0.get("pinged_hosts", r0.get("hosts"))
+        of = "" if pinged == r0.get("hosts") else \
+            f" of {pinged} hosts ({pinged * (pinged - 1)} pings)"
+        return (f"build {_med(ok, 'build_s')} s, pingall{of} {_med(ok, 'pingall_s')} s "
+                f"({r0.get('loss_pct')} % lost), stop {_med(ok, 'stop_s')} s")
+    if what == "tc":
+        return " / ".join(_tc_cell(r) for r in ok)
     if what == "bw":
         got = " / ".join(ok[0].get("iperf") or ["-"])
         if "Mbits/sec" not in got:
@@ -287,7 +376,11 @@ def table(results: dict[str, list], why: str | None) -> str:
             seen.append(k)
     label = {"plain": "single,2 unshaped, {} pings",
              "delay": "single,2, TCLink(delay='10ms') (40 ms expected), {} pings",
-             "bw": "single,2, TCLink(bw=10), TCP iperf{}", "topo": "{}: build/pingall/stop"}
+             "bw": "single,2, TCLink(bw=10), TCP iperf{}", "topo": "{}: build/pingall/stop",
+             "tc": "single,2, mn --link tc,bw=10,delay=10ms,loss=1: {} pings at 100/s "
+                   "(expected: RTT 40 ms, loss 3.94 %: four 1 % crossings), 5 s UDP at "
+                   "12 Mbit/s (expected 9.53: 10 Mbit/s of 1512-byte frames carrying 1470, "
+                   "2 crossings lose 1.99 %), 5 s TCP (loss-bound: well under 10)"}
     for case, arg in seen:
         cells = [_cell([r for r in results[s] if (r["case"], r["arg"]) == (case, arg)], case)
                  for s in ("wanlab", "mininet")]

@@ -219,15 +219,60 @@ def test_a_loop_of_switches_with_stp_builds_802_1d_s_tree_and_blocks_the_rest():
     # blocked: s4-s1 at s4 (farther from the root), the second s1-s2 link at s1
     assert sorted((t.ifnames[1], t.ifnames[0]) for t in lan.blocked) == [
         ("s1-eth4", "s2-eth3"), ("s4-eth2", "s1-eth3")]
-    req = encode.apply(make_plan(m.experiment, "x1")).to_json()
-    assert len(req["patches"]) == 3          # no loop reaches the engine
-    assert m.where[("s1", "s1-eth4")].kind == "blocked"
-    assert m.where[("s1", "s1-eth2")].spanning
-    # jitter (set after the build) goes to a trunk's patch port, never to a blocked link
+    # every link is built; the blocked ones drop everything until they are held down
+    plan = make_plan(m.experiment, "x1")
+    req = encode.apply(plan).to_json()
+    assert [p["patch"] for p in req["patches"]] == [
+        "s1/s1-s2", "s1/s2-s3", "s1/s3-s4", "s1/s1-s4/0", "s1/s2-s1/1"]
+    held = {(lan["lan"], x["port"]): x["from_lan"] for lan in req["lans"]
+            for x in lan["members"] if "/0:" in x["port"] or "/1:" in x["port"]}
+    assert len(held) == 4 and all(v["loss"]["p"] == 1.0 for v in held.values())
+    hold = [r.to_json() for r in encode.hold_blocked(plan)]
+    assert [(r["cmd"], r["target"], r["member"]) for r in hold[:2]] == [
+        ("down", "s1", "s1/s1-s4/0:s1"), ("set", "s1", "s1/s1-s4/0:s1")]
+    # s1's end of the second s1-s2 link: down, then its own 1 ms and no loss
+    assert [(r["cmd"], r["member"]) for r in hold[6:]] == [("down", "s1/s2-s1/1:s1"),
+                                                          ("set", "s1/s2-s1/1:s1")]
+    assert hold[7]["params"]["delay_us"] == 1000
+    assert hold[7]["params"]["loss"] == {"kind": "none"}
+    assert {(r["target"], r["member"]) for r in hold} == set(held)
+    assert m.where[("s1", "s1-eth4")].member == "s1/s2-s1/1:s1"
+    assert m.where[("s1", "s1-eth4")].spanning and m.where[("s1", "s1-eth2")].spanning
+    assert [lk.a.name for lk in m.spanning["s1"][1]] == [
+        "s1-eth2", "s2-eth2", "s3-eth3", "s4-eth2", "s1-eth4"]
+    # jitter (set after the build) goes to the patch port, blocked or not
     j = shaping({"jitter": "1ms"})
     reqs = jitter_requests(m, {("s1", "s1-eth2"): j, ("s1", "s1-eth4"): j})
-    assert reqs == [{"target": "s1", "dir": "from_lan", "member": "s1/s1-s2:s1",
-                     "params": {"jitter_us": 1000.0}}]
+    assert [r["member"] for r in reqs] == ["s1/s1-s2:s1", "s1/s2-s1/1:s1"]
+
+
+def test_the_spanning_tree_is_computed_again_over_the_links_that_are_up():
+    from wanlab.mininet.spanning import Tree
+    # the square s1-s2-s3-s4-s1 plus a second s1-s2 link, root s2 (as above)
+    lks = [link("s1", "s1-eth2", "s2", "s2-eth1"), link("s2", "s2-eth2", "s3", "s3-eth2"),
+           link("s3", "s3-eth3", "s4", "s4-eth1"), link("s4", "s4-eth2", "s1", "s1-eth3"),
+           link("s1", "s1-eth4", "s2", "s2-eth3")]
+    t = Tree("s1", ["s1", "s2", "s3", "s4"], lks, {"s1": 5, "s2": 2, "s3": 3, "s4": 4})
+    assert t.forwarding == {0, 1, 2}
+    assert [b["port"] for b in t.describe()["blocked"]] == ["s4-eth2", "s1-eth4"]
+    # s1's root port goes down: it takes the second link to s2 (the blocked one)
+    assert t.change(0, up=False) == ({0}, {4})
+    assert t.forwarding == {1, 2, 4}
+    assert t.describe() == {"blocked": [{"switch": "s4", "port": "s4-eth2",
+                                         "peer": "s1-eth3"}],
+                            "down": [{"a": "s1-eth2", "b": "s2-eth1"}]}
+    # both s1-s2 links down: s1 hangs from s4, and nothing is blocked
+    left, joined = t.change(4, up=False)
+    assert (left, joined) == ({4}, {3})
+    assert t.describe()["blocked"] == []
+    # s2-s3 down too: two networks, s1-s4 with root s4... and s2 alone, its own root
+    left, joined = t.change(1, up=False)
+    assert (left, joined) == ({1}, set())
+    assert t.forwarding == {2, 3}
+    # everything back up: the first tree again
+    for k in (0, 1, 4):
+        t.change(k, up=True)
+    assert t.forwarding == {0, 1, 2} and t.describe()["down"] == []
 
 
 def test_a_cluster_refuses_a_lan_of_switches():

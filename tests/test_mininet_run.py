@@ -111,12 +111,23 @@ class Ring(Topo):
             self.addLink(s[i], s[(i + 1) % 3])
             self.addLink(self.addHost(f"h{i + 1}"), s[i])
 
+def tree(net):
+    show = subprocess.run([sys.executable, "-m", "wanlab.cli", "show", net.exp.name],
+                          capture_output=True, text=True).stdout
+    return " | ".join(ln.strip() for ln in show.splitlines()
+                      if "spanning tree" in ln or ln.strip().startswith("down:"))
+
 ring = Mininet(topo=Ring(), switch=LinuxBridge)
 ring.start()
 print("RING", ring.pingAll(timeout=1))
-show = subprocess.run([sys.executable, "-m", "wanlab.cli", "show", ring.exp.name],
-                      capture_output=True, text=True).stdout
-print("BLOCKED", *[ln.strip() for ln in show.splitlines() if "spanning tree" in ln])
+print("BLOCKED", tree(ring))
+# s1-s2 down: the tree moves to the link it blocked, the switches learn the hosts again
+ring.configLinkStatus("s1", "s2", "down")
+print("RINGDOWN", ring.pingAll(timeout=1))
+print("BLOCKEDDOWN", tree(ring))
+ring.configLinkStatus("s2", "s1", "up")
+print("RINGUP", ring.pingAll(timeout=1))
+print("BLOCKEDUP", tree(ring))
 ring.stop()
 '''
 
@@ -176,6 +187,16 @@ def test_a_ring_of_stp_switches_forwards_over_its_spanning_tree(own_script):
     # no broadcast storm: every ping answers; s2-s3 is blocked at s3 (s1 is the root)
     assert float(value(r, "RING")) == 0.0
     assert value(r, "BLOCKED") == "blocked by the spanning tree: s3-eth1 (to s2-eth2)"
+
+
+def test_a_ring_of_stp_switches_moves_its_tree_when_a_link_goes_down_and_up(own_script):
+    r, _ = own_script
+    # s1-s2 down: h1 <-> h2 over s1-s3-s2, through the port that was blocked; no loop left
+    assert float(value(r, "RINGDOWN")) == 0.0
+    assert value(r, "BLOCKEDDOWN") == "down: s1-eth1 <-> s2-eth1"
+    # up again: 802.1D's first tree, s2-s3 blocked at s3 again
+    assert float(value(r, "RINGUP")) == 0.0
+    assert value(r, "BLOCKEDUP") == "blocked by the spanning tree: s3-eth1 (to s2-eth2)"
 
 
 def test_intf_config_reshapes_at_run_time(own_script):

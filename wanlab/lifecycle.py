@@ -55,7 +55,7 @@ from wanlab.backends.emulate import (
     stages,
     swap,
 )
-from wanlab.engine import encode, in_force
+from wanlab.engine import encode, in_force, spanning
 from wanlab.engine.binary import engine_binary
 from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import CaptureSnapshot, CaptureStart, CaptureStop, Stats
@@ -125,7 +125,8 @@ def _lan_wide(to_lan: LinkParams, from_lan: LinkParams) -> dict[str, Any]:
             "loss": round(1.0 - (1.0 - to_lan.loss) * (1.0 - from_lan.loss), 9)}
 
 
-def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
+def _describe_lan(lan: Lan, now: dict[Any, LinkParams],
+                  tree: dict[str, Any] | None = None) -> dict[str, Any]:
     """A LAN for ``show``: each LAN-wide value in force where every member has the same
     (``configured``: the description's where it differs); a value that differs between
     members is named in ``varies``, and each member whose value it is not the configured
@@ -180,7 +181,10 @@ def _describe_lan(lan: Lan, now: dict[Any, LinkParams]) -> dict[str, Any]:
                            for s in lan.switches}
         out["trunks"] = [{"name": t.name, "a": t.a, "b": t.b, "ab": _params(t.ab),
                           "ba": _params(t.ba)} for t in lan.trunks]
-        if lan.blocked:     # the spanning tree's blocked ports (at each link's b)
+        if tree is not None:    # the tree was computed again at run time
+            out["blocked"] = tree.get("blocked") or []
+            out["trunks_down"] = tree.get("down") or []
+        elif lan.blocked:     # the spanning tree's blocked ports (at each link's b)
             out["blocked"] = [{"switch": t.b, "port": t.ifnames[1] or t.b,
                                "peer": t.ifnames[0] or t.a} for t in lan.blocked]
     if varies:
@@ -602,11 +606,12 @@ class Lab:
     def _in_force(self, row: ExperimentRow) -> dict[str, Any]:
         now = in_force.current(self.store.folder(row.name), row.ir) if row.state == ACTIVE \
             else in_force.configured(row.ir)
+        trees = spanning.load(self.store.folder(row.name)) if row.state == ACTIVE else {}
         return {"links": [{"name": l.name, "a": l.a, "b": l.b,
                            "ab": _direction(now[(l.name, None, "ab")], l.ab),
                            "ba": _direction(now[(l.name, None, "ba")], l.ba)}
                           for l in row.ir.links],
-                "lans": [_describe_lan(l, now) for l in row.ir.lans]}
+                "lans": [_describe_lan(l, now, trees.get(l.name)) for l in row.ir.lans]}
 
     def _describe(self, row: ExperimentRow, plan: Plan, links: dict[str, Any]) -> dict[str, Any]:
         """The experiment for ``show``; a live one's links and LANs with the values in

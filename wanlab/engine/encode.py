@@ -166,10 +166,22 @@ def trunk_ports(lan: str, trunk: ir.Trunk) -> tuple[str, str]:
     return f"{lan}/{trunk.name}:{trunk.a}", f"{lan}/{trunk.name}:{trunk.b}"
 
 
+def blocked_ports(lan: str, k: int, trunk: ir.Trunk) -> tuple[str, str]:
+    """The patch ports of the ``k``-th link a spanning tree blocks (two links may join the
+    same switches): the one in ``a``'s engine LAN, the one in ``b``'s."""
+    return f"{lan}/{trunk.name}/{k}:{trunk.a}", f"{lan}/{trunk.name}/{k}:{trunk.b}"
+
+
+# what a blocked link's ports are applied with: no frame crosses until they are down
+_BLOCK: dict[str, Any] = {"loss": {"kind": "bernoulli", "p": 1.0}}
+
+
 def _switched(lan: LanPlan, lans: list[dict[str, Any]], patches: list[dict[str, Any]]) -> None:
     """A LAN of several switches: one engine LAN per switch, one patch per trunk. A trunk's
     direction a -> b is the ``from_lan`` of its port in a's LAN (what a sends into it): one
-    queue, shared by every flow that crosses the trunk that way."""
+    queue, shared by every flow that crosses the trunk that way. The links a spanning tree
+    blocks are patches too, applied dropping everything (:func:`hold_blocked` takes them
+    down): a loop of switches must never carry a frame round."""
     members: dict[str, list[dict[str, Any]]] = {s: [] for s in lan.switches}
     for m in lan.members:
         members[m.switch or lan.switches[0]].append(
@@ -179,8 +191,31 @@ def _switched(lan: LanPlan, lans: list[dict[str, Any]], patches: list[dict[str, 
         patches.append({"patch": f"{lan.name}/{t.name}", "ports": [pa, pb]})
         members[t.a].append({"port": pa, "from_lan": params(t.ab)})
         members[t.b].append({"port": pb, "from_lan": params(t.ba)})
+    for k, t in enumerate(lan.blocked):
+        pa, pb = blocked_ports(lan.name, k, t)
+        patches.append({"patch": pa.rsplit(":", 1)[0], "ports": [pa, pb]})
+        members[t.a].append({"port": pa, "from_lan": {**params(t.ab), **_BLOCK}})
+        members[t.b].append({"port": pb, "from_lan": {**params(t.ba), **_BLOCK}})
     for s in lan.switches:
         lans.append({"lan": switch_lan(lan.name, lan.switches, s), "members": members[s]})
+
+
+def hold_blocked(plan: Plan, networks: Collection[str] | None = None) -> list[Request]:
+    """What follows an ``apply`` of switched LANs whose spanning tree blocks links: each
+    blocked link's two ports taken down (no frame crosses, ``drop_down``), then given their
+    own shaping, ready for an ``up`` when the tree changes."""
+    nets = set(networks) if networks is not None else None
+    out: list[Request] = []
+    for lan in plan.lans:
+        if nets is not None and lan.name not in nets:
+            continue
+        for k, t in enumerate(lan.blocked):
+            for port, sw, p in zip(blocked_ports(lan.name, k, t), (t.a, t.b), (t.ab, t.ba),
+                                   strict=True):
+                target = switch_lan(lan.name, lan.switches, sw)
+                out.append(Down(target=target, member=port))
+                out.append(Set(target=target, params=params(p), dir="from_lan", member=port))
+    return out
 
 
 def _simulated_nodes(plan: Plan) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

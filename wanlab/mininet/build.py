@@ -9,7 +9,9 @@ a ``NAT``) and switches; its links join two interfaces. wanlab realises them so:
   interface's ``TCIntf`` parameters), ``ba`` what the second sends;
 * switches are the engine's learning switches. The switches joined by switch-to-switch links
   form one switched domain (a tree; a loop is refused, naming the link that closes it,
-  unless its switches run a spanning tree: then the links 802.1D would block are left out),
+  unless its switches run a spanning tree: then the links 802.1D would block are built and
+  held down, and the ``mininet`` package's ``net.py`` computes the tree again when a link
+  between the switches goes down or up),
   and each domain with hosts on it is one IR LAN named after its first switch, whose
   ``switches`` are the domain's and whose ``trunks`` its switch-to-switch links (each
   direction shaped by the sending switch interface's parameters; the engine makes each
@@ -111,15 +113,14 @@ class Where:
     """Where an interface lives in the engine: a link direction pair, a LAN member or a
     trunk's end (the member of a switch's engine LAN that is the trunk's patch port)."""
 
-    # "link", "lan", "trunk" (a patch port's LAN member) or "blocked" (by the spanning
-    # tree: not built)
+    # "link", "lan" or "trunk" (a patch port's LAN member; blocked ones too)
     kind: str
     target: str                  # the link's or LAN's name
     ifname: str                  # wanlab's interface name in the node (eth0, ...)
     out_dir: str                 # the direction that carries what this interface sends
     in_dir: str                  # ... and what it receives
     member: str | None = None    # the LAN member's port id (``node:ifname``)
-    spanning: bool = False       # a trunk of a network whose spanning tree was computed
+    spanning: bool = False       # a trunk of a network that runs a spanning tree (a loop)
 
 
 @dataclass
@@ -129,6 +130,9 @@ class Mapped:
     # peer host's entry with the directions swapped
     where: dict[tuple[str, str], Where]
     lan_of_switch: dict[str, str]
+    # a switched network with a loop (its switches run a spanning tree): LAN -> its
+    # switches and every link between them (each end's ``where`` is a trunk's)
+    spanning: dict[str, tuple[list[str], list[MnLink]]] = field(default_factory=dict)
 
 
 def check_name(name: str, what: str, src: ir.Source | None = None) -> None:
@@ -184,7 +188,9 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
         first.setdefault(root(s), s)
     lan_of_switch = {s: first[root(s)] for s in switches}
     # a loop needs every switch of its network to run a spanning tree; then the tree is
-    # computed here, once, and the links it blocks are not built
+    # computed here (and again at run time when a link goes down or up): the links it
+    # blocks are built and held down
+    looped: dict[str, tuple[list[str], list[MnLink]]] = {}
     blocked: list[tuple[MnLink, bool]] = []
     for lk in loops:
         lan = lan_of_switch[lk.a.node]
@@ -201,6 +207,7 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
         trunks = [t for t in trunks if lan_of_switch[t.a.node] != lan or
                   any(t is x for x in tree)]
         blocked += off
+        looped[lan] = (sws, mine)
 
     ifcount: dict[str, int] = {h: 0 for h in hosts}
     where: dict[tuple[str, str], Where] = {}
@@ -231,6 +238,7 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
     # each switched network: one LAN of its switches and trunks; a host may have several
     # ports on it (Mininet's multilink), each a member of its own
     domain: dict[str, ir.Lan] = {}
+    spanning: dict[str, tuple[list[str], list[MnLink]]] = {}
     for key, ms in members.items():
         lan = b.lan(list(dict.fromkeys(h.node for _, h, _ in ms)), name=_free(b, key))
         sws = tuple(s for s in switches if lan_of_switch[s] == key)
@@ -245,6 +253,9 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
             where[(h.node, h.name)] = Where("lan", target, ifn, "to_lan", "from_lan", port)
             where[(swname, s.name)] = Where("lan", target, ifn, "from_lan", "to_lan", port)
         ts = []
+        looped_here = key in looped
+        if looped_here:
+            spanning[lan] = looped[key]
         for t in trunks:
             if t.a.node not in sws:
                 continue
@@ -253,23 +264,25 @@ def build(name: str, hosts: dict[str, dict[str, Any]], switches: list[str],
             ts.append(tr)
             pa, pb = encode.trunk_ports(lan, tr)
             # the trunk's direction a -> b is the from_lan of a's port (what a sends)
-            looped = any(t2.a.node in sws for t2, _ in blocked)
             where[(t.a.node, t.a.name)] = Where("trunk", encode.switch_lan(lan, sws, t.a.node),
-                                                "", "from_lan", "to_lan", pa, looped)
+                                                "", "from_lan", "to_lan", pa, looped_here)
             where[(t.b.node, t.b.name)] = Where("trunk", encode.switch_lan(lan, sws, t.b.node),
-                                                "", "from_lan", "to_lan", pb, looped)
-        for t, _ in blocked:
-            if t.a.node in sws:
-                for e in (t.a, t.b):
-                    where[(e.node, e.name)] = Where("blocked", "", "", "", "", None, True)
+                                                "", "from_lan", "to_lan", pb, looped_here)
         off = tuple(_blocked_trunk(t, at_a) for t, at_a in blocked if t.a.node in sws)
+        for k, (t, at_a) in enumerate((t, at_a) for t, at_a in blocked if t.a.node in sws):
+            # the IR keeps a blocked link with its blocked port at b: x is the other end
+            x, y = (t.b, t.a) if at_a else (t.a, t.b)
+            px, py = encode.blocked_ports(lan, k, off[k])
+            for e, port in ((x, px), (y, py)):
+                where[(e.node, e.name)] = Where("trunk", encode.switch_lan(lan, sws, e.node),
+                                                "", "from_lan", "to_lan", port, True)
         domain[lan] = ir.Lan(lan, tuple(mem), switches=sws, trunks=tuple(ts), blocked=off)
     exp = b.build()
     exp = ir.validate(replace(exp, lans=tuple(
         replace(x, members=domain[x.name].members, switches=domain[x.name].switches,
                 trunks=domain[x.name].trunks, blocked=domain[x.name].blocked)
         for x in exp.lans)))
-    return Mapped(exp, where, lan_of_switch)
+    return Mapped(exp, where, lan_of_switch, spanning)
 
 
 def _blocked_trunk(t: MnLink, at_a: bool) -> ir.Trunk:
@@ -292,25 +305,29 @@ def spanning_tree(switches: list[str], links: list[MnLink], bid: dict[str, int]
     root in the fewest hops, ties going to the lowest neighbour bridge id, then the lowest
     port number there, then its own. Returns the tree's links and the others, each with
     whether its blocked port is at ``a`` (the end farther from the root; ties: the higher
-    bridge id, then the higher port number)."""
-    root = min(switches, key=lambda s: (bid[s], s))
-    dist = {root: 0}
-    todo = [root]
-    while todo:
-        nxt = []
-        for x in todo:
-            for lk in links:
-                for u, v in ((lk.a, lk.b), (lk.b, lk.a)):
-                    if u.node == x and v.node not in dist:
-                        dist[v.node] = dist[x] + 1
-                        nxt.append(v.node)
-        todo = nxt
+    bridge id, then the higher port number). Switches that ``links`` leave apart (links
+    down) are so many networks, each with a tree and a root of its own."""
+    dist: dict[str, int] = {}
+    for root in sorted(switches, key=lambda s: (bid[s], s)):
+        if root in dist:
+            continue
+        dist[root] = 0
+        todo = [root]
+        while todo:
+            nxt = []
+            for x in todo:
+                for lk in links:
+                    for u, v in ((lk.a, lk.b), (lk.b, lk.a)):
+                        if u.node == x and v.node not in dist:
+                            dist[v.node] = dist[x] + 1
+                            nxt.append(v.node)
+            todo = nxt
 
     def rank(e: MnIntf) -> tuple[int, int, str, int]:
         return dist[e.node], bid[e.node], e.node, port_number(e.name)
     tree: list[MnLink] = []
     for s in switches:
-        if s == root:
+        if dist[s] == 0:        # a root
             continue
         ends = [(v, u, lk) for lk in links for u, v in ((lk.a, lk.b), (lk.b, lk.a))
                 if u.node == s and v.node != s]
@@ -333,7 +350,7 @@ def jitter_requests(m: Mapped, shaped: dict[tuple[str, str], Shaping]) -> list[d
     out = []
     for key, s in shaped.items():
         w = m.where.get(key)
-        if w is None or w.kind == "blocked" or not s.jitter_s:
+        if w is None or not s.jitter_s:
             continue
         req: dict[str, Any] = {"target": w.target, "dir": w.out_dir,
                                "params": {"jitter_us": s.jitter_s * 1e6}}

@@ -379,7 +379,7 @@ class Lan:
     gateway: str | None = None
     switches: tuple[str, ...] = ()
     trunks: tuple[Trunk, ...] = ()
-    blocked: tuple[Trunk, ...] = ()  # links a spanning tree blocks (at b): not built
+    blocked: tuple[Trunk, ...] = ()  # links a spanning tree blocks (at b): built, held down
 
 
 @dataclass(frozen=True)
@@ -1041,6 +1041,8 @@ def _check_switches(lan: Lan) -> None:
         if t.a not in sw or t.b not in sw:
             raise _err(f"LAN {lan.name!r}: blocked link {t.name} joins a switch not of the "
                        f"LAN", t.source)
+        for d in ("ab", "ba"):      # built too (held down until the tree takes it)
+            _check_params(getattr(t, d), f"lans.{lan.name}.blocked.{t.name}.{d}", t.source)
     if len(lan.trunks) != len(sw) - 1:
         raise _err(f"LAN {lan.name!r}: its switches are not all joined by trunks", lan.source)
 

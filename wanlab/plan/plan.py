@@ -260,7 +260,7 @@ def make_plan(exp: Experiment, short: str, simulate_all: bool = False) -> Plan:
         lans.append(LanPlan(lan.name, tuple(
             LanMemberPlan(m.node, i.port, m.to_lan, m.from_lan, m.switch) for m, i in mine),
             tuple(LanPairPlan(port[p.src], port[p.dst], p.params) for p in lan.pairs),
-            lan.switches, lan.trunks))
+            lan.switches, lan.trunks, lan.blocked))
     # simulated nodes are the engine's own hosts and routers (ports without TAPs), and
     # applications between simulated nodes its traffic agents
     simulated = {n for n, np_ in nodes.items() if np_.simulated}

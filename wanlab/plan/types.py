@@ -107,6 +107,7 @@ class LanPlan:
     pairs: tuple[LanPairPlan, ...] = ()
     switches: tuple[str, ...] = ()   # a tree of switches joined by trunks (ir.Lan's)
     trunks: tuple[Trunk, ...] = ()
+    blocked: tuple[Trunk, ...] = ()  # built too, held down (a spanning tree blocks them)
 
 
 def switch_lan(lan: str, switches: Sequence[str], switch: str) -> str:

@@ -95,6 +95,9 @@ def local_lines(info: dict[str, Any], summary: bool = True) -> list[str]:
         if l.get("blocked"):
             out.append("    blocked by the spanning tree: " + ", ".join(
                 f"{b['port']} (to {b['peer']})" for b in l["blocked"]))
+        if l.get("trunks_down"):
+            out.append("    down: " + ", ".join(f"{d['a']} <-> {d['b']}"
+                                                for d in l["trunks_down"]))
     edge = info.get("edge")
     if edge:
         out.append(f"edge: gateway {edge['gateway']} on {edge['lan']}, reached from outside at "

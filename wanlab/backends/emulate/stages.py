@@ -380,6 +380,8 @@ def _taps(b: Build) -> None:
     req = encode.apply(b.plan, networks=None if everything else b.networks)
     with engine.Client(b.socket, timeout=apply_timeout(len(ports), req)) as c:
         reply = c.send(req)
+        for hold in encode.hold_blocked(b.plan, None if everything else b.networks):
+            c.send(hold)
     b.ifindex.update({p: v["ifindex"] for p, v in reply.get("ports", {}).items()
                       if "ifindex" in v})
     if everything:          # the engine has the description's values, on these ports

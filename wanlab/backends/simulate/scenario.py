@@ -80,7 +80,8 @@ def build(exp: Experiment, trace_dir: str, duration_s: float | None = None) -> S
     exp = plan.exp or exp                 # with endpoint hosts for multi-homed nodes
     flows = {f.app: f for f in plan.flows}
     ports = plan.port_map()
-    sc = Scenario(exp, plan, flows, [(0.0, encode.apply(plan, with_ports=False))], 0.0)
+    sc = Scenario(exp, plan, flows, [(0.0, encode.apply(plan, with_ports=False)),
+                                      *((0.0, r) for r in encode.hold_blocked(plan))], 0.0)
 
     links, lans = {l.name for l in exp.links}, {l.name for l in exp.lans}
     programs = {p.name for p in exp.programs}

@@ -13,7 +13,7 @@ from mininet.node import ASK_OPENFLOW, Controller, Host, Node, OVSSwitch, Switch
 from mininet.util import ipAdd, macColonHex, netParse
 from wanlab.errors import SpecError
 from wanlab.mininet import build as mapping
-from wanlab.mininet import openflow
+from wanlab.mininet import openflow, spanning
 from wanlab.mininet.refuse import refuse
 from wanlab.mininet.shell import Shell
 
@@ -45,6 +45,7 @@ class Mininet:
         self.nameToNode = {}
         self.exp = None
         self.mapped = None
+        self._trees = {}    # looped switched networks: their trees at run time
         self._fabric = self._layout = None     # OpenFlow switches (wanlab.mininet.openflow)
         self.roots = []     # free-standing nodes in the root namespace (ImplicitNet)
         self.built = False
@@ -241,6 +242,8 @@ class Mininet:
         self.exp = exp
         Mininet.live.append(self)
         self._prepare_argv()
+        self._trees = {lan: spanning.Tree(lan, sws, lks, stp)
+                       for lan, (sws, lks) in getattr(self.mapped, "spanning", {}).items()}
         for req in mapping.jitter_requests(self.mapped, shaped):
             self.exp.engine_call("set", **req)
         info("*** Adding hosts:\n")
@@ -301,6 +304,7 @@ class Mininet:
         folder = lab.store.folder(self.exp.name)
         self._argvs = {n: cgroups.join_argv(folder, n, [
             "nsenter", f"--net={netns.path(plan.nodes[n].netns)}"]) for n in plan.nodes}
+        self._netns = {n: plan.nodes[n].netns for n in plan.nodes}
 
     def _argv(self, node):
         return list(self._argvs[node])
@@ -461,8 +465,6 @@ class Mininet:
         as Mininet's ``config`` rebuilds its qdiscs."""
         w = self._where(intf)
         s = mapping.shaping({k: v for k, v in intf.tc.items() if v is not None}, intf.name)
-        if w.kind == "blocked":     # no frame crosses it: nothing to reshape
-            return
         params = {"bandwidth_bps": s.bandwidth_bps, "delay_us": s.delay_s * 1e6,
                   "jitter_us": s.jitter_s * 1e6,
                   "loss": {"kind": "bernoulli", "p": s.loss} if s.loss else {"kind": "none"}}
@@ -485,24 +487,44 @@ class Mininet:
         if status not in ("up", "down"):
             error(f"unknown link status: {status}\n")
             return
+        trees, changed = {}, set()
         for ia, ib in conns:
             w = self.mapped.where.get((ia.node.name, ia.name)) or \
                 self.mapped.where.get((ib.node.name, ib.name))
             if w is None:
                 raise refuse(f"link {src} {dst} {status}", self._unbuilt())
-            if w.spanning:
-                raise refuse(f"link {src} {dst} {status}", "these switches run a spanning "
-                             "tree, computed once when the network was built: it is not "
-                             "recomputed when a link between them changes")
-            # a trunk has a patch port at each end: both follow (so either side's name
-            # brings it back)
-            ws = [w, self.mapped.where[(ib.node.name, ib.name)]] if w.kind == "trunk" else [w]
-            for w in ws:
-                req = {"target": w.target}
-                if w.member:
-                    req["member"] = w.member
-                self.exp.engine_call(status, **req)
+            if w.spanning:      # between switches of a loop: the tree decides
+                ends = (ia.node.name, ia.name), (ib.node.name, ib.name)
+                tree = next(t for t in self._trees.values() if t.index(*ends) is not None)
+                left, joined = tree.change(tree.index(*ends), status == "up")
+                spanning.apply(tree, left, joined, self.mapped.where, self.exp.engine_call)
+                trees[tree.lan] = tree
+                if left or joined:
+                    changed.add(tree.lan)
+            else:
+                # a trunk has a patch port at each end: both follow (so either side's name
+                # brings it back)
+                ws = [w, self.mapped.where[(ib.node.name, ib.name)]] if w.kind == "trunk" \
+                    else [w]
+                for w in ws:
+                    req = {"target": w.target}
+                    if w.member:
+                        req["member"] = w.member
+                    self.exp.engine_call(status, **req)
             ia.up = ib.up = status == "up"
+        if changed:
+            self._topology_changed(changed)
+        if trees:
+            spanning.save(self.exp.lab.store.folder(self.exp.name), self._trees)
+
+    def _topology_changed(self, lans):
+        """After a spanning tree changed: each host on those networks announces itself, so
+        every switch learns it again on the new tree (wanlab.mininet.spanning)."""
+        ports = [(self._netns[h.name], i.name) for h in self.hosts for i in h.intfList()
+                 if (w := self.mapped.where.get((h.name, i.name))) is not None
+                 and w.kind == "lan" and any(w.target == lan or
+                                             w.target.startswith(lan + "/") for lan in lans)]
+        spanning.announce(ports)
 
     # -- tests --------------------------------------------------------------------------
     @staticmethod
@@ -529,12 +551,11 @@ class Mininet:
         opts = f"-W {timeout}" if timeout else ""
         for node in hosts:
             output(f"{node.name} -> ")
-            for dest in hosts:
-                if node is dest:
-                    continue
+            dests = [d for d in hosts if d is not node]
+            outs = self._pings(node, [d.IP() for d in dests if d.IP()], opts)
+            for dest in dests:
                 if dest.IP():
-                    r = node.cmd(f"LANG=C ping -c1 {opts} {dest.IP()}")
-                    s, rc = self._parsePing(r)
+                    s, rc = self._parsePing(next(outs))
                 else:
                     s, rc = 0, 0
                 sent += s
@@ -544,6 +565,22 @@ class Mininet:
         ploss = 100.0 * lost / sent if sent else 0
         output(f"*** Results: {round(ploss)}% dropped ({sent - lost}/{sent} received)\n")
         return ploss
+
+    PING_BATCH = 64     # pings per shell command
+
+    @staticmethod
+    def _pings(node, ips, opts):
+        """The output of ``ping -c1`` from ``node`` to each of ``ips``, one after another
+        as Mininet runs them, but up to PING_BATCH of them per command of the node's shell:
+        one round trip to the shell per batch, not per ping."""
+        for k in range(0, len(ips), Mininet.PING_BATCH):
+            batch = ips[k:k + Mininet.PING_BATCH]
+            out = node.cmd("; ".join(f"LANG=C ping -c1 {opts} {ip}; printf '\\036\\n'"
+                                     for ip in batch))
+            parts = out.split("\036\n")
+            yield from parts[:len(batch)]
+            # a batch cut short (the shell interrupted): the rest have no output
+            yield from [""] * (len(batch) - len(parts[:len(batch)]))
 
     def pingFull(self, hosts=None, timeout=None):
         hosts = hosts or self.hosts
