@@ -123,6 +123,8 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     let clock = Clock::new();
     let wall_offset = unix_now_ns().saturating_sub(clock.now().nanos());
     let n = opts.threads.max(1);
+    // (receive steering goes to the CPUs besides the engine's: its threads' or reserved)
+    let all = allocator::allowed_cpus();
     if let Some(cpus) = &opts.cpus {
         // Before any thread starts: the control thread stays on these CPUs too.
         allocator::confine(cpus).map_err(|e| io::Error::new(e.kind(), format!("--cpus: {e}")))?;
@@ -131,8 +133,11 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     let pinned = n > 1 || opts.rps || opts.cpus.is_some();
     let core_of = |i: u32| pinned.then(|| cores[i as usize % cores.len()]);
     let rps = if opts.rps {
-        let used: Vec<usize> = (0..n).filter_map(core_of).collect();
-        let mask = rps_mask(&cores, &used);
+        let used: Vec<usize> = match opts.cpus {
+            Some(_) => cores.clone(),
+            None => (0..n).filter_map(core_of).collect(),
+        };
+        let mask = rps_mask(&all, &used);
         if mask.is_none() {
             eprintln!("wanlab-engine: --rps: no core is left for the nodes' receive processing; not steering it");
         }
