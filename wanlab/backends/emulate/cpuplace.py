@@ -13,9 +13,10 @@ programs write into and read from those TAPs, so where they run relative to the 
 that serves them decides how a frame crosses the machine (MX, seed 004: software routers
 on one multicore box scale only when placed with the traffic in mind). The policy:
 
-* ``apart`` — the engine's cores are pinned and the experiment's cgroup has at least as
-  many other CPUs: every node on those spare CPUs, so the nodes' programs never take
-  time from a partition thread (which then keeps real time);
+* ``apart`` — CPUs are reserved for the engine, or its cores are pinned and the
+  experiment's cgroup has at least as many other CPUs: every node on the other CPUs, so
+  the nodes' programs never take time from a partition thread (which then keeps real
+  time);
 * ``with`` — fewer spare CPUs than engine cores (a small machine): each node on the cores
   of the partitions that read its TAPs, so its frames stay in one core's caches on their
   way in and out of the engine and the node's load follows the allocator's balancing;
