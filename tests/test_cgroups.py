@@ -12,6 +12,7 @@ import textwrap
 import time
 
 import pytest
+from conftest import ping_rtts
 
 from wanlab.backends.emulate import cgroups, cpuplace
 from wanlab.errors import SpecError, WanlabError
@@ -523,3 +524,113 @@ def test_an_engine_busy_all_the_time_drops_to_normal_priority_and_back(lab):
         wait(c, lambda s: s["rt_priority"] == prio, "not raised again")
     with open(log) as f:
         assert f"back at real-time priority {prio}" in f.read()
+
+
+# -- the engine's cores (cpuplace.engine_cores) ---------------------------------------------
+def test_the_engine_gets_a_core_per_thread_by_default_when_the_machine_has_them():
+    mine, why = cpuplace.engine_cores(None, 1, {0, 1})
+    assert mine == {1} and "default" in why and "nodes on CPUs 0" in why
+    assert cpuplace.engine_cores(None, 2, {0, 1, 2, 3})[0] == {2, 3}
+    # too few CPUs for the engine's threads and as many nodes' ones: none (as before)
+    assert cpuplace.engine_cores(None, 1, {0})[0] == set()
+    assert cpuplace.engine_cores(None, 2, {0, 1, 2})[0] == set()
+    # a forced with/none measures the old placements: no default reservation
+    for policy in ("with", "none"):
+        assert cpuplace.engine_cores(None, 1, {0, 1}, policy)[0] == set()
+    # the description's count wins: N last CPUs, or none
+    assert cpuplace.engine_cores(2, 1, {0, 1, 2, 3}, "with")[0] == {2, 3}
+    assert cpuplace.engine_cores(0, 1, {0, 1})[0] == set()
+    with pytest.raises(WanlabError, match=r"engine\.cores: 2 CPUs .* only 2"):
+        cpuplace.engine_cores(2, 1, {0, 1})
+
+
+def test_nodes_keep_off_the_cpus_reserved_for_the_engine():
+    d = cpuplace.decide(_parts((1, ["a0"])), {"a": ["a0"], "b": []}, {0, 1}, reserved={1})
+    assert d.policy == "apart" and d.cpus == {"a": {0}, "b": {0}}, d
+    assert "reserved for the engine" in d.why
+    # whatever the forced policy; reserved CPUs beyond the partitions' count too
+    d = cpuplace.decide(_parts((3, ["a0"])), {"a": ["a0"]}, {0, 1, 2, 3}, "with",
+                        reserved={2, 3})
+    assert d.policy == "apart" and d.cpus == {"a": {0, 1}}, d
+
+
+def test_engine_cores_from_yaml_builder_and_ns_and_too_many_named(tmp_path):
+    base = "name: t\nnodes: [a, b]\nlinks: [{name: l, nodes: [a, b]}]\nengine: {cores: %s}\n"
+    assert yaml_spec.loads(base % 0).engine_cores == 0
+    assert yaml_spec.loads("name: t\nnodes: [a]\n").engine_cores is None
+    with pytest.raises(SpecError, match=rf":4: engine\.cores: engine cores {NCPU}: .*at least "
+                                        "one"):
+        yaml_spec.loads(base % NCPU)
+    b = ExperimentBuilder("t")
+    with pytest.raises(SpecError, match="engine cores") as e:
+        b.engine(cores=NCPU)
+    assert e.value.field == "engine.cores"
+    tcl = tmp_path / "e.ns"
+    tcl.write_text("set ns [new Simulator]\nsource tb_compat.tcl\nset a [$ns node]\n"
+                   f"tb-set-engine-cores {NCPU}\n$ns run\n")
+    with pytest.raises(SpecError, match=r"e\.ns:4: tb-set-engine-cores: engine cores"):
+        ns.parse(str(tcl))
+    if NCPU >= 2:
+        tcl.write_text("set ns [new Simulator]\nsource tb_compat.tcl\nset a [$ns node]\n"
+                       "tb-set-engine-cores 1\n$ns run\n")
+        assert ns.parse(str(tcl)).engine_cores == 1
+    from wanlab.backends.emulate.engine import threads_for
+    assert threads_for(-1, 10, cores=1) == 1 and threads_for(0, 10, cores=1) == 1
+
+
+def _engine_pid(lab, name):
+    row = lab.store.get(name)
+    return next(r.detail["pid"] for r in lab.store.resources(row.id) if r.kind == "engine")
+
+
+def _tasks_cpus(pid):
+    out = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            out |= {ln.split()[-1] for ln in f if ln.startswith("Cpus_allowed_list")}
+    return out
+
+
+@needs_cgroups
+@pytest.mark.skipif(NCPU < 2, reason="needs a CPU for the engine and one for the nodes")
+def test_the_default_places_the_engine_on_its_own_core_and_the_nodes_off_it(lab):
+    """One engine thread (the default) on a machine with two CPUs or more: the engine is
+    confined and pinned to the last CPU, every node's cgroup (and a process in it) to the
+    others, the show says so; and every frame written to a TAP has its departure measured."""
+    from wanlab.site import show_text
+    b = ExperimentBuilder("own")
+    for n in ("a", "b", "c"):
+        b.node(n)
+    b.link("a", "b", name="l0", delay="1ms")
+    b.link("b", "c", name="l1")
+    lab.create(b.build())
+    assert len(ping_rtts(lab, "own", "a", "c-l1", count=5, interval=0.02)) == 5
+    info = lab.show("own")
+    engine_cpu = str(max(machine_cpus()))
+    nodes_cpus = cpuplace.cpulist(machine_cpus() - {int(engine_cpu)})
+    assert info["engine"]["cpus"] == engine_cpu and "default" in info["engine"]["cpus_why"]
+    assert [p["core"] for p in info["stats"]["partitions"]] == [int(engine_cpu)]
+    pid = _engine_pid(lab, "own")
+    assert _tasks_cpus(pid) == {engine_cpu}
+    # at real-time priority there, as the kernel sees it (where throttling lets it be)
+    with open("/proc/sys/kernel/sched_rt_runtime_us") as f:
+        throttled = int(f.read()) >= 0
+    if throttled and not os.environ.get("WANLAB_ENGINE_RT"):
+        assert info["stats"]["realtime"]["rt_priority"] > 0
+        policies = {os.sched_getscheduler(int(t)) & ~os.SCHED_RESET_ON_FORK
+                    for t in os.listdir(f"/proc/{pid}/task")}
+        assert os.SCHED_RR in policies, policies
+    for node in ("a", "b", "c"):
+        assert cgroups.cpus_of(_dirs(lab, "own", node)) == nodes_cpus
+        assert info["nodes"][node]["usage"]["cpus_policy"] == "apart"
+        assert _allowed(lab, "own", node) == nodes_cpus
+    text = "\n".join(show_text.local_lines(info))
+    assert f"engine on CPUs {engine_cpu} (the default" in text
+    assert f"on CPUs {nodes_cpus} (apart)" in text
+    # departures: one per frame a link delivered to a TAP (each direction's out_pkts)
+    st = info["stats"]
+    written = sum(st["links"][k][d]["out_pkts"] for k in ("l0", "l1") for d in ("ab", "ba"))
+    dep = st["realtime"]["departure"]
+    assert written >= 20 and dep["count"] == written, (written, dep)
+    assert 0 <= dep["p50_us"] <= dep["p99_us"] <= dep["max_us"], dep
+    assert "departure lateness: p50" in text

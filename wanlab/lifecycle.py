@@ -585,6 +585,11 @@ class Lab:
                     links = c.send(Stats())
         info = self._describe(row, plan, links)
         own_cpus = {n.name for n in row.ir.nodes if n.cpus is not None}
+        if row.state == ACTIVE:     # the engine's CPUs (backends/emulate/cpuplace.py)
+            for r in self.store.resources(row.id):
+                if r.kind == "engine" and "cpus" in r.detail:
+                    info["engine"] = {"cpus": r.detail["cpus"] or None,
+                                      "cpus_why": r.detail.get("cpus_why")}
         if row.state == ACTIVE:     # each node's use of its cgroup (CPU, memory, pids)
             groups = {r.detail["node"]: r.detail for r in self.store.resources(row.id)
                       if r.kind == "cgroup" and r.detail.get("node")}

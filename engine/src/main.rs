@@ -1,4 +1,4 @@
-//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--coalesce-us N] [--rt-priority N] [--behind-us N] [--capture-dir DIR] [--threads N] [--rps]`
+//! `wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--coalesce-us N] [--rt-priority N] [--behind-us N] [--capture-dir DIR] [--threads N] [--cpus LIST] [--rps]`
 //!
 //! Starts the real-time driver with an empty network; the control plane then builds the
 //! topology over the socket (see docs/engine-protocol.md). Captures are written only inside
@@ -18,7 +18,7 @@ use wanlab_engine::control::exec::engine_version;
 use wanlab_engine::driver::realtime::{run, Options};
 use wanlab_engine::driver::remote::Role;
 
-const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--coalesce-us N] [--rt-priority N] [--behind-us N] [--capture-dir DIR] [--threads N] [--rps]
+const USAGE: &str = "usage: wanlab-engine --socket PATH [--seed N] [--log PATH] [--busy-poll] [--spin-us N] [--linger-us N] [--spin-budget PCT] [--anticipate-us N] [--coalesce-us N] [--rt-priority N] [--behind-us N] [--capture-dir DIR] [--threads N] [--cpus LIST] [--rps]
        wanlab-engine simulate SCENARIO.json [--out RESULT.json] [--threads N]
        wanlab-engine simulate SCENARIO.json [--out RESULT.json] --rank R --ranks N (--listen ADDR | --connect ADDR) [--connect-timeout S]";
 
@@ -132,6 +132,7 @@ struct Args {
     capture_dir: Option<PathBuf>,
     threads: u32,
     rps: bool,
+    cpus: Option<Vec<usize>>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -149,6 +150,7 @@ fn parse_args() -> Result<Args, String> {
     let mut capture_dir = None;
     let mut threads = 1u32;
     let mut rps = false;
+    let mut cpus = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -158,6 +160,12 @@ fn parse_args() -> Result<Args, String> {
             "--log" => log = Some(PathBuf::from(val("--log")?)),
             "--busy-poll" => busy_poll = true,
             "--rps" => rps = true,
+            "--cpus" => {
+                cpus = Some(
+                    wanlab_engine::driver::allocator::parse_cpulist(&val("--cpus")?)
+                        .map_err(|e| format!("--cpus: {e}"))?,
+                )
+            }
             "--spin-us" => {
                 spin_us = val("--spin-us")?
                     .parse()
@@ -230,6 +238,7 @@ fn parse_args() -> Result<Args, String> {
         capture_dir,
         threads,
         rps,
+        cpus,
     })
 }
 
@@ -287,6 +296,7 @@ fn main() -> ExitCode {
             behind_ns: args.behind_us.saturating_mul(1000),
             capture_dir: args.capture_dir,
             rps: args.rps,
+            cpus: args.cpus,
         },
     ) {
         Ok(()) => {

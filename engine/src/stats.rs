@@ -163,6 +163,55 @@ pub struct HistogramSummary {
     pub buckets: Vec<(f64, u64)>,
 }
 
+/// How far the frames a real-time engine wrote to its ports went out from their scheduled
+/// departure, by its own clock: each frame's lateness is the clock read right after its
+/// write minus the model time it left the network. That is what the engine controls (its
+/// wake-up, its turn, the write itself); what the receiving node's scheduling adds comes
+/// after. A frame that went out early (a deadline coalesced into an earlier wake-up, at most
+/// `--coalesce-us` ahead) counts as 0 in the histogram and in `early`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Departures {
+    pub late: Histogram,
+    pub early: u64,
+    pub max_early_ns: u64,
+}
+
+/// [`Departures`] as the protocol carries it: the lateness histogram's summary and the early
+/// frames.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DeparturesSummary {
+    #[serde(flatten)]
+    pub late: HistogramSummary,
+    pub early: u64,
+    pub max_early_us: f64,
+}
+
+impl Departures {
+    /// A frame due at `due_ns` whose write ended at `done_ns` (same clock).
+    pub fn record(&mut self, due_ns: u64, done_ns: u64) {
+        if done_ns < due_ns {
+            self.early += 1;
+            self.max_early_ns = self.max_early_ns.max(due_ns - done_ns);
+        }
+        self.late.record(done_ns.saturating_sub(due_ns));
+    }
+
+    /// Add `other`'s frames (each partition of a threaded engine keeps its own).
+    pub fn merge(&mut self, other: &Departures) {
+        self.late.merge(&other.late);
+        self.early += other.early;
+        self.max_early_ns = self.max_early_ns.max(other.max_early_ns);
+    }
+
+    pub fn summary(&self) -> DeparturesSummary {
+        DeparturesSummary {
+            late: self.late.summary(),
+            early: self.early,
+            max_early_us: self.max_early_ns as f64 / 1000.0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +276,32 @@ mod tests {
             idle.record(0);
         }
         assert_eq!(idle.summary().p99_us, 0.0);
+    }
+
+    #[test]
+    fn departures_count_late_and_early_frames_against_their_due_time() {
+        let mut d = Departures::default();
+        d.record(1_000_000, 1_003_000); // 3 µs late
+        d.record(2_000_000, 2_000_000); // on time
+        d.record(3_000_000, 2_990_000); // 10 µs early (a coalesced deadline)
+        d.record(4_000_000, 4_250_000); // 250 µs late
+        assert_eq!(d.late.count(), 4);
+        assert_eq!((d.early, d.max_early_ns), (1, 10_000));
+        assert_eq!(d.late.max_ns(), 250_000);
+        let s = d.summary();
+        assert_eq!(s.late.count, 4);
+        // two of four under 1 µs (on time, early): the median is 0
+        assert_eq!(
+            (s.late.p50_us, s.late.p99_us, s.late.max_us),
+            (0.0, 250.0, 250.0)
+        );
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["count"], 4);
+        assert_eq!(v["early"], 1);
+        assert_eq!(v["max_early_us"], 10.0);
+        let mut m = Departures::default();
+        m.record(0, 500_000);
+        m.merge(&d);
+        assert_eq!((m.late.count(), m.early, m.late.max_ns()), (5, 1, 500_000));
     }
 }

@@ -128,6 +128,7 @@ class ExperimentBuilder:
         self._parameters: dict[str, ir.Parameter] = {}
         self._swap = ir.SwapPolicy()
         self._engine_threads = 0
+        self._engine_cores: int | None = None
         self.routing(routing)
         self._nodes: dict[str, dict[str, Any]] = {}
         self._links: dict[str, dict[str, Any]] = {}
@@ -166,13 +167,16 @@ class ExperimentBuilder:
                 max_duration, "maximum duration", field="max_duration"),
             no_idle_reason=no_idle_reason)
 
-    def engine(self, *, threads: Any = None) -> None:
+    def engine(self, *, threads: Any = None, cores: Any = None) -> None:
         """The real-time engine of this experiment: ``threads`` partitions, each on its own
         pinned thread (1 to 64, or ``"auto"``: one per core, at most one per link or LAN;
-        default 1, see docs/architecture.md)."""
-        if threads is None:
-            return
-        self._engine_threads = units.parse_engine_threads(threads, field="engine.threads")
+        default 1, see docs/architecture.md); ``cores`` CPUs reserved for it, which no node
+        runs on (0: none; default: one per thread when the machine has as many more for the
+        nodes, see docs/resources.md)."""
+        if threads is not None:
+            self._engine_threads = units.parse_engine_threads(threads, field="engine.threads")
+        if cores is not None:
+            self._engine_cores = units.parse_engine_cores(cores, field="engine.cores")
 
     # -- helpers -----------------------------------------------------------
     def _is_taken(self, name: str) -> bool:
@@ -746,6 +750,7 @@ class ExperimentBuilder:
                             seed=units.parse_int(self.seed, "seed", field="seed"),
                             parameters=tuple(self._parameters.values()), swap=self._swap,
                             engine_threads=self._engine_threads,
+                            engine_cores=self._engine_cores,
                             ipv6=getattr(self, "_ipv6", "off"),
                             ipv6_prefix=getattr(self, "_ipv6_prefix", None),
                             ipv6_source=getattr(self, "_ipv6_source", ir.Source()),

@@ -322,6 +322,7 @@ class _Records:
             asns=asns, bgp_sessions=sessions,
             parameters=params, swap=self.swap(rec.get("swap") or {}),
             engine_threads=self.engine_threads(rec.get("engine") or {}),
+            engine_cores=self.engine_cores(rec.get("engine") or {}),
             nodes=tuple(nodes), links=tuple(links), lans=tuple(lans),
             events=tuple(events), programs=tuple(programs), agents=tuple(agents),
             timelines=tuple(timelines), groups=tuple(groups),
@@ -401,6 +402,14 @@ class _Records:
         v, f, line = eng["threads"]
         return units.parse_engine_threads(v, field="tb-set-engine-threads", file=self.fname(f),
                                     line=line or None)
+
+    def engine_cores(self, eng: dict[str, Any]) -> int | None:
+        """tb-set-engine-cores N -> the CPUs reserved for the engine (None: not set)."""
+        if "cores" not in eng:
+            return None
+        v, f, line = eng["cores"]
+        return units.parse_engine_cores(v, field="tb-set-engine-cores", file=self.fname(f),
+                                        line=line or None)
 
     def swap(self, sw: dict[str, Any]) -> ir.SwapPolicy:
         """tb-set-idleswap / tb-set-maxduration / tb-set-noidleswap -> the swap policy."""

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from wanlab.errors import SpecError
+from wanlab.model import ir
 
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 _BW_RE = re.compile(r"^\s*" + _NUM + r"\s*([kKmMgGtT]?)(b|B|bit|bits|Bytes|bytes)?"
@@ -285,6 +286,21 @@ def parse_cpuset(value: object, *, file: str | None = None, line: int | None = N
 
 
 MAX_ENGINE_THREADS = 64          # the engine's --threads limit
+
+
+def parse_engine_cores(v: Any, *, field: str = "cores", file: str | None = None,
+                       line: int | None = None) -> int:
+    """CPUs reserved for the engine: 0 to one fewer than this machine's (checked here, so
+    the error has the description's line)."""
+    try:
+        n = int(str(v).strip()) if not isinstance(v, (bool, float)) else None
+    except ValueError:
+        n = None
+    try:
+        ir.check_engine_cores(v if n is None else n, None, field)
+    except SpecError as e:
+        raise SpecError(e.message, file=file, line=line, field=field) from None
+    return n  # type: ignore[return-value]
 
 
 def parse_engine_threads(v: Any, *, field: str = "threads", file: str | None = None,

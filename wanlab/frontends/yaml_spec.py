@@ -335,7 +335,9 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
         except SpecError as e:
             if e.file and e.file != file:
                 raise      # located in another file (a matrix CSV): keep its place
-            sub = _path_str(path) + ("." + e.field if e.field else "")
+            sub = _path_str(path)
+            if e.field and e.field != sub:     # (a builder naming the whole path names it)
+                sub += "." + e.field
             raise SpecError(e.message, file=file, line=_line_of(doc, path), field=sub) from None
 
     values = values or {}
@@ -351,7 +353,9 @@ def _build(doc: dict[str, Any], file: str, default_name: str,
         call(["idle_swap"], b.swap_policy, idle=doc.get("idle_swap"),
              max_duration=doc.get("max_duration"), no_idle_reason=doc.get("no_idle_swap"))
     if "engine" in doc:
-        call(["engine", "threads"], b.engine, threads=(doc["engine"] or {}).get("threads"))
+        eng = doc["engine"] or {}
+        call(["engine", "threads"], b.engine, threads=eng.get("threads"))
+        call(["engine", "cores"], b.engine, cores=eng.get("cores"))
     if "ipv6" in doc:
         call(["ipv6"], b.ipv6, doc["ipv6"])
     if "ipv6_prefix" in doc:          # (refused at its line when the experiment has no IPv6)

@@ -653,6 +653,8 @@ class Experiment:
     bgp_sessions: tuple[BgpSession, ...] = ()
     seed: int = 1
     engine_threads: int = 0          # real-time engine threads (0: default, -1: auto)
+    engine_cores: int | None = None  # CPUs reserved for the engine (None: the default;
+    #                                  docs/resources.md, "The engine's cores")
     parameters: tuple[Parameter, ...] = ()
     swap: SwapPolicy = field(default_factory=SwapPolicy)
     warnings: tuple[str, ...] = ()
@@ -1409,6 +1411,8 @@ def validate(exp: Experiment) -> Experiment:
     if exp.rtproto not in RTPROTOS:
         raise _err(f"routing protocol {exp.rtproto!r} unknown; supported are "
                    f"{', '.join(RTPROTOS)}", exp.source)
+    if exp.engine_cores is not None:
+        check_engine_cores(exp.engine_cores, exp.source, "engine.cores")
     for n in exp.nodes:
         claim(n.name, "node", n.source)
         if n.loopback is not None:
@@ -1555,6 +1559,18 @@ def validate(exp: Experiment) -> Experiment:
 def machine_cpus() -> set[int]:
     """The CPU numbers this machine lets wanlab use (its affinity mask)."""
     return set(os.sched_getaffinity(0))
+
+
+def check_engine_cores(n: Any, src: Source | None, fld: str) -> None:
+    """``engine: {cores: N}``: a whole number of CPUs, from 0 (none reserved) to one fewer
+    than this machine lets wanlab use (the nodes need one)."""
+    have = len(machine_cpus())
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise _err(f"engine cores {n!r}: a whole number of CPUs to reserve for the engine "
+                   f"(0: none)", src, fld)
+    if n >= have:
+        raise _err(f"engine cores {n}: this machine lets wanlab use {have} CPUs, and the nodes "
+                   f"need at least one of them (at most {have - 1})", src, fld)
 
 
 def cpuset_members(spec: str) -> set[int]:

@@ -114,6 +114,10 @@ def local_lines(info: dict[str, Any], summary: bool = True) -> list[str]:
         detail = ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
                            for k, v in st.items() if k != "kind" and v is not None)
         out.append(f"  {name} ({st.get('kind')}): {detail}")
+    eng = info.get("engine")
+    if eng:
+        out.append(f"engine on CPUs {eng['cpus']} ({eng.get('cpus_why')})" if eng.get("cpus")
+                   else f"engine with no CPU of its own ({eng.get('cpus_why')})")
     rt = info.get("stats", {}).get("realtime")
     if rt:
         out.append(f"engine: {'BEHIND real time' if rt.get('behind') else 'keeping pace'}; "
@@ -123,6 +127,8 @@ def local_lines(info: dict[str, Any], summary: bool = True) -> list[str]:
         if rt.get("lateness"):
             out.append(f"  timer lateness: {_dist(rt['lateness'], 'events')}; wakes "
                        f"{rt.get('wake_estimate_us', 0):g} µs early (measured wake-up latency)")
+        if rt.get("departure"):
+            out.append(f"  departure lateness: {_dist(rt['departure'])}")
     for p in info.get("stats", {}).get("partitions") or []:
         core = "unpinned" if p.get("core") is None else f"core {p['core']}"
         ports = ", ".join(p.get("ports") or []) or "-"

@@ -23,6 +23,7 @@ use crate::io::capture_file::CaptureDir;
 use crate::io::tap::{Tap, MAX_FRAME};
 use crate::model::network::{Dir, Network, Output, PipeIdx, PortIdx, TopologySpec};
 use crate::pcap::{PcapWriter, DEFAULT_SNAPLEN};
+use crate::stats::Departures;
 use crate::time::Instant;
 
 /// A capture file, shared by the partitions that run the pipelines it records (each
@@ -52,6 +53,9 @@ pub struct Engine {
     /// Set by the real-time driver: reported in `stats` as `"realtime"` (with the network's
     /// lateness counters); None in virtual time, where the object is absent.
     pub realtime: Option<RealtimeState>,
+    /// Set by the real-time driver: how late each frame written to a port went out
+    /// (`"departure"` in `"realtime"`).
+    pub departures: Option<Departures>,
     /// Where captures may be written (None: `capture_start` is refused).
     pub capture_dir: Option<CaptureDir>,
     /// `rps_cpus` of the TAPs created (`--rps`; None: the kernel's default).
@@ -104,7 +108,9 @@ impl Sinks {
     /// Deliver what the network produced: frames to TAPs, captured copies to pcap files.
     pub fn handle_output(&mut self, out: Output<'_>) {
         match out {
-            Output::Frame { port, data, vnet } => {
+            Output::Frame {
+                port, data, vnet, ..
+            } => {
                 if let Some(t) = self.taps.get(&port) {
                     if !t.send(&vnet, &data) {
                         self.tx_errors += 1;
@@ -315,6 +321,7 @@ impl Engine {
             },
             new_ports: Vec::new(),
             realtime: None,
+            departures: None,
             capture_dir: None,
             rps_mask: None,
         }
@@ -532,6 +539,7 @@ impl Engine {
                     "woken_by_io": rt.woken_by_io,
                     "deferred_reads": rt.deferred_reads,
                     "lateness": self.net.lateness_histogram().map(|h| h.summary()),
+                    "departure": self.departures.as_ref().map(|d| d.summary()),
                 }),
             );
         }

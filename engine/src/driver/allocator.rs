@@ -153,6 +153,54 @@ pub fn allowed_cpus() -> Vec<usize> {
     }
 }
 
+/// A CPU list as the kernel writes it (`0-2,5`), sorted, without repeats.
+pub fn parse_cpulist(s: &str) -> Result<Vec<usize>, String> {
+    let bad = || format!("{s:?} is not a CPU list such as 1 or 0-2,5");
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = (
+            a.trim().parse().map_err(|_| bad())?,
+            b.trim().parse().map_err(|_| bad())?,
+        );
+        if a > b || b >= libc::CPU_SETSIZE as usize {
+            return Err(bad());
+        }
+        out.extend(a..=b);
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+/// Confine this process (the calling thread, and every thread it starts afterwards) to
+/// `cpus`; an error names the CPUs it may not use.
+pub fn confine(cpus: &[usize]) -> std::io::Result<()> {
+    let allowed = allowed_cpus();
+    let outside: Vec<String> = cpus
+        .iter()
+        .filter(|c| !allowed.contains(c))
+        .map(usize::to_string)
+        .collect();
+    if !outside.is_empty() {
+        return Err(std::io::Error::other(format!(
+            "CPU {} not among the CPUs this process may use",
+            outside.join(", ")
+        )));
+    }
+    // SAFETY: sched_setaffinity reads a local cpu_set_t.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 /// Pin thread `tid` (0: the calling thread) to `cpu`.
 pub fn pin(tid: i32, cpu: usize) -> std::io::Result<()> {
     // SAFETY: sched_setaffinity reads a local cpu_set_t.
@@ -465,6 +513,16 @@ impl PartLoad {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists_read_as_the_kernel_writes_them() {
+        assert_eq!(parse_cpulist("1"), Ok(vec![1]));
+        assert_eq!(parse_cpulist("0-2,5"), Ok(vec![0, 1, 2, 5]));
+        assert_eq!(parse_cpulist("3,1-2,2"), Ok(vec![1, 2, 3]));
+        for bad in ["", "a", "2-1", "1,", "-1", "99999"] {
+            assert!(parse_cpulist(bad).is_err(), "{bad:?}");
+        }
+    }
 
     fn port(id: &str, lan: Option<&str>) -> PlainPort {
         PlainPort {

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 
 use super::allocator::{self, PartLoad, Window};
-use super::messages::{Ack, ToPart};
+use super::messages::{Ack, RtHists, ToPart};
 use super::os::{Clock, EventFd};
 use super::partition_loop::{Part, SLICE_NS};
 use super::port_move::{hand_over, take_over, PortMoves};
@@ -40,7 +40,7 @@ use crate::control::topology::ApplyCmd;
 use crate::io::tap::Tap;
 use crate::model::network::partition::{Partition, PortState};
 use crate::model::network::Network;
-use crate::stats::Histogram;
+use crate::stats::{Departures, Histogram};
 use crate::time::Instant;
 
 enum Dest {
@@ -61,7 +61,7 @@ struct Pending {
     dest: Dest,
     kind: Kind,
     leader: Outcome,
-    hist: Option<Histogram>,
+    hist: Option<RtHists>,
     waiting: usize,
     acks: Vec<Ack>,
 }
@@ -240,7 +240,7 @@ impl Leader {
         self.complete(&p.engine.net, clock.now());
     }
 
-    fn push(&mut self, dest: Dest, kind: Kind, leader: Outcome, hist: Option<Histogram>) {
+    fn push(&mut self, dest: Dest, kind: Kind, leader: Outcome, hist: Option<RtHists>) {
         self.pending.push_back(Pending {
             seq: 0,
             dest,
@@ -307,9 +307,7 @@ impl Leader {
             Started::Apply(job) => self.job = Some((dest, job, copy)),
             Started::Done(outcome) => {
                 let ok = outcome.is_ok();
-                let hist = matches!(kind, Kind::Stats)
-                    .then(|| p.engine.net.lateness_histogram().cloned())
-                    .flatten();
+                let hist = matches!(kind, Kind::Stats).then(|| rt_hists(p)).flatten();
                 self.push(dest, kind, outcome, hist);
                 if recut {
                     p.recut();
@@ -463,7 +461,7 @@ impl Leader {
         net: &Network,
         kind: Kind,
         leader: Outcome,
-        hist: Option<Histogram>,
+        hist: Option<RtHists>,
         acks: Vec<Ack>,
     ) -> Outcome {
         match kind {
@@ -483,19 +481,20 @@ impl Leader {
                 let (mut body, effect) = leader?;
                 let mut rts = vec![None; self.loads.len()];
                 rts[0] = body.remove("realtime");
-                let mut h = hist.unwrap_or_default();
+                let (mut h, mut d) = hist.unwrap_or_default();
                 for a in acks {
                     let (mut m, _) = a.outcome?;
                     if let Some(slot) = rts.get_mut(a.from as usize) {
                         *slot = m.remove("realtime");
                     }
-                    if let Some(x) = &a.hist {
+                    if let Some((x, y)) = &a.hist {
                         h.merge(x);
+                        d.merge(y);
                     }
                     merge_body(&mut body, m);
                 }
                 body.insert("partitions".into(), self.partitions_json(net, &rts));
-                if let Some(rt) = merge_realtime(rts, &h) {
+                if let Some(rt) = merge_realtime(rts, &h, &d) {
                     body.insert("realtime".into(), rt);
                 }
                 Ok((body, effect))
@@ -676,7 +675,7 @@ impl Leader {
                 .engine
                 .stats(target.as_deref(), now)
                 .map(|b| (b, Effect::None));
-            let hist = p.engine.net.lateness_histogram().cloned();
+            let hist = rt_hists(p);
             let ok = outcome.is_ok();
             self.push(Dest::Event(conn), Kind::Stats, outcome, hist);
             if ok && !self.peers.is_empty() {
@@ -700,9 +699,15 @@ fn publish_ports(p: &Part) {
     }
 }
 
+/// A partition's lateness and departure distributions (None outside real time).
+fn rt_hists(p: &Part) -> Option<RtHists> {
+    let h = p.engine.net.lateness_histogram()?.clone();
+    Some((h, p.engine.departures.clone().unwrap_or_default()))
+}
+
 /// `"realtime"` of several partitions: counts add up, maxima and flags combine, the lateness
-/// distribution is the merge of theirs.
-fn merge_realtime(objs: Vec<Option<Value>>, hist: &Histogram) -> Option<Value> {
+/// and departure distributions are the merges of theirs.
+fn merge_realtime(objs: Vec<Option<Value>>, hist: &Histogram, dep: &Departures) -> Option<Value> {
     let objs: Vec<Map<String, Value>> = objs
         .into_iter()
         .filter_map(|o| match o {
@@ -754,6 +759,7 @@ fn merge_realtime(objs: Vec<Option<Value>>, hist: &Histogram) -> Option<Value> {
             .min()),
     );
     out.insert("lateness".into(), json!(hist.summary()));
+    out.insert("departure".into(), json!(dep.summary()));
     Some(Value::Object(out))
 }
 
@@ -794,7 +800,7 @@ impl Follower {
         }
     }
 
-    fn ack(&self, seq: u64, outcome: Outcome, owns_agent: bool, hist: Option<Histogram>) {
+    fn ack(&self, seq: u64, outcome: Outcome, owns_agent: bool, hist: Option<RtHists>) {
         let _ = self.acks.send(Ack {
             seq,
             from: self.me,
@@ -855,9 +861,7 @@ impl Follower {
                         Started::Done(o) => o,
                         Started::Apply(_) => Err("internal: apply sent as a plain command".into()),
                     };
-                    let hist = stats
-                        .then(|| p.engine.net.lateness_histogram().cloned())
-                        .flatten();
+                    let hist = stats.then(|| rt_hists(p)).flatten();
                     if recut {
                         p.recut();
                     }

@@ -7,7 +7,10 @@ use crate::control::topology::ApplyCmd;
 use crate::io::tap::Tap;
 use crate::model::network::partition::{Partition, PortState};
 use crate::model::network::PipeIdx;
-use crate::stats::Histogram;
+use crate::stats::{Departures, Histogram};
+
+/// A partition's timer lateness and frame departures, for a merged `stats`.
+pub type RtHists = (Histogram, Departures);
 
 /// What the leader sends a follower.
 pub enum ToPart {
@@ -55,8 +58,8 @@ pub struct Ack {
     pub outcome: Outcome,
     /// For `trace`: whether this replica runs the agent.
     pub owns_agent: bool,
-    /// For `stats`: this replica's lateness distribution.
-    pub hist: Option<Histogram>,
+    /// For `stats`: this replica's lateness and departure distributions.
+    pub hist: Option<RtHists>,
     /// For `MoveOut`: the moving port's state.
     pub state: Option<PortState>,
 }

@@ -116,6 +116,10 @@ pub struct Options {
     /// Pin the packet threads and steer the receive processing of frames written to the
     /// TAPs to the other cores (`--rps`; see [`rps_mask`]).
     pub rps: bool,
+    /// `--cpus`: the CPUs reserved for the engine: the process is confined to them and every
+    /// partition thread pinned among them (one thread too). None: the CPUs it was started
+    /// with, pinned only with several partitions or `--rps`.
+    pub cpus: Option<Vec<usize>>,
 }
 
 /// Polling for traffic needs at least this much budget left.
@@ -444,17 +448,28 @@ impl Part {
         }
         let late_before = engine.net.lateness().map_or(0, |l| l.late_events);
         {
-            let Engine { net, out, .. } = engine;
+            let Engine {
+                net,
+                out,
+                departures,
+                ..
+            } = engine;
             let replies = &mut t.replies;
             let defer = &self.defer;
             let ran = net.poll_until(now, now.add_nanos(opts.coalesce_ns), |o| {
+                let mut due = None;
                 // A deferred port's frames are not read by polling: no answer to wait for.
-                if let Output::Frame { port, .. } = &o {
+                if let Output::Frame { port, at, .. } = &o {
                     if !defer.is_deferred(*port) {
                         replies.written(*port, now, opts.linger_ns);
                     }
+                    due = Some(*at);
                 }
-                out.handle_output(o)
+                out.handle_output(o);
+                // The frame's departure lateness: the clock once its write is done.
+                if let (Some(due), Some(d)) = (due, departures.as_mut()) {
+                    d.record(due.nanos(), clock.now().nanos());
+                }
             });
             t.horizon = t.horizon.max(ran.unwrap_or(Instant::ZERO));
         }

@@ -4,6 +4,10 @@
 //! the signals and the others their command channels (`fanout`), pins the threads to cores
 //! and raises their priority.
 //!
+//! `--cpus LIST`: the CPUs reserved for the engine (the control plane keeps the nodes off
+//! them): the process is confined to them before any thread starts and the partitions are
+//! pinned among them, one thread too.
+//!
 //! `--rps`: the partition threads are pinned (one thread too) and every TAP's receive queue
 //! gets the other cores as its `rps_cpus` ([`rps_mask`], set in `io/tap.rs`), so the
 //! receiving node's network stack, which a TAP write otherwise runs in the engine's thread,
@@ -45,6 +49,7 @@ fn new_engine(
     engine.net.set_poll_limit(Some(POLL_LIMIT));
     engine.net.set_lazy_per_poll(Some(LAZY_PER_POLL));
     engine.realtime = Some(Default::default());
+    engine.departures = Some(Default::default());
     if threads > 1 {
         engine.net.set_partition(Partition {
             me,
@@ -118,11 +123,21 @@ pub fn run(socket: &Path, seed: u64, opts: Options) -> io::Result<()> {
     let clock = Clock::new();
     let wall_offset = unix_now_ns().saturating_sub(clock.now().nanos());
     let n = opts.threads.max(1);
+    // (receive steering goes to the CPUs besides the engine's: its threads' or reserved)
+    let all = allocator::allowed_cpus();
+    if let Some(cpus) = &opts.cpus {
+        // Before any thread starts: the control thread stays on these CPUs too.
+        allocator::confine(cpus).map_err(|e| io::Error::new(e.kind(), format!("--cpus: {e}")))?;
+    }
     let cores = allocator::allowed_cpus();
-    let core_of = |i: u32| (n > 1 || opts.rps).then(|| cores[i as usize % cores.len()]);
+    let pinned = n > 1 || opts.rps || opts.cpus.is_some();
+    let core_of = |i: u32| pinned.then(|| cores[i as usize % cores.len()]);
     let rps = if opts.rps {
-        let used: Vec<usize> = (0..n).filter_map(core_of).collect();
-        let mask = rps_mask(&cores, &used);
+        let used: Vec<usize> = match opts.cpus {
+            Some(_) => cores.clone(),
+            None => (0..n).filter_map(core_of).collect(),
+        };
+        let mask = rps_mask(&all, &used);
         if mask.is_none() {
             eprintln!("wanlab-engine: --rps: no core is left for the nodes' receive processing; not steering it");
         }

@@ -43,7 +43,10 @@ impl VirtualTime {
             let now = self.now;
             let delivered = &mut self.delivered;
             self.net.poll(now, |o| {
-                if let Output::Frame { port, data, vnet } = o {
+                if let Output::Frame {
+                    port, data, vnet, ..
+                } = o
+                {
                     delivered.push(Delivered {
                         at: now,
                         port,

@@ -43,6 +43,11 @@ impl Drop for Engine {
 
 impl Engine {
     fn start(name: &str) -> Engine {
+        Engine::start_with(name, &[])
+    }
+
+    /// With `extra` arguments after `--threads 2` (a later `--threads` wins).
+    fn start_with(name: &str, extra: &[&str]) -> Engine {
         let dir = std::env::temp_dir().join(format!("wl-mv-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -56,6 +61,7 @@ impl Engine {
                 "--log",
                 dir.join("engine.log").to_str().unwrap(),
             ])
+            .args(extra)
             .spawn()
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -331,6 +337,17 @@ fn a_port_moved_at_run_time_loses_and_reorders_nothing() {
     );
     let after = e.owner();
     assert_eq!((after["a"], after["b"]), (0, 0), "{after:?}");
+    // Every frame a link delivered to a TAP had its departure measured by the partition that
+    // wrote it, and the merged stats hold them all.
+    let s = e.req(json!({"cmd": "stats"}));
+    let written: u64 = ["l1", "l2"]
+        .iter()
+        .flat_map(|l| ["ab", "ba"].map(|d| s["links"][l][d]["out_pkts"].as_u64().unwrap()))
+        .sum();
+    let dep = &s["realtime"]["departure"];
+    assert!(written >= u64::from(N), "{s}");
+    assert_eq!(dep["count"].as_u64(), Some(written), "{dep}");
+    assert!(dep["p50_us"].as_f64() <= dep["max_us"].as_f64(), "{dep}");
     let log = e.log();
     assert!(
         log.contains("port a moved from partition 0") && log.contains("port b moved"),
@@ -471,4 +488,50 @@ fn the_allocator_moves_a_port_off_a_saturated_partition() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+#[test]
+fn cpus_confine_the_engine_and_pin_even_one_partition() {
+    if !can_run() {
+        return;
+    }
+    let mut allowed = Vec::new();
+    for l in std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+    {
+        if let Some(v) = l.strip_prefix("Cpus_allowed_list:") {
+            allowed = wanlab_engine::driver::allocator::parse_cpulist(v.trim()).unwrap();
+        }
+    }
+    let last = allowed.last().unwrap().to_string();
+    let mut e = Engine::start_with("cpus", &["--threads", "1", "--cpus", &last]);
+    let s = e.req(json!({"cmd": "stats"}));
+    let parts = s["partitions"].as_array().unwrap();
+    assert_eq!(parts.len(), 1, "{s}");
+    assert_eq!(parts[0]["core"].to_string(), last, "{s}");
+    // every thread of the process (the control thread too) stays on that CPU
+    let pid = e.child.id();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let st = std::fs::read_to_string(t.unwrap().path().join("status")).unwrap();
+        let line = st
+            .lines()
+            .find(|l| l.starts_with("Cpus_allowed_list:"))
+            .unwrap();
+        assert_eq!(line.split_whitespace().last(), Some(last.as_str()), "{st}");
+    }
+    // a CPU list it may not use, or not a list: a clear error at start
+    let outside = (allowed.last().unwrap() + 1).to_string();
+    for (bad, want) in [
+        ("99999", "not a CPU list"),
+        ("x", "not a CPU list"),
+        (outside.as_str(), "not among the CPUs"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_wanlab-engine"))
+            .args(["--socket", "/nonexistent/s", "--cpus", bad])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(want), "{bad}: {err}");
+    }
 }

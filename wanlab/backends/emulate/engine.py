@@ -65,21 +65,24 @@ def rps_args(env: dict | None = None) -> list[str]:
     raise EngineError(f"{RPS_ENV}={v!r}: expected 'on' or 'off'")
 
 
-def threads_for(wanted: int, links: int) -> int:
+def threads_for(wanted: int, links: int, cores: int | None = None) -> int:
     """The engine's thread count for an experiment asking ``wanted`` (the IR's
     ``engine_threads``) with ``links`` links and LANs. Not set: 1, the measured best on
     small machines (docs/architecture.md, "The engine on several cores": a second engine
     thread takes a core from the nodes' own programs); ``auto`` (-1): one per core this
-    process may use, at most one per link or LAN (a partition needs traffic to pay off)."""
+    process may use (with ``cores`` reserved for the engine: one per reserved core), at most
+    one per link or LAN (a partition needs traffic to pay off)."""
     if wanted > 0:
         return wanted
     if wanted < 0:
-        return max(1, min(len(os.sched_getaffinity(0)), links, 64))
+        have = cores if cores else len(os.sched_getaffinity(0))
+        return max(1, min(have, links, 64))
     return 1
 
 
-def start(folder: str, seed: int, threads: int = 1) -> subprocess.Popen:
-    """Spawn the engine (``threads`` partitions); returns once its socket answers
+def start(folder: str, seed: int, threads: int = 1, cpus: str = "") -> subprocess.Popen:
+    """Spawn the engine (``threads`` partitions; ``cpus``: the CPU list reserved for it, which
+    it is confined to and its partitions pinned among); returns once its socket answers
     ``hello``."""
     sock = socket_of(folder)
     if os.path.exists(sock):
@@ -88,7 +91,8 @@ def start(folder: str, seed: int, threads: int = 1) -> subprocess.Popen:
     # captures (trace events) are confined to the experiment's folder
     proc = subprocess.Popen([engine_binary(), "--socket", sock, "--seed", str(seed),
                              "--capture-dir", folder, "--threads", str(threads),
-                             "--rt-priority", str(rt_priority()), *rps_args()],
+                             "--rt-priority", str(rt_priority()), *rps_args(),
+                             *(["--cpus", cpus] if cpus else [])],
                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                             start_new_session=True, close_fds=True, umask=0o077,
                             cwd="/")     # never the caller's folder, which may go

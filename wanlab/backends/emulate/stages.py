@@ -15,7 +15,9 @@ The emulation stages, in swap-in order (:data:`STAGES`):
                   writable layer (kept across swap-outs), its tarfiles and packages once
                   (:mod:`wanlab.backends.emulate.rootfs`); the default image is built on
                   first use
-  ``engine``      the experiment's own ``wanlab-engine``
+  ``engine``      the experiment's own ``wanlab-engine``, on the CPUs reserved for it
+                  (:func:`wanlab.backends.emulate.cpuplace.engine_cores`), logged and noted
+                  on its record
   ``namespaces``  one network namespace per node; forwarding on, no IPv6 chatter
   ``cgroups``     the experiment's cgroup and one per node with its limits (cpu, memory,
                   pids, pinning; :mod:`wanlab.backends.emulate.cgroups`), which the node's
@@ -23,7 +25,7 @@ The emulation stages, in swap-in order (:data:`STAGES`):
   ``taps``        the engine creates each TAP (``apply``) inside its node's namespace, and
                   the links, LANs and simulated nodes between them
   ``cpus``        each node's cgroup on the CPUs the engine's placement suggests (nodes
-                  apart from the engine's pinned cores, or with the partition that reads
+                  off the engine's reserved or pinned cores, or with the partition that reads
                   their TAPs; :mod:`wanlab.backends.emulate.cpuplace`), logged, and noted
                   on the node's cgroup record; a node's own ``cpus`` is kept
   ``addresses``   loopback, and each TAP's MAC, MTU and address; up
@@ -72,7 +74,7 @@ from wanlab.engine import encode, in_force
 from wanlab.engine.client import socket_of
 from wanlab.engine.protocol import Apply, Stats
 from wanlab.errors import WanlabError
-from wanlab.model.ir import Experiment
+from wanlab.model.ir import Experiment, cpuset_members
 from wanlab.plan.routes import RouteEntry
 from wanlab.plan.types import Interface, Plan
 from wanlab.store.db import ExperimentRow, Store, make_private_dir
@@ -271,10 +273,16 @@ def _roots_in(b: Build, want: list, store: images.Images, layer_ids: dict[str, l
 def _engine(b: Build) -> None:
     if not b.swapin:
         return
-    b.say("starting the engine")
-    eid = b.store.record(b.row.id, "engine", f"engine-{b.row.short}", socket=b.socket)
-    threads = engine.threads_for(b.exp.engine_threads, len(b.exp.links) + len(b.exp.lans))
-    proc = engine.start(b.folder, b.exp.seed, threads)
+    threads = engine.threads_for(b.exp.engine_threads, len(b.exp.links) + len(b.exp.lans),
+                                 b.exp.engine_cores)
+    mine, why = cpuplace.engine_cores(b.exp.engine_cores, threads, cpuplace.allowed_of(None),
+                                      cpuplace.forced())
+    cpus = cpuplace.cpulist(mine)
+    b.say(f"starting the engine ({threads} thread{'s' if threads > 1 else ''}) "
+          + (f"on CPUs {cpus} ({why})" if cpus else f"with no CPU of its own ({why})"))
+    eid = b.store.record(b.row.id, "engine", f"engine-{b.row.short}", socket=b.socket,
+                         cpus=cpus, cpus_why=why)
+    proc = engine.start(b.folder, b.exp.seed, threads, cpus)
     b.store.update_resource(eid, "created", pid=proc.pid, started=procs.start_time(proc.pid))
 
 
@@ -404,8 +412,10 @@ def place_cpus(b: Build) -> None:
              for n in groups if n not in own and n in b.plan.nodes}
     with engine.Client(b.socket, timeout=30) as c:
         parts = c.send(Stats()).get("partitions") or []
+    mine = next((r.detail.get("cpus") for r in b.store.resources(b.row.id)
+                 if r.kind == "engine"), None)
     d = cpuplace.decide(parts, ports, cpuplace.allowed_of(cgroups.cpus_of(top)),
-                        cpuplace.forced())
+                        cpuplace.forced(), cpuset_members(mine) if mine else ())
     b.say(f"nodes on CPUs: {d.policy} ({d.why})")
     for n in ports:
         cpus = d.cpus.get(n)

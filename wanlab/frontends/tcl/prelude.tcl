@@ -35,7 +35,7 @@ namespace eval ::wl {
     variable tdecl {}        ;# {name default desc value file line} of each one defined
     variable swap {}         ;# idle / maxduration / noidle -> located value
     variable edge {}         ;# the edge settings (tb-set-edge-*) -> located value
-    variable engine {}       ;# threads -> located value (tb-set-engine-threads)
+    variable engine {}       ;# threads, cores -> located value (tb-set-engine-threads, -cores)
     variable ipv6 {}         ;# mode / prefix -> located value (tb-set-ipv6, tb-set-ip6-prefix)
     variable procdef         ;# proc name -> {file line} of its definition
     array set procdef {}

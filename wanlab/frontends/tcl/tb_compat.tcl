@@ -196,6 +196,9 @@ proc tb-set-noidleswap {reason} { dict set ::wl::swap noidle [::wl::lv $reason] 
 # tb-set-engine-threads N|auto (wanlab extension): the real-time engine's partitions, each on
 # its own pinned thread (docs/architecture.md, "The engine on several cores").
 proc tb-set-engine-threads {n} { dict set ::wl::engine threads [::wl::lv $n] }
+# tb-set-engine-cores N (wanlab extension): CPUs reserved for the engine, which no node runs on
+# (0: none; docs/resources.md)
+proc tb-set-engine-cores {n} { dict set ::wl::engine cores [::wl::lv $n] }
 
 # -- node resources (wanlab extensions; docs/resources.md): a cgroup per node --------
 

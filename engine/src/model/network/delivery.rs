@@ -40,6 +40,7 @@ impl Network {
                             port,
                             data,
                             vnet: f.vnet,
+                            at,
                         })
                     }
                 }

@@ -237,6 +237,9 @@ pub enum Output<'a> {
         port: PortIdx,
         data: Vec<u8>,
         vnet: VnetHdr,
+        /// Its scheduled departure: the model time it leaves the network (a real-time
+        /// driver measures how late it actually went out against this).
+        at: Instant,
     },
     /// A frame leaving a pipeline with capture enabled (emitted just before it is delivered).
     Capture {
