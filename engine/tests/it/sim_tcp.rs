@@ -847,3 +847,47 @@ fn linux_sink_lets_cubic_leave_slow_start_in_time() {
     let mbps = u(&k, "bytes") as f64 * 8.0 / 10e6;
     assert!(mbps > 9.3, "{mbps} Mbit/s");
 }
+
+/// One flow of `cc` into Linux's receiver through `bps` and `delay_us` with a queue of
+/// `limit` packets, `secs` seconds; the sink's extra fields in `sink_extra`.
+fn linux_sink_run(cc: &str, bps: u64, delay_us: u64, limit: u64, secs: u64) -> VirtualTime {
+    let lb = json!({"bandwidth_bps": bps, "delay_us": delay_us, "queue": {"limit": limit}});
+    let mut s = sink("s1", 5001);
+    s["acks"] = json!("linux");
+    let req = topo(
+        fast(),
+        lb,
+        vec![
+            sender(
+                "t1",
+                5001,
+                json!({"cc": cc, "mss": 1448, "trace_interval_us": 10_000}),
+            ),
+            s,
+        ],
+    );
+    let mut vt = net(req, 1);
+    vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
+    vt.run_until(Instant::from_nanos(secs * SEC));
+    vt
+}
+
+#[test]
+fn linux_sink_window_follows_the_queueing_delay() {
+    // 10 Mbit/s, 5 ms: a 12 ms round trip holds 10 segments; the queue holds 40 more. Linux's
+    // receiver measures its RTT from the timestamps the sender echoes, so its estimate
+    // grows with the queue and autotuning keeps the window ahead of the flight: the flight
+    // fills the queue (RTT near 60 ms) and overflows it, as Linux's does. With the
+    // handshake's 12 ms as the receiver's RTT the window stopped the flight near twice the
+    // path's capacity (RTT below 30 ms, no loss).
+    let vt = linux_sink_run("reno", 10_000_000, 5_000, 40, 5);
+    let trace = vt.net.agent_trace("t1").unwrap();
+    let max_srtt = trace.iter().filter_map(|x| x.srtt_us).fold(0.0, f64::max);
+    assert!(max_srtt > 45_000.0, "max srtt {max_srtt} µs");
+    let drops = vt.net.stats(Some("lb"), vt.now).unwrap().links["lb"]
+        .ab
+        .drop_queue;
+    assert!(drops > 0, "the queue never overflowed");
+    let mbps = u(&stats(&vt, "s1"), "bytes") as f64 * 8.0 / 5e6;
+    assert!(mbps > 9.0, "{mbps} Mbit/s");
+}

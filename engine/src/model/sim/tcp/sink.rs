@@ -26,9 +26,14 @@
 //! A Linux sink whose sender offers window scaling answers with scale [`RCV_WSCALE`] and
 //! advertises Linux's receive window, with an application that reads at once: 64088 bytes
 //! (half of tcp_rmem[1] = 128 KiB, less a segment), growing by two segments per in-order
-//! segment up to a bound that autotuning raises once per handshake RTT to twice the bytes
+//! segment up to a bound that autotuning raises once per receiver RTT to twice the bytes
 //! read in the last one plus 16 segments, more while that amount grows (at most half of
-//! tcp_rmem[2] = 6 MiB). **Every segment that grows the window is ACKed at once** (Linux's
+//! tcp_rmem[2] = 6 MiB). The receiver's RTT comes from timestamps when the sender's SYN
+//! offered them (Linux's `tcp_rcv_rtt_measure_ts`): a full segment that echoes a TSval not
+//! seen before gives a sample, the time since the ACK carrying that TSval was sent (in
+//! milliseconds, at least one); a sample below the estimate replaces it, a larger one
+//! moves it by an eighth. So the estimate includes the queueing delay and the window keeps
+//! growing into a deep queue. Without timestamps the handshake's RTT is used. **Every segment that grows the window is ACKed at once** (Linux's
 //! `tcp_grow_window` sets a quick ACK), so in slow start, while the window keeps growing,
 //! the receiver ACKs each segment, and one per two segments only once it has stopped.
 //!
@@ -37,7 +42,7 @@
 //! Segments for an unknown connection are ignored.
 use std::collections::{BTreeMap, VecDeque};
 
-use super::{unwrap_seq, Sack, Segment, TxSeg, ACK, FIN, MAX_SACK_BLOCKS, RST, SYN};
+use super::{ts_clock, unwrap_seq, Sack, Segment, TxSeg, ACK, FIN, MAX_SACK_BLOCKS, RST, SYN};
 use crate::model::sim::ip::Addr;
 use crate::time::Instant;
 
@@ -113,6 +118,36 @@ struct LinuxAck {
     /// The receive window (only when the sender scales windows): the window offered
     /// (`rcv_ssthresh`) and its bound (`window_clamp`), both bytes.
     rwnd: Option<Rwnd>,
+    /// Timestamps (when the sender's SYN offered them): the TSval to echo (`ts_recent`)
+    /// and the last TSecr a receiver RTT sample was taken from (`rcv_rtt_last_tsecr`).
+    ts: Option<(u32, u32)>,
+}
+
+impl LinuxAck {
+    /// A data segment of `len` bytes starting at `start` with timestamps `ts` arrived at
+    /// `now`, before it is queued: the TSval to echo (RFC 7323: of the first segment
+    /// after the last ACK) and `tcp_rcv_rtt_measure_ts`, one receiver RTT sample per
+    /// echoed value, from full segments: the time since the ACK whose TSval it echoes
+    /// was sent, so the queueing delay the data met is part of it.
+    fn timestamps(&mut self, start: Option<u64>, len: u64, ts: (u32, u32), now: Instant) {
+        let Some((recent, last_ecr)) = self.ts.as_mut() else {
+            return;
+        };
+        let (val, ecr) = ts;
+        if start.is_some_and(|s| s <= self.wup) && val.wrapping_sub(*recent) as i32 >= 0 {
+            *recent = val;
+        }
+        if ecr == *last_ecr {
+            return;
+        }
+        *last_ecr = ecr;
+        let delta = ts_clock(now).wrapping_sub(ecr) as i32;
+        if len >= self.rcv_mss && delta >= 0 {
+            if let Some(r) = self.rwnd.as_mut() {
+                r.rtt_sample(u64::from(delta.max(1) as u32) * 1000);
+            }
+        }
+    }
 }
 
 /// Linux's receive window and its autotuning (`tcp_grow_window`, `tcp_rcv_space_adjust`,
@@ -126,9 +161,11 @@ struct Rwnd {
     space: u64,
     space_seq: u64,
     space_at: Instant,
-    /// The receiver's RTT estimate: the handshake's (Linux measures it with timestamps,
-    /// which the simulated segments do not carry).
+    /// The receiver's RTT estimate: from timestamps when the sender sends them, else the
+    /// handshake's.
     rtt_ns: Option<u64>,
+    /// `rcv_rtt_est.rtt_us` (eight times the estimate, µs; 0 before a sample).
+    rtt_us8: u64,
 }
 
 impl Rwnd {
@@ -143,7 +180,20 @@ impl Rwnd {
             space_seq: 0,
             space_at: now,
             rtt_ns: None,
+            rtt_us8: 0,
         }
+    }
+
+    /// `tcp_rcv_rtt_update` with a timestamp sample: a sample below the estimate replaces
+    /// it, a larger one moves it by an eighth of the difference.
+    fn rtt_sample(&mut self, us: u64) {
+        let m = us << 3;
+        self.rtt_us8 = if self.rtt_us8 == 0 || m < self.rtt_us8 {
+            m
+        } else {
+            self.rtt_us8 - (self.rtt_us8 >> 3) + us
+        };
+        self.rtt_ns = Some((self.rtt_us8 >> 3).max(1) * 1000);
     }
 
     /// In-order data of `len` bytes arrived at `now`, `rcv` bytes are in order and read.
@@ -277,7 +327,7 @@ impl Conn {
     fn wire(&self, off: u64) -> u32 {
         self.irs.wrapping_add(1).wrapping_add(off as u32)
     }
-    fn ack(&mut self) -> TxSeg {
+    fn ack(&mut self, now: Instant) -> TxSeg {
         self.pending = 0;
         self.ack_at = None;
         self.lx.sent(self.rcv);
@@ -303,6 +353,7 @@ impl Conn {
             flags: ACK,
             sack,
             window: self.lx.rwnd.map(|r| r.field()),
+            ts: self.lx.ts.map(|(recent, _)| (ts_clock(now), recent)),
             ..Default::default()
         }
     }
@@ -390,7 +441,7 @@ impl TcpSink {
                 c.lx.ato_ns = (c.lx.ato_ns * 2).min(c.lx.rto_ns());
             }
             if delack || c.lx.comp_at.is_some_and(|t| t <= now) {
-                out.push((a, p, c.ack()));
+                out.push((a, p, c.ack(now)));
                 self.acks_sent += 1;
             }
         }
@@ -411,6 +462,8 @@ impl TcpSink {
             // a Linux receiver scales its window when the sender offers to; then its
             // window and autotuning limit the sender
             let scaled = self.acks == Acks::Linux && seg.wscale.is_some();
+            // and answers timestamps (ns-2's sinks do not)
+            let ts = seg.ts.filter(|_| self.acks == Acks::Linux);
             if !same {
                 self.conns.insert(
                     key,
@@ -427,6 +480,7 @@ impl TcpSink {
                             rcv_mss: RCV_MSS_DEFAULT,
                             synack_at: Some(now),
                             rwnd: scaled.then(|| Rwnd::new(now)),
+                            ts: ts.map(|(val, _)| (val, 0)),
                             ..Default::default()
                         },
                     },
@@ -441,6 +495,7 @@ impl TcpSink {
                     flags: SYN | ACK,
                     sack_permitted: sack_ok,
                     wscale: scaled.then_some(RCV_WSCALE),
+                    ts: ts.map(|(val, _)| (ts_clock(now), val)),
                     // a SYN's window is never scaled
                     window: scaled
                         .then_some((RMEM_DEFAULT / 2 - ADVMSS).min(u64::from(u16::MAX)) as u16),
@@ -456,8 +511,12 @@ impl TcpSink {
             // the handshake's RTT, as Linux's passive side measures it
             if let Some(t) = c.lx.synack_at.take() {
                 c.lx.srtt_ns = Some(now.nanos_since(t));
+                let ts = c.lx.ts.is_some();
                 if let Some(r) = c.lx.rwnd.as_mut() {
-                    r.rtt_ns = Some(now.nanos_since(t).max(1));
+                    // with timestamps Linux's receiver has no RTT until the first echo
+                    if !ts {
+                        r.rtt_ns = Some(now.nanos_since(t).max(1));
+                    }
                     r.space_at = now;
                 }
             }
@@ -468,6 +527,11 @@ impl TcpSink {
         }
         let start = unwrap_seq(c.rcv, c.wire(c.rcv), seg.seq);
         let len = seg.payload_len as u64;
+        if let (Some(ts), true) = (seg.ts, len > 0) {
+            if start.is_some_and(|s| s + len > c.rcv) {
+                c.lx.timestamps(start, len, ts, now);
+            }
+        }
         let mut arrival = Arrival::Fin;
         if len > 0 {
             self.pkts += 1;
@@ -522,7 +586,7 @@ impl TcpSink {
             Acks::Linux => c.linux_ack(arrival, has_fin, len, now),
         };
         if now_ack {
-            out.push((seg.src, seg.sport, c.ack()));
+            out.push((seg.src, seg.sport, c.ack(now)));
             self.acks_sent += 1;
         }
     }
