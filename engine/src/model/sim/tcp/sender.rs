@@ -984,8 +984,8 @@ impl TcpSender {
         }
         if acked > 0.0 && self.cwnd >= self.ssthresh {
             if self.spec.cc == Cc::Cubic {
-                let rtt_s = self.srtt_ns.unwrap_or(0.0) / 1e9;
-                self.cwnd = self.cubic.on_ack(self.cwnd, acked, now, rtt_s);
+                let delay_min_s = self.hystart.delay_min_us as f64 / 1e6;
+                self.cwnd = self.cubic.on_ack(self.cwnd, acked, now, delay_min_s);
             } else {
                 self.cwnd += acked / self.cwnd;
             }
@@ -1052,8 +1052,8 @@ impl TcpSender {
         if self.cwnd < self.ssthresh {
             self.cwnd += acked_segs.min(2.0);
         } else if self.spec.cc == Cc::Cubic {
-            let rtt_s = self.srtt_ns.unwrap_or(0.0) / 1e9;
-            self.cwnd = self.cubic.on_ack(self.cwnd, acked_segs, now, rtt_s);
+            let delay_min_s = self.hystart.delay_min_us as f64 / 1e6;
+            self.cwnd = self.cubic.on_ack(self.cwnd, acked_segs, now, delay_min_s);
         } else {
             self.cwnd += acked_segs / self.cwnd;
         }
