@@ -23,12 +23,13 @@
 //!   of the cumulative ACK go at once and further ones are compressed (SACK compression:
 //!   one ACK min(1 ms, SRTT/20) later, or at the 44th held back).
 //!
-//! A Linux sink whose sender offers window scaling answers with scale [`RCV_WSCALE`] and
-//! advertises Linux's receive window, with an application that reads at once: 64088 bytes
-//! (half of tcp_rmem[1] = 128 KiB, less a segment), growing by two segments per in-order
-//! segment up to a bound that autotuning raises once per receiver RTT to twice the bytes
-//! read in the last one plus 16 segments, more while that amount grows (at most half of
-//! tcp_rmem[2] = 6 MiB). The receiver's RTT comes from timestamps when the sender's SYN
+//! A Linux sink whose sender offers window scaling answers with its window scale
+//! (ilog2(tcp_rmem[2]) − 15: [`RCV_WSCALE`] with Linux's defaults) and advertises Linux's
+//! receive window, with an application that reads at once: half of tcp_rmem[1] less a
+//! segment (64088 bytes with Linux's default 128 KiB), growing by two segments per
+//! in-order segment up to a bound that autotuning raises once per receiver RTT to twice
+//! the bytes read in the last one plus 16 segments, more while that amount grows (at most
+//! half of tcp_rmem[2], Linux's default 6 MiB). tcp_rmem is the sink's [`Rmem`]. The receiver's RTT comes from timestamps when the sender's SYN
 //! offered them (Linux's `tcp_rcv_rtt_measure_ts`): a full segment that echoes a TSval not
 //! seen before gives a sample, the time since the ACK carrying that TSval was sent (in
 //! milliseconds, at least one); a sample below the estimate replaces it, a larger one
@@ -83,12 +84,41 @@ const COMP_SACK_DELAY_NS: u64 = MS;
 const FASTRETRANS_THRESH: u32 = 3;
 /// The Linux receiver's MSS on a 1500-byte MTU (its `advmss`).
 const ADVMSS: u64 = 1448;
-/// sysctl tcp_rmem[1]: the initial receive buffer; half of it is window (tcp_adv_win_scale 1).
-const RMEM_DEFAULT: u64 = 131_072;
-/// sysctl tcp_rmem[2]: the most autotuning gives the receive buffer.
-const RMEM_MAX: u64 = 6_291_456;
-/// The window scale a Linux receiver with that buffer announces (ilog2(tcp_rmem[2]) − 15).
+/// The window scale a Linux receiver with Linux's default [`Rmem`] announces.
 pub const RCV_WSCALE: u8 = 7;
+
+/// The receiving host's sysctl `net.ipv4.tcp_rmem` (bytes): `default` is the initial
+/// receive buffer, `max` the most autotuning gives it. Half a buffer is window (Linux's
+/// initial scaling ratio; before 6.6, tcp_adv_win_scale 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rmem {
+    pub default: u64,
+    pub max: u64,
+}
+
+impl Default for Rmem {
+    /// Linux's defaults: 128 KiB and 6 MiB.
+    fn default() -> Self {
+        Rmem {
+            default: 131_072,
+            max: 6_291_456,
+        }
+    }
+}
+
+impl Rmem {
+    /// The window scale announced (`tcp_select_initial_window`: ilog2 of the largest
+    /// buffer − 15, at most 14).
+    pub fn wscale(&self) -> u8 {
+        (self.max.max(1).ilog2().saturating_sub(15)).min(14) as u8
+    }
+
+    /// The initial window bound (`tcp_init_buffer_space`): half the initial buffer less a
+    /// segment, at least two segments.
+    fn initial_clamp(&self) -> u64 {
+        (self.default / 2).saturating_sub(ADVMSS).max(2 * ADVMSS)
+    }
+}
 
 /// Linux's receiver-side ACK state of one connection.
 #[derive(Debug, Default)]
@@ -120,7 +150,7 @@ struct LinuxAck {
     rwnd: Option<Rwnd>,
     /// Timestamps (when the sender's SYN offered them): the TSval to echo (`ts_recent`)
     /// and the last TSecr a receiver RTT sample was taken from (`rcv_rtt_last_tsecr`).
-    ts: Option<(u32, u32)>,
+    ts: Option<(u32, Option<u32>)>,
 }
 
 impl LinuxAck {
@@ -137,10 +167,10 @@ impl LinuxAck {
         if start.is_some_and(|s| s <= self.wup) && val.wrapping_sub(*recent) as i32 >= 0 {
             *recent = val;
         }
-        if ecr == *last_ecr {
+        if *last_ecr == Some(ecr) {
             return;
         }
-        *last_ecr = ecr;
+        *last_ecr = Some(ecr);
         let delta = ts_clock(now).wrapping_sub(ecr) as i32;
         if len >= self.rcv_mss && delta >= 0 {
             if let Some(r) = self.rwnd.as_mut() {
@@ -166,13 +196,16 @@ struct Rwnd {
     rtt_ns: Option<u64>,
     /// `rcv_rtt_est.rtt_us` (eight times the estimate, µs; 0 before a sample).
     rtt_us8: u64,
+    /// Window scale and tcp_rmem[2].
+    wscale: u8,
+    rmem_max: u64,
 }
 
 impl Rwnd {
     /// `tcp_select_initial_window` + `tcp_init_buffer_space`: half the default buffer less
     /// one segment, of which 10 segments count as read per round trip so far.
-    fn new(now: Instant) -> Self {
-        let clamp = RMEM_DEFAULT / 2 - ADVMSS;
+    fn new(now: Instant, rmem: Rmem) -> Self {
+        let clamp = rmem.initial_clamp();
         Rwnd {
             ssthresh: clamp,
             clamp,
@@ -181,6 +214,8 @@ impl Rwnd {
             space_at: now,
             rtt_ns: None,
             rtt_us8: 0,
+            wscale: rmem.wscale(),
+            rmem_max: rmem.max,
         }
     }
 
@@ -216,7 +251,7 @@ impl Rwnd {
         if copied > self.space {
             let mut win = 2 * copied + 16 * ADVMSS;
             win += 2 * (win * (copied - self.space) / self.space.max(1));
-            self.clamp = self.clamp.max(win.min(RMEM_MAX / 2));
+            self.clamp = self.clamp.max(win.min(self.rmem_max / 2));
             self.space = copied;
         }
         self.space_seq = rcv;
@@ -224,9 +259,9 @@ impl Rwnd {
         grown
     }
 
-    /// The window field of an ACK (scaled by [`RCV_WSCALE`]).
+    /// The window field of an ACK (scaled).
     fn field(&self) -> u16 {
-        (self.ssthresh >> RCV_WSCALE).min(u64::from(u16::MAX)) as u16
+        (self.ssthresh >> self.wscale).min(u64::from(u16::MAX)) as u16
     }
 }
 
@@ -385,6 +420,8 @@ pub struct TcpSink {
     pub acks: Acks,
     /// Permit SACK when the sender asks for it.
     pub sack: bool,
+    /// The receive buffer of [`Acks::Linux`].
+    pub rmem: Rmem,
     conns: BTreeMap<(Addr, u16), Conn>,
     /// Data segments received (in order, out of order and duplicates).
     pub pkts: u64,
@@ -479,8 +516,8 @@ impl TcpSink {
                         lx: LinuxAck {
                             rcv_mss: RCV_MSS_DEFAULT,
                             synack_at: Some(now),
-                            rwnd: scaled.then(|| Rwnd::new(now)),
-                            ts: ts.map(|(val, _)| (val, 0)),
+                            rwnd: scaled.then(|| Rwnd::new(now, self.rmem)),
+                            ts: ts.map(|(val, _)| (val, None)),
                             ..Default::default()
                         },
                     },
@@ -494,11 +531,11 @@ impl TcpSink {
                     ack: seg.seq.wrapping_add(1),
                     flags: SYN | ACK,
                     sack_permitted: sack_ok,
-                    wscale: scaled.then_some(RCV_WSCALE),
+                    wscale: scaled.then_some(self.rmem.wscale()),
                     ts: ts.map(|(val, _)| (ts_clock(now), val)),
                     // a SYN's window is never scaled
                     window: scaled
-                        .then_some((RMEM_DEFAULT / 2 - ADVMSS).min(u64::from(u16::MAX)) as u16),
+                        .then_some(self.rmem.initial_clamp().min(u64::from(u16::MAX)) as u16),
                     ..Default::default()
                 },
             ));
@@ -891,6 +928,53 @@ mod tests {
         out.clear();
         p.receive(&seg(0, SYN, 0), Instant::ZERO, &mut out);
         assert_eq!((out[0].2.wscale, out[0].2.window), (None, None));
+    }
+
+    #[test]
+    fn linux_window_follows_the_hosts_tcp_rmem() {
+        // tcp_rmem 87380 / 16 MiB: scale 9 (ilog2(16 MiB) − 15), an initial window of half
+        // 87380 less a segment, and a bound autotuning may raise to 8 MiB
+        let rmem = Rmem {
+            default: 87_380,
+            max: 16 << 20,
+        };
+        assert_eq!((rmem.wscale(), rmem.initial_clamp()), (9, 43_690 - 1448));
+        assert_eq!(Rmem::default().wscale(), RCV_WSCALE);
+        let mut last = Vec::new();
+        for rmem in [rmem, Rmem::default()] {
+            let mut s = TcpSink::new(80, Acks::Linux, true);
+            s.rmem = rmem;
+            let mut out = Vec::new();
+            let syn = Segment {
+                wscale: Some(7),
+                ts: Some((5, 0)),
+                ..seg(0, SYN, 0)
+            };
+            s.receive(&syn, Instant::ZERO, &mut out);
+            let synack = out[0].2;
+            let shift = synack.wscale.unwrap();
+            if rmem.max == 16 << 20 {
+                assert_eq!(
+                    (shift, synack.window, synack.ts),
+                    (9, Some(42_242), Some((0, 5)))
+                );
+            }
+            // the sender's ACK at 10 ms, then data echoing the SYN/ACK's TSval (0: a
+            // 10 ms receiver RTT from the first segment), 100 segments per millisecond
+            s.receive(&seg(1, ACK, 0), Instant::from_millis(10), &mut out);
+            out.clear();
+            for i in 0..8000u32 {
+                let d = Segment {
+                    ts: Some((10 + i / 100, 0)),
+                    ..seg(1 + i * MSS, ACK, MSS as usize)
+                };
+                s.receive(&d, Instant::from_millis(10 + u64::from(i / 100)), &mut out);
+            }
+            last.push(u64::from(out.last().unwrap().2.window.unwrap()) << shift);
+        }
+        // 8 MiB (half of tcp_rmem[2]) within a scale unit; Linux's default: 3 MiB
+        assert!(last[0] > (8 << 20) - 512 && last[0] <= 8 << 20, "{last:?}");
+        assert!(last[1] > (3 << 20) - 128 && last[1] <= 3 << 20, "{last:?}");
     }
 
     #[test]
