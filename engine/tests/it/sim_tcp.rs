@@ -612,6 +612,18 @@ fn protocol() {
             "agents[0] (\"x\").delack_us",
         ),
         (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"rmem":[4096,87380,16777216]}"#,
+            "agents[0] (\"x\").rmem: only with acks \"linux\"",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"acks":"linux","rmem":[4096,87380]}"#,
+            "agents[0] (\"x\").rmem: must be [min, default, max]",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"acks":"linux","rmem":[4096,87380,4096]}"#,
+            "agents[0] (\"x\").rmem: must be [min, default, max]",
+        ),
+        (
             r#"{"agent":"x","host":"h","kind":"sink","port":9,"mss":100}"#,
             "agents[0] (\"x\").mss",
         ),
