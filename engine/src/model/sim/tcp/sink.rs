@@ -29,14 +29,18 @@
 //! segment (64088 bytes with Linux's default 128 KiB), growing by two segments per
 //! in-order segment up to a bound that autotuning raises once per receiver RTT to twice
 //! the bytes read in the last one plus 16 segments, more while that amount grows (at most
-//! half of tcp_rmem[2], Linux's default 6 MiB). tcp_rmem is the sink's [`Rmem`]. The receiver's RTT comes from timestamps when the sender's SYN
-//! offered them (Linux's `tcp_rcv_rtt_measure_ts`): a full segment that echoes a TSval not
-//! seen before gives a sample, the time since the ACK carrying that TSval was sent (in
-//! milliseconds, at least one); a sample below the estimate replaces it, a larger one
-//! moves it by an eighth. So the estimate includes the queueing delay and the window keeps
-//! growing into a deep queue. Without timestamps the handshake's RTT is used. **Every segment that grows the window is ACKed at once** (Linux's
-//! `tcp_grow_window` sets a quick ACK), so in slow start, while the window keeps growing,
-//! the receiver ACKs each segment, and one per two segments only once it has stopped.
+//! half of tcp_rmem[2], Linux's default 6 MiB). tcp_rmem is the sink's [`Rmem`].
+//!
+//! The receiver's RTT comes from timestamps when the sender's SYN offered them (Linux's
+//! `tcp_rcv_rtt_measure_ts`): a full segment that echoes a TSval not seen before gives a
+//! sample, the time since the ACK carrying that TSval was sent (in milliseconds, at least
+//! one); a sample below the estimate replaces it, a larger one moves it by an eighth. So
+//! the estimate includes the queueing delay and the window keeps growing into a deep
+//! queue. Without timestamps the handshake's RTT is used.
+//!
+//! **Every segment that grows the window is ACKed at once** (Linux's `tcp_grow_window`
+//! sets a quick ACK), so in slow start, while the window keeps growing, the receiver ACKs
+//! each segment, and one per two segments only once it has stopped.
 //!
 //! A FIN in sequence is acknowledged at once (the sink does not close its side). Other
 //! sinks advertise 65535, which the sender ignores. RST drops the connection.
