@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 import tcp_fidelity as fid  # noqa: E402
 
 from wanlab.engine.binary import engine_binary  # noqa: E402
+from wanlab.engine.encode import host_tcp_rmem  # noqa: E402
 from wanlab.frontends import load  # noqa: E402
 from wanlab.lifecycle import Lab  # noqa: E402
 
@@ -39,12 +40,16 @@ DURATION = 10.0
 
 def run(engine: str, scenario: dict, acks: str, d: str) -> list:
     """Goodput (Mbit/s), retransmissions and ACKs of the scenario with every sink's
-    ``acks`` set."""
+    ``acks`` set (Linux's with this host's tcp_rmem, as a DelAck sink's scenario has)."""
+    rmem = host_tcp_rmem()
     for req in scenario["requests"]:
         for a in req.get("agents") or []:
             if a.get("kind") == "tcp_sink":
                 a.pop("delack_us", None)
+                a.pop("rmem", None)
                 a["acks"] = acks
+                if acks == "linux" and rmem is not None:
+                    a["rmem"] = list(rmem)
     sc, out = os.path.join(d, f"{acks}.json"), os.path.join(d, f"{acks}-result.json")
     with open(sc, "w") as f:
         json.dump(scenario, f)

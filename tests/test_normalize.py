@@ -227,7 +227,8 @@ def test_tcp_variables_honoured_in_simulation_or_warned():
     assert tcp_route.metrics(None, None) == []
 
 
-def test_tcp_sinks_ack_as_linux_or_as_ns2_delack():
+def test_tcp_sinks_ack_as_linux_or_as_ns2_delack(tmp_path, monkeypatch):
+    from wanlab.engine import encode
     from wanlab.engine.encode import agents
     from wanlab.plan.types import SimFlow
     plain, notes = normalize.agent("k", "Agent/TCPSink")
@@ -247,3 +248,18 @@ def test_tcp_sinks_ack_as_linux_or_as_ns2_delack():
     assert (sink(plain.transport)["acks"], sink(delack.transport)["acks"]) == ("each", "linux")
     k = sink(timed.transport)
     assert (k["acks"], k["delack_us"]) == ("delayed", 100_000)
+    # the Linux-like sink has this host's tcp_rmem (recorded in the scenario), the others none
+    with open(encode.TCP_RMEM) as f:
+        host = [int(x) for x in f.read().split()]
+    assert sink(delack.transport)["rmem"] == host
+    assert "rmem" not in sink(plain.transport) and "rmem" not in k
+    # unreadable or malformed: none, and the engine takes Linux's defaults
+    for text in (None, "87380 16777216\n", "4096 x 6291456\n", "4096 131072 4096\n"):
+        path = tmp_path / "tcp_rmem"
+        if text is not None:
+            path.write_text(text)
+        monkeypatch.setattr(encode, "TCP_RMEM", str(path))
+        encode.host_tcp_rmem.cache_clear()
+        assert "rmem" not in sink(delack.transport), text
+        path.unlink(missing_ok=True)
+    encode.host_tcp_rmem.cache_clear()

@@ -17,6 +17,7 @@ another way. A LAN's delay and loss are member-to-member: each half gets
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Collection
 from typing import Any
@@ -262,16 +263,36 @@ def agents(flows: list[SimFlow]) -> list[dict[str, Any]]:
 def _sink(f: SimFlow) -> dict[str, Any]:
     if f.kind == "tcp":
         # ns-2's TCPSink ACKs each segment; a DelAck sink ACKs as Linux's receiver does (the
-        # emulated sink's), or with ns-2 DelAck's timer when the script gives its interval_.
-        # (Not every sink's: the Linux sink's modelled receive window stops short of Linux's
-        # behind deep queues and at 200 Mbit/s x 80 ms,
-        # bench/results/tcp-fidelity-20261128-linux-receiver-window.md.)
+        # emulated sink's), with this host's receive buffer (the emulated nodes' namespaces
+        # start with the host's tcp_rmem), or with ns-2 DelAck's timer when the script
+        # gives its interval_.
         k = {"agent": f.sink_id, "host": f.dst_node, "kind": "tcp_sink", "port": f.port,
              "acks": "linux" if f.sink.delayed_ack else "each"}
         if f.sink.delack_s is not None:
             k.update(acks="delayed", delack_us=max(1, round(f.sink.delack_s * 1e6)))
+        elif f.sink.delayed_ack and (rmem := host_tcp_rmem()) is not None:
+            k["rmem"] = list(rmem)
         return k
     return {"agent": f.sink_id, "host": f.dst_node, "kind": "sink", "port": f.port}
+
+
+TCP_RMEM = "/proc/sys/net/ipv4/tcp_rmem"
+
+
+@functools.cache
+def host_tcp_rmem() -> tuple[int, int, int] | None:
+    """This host's ``net.ipv4.tcp_rmem`` (min, default, max bytes), which the Linux-like
+    simulated sink takes as its receive buffer; None when unreadable (the engine then uses
+    Linux's defaults). Read once per process; the scenario records it, so a simulation
+    replays the same."""
+    try:
+        with open(TCP_RMEM) as f:
+            v = tuple(int(x) for x in f.read().split())
+    except (OSError, ValueError):
+        return None
+    if len(v) != 3 or not 1 <= v[0] <= v[1] <= v[2] < 2**31:
+        return None
+    return v[0], v[1], v[2]
 
 
 def _source(f: SimFlow) -> dict[str, Any]:

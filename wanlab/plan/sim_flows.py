@@ -10,7 +10,8 @@ Applications and agents arrive typed (:class:`~wanlab.model.ir.Traffic`,
 * ``ftp`` over TCP ``tahoe``, ``reno``, ``newreno``, ``cubic`` -> ``tcp`` (``mss``,
   ``window``, ``initial_window``, ``min_rto_us``);
 * the connected agent: ``udp_sink`` -> ``sink``, ``tcp_sink`` -> ``tcp_sink``
-  (``acks`` linux, or ns-2 DelAck's ``delayed`` with ``delack_us`` from ``interval_``).
+  (``acks`` linux with this host's ``net.ipv4.tcp_rmem`` as ``rmem``, or ns-2 DelAck's
+  ``delayed`` with ``delack_us`` from ``interval_``).
 
 Each application is one engine source named after it; its sink is ``<app>.sink`` on the
 peer's node, on port 5000 + the application's index. The plan keeps each as a typed

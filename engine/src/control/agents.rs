@@ -9,7 +9,7 @@ use crate::model::sim::ip::{self, IpAddr};
 use crate::model::sim::tcp::sender::{
     Cc, TcpSpec, DEFAULT_INITIAL_WINDOW, DEFAULT_MIN_RTO_NS, DEFAULT_MSS, DEFAULT_WINDOW,
 };
-use crate::model::sim::tcp::sink::{Acks, DELACK_NS};
+use crate::model::sim::tcp::sink::{Acks, Rmem, DELACK_NS};
 use crate::model::sim::tcp::MAX_MSS;
 
 /// Longest mean ON/OFF time: one hour.
@@ -147,6 +147,9 @@ fn sink(s: &SinkReq) -> Result<AgentKindSpec, String> {
     })
 }
 
+/// The largest `tcp_rmem` value Linux accepts (INT_MAX).
+const RMEM_LIMIT: u64 = i32::MAX as u64;
+
 fn tcp_sink(s: &TcpSinkReq) -> Result<AgentKindSpec, String> {
     let delayed = s.delayed_ack.unwrap_or(false);
     let acks = match (s.acks.as_deref(), delayed) {
@@ -163,10 +166,23 @@ fn tcp_sink(s: &TcpSinkReq) -> Result<AgentKindSpec, String> {
     if s.delack_us.is_some() && !matches!(acks, Acks::Delayed(_)) {
         return Err("delack_us: only with acks \"delayed\"".into());
     }
+    let rmem = match s.rmem.as_deref() {
+        None => Rmem::default(),
+        Some(_) if acks != Acks::Linux => return Err("rmem: only with acks \"linux\"".into()),
+        Some(&[min, default, max]) if 1 <= min && min <= default && default <= max && max <= RMEM_LIMIT => {
+            Rmem { default, max }
+        }
+        Some(v) => {
+            return Err(format!(
+                "rmem: must be [min, default, max] with 1 <= min <= default <= max <= {RMEM_LIMIT}, got {v:?}"
+            ))
+        }
+    };
     Ok(AgentKindSpec::TcpSink {
         port: port(s.port)?,
         acks,
         sack: s.sack.unwrap_or(true),
+        rmem,
     })
 }
 

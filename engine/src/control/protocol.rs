@@ -389,6 +389,10 @@ pub struct TcpSinkReq {
     /// Permit SACK (default true, as Linux).
     #[serde(default)]
     pub sack: Option<bool>,
+    /// The receiving host's sysctl `net.ipv4.tcp_rmem` (min, default, max bytes) for
+    /// `acks: "linux"` (default Linux's 4096 131072 6291456).
+    #[serde(default)]
+    pub rmem: Option<Vec<u64>>,
 }
 
 /// The name inside the first pair of backticks of a serde message ("unknown field `x`, …").

@@ -246,7 +246,8 @@ fn deep_queue_no_spurious_retransmissions() {
             .drop_queue;
         assert!(drops > 5, "{cc}: {drops}");
         assert_eq!(u(&s, "dup_pkts"), 0, "{cc}: {s}");
-        assert_eq!(u(&t, "retransmits"), drops, "{cc}: {t}");
+        // every retransmission replaced a drop (one may still be due when the run ends)
+        assert!(u(&t, "retransmits") <= drops, "{cc}: {drops} drops, {t}");
         let mbps = u(&s, "bytes") as f64 * 8.0 / 20e6;
         assert!(mbps > 1.85, "{cc}: {mbps} Mbit/s");
     }
@@ -465,9 +466,11 @@ fn linux_acks_sink() {
         assert_eq!((u(&t, "retransmits"), u(&k, "ooo_pkts")), (0, 0));
         got.push(u(&k, "acks"));
     }
-    // Linux: 16 quick, 14/2, the 1-byte last one by the timer, the FIN; DelAck: 30/2,
-    // the last one by the timer, the FIN
-    assert_eq!(got, [16 + 7 + 1 + 1, 15 + 1 + 1]);
+    // Linux: 16 quick, then one per two segments except two that grow the window (the
+    // receiver's RTT from the first echoed timestamp has passed, autotuning raised the
+    // window's bound), the 1-byte last one by the timer, the FIN; DelAck: 30/2, the last
+    // one by the timer, the FIN
+    assert_eq!(got, [27, 15 + 1 + 1]);
 }
 
 fn exec(
@@ -607,6 +610,18 @@ fn protocol() {
         (
             r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"acks":"linux","delack_us":100}"#,
             "agents[0] (\"x\").delack_us",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"rmem":[4096,87380,16777216]}"#,
+            "agents[0] (\"x\").rmem: only with acks \"linux\"",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"acks":"linux","rmem":[4096,87380]}"#,
+            "agents[0] (\"x\").rmem: must be [min, default, max]",
+        ),
+        (
+            r#"{"agent":"x","host":"h","kind":"tcp_sink","port":9,"acks":"linux","rmem":[4096,87380,4096]}"#,
+            "agents[0] (\"x\").rmem: must be [min, default, max]",
         ),
         (
             r#"{"agent":"x","host":"h","kind":"sink","port":9,"mss":100}"#,
@@ -846,4 +861,113 @@ fn linux_sink_lets_cubic_leave_slow_start_in_time() {
     assert!(u(&t, "retransmits") <= 10, "{t}");
     let mbps = u(&k, "bytes") as f64 * 8.0 / 10e6;
     assert!(mbps > 9.3, "{mbps} Mbit/s");
+}
+
+/// One flow of `cc` into Linux's receiver through `bps` and `delay_us` with a queue of
+/// `limit` packets, `secs` seconds; the sink's extra fields in `sink_extra`.
+fn linux_sink_run(cc: &str, bps: u64, delay_us: u64, limit: u64, secs: u64) -> VirtualTime {
+    let lb = json!({"bandwidth_bps": bps, "delay_us": delay_us, "queue": {"limit": limit}});
+    let mut s = sink("s1", 5001);
+    s["acks"] = json!("linux");
+    let req = topo(
+        fast(),
+        lb,
+        vec![
+            sender(
+                "t1",
+                5001,
+                json!({"cc": cc, "mss": 1448, "trace_interval_us": 10_000}),
+            ),
+            s,
+        ],
+    );
+    let mut vt = net(req, 1);
+    vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
+    vt.run_until(Instant::from_nanos(secs * SEC));
+    vt
+}
+
+#[test]
+fn linux_sink_window_follows_the_queueing_delay() {
+    // 10 Mbit/s, 5 ms: a 12 ms round trip holds 10 segments; the queue holds 40 more. Linux's
+    // receiver measures its RTT from the timestamps the sender echoes, so its estimate
+    // grows with the queue and autotuning keeps the window ahead of the flight: the flight
+    // fills the queue (RTT near 60 ms) and overflows it, as Linux's does. With the
+    // handshake's 12 ms as the receiver's RTT the window stopped the flight near twice the
+    // path's capacity (RTT below 30 ms, no loss).
+    let vt = linux_sink_run("reno", 10_000_000, 5_000, 40, 5);
+    let trace = vt.net.agent_trace("t1").unwrap();
+    let max_srtt = trace.iter().filter_map(|x| x.srtt_us).fold(0.0, f64::max);
+    assert!(max_srtt > 45_000.0, "max srtt {max_srtt} µs");
+    let drops = vt.net.stats(Some("lb"), vt.now).unwrap().links["lb"]
+        .ab
+        .drop_queue;
+    assert!(drops > 0, "the queue never overflowed");
+    let mbps = u(&stats(&vt, "s1"), "bytes") as f64 * 8.0 / 5e6;
+    assert!(mbps > 9.0, "{mbps} Mbit/s");
+}
+
+#[test]
+fn cubic_after_hystart_grows_five_percent_per_round_trip() {
+    // 10 Mbit/s, 20 ms, a one-BDP queue, Linux's receiver: HyStart ends slow start near
+    // cwnd 60 with no loss, so W_max is 0 and Linux's CUBIC grows by at least 5 % per round
+    // trip (cnt ≤ 20) until the queue overflows near 70. Following the cubic curve from
+    // cwnd 60 alone (W_max = 0: C·t³, 0.4 segments after the first second) it crept up
+    // by about one segment per round trip from the Reno-friendly estimate.
+    let vt = linux_sink_run("cubic", 10_000_000, 20_000, 35, 3);
+    let trace = vt.net.agent_trace("t1").unwrap();
+    let i = trace.iter().position(|x| x.ssthresh < 1e6).unwrap();
+    let exit = trace[i];
+    assert_eq!(exit.retransmits, 0, "HyStart, not a loss: {exit:?}");
+    let rtt_ns = exit.srtt_us.unwrap() * 1000.0;
+    // three round trips later (one more for the ACKs of the growth to return): 5 % per
+    // round trip from the exit, within half a segment
+    let at = exit.t_ns + (4.0 * rtt_ns) as u64;
+    let later = trace[i..]
+        .iter()
+        .take_while(|x| x.retransmits == 0)
+        .find(|x| x.t_ns >= at)
+        .expect("no loss within four round trips of the exit");
+    let want = exit.cwnd * 1.05f64.powi(3);
+    eprintln!("exit {exit:?}, srtt {rtt_ns} ns, later {later:?}, want {want}");
+    assert!(later.cwnd >= want - 0.5, "{later:?} < {want}");
+}
+
+#[test]
+fn cubic_follows_its_curve_after_a_loss() {
+    // One loss on a 100 Mbit/s, 50 ms path with a deep queue: after the reduction to
+    // β·W_max, cwnd follows W(t) = C·(t − K)³ + W_max, K = ∛(W_max·(1 − β)/C), t from the
+    // start of congestion avoidance (recovery's end), within 1 % of W_max (the curve is
+    // aimed at one least RTT ahead and reached within one RTT)
+    let vt = high_bdp("cubic", 16);
+    let trace = vt.net.agent_trace("t1").unwrap();
+    let (before, at) = reduction(trace);
+    let w_max = before.cwnd;
+    let k = (w_max * 0.3 / 0.4).cbrt();
+    let j = trace
+        .iter()
+        .position(|x| x.t_ns > at.t_ns && x.cwnd <= at.ssthresh + 0.5)
+        .unwrap();
+    let t0 = trace[j].t_ns;
+    let mut worst = 0.0f64;
+    let mut n = 0;
+    for x in &trace[j..] {
+        let t = (x.t_ns - t0) as f64 / 1e9;
+        let w = 0.4 * (t - k).powi(3) + w_max;
+        worst = worst.max((x.cwnd - w).abs() / w_max);
+        n += 1;
+    }
+    let last = trace.last().unwrap();
+    eprintln!(
+        "w_max {w_max} k {k} from {:?} to {last:?}: {n} samples, worst {worst}",
+        trace[j]
+    );
+    let st = stats(&vt, "t1");
+    assert_eq!(
+        (u(&st, "retransmits"), u(&st, "timeouts")),
+        (1, 0),
+        "one loss: {st}"
+    );
+    assert!((last.t_ns - t0) as f64 / 1e9 > 1.3 * k, "past the plateau");
+    assert!(worst < 0.01, "worst {worst}");
 }

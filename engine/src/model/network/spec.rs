@@ -5,7 +5,7 @@ use crate::model::sim::agent::CbrSpec;
 use crate::model::sim::host::HostConfig;
 use crate::model::sim::router::{Interface, Route, Route6};
 use crate::model::sim::tcp::sender::TcpSpec;
-use crate::model::sim::tcp::sink::Acks;
+use crate::model::sim::tcp::sink::{Acks, Rmem};
 use crate::wire::{ipv4, ipv6};
 
 /// A point-to-point link between two ports.
@@ -123,9 +123,16 @@ pub struct HostSpec {
 #[derive(Debug, Clone)]
 pub enum AgentKindSpec {
     Cbr(CbrSpec),
-    Sink { port: u16 },
+    Sink {
+        port: u16,
+    },
     Tcp(TcpSpec),
-    TcpSink { port: u16, acks: Acks, sack: bool },
+    TcpSink {
+        port: u16,
+        acks: Acks,
+        sack: bool,
+        rmem: Rmem,
+    },
 }
 
 /// A traffic agent on a (new or existing) simulated host.

@@ -140,8 +140,15 @@ impl Network {
                 AgentKindSpec::Tcp(t) => {
                     AgentKind::Tcp(Box::new(TcpSender::new(t, agent_sport(ai))))
                 }
-                AgentKindSpec::TcpSink { port, acks, sack } => {
-                    AgentKind::TcpSink(TcpSink::new(port, acks, sack))
+                AgentKindSpec::TcpSink {
+                    port,
+                    acks,
+                    sack,
+                    rmem,
+                } => {
+                    let mut k = TcpSink::new(port, acks, sack);
+                    k.rmem = rmem;
+                    AgentKind::TcpSink(k)
                 }
             };
             let local = match &kind {

@@ -2,16 +2,19 @@
 //! `Agent/TCPSink`), with real TCP segments over IPv4 or IPv6 on the wire.
 //!
 //! * Wire format ([`build`], [`parse`], over [`crate::wire::tcp`]): a 20-byte TCP header,
-//!   the only options SACK-permitted on a SYN and SYN/ACK and SACK blocks on an ACK
-//!   (RFC 2018, at most [`MAX_SACK_BLOCKS`], as Linux with timestamps sends), valid
-//!   checksums, payload of zero bytes (only lengths matter).
+//!   the only options window scale and SACK-permitted on a SYN and SYN/ACK, SACK blocks on
+//!   an ACK (RFC 2018, at most [`MAX_SACK_BLOCKS`], as Linux with timestamps sends) and
+//!   timestamps (RFC 7323) on every segment once both SYNs carried them; valid checksums,
+//!   payload of zero bytes (only lengths matter).
 //! * [`sender::TcpSender`]: 3-way handshake, then bulk data (infinite or `bytes`-limited)
 //!   with Tahoe / Reno / NewReno (RFC 5681, RFC 6582) or CUBIC (RFC 9438) congestion control
 //!   and an RFC 6298 retransmission timer; with SACK (when both ends permit it) Linux's loss
-//!   recovery: a scoreboard, RACK-style loss marking and PRR. **No timestamps.** The SYN
-//!   offers window scaling (RFC 7323); a sink that accepts it (Linux's receiver) advertises
-//!   its window and the sender keeps its flight within it; a sink that does not (ns-2's)
-//!   advertises 65535, which the sender ignores.
+//!   recovery: a scoreboard, RACK-style loss marking and PRR. The SYN offers window
+//!   scaling and timestamps (RFC 7323); a sink that accepts them (Linux's receiver)
+//!   advertises its window, which the sender keeps its flight within, and measures its
+//!   RTT from the timestamps the sender echoes; a sink that does not (ns-2's) advertises
+//!   65535, which the sender ignores. The sender's own RTT samples come from its send
+//!   times, not from timestamps.
 //! * [`sink::TcpSink`]: cumulative ACKs, SACK blocks, out-of-order buffering; an ACK per
 //!   segment (ns-2), ns-2's delayed ACK, or Linux's receiver ACKs ([`sink::Acks`]).
 //!
@@ -40,6 +43,7 @@ const OPT_NOP: u8 = 1;
 const OPT_WSCALE: u8 = 3;
 const OPT_SACK_PERMITTED: u8 = 4;
 const OPT_SACK: u8 = 5;
+const OPT_TIMESTAMP: u8 = 8;
 
 /// The SACK blocks of an ACK: `[start, end)` wire sequence numbers, most recent first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -76,6 +80,8 @@ pub struct Segment {
     pub window: u16,
     /// Window-scale option (SYN, SYN/ACK).
     pub wscale: Option<u8>,
+    /// Timestamps option: (TSval, TSecr).
+    pub ts: Option<(u32, u32)>,
 }
 
 /// A segment to send (addresses and ports are the agent's).
@@ -92,6 +98,13 @@ pub struct TxSeg {
     pub window: Option<u16>,
     /// Window-scale option (SYN, SYN/ACK).
     pub wscale: Option<u8>,
+    /// Timestamps option: (TSval, TSecr).
+    pub ts: Option<(u32, u32)>,
+}
+
+/// The TCP timestamp clock (Linux's: milliseconds) at `now`.
+pub fn ts_clock(now: crate::time::Instant) -> u32 {
+    (now.nanos() / 1_000_000) as u32
 }
 
 /// The option bytes of `seg` (NOP-padded to 4-byte words).
@@ -103,6 +116,11 @@ fn options(seg: &TxSeg) -> Vec<u8> {
     if seg.sack_permitted {
         o.extend_from_slice(&[OPT_NOP, OPT_NOP, OPT_SACK_PERMITTED, 2]);
     }
+    if let Some((val, ecr)) = seg.ts {
+        o.extend_from_slice(&[OPT_NOP, OPT_NOP, OPT_TIMESTAMP, 10]);
+        o.extend_from_slice(&val.to_be_bytes());
+        o.extend_from_slice(&ecr.to_be_bytes());
+    }
     if seg.sack.n > 0 {
         o.extend_from_slice(&[OPT_NOP, OPT_NOP, OPT_SACK, 2 + 8 * seg.sack.n]);
         for (a, b) in seg.sack.iter() {
@@ -113,8 +131,8 @@ fn options(seg: &TxSeg) -> Vec<u8> {
     o
 }
 
-/// Parse the options we know (window scale, SACK-permitted, SACK) into `seg`; others are
-/// skipped.
+/// Parse the options we know (window scale, SACK-permitted, SACK, timestamps) into `seg`;
+/// others are skipped.
 fn parse_options(opts: &[u8], seg: &mut Segment) {
     let mut i = 0;
     while i < opts.len() {
@@ -131,6 +149,11 @@ fn parse_options(opts: &[u8], seg: &mut Segment) {
                 match kind {
                     OPT_SACK_PERMITTED => seg.sack_permitted = true,
                     OPT_WSCALE => seg.wscale = body.first().copied(),
+                    OPT_TIMESTAMP if body.len() == 8 => {
+                        let v = u32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+                        let e = u32::from_be_bytes([body[4], body[5], body[6], body[7]]);
+                        seg.ts = Some((v, e));
+                    }
                     OPT_SACK => {
                         for b in body.chunks_exact(8) {
                             let a = u32::from_be_bytes([b[0], b[1], b[2], b[3]]);
@@ -277,7 +300,16 @@ mod tests {
         let t = build(a, b, 1, 2, &ack);
         assert_eq!(t.len(), 20 + 4 + 24);
         let p = parse(a, b, &t).unwrap();
-        assert!(!p.sack_permitted);
+        assert!(!p.sack_permitted && p.ts.is_none());
+        // with timestamps: 40 bytes of options, as Linux's ACKs with three SACK blocks
+        let tsack = TxSeg {
+            ts: Some((0xdead_beef, 7)),
+            ..ack
+        };
+        let t = build(a, b, 1, 2, &tsack);
+        assert_eq!(t.len(), 20 + 12 + 4 + 24);
+        let q = parse(a, b, &t).unwrap();
+        assert_eq!((q.ts, q.sack), (Some((0xdead_beef, 7)), p.sack));
         assert_eq!(
             p.sack.iter().collect::<Vec<_>>(),
             [(300, 400), (u32::MAX - 10, 5), (500, 600)]

@@ -52,6 +52,10 @@
 //!   those, in slow start from cwnd 1 (Linux's Loss state, until `recover` is acknowledged).
 //!   Not modelled: RACK's reordering timer and tail loss probes (a tail loss waits for the
 //!   RTO), F-RTO, undo of spurious reductions, D-SACK.
+//! * Timestamps (RFC 7323, offered in the SYN, used when the SYN/ACK carries them): every
+//!   segment carries the sender's millisecond clock and echoes the newest TSval of the
+//!   peer's ACKs, from which Linux's receiver measures its RTT. The sender's own RTT samples
+//!   come from its send times.
 //! * `bytes`: when everything is acknowledged the sender sends one FIN (not retransmitted)
 //!   and is `done`. `stop` pauses the agent (no sending, no timers, incoming ACKs ignored);
 //!   `start` resumes it.
@@ -61,7 +65,7 @@ use serde::Serialize;
 
 use super::cubic::Cubic;
 use super::hystart::{self, HyStart};
-use super::{unwrap_seq, Segment, TcpSample, TxSeg, ACK, FIN, PSH, SYN};
+use super::{ts_clock, unwrap_seq, Segment, TcpSample, TxSeg, ACK, FIN, PSH, SYN};
 use crate::model::sim::ip::Addr;
 use crate::time::Instant;
 
@@ -225,6 +229,11 @@ pub struct TcpSender {
     snd_wscale: Option<u8>,
     /// The peer's receive window (bytes) when it scales windows.
     snd_wnd: Option<u64>,
+    /// Timestamps agreed in the handshake: then every segment carries the sender's clock
+    /// and echoes `ts_recent`, the peer's latest TSval (its receiver measures its RTT
+    /// from the echo).
+    ts_ok: bool,
+    ts_recent: u32,
     /// Linux's `tcp_cwnd_validate`: the most segments in flight since `cwnd_usage_seq`
     /// and whether the last send was stopped by cwnd.
     max_packets_out: u64,
@@ -282,6 +291,8 @@ impl TcpSender {
             hystart: HyStart::default(),
             snd_wscale: None,
             snd_wnd: None,
+            ts_ok: false,
+            ts_recent: 0,
             max_packets_out: 0,
             cwnd_usage_seq: 0,
             cwnd_limited: true,
@@ -380,9 +391,15 @@ impl TcpSender {
             flags: SYN,
             sack_permitted: self.spec.sack && self.spec.cc != Cc::Tahoe,
             wscale: Some(SND_WSCALE),
+            ts: Some((ts_clock(now), 0)),
             ..Default::default()
         });
         self.arm(now);
+    }
+
+    /// The timestamps option of a segment sent at `now`, when agreed.
+    fn ts(&self, now: Instant) -> Option<(u32, u32)> {
+        self.ts_ok.then(|| (ts_clock(now), self.ts_recent))
     }
 
     fn arm(&mut self, now: Instant) {
@@ -471,6 +488,7 @@ impl TcpSender {
             ack: self.rcv_nxt,
             flags: ACK | PSH,
             len,
+            ts: self.ts(now),
             ..Default::default()
         });
         self.sent_pkts += 1;
@@ -611,6 +629,8 @@ impl TcpSender {
                 // does the sender heed the peer's window (an ns-2 sink offers none)
                 self.snd_wscale = seg.wscale.map(|s| s.min(14));
                 self.snd_wnd = self.snd_wscale.map(|_| u64::from(seg.window));
+                self.ts_ok = seg.ts.is_some();
+                self.ts_recent = seg.ts.map_or(0, |t| t.0);
                 if self.syn_retx {
                     // RFC 5681 §3.1 / RFC 6298 §5.7: after a lost SYN, IW = 1 and RTO ≥ 3 s
                     // until the first data RTT sample.
@@ -622,11 +642,12 @@ impl TcpSender {
                     seq: self.wire(0),
                     ack: self.rcv_nxt,
                     flags: ACK,
+                    ts: self.ts(now),
                     ..Default::default()
                 });
                 self.sample(now, true);
                 if self.limit() == 0 {
-                    self.finish(out);
+                    self.finish(now, out);
                     return;
                 }
                 self.fill(now, out);
@@ -638,6 +659,7 @@ impl TcpSender {
                         seq: self.wire(self.snd_nxt),
                         ack: self.rcv_nxt,
                         flags: ACK,
+                        ts: self.ts(now),
                         ..Default::default()
                     });
                     return;
@@ -648,11 +670,12 @@ impl TcpSender {
         }
     }
 
-    fn finish(&mut self, out: &mut Vec<TxSeg>) {
+    fn finish(&mut self, now: Instant, out: &mut Vec<TxSeg>) {
         out.push(TxSeg {
             seq: self.wire(self.limit()),
             ack: self.rcv_nxt,
             flags: FIN | ACK,
+            ts: self.ts(now),
             ..Default::default()
         });
         self.state = State::Done;
@@ -669,6 +692,13 @@ impl TcpSender {
         };
         if ack > self.snd_max {
             return;
+        }
+        // RFC 7323 (Linux's tcp_replace_ts_recent): the peer's ACKs all carry the same
+        // sequence number, so each newer TSval is the one to echo
+        if let (true, Some((val, _))) = (self.ts_ok, seg.ts) {
+            if val.wrapping_sub(self.ts_recent) as i32 >= 0 {
+                self.ts_recent = val;
+            }
         }
         if let (Some(shift), true) = (self.snd_wscale, ack >= self.snd_una) {
             self.snd_wnd = Some(u64::from(seg.window) << shift);
@@ -750,7 +780,7 @@ impl TcpSender {
             self.grow(acked_segs, now);
         }
         if ack >= self.limit() {
-            self.finish(out);
+            self.finish(now, out);
             return;
         }
         if self.snd_una >= self.snd_max {
@@ -902,7 +932,7 @@ impl TcpSender {
             self.grow_linux(delivered as f64, now);
         }
         if ack >= self.limit() {
-            self.finish(out);
+            self.finish(now, out);
             return;
         }
         if self.snd_una >= self.snd_max {
@@ -954,8 +984,8 @@ impl TcpSender {
         }
         if acked > 0.0 && self.cwnd >= self.ssthresh {
             if self.spec.cc == Cc::Cubic {
-                let rtt_s = self.srtt_ns.unwrap_or(0.0) / 1e9;
-                self.cwnd = self.cubic.on_ack(self.cwnd, acked, now, rtt_s);
+                let delay_min_s = self.hystart.delay_min_us as f64 / 1e6;
+                self.cwnd = self.cubic.on_ack(self.cwnd, acked, now, delay_min_s);
             } else {
                 self.cwnd += acked / self.cwnd;
             }
@@ -1022,8 +1052,8 @@ impl TcpSender {
         if self.cwnd < self.ssthresh {
             self.cwnd += acked_segs.min(2.0);
         } else if self.spec.cc == Cc::Cubic {
-            let rtt_s = self.srtt_ns.unwrap_or(0.0) / 1e9;
-            self.cwnd = self.cubic.on_ack(self.cwnd, acked_segs, now, rtt_s);
+            let delay_min_s = self.hystart.delay_min_us as f64 / 1e6;
+            self.cwnd = self.cubic.on_ack(self.cwnd, acked_segs, now, delay_min_s);
         } else {
             self.cwnd += acked_segs / self.cwnd;
         }
@@ -1126,6 +1156,7 @@ mod tests {
             sack: t.sack,
             window: t.window.unwrap_or(super::super::ADVERTISED_WINDOW),
             wscale: t.wscale,
+            ts: t.ts,
         }
     }
 

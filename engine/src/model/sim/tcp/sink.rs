@@ -23,21 +23,31 @@
 //!   of the cumulative ACK go at once and further ones are compressed (SACK compression:
 //!   one ACK min(1 ms, SRTT/20) later, or at the 44th held back).
 //!
-//! A Linux sink whose sender offers window scaling answers with scale [`RCV_WSCALE`] and
-//! advertises Linux's receive window, with an application that reads at once: 64088 bytes
-//! (half of tcp_rmem[1] = 128 KiB, less a segment), growing by two segments per in-order
-//! segment up to a bound that autotuning raises once per handshake RTT to twice the bytes
-//! read in the last one plus 16 segments, more while that amount grows (at most half of
-//! tcp_rmem[2] = 6 MiB). **Every segment that grows the window is ACKed at once** (Linux's
-//! `tcp_grow_window` sets a quick ACK), so in slow start, while the window keeps growing,
-//! the receiver ACKs each segment, and one per two segments only once it has stopped.
+//! A Linux sink whose sender offers window scaling answers with its window scale
+//! (ilog2(tcp_rmem[2]) − 15: [`RCV_WSCALE`] with Linux's defaults) and advertises Linux's
+//! receive window, with an application that reads at once: half of tcp_rmem[1] less a
+//! segment (64088 bytes with Linux's default 128 KiB), growing by two segments per
+//! in-order segment up to a bound that autotuning raises once per receiver RTT to twice
+//! the bytes read in the last one plus 16 segments, more while that amount grows (at most
+//! half of tcp_rmem[2], Linux's default 6 MiB). tcp_rmem is the sink's [`Rmem`].
+//!
+//! The receiver's RTT comes from timestamps when the sender's SYN offered them (Linux's
+//! `tcp_rcv_rtt_measure_ts`): a full segment that echoes a TSval not seen before gives a
+//! sample, the time since the ACK carrying that TSval was sent (in milliseconds, at least
+//! one); a sample below the estimate replaces it, a larger one moves it by an eighth. So
+//! the estimate includes the queueing delay and the window keeps growing into a deep
+//! queue. Without timestamps the handshake's RTT is used.
+//!
+//! **Every segment that grows the window is ACKed at once** (Linux's `tcp_grow_window`
+//! sets a quick ACK), so in slow start, while the window keeps growing, the receiver ACKs
+//! each segment, and one per two segments only once it has stopped.
 //!
 //! A FIN in sequence is acknowledged at once (the sink does not close its side). Other
 //! sinks advertise 65535, which the sender ignores. RST drops the connection.
 //! Segments for an unknown connection are ignored.
 use std::collections::{BTreeMap, VecDeque};
 
-use super::{unwrap_seq, Sack, Segment, TxSeg, ACK, FIN, MAX_SACK_BLOCKS, RST, SYN};
+use super::{ts_clock, unwrap_seq, Sack, Segment, TxSeg, ACK, FIN, MAX_SACK_BLOCKS, RST, SYN};
 use crate::model::sim::ip::Addr;
 use crate::time::Instant;
 
@@ -78,12 +88,41 @@ const COMP_SACK_DELAY_NS: u64 = MS;
 const FASTRETRANS_THRESH: u32 = 3;
 /// The Linux receiver's MSS on a 1500-byte MTU (its `advmss`).
 const ADVMSS: u64 = 1448;
-/// sysctl tcp_rmem[1]: the initial receive buffer; half of it is window (tcp_adv_win_scale 1).
-const RMEM_DEFAULT: u64 = 131_072;
-/// sysctl tcp_rmem[2]: the most autotuning gives the receive buffer.
-const RMEM_MAX: u64 = 6_291_456;
-/// The window scale a Linux receiver with that buffer announces (ilog2(tcp_rmem[2]) − 15).
+/// The window scale a Linux receiver with Linux's default [`Rmem`] announces.
 pub const RCV_WSCALE: u8 = 7;
+
+/// The receiving host's sysctl `net.ipv4.tcp_rmem` (bytes): `default` is the initial
+/// receive buffer, `max` the most autotuning gives it. Half a buffer is window (Linux's
+/// initial scaling ratio; before 6.6, tcp_adv_win_scale 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rmem {
+    pub default: u64,
+    pub max: u64,
+}
+
+impl Default for Rmem {
+    /// Linux's defaults: 128 KiB and 6 MiB.
+    fn default() -> Self {
+        Rmem {
+            default: 131_072,
+            max: 6_291_456,
+        }
+    }
+}
+
+impl Rmem {
+    /// The window scale announced (`tcp_select_initial_window`: ilog2 of the largest
+    /// buffer − 15, at most 14).
+    pub fn wscale(&self) -> u8 {
+        (self.max.max(1).ilog2().saturating_sub(15)).min(14) as u8
+    }
+
+    /// The initial window bound (`tcp_init_buffer_space`): half the initial buffer less a
+    /// segment, at least two segments.
+    fn initial_clamp(&self) -> u64 {
+        (self.default / 2).saturating_sub(ADVMSS).max(2 * ADVMSS)
+    }
+}
 
 /// Linux's receiver-side ACK state of one connection.
 #[derive(Debug, Default)]
@@ -113,6 +152,36 @@ struct LinuxAck {
     /// The receive window (only when the sender scales windows): the window offered
     /// (`rcv_ssthresh`) and its bound (`window_clamp`), both bytes.
     rwnd: Option<Rwnd>,
+    /// Timestamps (when the sender's SYN offered them): the TSval to echo (`ts_recent`)
+    /// and the last TSecr a receiver RTT sample was taken from (`rcv_rtt_last_tsecr`).
+    ts: Option<(u32, Option<u32>)>,
+}
+
+impl LinuxAck {
+    /// A data segment of `len` bytes starting at `start` with timestamps `ts` arrived at
+    /// `now`, before it is queued: the TSval to echo (RFC 7323: of the first segment
+    /// after the last ACK) and `tcp_rcv_rtt_measure_ts`, one receiver RTT sample per
+    /// echoed value, from full segments: the time since the ACK whose TSval it echoes
+    /// was sent, so the queueing delay the data met is part of it.
+    fn timestamps(&mut self, start: Option<u64>, len: u64, ts: (u32, u32), now: Instant) {
+        let Some((recent, last_ecr)) = self.ts.as_mut() else {
+            return;
+        };
+        let (val, ecr) = ts;
+        if start.is_some_and(|s| s <= self.wup) && val.wrapping_sub(*recent) as i32 >= 0 {
+            *recent = val;
+        }
+        if *last_ecr == Some(ecr) {
+            return;
+        }
+        *last_ecr = Some(ecr);
+        let delta = ts_clock(now).wrapping_sub(ecr) as i32;
+        if len >= self.rcv_mss && delta >= 0 {
+            if let Some(r) = self.rwnd.as_mut() {
+                r.rtt_sample(u64::from(delta.max(1) as u32) * 1000);
+            }
+        }
+    }
 }
 
 /// Linux's receive window and its autotuning (`tcp_grow_window`, `tcp_rcv_space_adjust`,
@@ -126,16 +195,21 @@ struct Rwnd {
     space: u64,
     space_seq: u64,
     space_at: Instant,
-    /// The receiver's RTT estimate: the handshake's (Linux measures it with timestamps,
-    /// which the simulated segments do not carry).
+    /// The receiver's RTT estimate: from timestamps when the sender sends them, else the
+    /// handshake's.
     rtt_ns: Option<u64>,
+    /// `rcv_rtt_est.rtt_us` (eight times the estimate, µs; 0 before a sample).
+    rtt_us8: u64,
+    /// Window scale and tcp_rmem[2].
+    wscale: u8,
+    rmem_max: u64,
 }
 
 impl Rwnd {
     /// `tcp_select_initial_window` + `tcp_init_buffer_space`: half the default buffer less
     /// one segment, of which 10 segments count as read per round trip so far.
-    fn new(now: Instant) -> Self {
-        let clamp = RMEM_DEFAULT / 2 - ADVMSS;
+    fn new(now: Instant, rmem: Rmem) -> Self {
+        let clamp = rmem.initial_clamp();
         Rwnd {
             ssthresh: clamp,
             clamp,
@@ -143,7 +217,22 @@ impl Rwnd {
             space_seq: 0,
             space_at: now,
             rtt_ns: None,
+            rtt_us8: 0,
+            wscale: rmem.wscale(),
+            rmem_max: rmem.max,
         }
+    }
+
+    /// `tcp_rcv_rtt_update` with a timestamp sample: a sample below the estimate replaces
+    /// it, a larger one moves it by an eighth of the difference.
+    fn rtt_sample(&mut self, us: u64) {
+        let m = us << 3;
+        self.rtt_us8 = if self.rtt_us8 == 0 || m < self.rtt_us8 {
+            m
+        } else {
+            self.rtt_us8 - (self.rtt_us8 >> 3) + us
+        };
+        self.rtt_ns = Some((self.rtt_us8 >> 3).max(1) * 1000);
     }
 
     /// In-order data of `len` bytes arrived at `now`, `rcv` bytes are in order and read.
@@ -166,7 +255,7 @@ impl Rwnd {
         if copied > self.space {
             let mut win = 2 * copied + 16 * ADVMSS;
             win += 2 * (win * (copied - self.space) / self.space.max(1));
-            self.clamp = self.clamp.max(win.min(RMEM_MAX / 2));
+            self.clamp = self.clamp.max(win.min(self.rmem_max / 2));
             self.space = copied;
         }
         self.space_seq = rcv;
@@ -174,9 +263,9 @@ impl Rwnd {
         grown
     }
 
-    /// The window field of an ACK (scaled by [`RCV_WSCALE`]).
+    /// The window field of an ACK (scaled).
     fn field(&self) -> u16 {
-        (self.ssthresh >> RCV_WSCALE).min(u64::from(u16::MAX)) as u16
+        (self.ssthresh >> self.wscale).min(u64::from(u16::MAX)) as u16
     }
 }
 
@@ -277,7 +366,7 @@ impl Conn {
     fn wire(&self, off: u64) -> u32 {
         self.irs.wrapping_add(1).wrapping_add(off as u32)
     }
-    fn ack(&mut self) -> TxSeg {
+    fn ack(&mut self, now: Instant) -> TxSeg {
         self.pending = 0;
         self.ack_at = None;
         self.lx.sent(self.rcv);
@@ -303,6 +392,7 @@ impl Conn {
             flags: ACK,
             sack,
             window: self.lx.rwnd.map(|r| r.field()),
+            ts: self.lx.ts.map(|(recent, _)| (ts_clock(now), recent)),
             ..Default::default()
         }
     }
@@ -334,6 +424,8 @@ pub struct TcpSink {
     pub acks: Acks,
     /// Permit SACK when the sender asks for it.
     pub sack: bool,
+    /// The receive buffer of [`Acks::Linux`].
+    pub rmem: Rmem,
     conns: BTreeMap<(Addr, u16), Conn>,
     /// Data segments received (in order, out of order and duplicates).
     pub pkts: u64,
@@ -390,7 +482,7 @@ impl TcpSink {
                 c.lx.ato_ns = (c.lx.ato_ns * 2).min(c.lx.rto_ns());
             }
             if delack || c.lx.comp_at.is_some_and(|t| t <= now) {
-                out.push((a, p, c.ack()));
+                out.push((a, p, c.ack(now)));
                 self.acks_sent += 1;
             }
         }
@@ -411,6 +503,8 @@ impl TcpSink {
             // a Linux receiver scales its window when the sender offers to; then its
             // window and autotuning limit the sender
             let scaled = self.acks == Acks::Linux && seg.wscale.is_some();
+            // and answers timestamps (ns-2's sinks do not)
+            let ts = seg.ts.filter(|_| self.acks == Acks::Linux);
             if !same {
                 self.conns.insert(
                     key,
@@ -426,7 +520,8 @@ impl TcpSink {
                         lx: LinuxAck {
                             rcv_mss: RCV_MSS_DEFAULT,
                             synack_at: Some(now),
-                            rwnd: scaled.then(|| Rwnd::new(now)),
+                            rwnd: scaled.then(|| Rwnd::new(now, self.rmem)),
+                            ts: ts.map(|(val, _)| (val, None)),
                             ..Default::default()
                         },
                     },
@@ -440,10 +535,11 @@ impl TcpSink {
                     ack: seg.seq.wrapping_add(1),
                     flags: SYN | ACK,
                     sack_permitted: sack_ok,
-                    wscale: scaled.then_some(RCV_WSCALE),
+                    wscale: scaled.then_some(self.rmem.wscale()),
+                    ts: ts.map(|(val, _)| (ts_clock(now), val)),
                     // a SYN's window is never scaled
                     window: scaled
-                        .then_some((RMEM_DEFAULT / 2 - ADVMSS).min(u64::from(u16::MAX)) as u16),
+                        .then_some(self.rmem.initial_clamp().min(u64::from(u16::MAX)) as u16),
                     ..Default::default()
                 },
             ));
@@ -456,8 +552,12 @@ impl TcpSink {
             // the handshake's RTT, as Linux's passive side measures it
             if let Some(t) = c.lx.synack_at.take() {
                 c.lx.srtt_ns = Some(now.nanos_since(t));
+                let ts = c.lx.ts.is_some();
                 if let Some(r) = c.lx.rwnd.as_mut() {
-                    r.rtt_ns = Some(now.nanos_since(t).max(1));
+                    // with timestamps Linux's receiver has no RTT until the first echo
+                    if !ts {
+                        r.rtt_ns = Some(now.nanos_since(t).max(1));
+                    }
                     r.space_at = now;
                 }
             }
@@ -468,6 +568,11 @@ impl TcpSink {
         }
         let start = unwrap_seq(c.rcv, c.wire(c.rcv), seg.seq);
         let len = seg.payload_len as u64;
+        if let (Some(ts), true) = (seg.ts, len > 0) {
+            if start.is_some_and(|s| s + len > c.rcv) {
+                c.lx.timestamps(start, len, ts, now);
+            }
+        }
         let mut arrival = Arrival::Fin;
         if len > 0 {
             self.pkts += 1;
@@ -522,7 +627,7 @@ impl TcpSink {
             Acks::Linux => c.linux_ack(arrival, has_fin, len, now),
         };
         if now_ack {
-            out.push((seg.src, seg.sport, c.ack()));
+            out.push((seg.src, seg.sport, c.ack(now)));
             self.acks_sent += 1;
         }
     }
@@ -827,6 +932,53 @@ mod tests {
         out.clear();
         p.receive(&seg(0, SYN, 0), Instant::ZERO, &mut out);
         assert_eq!((out[0].2.wscale, out[0].2.window), (None, None));
+    }
+
+    #[test]
+    fn linux_window_follows_the_hosts_tcp_rmem() {
+        // tcp_rmem 87380 / 16 MiB: scale 9 (ilog2(16 MiB) − 15), an initial window of half
+        // 87380 less a segment, and a bound autotuning may raise to 8 MiB
+        let rmem = Rmem {
+            default: 87_380,
+            max: 16 << 20,
+        };
+        assert_eq!((rmem.wscale(), rmem.initial_clamp()), (9, 43_690 - 1448));
+        assert_eq!(Rmem::default().wscale(), RCV_WSCALE);
+        let mut last = Vec::new();
+        for rmem in [rmem, Rmem::default()] {
+            let mut s = TcpSink::new(80, Acks::Linux, true);
+            s.rmem = rmem;
+            let mut out = Vec::new();
+            let syn = Segment {
+                wscale: Some(7),
+                ts: Some((5, 0)),
+                ..seg(0, SYN, 0)
+            };
+            s.receive(&syn, Instant::ZERO, &mut out);
+            let synack = out[0].2;
+            let shift = synack.wscale.unwrap();
+            if rmem.max == 16 << 20 {
+                assert_eq!(
+                    (shift, synack.window, synack.ts),
+                    (9, Some(42_242), Some((0, 5)))
+                );
+            }
+            // the sender's ACK at 10 ms, then data echoing the SYN/ACK's TSval (0: a
+            // 10 ms receiver RTT from the first segment), 100 segments per millisecond
+            s.receive(&seg(1, ACK, 0), Instant::from_millis(10), &mut out);
+            out.clear();
+            for i in 0..8000u32 {
+                let d = Segment {
+                    ts: Some((10 + i / 100, 0)),
+                    ..seg(1 + i * MSS, ACK, MSS as usize)
+                };
+                s.receive(&d, Instant::from_millis(10 + u64::from(i / 100)), &mut out);
+            }
+            last.push(u64::from(out.last().unwrap().2.window.unwrap()) << shift);
+        }
+        // 8 MiB (half of tcp_rmem[2]) within a scale unit; Linux's default: 3 MiB
+        assert!(last[0] > (8 << 20) - 512 && last[0] <= 8 << 20, "{last:?}");
+        assert!(last[1] > (3 << 20) - 128 && last[1] <= 3 << 20, "{last:?}");
     }
 
     #[test]
