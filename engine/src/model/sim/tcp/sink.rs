@@ -84,6 +84,9 @@ const RTO_MIN_NS: u64 = 200 * MS;
 /// sysctl tcp_comp_sack_nr, tcp_comp_sack_delay_ns.
 const COMP_SACK_NR: u32 = 44;
 const COMP_SACK_DELAY_NS: u64 = MS;
+/// TCP_NUM_SACKS: the SACK blocks a receiver remembers (it sends at most
+/// [`MAX_SACK_BLOCKS`] of them).
+const NUM_SACKS: usize = 4;
 /// TCP_FASTRETRANS_THRESH: ACKs per cumulative ACK value not compressed.
 const FASTRETRANS_THRESH: u32 = 3;
 /// The Linux receiver's MSS on a 1500-byte MTU (its `advmss`).
@@ -372,18 +375,8 @@ impl Conn {
         self.lx.sent(self.rcv);
         let mut sack = Sack::default();
         if self.sack_ok {
-            let mut seen: Vec<u64> = Vec::new();
-            for &x in &self.recent {
-                let Some((&s, &e)) = self.ooo.range(..=x).next_back() else {
-                    continue;
-                };
-                if e > x && !seen.contains(&s) {
-                    seen.push(s);
-                    sack.push(self.wire(s), self.wire(e));
-                }
-                if seen.len() == MAX_SACK_BLOCKS {
-                    break;
-                }
+            for (s, e) in self.sack_ranges(MAX_SACK_BLOCKS) {
+                sack.push(self.wire(s), self.wire(e));
             }
         }
         TxSeg {
@@ -395,6 +388,47 @@ impl Conn {
             ts: self.lx.ts.map(|(recent, _)| (ts_clock(now), recent)),
             ..Default::default()
         }
+    }
+
+    /// The SACK blocks the receiver remembers, at most `n`: the buffered ranges holding
+    /// the latest out-of-order arrivals, newest first.
+    fn sack_ranges(&self, n: usize) -> Vec<(u64, u64)> {
+        let mut r: Vec<(u64, u64)> = Vec::new();
+        for &x in &self.recent {
+            let Some((&s, &e)) = self.ooo.range(..=x).next_back() else {
+                continue;
+            };
+            if e > x && !r.iter().any(|&(rs, _)| rs == s) {
+                r.push((s, e));
+            }
+            if r.len() == n {
+                break;
+            }
+        }
+        r
+    }
+
+    /// Linux's `tcp_sack_new_ofo_skb`: an out-of-order segment `[s, e)` that extends none
+    /// of the receiver's [`NUM_SACKS`] remembered blocks starts a new one, and the oldest
+    /// is forgotten; if an ACK is being held back (SACK compression), it is sent first,
+    /// so the sender hears of the forgotten block. Whether to send the held ACK now.
+    fn sack_block_dropped(&self, s: u64, e: u64) -> bool {
+        if self.lx.compressed == 0 {
+            return false;
+        }
+        let blocks = self.sack_ranges(NUM_SACKS);
+        blocks.len() == NUM_SACKS && !blocks.iter().any(|&(bs, be)| bs <= e && s <= be)
+    }
+
+    /// The out-of-order segment at `s` was buffered: its range becomes the newest SACK
+    /// block, one entry per range (blocks it merged with are one block now), at most
+    /// [`NUM_SACKS`] remembered.
+    fn remember_block(&mut self, s: u64) {
+        if let Some((&rs, &re)) = self.ooo.range(..=s).next_back() {
+            self.recent.retain(|&x| x < rs || x >= re);
+        }
+        self.recent.push_front(s);
+        self.recent.truncate(NUM_SACKS);
     }
 
     /// Buffer `[s, e)` out of order, merging it with the ranges it touches.
@@ -591,11 +625,13 @@ impl TcpSink {
             match (arrival, start) {
                 (Arrival::Old, _) => self.dup_pkts += 1,
                 (Arrival::OutOfOrder, Some(s)) => {
+                    if self.acks == Acks::Linux && c.sack_ok && c.sack_block_dropped(s, s + len) {
+                        out.push((seg.src, seg.sport, c.ack(now)));
+                        self.acks_sent += 1;
+                    }
                     self.ooo_pkts += 1;
                     c.insert_ooo(s, s + len);
-                    c.recent.retain(|&x| x != s);
-                    c.recent.push_front(s);
-                    c.recent.truncate(2 * MAX_SACK_BLOCKS);
+                    c.remember_block(s);
                 }
                 (Arrival::InOrder { had_hole, .. }, Some(s)) => {
                     self.bytes += c.deliver(s + len);
