@@ -46,7 +46,10 @@
 //!   (Reno cwnd/2, CUBIC β·cwnd) and sends by PRR (RFC 6937, slow-start reduction bound);
 //!   lost segments go first, then new data, while the pipe (RFC 6675: neither SACKed nor
 //!   lost) is below cwnd, which also gives limited transmit (RFC 3042). Slow start grows by
-//!   every delivered segment (cumulatively or selectively acknowledged). RTT samples come
+//!   every delivered segment (cumulatively or selectively acknowledged). A retransmission
+//!   cumulatively acknowledged by an ACK whose timestamp echo predates it was not what
+//!   arrived (Linux's `tcp_skb_spurious_retrans`): it neither advances RACK nor gives an
+//!   RTT sample. RTT samples come
 //!   from SACKed and retransmitted segments too (as Linux's timestamps give them), unless
 //!   a retransmission is acknowledged within the minimum RTT. An RTO marks every segment not SACKed lost and resends only
 //!   those, in slow start from cwnd 1 (Linux's Loss state, until `recover` is acknowledged).

@@ -5,8 +5,9 @@
 //! asked for it. Out-of-order segments are buffered (up to [`MAX_OOO`] ranges per
 //! connection), so the ACK jumps when the hole is filled. With SACK, every ACK while data
 //! is buffered out of order carries SACK blocks (RFC 2018): the block holding the latest
-//! segment first, then the blocks of the previous arrivals. When ACKs are sent is the
-//! [`Acks`] policy:
+//! segment first, then the blocks of the previous arrivals, newest first. The sink
+//! remembers four blocks (Linux's TCP_NUM_SACKS; blocks that merged are one) and sends
+//! three ([`MAX_SACK_BLOCKS`]). When ACKs are sent is the [`Acks`] policy:
 //!
 //! * [`Acks::Each`] (ns-2 `TCPSink`): every data segment at once.
 //! * [`Acks::Delayed`] (ns-2 `DelAck`, `interval_`): an in-order segment that does not fill
@@ -21,7 +22,9 @@
 //!   handshake when above 40 ms and by 200 ms. A segment that fills the last hole is
 //!   acknowledged at once; while data is out of order the first three ACKs for each value
 //!   of the cumulative ACK go at once and further ones are compressed (SACK compression:
-//!   one ACK min(1 ms, SRTT/20) later, or at the 44th held back).
+//!   one ACK min(1 ms, SRTT/20) later, or at the 44th held back). While an ACK is held
+//!   back, a segment that starts a new block when four are remembered sends it first
+//!   (`tcp_sack_new_ofo_skb`), so the block forgotten reaches the sender.
 //!
 //! A Linux sink whose sender offers window scaling answers with its window scale
 //! (ilog2(tcp_rmem[2]) − 15: [`RCV_WSCALE`] with Linux's defaults) and advertises Linux's
