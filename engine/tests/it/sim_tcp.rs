@@ -971,3 +971,51 @@ fn cubic_follows_its_curve_after_a_loss() {
     assert!((last.t_ns - t0) as f64 / 1e9 > 1.3 * k, "past the plateau");
     assert!(worst < 0.01, "worst {worst}");
 }
+
+/// The grid's 200M-20ms-q4 cell (bench/tcp_acks.py) for `secs` seconds: 1 Gbit/s access,
+/// 200 Mbit/s × 20 ms with a 4-BDP queue (2800 packets), one flow of `cc` into Linux's
+/// receiver with a 32 MiB tcp_rmem ceiling, so the flight overflows the queue.
+fn linux_sink_200m(cc: &str, secs: u64) -> VirtualTime {
+    let la = json!({"bandwidth_bps": 1_000_000_000, "delay_us": 1000});
+    let lb = json!({"bandwidth_bps": 200_000_000, "delay_us": 20_000, "queue": {"limit": 2800}});
+    let mut s = sink("s1", 5001);
+    s["acks"] = json!("linux");
+    s["rmem"] = json!([4096, 131_072, 33_554_432]);
+    let req = topo(
+        la,
+        lb,
+        vec![sender("t1", 5001, json!({"cc": cc, "mss": 1448})), s],
+    );
+    let mut vt = net(req, 1);
+    vt.net.agent_action("t1", true, Instant::ZERO).unwrap();
+    vt.run_until(Instant::from_nanos(secs * SEC));
+    vt
+}
+
+#[test]
+fn linux_sink_high_bdp_retransmits_only_drops() {
+    // Hundreds of drops in one window leave hundreds of holes, and Linux's receiver
+    // compresses its ACKs (one per millisecond, 17 segments here) and sends 3 SACK blocks.
+    // It remembers 4 blocks and sends a held-back ACK before it forgets one, so every
+    // block reaches the sender once and the sender retransmits about once per drop. The
+    // sink used to derive its blocks from its last 6 arrivals (one block when they all
+    // extended it) and to drop blocks while an ACK was held: the sender never heard of
+    // segments that had arrived, RACK marked them lost, and each spurious retransmission,
+    // once cumulatively acknowledged, advanced RACK past segments still queued (6 s:
+    // CUBIC 2230 retransmissions for 468 drops, NewReno 13027 for 6971).
+    for cc in ["cubic", "newreno"] {
+        let vt = linux_sink_200m(cc, 6);
+        let (t, s) = (stats(&vt, "t1"), stats(&vt, "s1"));
+        let drops = vt.net.stats(Some("lb"), vt.now).unwrap().links["lb"]
+            .ab
+            .drop_queue;
+        let retx = u(&t, "retransmits");
+        eprintln!("{cc}: {drops} drops, {t}, {s}");
+        assert!(drops > 50, "{cc}: the queue overflowed only {drops} times");
+        assert!(
+            retx as f64 <= 1.2 * drops as f64 + 5.0,
+            "{cc}: {retx} retransmissions for {drops} drops"
+        );
+        assert!(u(&s, "dup_pkts") <= 5, "{cc}: {s}");
+    }
+}

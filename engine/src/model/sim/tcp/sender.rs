@@ -46,7 +46,10 @@
 //!   (Reno cwnd/2, CUBIC β·cwnd) and sends by PRR (RFC 6937, slow-start reduction bound);
 //!   lost segments go first, then new data, while the pipe (RFC 6675: neither SACKed nor
 //!   lost) is below cwnd, which also gives limited transmit (RFC 3042). Slow start grows by
-//!   every delivered segment (cumulatively or selectively acknowledged). RTT samples come
+//!   every delivered segment (cumulatively or selectively acknowledged). A retransmission
+//!   cumulatively acknowledged by an ACK whose timestamp echo predates it was not what
+//!   arrived (Linux's `tcp_skb_spurious_retrans`): it neither advances RACK nor gives an
+//!   RTT sample. RTT samples come
 //!   from SACKed and retransmitted segments too (as Linux's timestamps give them), unless
 //!   a retransmission is acknowledged within the minimum RTT. An RTO marks every segment not SACKed lost and resends only
 //!   those, in slow start from cwnd 1 (Linux's Loss state, until `recover` is acknowledged).
@@ -854,6 +857,7 @@ impl TcpSender {
         let mut newest = None;
         let advanced = ack > self.snd_una;
         self.acked_bytes += ack - self.snd_una;
+        let ecr = seg.ts.filter(|_| self.ts_ok).map(|t| t.1);
         while let Some(&s) = self.sent.front() {
             if s.end > ack {
                 break;
@@ -863,7 +867,12 @@ impl TcpSender {
                 self.n_sacked -= 1;
             } else {
                 delivered += 1;
-                self.delivered(s, now, &mut newest);
+                // Linux's tcp_skb_spurious_retrans: an ACK echoing a TSval older than
+                // the retransmission was sent for the original (the hole below it was
+                // filled), so the retransmission is not known delivered
+                if !(s.retx && ecr.is_some_and(|e| (e.wrapping_sub(ts_clock(s.at)) as i32) < 0)) {
+                    self.delivered(s, now, &mut newest);
+                }
             }
             if s.lost {
                 self.n_lost -= 1;
@@ -1339,6 +1348,59 @@ mod tests {
             s.receive(&synack, Instant::from_millis(1), &mut out);
             assert_eq!(out.iter().filter(|t| t.len > 0).count(), sent, "{wscale:?}");
         }
+    }
+
+    #[test]
+    fn a_spurious_retransmission_does_not_advance_rack() {
+        // 20 segments at 1 ms; 0 and 8 are lost. 5 arrived but the receiver never reported
+        // it, so RACK marks it lost and it is sent again at 12 ms, after 0's retransmission
+        // and new segments (10 ms). The ACK for 0..7 echoes 0's retransmission's TSval
+        // (10): it was 0 that filled the hole, and 5's retransmission, sent later, is not
+        // known delivered (Linux's tcp_skb_spurious_retrans). Counting it delivered
+        // advanced RACK to 12 ms and marked the new segments, still in flight, lost.
+        let mut s = TcpSender::new(
+            TcpSpec {
+                initial_window: 20,
+                ..sack_spec(100_000)
+            },
+            49152,
+        );
+        let mut out = Vec::new();
+        s.start(Instant::ZERO, &mut out);
+        let synack = Segment {
+            flags: SYN | ACK,
+            ack: 1,
+            sack_permitted: true,
+            ts: Some((1, 0)),
+            ..Default::default()
+        };
+        s.receive(&synack, Instant::from_millis(1), &mut out);
+        let wire = |seg: u32| 1 + 1000 * seg;
+        let ack = |cum: u32, blocks: &[(u32, u32)], ecr: u32| {
+            let mut a = Segment {
+                flags: ACK,
+                ack: wire(cum),
+                ts: Some((0, ecr)),
+                ..Default::default()
+            };
+            for &(x, y) in blocks {
+                a.sack.push(wire(x), wire(y));
+            }
+            a
+        };
+        s.receive(&ack(0, &[(1, 5)], 1), Instant::from_millis(10), &mut out);
+        let new_at_10ms = s.snd_max / 1000 - 20;
+        assert_eq!(s.retransmits, 1, "0 again");
+        assert!(new_at_10ms > 0);
+        s.receive(
+            &ack(0, &[(6, 8), (1, 5)], 1),
+            Instant::from_millis(12),
+            &mut out,
+        );
+        assert_eq!(s.retransmits, 2, "5 marked lost and sent again");
+        s.receive(&ack(8, &[(9, 20)], 10), Instant::from_millis(31), &mut out);
+        assert_eq!(s.retransmits, 3, "8 is lost; the new segments are not");
+        assert_eq!(s.n_lost, 0);
     }
 
     const MAX_MSS_TEST: usize = super::super::MAX_MSS;

@@ -5,8 +5,9 @@
 //! asked for it. Out-of-order segments are buffered (up to [`MAX_OOO`] ranges per
 //! connection), so the ACK jumps when the hole is filled. With SACK, every ACK while data
 //! is buffered out of order carries SACK blocks (RFC 2018): the block holding the latest
-//! segment first, then the blocks of the previous arrivals. When ACKs are sent is the
-//! [`Acks`] policy:
+//! segment first, then the blocks of the previous arrivals, newest first. The sink
+//! remembers four blocks (Linux's TCP_NUM_SACKS; blocks that merged are one) and sends
+//! three ([`MAX_SACK_BLOCKS`]). When ACKs are sent is the [`Acks`] policy:
 //!
 //! * [`Acks::Each`] (ns-2 `TCPSink`): every data segment at once.
 //! * [`Acks::Delayed`] (ns-2 `DelAck`, `interval_`): an in-order segment that does not fill
@@ -21,7 +22,9 @@
 //!   handshake when above 40 ms and by 200 ms. A segment that fills the last hole is
 //!   acknowledged at once; while data is out of order the first three ACKs for each value
 //!   of the cumulative ACK go at once and further ones are compressed (SACK compression:
-//!   one ACK min(1 ms, SRTT/20) later, or at the 44th held back).
+//!   one ACK min(1 ms, SRTT/20) later, or at the 44th held back). While an ACK is held
+//!   back, a segment that starts a new block when four are remembered sends it first
+//!   (`tcp_sack_new_ofo_skb`), so the block forgotten reaches the sender.
 //!
 //! A Linux sink whose sender offers window scaling answers with its window scale
 //! (ilog2(tcp_rmem[2]) − 15: [`RCV_WSCALE`] with Linux's defaults) and advertises Linux's
@@ -84,6 +87,9 @@ const RTO_MIN_NS: u64 = 200 * MS;
 /// sysctl tcp_comp_sack_nr, tcp_comp_sack_delay_ns.
 const COMP_SACK_NR: u32 = 44;
 const COMP_SACK_DELAY_NS: u64 = MS;
+/// TCP_NUM_SACKS: the SACK blocks a receiver remembers (it sends at most
+/// [`MAX_SACK_BLOCKS`] of them).
+const NUM_SACKS: usize = 4;
 /// TCP_FASTRETRANS_THRESH: ACKs per cumulative ACK value not compressed.
 const FASTRETRANS_THRESH: u32 = 3;
 /// The Linux receiver's MSS on a 1500-byte MTU (its `advmss`).
@@ -372,18 +378,8 @@ impl Conn {
         self.lx.sent(self.rcv);
         let mut sack = Sack::default();
         if self.sack_ok {
-            let mut seen: Vec<u64> = Vec::new();
-            for &x in &self.recent {
-                let Some((&s, &e)) = self.ooo.range(..=x).next_back() else {
-                    continue;
-                };
-                if e > x && !seen.contains(&s) {
-                    seen.push(s);
-                    sack.push(self.wire(s), self.wire(e));
-                }
-                if seen.len() == MAX_SACK_BLOCKS {
-                    break;
-                }
+            for (s, e) in self.sack_ranges(MAX_SACK_BLOCKS) {
+                sack.push(self.wire(s), self.wire(e));
             }
         }
         TxSeg {
@@ -395,6 +391,47 @@ impl Conn {
             ts: self.lx.ts.map(|(recent, _)| (ts_clock(now), recent)),
             ..Default::default()
         }
+    }
+
+    /// The SACK blocks the receiver remembers, at most `n`: the buffered ranges holding
+    /// the latest out-of-order arrivals, newest first.
+    fn sack_ranges(&self, n: usize) -> Vec<(u64, u64)> {
+        let mut r: Vec<(u64, u64)> = Vec::new();
+        for &x in &self.recent {
+            let Some((&s, &e)) = self.ooo.range(..=x).next_back() else {
+                continue;
+            };
+            if e > x && !r.iter().any(|&(rs, _)| rs == s) {
+                r.push((s, e));
+            }
+            if r.len() == n {
+                break;
+            }
+        }
+        r
+    }
+
+    /// Linux's `tcp_sack_new_ofo_skb`: an out-of-order segment `[s, e)` that extends none
+    /// of the receiver's [`NUM_SACKS`] remembered blocks starts a new one, and the oldest
+    /// is forgotten; if an ACK is being held back (SACK compression), it is sent first,
+    /// so the sender hears of the forgotten block. Whether to send the held ACK now.
+    fn sack_block_dropped(&self, s: u64, e: u64) -> bool {
+        if self.lx.compressed == 0 {
+            return false;
+        }
+        let blocks = self.sack_ranges(NUM_SACKS);
+        blocks.len() == NUM_SACKS && !blocks.iter().any(|&(bs, be)| bs <= e && s <= be)
+    }
+
+    /// The out-of-order segment at `s` was buffered: its range becomes the newest SACK
+    /// block, one entry per range (blocks it merged with are one block now), at most
+    /// [`NUM_SACKS`] remembered.
+    fn remember_block(&mut self, s: u64) {
+        if let Some((&rs, &re)) = self.ooo.range(..=s).next_back() {
+            self.recent.retain(|&x| x < rs || x >= re);
+        }
+        self.recent.push_front(s);
+        self.recent.truncate(NUM_SACKS);
     }
 
     /// Buffer `[s, e)` out of order, merging it with the ranges it touches.
@@ -591,11 +628,13 @@ impl TcpSink {
             match (arrival, start) {
                 (Arrival::Old, _) => self.dup_pkts += 1,
                 (Arrival::OutOfOrder, Some(s)) => {
+                    if self.acks == Acks::Linux && c.sack_ok && c.sack_block_dropped(s, s + len) {
+                        out.push((seg.src, seg.sport, c.ack(now)));
+                        self.acks_sent += 1;
+                    }
                     self.ooo_pkts += 1;
                     c.insert_ooo(s, s + len);
-                    c.recent.retain(|&x| x != s);
-                    c.recent.push_front(s);
-                    c.recent.truncate(2 * MAX_SACK_BLOCKS);
+                    c.remember_block(s);
                 }
                 (Arrival::InOrder { had_hole, .. }, Some(s)) => {
                     self.bytes += c.deliver(s + len);
