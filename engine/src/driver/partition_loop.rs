@@ -50,9 +50,10 @@
 //!   the answering program is usually woken on the engine's own core, so polling held the
 //!   answer back until the window closed (~100 µs more per round trip of a ping at a few
 //!   per second). Napping in 50 µs steps, as it did before, cost a wake-up per step for
-//!   nothing (a ping at 1–5/s through a link without delay woke the engine ~6 times per
-//!   round trip, 3.5 now; through a 10 ms link ~9, 6 now, two of them the lazy ends of
-//!   serialization; `bench/results/low-rate-timing-20261128.md`);
+//!   nothing (with the same-turn write and the wake-up estimate below, a ping at 1–5/s
+//!   through a link without delay wakes the engine 3.5 times per round trip instead of ~6,
+//!   through a 10 ms link 6 instead of ~9; sleeping instead of napping is about 1.4 of
+//!   each; `bench/results/low-rate-timing-20261128.md`);
 //!   anticipation there is only the timer wake-up just before the expected burst;
 //! * a frame whose departure is due by the time it has been read (a link without delay, or
 //!   a frame read late) is written in the same turn, right after the reads;

@@ -2,11 +2,11 @@
 //! timer sleep, and which ports answer the frames written to them.
 //!
 //! * [`Oversleep`] tracks the median of how late a timer sleep ends (scheduler wake-up, idle
-//!   exit; ~20 µs on a small VM). The loop arms its timer that much before a deadline and
+//!   exit; 20-50 µs on a small VM, the more the longer it slept: its vCPU halts to the host). The loop arms its timer that much before a deadline and
 //!   spins only the rest, so a deadline costs a few µs of polling instead of a fixed spin
 //!   window, and the lateness of an event is the spread of wake-ups above the median. Its
-//!   step doubles while the samples stay on one side of it, so it settles within a few
-//!   wake-ups (a ping at 1/s makes two a second; the fixed 0.4 µs step it had took minutes
+//!   step doubles while the samples stay on one side of it, so it settles within about a
+//!   dozen wake-ups (a ping at 1/s makes two a second; the fixed 0.4 µs step it had took minutes
 //!   to move 40 µs), and falls back to the fine step once they straddle it.
 //! * [`SpinBudget`] bounds the share of wall time spent polling toward deadlines. Where
 //!   deadlines are sparse (a ping, a few flows) the budget always suffices and every frame
@@ -40,7 +40,7 @@ impl Oversleep {
     const Q: u64 = 50;
     /// Finest step of the stochastic quantile update.
     const STEP_NS: u64 = 400;
-    /// Largest step (after five samples in a row on one side). Larger learns faster but
+    /// Largest step (the sixth sample in a row on one side). Larger learns faster but
     /// makes the estimate noisier where it has settled (a simulated wake-up latency of
     /// median 22 µs: 12 samples to learn 40 µs, ±3.6 µs; with 3.2 µs, 26 samples, ±2.6 µs;
     /// with the fine step alone, 190 samples, ±1.1 µs).
