@@ -7,7 +7,8 @@ each between its own pair of namespaces. Per repeat, for each engine binary comp
 * idle: engine CPU (utime + stime from /proc/PID/stat) over a window with no traffic;
 * quiet probe: a 64-byte, 200 packets/s probe b->a on every link, nothing else; its one-way
   delay (sink-measured, CLOCK_MONOTONIC stamps) minus the configured delay + serialization
-  is the reference delay error;
+  is the reference delay error; the engine's CPU and wake-ups in that window are its cost
+  at low rates;
 * busy: a 1518-byte UDP stream a->b at 1.03 x 10 Mbit/s on every link (the "10 links x 10
   Mbit/s" load of the fidelity suite) plus the same probes b->a (an otherwise idle direction,
   so the probe sees no queue); engine CPU over the window and the probes' delay error. So
@@ -183,7 +184,15 @@ def one_repeat(lab, binary, label, dur, args=()):
         row = {"idle_cpu_pct": cpu_pct(eng, dur)}
         probes = [lambda p=p: M.stream(lab, p.reversed(), PROBE_FRAME, dur, rate=PROBE_PPS)
                   for p in pairs]
-        row["quiet_err_p50_us"], row["quiet_err_p99_us"], qfail = probe_error(run_all(probes))
+        quiet = {}
+
+        def quiet_during():
+            time.sleep(0.5)
+            quiet.update(cpu_window(eng, dur - 1.0))
+        row["quiet_err_p50_us"], row["quiet_err_p99_us"], qfail = probe_error(
+            run_all(probes + [quiet_during])[:LINKS])
+        row["quiet_cpu_pct"] = quiet.get("cpu")
+        row["quiet_sleeps_per_s"] = quiet.get("sleeps")
         sample = {}
 
         def during():
@@ -244,14 +253,16 @@ def markdown(res):
            "busy delay error about the quiet one (fidelity.py --quick holds the delay goals).", "",
            "Engine arguments: " + "; ".join(f"{k}: {' '.join(v) or '(defaults)'}"
                                             for k, v in m.get("args", {}).items()), "",
-           "| engine | idle CPU % | busy CPU % | quiet error p50 / p99 (µs) | "
-           "busy error p50 / p99 (µs) | bandwidth max abs error % | failures | goal |",
-           "|---|---|---|---|---|---|---|---|"]
+           "| engine | idle CPU % | quiet CPU % (sleeps/s) | busy CPU % | "
+           "quiet error p50 / p99 (µs) | busy error p50 / p99 (µs) | "
+           "bandwidth max abs error % | failures | goal |",
+           "|---|---|---|---|---|---|---|---|---|"]
     for label, v in res["variants"].items():
         md = v["median"]
         ok = (md.get("busy_cpu_pct") is not None and md["busy_cpu_pct"] <= GOAL_CPU_PCT
               and md.get("idle_cpu_pct") is not None and md["idle_cpu_pct"] <= GOAL_IDLE_PCT)
         out.append(f"| {label} | {fmt(md.get('idle_cpu_pct'), 2)} | "
+                   f"{fmt(md.get('quiet_cpu_pct'))} ({fmt(md.get('quiet_sleeps_per_s'), 0)}) | "
                    f"{fmt(md.get('busy_cpu_pct'))} | "
                    f"{fmt(md.get('quiet_err_p50_us'))} / {fmt(md.get('quiet_err_p99_us'))} | "
                    f"{fmt(md.get('busy_err_p50_us'))} / {fmt(md.get('busy_err_p99_us'))} | "

@@ -184,35 +184,58 @@ class Suite:
     def delay_at_low_rates(self, t):
         """Delay rows at the rates people ping at (1, 5 and 50 per second), where the engine
         sleeps between frames: its wake-ups, not its polling, set the error. veth is measured
-        at each rate in the same run for the base-RTT goal."""
+        at each rate in the same run for the base-RTT goal, and the TAP relay
+        (``tap_relay``: the engine's TAPs copied into each other, no engine) for what the TAP
+        device's own path costs at that rate; each engine row counts the engine's wake-ups per
+        round trip."""
         fr = 64
         for rate in LOW_RATES:
             # at least ~8 round trips (1/s: 8 s; 5/s and 50/s: a few seconds)
             dur = max(2.0, (6 if self.quick else 10) / rate)
-            try:
-                v = M.rtt(self.lab, self.topo("veth"), fr, rate, dur)
-                self.res["delay"].append({"path": "veth", "delay_ms": 0, "frame": fr,
-                                          "rate_pps": rate, "rtt_us": v["rtt_avg_us"],
-                                          "stdev_us": v["rtt_stdev_us"], "p50_us": v["rtt_p50_us"],
-                                          "lost": v["lost"], "n": v["rtt_n"]})
-                log(f"  veth {rate}/s {fr}B rtt {v['rtt_avg_us']:.1f} us")
-            except Exception as e:
-                self.error(f"delay veth {rate}/s", e)
-                v = None
+            v = self.low_rate_baseline("veth", fr, rate, dur)
+            relay = self.low_rate_baseline("relay", fr, rate, dur) if os.path.exists(RELAY) \
+                else None
             base = None
             for d in LOW_RATE_DELAYS:
                 try:
                     t.set(delay_us=d * 1000, queue=10000)
                     time.sleep(0.05)
+                    before = engine_wakeups(t.engine)
                     r = M.rtt(self.lab, t, fr, rate, dur, wait=1.0 + 2 * d / 1000)
-                    row = low_rate_row(r, d, fr, rate, base, v)
+                    after = engine_wakeups(t.engine)
+                    row = low_rate_row(r, d, fr, rate, base, v, relay)
+                    if before is not None and after is not None and r.get("rtt_n"):
+                        row["wakeups_per_rtt"] = (after - before) / r["rtt_n"]
                     if d == 0:
                         base = r["rtt_avg_us"]
                     self.res["delay"].append(row)
                     log(f"  engine {rate}/s {d}ms {fr}B rtt {r['rtt_avg_us']:.1f} us "
-                        f"(exp {2 * d * 1000})")
+                        f"(exp {2 * d * 1000}), {row.get('wakeups_per_rtt', 0):.1f} wake-ups/rtt")
                 except Exception as e:
                     self.error(f"delay engine {rate}/s {d}ms", e)
+
+    def low_rate_baseline(self, kind, fr, rate, dur):
+        """A 0 ms row of ``kind`` (veth, relay) at ``rate``; its ping report, or None."""
+        try:
+            v = M.rtt(self.lab, self.topo(kind), fr, rate, dur)
+            self.res["delay"].append({"path": kind, "delay_ms": 0, "frame": fr,
+                                      "rate_pps": rate, "rtt_us": v["rtt_avg_us"],
+                                      "stdev_us": v["rtt_stdev_us"], "p50_us": v["rtt_p50_us"],
+                                      "min_us": v["rtt_min_us"], "lost": v["lost"],
+                                      "n": v["rtt_n"]})
+            log(f"  {kind} {rate}/s {fr}B rtt {v['rtt_avg_us']:.1f} us")
+            return v
+        except Exception as e:
+            self.error(f"delay {kind} {rate}/s", e)
+            return None
+
+    def run_lowrate(self):
+        """The low-rate delay rows alone (``--only lowrate``; the delay rows include them)."""
+        if not self.engine_ok or self.only is None or "delay" in self.only:
+            return
+        t = self.topo("engine")
+        self.delay_at_low_rates(t)
+        t.set()
 
     # ---- bandwidth ----------------------------------------------------------
     def run_bandwidth(self):
@@ -538,7 +561,7 @@ class Suite:
                 os.path.getmtime(ENGINE)).isoformat(timespec="seconds")
         meta["loadavg_start"] = os.getloadavg()
         t0 = time.monotonic()
-        for name in ["delay", "bandwidth", "loss", "impair", "capacity", "scale"]:
+        for name in ["delay", "lowrate", "bandwidth", "loss", "impair", "capacity", "scale"]:
             if self.only and name not in self.only:
                 continue
             t1 = time.monotonic()
@@ -557,9 +580,10 @@ LOW_RATES = [1, 5, 50]
 LOW_RATE_DELAYS = [0, 10]
 
 
-def low_rate_row(r, delay_ms, frame, rate, base_us, veth):
+def low_rate_row(r, delay_ms, frame, rate, base_us, veth, relay=None):
     """A low-rate delay row from a ping report ``r``: the 0 ms row holds the base-RTT goal
-    (veth at the same rate + 30 us); the others the delay goal on the RTT less that base."""
+    (veth at the same rate + 30 us) and notes the TAP relay's RTT at that rate (``relay``, the
+    TAP path's own share of the base); the others the delay goal on the RTT less that base."""
     obs, exp = r["rtt_avg_us"], 2 * delay_ms * 1000.0
     row = {"path": "engine", "family": 4, "delay_ms": delay_ms, "frame": frame,
            "rate_pps": rate, "rtt_us": obs, "stdev_us": r["rtt_stdev_us"],
@@ -572,11 +596,23 @@ def low_rate_row(r, delay_ms, frame, rate, base_us, veth):
         if veth and veth.get("rtt_avg_us") is not None:
             row["veth_rtt_us"] = veth["rtt_avg_us"]
             row["base_goal"] = obs <= veth["rtt_avg_us"] + 30
+        if relay and relay.get("rtt_avg_us") is not None:
+            row["relay_rtt_us"] = relay["rtt_avg_us"]
     elif base_us is not None:
         adj = obs - base_us
         row.update(adj_rtt_us=adj, adj_error_pct=(adj - exp) / exp * 100,
                    adj_error_us=adj - exp, goal=abs(adj - exp) <= max(0.005 * exp, 50.0))
     return row
+
+
+def engine_wakeups(engine):
+    """The engine's sleeps so far (each ended by a wake-up), or None without real-time
+    statistics."""
+    try:
+        rt = engine.request({"cmd": "stats"}).get("realtime") or {}
+        return rt.get("sleeps")
+    except Exception:
+        return None
 
 
 def frames_of(kind, frames):
@@ -599,8 +635,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="reduced set, < 3 minutes")
-    ap.add_argument("--only", help="comma-separated subset: delay,bandwidth,loss,impair,capacity,"
-                    "scale")
+    ap.add_argument("--only", help="comma-separated subset: delay,lowrate,bandwidth,loss,impair,"
+                    "capacity,scale (lowrate: the delay rows at 1, 5 and 50 pings/s alone, "
+                    "with veth and the TAP relay at each rate)")
     ap.add_argument("--out", default=RESULTS, help="results directory")
     ap.add_argument("--no-save", action="store_true", help="print only")
     ap.add_argument("--ipv6", action="store_true",

@@ -25,6 +25,34 @@ def rate_name(bps):
     return f"{bps/1e3:g} kbit/s"
 
 
+def low_rate_table(rows):
+    """The low-rate rows side by side: veth, the TAP relay (what the TAP path alone costs at
+    that rate) and the engine, with the engine's wake-ups per round trip."""
+    rates = sorted({r["rate_pps"] for r in rows if r.get("rate_pps")})
+    if not rates:
+        return []
+    L = ["Low rates, side by side (RTT in µs, 64 B; relay: `tap_relay`, the same TAPs copied "
+         "into each other with no engine; wake-ups: the engine's sleeps per round trip):", "",
+         "| rate (pps) | veth | relay | engine 0 ms | engine − relay | wake-ups/RTT 0 ms "
+         "| engine 10 ms adjusted error (µs) | wake-ups/RTT 10 ms |",
+         "|---|---|---|---|---|---|---|---|"]
+
+    def at(path, rate, d=0):
+        return next((r for r in rows if r["path"] == path and r.get("rate_pps") == rate
+                     and r["delay_ms"] == d), {})
+    for rate in rates:
+        v, y, e0, e10 = at("veth", rate), at("relay", rate), at("engine", rate), \
+            at("engine", rate, 10)
+        gap = (e0["rtt_us"] - y["rtt_us"]) if e0.get("rtt_us") is not None and \
+            y.get("rtt_us") is not None else None
+        L.append(f"| {rate} | {fmt(v.get('rtt_us'), 1)} | {fmt(y.get('rtt_us'), 1)} "
+                 f"| {fmt(e0.get('rtt_us'), 1)} | {fmt(gap, 1)} "
+                 f"| {fmt(e0.get('wakeups_per_rtt'), 1)} | {fmt(e10.get('adj_error_us'), 1)} "
+                 f"| {fmt(e10.get('wakeups_per_rtt'), 1)} |")
+    L.append("")
+    return L
+
+
 def markdown(res):
     m = res["meta"]
     L = [f"# wanlab fidelity & capacity ({'quick' if m.get('quick') else 'full'} run)", "",
@@ -58,6 +86,7 @@ def markdown(res):
                      "| "
                      f"{fmt(r.get('adj_error_pct'), 3)} | {goal} |")
         L.append("")
+        L += low_rate_table(res["delay"])
     if res["bandwidth"]:
         L += ["## Bandwidth (Ethernet frame bytes; offered 3 % above the rate)", "",
               "Goal: |error| <= 0.5 % (sink-measured).", "",

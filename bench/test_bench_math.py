@@ -82,3 +82,21 @@ def test_low_rate_rows_hold_the_base_and_delay_goals():
     assert fidelity.low_rate_row(late, 10, 64, 5, 110.0, None)["goal"] is False
     # no base measured: no adjusted error, no goal claimed
     assert "goal" not in fidelity.low_rate_row(far, 10, 64, 5, None, None)
+
+
+def test_low_rate_rows_note_the_relay_and_render_side_by_side():
+    import fidelity
+    ping = {"rtt_avg_us": 110.0, "rtt_stdev_us": 9.0, "rtt_p50_us": 105.0, "rtt_min_us": 90.0,
+            "rtt_max_us": 150.0, "lost": 0, "rtt_n": 10}
+    base = fidelity.low_rate_row(ping, 0, 64, 5, None, {"rtt_avg_us": 70.0},
+                                 {"rtt_avg_us": 100.0})
+    assert base["relay_rtt_us"] == 100.0 and base["base_goal"] is False
+    base["wakeups_per_rtt"] = 2.0
+    far = fidelity.low_rate_row(dict(ping, rtt_avg_us=20_140.0), 10, 64, 5, 110.0, None)
+    far["wakeups_per_rtt"] = 4.0
+    rows = [{"path": "veth", "delay_ms": 0, "frame": 64, "rate_pps": 5, "rtt_us": 70.0},
+            {"path": "relay", "delay_ms": 0, "frame": 64, "rate_pps": 5, "rtt_us": 100.0},
+            base, far]
+    md = "\n".join(report.low_rate_table(rows))
+    assert "| 5 | 70.0 | 100.0 | 110.0 | 10.0 | 2.0 | 30.0 | 4.0 |" in md
+    assert report.low_rate_table([{"path": "engine", "delay_ms": 0, "rtt_us": 1.0}]) == []

@@ -32,8 +32,9 @@
 //!   on this machine class to run again after a frame wakes it (scheduler + idle exit), which
 //!   is most of its added latency for sparse traffic. When traffic arrives in regular bursts
 //!   (a burst = frames after a pause of `--linger-us`; two consecutive gaps between burst
-//!   starts that agree within 1/8 or 20 µs, gap ≤ 100 ms — e.g. ping, heartbeats, paced
-//!   probes), the engine wakes by timer before the next expected burst and polls until it
+//!   starts that agree within 1/8 or 20 µs, gap ≤ 100 ms — e.g. heartbeats, paced probes;
+//!   not a ping: its answer, read after a pause too, is a burst of its own, so the gaps
+//!   alternate), the engine wakes by timer before the next expected burst and polls until it
 //!   comes, at most `anticipate` after the expected time; the window's lead is the measured
 //!   spread of burst times (at least 20 µs, at most `anticipate`). A missed prediction cancels
 //!   it until the period is seen twice again, so an idle engine still sleeps (0 % CPU) and
@@ -43,12 +44,19 @@
 //!   loop polling. (At 2 %, the default for a while, a 1000 pps ping through one link ran out
 //!   of budget and its RTT grew by ~30 µs, over the delay goal at 5 ms; 10 × 10 Mbit/s costs
 //!   the same CPU at 2 and 10 %, `bench/engine_cpu.py`);
-//! * at real-time priority, waiting for traffic (lingering, anticipation) naps in steps of
-//!   at most [`NAP_NS`] instead of polling: a real-time thread's `sched_yield` lets no
-//!   normal task run, and the answering program is usually woken on the engine's own core,
-//!   so polling held the answer back until the window closed (~100 µs more per round trip
-//!   of a ping at a few per second); napping, the core runs it and its frame wakes the
-//!   engine at once;
+//! * at real-time priority, waiting for traffic (lingering, anticipation) does not poll: the
+//!   thread sleeps in `epoll_pwait2` until its next due time (a deadline, or none), and the
+//!   awaited frame wakes it. A real-time thread's `sched_yield` lets no normal task run, and
+//!   the answering program is usually woken on the engine's own core, so polling held the
+//!   answer back until the window closed (~100 µs more per round trip of a ping at a few
+//!   per second). Napping in 50 µs steps, as it did before, cost a wake-up per step for
+//!   nothing (with the same-turn write and the wake-up estimate below, a ping at 1–5/s
+//!   through a link without delay wakes the engine 3.5 times per round trip instead of ~6,
+//!   through a 10 ms link 6 instead of ~9; sleeping instead of napping is about 1.4 of
+//!   each; `bench/results/low-rate-timing-20261128.md`);
+//!   anticipation there is only the timer wake-up just before the expected burst;
+//! * a frame whose departure is due by the time it has been read (a link without delay, or
+//!   a frame read late) is written in the same turn, right after the reads;
 //! * with `--busy-poll`: never sleep (lowest latency, one core at 100 %).
 //!
 //! Each partition thread runs at `SCHED_RR` priority `--rt-priority` (0 = off; see
@@ -124,9 +132,6 @@ pub struct Options {
 
 /// Polling for traffic needs at least this much budget left.
 const POLL_QUANTUM_NS: u64 = 5_000;
-
-/// Longest nap of a real-time partition waiting for traffic (see [`Part::turn`]).
-const NAP_NS: u64 = 50_000;
 
 /// Polling time toward deadlines that may be banked (see [`SpinBudget`]).
 const SPIN_BANK_NS: u64 = 2_000_000;
@@ -434,46 +439,49 @@ impl Part {
         }
     }
 
+    /// Run the network up to `now` (and the deadlines within `--coalesce-us` after it),
+    /// writing the frames that leave.
+    fn advance(&mut self, now: Instant, clock: &Clock) {
+        let (opts, t) = (&self.opts, &mut self.t);
+        let late_before = self.engine.net.lateness().map_or(0, |l| l.late_events);
+        let Engine {
+            net,
+            out,
+            departures,
+            ..
+        } = &mut self.engine;
+        let replies = &mut t.replies;
+        let defer = &self.defer;
+        let ran = net.poll_until(now, now.add_nanos(opts.coalesce_ns), |o| {
+            let mut due = None;
+            // A deferred port's frames are not read by polling: no answer to wait for.
+            if let Output::Frame { port, at, .. } = &o {
+                if !defer.is_deferred(*port) {
+                    replies.written(*port, now, opts.linger_ns);
+                }
+                due = Some(*at);
+            }
+            out.handle_output(o);
+            // The frame's departure lateness: the clock once its write is done.
+            if let (Some(due), Some(d)) = (due, departures.as_mut()) {
+                d.record(due.nanos(), clock.now().nanos());
+            }
+        });
+        t.horizon = t.horizon.max(ran.unwrap_or(Instant::ZERO));
+        t.behind.update(&mut self.engine, late_before, now);
+    }
+
     /// One turn: run the network up to now, ship frames to other partitions, sleep or poll
     /// until the next deadline (or `extra`), then read the TAPs and rings that are ready.
     /// `busy`: control work is waiting, do not sleep.
     pub fn turn(&mut self, clock: &Clock, extra: Option<Instant>, busy: bool) -> Seen {
-        let opts = &self.opts;
-        let t = &mut self.t;
-        let engine = &mut self.engine;
         let now = clock.now();
-        t.turn += 1;
-        if let Some(s) = t.spinning_since.take() {
-            t.budget.spend(now.nanos_since(s));
+        self.t.turn += 1;
+        if let Some(s) = self.t.spinning_since.take() {
+            self.t.budget.spend(now.nanos_since(s));
         }
-        let late_before = engine.net.lateness().map_or(0, |l| l.late_events);
-        {
-            let Engine {
-                net,
-                out,
-                departures,
-                ..
-            } = engine;
-            let replies = &mut t.replies;
-            let defer = &self.defer;
-            let ran = net.poll_until(now, now.add_nanos(opts.coalesce_ns), |o| {
-                let mut due = None;
-                // A deferred port's frames are not read by polling: no answer to wait for.
-                if let Output::Frame { port, at, .. } = &o {
-                    if !defer.is_deferred(*port) {
-                        replies.written(*port, now, opts.linger_ns);
-                    }
-                    due = Some(*at);
-                }
-                out.handle_output(o);
-                // The frame's departure lateness: the clock once its write is done.
-                if let (Some(due), Some(d)) = (due, departures.as_mut()) {
-                    d.record(due.nanos(), clock.now().nanos());
-                }
-            });
-            t.horizon = t.horizon.max(ran.unwrap_or(Instant::ZERO));
-        }
-        t.behind.update(engine, late_before, now);
+        self.advance(now, clock);
+        let (t, engine) = (&mut self.t, &mut self.engine);
         if let Some(rt) = engine.realtime.as_mut() {
             rt.wake_estimate_ns = t.oversleep.estimate_ns();
             rt.wake_samples = t.oversleep.samples();
@@ -515,9 +523,9 @@ impl Part {
         // real-time tasks, and the program whose answer (or next frame) is awaited was most
         // likely woken on this very core (a TAP write wakes its reader with a sync wake-up,
         // which places it on the writer's core). Polling would hold it off until the window
-        // closed. Nap instead: the core runs that program, whose write wakes us at once.
-        let nap = want_poll && self.gov.realtime() && t.pwait2;
-        let poll_for_traffic = want_poll && !nap;
+        // closed. Sleep instead, to the next due time as if there were nothing to wait for:
+        // the core runs that program, whose write wakes us at once.
+        let poll_for_traffic = want_poll && !self.gov.realtime();
         if poll_for_traffic {
             t.spinning_since = Some(now);
         }
@@ -575,10 +583,6 @@ impl Part {
                 }
             }
         };
-        if nap && timeout != 0 {
-            let end = now.add_nanos(NAP_NS);
-            sleep_until = Some(sleep_until.map_or(end, |w: Instant| w.min(end)));
-        }
         let before = clock.now();
         let mut n = None;
         if let Some(w) = sleep_until {
@@ -640,6 +644,17 @@ impl Part {
             self.read_deferred(port, clock);
         }
         self.drain_inbox();
+        // A frame whose departure is due by now (a link without delay, or one read late)
+        // leaves in this turn, not after another round of the loop.
+        let now = clock.now();
+        if self
+            .engine
+            .net
+            .wake_at()
+            .is_some_and(|w| w <= now.add_nanos(self.opts.coalesce_ns))
+        {
+            self.advance(now, clock);
+        }
         let wall = clock.now().nanos();
         let busy = wall.saturating_sub(self.idle_ns);
         self.load.wall_ns.store(wall, Ordering::Relaxed);
