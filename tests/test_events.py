@@ -121,21 +121,26 @@ $g add $link0
     assert min(ping_rtts(lab, "later", "a", "b", count=3)) < 15
 
 
-def test_ping_shows_the_gap_of_a_link_down_from_2_to_4_s(lab, tmp_path):
-    create(lab, tmp_path, '$ns at 2 "$link0 down"\n$ns at 4 "$link0 up"\n', "gap")
+def test_ping_shows_the_gap_of_a_link_down_from_5_to_7_s(lab, tmp_path):
+    # 5 s of the timeline before the link goes down: on a loaded machine the exec below can
+    # take seconds to start ping (CI once started it after the link was up again at 4 s)
+    create(lab, tmp_path, '$ns at 5 "$link0 down"\n$ns at 7 "$link0 up"\n', "gap")
     t0 = t0_of(lab, "gap")
-    out = lab.exec("gap", "a", ["ping", "-n", "-D", "-i", "0.05", "-c", "110", "-W", "1",
+    until = max(1, round(t0 + 9.5 - time.time()))
+    out = lab.exec("gap", "a", ["ping", "-n", "-D", "-i", "0.05", "-w", str(until), "-W", "1",
                                 "b"], capture_output=True, text=True).stdout
     replies = [float(t) - t0 for t in re.findall(r"^\[([\d.]+)\] \d+ bytes from", out, re.M)]
+    assert replies and replies[0] < 4.5, ("ping started too late to see the link go down",
+                                          replies[:3])
     gaps = [(x, y) for x, y in zip(replies, replies[1:], strict=False) if y - x > 0.5]
-    assert len(gaps) == 1, gaps
+    assert len(gaps) == 1, (gaps, replies)
     last_before, first_after = gaps[0]
-    # replies stop when the link goes down at 2 s (ping every 50 ms, RTT 10 ms) and none
-    # arrives until it is up at 4 s; the first reply after may wait for the kernel's ARP
+    # replies stop when the link goes down at 5 s (ping every 50 ms, RTT 10 ms) and none
+    # arrives until it is up at 7 s; the first reply after may wait for the kernel's ARP
     # retry (carrier loss flushed the neighbour entry; probes repeat every 1 s), as with a
     # real cable
-    assert 1.9 <= last_before <= 2.02, (last_before, replies)
-    assert 4.0 <= first_after <= 5.05, (first_after, replies)
+    assert 4.9 <= last_before <= 5.02, (last_before, replies)
+    assert 7.0 <= first_after <= 8.05, (first_after, replies)
     # carrier: the node saw its interface lose and regain carrier
     log = lab.event_log("gap")
     assert [e["outcome"] for e in log] == ["ok", "ok"]

@@ -33,6 +33,7 @@ from wanlab.errors import WanlabError
 from wanlab.model.gc_pause import gc_paused
 from wanlab.model.ir import IR_VERSION, Experiment
 from wanlab.model.names import check_experiment_name
+from wanlab.store import host
 
 MIGRATIONS: list[str] = [
     # 1: the initial schema
@@ -332,6 +333,7 @@ class Store:
             else:
                 raise WanlabError("could not allocate a short id for the experiment")
             exp_id = cur.lastrowid
+            self._claim_short(exp_id, short)
             self.db.execute("INSERT INTO transitions(exp_id, at, from_state, to_state, reason)"
                             " VALUES (?,?,?,?,?)", (exp_id, now, None, "new", "created"))
         return self.get(exp.name)
@@ -379,6 +381,28 @@ class Store:
 
     def delete_experiment(self, exp_id: int) -> None:
         self.db.execute("DELETE FROM experiments WHERE id = ?", (exp_id,))
+        host.release(self.home, exp_id)
+
+    def _claim_short(self, exp_id: int, first: str) -> None:
+        """Make the new experiment's short id unique on the host, not only in this store: it
+        names namespaces and devices every store shares (:mod:`wanlab.store.host`). Keeps
+        ``first`` if no other store holds it; a short a namespace of the host already
+        carries (an experiment from before the host's claims) is never taken."""
+        mine = {r[0] for r in self.db.execute("SELECT short FROM experiments WHERE id != ?",
+                                              (exp_id,))}
+        try:
+            live = {n.split("-")[1] for n in os.listdir("/run/netns") if n.startswith("wl-")
+                    and n.count("-") >= 2}
+        except OSError:
+            live = set()
+        candidates = [first, *(secrets.token_hex(2) for _ in range(200))]
+        got = host.claim("short", candidates, self.home, exp_id,
+                         usable=lambda k: k not in mine and k not in live)
+        if got is None:
+            raise WanlabError("could not allocate a short id for the experiment (every one "
+                              "tried is held by another experiment on this host)")
+        if got != first:
+            self.db.execute("UPDATE experiments SET short = ? WHERE id = ?", (got, exp_id))
 
     # -- resources ------------------------------------------------------------
     def record(self, exp_id: int, kind: str, name: str, **detail: Any) -> int:

@@ -6,7 +6,8 @@ host: uid 0 (and every uid up to 65535) in the node is ``base + uid`` on the hos
 its terminate: each swap-in records a ``userns`` resource naming it (before the namespace
 exists); a later swap-in takes the base of the experiment's earlier records (its files in
 ``nodes/<node>/`` keep their owners), and a new experiment takes a base no other experiment
-of the store has recorded. Terminate deletes the experiment's records, which frees it.
+of the host holds (:mod:`wanlab.store.host`). Terminate deletes the experiment's records
+and its claim, which frees it.
 
 The nodes' network namespaces are created inside the user namespace
 (:func:`wanlab.backends.emulate.netns.create_many`), so it owns them: the node keeps
@@ -24,6 +25,7 @@ import os
 import time
 import zlib
 
+from wanlab.store import host
 from wanlab.store.db import Store
 
 SIZE = 65536                # uids (and gids) of one range: 0..65535 in the node
@@ -58,13 +60,17 @@ def claim(store: Store, exp_id: int) -> tuple[int, int]:
         mine = [b for b, e in taken.items() if e == exp_id]
         if mine:
             base = mine[0]
+            host.claim("uids", [str(base)], store.home, exp_id)   # one from before claims
         else:
-            # start where this store's hash says, so two stores on a host rarely meet
+            # free in this store and claimed on the host: another store's experiment never
+            # shares the range (starting where this store's hash says keeps the search short)
             start = zlib.crc32(store.home.encode()) % SLOTS
-            free = (FIRST + ((start + k) % SLOTS) * SIZE for k in range(SLOTS))
-            base = next((b for b in free if b not in taken), 0)
-            if not base:
+            free = (str(FIRST + ((start + k) % SLOTS) * SIZE) for k in range(SLOTS))
+            got = host.claim("uids", free, store.home, exp_id,
+                             usable=lambda b: int(b) not in taken)
+            if got is None:
                 raise OSError("no free uid range left for a user namespace")
+            base = int(got)
         cur = db.execute(
             "INSERT INTO resources(exp_id, kind, name, detail, state, created)"
             " VALUES (?, 'userns', ?, ?, 'planned', ?)",
