@@ -21,7 +21,8 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 
-PATH = "/var/lib/wanlab-host/claims.db"
+# inside the default state folder: no bind may copy it, no node sees it
+PATH = "/var/lib/wanlab/host/claims.db"
 GRACE_S = 600.0
 
 _SCHEMA = """CREATE TABLE IF NOT EXISTS claims (
