@@ -347,7 +347,7 @@ def _cell(rs: list[dict], what: str) -> str:
         of = "" if pinged == r0.get("hosts") else \
             f" of {pinged} hosts ({pinged * (pinged - 1)} pings)"
         return (f"build {_med(ok, 'build_s')} s, pingall{of} {_med(ok, 'pingall_s')} s "
-                f"({r0.get('loss_pct')} % lost), stop {_med(ok, 'stop_s')} s")
+                f"({r0.get('loss_pct', 0):.2f} % lost), stop {_med(ok, 'stop_s')} s")
     if what == "tc":
         return " / ".join(_tc_cell(r) for r in ok)
     if what == "bw":
@@ -380,15 +380,28 @@ def table(results: dict[str, list], why: str | None) -> str:
              "tc": "single,2, mn --link tc,bw=10,delay=10ms,loss=1: {} pings at 100/s "
                    "(expected: RTT 40 ms, loss 3.94 %: four 1 % crossings), 5 s UDP at "
                    "12 Mbit/s (expected 9.53: 10 Mbit/s of 1512-byte frames carrying 1470, "
-                   "2 crossings lose 1.99 %), 5 s TCP (loss-bound: well under 10)"}
+                   "2 crossings lose 1.99 %), 5 s TCP (with the host's congestion control, below)"}
     for case, arg in seen:
         cells = [_cell([r for r in results[s] if (r["case"], r["arg"]) == (case, arg)], case)
                  for s in ("wanlab", "mininet")]
         shown = "" if case == "bw" else arg
         rows.append(f"| {label[case].format(shown)} | {cells[0]} | {cells[1]} |")
+    rows += ["", f"Machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at "
+             f"the end; both tools' hosts use the host's TCP congestion control, "
+             f"{_sysctl('net/ipv4/tcp_congestion_control')} here (BBR is not bound by loss "
+             f"as Reno and CUBIC are). pingall: `ping -c1 -W 2` to each other host, one after "
+             f"another."]
     if why:
         rows += ["", f"Mininet not run: {why}."]
     return "\n".join(rows) + "\n"
+
+
+def _sysctl(name: str) -> str:
+    try:
+        with open("/proc/sys/" + name) as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
 
 
 if __name__ == "__main__":
