@@ -158,6 +158,6 @@ def test_show_prints_simulated_agents_and_engine_pace(lab, tmp_path):
     assert "simulated agents:" in out.stdout and "cbr.sink (sink)" in out.stdout
     # the pace line says which, and with what numbers (either verdict is a valid outcome)
     import re
-    m = re.search(r"engine: (keeping pace|BEHIND real time); (\d+) of (\d+) timer events",
-                  out.stdout)
+    m = re.search(r"engine: (keeping pace|BEHIND real time) now; since the start, (\d+) of "
+                  r"(\d+) timer events", out.stdout)
     assert m and int(m.group(2)) <= int(m.group(3)) and int(m.group(3)) > 0, out.stdout
